@@ -1,0 +1,2 @@
+"""memcairn: persistent, searchable memory for coding agents."""
+__version__ = "0.1.0"

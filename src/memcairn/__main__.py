@@ -1,0 +1,5 @@
+import sys
+
+from memcairn.entry import main
+
+sys.exit(main())

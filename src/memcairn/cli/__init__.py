@@ -1,0 +1,38 @@
+"""The command line: a click group whose commands translate arguments and errors, nothing more."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from memcairn import __version__
+from memcairn.cli.common import run_guarded
+from memcairn.cli.demo_cmd import demo
+from memcairn.cli.store_cmds import add, db, doctor, search, show, stats
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="memcairn")
+def cli() -> None:
+    """memcairn: persistent, searchable memory for coding agents.
+
+    Data lives under MEMCAIRN_HOME (default ~/.memcairn). Every setting can also come from a
+    MEMCAIRN_<NAME> environment variable.
+
+    Example:
+
+        memcairn add --project demo --kind manual --title "Use WAL" --text "SQLite runs in WAL mode"
+    """
+
+
+for command in (add, search, show, stats, doctor, db, demo):
+    cli.add_command(command)
+
+
+def run(args: list[str]) -> int:
+    return run_guarded(cli, args)
+
+
+def main() -> None:
+    sys.exit(run(sys.argv[1:]))

@@ -1,0 +1,55 @@
+"""Shared pieces of the CLI: settings, opening the store, JSON output, error translation."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+
+from memcairn.config import Settings, load_settings
+from memcairn.errors import MemcairnError, NotFoundError
+
+EXIT_USER_ERROR = 2
+
+
+def settings() -> Settings:
+    return load_settings()
+
+
+def open_store(cfg: Settings | None = None):  # noqa: ANN201 - the Store import stays lazy
+    from memcairn.store import Store
+
+    cfg = cfg or settings()
+    return Store(cfg.db_path)
+
+
+def emit_json(value: Any) -> None:
+    click.echo(json.dumps(value, ensure_ascii=False, indent=2, default=str))
+
+
+def run_guarded(group: click.Group, args: list[str]) -> int:
+    """Run the CLI; a MemcairnError becomes one line on stderr and exit code 2, never a traceback."""
+    try:
+        rv = group.main(args=args, prog_name="memcairn", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        return 1
+    except NotFoundError as exc:
+        click.echo(f"error: {exc}", err=True)
+        return EXIT_USER_ERROR
+    except MemcairnError as exc:
+        click.echo(f"error: {exc}", err=True)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        sys.stderr.close()
+        return 1
+    return rv if isinstance(rv, int) else 0

@@ -1,0 +1,187 @@
+"""Commands over the store: add, search, show, stats, doctor, db path."""
+
+from __future__ import annotations
+
+import click
+
+from memcairn.cli.common import emit_json, open_store, settings
+from memcairn.errors import NotFoundError, ValidationError
+from memcairn.models import KINDS, NewItem
+
+KIND_CHOICES = click.Choice([*KINDS, "observations", "summaries", "prompts", "all"])
+_PLURALS = {"observations": "observation", "summaries": "summary", "prompts": "prompt"}
+
+
+def kinds_option(value: str | None) -> list[str] | None:
+    if value in (None, "all"):
+        return None
+    return [_PLURALS.get(value, value)]
+
+
+@click.command()
+@click.option("--project", required=True, help="Project the memory belongs to.")
+@click.option("--kind", type=click.Choice(KINDS), default="manual", show_default=True)
+@click.option("--type", "type_", help="Sub-type, e.g. bugfix, feature, discovery, decision.")
+@click.option("--title", help="One-line title.")
+@click.option("--subtitle")
+@click.option("--text", help="Free text (the prompt text for kind=prompt).")
+@click.option("--narrative", help="What happened, in a few sentences.")
+@click.option("--fact", "facts", multiple=True, help="A fact (repeatable).")
+@click.option("--concept", "concepts", multiple=True, help="A concept tag (repeatable).")
+@click.option("--file-read", "files_read", multiple=True, help="A file that was read (repeatable).")
+@click.option("--file-modified", "files_modified", multiple=True, help="A file that was changed (repeatable).")
+@click.option("--session", help="The agent's session id this memory belongs to.")
+@click.option("--platform", "platform_source", help="claude-code, codex, gemini-cli, ...")
+@click.option("--json", "as_json", is_flag=True, help="Print {\"id\": ..., \"created\": ...}.")
+def add(project: str, kind: str, type_: str | None, title: str | None, subtitle: str | None, text: str | None,
+        narrative: str | None, facts: tuple[str, ...], concepts: tuple[str, ...], files_read: tuple[str, ...],
+        files_modified: tuple[str, ...], session: str | None, platform_source: str | None, as_json: bool) -> None:
+    """Store one memory; an identical memory is not stored twice (its id is returned).
+
+    Example:
+
+        memcairn add --project demo --kind observation --type bugfix --title "Fix login" \\
+            --narrative "Token expiry was compared in local time" --fact "tokens expire in UTC" --json
+    """
+    item = NewItem(
+        project=project, kind=kind, type=type_, title=title, subtitle=subtitle, text=text, narrative=narrative,
+        facts=facts, concepts=concepts, files_read=files_read, files_modified=files_modified, session=session,
+        platform_source=platform_source,
+    )
+    with open_store() as store:
+        result = store.add_item(item)
+    if as_json:
+        emit_json({"id": result.id, "created": result.created})
+    else:
+        click.echo(f"#{result.id} {'stored' if result.created else 'already stored (duplicate)'}")
+
+
+@click.command()
+@click.argument("query", required=False, default="")
+@click.option("--project", "projects", multiple=True, help="Only these projects (repeatable).")
+@click.option("--kind", type=KIND_CHOICES, help="observation(s), summary/ies, prompt(s), manual or all.")
+@click.option("--type", "types", multiple=True, help="Only these types (repeatable).")
+@click.option("--limit", default=20, show_default=True, type=int)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def search(query: str, projects: tuple[str, ...], kind: str | None, types: tuple[str, ...], limit: int,
+           as_json: bool) -> None:
+    """Search memories by keyword (every word counts, best matches first).
+
+    Example:
+
+        memcairn search "login token expiry" --project demo --json
+    """
+    from memcairn.models import ItemFilter
+
+    limit = max(1, min(limit, 100))
+    flt = ItemFilter(projects=list(projects) or None, kinds=kinds_option(kind), types=list(types) or None)
+    with open_store() as store:
+        if query.strip():
+            strategy = "keyword"
+            hits = store.keyword_search(query, flt, limit=limit)
+        else:
+            strategy = "filter_only"
+            hits = [(item, 0.0) for item in store.list_items(flt, limit=limit)]
+    results = [
+        {"id": i.id, "kind": i.kind, "type": i.type, "title": i.title, "project": i.project,
+         "created_at_epoch": i.created_at_epoch, "score": round(score, 6)}
+        for i, score in hits
+    ]
+    if as_json:
+        emit_json({"strategy": strategy, "results": results})
+        return
+    click.echo(f"{len(results)} result(s), strategy: {strategy}")
+    for r in results:
+        click.echo(f"#{r['id']:<6} {r['kind']:<11} {r['type']:<10} {r['project']}: {r['title'] or ''}")
+
+
+@click.command()
+@click.argument("ids", nargs=-1, required=True, type=int)
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of full records.")
+def show(ids: tuple[int, ...], as_json: bool) -> None:
+    """Show full records, in the order asked.
+
+    Example:
+
+        memcairn show 12 7 --json
+    """
+    with open_store() as store:
+        items = store.get_items(list(ids))
+    missing = [i for i in ids if i not in {x.id for x in items}]
+    if as_json:
+        emit_json([i.to_dict() for i in items])
+    else:
+        for item in items:
+            click.echo(f"#{item.id} [{item.kind}/{item.type}] {item.project}: {item.title or ''}")
+            for name in ("subtitle", "text", "narrative", "request", "investigated", "learned", "completed",
+                         "next_steps", "notes"):
+                value = getattr(item, name)
+                if value:
+                    click.echo(f"  {name}: {value}")
+            for name in ("facts", "concepts", "files_read", "files_modified"):
+                if getattr(item, name):
+                    click.echo(f"  {name}: {', '.join(getattr(item, name))}")
+    if missing:
+        raise NotFoundError(f"not found: {', '.join(f'#{i}' for i in missing)}")
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True)
+def stats(as_json: bool) -> None:
+    """Counts per kind and project, and the database size.
+
+    Example:
+
+        memcairn stats --json
+    """
+    with open_store() as store:
+        data = store.stats()
+    if as_json:
+        emit_json(data)
+        return
+    click.echo(f"{data['items']} memories in {data['projects']} project(s), {data['sessions']} session(s); "
+               f"{data['db_bytes'] / 1e6:.1f} MB at {data['db_path']}")
+    for kind, count in data["by_kind"].items():
+        click.echo(f"  {kind:<12} {count}")
+
+
+@click.command()
+@click.option("--fix", is_flag=True, help="Repair what can be repaired (rebuilds the keyword index).")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def doctor(ctx: click.Context, fix: bool, as_json: bool) -> None:
+    """Check the store; exit 0 when healthy, 1 when a problem was found (and not fixed).
+
+    Example:
+
+        memcairn doctor --fix
+    """
+    from memcairn.doctor import run_checks
+
+    report = run_checks(settings(), fix=fix)
+    if as_json:
+        emit_json(report)
+    else:
+        for check in report["checks"]:
+            mark = {"ok": "ok  ", "fixed": "FIXD", "problem": "FAIL"}[check["status"]]
+            click.echo(f"[{mark}] {check['name']}: {check['detail']}")
+    if not report["healthy"]:
+        ctx.exit(1)
+
+
+@click.group()
+def db() -> None:
+    """The database file."""
+
+
+@db.command("path")
+def db_path() -> None:
+    """Print the path of the SQLite database.
+
+    Example:
+
+        memcairn db path
+    """
+    click.echo(str(settings().db_path))
+
+

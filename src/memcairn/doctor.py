@@ -1,0 +1,51 @@
+"""Health checks behind ``memcairn doctor``; each check says what it saw and, with fix, what it did."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memcairn.config import Settings
+
+
+def _check(name: str, status: str, detail: str) -> dict[str, str]:
+    return {"name": name, "status": status, "detail": detail}
+
+
+def run_checks(cfg: Settings, *, fix: bool = False) -> dict[str, Any]:
+    from memcairn.store import Store
+
+    checks: list[dict[str, str]] = []
+    store = Store(cfg.db_path, check_fts=False)
+    try:
+        result = store.quick_check()
+        checks.append(_check("sqlite quick_check", "ok" if result == "ok" else "problem", result))
+
+        items, indexed = store.fts_counts()
+        if items == indexed:
+            checks.append(_check("keyword index row count", "ok", f"{items} rows indexed"))
+        elif fix:
+            store.rebuild_fts()
+            checks.append(_check("keyword index row count", "fixed",
+                                 f"{indexed} indexed vs {items} stored; rebuilt from memory_items"))
+        else:
+            checks.append(_check("keyword index row count", "problem",
+                                 f"{indexed} indexed vs {items} stored; run `memcairn doctor --fix`"))
+
+        if fix:
+            if store.fts_integrity_ok():
+                checks.append(_check("keyword index content", "ok", "FTS5 integrity-check passed"))
+            else:
+                store.rebuild_fts()
+                ok = store.fts_integrity_ok()
+                checks.append(_check("keyword index content", "fixed" if ok else "problem",
+                                     "index disagreed with stored rows; rebuilt"
+                                     + ("" if ok else " but the check still fails")))
+        else:
+            ok = store.fts_integrity_ok()
+            checks.append(_check("keyword index content", "ok" if ok else "problem",
+                                 "FTS5 integrity-check passed" if ok
+                                 else "index disagrees with stored rows; run `memcairn doctor --fix`"))
+    finally:
+        store.close()
+    healthy = all(c["status"] != "problem" for c in checks)
+    return {"healthy": healthy, "db_path": str(cfg.db_path), "checks": checks}

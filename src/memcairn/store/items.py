@@ -1,0 +1,582 @@
+"""The repository: every read and write of memories goes through ``Store``.
+
+One database file, WAL mode, one connection per thread (readers never block the writer), writes in
+``BEGIN IMMEDIATE`` transactions. Inserts dedupe by content hash and always return a stable id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from memcairn import serde
+from memcairn.errors import NotFoundError, StoreError, ValidationError
+from memcairn.models import (
+    ARRAY_FIELDS,
+    KINDS,
+    SUMMARY_SECTIONS,
+    AddResult,
+    ItemFilter,
+    MemoryItem,
+    NewItem,
+)
+from memcairn.store import fts
+from memcairn.store.db import atomic, connect, describe_open_error
+from memcairn.store.migrations import migrate
+from memcairn.store.validation import validate_item
+
+ORDERS = ("relevance", "newest", "oldest")
+
+_SELECT_ITEMS = """
+SELECT m.*, p.name AS project, p.merged_into_project AS merged_into_project,
+       s.agent_session_id AS session
+FROM memory_items m
+JOIN projects p ON p.id = m.project_id
+LEFT JOIN sessions s ON s.id = m.session_id
+"""
+
+_INSERT_COLUMNS = (
+    "uuid", "project_id", "session_id", "kind", "type", "title", "subtitle", "text", "narrative",
+    *ARRAY_FIELDS, "metadata", *SUMMARY_SECTIONS, "prompt_number", "platform_source", "content_hash",
+    "created_at_epoch", "updated_at_epoch",
+)
+_INSERT_SQL = (
+    f"INSERT INTO memory_items ({', '.join(_INSERT_COLUMNS)}) "
+    f"VALUES ({', '.join('?' for _ in _INSERT_COLUMNS)}) "
+    "ON CONFLICT(project_id, content_hash) DO NOTHING RETURNING id"
+)
+
+Listener = Callable[[str, list[int]], None]
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def content_hash(item: NewItem) -> str:
+    """First 16 hex chars of sha256 over the fields that identify a memory, joined with NUL.
+
+    The session key, title and narrative identify an observation (text too when it has no narrative);
+    prompts, summaries and manual items add the text fields that make them what they are. NUL cannot
+    occur in the fields' joins ambiguously: ``"ab" + "c"`` and ``"a" + "bc"`` hash differently.
+    """
+    session_key = f"{item.platform_source or ''}:{item.session}" if item.session else ""
+    parts = [session_key, item.title or "", item.narrative or ""]
+    if item.kind == "observation":
+        if not item.narrative:
+            parts.append(item.text or "")
+    elif item.kind == "summary":
+        parts += ["summary", *(getattr(item, s) or "" for s in SUMMARY_SECTIONS), str(item.prompt_number or "")]
+    elif item.kind == "prompt":
+        parts += ["prompt", item.text or "", str(item.prompt_number or "")]
+    else:
+        parts += ["manual", item.text or ""]
+    return hashlib.sha256("\x00".join(parts).encode("utf-8")).hexdigest()[:16]
+
+
+def _like_escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+@dataclass(frozen=True)
+class ProjectInfo:
+    name: str
+    merged_into_project: str | None
+    items: int
+    last_epoch: int | None
+
+
+class Store:
+    """Open (creating and migrating if needed) the database at ``path``.
+
+    Raises:
+        StoreError: the file cannot be opened or written, or is not a database.
+        SchemaTooNewError: the file was written by a newer memcairn.
+    """
+
+    def __init__(self, path: Path | str, *, check_fts: bool = True) -> None:
+        self.path = Path(path) if str(path) != ":memory:" else None
+        self._target = str(path)
+        self._local = threading.local()
+        self._all_conns: list[sqlite3.Connection] = []
+        self._conns_lock = threading.Lock()
+        self._listeners: list[Listener] = []
+        self._project_ids: dict[str, int] = {}
+        conn = self._conn
+        try:
+            migrate(conn, self.path)
+        except sqlite3.DatabaseError as exc:
+            self.close()
+            raise StoreError(describe_open_error(self._target, exc)) from None
+        except Exception:
+            self.close()
+            raise
+        if check_fts:
+            self.fts_drift_check()
+
+    # -- connections ------------------------------------------------------------------------------
+    @property
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            if self.path is None and self._all_conns:  # :memory: is per-connection; share the one
+                conn = self._all_conns[0]
+            else:
+                conn = connect(self._target)
+            self._local.conn = conn
+            with self._conns_lock:
+                self._all_conns.append(conn)
+        return conn
+
+    def close(self) -> None:
+        with self._conns_lock:
+            for conn in self._all_conns:
+                try:
+                    conn.close()
+                except sqlite3.Error:
+                    pass
+            self._all_conns.clear()
+        self._local = threading.local()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def add_listener(self, listener: Listener) -> None:
+        """Call ``listener(event, ids)`` after a commit that added, updated or deleted items."""
+        self._listeners.append(listener)
+
+    def _notify(self, event: str, ids: list[int]) -> None:
+        if not ids:
+            return
+        for listener in list(self._listeners):
+            try:
+                listener(event, ids)
+            except Exception:  # a listener must never undo or fail a committed write
+                pass
+
+    # -- projects and sessions --------------------------------------------------------------------
+    def _project_id(self, conn: sqlite3.Connection, name: str) -> int:
+        cached = self._project_ids.get(name)
+        if cached is not None:
+            return cached
+        row = conn.execute(
+            "INSERT INTO projects(name, created_at_epoch) VALUES (?, ?) "
+            "ON CONFLICT(name) DO UPDATE SET name = excluded.name RETURNING id",
+            (name, now_ms()),
+        ).fetchone()
+        self._project_ids[name] = row[0]
+        return row[0]
+
+    def _session_id(self, conn: sqlite3.Connection, project_id: int, agent_session_id: str,
+                    platform_source: str, started: int) -> int:
+        row = conn.execute(
+            "INSERT INTO sessions(project_id, agent_session_id, platform_source, started_at_epoch) "
+            "VALUES (?, ?, ?, ?) ON CONFLICT(platform_source, agent_session_id) DO NOTHING RETURNING id",
+            (project_id, agent_session_id, platform_source, started),
+        ).fetchone()
+        if row is not None:
+            return row[0]
+        return conn.execute(
+            "SELECT id FROM sessions WHERE platform_source = ? AND agent_session_id = ?",
+            (platform_source, agent_session_id),
+        ).fetchone()[0]
+
+    def ensure_session(self, agent_session_id: str, project: str, platform_source: str = "unknown",
+                       started_at_epoch: int | None = None) -> int:
+        with atomic(self._conn) as conn:
+            pid = self._project_id(conn, project)
+            return self._session_id(conn, pid, agent_session_id, platform_source, started_at_epoch or now_ms())
+
+    def end_session(self, agent_session_id: str, platform_source: str = "unknown", status: str = "completed",
+                    ended_at_epoch: int | None = None) -> bool:
+        with atomic(self._conn) as conn:
+            cur = conn.execute(
+                "UPDATE sessions SET status = ?, ended_at_epoch = ? WHERE platform_source = ? "
+                "AND agent_session_id = ?",
+                (status, ended_at_epoch or now_ms(), platform_source, agent_session_id),
+            )
+            return cur.rowcount > 0
+
+    def move_session(self, agent_session_id: str, platform_source: str, project: str) -> None:
+        """Move a session to another project; refused by the database once the session has items."""
+        try:
+            with atomic(self._conn) as conn:
+                pid = self._project_id(conn, project)
+                conn.execute(
+                    "UPDATE sessions SET project_id = ? WHERE platform_source = ? AND agent_session_id = ?",
+                    (pid, platform_source, agent_session_id),
+                )
+        except sqlite3.IntegrityError as exc:
+            self._project_ids.clear()
+            raise ValidationError(f"cannot move session {agent_session_id}: {exc}") from None
+
+    def merge_project(self, source: str, into: str) -> None:
+        """Record that ``source`` was renamed or merged into ``into``; its memories answer to both."""
+        if source == into:
+            raise ValidationError("a project cannot be merged into itself")
+        with atomic(self._conn) as conn:
+            if not conn.execute("SELECT 1 FROM projects WHERE name = ?", (source,)).fetchone():
+                raise NotFoundError(f"no project named {source!r}; see `memcairn stats` for the list")
+            self._project_id(conn, into)
+            conn.execute("UPDATE projects SET merged_into_project = ? WHERE name = ?", (into, source))
+
+    def projects(self) -> list[ProjectInfo]:
+        rows = self._conn.execute(
+            "SELECT p.name, p.merged_into_project, COUNT(m.id), MAX(m.created_at_epoch) FROM projects p "
+            "LEFT JOIN memory_items m ON m.project_id = p.id GROUP BY p.id ORDER BY p.name"
+        ).fetchall()
+        return [ProjectInfo(r[0], r[1], r[2], r[3]) for r in rows]
+
+    def resolve_project_ids(self, names: Sequence[str]) -> list[int]:
+        """Ids of the named projects and of every project merged into them (transitively)."""
+        rows = self._conn.execute("SELECT id, name, merged_into_project FROM projects").fetchall()
+        wanted = set(names)
+        merged_into = {r["name"]: r["merged_into_project"] for r in rows}
+        ids = []
+        for r in rows:
+            name, hops = r["name"], 0
+            while name is not None and hops < 32:
+                if name in wanted:
+                    ids.append(r["id"])
+                    break
+                name, hops = merged_into.get(name), hops + 1
+        return ids
+
+    # -- writes -----------------------------------------------------------------------------------
+    def add_item(self, item: NewItem) -> AddResult:
+        return self.add_items([item])[0]
+
+    def add_items(self, items: Sequence[NewItem]) -> list[AddResult]:
+        """Insert a batch in one transaction; duplicates return the existing row's id.
+
+        Raises:
+            ValidationError: an item is malformed (nothing of the batch is written), or its session
+                belongs to another project.
+        """
+        checked = [validate_item(item) for item in items]
+        results: list[AddResult] = []
+        try:
+            with atomic(self._conn) as conn:
+                for item in checked:
+                    results.append(self._insert(conn, item))
+        except sqlite3.IntegrityError as exc:
+            self._project_ids.clear()
+            raise ValidationError(f"rejected by the store: {exc}") from None
+        except BaseException:
+            self._project_ids.clear()  # ids cached inside a rolled-back transaction may not exist
+            raise
+        self._notify("added", [r.id for r in results if r.created])
+        return results
+
+    def _insert(self, conn: sqlite3.Connection, item: NewItem) -> AddResult:
+        if item.source is not None:
+            row = conn.execute(
+                "SELECT memory_item_id FROM memory_sources WHERE source_type = ? AND source_table = ? "
+                "AND source_id = ?",
+                item.source,
+            ).fetchone()
+            if row is not None:
+                return AddResult(row[0], False)
+        created = item.created_at_epoch if item.created_at_epoch is not None else now_ms()
+        project_id = self._project_id(conn, item.project)
+        session_id = None
+        if item.session:
+            session_id = self._session_id(conn, project_id, item.session, item.platform_source or "unknown",
+                                          created)
+        digest = content_hash(item)
+        values = (
+            str(uuid.uuid4()), project_id, session_id, item.kind, item.type, item.title, item.subtitle,
+            item.text, item.narrative, *(serde.dump_array(getattr(item, f)) for f in ARRAY_FIELDS),
+            serde.dump_object(item.metadata), *(getattr(item, s) for s in SUMMARY_SECTIONS),
+            item.prompt_number, item.platform_source, digest, created, now_ms(),
+        )
+        row = conn.execute(_INSERT_SQL, values).fetchone()
+        result = AddResult(row[0], True) if row is not None else AddResult(
+            conn.execute(
+                "SELECT id FROM memory_items WHERE project_id = ? AND content_hash = ?", (project_id, digest)
+            ).fetchone()[0],
+            False,
+        )
+        if item.source is not None:
+            conn.execute(
+                "INSERT INTO memory_sources(memory_item_id, source_type, source_table, source_id, "
+                "created_at_epoch) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                (result.id, *item.source, now_ms()),
+            )
+        return result
+
+    def update_item(self, item_id: int, **changes: Any) -> MemoryItem:
+        """Edit fields of an item (its content hash follows); FTS follows by trigger.
+
+        Raises:
+            NotFoundError: no item has this id.
+            ValidationError: a field is malformed, or the edit makes it identical to another item.
+        """
+        current = self.get_item(item_id)
+        allowed = {"type", "title", "subtitle", "text", "narrative", *ARRAY_FIELDS, "metadata",
+                   *SUMMARY_SECTIONS, "prompt_number"}
+        unknown = set(changes) - allowed
+        if unknown:
+            raise ValidationError(f"cannot edit {', '.join(sorted(unknown))}; editable: {', '.join(sorted(allowed))}")
+        merged = NewItem(
+            project=current.project, kind=current.kind, session=current.session,
+            platform_source=current.platform_source, created_at_epoch=current.created_at_epoch,
+            **{k: changes.get(k, getattr(current, k)) for k in allowed},
+        )
+        item = validate_item(merged)
+        sets = {k: getattr(item, k) for k in allowed}
+        for f in ARRAY_FIELDS:
+            sets[f] = serde.dump_array(sets[f])
+        sets["metadata"] = serde.dump_object(sets["metadata"])
+        sets["content_hash"] = content_hash(item)
+        sets["updated_at_epoch"] = now_ms()
+        try:
+            with atomic(self._conn) as conn:
+                conn.execute(
+                    f"UPDATE memory_items SET {', '.join(f'{k} = ?' for k in sets)} WHERE id = ?",
+                    (*sets.values(), item_id),
+                )
+        except sqlite3.IntegrityError:
+            raise ValidationError(f"the edit would make #{item_id} identical to another memory") from None
+        self._notify("updated", [item_id])
+        return self.get_item(item_id)
+
+    def delete_items(self, ids: Iterable[int]) -> list[int]:
+        """Delete items (FTS follows by trigger); return the ids that existed."""
+        wanted = list(dict.fromkeys(int(i) for i in ids))
+        deleted: list[int] = []
+        with atomic(self._conn) as conn:
+            for item_id in wanted:
+                if conn.execute("DELETE FROM memory_items WHERE id = ?", (item_id,)).rowcount:
+                    deleted.append(item_id)
+        self._notify("deleted", deleted)
+        return deleted
+
+    # -- reads ------------------------------------------------------------------------------------
+    @staticmethod
+    def _row_to_item(row: sqlite3.Row) -> MemoryItem:
+        return MemoryItem(
+            id=row["id"], uuid=row["uuid"], project=row["project"],
+            merged_into_project=row["merged_into_project"], session=row["session"], kind=row["kind"],
+            type=row["type"], title=row["title"], subtitle=row["subtitle"], text=row["text"],
+            narrative=row["narrative"], facts=serde.load_array(row["facts"]),
+            concepts=serde.load_array(row["concepts"]), files_read=serde.load_array(row["files_read"]),
+            files_modified=serde.load_array(row["files_modified"]), metadata=serde.load_object(row["metadata"]),
+            request=row["request"], investigated=row["investigated"], learned=row["learned"],
+            completed=row["completed"], next_steps=row["next_steps"], notes=row["notes"],
+            prompt_number=row["prompt_number"], platform_source=row["platform_source"],
+            content_hash=row["content_hash"], created_at_epoch=row["created_at_epoch"],
+            updated_at_epoch=row["updated_at_epoch"],
+        )
+
+    def get_item(self, item_id: int) -> MemoryItem:
+        found = self.get_items([item_id])
+        if not found:
+            raise NotFoundError(f"no memory with id {item_id}")
+        return found[0]
+
+    def get_items(self, ids: Sequence[int]) -> list[MemoryItem]:
+        """Items for these ids in the order asked; unknown ids are left out (compare to report them)."""
+        wanted = [int(i) for i in ids]
+        if not wanted:
+            return []
+        by_id: dict[int, MemoryItem] = {}
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start:start + 500]
+            rows = self._conn.execute(
+                f"{_SELECT_ITEMS} WHERE m.id IN ({', '.join('?' for _ in chunk)})", chunk
+            ).fetchall()
+            by_id.update((r["id"], self._row_to_item(r)) for r in rows)
+        return [by_id[i] for i in dict.fromkeys(wanted) if i in by_id]
+
+    def _where(self, flt: ItemFilter | None) -> tuple[list[str], list[Any]]:
+        clauses: list[str] = []
+        params: list[Any] = []
+        if flt is None:
+            return clauses, params
+        if flt.projects is not None:
+            ids = self.resolve_project_ids(list(flt.projects))
+            if not ids:
+                clauses.append("0")
+            else:
+                clauses.append(f"m.project_id IN ({', '.join('?' for _ in ids)})")
+                params += ids
+        for column, values in (("m.kind", flt.kinds), ("m.type", flt.types)):
+            if values:
+                clauses.append(f"{column} IN ({', '.join('?' for _ in values)})")
+                params += list(values)
+        if flt.concepts:
+            marks = ", ".join("?" for _ in flt.concepts)
+            clauses.append(
+                "CASE WHEN json_valid(m.concepts) THEN EXISTS (SELECT 1 FROM json_each(m.concepts) "
+                f"WHERE json_each.value IN ({marks})) ELSE 0 END"
+            )
+            params += list(flt.concepts)
+        if flt.files:
+            parts = []
+            for f in flt.files:
+                pattern = f"%{_like_escape(f)}%"
+                parts.append("(m.files_read LIKE ? ESCAPE '\\' OR m.files_modified LIKE ? ESCAPE '\\')")
+                params += [pattern, pattern]
+            clauses.append("(" + " OR ".join(parts) + ")")
+        if flt.date_start is not None:
+            clauses.append("m.created_at_epoch >= ?")
+            params.append(flt.date_start)
+        if flt.date_end is not None:
+            clauses.append("m.created_at_epoch <= ?")
+            params.append(flt.date_end)
+        if flt.platform_source:
+            clauses.append("m.platform_source = ?")
+            params.append(flt.platform_source)
+        if flt.session:
+            clauses.append("s.agent_session_id = ?")
+            params.append(flt.session)
+        return clauses, params
+
+    def list_items(self, flt: ItemFilter | None = None, *, order: str = "newest", limit: int = 50,
+                   offset: int = 0) -> list[MemoryItem]:
+        clauses, params = self._where(flt)
+        direction = "ASC" if order == "oldest" else "DESC"
+        sql = _SELECT_ITEMS + (f" WHERE {' AND '.join(clauses)}" if clauses else "")
+        sql += f" ORDER BY m.created_at_epoch {direction}, m.id {direction} LIMIT ? OFFSET ?"
+        rows = self._conn.execute(sql, (*params, int(limit), int(offset))).fetchall()
+        return [self._row_to_item(r) for r in rows]
+
+    def count_items(self, flt: ItemFilter | None = None) -> int:
+        clauses, params = self._where(flt)
+        sql = ("SELECT COUNT(*) FROM memory_items m JOIN projects p ON p.id = m.project_id "
+               "LEFT JOIN sessions s ON s.id = m.session_id")
+        sql += f" WHERE {' AND '.join(clauses)}" if clauses else ""
+        return self._conn.execute(sql, params).fetchone()[0]
+
+    def filter_ids(self, ids: Sequence[int], flt: ItemFilter | None) -> set[int]:
+        """The subset of ``ids`` that pass the filter (used to hydrate vector hits)."""
+        if not ids:
+            return set()
+        clauses, params = self._where(flt)
+        out: set[int] = set()
+        for start in range(0, len(ids), 500):
+            chunk = list(ids[start:start + 500])
+            where = [f"m.id IN ({', '.join('?' for _ in chunk)})", *clauses]
+            sql = ("SELECT m.id FROM memory_items m JOIN projects p ON p.id = m.project_id "
+                   f"LEFT JOIN sessions s ON s.id = m.session_id WHERE {' AND '.join(where)}")
+            out.update(r[0] for r in self._conn.execute(sql, (*chunk, *params)))
+        return out
+
+    def keyword_search(self, query: str, flt: ItemFilter | None = None, *, limit: int = 20, offset: int = 0,
+                       order: str = "relevance") -> list[tuple[MemoryItem, float]]:
+        """BM25 over the FTS index with filters; scores are higher-is-better. Never raises on text."""
+        match = fts.build_match(query)
+        if match is None:
+            return []
+        clauses, params = self._where(flt)
+        score = fts.bm25_expression()
+        order_sql = {
+            "relevance": "score ASC, m.id DESC",
+            "newest": "m.created_at_epoch DESC, m.id DESC",
+            "oldest": "m.created_at_epoch ASC, m.id ASC",
+        }.get(order, "score ASC, m.id DESC")
+        sql = (
+            f"SELECT m.id AS id, {score} AS score FROM memory_items_fts "
+            "JOIN memory_items m ON m.id = memory_items_fts.rowid "
+            + ("JOIN projects p ON p.id = m.project_id LEFT JOIN sessions s ON s.id = m.session_id "
+               if clauses else "")
+            + "WHERE memory_items_fts MATCH ?"
+            + "".join(f" AND {c}" for c in clauses)
+            + f" ORDER BY {order_sql} LIMIT ? OFFSET ?"
+        )
+        try:
+            rows = self._conn.execute(sql, (match, *params, int(limit), int(offset))).fetchall()
+        except sqlite3.OperationalError as exc:  # quoting makes this unreachable; never leak it anyway
+            raise StoreError(f"keyword search failed: {exc}") from None
+        items = {i.id: i for i in self.get_items([r["id"] for r in rows])}
+        return [(items[r["id"]], -float(r["score"])) for r in rows if r["id"] in items]
+
+    def neighbours(self, epoch: int, *, before: int, after: int, flt: ItemFilter | None = None,
+                   anchor_id: int | None = None) -> tuple[list[MemoryItem], list[MemoryItem]]:
+        """Items just before and at-or-after a point in time (oldest first in both lists).
+
+        With ``anchor_id`` the anchor item is the first of ``after``; ties in time break by id.
+        """
+        clauses, params = self._where(flt)
+        key = anchor_id if anchor_id is not None else -1
+        where = " AND ".join(clauses) if clauses else "1"
+        earlier = self._conn.execute(
+            f"{_SELECT_ITEMS} WHERE {where} AND (m.created_at_epoch < ? OR (m.created_at_epoch = ? AND m.id < ?)) "
+            "ORDER BY m.created_at_epoch DESC, m.id DESC LIMIT ?",
+            (*params, epoch, epoch, key, int(before)),
+        ).fetchall()
+        later = self._conn.execute(
+            f"{_SELECT_ITEMS} WHERE {where} AND (m.created_at_epoch > ? OR (m.created_at_epoch = ? AND m.id >= ?)) "
+            "ORDER BY m.created_at_epoch ASC, m.id ASC LIMIT ?",
+            (*params, epoch, epoch, key, int(after)),
+        ).fetchall()
+        return [self._row_to_item(r) for r in reversed(earlier)], [self._row_to_item(r) for r in later]
+
+    def max_item_id(self) -> int:
+        return self._conn.execute("SELECT COALESCE(MAX(id), 0) FROM memory_items").fetchone()[0]
+
+    def stats(self) -> dict[str, Any]:
+        conn = self._conn
+        by_kind = {k: 0 for k in KINDS}
+        by_kind.update({r[0]: r[1] for r in conn.execute("SELECT kind, COUNT(*) FROM memory_items GROUP BY kind")})
+        by_project: dict[str, dict[str, int]] = {}
+        for name, kind, count in conn.execute(
+            "SELECT p.name, m.kind, COUNT(*) FROM memory_items m JOIN projects p ON p.id = m.project_id "
+            "GROUP BY p.name, m.kind ORDER BY p.name"
+        ):
+            by_project.setdefault(name, {})[kind] = count
+        size = 0
+        if self.path is not None:
+            for suffix in ("", "-wal", "-shm"):
+                p = Path(str(self.path) + suffix)
+                size += p.stat().st_size if p.exists() else 0
+        return {
+            "items": sum(by_kind.values()),
+            "by_kind": by_kind,
+            "by_project": by_project,
+            "projects": conn.execute("SELECT COUNT(*) FROM projects").fetchone()[0],
+            "sessions": conn.execute("SELECT COUNT(*) FROM sessions").fetchone()[0],
+            "db_path": str(self.path) if self.path else ":memory:",
+            "db_bytes": size,
+        }
+
+    # -- FTS maintenance --------------------------------------------------------------------------
+    def fts_counts(self) -> tuple[int, int]:
+        conn = self._conn
+        items = conn.execute("SELECT COUNT(*) FROM memory_items").fetchone()[0]
+        indexed = conn.execute("SELECT COUNT(*) FROM memory_items_fts_docsize").fetchone()[0]
+        return items, indexed
+
+    def fts_drift_check(self) -> bool:
+        """Cheap check on open: if the index holds a different number of rows, rebuild it. True if rebuilt."""
+        items, indexed = self.fts_counts()
+        if items == indexed:
+            return False
+        self.rebuild_fts()
+        return True
+
+    def fts_integrity_ok(self) -> bool:
+        """FTS5's own check of the index against the table: catches equal counts with wrong content."""
+        try:
+            self._conn.execute("INSERT INTO memory_items_fts(memory_items_fts, rank) VALUES ('integrity-check', 1)")
+        except sqlite3.DatabaseError:
+            return False
+        return True
+
+    def rebuild_fts(self) -> None:
+        with atomic(self._conn) as conn:
+            conn.execute("INSERT INTO memory_items_fts(memory_items_fts) VALUES ('rebuild')")
+
+    def quick_check(self) -> str:
+        return self._conn.execute("PRAGMA quick_check").fetchone()[0]

@@ -1,0 +1,124 @@
+"""Forward-only migrations, each in its own transaction together with its record.
+
+A migration registered with ``rewrites_rows=True`` (it updates or deletes existing rows) is preceded by a
+copy of the database file, ``memcairn.db.bak-<version>``, whenever the database holds any memory: a
+migration bug must never be able to destroy a user's history unrecoverably.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from memcairn.errors import SchemaTooNewError, StoreError
+from memcairn.store import schema
+from memcairn.store.db import atomic, run_script
+
+MIGRATIONS_TABLE = "_memcairn_migrations"
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    apply: Callable[[sqlite3.Connection], None]
+    rewrites_rows: bool = False
+
+
+MIGRATIONS: list[Migration] = []
+
+
+def migration(version: int, *, rewrites_rows: bool = False) -> Callable:
+    def register(fn: Callable[[sqlite3.Connection], None]) -> Callable[[sqlite3.Connection], None]:
+        if any(m.version == version for m in MIGRATIONS):
+            raise RuntimeError(f"migration version {version} registered twice")
+        MIGRATIONS.append(Migration(version, fn.__name__, fn, rewrites_rows))
+        MIGRATIONS.sort(key=lambda m: m.version)
+        return fn
+
+    return register
+
+
+@migration(1)
+def m001_create_memory_items(conn: sqlite3.Connection) -> None:
+    run_script(conn, schema.CORE_TABLES)
+    run_script(conn, schema.FTS_TABLE)
+    run_script(conn, schema.FTS_TRIGGERS)
+    run_script(conn, schema.INTEGRITY_TRIGGERS)
+
+
+@migration(2, rewrites_rows=True)
+def m002_unique_content_hash(conn: sqlite3.Connection) -> None:
+    run_script(conn, schema.DEDUPE_AND_UNIQUE)
+
+
+def _ensure_table(conn: sqlite3.Connection) -> None:
+    conn.execute(
+        f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} ("
+        " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at_epoch INTEGER NOT NULL)"
+    )
+
+
+def applied_versions(conn: sqlite3.Connection) -> set[int]:
+    _ensure_table(conn)
+    return {row[0] for row in conn.execute(f"SELECT version FROM {MIGRATIONS_TABLE}")}
+
+
+def latest_version(migrations: list[Migration] | None = None) -> int:
+    return max(m.version for m in (migrations or MIGRATIONS))
+
+
+def _has_rows(conn: sqlite3.Connection) -> bool:
+    exists = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'memory_items'").fetchone()
+    return bool(exists) and conn.execute("SELECT EXISTS (SELECT 1 FROM memory_items)").fetchone()[0] == 1
+
+
+def backup_database(conn: sqlite3.Connection, db_path: Path, version: int) -> Path:
+    target = db_path.with_name(f"{db_path.name}.bak-{version}")
+    dest = sqlite3.connect(str(target))
+    try:
+        conn.backup(dest)
+    finally:
+        dest.close()
+    return target
+
+
+def migrate(conn: sqlite3.Connection, db_path: Path | None, migrations: list[Migration] | None = None) -> list[int]:
+    """Apply every pending migration in order; return the versions applied.
+
+    Raises:
+        SchemaTooNewError: the database records a version this memcairn does not know.
+        StoreError: a migration failed (it was rolled back; earlier ones stay applied).
+    """
+    plan = migrations if migrations is not None else MIGRATIONS
+    with atomic(conn):
+        done = applied_versions(conn)
+    known = {m.version for m in plan}
+    newer = sorted(v for v in done if v not in known and v > max(known))
+    if newer:
+        raise SchemaTooNewError(
+            f"{db_path or 'the database'} was written by a newer memcairn (schema version {newer[-1]}, "
+            f"this one knows up to {max(known)}); upgrade memcairn instead of downgrading the database"
+        )
+    applied: list[int] = []
+    for m in plan:
+        if m.version in done:
+            continue
+        if m.rewrites_rows and db_path is not None and _has_rows(conn):
+            backup_database(conn, db_path, m.version)
+        try:
+            with atomic(conn):
+                if m.version in applied_versions(conn):  # another process won the race
+                    continue
+                m.apply(conn)
+                conn.execute(
+                    f"INSERT INTO {MIGRATIONS_TABLE}(version, name, applied_at_epoch) VALUES (?, ?, ?)",
+                    (m.version, m.name, int(time.time() * 1000)),
+                )
+        except sqlite3.Error as exc:
+            raise StoreError(f"migration {m.version} ({m.name}) failed and was rolled back: {exc}") from None
+        applied.append(m.version)
+    return applied

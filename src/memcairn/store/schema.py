@@ -1,0 +1,144 @@
+"""DDL of the store, as SQL text. Migrations (``migrations.py``) decide when each piece runs."""
+
+from __future__ import annotations
+
+# Columns indexed by FTS5, in order. bm25 weights in fts.py follow this order.
+FTS_COLUMNS: tuple[str, ...] = (
+    "title", "subtitle", "text", "narrative", "facts", "concepts",
+    "request", "investigated", "learned", "completed", "next_steps", "notes",
+    "files_read", "files_modified",
+)
+
+CORE_TABLES = """
+CREATE TABLE IF NOT EXISTS projects (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    merged_into_project TEXT,            -- name of the project this one was renamed or merged into
+    created_at_epoch INTEGER NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS sessions (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    project_id INTEGER NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
+    agent_session_id TEXT NOT NULL,      -- the agent's own id (Claude Code session_id, ...)
+    platform_source TEXT NOT NULL,       -- claude-code | codex | gemini-cli | import | ...
+    started_at_epoch INTEGER NOT NULL,
+    ended_at_epoch INTEGER,
+    status TEXT NOT NULL DEFAULT 'active' CHECK (status IN ('active', 'completed', 'failed')),
+    UNIQUE (platform_source, agent_session_id)
+);
+CREATE INDEX IF NOT EXISTS ix_sessions_project ON sessions(project_id, started_at_epoch);
+
+CREATE TABLE IF NOT EXISTS memory_items (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,   -- the key of the vector mirror and its watermark
+    uuid TEXT NOT NULL UNIQUE,              -- global identity across databases
+    project_id INTEGER NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
+    session_id INTEGER REFERENCES sessions(id) ON DELETE SET NULL,
+    kind TEXT NOT NULL CHECK (kind IN ('observation', 'summary', 'prompt', 'manual')),
+    type TEXT NOT NULL,
+    title TEXT,
+    subtitle TEXT,
+    text TEXT,
+    narrative TEXT,
+    facts TEXT NOT NULL DEFAULT '[]',
+    concepts TEXT NOT NULL DEFAULT '[]',
+    files_read TEXT NOT NULL DEFAULT '[]',
+    files_modified TEXT NOT NULL DEFAULT '[]',
+    metadata TEXT NOT NULL DEFAULT '{}',
+    request TEXT,
+    investigated TEXT,
+    learned TEXT,
+    completed TEXT,
+    next_steps TEXT,
+    notes TEXT,
+    prompt_number INTEGER,
+    platform_source TEXT,
+    content_hash TEXT NOT NULL,
+    created_at_epoch INTEGER NOT NULL,      -- milliseconds
+    updated_at_epoch INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS ix_memory_items_project_time ON memory_items(project_id, created_at_epoch);
+CREATE INDEX IF NOT EXISTS ix_memory_items_time ON memory_items(created_at_epoch);
+CREATE INDEX IF NOT EXISTS ix_memory_items_session ON memory_items(session_id);
+CREATE INDEX IF NOT EXISTS ix_memory_items_hash ON memory_items(project_id, content_hash);
+
+CREATE TABLE IF NOT EXISTS memory_sources (
+    id INTEGER PRIMARY KEY,
+    memory_item_id INTEGER NOT NULL REFERENCES memory_items(id) ON DELETE CASCADE,
+    source_type TEXT NOT NULL,           -- transcript | claude-mem | jsonl | ...
+    source_table TEXT NOT NULL,          -- the table or file the row came from
+    source_id TEXT NOT NULL,             -- its id there
+    created_at_epoch INTEGER NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS ux_memory_sources_source
+    ON memory_sources(source_type, source_table, source_id);
+CREATE INDEX IF NOT EXISTS ix_memory_sources_item ON memory_sources(memory_item_id);
+"""
+
+FTS_TABLE = f"""
+CREATE VIRTUAL TABLE IF NOT EXISTS memory_items_fts USING fts5(
+    project_id UNINDEXED,   -- filter only, never tokenised
+    kind UNINDEXED,         -- filter only, never tokenised
+    {", ".join(FTS_COLUMNS)},
+    content='memory_items',
+    content_rowid='id',
+    tokenize='porter unicode61'
+);
+"""
+
+_cols = ", ".join(("project_id", "kind", *FTS_COLUMNS))
+_new = ", ".join(f"new.{c}" for c in ("project_id", "kind", *FTS_COLUMNS))
+_old = ", ".join(f"old.{c}" for c in ("project_id", "kind", *FTS_COLUMNS))
+
+FTS_TRIGGERS = f"""
+CREATE TRIGGER IF NOT EXISTS memory_items_ai AFTER INSERT ON memory_items BEGIN
+    INSERT INTO memory_items_fts(rowid, {_cols}) VALUES (new.id, {_new});
+END;
+
+CREATE TRIGGER IF NOT EXISTS memory_items_ad AFTER DELETE ON memory_items BEGIN
+    INSERT INTO memory_items_fts(memory_items_fts, rowid, {_cols}) VALUES ('delete', old.id, {_old});
+END;
+
+CREATE TRIGGER IF NOT EXISTS memory_items_au AFTER UPDATE ON memory_items BEGIN
+    INSERT INTO memory_items_fts(memory_items_fts, rowid, {_cols}) VALUES ('delete', old.id, {_old});
+    INSERT INTO memory_items_fts(rowid, {_cols}) VALUES (new.id, {_new});
+END;
+"""
+
+INTEGRITY_TRIGGERS = """
+CREATE TRIGGER IF NOT EXISTS memory_items_session_project_insert
+BEFORE INSERT ON memory_items
+WHEN new.session_id IS NOT NULL
+ AND (SELECT project_id FROM sessions WHERE id = new.session_id) IS NOT new.project_id
+BEGIN
+    SELECT RAISE(ABORT, 'memory_items.session_id must belong to the item''s project_id');
+END;
+
+CREATE TRIGGER IF NOT EXISTS memory_items_session_project_update
+BEFORE UPDATE OF session_id, project_id ON memory_items
+WHEN new.session_id IS NOT NULL
+ AND (SELECT project_id FROM sessions WHERE id = new.session_id) IS NOT new.project_id
+BEGIN
+    SELECT RAISE(ABORT, 'memory_items.session_id must belong to the item''s project_id');
+END;
+
+CREATE TRIGGER IF NOT EXISTS sessions_project_update
+BEFORE UPDATE OF project_id ON sessions
+WHEN new.project_id IS NOT old.project_id
+ AND EXISTS (SELECT 1 FROM memory_items WHERE session_id = old.id)
+BEGIN
+    SELECT RAISE(ABORT, 'a session that has memory items cannot move to another project');
+END;
+"""
+
+# m002: the uniqueness rule behind content-hash dedupe. Duplicates are removed first (oldest kept).
+DEDUPE_AND_UNIQUE = """
+DELETE FROM memory_items WHERE id IN (
+    SELECT id FROM (
+        SELECT id, ROW_NUMBER() OVER (PARTITION BY project_id, content_hash ORDER BY id) AS rank
+        FROM memory_items
+    ) WHERE rank > 1
+);
+DROP INDEX IF EXISTS ix_memory_items_hash;
+CREATE UNIQUE INDEX IF NOT EXISTS ux_memory_items_project_hash ON memory_items(project_id, content_hash);
+"""

@@ -1,0 +1,1 @@
+"""The semantic mirror: embedders, vector indexes and the protocols between them."""
