@@ -20,6 +20,16 @@ def run_checks(cfg: Settings, *, fix: bool = False) -> dict[str, Any]:
         result = store.quick_check()
         checks.append(_check("sqlite quick_check", "ok" if result == "ok" else "problem", result))
 
+        missing = store.missing_triggers()
+        if not missing:
+            checks.append(_check("schema triggers", "ok", "FTS sync and integrity triggers present"))
+        elif fix:
+            store.repair_triggers()
+            checks.append(_check("schema triggers", "fixed", f"recreated {', '.join(missing)}"))
+        else:
+            checks.append(_check("schema triggers", "problem",
+                                 f"missing {', '.join(missing)}; run `memcairn doctor --fix`"))
+
         items, indexed = store.fts_counts()
         if items == indexed:
             checks.append(_check("keyword index row count", "ok", f"{items} rows indexed"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from memcairn.cli.common import emit_json, open_store, settings
-from memcairn.errors import NotFoundError, ValidationError
+from memcairn.errors import NotFoundError
 from memcairn.models import KINDS, NewItem
 
 KIND_CHOICES = click.Choice([*KINDS, "observations", "summaries", "prompts", "all"])

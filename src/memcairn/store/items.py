@@ -27,8 +27,8 @@ from memcairn.models import (
     MemoryItem,
     NewItem,
 )
-from memcairn.store import fts
-from memcairn.store.db import atomic, connect, describe_open_error
+from memcairn.store import fts, schema
+from memcairn.store.db import atomic, connect, describe_open_error, run_script
 from memcairn.store.migrations import migrate
 from memcairn.store.validation import validate_item
 
@@ -577,6 +577,16 @@ class Store:
     def rebuild_fts(self) -> None:
         with atomic(self._conn) as conn:
             conn.execute("INSERT INTO memory_items_fts(memory_items_fts) VALUES ('rebuild')")
+
+    def missing_triggers(self) -> list[str]:
+        """Triggers the schema needs that are not in the file (dropped by hand or by an old tool)."""
+        present = {r[0] for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
+        return sorted(set(schema.TRIGGER_NAMES) - present)
+
+    def repair_triggers(self) -> None:
+        with atomic(self._conn) as conn:
+            run_script(conn, schema.FTS_TRIGGERS)
+            run_script(conn, schema.INTEGRITY_TRIGGERS)
 
     def quick_check(self) -> str:
         return self._conn.execute("PRAGMA quick_check").fetchone()[0]

@@ -142,3 +142,8 @@ DELETE FROM memory_items WHERE id IN (
 DROP INDEX IF EXISTS ix_memory_items_hash;
 CREATE UNIQUE INDEX IF NOT EXISTS ux_memory_items_project_hash ON memory_items(project_id, content_hash);
 """
+
+TRIGGER_NAMES: tuple[str, ...] = (
+    "memory_items_ai", "memory_items_ad", "memory_items_au", "memory_items_session_project_insert",
+    "memory_items_session_project_update", "sessions_project_update",
+)

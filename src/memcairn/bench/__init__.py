@@ -1,0 +1,1 @@
+"""Benchmarks: print tables of medians; never asserted on in tests."""

@@ -1,0 +1,33 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from memcairn.store import Store
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test gets its own MEMCAIRN_HOME and no MEMCAIRN_* settings leaking from the host."""
+    for key in list(os.environ):
+        if key.startswith("MEMCAIRN_"):
+            monkeypatch.delenv(key, raising=False)
+    home = tmp_path / "home"
+    monkeypatch.setenv("MEMCAIRN_HOME", str(home))
+    return home
+
+
+@pytest.fixture
+def store(tmp_path: Path):
+    s = Store(tmp_path / "store.db")
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def mem_store():
+    s = Store(":memory:")
+    yield s
+    s.close()

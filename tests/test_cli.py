@@ -1,0 +1,110 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+
+from memcairn.cli import cli, run
+
+
+def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = run(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_add_search_show_round_trip_as_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(capsys, "add", "--project", "demo", "--kind", "observation", "--type", "bugfix",
+                        "--title", "Fix login expiry", "--narrative", "compared in local time", "--fact",
+                        "tokens are UTC", "--concept", "gotcha", "--file-modified", "auth.py", "--session", "s1",
+                        "--platform", "claude-code", "--json")
+    assert code == 0
+    added = json.loads(out)
+    assert added == {"id": added["id"], "created": True}
+    code, out, _ = _run(capsys, "add", "--project", "demo", "--kind", "observation", "--type", "bugfix",
+                        "--title", "Fix login expiry", "--narrative", "compared in local time", "--session", "s1",
+                        "--platform", "claude-code", "--json")
+    assert json.loads(out) == {"id": added["id"], "created": False}
+
+    code, out, _ = _run(capsys, "search", "login time zone", "--project", "demo", "--kind", "observation",
+                        "--type", "bugfix", "--limit", "5", "--json")
+    data = json.loads(out)
+    assert data["strategy"] in {"keyword", "hybrid"}
+    assert data["results"][0]["id"] == added["id"]
+    assert set(data["results"][0]) >= {"id", "kind", "type", "title", "project", "created_at_epoch", "score"}
+
+    code, out, _ = _run(capsys, "show", str(added["id"]), "--json")
+    records = json.loads(out)
+    assert records[0]["facts"] == ["tokens are UTC"] and records[0]["files_modified"] == ["auth.py"]
+
+
+def test_show_reports_unknown_ids_with_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _run(capsys, "show", "424242")
+    assert code == 2 and "not found" in err and "Traceback" not in err
+
+
+def test_stats_doctor_and_db_path(capsys: pytest.CaptureFixture[str], isolated_home: Path) -> None:
+    _run(capsys, "add", "--project", "p", "--title", "x")
+    code, out, _ = _run(capsys, "stats", "--json")
+    assert json.loads(out)["items"] == 1
+    code, out, _ = _run(capsys, "doctor")
+    assert code == 0
+    code, out, _ = _run(capsys, "db", "path")
+    assert out.strip() == str(isolated_home / "memcairn.db")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["add", "--project", "p", "--type", "Not Valid", "--title", "x"], "type"),
+        (["add", "--project", "p", "--kind", "nope", "--title", "x"], "nope"),
+        (["add", "--project", "p"], "needs some content"),
+        (["search", "x", "--limit", "abc"], "limit"),
+    ],
+)
+def test_user_errors_are_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], args: list[str], message: str) -> None:
+    code, _, err = _run(capsys, *args)
+    assert code == 2
+    assert message in err and "Traceback" not in err
+
+
+def test_an_oversized_field_is_rejected_not_truncated(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _run(capsys, "add", "--project", "p", "--title", "t", "--text", "x" * (256 * 1024 + 10))
+    assert code == 2 and "256 KiB" in err
+    assert json.loads(_run(capsys, "stats", "--json")[1])["items"] == 0
+
+
+def test_a_corrupt_database_is_named_in_the_error(capsys: pytest.CaptureFixture[str], isolated_home: Path) -> None:
+    isolated_home.mkdir(parents=True)
+    (isolated_home / "memcairn.db").write_bytes(b"garbage" * 1000)
+    code, _, err = _run(capsys, "stats")
+    assert code == 2 and str(isolated_home / "memcairn.db") in err and "Traceback" not in err
+
+
+def _commands(group: click.Group, prefix: str = "") -> list[tuple[str, click.Command]]:
+    found = []
+    for name, command in group.commands.items():
+        if isinstance(command, click.Group):
+            found += _commands(command, f"{prefix}{name} ")
+        else:
+            found.append((prefix + name, command))
+    return found
+
+
+@pytest.mark.parametrize(("name", "command"), _commands(cli))
+def test_every_command_has_help_with_an_example(name: str, command: click.Command) -> None:
+    assert command.help and "Example:" in command.help, f"`memcairn {name}` needs a docstring with Example:"
+
+
+def test_the_console_script_runs_in_a_fresh_process(isolated_home: Path) -> None:
+    exe = Path(sys.executable).with_name("memcairn")
+    out = subprocess.run([str(exe), "add", "--project", "p", "--title", "hello", "--json"], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["created"] is True
+    out = subprocess.run([str(exe), "--help"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "memcairn" in out.stdout

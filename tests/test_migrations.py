@@ -1,0 +1,98 @@
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from memcairn.errors import StoreError
+from memcairn.store import Store
+from memcairn.store.db import connect
+from memcairn.store.migrations import MIGRATIONS, Migration, migrate
+
+EXPECTED_TABLES = {"projects", "sessions", "memory_items", "memory_sources", "memory_items_fts",
+                   "_memcairn_migrations"}
+EXPECTED_TRIGGERS = {"memory_items_ai", "memory_items_ad", "memory_items_au",
+                     "memory_items_session_project_insert", "memory_items_session_project_update",
+                     "sessions_project_update"}
+EXPECTED_INDEXES = {"ix_sessions_project", "ix_memory_items_project_time", "ix_memory_items_time",
+                    "ix_memory_items_session", "ux_memory_items_project_hash", "ux_memory_sources_source",
+                    "ix_memory_sources_item"}
+
+
+def _names(conn: sqlite3.Connection, kind: str) -> set[str]:
+    return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = ? AND name NOT LIKE 'sqlite_%'",
+                                       (kind,))}
+
+
+def test_blank_database_gets_exactly_the_expected_schema(tmp_path: Path) -> None:
+    with Store(tmp_path / "m.db") as store:
+        conn = store._conn
+        tables = {t for t in _names(conn, "table") if not t.startswith("memory_items_fts_")}
+        assert tables >= EXPECTED_TABLES
+        assert tables - EXPECTED_TABLES <= {"vector_sync_state", "mirror_outbox", "ingest_events",
+                                            "search_telemetry", "llm_usage"}
+        assert _names(conn, "trigger") >= EXPECTED_TRIGGERS
+        assert _names(conn, "index") >= EXPECTED_INDEXES
+        fts_sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'memory_items_fts'").fetchone()[0]
+        assert "porter unicode61" in fts_sql and "UNINDEXED" in fts_sql
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+        assert conn.execute("PRAGMA busy_timeout").fetchone()[0] >= 5000
+        versions = [r[0] for r in conn.execute("SELECT version FROM _memcairn_migrations ORDER BY version")]
+        assert versions == [m.version for m in MIGRATIONS]
+
+
+def test_rerunning_migrations_is_a_no_op(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    Store(path).close()
+    conn = connect(path)
+    before = conn.execute("SELECT sql FROM sqlite_master ORDER BY name").fetchall()
+    assert migrate(conn, path) == []
+    assert conn.execute("SELECT sql FROM sqlite_master ORDER BY name").fetchall() == before
+    conn.close()
+
+
+def test_a_failing_migration_rolls_back_and_leaves_the_data_intact(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    with Store(path) as store:
+        from memcairn.models import NewItem
+
+        store.add_item(NewItem(project="p", kind="manual", title="keep me"))
+
+    def broken(conn: sqlite3.Connection) -> None:
+        conn.execute("DELETE FROM memory_items")
+        conn.execute("CREATE TABLE half_done (x)")
+        conn.execute("THIS IS NOT SQL")
+
+    plan = [*MIGRATIONS, Migration(900, "m900_broken", broken, rewrites_rows=True)]
+    conn = connect(path)
+    with pytest.raises(StoreError, match="m900_broken"):
+        migrate(conn, path, plan)
+    assert conn.execute("SELECT title FROM memory_items").fetchall()[0][0] == "keep me"
+    assert conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'half_done'").fetchone() is None
+    assert conn.execute("SELECT 1 FROM _memcairn_migrations WHERE version = 900").fetchone() is None
+    conn.close()
+    # the row-rewriting migration was preceded by a backup copy
+    backup = path.with_name("m.db.bak-900")
+    assert backup.exists()
+    assert sqlite3.connect(backup).execute("SELECT COUNT(*) FROM memory_items").fetchone()[0] == 1
+
+
+def test_the_uniqueness_migration_removes_old_duplicates_keeping_the_oldest(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    conn = connect(path)
+    migrate(conn, path, [m for m in MIGRATIONS if m.version == 1])
+    conn.execute("INSERT INTO projects(id, name, created_at_epoch) VALUES (1, 'p', 0)")
+    for i, h in enumerate(["aaa", "bbb", "aaa", "aaa", "bbb"]):
+        conn.execute(
+            "INSERT INTO memory_items(uuid, project_id, kind, type, title, content_hash, created_at_epoch, "
+            "updated_at_epoch) VALUES (?, 1, 'manual', 'note', ?, ?, ?, 0)", (f"u{i}", f"t{i}", h, i))
+    migrate(conn, path)
+    rows = conn.execute("SELECT id, content_hash FROM memory_items ORDER BY id").fetchall()
+    assert [tuple(r) for r in rows] == [(1, "aaa"), (2, "bbb")]
+    assert path.with_name("old.db.bak-2").exists()
+    with pytest.raises(sqlite3.IntegrityError):
+        conn.execute("INSERT INTO memory_items(uuid, project_id, kind, type, content_hash, created_at_epoch, "
+                     "updated_at_epoch) VALUES ('dup', 1, 'manual', 'note', 'aaa', 9, 0)")
+    conn.close()

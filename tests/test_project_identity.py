@@ -1,0 +1,39 @@
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from memcairn.project import project_from_cwd
+
+
+def _git(*args: str, cwd: Path) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def test_outside_git_the_directory_basename_is_the_project(tmp_path: Path) -> None:
+    d = tmp_path / "plain-dir"
+    d.mkdir()
+    ident = project_from_cwd(d)
+    assert ident.name == "plain-dir" and ident.chain == ("plain-dir",)
+
+
+def test_inside_git_the_top_level_basename_is_the_project(tmp_path: Path) -> None:
+    repo = tmp_path / "my-repo"
+    (repo / "src" / "deep").mkdir(parents=True)
+    _git("init", "-q", cwd=repo)
+    assert project_from_cwd(repo / "src" / "deep").name == "my-repo"
+
+
+def test_a_worktree_is_parent_slash_worktree_and_reads_the_parent(tmp_path: Path) -> None:
+    if subprocess.run(["git", "--version"], capture_output=True).returncode != 0:
+        pytest.skip("git not installed")
+    repo = tmp_path / "main-repo"
+    repo.mkdir()
+    _git("init", "-q", cwd=repo)
+    _git("-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "--allow-empty", "-m", "init", cwd=repo)
+    _git("worktree", "add", "-q", str(tmp_path / "feature-x"), cwd=repo)
+    ident = project_from_cwd(tmp_path / "feature-x")
+    assert ident.name == "main-repo/feature-x"
+    assert ident.chain == ("main-repo/feature-x", "main-repo")
