@@ -250,3 +250,17 @@ def test_update_rejects_unknown_fields_and_missing_ids(store: Store) -> None:
         store.update_item(r.id, project="other")
     with pytest.raises(NotFoundError):
         store.update_item(12345, title="z")
+
+
+def test_large_stores_rank_a_bounded_set_and_still_find_the_rare_term(store: Store, monkeypatch) -> None:
+    from memcairn.store import fts
+
+    monkeypatch.setattr(fts, "RANK_BUDGET", 20)
+    store.add_items([obs(f"common error {i}", "the build failed with an error") for i in range(60)])
+    target = store.add_item(obs("zanzibar exception", "rare word in an otherwise ordinary note"))
+    both = store.add_item(obs("error build failed", "error build failed"))
+    plan = fts.plan_match(store._conn, "zanzibar build error failed", total_docs=62, budget=20)
+    assert plan is not None and plan.startswith('"zanzibar"') and "AND" in plan
+    hits = [i.id for i, _ in store.keyword_search("zanzibar build error failed", limit=5)]
+    assert hits[0] == target.id
+    assert both.id in hits

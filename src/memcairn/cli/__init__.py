@@ -7,6 +7,7 @@ import sys
 import click
 
 from memcairn import __version__
+from memcairn.cli.bench_cmds import bench
 from memcairn.cli.common import run_guarded
 from memcairn.cli.demo_cmd import demo
 from memcairn.cli.store_cmds import add, db, doctor, search, show, stats
@@ -26,7 +27,7 @@ def cli() -> None:
     """
 
 
-for command in (add, search, show, stats, doctor, db, demo):
+for command in (add, search, show, stats, doctor, db, demo, bench):
     cli.add_command(command)
 
 

@@ -4,11 +4,19 @@ Every token is quoted, so FTS5 syntax typed by a person or an agent (``"``, ``*`
 ``AND``, parentheses, ``-``) is always just text and can never surface as an SQLite error. Tokens are
 OR-ed and ranked by bm25, so a three-word query finds documents holding any of the words, best first;
 the whole query is OR-ed in once more as a phrase so an exact phrase match ranks higher.
+
+Ranking cost grows with the number of matching rows (bm25 runs once per row). On a large store a query
+of common words would rank tens of thousands of rows, so ``plan_match`` looks up each term's document
+frequency (FTS5's own vocabulary, stemmed by FTS5 itself) and, when the terms together match more than
+``RANK_BUDGET`` rows, keeps the rarest terms as alternatives and requires the common ones together:
+``rare1 OR rare2 OR (common1 AND common2)``. Rare terms carry almost all of bm25's weight, so the top
+results barely move while the rows ranked stay bounded. Stores smaller than the budget are never pruned.
 """
 
 from __future__ import annotations
 
 import re
+import sqlite3
 
 from memcairn.store.schema import FTS_COLUMNS
 
@@ -61,3 +69,59 @@ def build_match(text: str) -> str | None:
 
 def bm25_expression(table: str = "memory_items_fts") -> str:
     return f"bm25({table}, {', '.join(repr(w) for w in BM25_WEIGHTS)})"
+
+
+RANK_BUDGET = 8000
+
+
+def _ensure_vocab_tables(conn: sqlite3.Connection) -> None:
+    conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_terms USING fts5(x, tokenize='porter unicode61')")
+    conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_terms_v USING fts5vocab(temp, query_terms, 'instance')")
+    conn.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.memory_items_fts_v USING fts5vocab(main, memory_items_fts, 'row')"
+    )
+
+
+def _document_frequencies(conn: sqlite3.Connection, tokens: list[str]) -> list[int]:
+    """For each token, the number of documents holding its stem (0 = nowhere)."""
+    _ensure_vocab_tables(conn)
+    conn.executemany("INSERT INTO temp.query_terms(rowid, x) VALUES (?, ?)", list(enumerate(tokens, 1)))
+    stems: dict[int, list[str]] = {}
+    try:
+        for term, doc in conn.execute("SELECT term, doc FROM temp.query_terms_v"):
+            stems.setdefault(doc, []).append(term)
+    finally:
+        conn.execute("DELETE FROM temp.query_terms")
+    wanted = sorted({t for terms in stems.values() for t in terms})
+    found: dict[str, int] = {}
+    if wanted:
+        marks = ", ".join("?" for _ in wanted)
+        found = dict(conn.execute(f"SELECT term, doc FROM temp.memory_items_fts_v WHERE term IN ({marks})", wanted))
+    return [max((found.get(t, 0) for t in stems.get(i, [])), default=0) for i in range(1, len(tokens) + 1)]
+
+
+def plan_match(conn: sqlite3.Connection, text: str, total_docs: int, budget: int = RANK_BUDGET) -> str | None:
+    """The MATCH expression to run for ``text`` on this store (see the module docstring)."""
+    tokens = query_tokens(text)
+    if not tokens:
+        return None
+    if total_docs <= budget:
+        return build_match(text)
+    dfs = _document_frequencies(conn, tokens)
+    present = sorted((df, i, tok) for i, (tok, df) in enumerate(zip(tokens, dfs, strict=True)) if df > 0)
+    if not present:
+        return build_match(text)
+    if sum(df for df, _, _ in present) <= budget:
+        return build_match(text)
+    core: list[str] = []
+    total = 0
+    for df, _, tok in present:
+        if core and total + df > budget:
+            break
+        core.append(tok)
+        total += df
+    rest = [tok for _, _, tok in present if tok not in core]
+    terms = [_quote(t) for t in core]
+    if len(rest) >= 2:
+        terms.append("(" + " AND ".join(_quote(t) for t in rest) + ")")
+    return " OR ".join(terms)
