@@ -11,6 +11,7 @@ from memcairn.cli.bench_cmds import bench
 from memcairn.cli.common import run_guarded
 from memcairn.cli.demo_cmd import demo
 from memcairn.cli.store_cmds import add, db, doctor, search, show, stats
+from memcairn.cli.sync_cmds import sync
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -27,7 +28,7 @@ def cli() -> None:
     """
 
 
-for command in (add, search, show, stats, doctor, db, demo, bench):
+for command in (add, search, show, stats, doctor, db, demo, bench, sync):
     cli.add_command(command)
 
 

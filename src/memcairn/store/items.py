@@ -30,6 +30,7 @@ from memcairn.models import (
 from memcairn.store import fts, schema
 from memcairn.store.db import atomic, connect, describe_open_error, run_script
 from memcairn.store.migrations import migrate
+from memcairn.store.mirror_state import MirrorStateMixin
 from memcairn.store.validation import validate_item
 
 ORDERS = ("relevance", "newest", "oldest")
@@ -93,7 +94,7 @@ class ProjectInfo:
     last_epoch: int | None
 
 
-class Store:
+class Store(MirrorStateMixin):
     """Open (creating and migrating if needed) the database at ``path``.
 
     Raises:
@@ -237,20 +238,23 @@ class Store:
         ).fetchall()
         return [ProjectInfo(r[0], r[1], r[2], r[3]) for r in rows]
 
-    def resolve_project_ids(self, names: Sequence[str]) -> list[int]:
-        """Ids of the named projects and of every project merged into them (transitively)."""
+    def resolve_projects(self, names: Sequence[str]) -> list[tuple[int, str]]:
+        """(id, name) of the named projects and of every project merged into them (transitively)."""
         rows = self._conn.execute("SELECT id, name, merged_into_project FROM projects").fetchall()
         wanted = set(names)
         merged_into = {r["name"]: r["merged_into_project"] for r in rows}
-        ids = []
+        found = []
         for r in rows:
             name, hops = r["name"], 0
             while name is not None and hops < 32:
                 if name in wanted:
-                    ids.append(r["id"])
+                    found.append((r["id"], r["name"]))
                     break
                 name, hops = merged_into.get(name), hops + 1
-        return ids
+        return found
+
+    def resolve_project_ids(self, names: Sequence[str]) -> list[int]:
+        return [pid for pid, _ in self.resolve_projects(names)]
 
     # -- writes -----------------------------------------------------------------------------------
     def add_item(self, item: NewItem) -> AddResult:
@@ -601,6 +605,7 @@ class Store:
         with atomic(self._conn) as conn:
             run_script(conn, schema.FTS_TRIGGERS)
             run_script(conn, schema.INTEGRITY_TRIGGERS)
+            run_script(conn, schema.MIRROR_TRIGGERS)
 
     def quick_check(self) -> str:
         return self._conn.execute("PRAGMA quick_check").fetchone()[0]

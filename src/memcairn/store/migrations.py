@@ -55,6 +55,12 @@ def m002_unique_content_hash(conn: sqlite3.Connection) -> None:
     run_script(conn, schema.DEDUPE_AND_UNIQUE)
 
 
+@migration(3)
+def m003_mirror_bookkeeping(conn: sqlite3.Connection) -> None:
+    run_script(conn, schema.MIRROR_TABLES)
+    run_script(conn, schema.MIRROR_TRIGGERS)
+
+
 def _ensure_table(conn: sqlite3.Connection) -> None:
     conn.execute(
         f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} ("

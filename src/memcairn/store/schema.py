@@ -143,7 +143,46 @@ DROP INDEX IF EXISTS ix_memory_items_hash;
 CREATE UNIQUE INDEX IF NOT EXISTS ux_memory_items_project_hash ON memory_items(project_id, content_hash);
 """
 
+# m003: bookkeeping of the semantic mirror. The watermark is a row committed only after the mirror
+# accepted a whole batch; the outbox records edits and deletes (from any process) for the mirror to replay.
+MIRROR_TABLES = """
+CREATE TABLE IF NOT EXISTS vector_sync_state (
+    index_key TEXT NOT NULL,             -- which mirror: backend and location
+    project TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    watermark INTEGER NOT NULL,          -- every item of (project, kind) with id <= watermark is mirrored
+    updated_at_epoch INTEGER NOT NULL,
+    PRIMARY KEY (index_key, project, kind)
+);
+
+CREATE TABLE IF NOT EXISTS mirror_outbox (
+    id INTEGER PRIMARY KEY,
+    item_id INTEGER NOT NULL,
+    project TEXT NOT NULL,
+    op TEXT NOT NULL CHECK (op IN ('update', 'delete')),
+    created_at_epoch INTEGER NOT NULL
+);
+"""
+
+MIRROR_TRIGGERS = """
+CREATE TRIGGER IF NOT EXISTS memory_items_mirror_au
+AFTER UPDATE OF type, title, subtitle, text, narrative, facts, request, investigated, learned, completed,
+    next_steps, notes, project_id ON memory_items
+BEGIN
+    INSERT INTO mirror_outbox(item_id, project, op, created_at_epoch)
+    VALUES (old.id, COALESCE((SELECT name FROM projects WHERE id = old.project_id), ''), 'update',
+            CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER));
+END;
+
+CREATE TRIGGER IF NOT EXISTS memory_items_mirror_ad AFTER DELETE ON memory_items BEGIN
+    INSERT INTO mirror_outbox(item_id, project, op, created_at_epoch)
+    VALUES (old.id, COALESCE((SELECT name FROM projects WHERE id = old.project_id), ''), 'delete',
+            CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER));
+END;
+"""
+
 TRIGGER_NAMES: tuple[str, ...] = (
     "memory_items_ai", "memory_items_ad", "memory_items_au", "memory_items_session_project_insert",
-    "memory_items_session_project_update", "sessions_project_update",
+    "memory_items_session_project_update", "sessions_project_update", "memory_items_mirror_au",
+    "memory_items_mirror_ad",
 )

@@ -1,0 +1,119 @@
+"""``memcairn sync ...``: the semantic mirror's backfill, rebuild and status."""
+
+from __future__ import annotations
+
+import click
+
+from memcairn.cli.common import emit_json, settings
+from memcairn.errors import MemcairnError
+
+
+def _progress_run(action: str, run, total: int) -> object:  # noqa: ANN001
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn(f"{action} documents"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  transient=False) as bar:
+        task = bar.add_task(action, total=total or None)
+        return run(lambda _project, n: bar.advance(task, n))
+
+
+def _lag_items(mirror) -> int:  # noqa: ANN001
+    return sum(r["lag"] for r in mirror.status()["rows"])
+
+
+@click.group()
+def sync() -> None:
+    """The semantic mirror of the store (rebuildable from SQLite at any time)."""
+
+
+def _open(rebuild: bool = False):  # noqa: ANN202
+    from memcairn.runtime import open_mirror, open_runtime
+    from memcairn.vectors.factory import destroy_index
+
+    cfg = settings()
+    if cfg.vector_backend == "none":
+        raise MemcairnError("the vector mirror is disabled (MEMCAIRN_VECTOR_BACKEND=none)")
+    runtime = open_runtime(cfg)
+    if runtime.mirror is None and rebuild:
+        # The index cannot be opened (corrupt, other dimension): throw it away and start from nothing.
+        destroy_index(cfg.vector_backend, home=cfg.home, chroma_url=cfg.chroma_url or None)
+        runtime.mirror = open_mirror(cfg, runtime.store)
+        runtime._closers.append(runtime.mirror.index.close)
+    if runtime.mirror is None:
+        runtime.close()
+        raise MemcairnError(f"{runtime.mirror_error}")
+    return runtime
+
+
+def _report(result, as_json: bool, mirror) -> None:  # noqa: ANN001
+    status = mirror.status()
+    if as_json:
+        emit_json({"documents": result.documents, "items": result.items, "failed_batches": result.failed_batches,
+                   "skipped": result.skipped, "errors": result.sample_errors, "state": status["state"]})
+    else:
+        click.echo(f"{result.documents} documents for {result.items} memories written; "
+                   f"{result.failed_batches} failed batch(es); mirror {status['state']}")
+        for err in result.sample_errors:
+            click.echo(f"  error: {err}", err=True)
+
+
+@sync.command("backfill")
+@click.option("--json", "as_json", is_flag=True)
+def backfill(as_json: bool) -> None:
+    """Mirror every memory the index does not hold yet (never re-embeds what is there).
+
+    Example:
+
+        memcairn sync backfill
+    """
+    runtime = _open()
+    try:
+        mirror = runtime.mirror
+        mirror.bootstrap()
+        result = (mirror.backfill() if as_json else
+                  _progress_run("backfill", lambda cb: mirror.backfill(cb), _lag_items(mirror) * 3))
+        _report(result, as_json, mirror)
+    finally:
+        runtime.close()
+
+
+@sync.command("rebuild")
+@click.option("--json", "as_json", is_flag=True)
+def rebuild(as_json: bool) -> None:
+    """Drop the mirror and refill it from SQLite (also repairs a corrupt or deleted mirror).
+
+    Example:
+
+        memcairn sync rebuild
+    """
+    runtime = _open(rebuild=True)
+    try:
+        mirror = runtime.mirror
+        total = runtime.store.stats()["items"] * 3
+        result = mirror.rebuild() if as_json else _progress_run("rebuild", lambda cb: mirror.rebuild(cb), total)
+        _report(result, as_json, mirror)
+    finally:
+        runtime.close()
+
+
+@sync.command("status")
+@click.option("--json", "as_json", is_flag=True)
+def status(as_json: bool) -> None:
+    """Per project and kind: watermark, highest id, lag, and the mirror's state.
+
+    Example:
+
+        memcairn sync status --json
+    """
+    runtime = _open()
+    try:
+        data = runtime.mirror.status()
+    finally:
+        runtime.close()
+    if as_json:
+        emit_json(data)
+        return
+    click.echo(f"mirror: {data['backend']} ({data['state']}), model {data['model']}, outbox {data['outbox']}")
+    for row in data["rows"]:
+        click.echo(f"  {row['project']:<30} {row['kind']:<12} watermark {row['watermark']:>8}  "
+                   f"max {row['max_id']:>8}  lag {row['lag']}")

@@ -1,0 +1,1 @@
+"""The semantic mirror of the store: documents per field, watermark sync, backfill, vector queries."""
