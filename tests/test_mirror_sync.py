@@ -273,3 +273,22 @@ def test_a_chroma_server_killed_mid_backfill_then_restarted_converges(
         assert status["state"] == "ok" and all(r["lag"] == 0 for r in status["rows"])
         assert index.count() == 3 * 30 * 3 + 5 * 3
         index.close()
+
+
+def test_the_runner_mirrors_writes_off_the_request_path(store: Store, embedder: CountingEmbedder) -> None:
+    from memcairn.mirror.background import MirrorRunner
+
+    mirror = MirrorSync(store, InMemoryIndex(embedder.dimension), embedder, index_key="t")
+    runner = MirrorRunner(mirror, retry_seconds=0.05)
+    store.add_listener(runner.nudge)
+    runner.start()
+    try:
+        assert runner.wait_idle(30)
+        store.add_items(_items(3))
+        deadline = 100
+        while mirror.status()["rows"][0]["lag"] and deadline:
+            runner.wait_idle(0.1)
+            deadline -= 1
+        assert mirror.status()["rows"][0]["lag"] == 0
+    finally:
+        runner.stop()

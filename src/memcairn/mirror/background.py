@@ -1,0 +1,59 @@
+"""Runs mirror catch-up off the request path: nudged after every store write, retried while degraded."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from memcairn.mirror.sync import MirrorSync
+
+log = logging.getLogger("memcairn.mirror")
+
+
+class MirrorRunner:
+    """One daemon thread per worker. ``nudge()`` is cheap and safe from any thread."""
+
+    def __init__(self, mirror: MirrorSync, *, retry_seconds: float = 15.0, idle_seconds: float = 60.0) -> None:
+        self.mirror = mirror
+        self.retry_seconds = retry_seconds
+        self.idle_seconds = idle_seconds
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._idle = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.backfill_first = True
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name="memcairn-mirror", daemon=True)
+            self._thread.start()
+
+    def nudge(self, *_args: object) -> None:
+        self._idle.clear()
+        self._wake.set()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Block until the mirror has caught up with every nudge so far (tests and shutdown use it)."""
+        return self._idle.wait(timeout)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._wake.clear()
+            try:
+                if self.backfill_first:
+                    self.mirror.backfill()
+                    self.backfill_first = not self.mirror.available
+                else:
+                    self.mirror.sync_pending()
+            except Exception:  # the loop must survive anything a backend throws
+                log.exception("mirror catch-up failed")
+            if not self._wake.is_set():
+                self._idle.set()
+            wait = self.idle_seconds if self.mirror.available else self.retry_seconds
+            self._wake.wait(wait)
