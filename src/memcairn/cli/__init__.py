@@ -10,7 +10,8 @@ from memcairn import __version__
 from memcairn.cli.bench_cmds import bench
 from memcairn.cli.common import run_guarded
 from memcairn.cli.demo_cmd import demo
-from memcairn.cli.store_cmds import add, db, doctor, search, show, stats
+from memcairn.cli.search_cmds import search, timeline
+from memcairn.cli.store_cmds import add, db, doctor, show, stats
 from memcairn.cli.sync_cmds import sync
 
 
@@ -28,7 +29,7 @@ def cli() -> None:
     """
 
 
-for command in (add, search, show, stats, doctor, db, demo, bench, sync):
+for command in (add, search, timeline, show, stats, doctor, db, demo, bench, sync):
     cli.add_command(command)
 
 

@@ -1,4 +1,4 @@
-"""Commands over the store: add, search, show, stats, doctor, db path."""
+"""Commands over the store: add, show, stats, doctor, db path (search lives in ``search_cmds``)."""
 
 from __future__ import annotations
 
@@ -7,15 +7,6 @@ import click
 from memcairn.cli.common import emit_json, open_store, settings
 from memcairn.errors import NotFoundError
 from memcairn.models import KINDS, NewItem
-
-KIND_CHOICES = click.Choice([*KINDS, "observations", "summaries", "prompts", "all"])
-_PLURALS = {"observations": "observation", "summaries": "summary", "prompts": "prompt"}
-
-
-def kinds_option(value: str | None) -> list[str] | None:
-    if value in (None, "all"):
-        return None
-    return [_PLURALS.get(value, value)]
 
 
 @click.command()
@@ -54,45 +45,6 @@ def add(project: str, kind: str, type_: str | None, title: str | None, subtitle:
         emit_json({"id": result.id, "created": result.created})
     else:
         click.echo(f"#{result.id} {'stored' if result.created else 'already stored (duplicate)'}")
-
-
-@click.command()
-@click.argument("query", required=False, default="")
-@click.option("--project", "projects", multiple=True, help="Only these projects (repeatable).")
-@click.option("--kind", type=KIND_CHOICES, help="observation(s), summary/ies, prompt(s), manual or all.")
-@click.option("--type", "types", multiple=True, help="Only these types (repeatable).")
-@click.option("--limit", default=20, show_default=True, type=int)
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def search(query: str, projects: tuple[str, ...], kind: str | None, types: tuple[str, ...], limit: int,
-           as_json: bool) -> None:
-    """Search memories by keyword (every word counts, best matches first).
-
-    Example:
-
-        memcairn search "login token expiry" --project demo --json
-    """
-    from memcairn.models import ItemFilter
-
-    limit = max(1, min(limit, 100))
-    flt = ItemFilter(projects=list(projects) or None, kinds=kinds_option(kind), types=list(types) or None)
-    with open_store() as store:
-        if query.strip():
-            strategy = "keyword"
-            hits = store.keyword_search(query, flt, limit=limit)
-        else:
-            strategy = "filter_only"
-            hits = [(item, 0.0) for item in store.list_items(flt, limit=limit)]
-    results = [
-        {"id": i.id, "kind": i.kind, "type": i.type, "title": i.title, "project": i.project,
-         "created_at_epoch": i.created_at_epoch, "score": round(score, 6)}
-        for i, score in hits
-    ]
-    if as_json:
-        emit_json({"strategy": strategy, "results": results})
-        return
-    click.echo(f"{len(results)} result(s), strategy: {strategy}")
-    for r in results:
-        click.echo(f"#{r['id']:<6} {r['kind']:<11} {r['type']:<10} {r['project']}: {r['title'] or ''}")
 
 
 @click.command()

@@ -1,0 +1,149 @@
+"""Markdown for agents and humans: a cheap index first, a timeline for context, full records on demand.
+
+- ``render_index``: one header line (hits per kind, strategy, fallback reason), the notes, then rows
+  grouped by day (``### 2026-12-01``), days in the order their first hit appears (so relevance order
+  survives), one compact row per hit: ``- #12 14:03 bugfix · Title · ~120 tok``. ``~N tok`` is what the
+  full record costs to read (stored characters / 4). A row costs ~20-40 tokens, never more than ~100.
+- ``render_timeline``: grouped by day, then by file (first modified file, else first file read, else
+  ``(no file)``) in runs, so summaries and prompts stay interleaved in time order; the anchor row ends
+  with ``<- ANCHOR``.
+- ``render_full``: the full records as a JSON list, in the order given.
+
+Every renderer takes ``tz`` (None = local time), so output is deterministic for a given zone.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime, tzinfo
+
+from memcairn.errors import ValidationError
+from memcairn.models import KINDS, MemoryItem
+from memcairn.search.result import SearchResult, Timeline
+
+TITLE_CHARS = 90
+NO_FILE = "(no file)"
+_KIND_WORDS = {
+    "observation": ("observation", "observations"),
+    "summary": ("summary", "summaries"),
+    "prompt": ("prompt", "prompts"),
+    "manual": ("manual note", "manual notes"),
+}
+NEXT_STEP = "Next: a timeline around an #id shows what happened then; fetch full records only for the ids you need."
+
+
+def _dt(epoch_ms: int, tz: tzinfo | None) -> datetime:
+    return datetime.fromtimestamp(epoch_ms / 1000, tz)
+
+
+def display_title(item: MemoryItem, limit: int = TITLE_CHARS) -> str:
+    """The item's title, or the first text it has, on one line and at most ``limit`` characters."""
+    candidates = (item.title, item.subtitle, item.request, item.text, item.narrative, item.completed,
+                  item.learned, *(item.facts or ()))
+    raw = next((c for c in candidates if c and c.strip()), "(untitled)")
+    text = " ".join(raw.split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def token_estimate(item: MemoryItem) -> int:
+    return max(1, round(item.searchable_chars() / 4))
+
+
+def _row(item: MemoryItem, tz: tzinfo | None, *, project: bool = False, anchor: bool = False) -> str:
+    parts = [f"- #{item.id} {_dt(item.created_at_epoch, tz):%H:%M} {item.type}", display_title(item)]
+    if project:
+        parts.append(item.project)
+    parts.append(f"~{token_estimate(item)} tok")
+    return " · ".join(parts) + (" <- ANCHOR" if anchor else "")
+
+
+def describe_counts(counts: dict[str, int]) -> str:
+    words = []
+    for kind in (*KINDS, *(k for k in counts if k not in KINDS)):
+        n = counts.get(kind, 0)
+        if n:
+            one, many = _KIND_WORDS.get(kind, (kind, kind + "s"))
+            words.append(f"{n} {one if n == 1 else many}")
+    return ", ".join(words)
+
+
+def _strategy(strategy: str | None, reason: str | None) -> str:
+    if strategy is None:
+        return ""
+    return f"strategy: {strategy}" + (f" (fallback: {reason})" if reason else "")
+
+
+def _notes(notes: Sequence[str]) -> list[str]:
+    return [f"Note: {n}" for n in notes]
+
+
+def render_index(result: SearchResult, *, tz: tzinfo | None = None) -> str:
+    """The compact index of a search result (see the module docstring)."""
+    strategy = _strategy(result.strategy, result.fallback_reason)
+    if not result.hits:
+        return "\n".join([f"No memories matched ({strategy}).", *_notes(result.notes)]) + "\n"
+    total = len(result.hits)
+    lines = [f"{total} {'memory' if total == 1 else 'memories'} ({describe_counts(result.counts)}) · {strategy}"]
+    lines += _notes(result.notes)
+    show_project = len({h.item.project for h in result.hits}) > 1
+    days: dict[str, list[str]] = {}
+    for hit in result.hits:
+        day = f"{_dt(hit.item.created_at_epoch, tz):%Y-%m-%d}"
+        days.setdefault(day, []).append(_row(hit.item, tz, project=show_project))
+    for day, rows in days.items():
+        lines += ["", f"### {day}", *rows]
+    lines += ["", NEXT_STEP]
+    return "\n".join(lines) + "\n"
+
+
+def file_of(item: MemoryItem) -> str:
+    if item.files_modified:
+        return item.files_modified[0]
+    if item.files_read:
+        return item.files_read[0]
+    return NO_FILE
+
+
+def render_timeline(timeline: Timeline, *, tz: tzinfo | None = None) -> str:
+    """The timeline as Markdown (see the module docstring)."""
+    items = timeline.items
+    ids = [i.id for i in items]
+    strategy = _strategy(timeline.strategy, timeline.fallback_reason)
+    if timeline.anchor_id is not None and timeline.anchor_id in ids:
+        at = ids.index(timeline.anchor_id)
+        head = f"Timeline around #{timeline.anchor_id}"
+        if timeline.anchor_label:
+            head += f" ({timeline.anchor_label})"
+        head += f" · {at} before, {len(items) - at - 1} after"
+    elif items:
+        head = f"Timeline with no anchor · {len(items)} before"
+    else:
+        head = "Timeline: nothing to show"
+    if strategy:
+        head += f" · {strategy}"
+    lines = [head, *_notes(timeline.notes)]
+    show_project = len({i.project for i in items}) > 1
+    day = current_file = None
+    for item in items:
+        this_day = f"{_dt(item.created_at_epoch, tz):%Y-%m-%d}"
+        if this_day != day:
+            day, current_file = this_day, None
+            lines += ["", f"### {day}"]
+        this_file = file_of(item)
+        if this_file != current_file:
+            current_file = this_file
+            lines.append(f"**{this_file}**")
+        lines.append(_row(item, tz, project=show_project, anchor=item.id == timeline.anchor_id))
+    return "\n".join(lines) + "\n"
+
+
+def render_full(items: Sequence[MemoryItem]) -> str:
+    """Full records as a JSON list, in the order given.
+
+    Raises:
+        ValidationError: no items (full records are fetched only for ids a search or timeline returned).
+    """
+    if not items:
+        raise ValidationError("ids are required: fetch full records only for ids a search or timeline returned")
+    return json.dumps([i.to_dict() for i in items], ensure_ascii=False, indent=2)

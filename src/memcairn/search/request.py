@@ -1,0 +1,289 @@
+"""What a caller asks for, checked once for every door (HTTP, MCP, CLI, context injection).
+
+``SearchRequest`` normalises its own fields when it is built, so a request made by any door is valid or
+was refused with a ``ValidationError`` that says what to type instead:
+
+- ``kinds`` accepts ``observation(s)``, ``summary``/``summaries``, ``prompt(s)``, ``manual`` and ``all``,
+  as one string (comma-separated allowed) or a list;
+- dates accept an ISO date (``2026-12-01``; as an end date it means the end of that day), an ISO datetime
+  with or without a zone (no zone = the ``tz`` given, else local time), epoch seconds or milliseconds, or a
+  relative time before ``now`` (``30m``, ``24h``, ``7d``, ``2w``);
+- ``limit`` out of 1..100 and ``offset`` out of 0..1000 are clamped, and the clamp is said in ``notes``.
+
+Everything else a request carries is plain data: the search service decides what to do with it.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta, tzinfo
+from typing import Any
+
+from memcairn.errors import ValidationError
+from memcairn.models import KINDS
+
+MIN_LIMIT, MAX_LIMIT, DEFAULT_LIMIT = 1, 100, 20
+MAX_OFFSET = 1000
+ORDERS = ("relevance", "newest", "oldest")
+FUSIONS = ("rrf", "minmax")
+
+KIND_ALIASES = {
+    **{k: k for k in KINDS},
+    "observations": "observation", "obs": "observation",
+    "summaries": "summary",
+    "prompts": "prompt",
+    "manuals": "manual", "note": "manual", "notes": "manual",
+}
+ACCEPTED_KINDS = "observation(s), summary/summaries, prompt(s), manual or all"
+DATE_FORMATS = (
+    "an ISO date (2026-12-01), an ISO datetime with or without a zone (2026-12-01T14:30, "
+    "2026-12-01T14:30:00+02:00, 2026-12-01T12:30Z), epoch seconds or milliseconds (1796083200), "
+    "or a relative time such as 30m, 24h, 7d, 2w"
+)
+# Epoch values at or above this are milliseconds (1e11 seconds lies in the year 5138; 1e11 ms in 1973).
+_MS_THRESHOLD = 100_000_000_000
+_RELATIVE = re.compile(r"^(\d+)\s*(m|min|h|d|w)$", re.IGNORECASE)
+_RELATIVE_MS = {"m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 7 * 86_400_000}
+# Other names ``SearchRequest.from_mapping`` accepts for its fields (HTTP bodies and tool arguments).
+FIELD_ALIASES = {
+    "q": "query", "project": "projects", "kind": "kinds", "type": "types", "concept": "concepts",
+    "file": "files", "since": "date_start", "until": "date_end", "dateStart": "date_start",
+    "dateEnd": "date_end", "platform": "platform_source", "platformSource": "platform_source",
+    "orderBy": "order", "order_by": "order",
+}
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _local_tz() -> tzinfo:
+    tz = datetime.now().astimezone().tzinfo
+    assert tz is not None
+    return tz
+
+
+def parse_time(value: Any, *, end_of_day: bool = False, now: int | None = None, tz: tzinfo | None = None,
+               what: str = "date") -> int | None:
+    """Epoch milliseconds for a date given in any accepted form (see the module docstring); None stays None.
+
+    Raises:
+        ValidationError: the value is in none of the accepted forms.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise ValidationError(f"{what} {value!r} is not a date; use {DATE_FORMATS}")
+    if isinstance(value, datetime):
+        dt = value if value.tzinfo else value.replace(tzinfo=tz or _local_tz())
+        return int(dt.timestamp() * 1000)
+    if isinstance(value, date):
+        return _day_bound(value, end_of_day, tz)
+    if isinstance(value, int | float):
+        if value != value or value < 0:  # NaN or before 1970
+            raise ValidationError(f"{what} {value!r} is not a date; use {DATE_FORMATS}")
+        return int(value) if value >= _MS_THRESHOLD else int(value * 1000)
+    if not isinstance(value, str):
+        raise ValidationError(f"{what} {value!r} is not a date; use {DATE_FORMATS}")
+    text = value.strip()
+    if not text:
+        return None
+    if text.isdigit():
+        return parse_time(int(text), what=what)
+    match = _RELATIVE.match(text)
+    if match:
+        base = now if now is not None else now_ms()
+        return base - int(match.group(1)) * _RELATIVE_MS[match.group(2).lower()]
+    if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+        try:
+            return _day_bound(date.fromisoformat(text), end_of_day, tz)
+        except ValueError:
+            raise ValidationError(f"{what} {value!r} is not a calendar date; use {DATE_FORMATS}") from None
+    try:
+        dt = datetime.fromisoformat(text[:-1] + "+00:00" if text[-1:] in "zZ" else text)
+    except ValueError:
+        raise ValidationError(f"{what} {value!r} is not a date; use {DATE_FORMATS}") from None
+    return parse_time(dt, tz=tz, what=what)
+
+
+def _day_bound(day: date, end_of_day: bool, tz: tzinfo | None) -> int:
+    start = datetime(day.year, day.month, day.day, tzinfo=tz or _local_tz())
+    if end_of_day:
+        return int((start + timedelta(days=1)).timestamp() * 1000) - 1
+    return int(start.timestamp() * 1000)
+
+
+def parse_kinds(value: str | Sequence[str] | None) -> tuple[str, ...] | None:
+    """Store kinds for user input; None (= every kind) for None, empty or ``all``.
+
+    Raises:
+        ValidationError: a kind is not one of ``ACCEPTED_KINDS``.
+    """
+    if value is None:
+        return None
+    raw = [value] if isinstance(value, str) else list(value)
+    wanted: list[str] = []
+    for entry in raw:
+        if not isinstance(entry, str):
+            raise ValidationError(f"kind {entry!r} is not text; use {ACCEPTED_KINDS}")
+        for part in entry.split(","):
+            key = part.strip().lower()
+            if not key:
+                continue
+            if key == "all":
+                return None
+            if key not in KIND_ALIASES:
+                raise ValidationError(f"unknown kind {part.strip()!r}; use {ACCEPTED_KINDS}")
+            if KIND_ALIASES[key] not in wanted:
+                wanted.append(KIND_ALIASES[key])
+    return tuple(wanted) or None
+
+
+def _strings(value: str | Sequence[str] | None, what: str) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    raw = [value] if isinstance(value, str) else list(value)
+    out: list[str] = []
+    for entry in raw:
+        if not isinstance(entry, str):
+            raise ValidationError(f"{what} {entry!r} is not text")
+        entry = entry.strip()
+        if entry and entry not in out:
+            out.append(entry)
+    return tuple(out) or None
+
+
+def _integer(value: Any, what: str) -> int:
+    if isinstance(value, bool):
+        raise ValidationError(f"{what} must be a whole number, got {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value):
+        return int(value)
+    raise ValidationError(f"{what} must be a whole number, got {value!r}")
+
+
+def clamp(value: Any, low: int, high: int, what: str, notes: list[str]) -> int:
+    """``value`` as an int within low..high; a clamp appends a note such as ``limit 500 clamped to 100``."""
+    number = _integer(value, what)
+    clamped = max(low, min(high, number))
+    if clamped != number:
+        notes.append(f"{what} {number} clamped to {clamped}")
+    return clamped
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """One search. Fields accept loose input (strings, lists, dates in any accepted form) and are
+    normalised on construction; ``notes`` collects what was adjusted on the way.
+
+    ``order`` None means relevance with query text and newest without. ``fusion`` and
+    ``recency_boost_half_life_days`` None mean the service's defaults. ``now`` (epoch ms) is the moment
+    the recency window and relative dates count back from; None = the time of the search.
+    """
+
+    query: str = ""
+    projects: tuple[str, ...] | None = None
+    kinds: tuple[str, ...] | None = None
+    types: tuple[str, ...] | None = None
+    concepts: tuple[str, ...] | None = None
+    files: tuple[str, ...] | None = None
+    date_start: int | None = None
+    date_end: int | None = None
+    platform_source: str | None = None
+    session: str | None = None
+    limit: int = DEFAULT_LIMIT
+    offset: int = 0
+    order: str | None = None
+    fusion: str | None = None
+    recency_boost_half_life_days: float | None = None
+    now: int | None = None
+    tz: tzinfo | None = field(default=None, compare=False, repr=False)
+    notes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        notes = list(self.notes)
+        put = object.__setattr__
+        query = self.query
+        if query is None:
+            query = ""
+        if not isinstance(query, str):
+            raise ValidationError(f"query must be text, got {type(query).__name__}")
+        put(self, "query", query.strip())
+        put(self, "projects", _strings(self.projects, "project"))
+        put(self, "kinds", parse_kinds(self.kinds))
+        put(self, "types", _strings(self.types, "type"))
+        put(self, "concepts", _strings(self.concepts, "concept"))
+        put(self, "files", _strings(self.files, "file"))
+        platform = _strings(self.platform_source, "platform")
+        put(self, "platform_source", platform[0] if platform else None)
+        session = _strings(self.session, "session")
+        put(self, "session", session[0] if session else None)
+        if self.now is not None:
+            put(self, "now", parse_time(self.now, what="now"))
+        start = parse_time(self.date_start, now=self.now, tz=self.tz, what="start date")
+        end = parse_time(self.date_end, end_of_day=True, now=self.now, tz=self.tz, what="end date")
+        if start is not None and end is not None and start > end:
+            raise ValidationError("the start date is after the end date; swap them or drop one")
+        put(self, "date_start", start)
+        put(self, "date_end", end)
+        put(self, "limit", clamp(self.limit, MIN_LIMIT, MAX_LIMIT, "limit", notes))
+        put(self, "offset", clamp(self.offset, 0, MAX_OFFSET, "offset", notes))
+        order = self.order.strip().lower() if isinstance(self.order, str) and self.order.strip() else None
+        if order is not None and order not in ORDERS:
+            raise ValidationError(f"unknown order {self.order!r}; use {', '.join(ORDERS)}")
+        put(self, "order", order)
+        fusion = self.fusion.strip().lower() if isinstance(self.fusion, str) and self.fusion.strip() else None
+        if fusion is not None and fusion not in FUSIONS:
+            raise ValidationError(f"unknown fusion {self.fusion!r}; use {' or '.join(FUSIONS)}")
+        put(self, "fusion", fusion)
+        half_life = self.recency_boost_half_life_days
+        if half_life is not None:
+            if isinstance(half_life, bool) or not isinstance(half_life, int | float) or not half_life >= 0:
+                raise ValidationError(f"recency_boost_half_life_days must be a number >= 0, got {half_life!r}")
+            put(self, "recency_boost_half_life_days", float(half_life) or None)
+        put(self, "notes", tuple(dict.fromkeys(notes)))
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any], *, tz: tzinfo | None = None) -> SearchRequest:
+        """A request from loose keys (a JSON body, tool arguments): the field names plus the aliases in
+        ``FIELD_ALIASES`` (``project``, ``kind``, ``since``, ``until``, ``platform``, ...).
+
+        Raises:
+            ValidationError: an unknown key, or a malformed value.
+        """
+        fields: dict[str, Any] = {}
+        for key, value in data.items():
+            name = FIELD_ALIASES.get(key, key)
+            if name not in _INPUT_FIELDS:
+                accepted = ", ".join(sorted({*_INPUT_FIELDS, *FIELD_ALIASES}))
+                raise ValidationError(f"unknown search parameter {key!r}; accepted: {accepted}")
+            if name in fields and value is not None:
+                raise ValidationError(f"{key!r} repeats another parameter; give it once")
+            if value is not None or name not in fields:
+                fields[name] = value
+        return cls(**fields, tz=tz)
+
+    @property
+    def has_date_range(self) -> bool:
+        return self.date_start is not None or self.date_end is not None
+
+    @property
+    def resolved_order(self) -> str:
+        if self.order is not None and (self.query or self.order != "relevance"):
+            return self.order
+        return "relevance" if self.query else "newest"
+
+    def filter_names(self) -> list[str]:
+        """Names (never values) of the filters in use, for telemetry."""
+        names = ("projects", "kinds", "types", "concepts", "files", "date_start", "date_end",
+                 "platform_source", "session")
+        return [n for n in names if getattr(self, n) is not None]
+
+
+_INPUT_FIELDS = frozenset(f for f in SearchRequest.__dataclass_fields__ if f not in ("tz", "notes"))

@@ -1,0 +1,300 @@
+"""The one search path every door uses: HTTP, MCP, CLI and context injection.
+
+Three strategies, chosen per request and always named in the result:
+
+- ``filter_only``: no query text. Structured filters over SQLite, newest first unless asked otherwise.
+- ``hybrid``: query text and an available mirror. Both legs run every time: keyword (FTS5/bm25 with the
+  filters) and semantic (the mirror's nearest items, hydrated and filtered through SQLite with the same
+  filters plus the recency window). The legs are fused by item (``rrf`` by default, or ``minmax``), an
+  optional recency boost is applied, then the order (relevance, newest or oldest) and the page.
+- ``keyword``: query text without a usable semantic leg. ``fallback_reason`` says why: no mirror or a
+  degraded one (``vector_unavailable``), the mirror failed during this search (``vector_error``), or a
+  search scoped by platform found nothing semantically (``platform_scoped_zero``: vectors written before
+  the platform was recorded cannot match, so the scoped keyword leg answers alone).
+
+The recency window (default 90 days) drops *semantic* hits older than ``now - window`` unless the request
+names a date range, which then applies instead; 0 turns it off. Keyword hits are never windowed: an exact
+word match is evidence enough. Time orders sort the best candidates of the legs (at least
+``TIME_ORDER_POOL`` of each) by time rather than every match.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import tzinfo
+from typing import Any
+
+from memcairn.errors import ValidationError
+from memcairn.models import ItemFilter, MemoryItem
+from memcairn.search import fusion
+from memcairn.search.request import SearchRequest, now_ms
+from memcairn.search.result import LegRank, SearchHit, SearchResult, Timeline
+from memcairn.search.telemetry import SearchEnvelope, Telemetry
+from memcairn.store import fts
+
+log = logging.getLogger("memcairn.search")
+
+# The semantic leg embeds at most this many characters of the query (a model reads ~256 tokens anyway);
+# the keyword leg keeps its own cap of fts.MAX_QUERY_TOKENS words.
+MAX_SEMANTIC_QUERY_CHARS = 2000
+POOL_MIN = 50  # candidates each leg contributes to a relevance-ordered fusion, at least
+TIME_ORDER_POOL = 200  # ... and to a newest/oldest one
+MAX_VECTOR_CANDIDATES = 1000
+DAY_MS = 86_400_000
+MAX_PROJECTS_LISTED = 20
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+
+
+class SearchService:
+    """Search, timeline and full records over a store and an optional vector mirror.
+
+    ``fusion`` and ``recency_boost_half_life_days`` are defaults a request may override;
+    ``mirror_error`` (why the mirror could not be opened) is repeated in the notes of keyword fallbacks.
+    """
+
+    def __init__(self, store: Any, mirror: Any = None, *, recency_window_days: float = 90, fusion: str = "rrf",
+                 recency_boost_half_life_days: float | None = None,
+                 weights: dict[str, float] | None = None, mirror_error: str | None = None,
+                 telemetry: Telemetry | None = None) -> None:
+        if fusion not in ("rrf", "minmax"):
+            raise ValidationError(f"unknown fusion {fusion!r}; use rrf or minmax")
+        if recency_window_days < 0:
+            raise ValidationError("recency_window_days must be >= 0 (0 turns the window off)")
+        self.store = store
+        self.mirror = mirror
+        self.recency_window_days = recency_window_days
+        self.fusion = fusion
+        self.recency_boost_half_life_days = recency_boost_half_life_days
+        self.weights = weights
+        self.mirror_error = mirror_error
+        self.telemetry = telemetry or Telemetry()
+
+    # -- public API -------------------------------------------------------------------------------
+    @property
+    def mirror_available(self) -> bool:
+        return self.mirror is not None and bool(getattr(self.mirror, "available", True))
+
+    def search(self, req: SearchRequest | None = None, /, **fields: Any) -> SearchResult:
+        """Run one search. Pass a ``SearchRequest`` or its fields as keywords (or both: keywords win).
+
+        Raises:
+            ValidationError: a field of the request is malformed (see ``SearchRequest``).
+        """
+        if req is None:
+            req = SearchRequest(**fields)
+        elif fields:
+            req = replace(req, **fields)
+        started = time.perf_counter()
+        run = _Run(req, now=req.now if req.now is not None else now_ms())
+        if req.projects and not self._check_projects(req.projects, run.notes):
+            run.strategy, run.fallback_reason = self._planned_strategy(req)
+        elif not req.query:
+            self._filter_only(run)
+        else:
+            self._query(run)
+        return self._finish(run, started)
+
+    def timeline(self, anchor: int | str | None = None, query: str | None = None, depth_before: int = 10,
+                 depth_after: int = 10, projects: Sequence[str] | str | None = None, now: int | None = None,
+                 *, tz: tzinfo | None = None) -> Timeline:
+        """Items of every kind around an anchor, oldest first (see ``memcairn.search.timeline``).
+
+        Raises:
+            ValidationError: both or neither of anchor and query; a malformed anchor or depth.
+            NotFoundError: the anchor names an item (or summary) that does not exist.
+        """
+        from memcairn.search.timeline import build_timeline
+
+        return build_timeline(self, anchor=anchor, query=query, depth_before=depth_before,
+                              depth_after=depth_after, projects=projects, now=now, tz=tz)
+
+    def get_full(self, ids: Sequence[int | str]) -> tuple[list[MemoryItem], list[int]]:
+        """Full records in the order asked, and the ids that do not exist.
+
+        Raises:
+            ValidationError: no ids, or an id that is not a number (``12`` and ``#12`` are accepted).
+        """
+        if isinstance(ids, str | int):
+            ids = [ids]
+        wanted = [parse_item_id(i) for i in ids]
+        if not wanted:
+            raise ValidationError("ids are required: fetch full records only for ids a search or timeline returned")
+        items = self.store.get_items(wanted)
+        found = {i.id for i in items}
+        return items, [i for i in dict.fromkeys(wanted) if i not in found]
+
+    def telemetry_snapshot(self) -> dict[str, Any]:
+        return self.telemetry.snapshot()
+
+    def unknown_projects(self, names: Sequence[str]) -> tuple[list[str], list[str]]:
+        """(names that are no project, every project name) for a note about the former."""
+        known = [p.name for p in self.store.projects()]
+        known_set = set(known)
+        return [n for n in names if n not in known_set], known
+
+    # -- paths ------------------------------------------------------------------------------------
+    def _check_projects(self, names: Sequence[str], notes: list[str]) -> bool:
+        """Note unknown projects; False when none of the names is a project (the result is then empty)."""
+        unknown, known = self.unknown_projects(names)
+        if unknown:
+            notes.append(unknown_projects_note(unknown, known))
+        return len(unknown) < len(names)
+
+    def _planned_strategy(self, req: SearchRequest) -> tuple[str, str | None]:
+        if not req.query:
+            return "filter_only", None
+        if not self.mirror_available:
+            return "keyword", "vector_unavailable"
+        return "hybrid", None
+
+    def _filter(self, req: SearchRequest) -> ItemFilter:
+        return ItemFilter(
+            projects=list(req.projects) if req.projects else None, kinds=list(req.kinds) if req.kinds else None,
+            types=list(req.types) if req.types else None, concepts=list(req.concepts) if req.concepts else None,
+            files=list(req.files) if req.files else None, date_start=req.date_start, date_end=req.date_end,
+            platform_source=req.platform_source, session=req.session,
+        )
+
+    def _filter_only(self, run: _Run) -> None:
+        req = run.req
+        run.strategy = "filter_only"
+        if req.order == "relevance":
+            run.notes.append("no query text: ordered newest first")
+        items = self.store.list_items(self._filter(req), order=req.resolved_order, limit=req.limit,
+                                      offset=req.offset)
+        run.hits = [SearchHit(item, 0.0, {}) for item in items]
+
+    def _query(self, run: _Run) -> None:
+        req = run.req
+        order = req.resolved_order
+        pool = max(req.offset + req.limit, POOL_MIN if order == "relevance" else TIME_ORDER_POOL)
+        flt = self._filter(req)
+        self._note_long_query(req.query, run.notes)
+        keyword = self.store.keyword_search(req.query, flt, limit=pool, order="relevance")
+        items: dict[int, MemoryItem] = {item.id: item for item, _ in keyword}
+        legs: dict[str, list[tuple[int, float]]] = {"keyword": [(item.id, score) for item, score in keyword]}
+        run.keyword_count = len(keyword)
+
+        semantic = self._semantic_leg(run, flt, pool)
+        if semantic is not None:
+            missing = [i for i, _ in semantic if i not in items]
+            items.update((i.id, i) for i in self.store.get_items(missing))
+            semantic = [(i, s) for i, s in semantic if i in items]  # deleted between the legs
+            run.semantic_count = len(semantic)
+            if not semantic and req.platform_source:
+                run.strategy, run.fallback_reason = "keyword", "platform_scoped_zero"
+                run.notes.append(f"semantic search found nothing for platform {req.platform_source!r}; "
+                                 "keyword results only")
+            else:
+                run.strategy = "hybrid"
+                legs["semantic"] = semantic
+
+        method = req.fusion or self.fusion
+        scores = fusion.fuse(method, legs, weights=self.weights)
+        created = {i: items[i].created_at_epoch for i in scores}
+        half_life = req.recency_boost_half_life_days
+        if half_life is None:
+            half_life = self.recency_boost_half_life_days
+        scores = fusion.boost_recent(scores, created, now=run.now, half_life_days=half_life)
+        ranks = {name: {item_id: LegRank(n, score) for n, (item_id, score) in enumerate(leg, 1)}
+                 for name, leg in legs.items()}
+        ordered = fusion.order_ids(scores, created, order)[req.offset:req.offset + req.limit]
+        run.fusion = method
+        run.hits = [
+            SearchHit(items[i], scores[i], {name: r[i] for name, r in ranks.items() if i in r}) for i in ordered
+        ]
+
+    def _semantic_leg(self, run: _Run, flt: ItemFilter, pool: int) -> list[tuple[int, float]] | None:
+        """(item id, 1 - distance) best first, filtered like the keyword leg plus the recency window;
+        None when the leg could not run (the strategy and reason are set on ``run``)."""
+        req = run.req
+        if not self.mirror_available:
+            run.strategy, run.fallback_reason = "keyword", "vector_unavailable"
+            why = self.mirror_error or getattr(self.mirror, "last_error", None) or (
+                "no vector mirror configured" if self.mirror is None else "the vector mirror is degraded")
+            run.notes.append(f"semantic search unavailable ({why}); keyword results only")
+            return None
+        text = req.query
+        if len(text) > MAX_SEMANTIC_QUERY_CHARS:
+            text = text[:MAX_SEMANTIC_QUERY_CHARS]
+            run.query_truncated = True
+            run.notes.append(f"query cut to its first {MAX_SEMANTIC_QUERY_CHARS} characters for semantic search")
+        semantic_filter = flt
+        if not req.has_date_range and self.recency_window_days > 0:
+            start = run.now - int(self.recency_window_days * DAY_MS)
+            semantic_filter = replace(flt, date_start=start)
+        try:
+            hits = self.mirror.query(text, projects=list(req.projects) if req.projects else None,
+                                     limit=min(max(pool * 2, 100), MAX_VECTOR_CANDIDATES))
+        except Exception as exc:  # any failure of the mirror degrades to keyword, never fails the search
+            log.warning("semantic leg failed, falling back to keyword: %s", exc)
+            run.strategy, run.fallback_reason = "keyword", "vector_error"
+            run.notes.append(f"semantic search failed ({exc}); keyword results only")
+            return None
+        allowed = self.store.filter_ids([h.item_id for h in hits], semantic_filter)
+        return [(h.item_id, 1.0 - float(h.distance)) for h in hits if h.item_id in allowed][:pool]
+
+    @staticmethod
+    def _note_long_query(query: str, notes: list[str]) -> None:
+        words = {w.lower() for w in _WORD.findall(query)} - fts.STOPWORDS
+        if len(words) > fts.MAX_QUERY_TOKENS:
+            notes.append(f"keyword search uses the first {fts.MAX_QUERY_TOKENS} distinct words of the query")
+
+    def _finish(self, run: _Run, started: float) -> SearchResult:
+        latency = round((time.perf_counter() - started) * 1000, 2)
+        req = run.req
+        result = SearchResult(
+            strategy=run.strategy, fallback_reason=run.fallback_reason, hits=run.hits,
+            counts=SearchResult.count_kinds(run.hits), notes=list(dict.fromkeys(run.notes)), latency_ms=latency,
+            mirror_available=self.mirror_available,
+        )
+        self.telemetry.record(SearchEnvelope(
+            at_epoch=now_ms(), strategy=result.strategy, fallback_reason=result.fallback_reason,
+            mirror_available=result.mirror_available, has_query=bool(req.query), query_truncated=run.query_truncated,
+            filters=tuple(req.filter_names()), order=req.resolved_order, fusion=run.fusion, limit=req.limit,
+            offset=req.offset, keyword_count=run.keyword_count, semantic_count=run.semantic_count,
+            result_count=len(result.hits), latency_ms=latency,
+        ))
+        return result
+
+
+class _Run:
+    """The mutable state of one search on its way to a ``SearchResult``."""
+
+    def __init__(self, req: SearchRequest, now: int) -> None:
+        self.req = req
+        self.now = now
+        self.notes: list[str] = list(req.notes)
+        self.strategy = "filter_only"
+        self.fallback_reason: str | None = None
+        self.hits: list[SearchHit] = []
+        self.fusion: str | None = None
+        self.keyword_count = 0
+        self.semantic_count = 0
+        self.query_truncated = False
+
+
+def unknown_projects_note(unknown: Sequence[str], known: Sequence[str]) -> str:
+    names = ", ".join(repr(n) for n in unknown)
+    listed = ", ".join(known[:MAX_PROJECTS_LISTED]) or "(none yet)"
+    more = f" and {len(known) - MAX_PROJECTS_LISTED} more" if len(known) > MAX_PROJECTS_LISTED else ""
+    return f"unknown project {names}; known projects: {listed}{more}"
+
+
+def parse_item_id(value: int | str) -> int:
+    """An item id from ``12``, ``"12"`` or ``"#12"``.
+
+    Raises:
+        ValidationError: anything else.
+    """
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    if isinstance(value, str):
+        match = re.fullmatch(r"\s*#?(\d+)\s*", value)
+        if match and int(match.group(1)) > 0:
+            return int(match.group(1))
+    raise ValidationError(f"{value!r} is not an item id; use a number such as 12 or #12")
