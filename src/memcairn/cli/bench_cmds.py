@@ -77,3 +77,21 @@ def bench_mirror(items: int, sizes: str, backends: tuple[str, ...]) -> None:
     click.echo(render_table(mirror.sync_rows(items, chosen, cache)))
     click.echo("\nQuery latency, k=50 (one project = the search path; all = unfiltered):")
     click.echo(mirror.render_query_table(mirror.query_rows(_sizes(sizes), chosen)))
+
+
+@bench.command("search")
+@click.option("--sizes", default="10k,100k", show_default=True, help="Store sizes to measure.")
+@click.option("--queries", default=100, show_default=True, help="Queries per operation.")
+def bench_search(sizes: str, queries: int) -> None:
+    """Keyword, hybrid (query embedding included), filter-only and timeline latency.
+
+    Example:
+
+        memcairn bench search --sizes 10k
+    """
+    from memcairn.bench import search
+    from memcairn.config import load_settings
+
+    cache = load_settings().home / "bench-cache" / "embeddings.sqlite"
+    rows = search.run(_sizes(sizes), cache, queries=queries, log=lambda m: click.echo(m, err=True))
+    click.echo(render_table(rows))
