@@ -64,7 +64,12 @@ def _proc_status_mb(field: str) -> float | None:
 
 
 def measure(
-    model: str, *, n_texts: int = 256, batch: int = 64, n_queries: int = 50, repeats: int = 3,
+    model: str,
+    *,
+    n_texts: int = 256,
+    batch: int = 64,
+    n_queries: int = 50,
+    repeats: int = 3,
     threads: int | None = None,
 ) -> dict[str, Any]:
     """Measure one model in this process (run it in a fresh process for a meaningful RSS)."""
@@ -110,13 +115,31 @@ def measure(
     }
 
 
-def run(models: list[str] | None = None, n_texts: int = 256, batch: int = 64, *, n_queries: int = 50,
-        threads: int | None = None) -> list[dict]:
+def run(
+    models: list[str] | None = None,
+    n_texts: int = 256,
+    batch: int = 64,
+    *,
+    n_queries: int = 50,
+    threads: int | None = None,
+) -> list[dict]:
     """Measure each model in its own subprocess; one result row per model."""
     rows = []
     for model in models or DEFAULT_MODELS:
-        cmd = [sys.executable, "-m", "memcairn.bench.embed", "--model", model, "--json",
-               "--n-texts", str(n_texts), "--batch", str(batch), "--queries", str(n_queries)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "memcairn.bench.embed",
+            "--model",
+            model,
+            "--json",
+            "--n-texts",
+            str(n_texts),
+            "--batch",
+            str(batch),
+            "--queries",
+            str(n_queries),
+        ]
         if threads:
             cmd += ["--threads", str(threads)]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)

@@ -87,27 +87,39 @@ def verify_model_files(model_dir: Path, names: Sequence[str] = MODEL_FILES) -> N
 class OnnxEmbedder:
     """The bundled int8 all-MiniLM-L6-v2: 384-d unit vectors, 256-token window, CPU only.
 
-    Texts are tokenised in one call, sorted by token count and run in batches of ``batch_size`` padded
-    only to the longest text of their batch; vectors come back in input order. The graph does the mean
+    Texts are tokenised in one call, sorted by token count and run in batches of up to ``batch_size``
+    texts (and up to ``max_batch_tokens`` padded tokens, which bounds peak memory when texts are long),
+    each padded only to its longest text; vectors come back in input order. The graph does the mean
     pooling and L2 normalisation; the result is normalised again in float64 before it is returned.
 
     Args:
         model_dir: directory holding model.onnx, tokenizer.json and SHA256SUMS (default: the bundled one).
         threads: onnxruntime intra-op threads (default: the CPUs this process may use).
-        batch_size: texts per onnxruntime call.
+        batch_size: most texts per onnxruntime call.
+        max_batch_tokens: most padded tokens per call (at least one text per call whatever its length).
     """
 
     model_id: str = DEFAULT_MODEL
     dimension: int = 384
 
-    def __init__(self, model_dir: str | Path | None = None, *, threads: int | None = None, batch_size: int = 32) -> None:
+    def __init__(
+        self,
+        model_dir: str | Path | None = None,
+        *,
+        threads: int | None = None,
+        batch_size: int = 32,
+        max_batch_tokens: int = 8192,
+    ) -> None:
         if threads is not None and threads < 1:
             raise ConfigError(f"embedding threads must be at least 1, got {threads}")
         if batch_size < 1:
             raise ConfigError(f"embedding batch size must be at least 1, got {batch_size}")
+        if max_batch_tokens < 1:
+            raise ConfigError(f"max_batch_tokens must be at least 1, got {max_batch_tokens}")
         self.model_dir = Path(model_dir) if model_dir is not None else default_model_dir()
         self.threads = threads or default_threads()
         self.batch_size = batch_size
+        self.max_batch_tokens = max_batch_tokens
         self._lock = threading.Lock()
         self._session: Any = None
         self._tokenizer: Any = None
@@ -145,6 +157,9 @@ class OnnxEmbedder:
                 opts.inter_op_num_threads = 1
                 opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
                 opts.log_severity_level = 3
+                # Without the arena, memory goes back after a large batch: about 140 MB resident instead
+                # of about 350 MB after 256 texts, at the same speed.
+                opts.enable_cpu_mem_arena = False
                 # The weights are stored int8 behind DequantizeLinear; this makes onnxruntime fold them to
                 # float32 once, at load, instead of fusing them into slower 8-bit kernels (see the model's
                 # README.md).
@@ -159,8 +174,7 @@ class OnnxEmbedder:
             width = session.get_outputs()[0].shape[-1]
             if isinstance(width, int) and width != self.dimension:
                 raise EmbeddingError(
-                    f"{self.model_dir / 'model.onnx'} makes {width}-d vectors, expected {self.dimension}; "
-                    f"{_REINSTALL}"
+                    f"{self.model_dir / 'model.onnx'} makes {width}-d vectors, expected {self.dimension}; {_REINSTALL}"
                 )
             self._tokenizer = tokenizer
             self._input_names = frozenset(i.name for i in session.get_inputs())
@@ -181,9 +195,8 @@ class OnnxEmbedder:
         encodings = self._tokenizer.encode_batch([t[:MAX_CHARS] for t in items])
         order = sorted(range(len(items)), key=lambda i: len(encodings[i].ids))
         out: list[list[float]] = [[] for _ in items]
-        for start in range(0, len(order), self.batch_size):
-            chunk = order[start : start + self.batch_size]
-            width = max(len(encodings[i].ids) for i in chunk)
+        for chunk in self._batches(order, [len(e.ids) for e in encodings]):
+            width = len(encodings[chunk[-1]].ids)  # sorted: the last text is the longest
             ids = np.zeros((len(chunk), width), dtype=np.int64)
             mask = np.zeros((len(chunk), width), dtype=np.int64)
             for row, i in enumerate(chunk):
@@ -201,6 +214,19 @@ class OnnxEmbedder:
             for row, i in enumerate(chunk):
                 out[i] = vectors[row].tolist()
         return out
+
+    def _batches(self, order: list[int], lengths: list[int]) -> list[list[int]]:
+        """Split ``order`` (indices sorted by token count) into batches within both limits."""
+        batches: list[list[int]] = []
+        current: list[int] = []
+        for i in order:
+            if current and (len(current) >= self.batch_size or (len(current) + 1) * lengths[i] > self.max_batch_tokens):
+                batches.append(current)
+                current = []
+            current.append(i)
+        if current:
+            batches.append(current)
+        return batches
 
     def embed_query(self, text: str) -> list[float]:
         if not isinstance(text, str):

@@ -62,19 +62,17 @@ class EmbeddingCache:
         for start in range(0, len(keys), _LOOKUP_CHUNK):
             chunk = keys[start : start + _LOOKUP_CHUNK]
             marks = ",".join("?" * len(chunk))
-            rows = self._conn.execute(
-                f"SELECT text_sha256, dimension, vector FROM embeddings WHERE model_id = ? AND text_sha256 IN ({marks})",
-                (self.model_id, *chunk),
-            ).fetchall()
+            sql = (
+                f"SELECT text_sha256, dimension, vector FROM embeddings WHERE model_id = ? AND text_sha256 IN ({marks})"
+            )
+            rows = self._conn.execute(sql, (self.model_id, *chunk)).fetchall()
             for key, dimension, blob in rows:
                 if dimension == self.dimension and len(blob) == 4 * dimension:
                     found[key] = np.frombuffer(blob, dtype="<f4").astype(np.float64).tolist()
         return found
 
     def _store(self, pairs: Sequence[tuple[str, Sequence[float]]]) -> None:
-        rows = [
-            (self.model_id, key, len(vec), np.asarray(vec, dtype="<f4").tobytes()) for key, vec in pairs
-        ]
+        rows = [(self.model_id, key, len(vec), np.asarray(vec, dtype="<f4").tobytes()) for key, vec in pairs]
         self._conn.execute("BEGIN IMMEDIATE")
         try:
             self._conn.executemany(
