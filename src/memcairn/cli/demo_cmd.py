@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from memcairn.cli.common import open_store, settings
-from memcairn.models import ItemFilter, NewItem
+from memcairn.cli.common import settings
+from memcairn.models import NewItem
 
 _SAMPLES = [
     NewItem(project="demo-app", kind="observation", type="bugfix", title="Login failed after token refresh",
@@ -30,23 +30,34 @@ _SAMPLES = [
 
 @click.command()
 def demo() -> None:
-    """Store a few sample memories, then search them and print what comes back.
+    """Store a few sample memories, mirror them, then search them the way an agent would.
 
     Example:
 
         MEMCAIRN_HOME=/tmp/memcairn-demo memcairn demo
     """
+    from memcairn.runtime import open_runtime
+    from memcairn.search import SearchService, render_index, render_timeline
+
     cfg = settings()
-    click.echo(f"memcairn home: {cfg.home}")
-    with open_store(cfg) as store:
-        results = store.add_items(_SAMPLES)
+    click.echo(f"memcairn home: {cfg.home}  (store {cfg.db_path.name}, mirror {cfg.vector_backend})")
+    runtime = open_runtime(cfg)
+    try:
+        results = runtime.store.add_items(_SAMPLES)
         new = sum(r.created for r in results)
         click.echo(f"stored {new} new memories ({len(results) - new} already there): "
                    + ", ".join(f"#{r.id}" for r in results))
-        for query in ("login token expiry", "database locked readers"):
-            click.echo(f"\nsearch: {query!r}")
-            for item, score in store.keyword_search(query, ItemFilter(projects=["demo-app"]), limit=5):
-                click.echo(f"  #{item.id} [{item.kind}/{item.type}] {item.title}  (score {score:.3f})")
-        click.echo("\nmost recent:")
-        for item in store.list_items(ItemFilter(projects=["demo-app"]), limit=5):
-            click.echo(f"  #{item.id} [{item.kind}/{item.type}] {item.title}")
+        if runtime.mirror is not None:
+            synced = runtime.mirror.sync_pending()
+            click.echo(f"mirrored {synced.documents} documents with {runtime.mirror.embedder.model_id}")
+        else:
+            click.echo(f"semantic mirror off: {runtime.mirror_error}")
+        service = SearchService(runtime.store, runtime.mirror, recency_window_days=cfg.recency_window_days,
+                                mirror_error=runtime.mirror_error)
+        for query in ("why were users logged out", "database locked readers"):
+            click.echo(f"\n$ memcairn search {query!r} --project demo-app\n")
+            click.echo(render_index(service.search(query=query, projects=["demo-app"])))
+        click.echo(f"\n$ memcairn timeline --anchor {results[1].id}\n")
+        click.echo(render_timeline(service.timeline(anchor=results[1].id, projects=["demo-app"])))
+    finally:
+        runtime.close()

@@ -66,7 +66,8 @@ def _fields(item: MemoryItem) -> list[tuple[str, str]]:
         fields.append(("narrative", with_title(item.narrative)))
     if item.text:
         fields.append(("text", item.text if item.narrative else with_title(item.text)))
-    fields += [(f"fact_{i}", fact) for i, fact in enumerate(item.facts)]
+    # A bare fact ("busy_timeout 30000") embeds close to anything; its title gives it a subject.
+    fields += [(f"fact_{i}", with_title(fact)) for i, fact in enumerate(item.facts)]
     if not fields and title:
         fields.append(("title", " ".join(x for x in (title, item.subtitle or "") if x)))
     return fields
