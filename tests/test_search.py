@@ -483,3 +483,16 @@ def test_a_request_from_loose_keys_accepts_aliases_and_refuses_unknown_keys() ->
         SearchRequest.from_mapping({"colour": "red"})
     with pytest.raises(ValidationError, match="repeats another parameter"):
         SearchRequest.from_mapping({"project": "a", "projects": ["b"]})
+
+
+@pytest.mark.parametrize("value", ["99999999999999999999999", 10**30, "999999999999d"])
+def test_absurd_dates_are_clear_errors_or_clamped_never_overflows(value) -> None:  # noqa: ANN001
+    from memcairn.errors import ValidationError
+    from memcairn.search.request import parse_time
+
+    try:
+        result = parse_time(value, now=1_000)
+    except ValidationError as exc:
+        assert "not a date" in str(exc)
+    else:
+        assert result == 0

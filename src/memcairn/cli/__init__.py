@@ -13,6 +13,7 @@ from memcairn.cli.demo_cmd import demo
 from memcairn.cli.search_cmds import search, timeline
 from memcairn.cli.store_cmds import add, db, doctor, show, stats
 from memcairn.cli.sync_cmds import sync
+from memcairn.cli.worker_cmds import worker
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -29,7 +30,7 @@ def cli() -> None:
     """
 
 
-for command in (add, search, timeline, show, stats, doctor, db, demo, bench, sync):
+for command in (add, search, timeline, show, stats, doctor, db, demo, bench, sync, worker):
     cli.add_command(command)
 
 

@@ -60,6 +60,9 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+_MAX_EPOCH_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: SQLite integers and datetime both hold it
+
+
 def _local_tz() -> tzinfo:
     tz = datetime.now().astimezone().tzinfo
     assert tz is not None
@@ -83,7 +86,7 @@ def parse_time(value: Any, *, end_of_day: bool = False, now: int | None = None, 
     if isinstance(value, date):
         return _day_bound(value, end_of_day, tz)
     if isinstance(value, int | float):
-        if value != value or value < 0:  # NaN or before 1970
+        if value != value or value < 0 or value > _MAX_EPOCH_MS:  # NaN, before 1970 or past year 9999
             raise ValidationError(f"{what} {value!r} is not a date; use {DATE_FORMATS}")
         return int(value) if value >= _MS_THRESHOLD else int(value * 1000)
     if not isinstance(value, str):
@@ -96,7 +99,7 @@ def parse_time(value: Any, *, end_of_day: bool = False, now: int | None = None, 
     match = _RELATIVE.match(text)
     if match:
         base = now if now is not None else now_ms()
-        return base - int(match.group(1)) * _RELATIVE_MS[match.group(2).lower()]
+        return max(0, base - min(int(match.group(1)) * _RELATIVE_MS[match.group(2).lower()], base))
     if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
         try:
             return _day_bound(date.fromisoformat(text), end_of_day, tz)

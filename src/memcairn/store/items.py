@@ -29,6 +29,7 @@ from memcairn.models import (
 )
 from memcairn.store import fts, schema
 from memcairn.store.db import atomic, connect, describe_open_error, run_script
+from memcairn.store.ingest_state import IngestStateMixin
 from memcairn.store.migrations import migrate
 from memcairn.store.mirror_state import MirrorStateMixin
 from memcairn.store.validation import validate_item
@@ -94,7 +95,7 @@ class ProjectInfo:
     last_epoch: int | None
 
 
-class Store(MirrorStateMixin):
+class Store(MirrorStateMixin, IngestStateMixin):
     """Open (creating and migrating if needed) the database at ``path``.
 
     Raises:

@@ -61,6 +61,11 @@ def m003_mirror_bookkeeping(conn: sqlite3.Connection) -> None:
     run_script(conn, schema.MIRROR_TRIGGERS)
 
 
+@migration(4)
+def m004_ingest_events(conn: sqlite3.Connection) -> None:
+    run_script(conn, schema.INGEST_TABLES)
+
+
 def _ensure_table(conn: sqlite3.Connection) -> None:
     conn.execute(
         f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} ("

@@ -186,3 +186,23 @@ TRIGGER_NAMES: tuple[str, ...] = (
     "memory_items_session_project_update", "sessions_project_update", "memory_items_mirror_au",
     "memory_items_mirror_ad",
 )
+
+# m004: hook events accepted by the worker, kept until processed. A tool event is unique per
+# (session, event type, tool_use_id), so a retried hook cannot record the same tool call twice.
+INGEST_TABLES = """
+CREATE TABLE IF NOT EXISTS ingest_events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id TEXT NOT NULL,            -- the agent's own session id
+    platform_source TEXT NOT NULL,
+    event_type TEXT NOT NULL,            -- session_init | observation | summarize | ...
+    tool_use_id TEXT,
+    payload TEXT NOT NULL DEFAULT '{}',  -- the request body, as JSON
+    status TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'done', 'failed')),
+    attempts INTEGER NOT NULL DEFAULT 0,
+    created_at_epoch INTEGER NOT NULL,
+    updated_at_epoch INTEGER NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS ux_ingest_events_tool_use
+    ON ingest_events(session_id, event_type, tool_use_id) WHERE tool_use_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS ix_ingest_events_status ON ingest_events(status, id);
+"""

@@ -1,0 +1,114 @@
+"""``memcairn worker ...``: run, start, stop, restart and inspect the background worker."""
+
+from __future__ import annotations
+
+import click
+
+from memcairn.cli.common import emit_json, settings
+
+
+@click.group()
+def worker() -> None:
+    """The background worker: one process that owns the store, the vector mirror and the model.
+
+    Hooks, the MCP server and the web viewer talk to it on 127.0.0.1 (MEMCAIRN_PORT, default 37877).
+    Its log is MEMCAIRN_HOME/logs/worker.log.
+    """
+
+
+@worker.command("run")
+def run_cmd() -> int:
+    """Serve in the foreground until Ctrl-C or SIGTERM (exits 0 if a worker already runs).
+
+    Example:
+
+        memcairn worker run
+    """
+    from memcairn.worker.daemon import run_foreground
+
+    return run_foreground(settings(), echo=lambda text: click.echo(text, err=True))
+
+
+@worker.command("start")
+@click.option("--timeout", default=30.0, show_default=True, type=float, help="Seconds to wait for readiness.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def start_cmd(timeout: float, as_json: bool) -> None:
+    """Start the worker in the background and wait until it is ready.
+
+    A worker that already runs is left alone, unless it is of another memcairn version (then it is
+    replaced).
+
+    Example:
+
+        memcairn worker start
+    """
+    from memcairn.worker.daemon import start
+
+    result = start(settings(), timeout=timeout)
+    if as_json:
+        emit_json(result)
+    else:
+        verb = {"running": "already running", "started": "started", "replaced": "replaced (version changed)"}
+        click.echo(f"worker {verb.get(result['action'], result['action'])}: pid {result['pid']}, "
+                   f"port {result['port']}, version {result['version']}")
+
+
+@worker.command("stop")
+@click.option("--timeout", default=30.0, show_default=True, type=float,
+              help="Seconds to let it finish in-flight writes before it is killed.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def stop_cmd(timeout: float, as_json: bool) -> None:
+    """Stop the worker gracefully (in-flight writes finish first).
+
+    Example:
+
+        memcairn worker stop
+    """
+    from memcairn.worker.daemon import stop
+
+    result = stop(settings(), timeout=timeout)
+    if as_json:
+        emit_json(result)
+    elif not result["stopped"]:
+        click.echo("no worker is running")
+    else:
+        click.echo(f"worker stopped (pid {result['pid']}{', killed after the timeout' if result['forced'] else ''})")
+
+
+@worker.command("restart")
+@click.option("--timeout", default=30.0, show_default=True, type=float, help="Seconds for each of stop and start.")
+def restart_cmd(timeout: float) -> None:
+    """Stop the worker (if running) and start a new one.
+
+    Example:
+
+        memcairn worker restart
+    """
+    from memcairn.worker.daemon import start, stop
+
+    cfg = settings()
+    stop(cfg, timeout=timeout)
+    result = start(cfg, timeout=timeout)
+    click.echo(f"worker started: pid {result['pid']}, port {result['port']}, version {result['version']}")
+
+
+@worker.command("status")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def status_cmd(as_json: bool) -> int:
+    """Whether a worker runs, and its pid, port and version (exit code 1 when none runs).
+
+    Example:
+
+        memcairn worker status --json
+    """
+    from memcairn.worker.daemon import status
+
+    info = status(settings())
+    if as_json:
+        emit_json(info)
+    elif info["running"]:
+        click.echo(f"running: pid {info['pid']}, port {info['port']}, version {info['version']}, "
+                   f"{'ready' if info['ready'] else info['state']}")
+    else:
+        click.echo(f"not running (port {info['port']})")
+    return 0 if info["running"] else 1

@@ -1,0 +1,709 @@
+"""The worker's HTTP API (Starlette): one process owns the store, the mirror and the model; every door
+(hooks, MCP, viewer, CLI) talks to it over loopback.
+
+- **Startup** happens on a background thread started by the lifespan (migrations, FTS drift check, the
+  vector mirror and its catch-up thread), so ``/api/health`` answers at once; ``/api/readiness`` and
+  every route that needs the store answer 503 ``not_ready`` until it is done.
+- **Errors** are JSON ``{"error", "detail"}``: 400 for a malformed request, 404 for an unknown item or
+  route, 413 for a large body, 503 while starting or stopping, a generic 500 (trace in the log only).
+- **Blocking work** (SQLite, embedding) runs in the thread pool; the event loop only routes.
+- **Shutdown** drains: on the signal, event streams end and requests arriving afterwards get 503
+  ``shutting_down`` (nothing is written by them); store calls in flight finish; then the mirror thread
+  stops and the runtime closes.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import math
+import os
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+import memcairn
+from memcairn.config import Settings, load_settings
+from memcairn.errors import MemcairnError, NotFoundError, StoreError, ValidationError
+from memcairn.models import NewItem
+from memcairn.runtime import Runtime, open_runtime
+from memcairn.worker.context_stub import render_context
+from memcairn.worker.events import HEARTBEAT_SECONDS, Broadcaster, StoreEventBridge
+from memcairn.worker.openapi import MAX_BATCH_IDS, MAX_ITEM_ID, build_openapi
+from memcairn.worker.security import MAX_BODY_BYTES, BodyLimitMiddleware, GuardMiddleware, check_bind
+
+log = logging.getLogger("memcairn.worker")
+
+STATIC_DIR = Path(__file__).with_name("static")
+PLACEHOLDER = "<!doctype html><title>memcairn</title><p>memcairn worker is running; the viewer is not installed.</p>\n"
+DRAIN_SECONDS = 10.0
+RUNNER_STOP_SECONDS = 5.0
+# Fields of hook events that must be text when present (the rest of a payload is kept as sent).
+TEXT_PAYLOAD_FIELDS = ("prompt", "last_assistant_message", "tool_name", "transcript_path")
+KIND_ROUTES = {"observation": "observation", "summary": "summary", "prompt": "prompt", "memory": None}
+
+RuntimeSource = Runtime | Callable[[Settings], Runtime] | None
+
+
+# -- errors -----------------------------------------------------------------------------------------
+class BadRequest(Exception):
+    """A request that cannot be understood (bad JSON, a field of the wrong type)."""
+
+
+class NotReady(Exception):
+    def __init__(self, error: str, detail: str) -> None:
+        super().__init__(detail)
+        self.error = error
+        self.detail = detail
+
+
+def _clean(value: Any) -> Any:
+    """NaN and infinities (which strict JSON cannot carry) become null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    return value
+
+
+class JSON(JSONResponse):
+    def render(self, content: Any) -> bytes:
+        try:
+            text = json.dumps(content, ensure_ascii=False, allow_nan=False, default=str, separators=(",", ":"))
+        except ValueError:
+            text = json.dumps(_clean(content), ensure_ascii=False, allow_nan=False, default=str,
+                              separators=(",", ":"))
+        return text.encode("utf-8")
+
+
+def error(status: int, code: str, detail: str, headers: dict[str, str] | None = None) -> JSON:
+    return JSON({"error": code, "detail": detail}, status_code=status, headers=headers)
+
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+def endpoint(fn: Endpoint) -> Endpoint:
+    """Translate errors into JSON answers; nothing but a generic message leaves the process on a bug."""
+
+    @functools.wraps(fn)
+    async def wrapper(request: Request) -> Response:
+        try:
+            return await fn(request)
+        except NotReady as exc:
+            return error(503, exc.error, exc.detail, {"Retry-After": "1"})
+        except (BadRequest, ValidationError) as exc:
+            return error(400, "invalid_request", str(exc))
+        except NotFoundError as exc:
+            return error(404, "not_found", str(exc))
+        except OverflowError:
+            return error(400, "invalid_request", "a number in the request is out of range")
+        except StoreError as exc:
+            log.error("store error on %s %s: %s", request.method, request.url.path, exc)
+            return error(500, "store_error", str(exc))
+        except MemcairnError as exc:
+            log.error("error on %s %s: %s", request.method, request.url.path, exc)
+            return error(500, "error", str(exc))
+        except Exception:
+            log.exception("unexpected error on %s %s", request.method, request.url.path)
+            return error(500, "internal_error", "unexpected error; the details are in the worker log")
+
+    return wrapper
+
+
+# -- state --------------------------------------------------------------------------------------------
+class WorkerState:
+    """What the routes share: the runtime once open, the phase, and the count of store calls in flight.
+
+    Phases: ``starting`` -> ``ready`` (or ``failed``) -> ``draining`` -> ``stopped``.
+    """
+
+    def __init__(self, settings: Settings, source: RuntimeSource, *, startup_gate: threading.Event | None,
+                 broadcaster: Broadcaster) -> None:
+        self.settings = settings
+        self._source = source
+        self._owns_runtime = not isinstance(source, Runtime)
+        self.gate = startup_gate
+        self.broadcaster = broadcaster
+        self.runtime: Runtime | None = None
+        self.search: Any = None
+        self.runner: Any = None
+        self.phase = "starting"
+        self.detail = "waiting to start"
+        self.started_at = time.time()
+        self._cond = threading.Condition(threading.RLock())
+        self._inflight = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # lifecycle ------------------------------------------------------------------------------------
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._startup, name="memcairn-startup", daemon=True)
+        self._thread.start()
+
+    def _startup(self) -> None:
+        try:
+            if self.gate is not None:
+                self.detail = "waiting for the startup gate"
+                while not self.gate.wait(0.05):
+                    if self._stop.is_set():
+                        return
+            self.detail = "opening the store (migrations, keyword index check) and the vector mirror"
+            source = self._source
+            runtime = source if isinstance(source, Runtime) else (source or open_runtime)(self.settings)
+            if self._stop.is_set():
+                if self._owns_runtime:
+                    runtime.close()
+                return
+            from memcairn.search import SearchService
+
+            search = SearchService(runtime.store, runtime.mirror,
+                                   recency_window_days=self.settings.recency_window_days,
+                                   mirror_error=runtime.mirror_error)
+            runtime.store.add_listener(StoreEventBridge(runtime.store, self.broadcaster))
+            runner = None
+            if runtime.mirror is not None:
+                from memcairn.mirror.background import MirrorRunner
+
+                runner = MirrorRunner(runtime.mirror)
+                runtime.store.add_listener(runner.nudge)
+                runner.start()  # its first pass is the backfill
+            with self._cond:
+                abandoned = self.phase != "starting"  # shutdown began while the store was opening
+                if not abandoned:
+                    self.runtime, self.search, self.runner = runtime, search, runner
+                    self.phase, self.detail = "ready", "ready"
+            if abandoned:
+                if runner is not None:
+                    runner.stop(RUNNER_STOP_SECONDS)
+                if self._owns_runtime:
+                    runtime.close()
+                return
+            log.info("worker ready (store %s, mirror %s)", runtime.store.path,
+                     "off" if runtime.mirror is None else runtime.mirror.index.name)
+            self.broadcaster.publish_threadsafe("status", self.status_event())
+        except Exception as exc:
+            log.exception("worker startup failed")
+            with self._cond:
+                if self.phase == "starting":
+                    self.phase = "failed"
+                    self.detail = f"startup failed: {exc}; see the worker log, fix the cause and restart the worker"
+
+    def begin_drain(self) -> None:
+        """Refuse new store requests with 503 and end event streams (safe in a signal handler: no lock, no I/O)."""
+        if self.phase in ("starting", "ready", "failed"):
+            self.phase = "draining"
+        self.detail = "the worker is shutting down"
+        self.broadcaster.close_threadsafe()
+
+    def shutdown(self, drain_seconds: float = DRAIN_SECONDS) -> None:
+        """Blocking: wait (bounded) for store calls in flight, stop the mirror thread, close the runtime."""
+        self._stop.set()
+        with self._cond:
+            if self.phase != "stopped":
+                self.phase = "draining"
+                self.detail = "the worker is shutting down"
+            if not self._cond.wait_for(lambda: self._inflight == 0, timeout=drain_seconds):
+                log.warning("%d store call(s) still running after %.0f s; closing anyway", self._inflight,
+                            drain_seconds)
+        if self._thread is not None:
+            self._thread.join(drain_seconds)
+        if self.runner is not None:
+            self.runner.stop(RUNNER_STOP_SECONDS)
+        with self._cond:
+            runtime, self.runtime = self.runtime, None
+            self.phase, self.detail = "stopped", "the worker has stopped"
+        if runtime is not None and self._owns_runtime:
+            runtime.close()
+        log.info("worker stopped")
+
+    # requests -------------------------------------------------------------------------------------
+    @property
+    def ready(self) -> bool:
+        return self.phase == "ready"
+
+    def require(self) -> Runtime:
+        if self.phase == "ready" and self.runtime is not None:
+            return self.runtime
+        if self.phase in ("draining", "stopped"):
+            raise NotReady("shutting_down", self.detail)
+        raise NotReady("not_ready", self.detail)
+
+    async def call(self, fn: Callable[..., Any], *args: Any, write: bool = False, **kwargs: Any) -> Any:
+        """Run ``fn`` on the thread pool, counted so shutdown waits for it; writes are refused once
+        shutdown began (nothing is written by a refused call)."""
+        self.require()
+
+        def job() -> Any:
+            with self._cond:
+                if self.runtime is None or (write and self.phase != "ready"):
+                    raise NotReady("shutting_down" if self.phase in ("draining", "stopped") else "not_ready",
+                                   self.detail)
+                self._inflight += 1
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                with self._cond:
+                    self._inflight -= 1
+                    self._cond.notify_all()
+
+        return await run_in_threadpool(job)
+
+    def status_event(self) -> dict[str, Any]:
+        return {"state": self.phase, "ready": self.ready, "detail": self.detail}
+
+
+# -- request helpers --------------------------------------------------------------------------------
+def _reject_constant(name: str) -> Any:
+    raise BadRequest(f"{name} is not valid JSON; send numbers only")
+
+
+async def read_json(request: Request) -> dict[str, Any]:
+    raw = await request.body()
+    if not raw.strip():
+        raise BadRequest("a JSON object body is required")
+    try:
+        data = json.loads(raw, parse_constant=_reject_constant)
+    except RecursionError:
+        raise BadRequest("the JSON body is nested too deeply") from None
+    except ValueError as exc:
+        raise BadRequest(f"the body is not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise BadRequest("the body must be a JSON object")
+    try:
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise BadRequest("the body contains text that is not valid Unicode (a lone surrogate)") from None
+    except (ValueError, RecursionError):
+        raise BadRequest("the JSON body is nested too deeply") from None
+    return data
+
+
+def _field(data: dict[str, Any], *names: str, kind: type | tuple[type, ...] = str, what: str = "text") -> Any:
+    """The first of ``names`` present in ``data`` (null counts as absent), checked to be of ``kind``."""
+    for name in names:
+        value = data.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+            raise BadRequest(f"{name} must be {what}")
+        return value
+    return None
+
+
+def _text_field(data: dict[str, Any], *names: str, required: bool = False, max_chars: int | None = None,
+                hint: str = "", blank_ok: bool = False) -> str | None:
+    """A text field; blank text is refused, or counts as absent with ``blank_ok``."""
+    value = _field(data, *names)
+    if value is not None and not value.strip():
+        if not blank_ok:
+            raise BadRequest(f"{names[0]} must not be blank{hint}")
+        value = None
+    if value is None and required:
+        raise BadRequest(f"{names[0]} is required{hint}")
+    if value is not None and max_chars is not None and len(value) > max_chars:
+        raise BadRequest(f"{names[0]} is longer than {max_chars} characters")
+    return value
+
+
+def _text_list(data: dict[str, Any], name: str) -> list[str]:
+    value = data.get(name)
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise BadRequest(f'{name} must be a list of strings, e.g. ["first", "second"]')
+    return value
+
+
+def _param(request: Request, *names: str) -> str | None:
+    for name in names:
+        value = request.query_params.get(name)
+        if value is not None and value.strip():
+            return value.strip()
+    return None
+
+
+def _params(request: Request, *names: str) -> list[str] | None:
+    """Every value of the parameters, repeated or comma-separated; None when absent."""
+    out: list[str] = []
+    for name in names:
+        for value in request.query_params.getlist(name):
+            out += [v.strip() for v in value.split(",") if v.strip()]
+    return list(dict.fromkeys(out)) or None
+
+
+def _flag(request: Request, name: str) -> bool:
+    value = (request.query_params.get(name) or "").strip().lower()
+    if value in ("", "0", "false", "no", "off"):
+        return False
+    if value in ("1", "true", "yes", "on"):
+        return True
+    raise BadRequest(f"{name} must be true or false, got {value!r}")
+
+
+def _format(request: Request) -> str:
+    value = _param(request, "format") or "index"
+    if value not in ("index", "json"):
+        raise BadRequest(f"format must be index or json, got {value!r}")
+    return value
+
+
+def _path_id(request: Request) -> int:
+    item_id = request.path_params["id"]
+    if not 0 < item_id <= MAX_ITEM_ID:
+        raise NotFoundError(f"no memory with id {item_id}")
+    return item_id
+
+
+def _state(request: Request) -> WorkerState:
+    return request.app.state.worker
+
+
+# -- routes -----------------------------------------------------------------------------------------
+@endpoint
+async def health(request: Request) -> Response:
+    state = _state(request)
+    return JSON({"status": "ok", "pid": os.getpid(), "port": state.settings.port, "version": memcairn.__version__,
+                 "ready": state.ready, "state": state.phase, "started_at": int(state.started_at)})
+
+
+@endpoint
+async def readiness(request: Request) -> Response:
+    _state(request).require()
+    return JSON({"status": "ready"})
+
+
+def _mirror_summary(runtime: Runtime, runner: Any) -> dict[str, Any]:
+    mirror = runtime.mirror
+    if mirror is None:
+        disabled = runtime.settings.vector_backend == "none"
+        return {"state": "disabled" if disabled else "unavailable", "error": runtime.mirror_error,
+                "lag": None, "outbox": None}
+    status = mirror.status()
+    return {"state": status["state"], "backend": status["backend"], "model": status["model"],
+            "lag": sum(r["lag"] for r in status["rows"]), "outbox": status["outbox"],
+            "last_error": status["last_error"], "runner": runner is not None}
+
+
+@endpoint
+async def stats(request: Request) -> Response:
+    state = _state(request)
+    runtime = state.require()
+
+    def collect() -> dict[str, Any]:
+        out = runtime.store.stats()
+        out["mirror"] = _mirror_summary(runtime, state.runner)
+        out["ingest"] = runtime.store.ingest_counts()
+        out["search"] = state.search.telemetry_snapshot() if state.search is not None else None
+        out["worker"] = {"pid": os.getpid(), "version": memcairn.__version__,
+                         "uptime_seconds": round(time.time() - state.started_at, 1),
+                         "stream_clients": state.broadcaster.subscribers}
+        return out
+
+    return JSON(await state.call(collect))
+
+
+@endpoint
+async def projects(request: Request) -> Response:
+    state = _state(request)
+    runtime = state.require()
+    rows = await state.call(runtime.store.projects)
+    return JSON({"projects": [{"name": p.name, "merged_into_project": p.merged_into_project, "items": p.items,
+                               "last_epoch": p.last_epoch} for p in rows]})
+
+
+@endpoint
+async def search(request: Request) -> Response:
+    from memcairn.search import SearchRequest, render_index
+
+    state = _state(request)
+    state.require()
+    fmt = _format(request)
+    req = SearchRequest(
+        query=_param(request, "query", "q") or "",
+        projects=_params(request, "project", "projects"),
+        kinds=_params(request, "kind", "kinds"),
+        types=_params(request, "type", "obs_type"),
+        concepts=_params(request, "concepts", "concept"),
+        files=_params(request, "files", "file"),
+        date_start=_param(request, "dateStart"),
+        date_end=_param(request, "dateEnd"),
+        platform_source=_param(request, "platformSource"),
+        limit=_param(request, "limit") or 20,
+        offset=_param(request, "offset") or 0,
+        order=_param(request, "orderBy"),
+    )
+    result = await state.call(state.search.search, req)
+    out = result.to_dict()
+    if fmt == "index":
+        out = {"format": "index", "text": render_index(result), "strategy": result.strategy,
+               "fallback_reason": result.fallback_reason, "notes": list(result.notes), "counts": result.counts,
+               "latency_ms": result.latency_ms}
+    else:
+        out = {"format": "json", **out}
+    return JSON(out)
+
+
+@endpoint
+async def timeline(request: Request) -> Response:
+    from memcairn.search import render_timeline
+
+    state = _state(request)
+    state.require()
+    fmt = _format(request)
+    result = await state.call(
+        state.search.timeline, anchor=_param(request, "anchor"), query=_param(request, "query"),
+        depth_before=_param(request, "depth_before") or 10, depth_after=_param(request, "depth_after") or 10,
+        projects=_params(request, "project", "projects"),
+    )
+    if fmt == "index":
+        return JSON({"format": "index", "text": render_timeline(result), "anchor_id": result.anchor_id,
+                     "notes": list(result.notes), "strategy": result.strategy})
+    return JSON({"format": "json", **result.to_dict()})
+
+
+@endpoint
+async def observations_batch(request: Request) -> Response:
+    state = _state(request)
+    runtime = state.require()
+    data = await read_json(request)
+    ids = data.get("ids")
+    if not isinstance(ids, list) or not ids:
+        raise BadRequest("ids is required: a non-empty list of item ids, e.g. {\"ids\": [12, 15]}")
+    if len(ids) > MAX_BATCH_IDS:
+        raise BadRequest(f"at most {MAX_BATCH_IDS} ids per request")
+    if not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+        raise BadRequest("ids must be whole numbers, e.g. [12, 15]")
+    if not all(0 < i <= MAX_ITEM_ID for i in ids):
+        raise BadRequest(f"ids must be between 1 and {MAX_ITEM_ID}")
+    items = await state.call(runtime.store.get_items, ids)
+    found = {i.id for i in items}
+    return JSON({"items": [i.to_dict() for i in items],
+                 "missing": [i for i in dict.fromkeys(ids) if i not in found]})
+
+
+def _kind_of(request: Request) -> str | None:
+    return KIND_ROUTES[request.url.path.split("/")[2]]
+
+
+@endpoint
+async def get_item(request: Request) -> Response:
+    state = _state(request)
+    runtime = state.require()
+    item_id, kind = _path_id(request), _kind_of(request)
+    item = await state.call(runtime.store.get_item, item_id)
+    if kind is not None and item.kind != kind:
+        raise NotFoundError(f"#{item_id} is a {item.kind}, not a {kind}; read it at /api/memory/{item_id}")
+    return JSON(item.to_dict())
+
+
+@endpoint
+async def delete_item(request: Request) -> Response:
+    state = _state(request)
+    runtime = state.require()
+    item_id, kind = _path_id(request), _kind_of(request)
+
+    def remove() -> dict[str, Any]:
+        item = runtime.store.get_item(item_id)
+        if kind is not None and item.kind != kind:
+            raise NotFoundError(f"#{item_id} is a {item.kind}, not a {kind}; delete it at /api/memory/{item_id}")
+        if not runtime.store.delete_items([item_id]):
+            raise NotFoundError(f"no memory with id {item_id}")
+        # The outbox (filled by a trigger) tells the mirror too; this drops the vectors now instead of at the
+        # runner's next pass. It is idempotent, so the outbox replaying it later is harmless.
+        if runtime.mirror is not None:
+            try:
+                runtime.mirror.index.delete_where_sqlite_ids([item_id], project=item.project)
+            except Exception as exc:  # the outbox retries it
+                log.warning("could not drop #%d from the mirror now (the outbox will): %s", item_id, exc)
+        return {"id": item_id, "deleted": True, "kind": item.kind}
+
+    return JSON(await state.call(remove, write=True))
+
+
+async def item_route(request: Request) -> Response:
+    """One route per path for both methods, so a 405 names every allowed method."""
+    return await (delete_item if request.method == "DELETE" else get_item)(request)
+
+
+@endpoint
+async def save_memory(request: Request) -> Response:
+    state = _state(request)
+    runtime = state.require()
+    data = await read_json(request)
+    metadata = data.get("metadata")
+    if metadata is not None and not isinstance(metadata, dict):
+        raise BadRequest("metadata must be a JSON object")
+    item = NewItem(
+        project=_text_field(data, "project", max_chars=200) or "default",
+        kind="manual",
+        type=_text_field(data, "type", max_chars=40),
+        title=_text_field(data, "title", blank_ok=True),
+        text=_text_field(data, "text", required=True, hint=": the memory to save, as text"),
+        facts=_text_list(data, "facts"),
+        concepts=_text_list(data, "concepts"),
+        metadata=metadata or {},
+        platform_source=_text_field(data, "platform_source", "platformSource", max_chars=100, blank_ok=True),
+    )
+    result = await state.call(runtime.store.add_item, item, write=True)
+    return JSON({"id": result.id, "created": result.created})
+
+
+def _ingest(event_type: str, *required: str) -> Endpoint:
+    async def accept(request: Request) -> Response:
+        state = _state(request)
+        runtime = state.require()
+        data = await read_json(request)
+        session_id = _text_field(data, "session_id", "contentSessionId", required=True, max_chars=200,
+                                 hint=": the agent's session id")
+        project = _text_field(data, "project", max_chars=200)
+        cwd = _text_field(data, "cwd", max_chars=4096)
+        if project is None and cwd is None:
+            raise BadRequest("project or cwd is required: the project name, or the directory the agent runs in")
+        for name in required:
+            _text_field(data, name, required=True, max_chars=200)
+        for name in TEXT_PAYLOAD_FIELDS:
+            _field(data, name)
+        platform = _text_field(data, "platform_source", "platformSource", max_chars=100, blank_ok=True) or "unknown"
+        tool_use_id = _text_field(data, "tool_use_id", "toolUseId", max_chars=200, blank_ok=True)
+        prompt_number = _field(data, "prompt_number", kind=int, what="a whole number")
+        if prompt_number is not None and not 0 <= prompt_number <= 1_000_000:
+            raise BadRequest("prompt_number must be between 0 and 1000000")
+        event_id, created = await state.call(runtime.store.enqueue_ingest_event, session_id, platform, event_type,
+                                             data, tool_use_id, write=True)
+        return JSON({"status": "accepted", "event_id": event_id, "duplicate": not created}, status_code=202)
+
+    accept.__name__ = f"ingest_{event_type}"
+    return endpoint(accept)
+
+
+@endpoint
+async def context_inject(request: Request) -> Response:
+    state = _state(request)
+    runtime = state.require()
+    names = _params(request, "projects", "project")
+    platform = _param(request, "platformSource")
+    colors, full = _flag(request, "colors"), _flag(request, "full")
+    text = await state.call(render_context, runtime.store, state.settings, projects=names,
+                            platform_source=platform, colors=colors, full=full)
+    return PlainTextResponse(text)
+
+
+async def stream(request: Request) -> Response:
+    state = _state(request)
+    first = ("status", state.status_event())
+    return StreamingResponse(
+        state.broadcaster.stream(first, heartbeat=request.app.state.heartbeat_seconds),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+async def openapi(request: Request) -> Response:
+    return JSON(request.app.state.openapi)
+
+
+async def index(request: Request) -> Response:
+    page = request.app.state.static_dir / "index.html"
+    if page.is_file():
+        return FileResponse(page, media_type="text/html")
+    return HTMLResponse(PLACEHOLDER)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+    detail = exc.detail if exc.status_code != 404 else f"no route {request.url.path}; see /openapi.json"
+    return error(exc.status_code, code, str(detail), dict(exc.headers or {}))
+
+
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    log.exception("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
+    return error(500, "internal_error", "unexpected error; the details are in the worker log")
+
+
+async def _not_found_app(scope: Any, receive: Any, send: Any) -> None:
+    await error(404, "not_found", "the viewer's static files are not installed")(scope, receive, send)
+
+
+# -- the application --------------------------------------------------------------------------------
+def make_app(runtime: RuntimeSource = None, settings: Settings | None = None, *,
+             startup_gate: threading.Event | None = None, heartbeat_seconds: float = HEARTBEAT_SECONDS,
+             max_body_bytes: int = MAX_BODY_BYTES, stream_queue_size: int = 256,
+             static_dir: Path | None = None) -> Starlette:
+    """The worker's ASGI app.
+
+    ``runtime`` is an open ``Runtime`` (left open at shutdown: the caller owns it), or a callable
+    ``factory(settings) -> Runtime`` (default ``open_runtime``; the app closes what it opened). Startup
+    runs on a thread once the lifespan starts; with ``startup_gate`` it first waits for that event to be
+    set (tests hold it to observe the not-ready answers).
+
+    Raises:
+        ConfigError: the settings bind to a non-loopback host without a token.
+    """
+    cfg = settings or (runtime.settings if isinstance(runtime, Runtime) else load_settings())
+    check_bind(cfg)
+    broadcaster = Broadcaster(stream_queue_size)
+    state = WorkerState(cfg, runtime, startup_gate=startup_gate, broadcaster=broadcaster)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette):  # noqa: ANN202
+        import asyncio
+
+        broadcaster.bind(asyncio.get_running_loop())
+        state.start()
+        try:
+            yield
+        finally:
+            state.begin_drain()
+            broadcaster.close()
+            await run_in_threadpool(state.shutdown)
+
+    routes = [
+        Route("/api/health", health),
+        Route("/api/readiness", readiness),
+        Route("/api/stats", stats),
+        Route("/api/projects", projects),
+        Route("/api/search", search),
+        Route("/api/timeline", timeline),
+        Route("/api/observations/batch", observations_batch, methods=["POST"]),
+        Route("/api/context/inject", context_inject),
+        Route("/api/memory/save", save_memory, methods=["POST"]),
+        Route("/api/sessions/init", _ingest("session_init"), methods=["POST"]),
+        Route("/api/sessions/observations", _ingest("observation", "tool_name"), methods=["POST"]),
+        Route("/api/sessions/summarize", _ingest("summarize"), methods=["POST"]),
+        *(Route(f"/api/{kind}/{{id:int}}", item_route, methods=["GET", "DELETE"]) for kind in KIND_ROUTES),
+        Route("/stream", stream),
+        Route("/openapi.json", openapi),
+        Route("/", index),
+    ]
+    static = static_dir or STATIC_DIR
+    routes.append(Mount("/static", StaticFiles(directory=static) if static.is_dir() else _not_found_app))
+    app = Starlette(
+        routes=routes,
+        middleware=[Middleware(GuardMiddleware, settings=cfg),
+                    Middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)],
+        exception_handlers={HTTPException: _http_error, Exception: _unexpected},
+        lifespan=lifespan,
+    )
+    app.state.worker = state
+    app.state.heartbeat_seconds = heartbeat_seconds
+    app.state.static_dir = static
+    app.state.openapi = build_openapi(cfg)
+    return app
+

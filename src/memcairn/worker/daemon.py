@@ -1,0 +1,436 @@
+"""The worker's lifecycle: ``run`` in the foreground, ``start`` in the background, ``stop``, ``status``.
+
+Files under ``MEMCAIRN_HOME``:
+
+- ``worker.lock``: ``run`` holds an exclusive ``flock`` on it for its whole life, so at most one worker
+  runs per home whatever races happen; the kernel releases it when the process dies, however it dies.
+- ``worker.pid``: JSON ``{pid, port, host, version, started_at}``, written atomically (temporary file +
+  rename) once the port is bound and removed at exit. A pid file whose lock is free is stale.
+- ``worker.start.lock``: serialises ``start`` calls, so two racing starts spawn one worker.
+- ``logs/worker.log``: the rotating log (``logs.py``); ``logs/worker-stderr.log``: what a crash prints
+  before logging is set up (truncated at each start once larger than ``log_max_bytes``).
+
+``start`` replaces a running worker of another version than the installed package (after an upgrade).
+``stop`` sends SIGTERM, lets the worker drain (writes in flight finish, new ones get 503), and sends
+SIGKILL only if it has not exited within the timeout.
+
+This module imports only the standard library (and memcairn's stdlib-only modules) at import time:
+``memcairn.client.ensure_worker`` reaches ``start`` from hooks. ``run_foreground`` imports the web stack.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from memcairn.client import WorkerClient, connect_host
+from memcairn.config import Settings, load_settings
+from memcairn.errors import ConfigError, WorkerUnavailableError
+from memcairn.worker.security import check_bind
+
+PID_FILE = "worker.pid"
+LOCK_FILE = "worker.lock"
+START_LOCK_FILE = "worker.start.lock"
+STDERR_FILE = "worker-stderr.log"
+START_TIMEOUT = 30.0
+STOP_TIMEOUT = 30.0
+KILL_WAIT = 5.0
+GRACEFUL_SECONDS = 10
+POLL = 0.05
+
+
+def current_version() -> str:
+    """The installed package's version, read at call time."""
+    import memcairn
+
+    return memcairn.__version__
+
+
+def pid_path(cfg: Settings) -> Path:
+    return cfg.home / PID_FILE
+
+
+def lock_path(cfg: Settings) -> Path:
+    return cfg.home / LOCK_FILE
+
+
+# -- pid file and processes -------------------------------------------------------------------------
+def read_pid_file(cfg: Settings) -> dict[str, Any] | None:
+    try:
+        data = json.loads(pid_path(cfg).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("pid"), int):
+        return None
+    return data
+
+
+def write_pid_file(cfg: Settings, info: dict[str, Any]) -> None:
+    target = pid_path(cfg)
+    tmp = target.with_name(f".{PID_FILE}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(info), encoding="utf-8")
+    os.replace(tmp, target)
+
+
+def remove_pid_file(cfg: Settings, pid: int | None = None) -> bool:
+    """Remove the pid file (only if it names ``pid``, when given). True if removed."""
+    info = read_pid_file(cfg)
+    if pid is not None and info is not None and info.get("pid") != pid:
+        return False
+    try:
+        pid_path(cfg).unlink()
+    except FileNotFoundError:
+        return False
+    return True
+
+
+# Workers this process spawned (``ensure_worker`` in a long-lived caller): polled, so an exited one is
+# reaped instead of lingering as a zombie, and Python does not warn about a child still running.
+_SPAWNED: list[subprocess.Popen] = []
+
+
+def process_alive(pid: int) -> bool:
+    """True while ``pid`` runs; a zombie counts as gone (and one this process spawned is reaped)."""
+    if pid <= 0:
+        return False
+    for proc in list(_SPAWNED):
+        if proc.pid == pid:
+            if proc.poll() is None:
+                return True
+            _SPAWNED.remove(proc)
+            return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat[stat.rindex(")") + 2:][:1] not in ("Z", "X")
+    except (OSError, ValueError):
+        return True
+
+
+def is_worker_process(pid: int) -> bool:
+    """Guard against a recycled pid: the process's command line mentions memcairn (where /proc exists)."""
+    try:
+        return b"memcairn" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except FileNotFoundError:
+        return not Path("/proc/self").exists() and process_alive(pid)
+    except OSError:
+        return True
+
+
+def _try_flock(path: Path, exclusive: bool = True) -> int | None:
+    """An fd holding the lock, or None when another process holds it."""
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def worker_lock_held(cfg: Settings) -> bool:
+    """True while a worker process of this home is alive (it holds ``worker.lock``)."""
+    fd = _try_flock(lock_path(cfg))
+    if fd is None:
+        return True
+    os.close(fd)
+    return False
+
+
+def clean_stale_pid_file(cfg: Settings) -> bool:
+    """Remove a pid file no running worker backs. True if one was removed."""
+    info = read_pid_file(cfg)
+    if not pid_path(cfg).exists():
+        return False
+    if info is not None and process_alive(info["pid"]) and worker_lock_held(cfg):
+        return False
+    return remove_pid_file(cfg)
+
+
+# -- probing ----------------------------------------------------------------------------------------
+def _client(cfg: Settings, timeout: float = 2.0) -> WorkerClient:
+    return WorkerClient(port=cfg.port, host=connect_host(cfg.host), token=cfg.token, timeout=timeout, settings=cfg)
+
+
+def probe(cfg: Settings, timeout: float = 2.0) -> dict[str, Any] | None:
+    """The health answer of the worker on the configured port, or None when no worker answers."""
+    try:
+        return _client(cfg, timeout).health()
+    except (WorkerUnavailableError, ConfigError):
+        return None
+
+
+def _log_hint(cfg: Settings) -> str:
+    return f"see {cfg.logs_dir / 'worker.log'} and {cfg.logs_dir / STDERR_FILE}"
+
+
+# -- start ------------------------------------------------------------------------------------------
+def worker_command() -> list[str]:
+    return [sys.executable, "-m", "memcairn", "worker", "run"]
+
+
+def spawn(cfg: Settings) -> subprocess.Popen:
+    """Start ``memcairn worker run`` detached from this process's session and terminal."""
+    cfg.logs_dir.mkdir(parents=True, exist_ok=True)
+    stderr_path = cfg.logs_dir / STDERR_FILE
+    mode = "ab"
+    try:
+        if stderr_path.stat().st_size > cfg.log_max_bytes:
+            mode = "wb"
+    except FileNotFoundError:
+        pass
+    for done in [p for p in _SPAWNED if p.poll() is not None]:
+        _SPAWNED.remove(done)
+    with open(stderr_path, mode) as stderr:
+        proc = subprocess.Popen(worker_command(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=stderr, start_new_session=True, close_fds=True, cwd=str(cfg.home))
+    _SPAWNED.append(proc)
+    return proc
+
+
+def _acquire_start_lock(cfg: Settings, deadline: float) -> int:
+    while True:
+        fd = _try_flock(cfg.home / START_LOCK_FILE)
+        if fd is not None:
+            return fd
+        if time.monotonic() > deadline:
+            raise WorkerUnavailableError(
+                "another `memcairn worker start` is still starting the worker; try again in a moment"
+            )
+        time.sleep(POLL)
+
+
+def _result(action: str, info: dict[str, Any]) -> dict[str, Any]:
+    return {"action": action, "pid": info.get("pid"), "port": info.get("port"), "version": info.get("version"),
+            "ready": bool(info.get("ready"))}
+
+
+def _wait_ready(cfg: Settings, deadline: float, proc: subprocess.Popen | None) -> dict[str, Any]:
+    """Poll until a worker of the installed version is ready; fail fast if the spawned one crashed."""
+    client = _client(cfg, timeout=1.0)
+    version = current_version()
+    while True:
+        info = probe(cfg, timeout=1.0)
+        if info is not None and info.get("version") == version and client.ready(timeout=1.0):
+            info["ready"] = True
+            return info
+        if info is not None and info.get("state") == "failed":
+            raise WorkerUnavailableError(f"the worker could not start; {_log_hint(cfg)}")
+        if proc is not None and proc.poll() is not None:
+            if proc.returncode != 0:
+                raise WorkerUnavailableError(
+                    f"the worker exited with code {proc.returncode} while starting; {_log_hint(cfg)}"
+                )
+            proc = None  # it found another worker holding the lock: wait for that one instead
+        if time.monotonic() > deadline:
+            raise WorkerUnavailableError(
+                f"the worker did not become ready on port {cfg.port} in time; {_log_hint(cfg)}"
+            )
+        time.sleep(POLL)
+
+
+def start(cfg: Settings | None = None, timeout: float = START_TIMEOUT) -> dict[str, Any]:
+    """Make sure a ready worker of the installed version serves the configured port.
+
+    Returns ``{"action": "running" | "started" | "replaced", "pid", "port", "version", "ready"}``.
+
+    Raises:
+        ConfigError: a non-loopback host without a token.
+        WorkerUnavailableError: no worker became ready within ``timeout`` seconds (the message names the logs).
+    """
+    cfg = cfg or load_settings()
+    check_bind(cfg)
+    version = current_version()
+    info = probe(cfg)
+    if info is not None and info.get("version") == version and info.get("ready"):
+        return _result("running", info)
+    deadline = time.monotonic() + timeout
+    cfg.home.mkdir(parents=True, exist_ok=True)
+    lock_fd = _acquire_start_lock(cfg, deadline)
+    try:
+        action = "started"
+        info = probe(cfg)
+        if info is not None and info.get("version") != version:
+            stop(cfg, timeout=max(1.0, deadline - time.monotonic()), pid=info.get("pid"))
+            info, action = None, "replaced"
+        if info is not None:
+            return _result("running", _wait_ready(cfg, deadline, None))
+        clean_stale_pid_file(cfg)
+        recorded = read_pid_file(cfg)
+        if recorded is not None and recorded.get("port") != cfg.port:
+            # A worker of this home serves another port (the setting changed): replace it.
+            stop(cfg, timeout=max(1.0, deadline - time.monotonic()))
+            action = "replaced"
+        proc = None if worker_lock_held(cfg) else spawn(cfg)
+        return _result(action, _wait_ready(cfg, deadline, proc))
+    finally:
+        os.close(lock_fd)
+
+
+# -- stop and status --------------------------------------------------------------------------------
+def _wait_gone(pid: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while process_alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(POLL)
+    return True
+
+
+def stop(cfg: Settings | None = None, timeout: float = STOP_TIMEOUT, pid: int | None = None) -> dict[str, Any]:
+    """Stop the worker of this home (or ``pid``): SIGTERM, a bounded wait, SIGKILL as a last resort.
+
+    Returns ``{"stopped": bool, "pid": int | None, "forced": bool}``.
+    """
+    cfg = cfg or load_settings()
+    if pid is None:
+        recorded = read_pid_file(cfg)
+        if recorded is not None and process_alive(recorded["pid"]) and is_worker_process(recorded["pid"]):
+            pid = recorded["pid"]
+        else:
+            info = probe(cfg)
+            pid = info.get("pid") if info is not None else None
+    if pid is None or not process_alive(pid) or not is_worker_process(pid):
+        clean_stale_pid_file(cfg)
+        return {"stopped": False, "pid": None, "forced": False}
+    forced = False
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    if not _wait_gone(pid, timeout):
+        forced = True
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        _wait_gone(pid, KILL_WAIT)
+    remove_pid_file(cfg, pid)
+    return {"stopped": True, "pid": pid, "forced": forced}
+
+
+def status(cfg: Settings | None = None) -> dict[str, Any]:
+    """``{"running", "ready", "pid", "port", "version", "state"}`` of the worker of this home."""
+    cfg = cfg or load_settings()
+    info = probe(cfg)
+    if info is not None:
+        return {"running": True, "ready": bool(info.get("ready")), "pid": info.get("pid"), "port": info.get("port"),
+                "version": info.get("version"), "state": info.get("state")}
+    recorded = read_pid_file(cfg)
+    if recorded is not None and process_alive(recorded["pid"]) and worker_lock_held(cfg):
+        return {"running": True, "ready": False, "pid": recorded["pid"], "port": recorded.get("port"),
+                "version": recorded.get("version"), "state": "not answering"}
+    return {"running": False, "ready": False, "pid": None, "port": cfg.port, "version": None, "state": "stopped"}
+
+
+# -- run --------------------------------------------------------------------------------------------
+def _bind(cfg: Settings) -> socket.socket:
+    infos = socket.getaddrinfo(cfg.host, cfg.port, type=socket.SOCK_STREAM)
+    family, _, _, _, address = infos[0]
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def run_foreground(cfg: Settings | None = None, echo: Callable[[str], None] | None = None) -> int:
+    """Serve in this process until SIGTERM/SIGINT. Exit code 0 also when another worker already runs.
+
+    Raises:
+        ConfigError: a non-loopback host without a token.
+    """
+    import logging
+
+    say = echo or (lambda text: print(text, file=sys.stderr))
+    cfg = cfg or load_settings()
+    check_bind(cfg)
+    cfg.home.mkdir(parents=True, exist_ok=True)
+    lock_fd = None
+    for _ in range(10):  # a probe (status, start) may hold the lock for a moment
+        lock_fd = _try_flock(lock_path(cfg))
+        if lock_fd is not None:
+            break
+        time.sleep(POLL)
+    if lock_fd is None:
+        other = read_pid_file(cfg) or {}
+        say(f"a memcairn worker is already running for {cfg.home} (pid {other.get('pid', '?')}, "
+            f"port {other.get('port', '?')})")
+        return 0
+    holder: dict[str, Any] = {}
+
+    def on_signal(sig: int, frame: Any) -> None:
+        holder["signalled"] = True
+        server = holder.get("server")
+        if server is not None:
+            server.handle_exit(sig, frame)
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        from memcairn.worker.logs import setup_logging
+
+        setup_logging(cfg)
+        log = logging.getLogger("memcairn.worker")
+        try:
+            sock = _bind(cfg)
+        except OSError as exc:
+            log.error("cannot listen on %s:%s: %s", cfg.host, cfg.port, exc)
+            say(f"error: cannot listen on {cfg.host}:{cfg.port} ({exc.strerror or exc}); another program uses "
+                "the port: set MEMCAIRN_PORT to a free one")
+            return 1
+        write_pid_file(cfg, {"pid": os.getpid(), "port": cfg.port, "host": cfg.host, "version": current_version(),
+                             "started_at": int(time.time())})
+        try:
+            if not holder.get("signalled"):
+                log.info("worker %s (pid %d) listening on %s:%d", current_version(), os.getpid(), cfg.host, cfg.port)
+                _serve(cfg, sock, holder)
+        finally:
+            sock.close()
+            remove_pid_file(cfg, os.getpid())
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        os.close(lock_fd)  # releases the lock, after the pid file is gone
+    return 0
+
+
+def _serve(cfg: Settings, sock: socket.socket, holder: dict[str, Any]) -> None:
+    import uvicorn
+
+    from memcairn.worker.app import make_app
+
+    app = make_app(None, cfg)
+    state = app.state.worker
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            state.begin_drain()  # new writes get 503 and event streams end, so the drain can finish
+            super().handle_exit(sig, frame)
+
+    config = uvicorn.Config(app, host=cfg.host, port=cfg.port, log_config=None, access_log=False, lifespan="on",
+                            loop="asyncio", http="h11", ws="none", server_header=False, proxy_headers=False,
+                            timeout_graceful_shutdown=GRACEFUL_SECONDS)
+    server = Server(config)
+    holder["server"] = server
+    if holder.get("signalled"):
+        return
+    server.run(sockets=[sock])

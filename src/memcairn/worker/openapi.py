@@ -1,0 +1,250 @@
+"""The worker's OpenAPI document, built from one small table of operations (served at ``/openapi.json``).
+
+The table describes what the routes in ``app.py`` accept and answer, error responses included, so tools
+(schemathesis in the tests, client generators) can exercise the API from it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import memcairn
+from memcairn.config import Settings
+from memcairn.worker.security import is_loopback_host
+
+MAX_ITEM_ID = 2**63 - 1
+MAX_BATCH_IDS = 500
+
+ERROR = {"$ref": "#/components/schemas/Error"}
+ITEM = {"$ref": "#/components/schemas/MemoryItem"}
+_STR = {"type": "string"}
+_NULLABLE_STR = {"type": ["string", "null"]}
+_STR_LIST = {"type": "array", "items": {"type": "string"}}
+_OBJ = {"type": "object"}
+
+ERROR_TEXT = {
+    400: "The request is malformed (the detail says what to fix)",
+    401: "A bearer token is required (non-loopback bind only)",
+    403: "Host or Origin refused",
+    404: "No such item (or not of this kind), or no such route",
+    413: "The request body is larger than the limit",
+    500: "Unexpected error (no trace is sent; see the worker log)",
+    503: "Not ready yet (starting), or shutting down",
+}
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    schema: dict[str, Any]
+    description: str = ""
+    required: bool = False
+    location: str = "query"
+
+    def spec(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "in": self.location, "required": self.required or
+                               self.location == "path", "schema": self.schema}
+        if self.description:
+            out["description"] = self.description
+        if self.schema.get("type") == "array":
+            out["style"], out["explode"] = "form", True
+        return out
+
+
+@dataclass(frozen=True)
+class Operation:
+    method: str
+    path: str
+    summary: str
+    ok: dict[str, Any]  # the success response: {"status": int, "schema": ..., "media": ...}
+    params: tuple[Param, ...] = ()
+    body: dict[str, Any] | None = None
+    errors: tuple[int, ...] = (400, 500, 503)
+    tags: tuple[str, ...] = field(default=())
+
+
+def _json(schema: dict[str, Any], status: int = 200, description: str = "OK") -> dict[str, Any]:
+    return {"status": status, "media": "application/json", "schema": schema, "description": description}
+
+
+def _text(media: str = "text/plain", description: str = "OK") -> dict[str, Any]:
+    return {"status": 200, "media": media, "schema": _STR, "description": description}
+
+
+def _obj(required: tuple[str, ...] = (), **properties: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        out["required"] = list(required)
+    return out
+
+
+ID_PARAM = Param("id", {"type": "integer", "minimum": 1, "maximum": MAX_ITEM_ID}, "Item id", location="path")
+PROJECT_LIST = Param("project", {"type": "array", "items": _STR},
+                     "Only these projects (repeat the parameter or separate names with commas)")
+FORMAT = Param("format", {"type": "string", "enum": ["", "index", "json"]},
+               "index (default): Markdown text plus the summary; json: one record per result")
+FLAG = {"type": "string", "enum": ["", "true", "false", "1", "0", "yes", "no", "on", "off"]}
+
+SEARCH_PARAMS = (
+    Param("query", _STR, "Text to search for; empty = newest items matching the filters"),
+    PROJECT_LIST,
+    Param("kind", _STR, "observation(s), summary/summaries, prompt(s), manual or all (comma-separated allowed)"),
+    Param("type", _STR, "Only these types, comma-separated (e.g. bugfix,decision)"),
+    Param("obs_type", _STR, "Same as type"),
+    Param("concepts", _STR, "Only items tagged with one of these concepts (comma-separated)"),
+    Param("files", _STR, "Only items that read or modified a path containing one of these (comma-separated)"),
+    Param("dateStart", _STR, "From: ISO date or datetime, epoch seconds/ms, or relative (7d, 24h)"),
+    Param("dateEnd", _STR, "Up to (a plain date includes the whole day)"),
+    Param("platformSource", _STR, "Only items from this platform, e.g. claude-code"),
+    Param("limit", {"type": "integer"}, "Results per page; clamped to 1..100 (default 20)"),
+    Param("offset", {"type": "integer"}, "Results to skip; clamped to 0..1000"),
+    Param("orderBy", {"type": "string", "enum": ["", "relevance", "newest", "oldest"]}, "Empty = the default"),
+    FORMAT,
+)
+
+_SEARCH_OK = _obj(("format", "strategy", "notes", "counts"), format=_STR, text=_STR, strategy=_STR,
+                  fallback_reason=_NULLABLE_STR, notes=_STR_LIST, counts=_OBJ, results={"type": "array"})
+_TIMELINE_OK = _obj(("format", "anchor_id", "notes"), format=_STR, text=_STR,
+                    anchor_id={"type": ["integer", "null"]}, notes=_STR_LIST, results={"type": "array"})
+_HEALTH = _obj(("status", "pid", "port", "version", "ready"), status=_STR, pid={"type": "integer"},
+               port={"type": "integer"}, version=_STR, ready={"type": "boolean"}, state=_STR)
+_DELETED = _obj(("id", "deleted"), id={"type": "integer"}, deleted={"type": "boolean"}, kind=_STR)
+_ACCEPTED = _obj(("status", "event_id", "duplicate"), status=_STR, event_id={"type": "integer"},
+                 duplicate={"type": "boolean"})
+
+_SESSION_FIELDS: dict[str, Any] = {
+    "session_id": {"type": "string", "minLength": 1, "maxLength": 200, "pattern": r"\S"},
+    "project": {"type": ["string", "null"], "minLength": 1, "maxLength": 200, "pattern": r"\S"},
+    "cwd": {"type": ["string", "null"], "minLength": 1, "maxLength": 4096, "pattern": r"\S"},
+    "platform_source": {"type": ["string", "null"], "maxLength": 100},
+}
+_PROJECT_OR_CWD = [{"required": ["project"]}, {"required": ["cwd"]}]
+
+
+def _session_body(extra: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {"type": "object", "properties": {**_SESSION_FIELDS, **extra},
+            "required": ["session_id", *required], "anyOf": _PROJECT_OR_CWD}
+
+
+OPERATIONS: tuple[Operation, ...] = (
+    Operation("get", "/api/health", "Liveness: answers as soon as the process serves HTTP", _json(_HEALTH),
+              errors=(500,)),
+    Operation("get", "/api/readiness", "200 once the store and the mirror are open, 503 before",
+              _json(_obj(("status",), status=_STR)), errors=(500, 503)),
+    Operation("get", "/api/stats", "Store counts, mirror state and lag, ingest queue",
+              _json(_obj(("items", "by_kind", "mirror", "ingest"), items={"type": "integer"}, by_kind=_OBJ,
+                         mirror=_OBJ, ingest=_OBJ)), errors=(500, 503)),
+    Operation("get", "/api/projects", "Projects with item counts",
+              _json(_obj(("projects",), projects={"type": "array", "items": _obj(
+                  ("name", "items"), name=_STR, merged_into_project=_NULLABLE_STR, items={"type": "integer"},
+                  last_epoch={"type": ["integer", "null"]})})), errors=(500, 503)),
+    Operation("get", "/api/search", "Search memories (hybrid keyword + semantic; filters only without a query)",
+              _json(_SEARCH_OK), params=SEARCH_PARAMS),
+    Operation("get", "/api/timeline", "Items around an anchor (id, S<id>, date) or the best match of a query",
+              _json(_TIMELINE_OK), params=(
+                  Param("anchor", _STR, "123, #123, S123 (a summary), an ISO date/datetime or 24h / 7d"),
+                  Param("query", _STR, "Anchor on the best match for this text instead"),
+                  Param("depth_before", {"type": "integer"}, "Items before the anchor, clamped to 0..50"),
+                  Param("depth_after", {"type": "integer"}, "Items after the anchor, clamped to 0..50"),
+                  PROJECT_LIST, FORMAT),
+              errors=(400, 404, 500, 503)),
+    Operation("post", "/api/observations/batch", "Full records for ids, in the order asked, plus the missing ids",
+              _json(_obj(("items", "missing"), items={"type": "array", "items": ITEM},
+                         missing={"type": "array", "items": {"type": "integer"}})),
+              body={"type": "object", "required": ["ids"], "properties": {"ids": {
+                  "type": "array", "minItems": 1, "maxItems": MAX_BATCH_IDS,
+                  "items": {"type": "integer", "minimum": 1, "maximum": MAX_ITEM_ID}}}},
+              errors=(400, 413, 500, 503)),
+    *(
+        Operation("get", f"/api/{kind}/{{id}}", f"One {kind} (404 for another kind)", _json(ITEM),
+                  params=(ID_PARAM,), errors=(404, 500, 503))
+        for kind in ("observation", "summary", "prompt", "memory")
+    ),
+    Operation("get", "/api/context/inject", "The SessionStart context for these projects, as text",
+              _text(), params=(
+                  Param("projects", _STR, "Project names, comma-separated (default: every project)"),
+                  Param("project", _STR, "One project (same as projects)"),
+                  Param("platformSource", _STR, "Only items from this platform"),
+                  Param("colors", FLAG, "ANSI colours (accepted; the plain digest ignores it)"),
+                  Param("full", FLAG, "Full records (accepted; the plain digest ignores it)"))),
+    Operation("post", "/api/memory/save", "Save a manual memory", _json(_obj(
+        ("id", "created"), id={"type": "integer"}, created={"type": "boolean"})),
+        body={"type": "object", "required": ["text"], "properties": {
+            "text": {"type": "string", "minLength": 1, "pattern": r"\S"},
+            "title": _NULLABLE_STR,
+            "project": {"type": ["string", "null"], "minLength": 1, "maxLength": 200, "pattern": r"\S"},
+            "type": {"type": ["string", "null"], "pattern": "^[a-z][a-z0-9_-]{0,39}$"},
+            "facts": {"type": ["array", "null"], "items": _STR},
+            "concepts": {"type": ["array", "null"], "items": _STR},
+            "metadata": {"type": ["object", "null"]}}},
+        errors=(400, 413, 500, 503)),
+    *(
+        Operation("delete", f"/api/{kind}/{{id}}", f"Delete one {kind} from the store and the mirror",
+                  _json(_DELETED), params=(ID_PARAM,), errors=(404, 500, 503))
+        for kind in ("memory", "observation", "summary", "prompt")
+    ),
+    Operation("post", "/api/sessions/init", "A session started (hook event, queued durably)",
+              _json(_ACCEPTED, 202, "Accepted and stored"), body=_session_body({
+                  "prompt": _NULLABLE_STR, "prompt_number": {"type": ["integer", "null"], "minimum": 0,
+                                                                  "maximum": 1_000_000}}),
+              errors=(400, 413, 500, 503)),
+    Operation("post", "/api/sessions/observations", "A tool call happened (hook event, queued durably)",
+              _json(_ACCEPTED, 202, "Accepted and stored"), body=_session_body({
+                  "tool_name": {"type": "string", "minLength": 1, "maxLength": 200, "pattern": r"\S"},
+                  "tool_use_id": {"type": ["string", "null"], "maxLength": 200},
+                  "tool_input": {}, "tool_response": {}}, ("tool_name",)),
+              errors=(400, 413, 500, 503)),
+    Operation("post", "/api/sessions/summarize", "A session (or turn) ended: summarise it (queued durably)",
+              _json(_ACCEPTED, 202, "Accepted and stored"), body=_session_body({
+                  "last_assistant_message": _NULLABLE_STR}),
+              errors=(400, 413, 500, 503)),
+    Operation("get", "/stream", "Server-sent events: item_added, item_updated, item_deleted, status",
+              _text("text/event-stream"), errors=(500,)),
+)
+
+
+def _responses(op: Operation, secured: bool) -> dict[str, Any]:
+    ok = op.ok
+    out: dict[str, Any] = {str(ok["status"]): {"description": ok["description"],
+                                               "content": {ok["media"]: {"schema": ok["schema"]}}}}
+    codes = set(op.errors) | {403}
+    if any(p.location == "path" for p in op.params):
+        codes.add(404)
+    if secured:
+        codes.add(401)
+    for code in sorted(codes):
+        out[str(code)] = {"description": ERROR_TEXT[code], "content": {"application/json": {"schema": ERROR}}}
+    return out
+
+
+def build_openapi(settings: Settings, operations: tuple[Operation, ...] = OPERATIONS) -> dict[str, Any]:
+    """The OpenAPI 3.1 document for a worker with these settings (bearer auth only off loopback)."""
+    secured = bool(settings.token) and not is_loopback_host(settings.host)
+    paths: dict[str, dict[str, Any]] = {}
+    for op in operations:
+        spec: dict[str, Any] = {"summary": op.summary, "operationId": f"{op.method}_{op.path}",
+                                "responses": _responses(op, secured)}
+        if op.params:
+            spec["parameters"] = [p.spec() for p in op.params]
+        if op.body is not None:
+            spec["requestBody"] = {"required": True, "content": {"application/json": {"schema": op.body}}}
+        paths.setdefault(op.path, {})[op.method] = spec
+    doc: dict[str, Any] = {
+        "openapi": "3.1.0",
+        "info": {"title": "memcairn worker", "version": memcairn.__version__,
+                 "description": "Persistent memory for coding agents: one local worker per user."},
+        "paths": paths,
+        "components": {"schemas": {
+            "Error": _obj(("error", "detail"), error=_STR, detail=_STR),
+            "MemoryItem": {"type": "object", "required": ["id", "kind", "type", "project", "created_at_epoch"],
+                           "properties": {"id": {"type": "integer"}, "kind": _STR, "type": _STR, "project": _STR,
+                                          "title": _NULLABLE_STR, "text": _NULLABLE_STR, "facts": _STR_LIST,
+                                          "concepts": _STR_LIST, "metadata": _OBJ,
+                                          "created_at_epoch": {"type": "integer"}}},
+        }},
+    }
+    if secured:
+        doc["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
+        doc["security"] = [{"bearer": []}]
+    return doc

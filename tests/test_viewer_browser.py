@@ -1,0 +1,267 @@
+"""The web viewer in a real browser: the system Chromium, driven by Playwright, against a real worker.
+
+Playwright only drives the browser; it never downloads one. ``scripts/install-system-deps`` installs
+Debian's chromium, and the test is skipped only when /usr/bin/chromium is missing and cannot be installed.
+Screenshots (light and dark) land in ``test-artifacts/``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from playwright.sync_api import Page, expect, sync_playwright
+
+ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM = Path("/usr/bin/chromium")
+INSTALL_SCRIPT = ROOT / "scripts" / "install-system-deps"
+WORKER_COMMAND = [sys.executable, "-m", "memcairn", "worker", "run"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+READY_TIMEOUT_S = 30
+SSE_DEADLINE_MS = 2000
+STEP_TIMEOUT_MS = 5000
+MARKER = "zephyrquartz"  # a word no other memory in the test contains
+
+
+def _ensure_chromium() -> None:
+    if CHROMIUM.exists():
+        return
+    detail = "scripts/install-system-deps is missing"
+    if INSTALL_SCRIPT.exists():
+        try:
+            done = subprocess.run([str(INSTALL_SCRIPT)], capture_output=True, text=True, timeout=240, check=False)
+            detail = (done.stderr or done.stdout).strip()[-500:] or f"exit status {done.returncode}"
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            detail = str(exc)
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} is absent and could not be installed ({detail})")
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+@pytest.fixture
+def worker(tmp_path: Path) -> Iterator[httpx.Client]:
+    """A real worker on a free loopback port with its own home; an HTTP client bound to it."""
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMCAIRN_")}
+    env.update(
+        MEMCAIRN_HOME=str(tmp_path / "worker-home"),
+        MEMCAIRN_PORT=str(port),
+        MEMCAIRN_EMBEDDING_MODEL="hash",
+        PYTHONUNBUFFERED="1",
+    )
+    log_path = tmp_path / "worker.log"
+    base_url = f"http://127.0.0.1:{port}"
+    with log_path.open("wb") as log, httpx.Client(base_url=base_url, timeout=10, trust_env=False) as client:
+        proc = subprocess.Popen(WORKER_COMMAND, env=env, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + READY_TIMEOUT_S
+            while True:
+                if proc.poll() is not None:
+                    pytest.fail(f"worker exited with {proc.returncode}:\n{log_path.read_text(errors='replace')}")
+                try:
+                    if client.get("/api/readiness", timeout=2).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                if time.monotonic() > deadline:
+                    pytest.fail(f"worker not ready after {READY_TIMEOUT_S}s:\n{log_path.read_text(errors='replace')}")
+                time.sleep(0.1)
+            yield client
+        finally:
+            _stop(proc)
+
+
+@pytest.fixture
+def page(tmp_path: Path) -> Iterator[Page]:
+    """A page in the system Chromium with a fresh profile; console errors collected on ``page.errors``."""
+    _ensure_chromium()
+    with sync_playwright() as pw:
+        context = pw.chromium.launch_persistent_context(
+            str(tmp_path / "chromium-profile"),
+            executable_path=str(CHROMIUM),
+            args=CHROMIUM_ARGS,
+            headless=True,
+            viewport={"width": 1280, "height": 860},
+            color_scheme="light",
+            locale="en-GB",
+            timezone_id="UTC",
+        )
+        try:
+            page = context.pages[0] if context.pages else context.new_page()
+            page.set_default_timeout(STEP_TIMEOUT_MS)
+            errors: list[str] = []
+            page.on("console", lambda msg: errors.append(f"console: {msg.text}") if msg.type == "error" else None)
+            page.on("pageerror", lambda exc: errors.append(f"page error: {exc}"))
+            page.errors = errors  # type: ignore[attr-defined]
+            yield page
+        finally:
+            context.close()
+
+
+def _save(client: httpx.Client, **fields: Any) -> int:
+    response = client.post("/api/memory/save", json=fields)
+    assert response.status_code in (200, 201), response.text
+    body = response.json()
+    assert body["created"] is True
+    return int(body["id"])
+
+
+def _row(page: Page, scope: str, item_id: int):
+    return page.locator(f'{scope} [data-item-id="{item_id}"]')
+
+
+def _wait_until_loaded(page: Page) -> None:
+    expect(page.locator("#connection")).to_have_attribute("data-state", "live")
+    expect(page.locator("#feed")).not_to_have_attribute("aria-busy", "true")
+
+
+def test_viewer_feed_search_detail_delete(worker: httpx.Client, page: Page) -> None:
+    # Memories saved before the page opens fill the feed on load; one has a hostile title.
+    older = _save(worker, project="viewer-other", title="Use WAL mode for the store",
+                  text="SQLite runs in WAL mode so readers never block the writer.", type="decision")
+    hostile_title = '<img src=x onerror="window.__pwned = 1">'
+    hostile = _save(worker, project="viewer-other", title=hostile_title, text="markup must stay text", type="note")
+
+    page.goto(str(worker.base_url.join("/")))
+    expect(page).to_have_title("memcairn")
+    _wait_until_loaded(page)
+    expect(_row(page, "#feed", older)).to_be_visible()
+    expect(_row(page, "#feed", hostile)).to_contain_text(hostile_title)
+    assert page.evaluate("window.__pwned") is None
+    assert page.errors == []  # type: ignore[attr-defined]
+
+    # A memory saved through the API arrives over SSE, newest on top.
+    title = f"Viewer check {MARKER}"
+    text = f"The viewer shows {MARKER} live, finds it, opens it and deletes it."
+    started = time.monotonic()
+    fact = "Rows are rendered with textContent only."
+    item_id = _save(worker, project="viewer-test", title=title, text=text, type="note", facts=[fact],
+                    concepts=["viewer", "sse"])
+    new_row = _row(page, "#feed", item_id)
+    expect(new_row).to_be_visible(timeout=SSE_DEADLINE_MS)
+    assert time.monotonic() - started < SSE_DEADLINE_MS / 1000 + 0.5
+    expect(new_row).to_contain_text(title)
+    expect(page.locator("#feed [data-item-id]").first).to_have_attribute("data-item-id", str(item_id))
+
+    # The project filter (filled from /api/projects) narrows the feed; "All" brings everything back.
+    project_filter = page.locator("#project-filter")
+    expect(project_filter.locator('option[value="viewer-test"]')).to_have_count(1)
+    project_filter.select_option("viewer-test")
+    expect(_row(page, "#feed", older)).to_be_hidden()
+    expect(new_row).to_be_visible()
+    page.locator("#kind-filter").select_option("summary")
+    expect(new_row).to_be_hidden()
+    page.locator("#kind-filter").select_option("")
+    project_filter.select_option("")
+    _wait_until_loaded(page)
+    expect(_row(page, "#feed", older)).to_be_visible()
+
+    # The search box runs a search and shows its strategy above the results.
+    page.locator("#search-input").fill(MARKER)
+    page.locator("#search-input").press("Enter")
+    result_row = _row(page, "#results", item_id)
+    expect(result_row).to_be_visible()
+    expect(page.locator("#search-meta")).to_contain_text("strategy:")
+    expect(page.locator("#results")).not_to_have_attribute("aria-busy", "true")
+
+    # Clicking a row shows the full record in the side panel.
+    result_row.click()
+    detail = page.locator("#detail")
+    expect(page.locator("#detail-heading")).to_have_text(title)
+    expect(detail.locator('[data-field="text"]')).to_contain_text(text)
+    expect(detail.locator('[data-field="facts"]')).to_contain_text(fact)
+    expect(detail.locator('[data-field="concepts"] li')).to_have_text(["viewer", "sse"])
+    expect(detail).to_contain_text("viewer-test")
+    expect(page.locator("#delete-button")).to_be_visible()
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "viewer.png"), full_page=True)
+    page.emulate_media(color_scheme="dark")
+    page.screenshot(path=str(ARTIFACTS / "viewer-dark.png"), full_page=True)
+    page.emulate_media(color_scheme="light")
+
+    # Dismissing the confirmation keeps the memory.
+    dialogs: list[str] = []
+
+    def answer(accept: bool):
+        def handler(dialog) -> None:
+            dialogs.append(dialog.message)
+            if accept:
+                dialog.accept()
+            else:
+                dialog.dismiss()
+
+        return handler
+
+    page.once("dialog", answer(False))
+    page.locator("#delete-button").click()
+    expect(new_row).to_be_visible()
+    assert len(dialogs) == 1 and title in dialogs[0]
+    assert worker.get(f"/api/memory/{item_id}").status_code == 200
+
+    # Accepting it deletes: gone from the feed, the results and the store.
+    page.once("dialog", answer(True))
+    page.locator("#delete-button").click()
+    expect(page.locator(f'[data-item-id="{item_id}"]')).to_have_count(0)
+    expect(page.locator("#delete-button")).to_be_hidden()
+    assert len(dialogs) == 2
+    assert worker.get(f"/api/memory/{item_id}").status_code == 404
+
+    # A delete from another client reaches the page as an item_deleted event.
+    assert worker.delete(f"/api/memory/{older}").status_code in (200, 204)
+    expect(page.locator(f'[data-item-id="{older}"]')).to_have_count(0, timeout=SSE_DEADLINE_MS)
+
+    assert page.evaluate("window.__pwned") is None
+    assert page.errors == []  # type: ignore[attr-defined]
+
+
+def test_viewer_narrow_dark_layout(worker: httpx.Client, page: Page) -> None:
+    """On a phone-sized screen in dark mode the page still loads cleanly and the detail opens above the list."""
+    item_id = _save(worker, project="viewer-test", title="Narrow layout check", text="Readable on a phone.",
+                    type="note")
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.emulate_media(color_scheme="dark")
+    page.goto(str(worker.base_url.join("/")))
+    _wait_until_loaded(page)
+    row = _row(page, "#feed", item_id)
+    expect(row).to_be_visible()
+    expect(page.locator("#detail")).to_be_hidden()
+    row.click()
+    expect(page.locator("#detail-heading")).to_have_text("Narrow layout check")
+    expect(page.locator("#detail-heading")).to_be_focused()
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "viewer-narrow-dark.png"), full_page=True)
+    assert page.errors == []  # type: ignore[attr-defined]

@@ -1,0 +1,529 @@
+"""The worker's HTTP API, in process: shapes and errors of every route, readiness, guards, events."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from starlette.testclient import TestClient
+
+from memcairn.config import Settings, load_settings
+from memcairn.errors import ConfigError, StoreError, WorkerUnavailableError
+from memcairn.models import NewItem
+from memcairn.runtime import open_runtime
+from memcairn.worker.app import make_app
+from memcairn.worker.openapi import OPERATIONS
+
+PORT = 37877
+BASE = f"http://127.0.0.1:{PORT}"
+
+
+@pytest.fixture
+def cfg(monkeypatch: pytest.MonkeyPatch) -> Settings:
+    monkeypatch.setenv("MEMCAIRN_EMBEDDING_MODEL", "hash")
+    monkeypatch.setenv("MEMCAIRN_PORT", str(PORT))
+    return load_settings()
+
+
+def wait_ready(app: Any, timeout: float = 20.0) -> None:
+    state = app.state.worker
+    deadline = time.monotonic() + timeout
+    while state.phase != "ready":
+        assert state.phase in ("starting",), state.detail
+        assert time.monotonic() < deadline, "worker did not become ready"
+        time.sleep(0.01)
+
+
+@pytest.fixture
+def app(cfg: Settings, tmp_path: Path) -> Any:
+    return make_app(None, cfg, static_dir=tmp_path / "static")
+
+
+@pytest.fixture
+def client(app: Any) -> Iterator[TestClient]:
+    with TestClient(app, base_url=BASE) as c:
+        wait_ready(app)
+        yield c
+
+
+def store_of(app: Any) -> Any:
+    return app.state.worker.runtime.store
+
+
+def add(app: Any, **fields: Any) -> int:
+    fields.setdefault("project", "demo")
+    return store_of(app).add_item(NewItem(**fields)).id
+
+
+def assert_error(response: httpx.Response, status: int, code: str | None = None) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body) == {"error", "detail"}
+    assert isinstance(body["detail"], str) and body["detail"]
+    assert "Traceback" not in response.text
+    if code is not None:
+        assert body["error"] == code
+    return body
+
+
+# -- readiness ----------------------------------------------------------------------------------------
+def test_health_answers_at_once_and_store_routes_wait_for_startup(cfg: Settings) -> None:
+    gate = threading.Event()
+    app = make_app(None, cfg, startup_gate=gate)
+    with TestClient(app, base_url=BASE) as c:
+        health = c.get("/api/health").json()
+        assert health["status"] == "ok" and health["ready"] is False and health["port"] == PORT
+        assert isinstance(health["pid"], int) and health["version"]
+        assert_error(c.get("/api/readiness"), 503, "not_ready")
+        for path in ("/api/stats", "/api/projects", "/api/search?query=x", "/api/memory/1", "/api/context/inject"):
+            assert_error(c.get(path), 503, "not_ready")
+        assert_error(c.post("/api/memory/save", json={"text": "x"}), 503, "not_ready")
+        gate.set()
+        wait_ready(app)
+        assert c.get("/api/readiness").json() == {"status": "ready"}
+        assert c.get("/api/health").json()["ready"] is True
+
+
+def test_failed_startup_is_reported_not_raised(cfg: Settings) -> None:
+    def broken(_cfg: Settings) -> Any:
+        raise StoreError("memcairn.db is not a readable memcairn database")
+
+    app = make_app(broken, cfg)
+    with TestClient(app, base_url=BASE) as c:
+        deadline = time.monotonic() + 5
+        while app.state.worker.phase == "starting" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        body = assert_error(c.get("/api/readiness"), 503, "not_ready")
+        assert "startup failed" in body["detail"] and "not a readable" in body["detail"]
+        assert c.get("/api/health").json()["state"] == "failed"
+
+
+def test_a_given_runtime_is_used_and_left_open(cfg: Settings) -> None:
+    runtime = open_runtime(cfg, with_mirror=False)
+    try:
+        app = make_app(runtime, cfg)
+        with TestClient(app, base_url=BASE) as c:
+            wait_ready(app)
+            saved = c.post("/api/memory/save", json={"text": "kept open", "project": "p"}).json()
+            assert c.get("/api/stats").json()["mirror"]["state"] in ("disabled", "unavailable")
+        assert runtime.store.get_item(saved["id"]).text == "kept open"  # still open after shutdown
+    finally:
+        runtime.close()
+
+
+# -- memories -----------------------------------------------------------------------------------------
+def test_save_get_and_dedupe(client: TestClient, app: Any) -> None:
+    body = {"text": "SQLite runs in WAL mode", "title": "Use WAL", "project": "demo", "type": "decision",
+            "facts": ["readers never block"], "concepts": ["storage"], "metadata": {"by": "test"}}
+    first = client.post("/api/memory/save", json=body)
+    assert first.status_code == 200 and first.json() == {"id": first.json()["id"], "created": True}
+    again = client.post("/api/memory/save", json=body).json()
+    assert again == {"id": first.json()["id"], "created": False}
+    item = client.get(f"/api/memory/{again['id']}").json()
+    assert item["kind"] == "manual" and item["type"] == "decision" and item["facts"] == ["readers never block"]
+    assert item["metadata"] == {"by": "test"} and item["project"] == "demo"
+    default = client.post("/api/memory/save", json={"text": "no project given"}).json()
+    assert client.get(f"/api/memory/{default['id']}").json()["project"] == "default"
+
+
+@pytest.mark.parametrize("body, fragment", [
+    ({}, "text is required"),
+    ({"text": "   "}, "text must not be blank"),
+    ({"text": "x", "project": " "}, "project must not be blank"),
+    ({"text": 5}, "text must be text"),
+    ({"text": "x", "facts": "not a list"}, "facts must be a list"),
+    ({"text": "x", "facts": [1, 2]}, "facts must be a list"),
+    ({"text": "x", "metadata": [1]}, "metadata must be a JSON object"),
+    ({"text": "x", "type": "Not A Type"}, "type"),
+    ({"text": "x", "project": "p" * 300}, "project"),
+])
+def test_save_rejects_malformed_bodies(client: TestClient, body: dict[str, Any], fragment: str) -> None:
+    detail = assert_error(client.post("/api/memory/save", json=body), 400, "invalid_request")["detail"]
+    assert fragment in detail
+
+
+@pytest.mark.parametrize("raw", [b"", b"not json", b"[1, 2]", b'{"text": NaN}', b"[" * 100_000, b'"\\ud800"',
+                                 b'{"text": "\\ud800"}', b"\xff\xfe"])
+def test_bodies_that_are_not_json_objects_are_400(client: TestClient, raw: bytes) -> None:
+    response = client.post("/api/memory/save", content=raw, headers={"Content-Type": "application/json"})
+    assert_error(response, 400, "invalid_request")
+
+
+def test_items_by_kind(client: TestClient, app: Any) -> None:
+    obs = add(app, kind="observation", title="Fixed login", narrative="token compared in local time")
+    summ = add(app, kind="summary", request="fix login", completed="done")
+    prompt = add(app, kind="prompt", text="please fix the login", prompt_number=1)
+    manual = add(app, kind="manual", text="a note")
+    for kind, item_id in (("observation", obs), ("summary", summ), ("prompt", prompt)):
+        assert client.get(f"/api/{kind}/{item_id}").json()["id"] == item_id
+        assert_error(client.get(f"/api/{kind}/{manual}"), 404, "not_found")
+    for item_id in (obs, summ, prompt, manual):
+        assert client.get(f"/api/memory/{item_id}").json()["id"] == item_id
+    assert_error(client.get("/api/memory/999999"), 404, "not_found")
+    assert_error(client.get(f"/api/memory/{2**63}"), 404, "not_found")
+    assert_error(client.get("/api/memory/abc"), 404, "not_found")
+
+
+def test_batch_answers_in_order_with_missing(client: TestClient, app: Any) -> None:
+    a = add(app, kind="manual", text="first")
+    b = add(app, kind="observation", title="second")
+    body = client.post("/api/observations/batch", json={"ids": [b, 424242, a, b]}).json()
+    assert [i["id"] for i in body["items"]] == [b, a]
+    assert body["items"][0]["title"] == "second" and body["missing"] == [424242]
+    for bad in ({}, {"ids": []}, {"ids": "1,2"}, {"ids": [1, "2"]}, {"ids": [True]}, {"ids": list(range(1, 502))},
+                {"ids": [0]}, {"ids": [2**63]}):
+        assert_error(client.post("/api/observations/batch", json=bad), 400, "invalid_request")
+
+
+def test_delete_removes_from_store_and_mirror(client: TestClient, app: Any) -> None:
+    manual = client.post("/api/memory/save", json={"text": "zebra crossing rules", "project": "demo"}).json()["id"]
+    obs = add(app, kind="observation", title="zebra stripes", narrative="zebra pattern in the parser")
+    runner = app.state.worker.runner
+    runner.nudge()
+    assert runner.wait_idle(10)
+    index = app.state.worker.runtime.mirror.index
+    assert index.count("demo") >= 2
+    assert_error(client.delete(f"/api/observation/{manual}"), 404, "not_found")
+    assert client.delete(f"/api/observation/{obs}").json() == {"id": obs, "deleted": True, "kind": "observation"}
+    assert client.delete(f"/api/memory/{manual}").json()["deleted"] is True
+    assert index.count("demo") == 0  # dropped at once, not at the runner's next pass
+    assert_error(client.get(f"/api/memory/{manual}"), 404)
+    assert_error(client.delete(f"/api/memory/{manual}"), 404, "not_found")
+    found = client.get("/api/search", params={"query": "zebra", "format": "json"}).json()
+    assert found["results"] == []
+
+
+# -- search, timeline, context ------------------------------------------------------------------------
+def test_search_formats_and_filters(client: TestClient, app: Any) -> None:
+    a = add(app, kind="observation", type="bugfix", title="Login token expiry", narrative="compared in UTC",
+            concepts=["auth"], files_modified=["src/auth.py"])
+    add(app, kind="observation", type="feature", title="Login page redesign", project="web")
+    add(app, kind="summary", request="token work", completed="login fixed", project="other")
+    index = client.get("/api/search", params={"query": "login token"}).json()
+    assert index["format"] == "index" and f"#{a}" in index["text"] and index["strategy"] in ("hybrid", "keyword")
+    full = client.get("/api/search", params={"query": "login", "format": "json", "project": "demo,web"}).json()
+    assert {r["project"] for r in full["results"]} == {"demo", "web"}
+    repeated = client.get("/api/search?query=login&format=json&project=demo&project=web").json()
+    assert {r["id"] for r in repeated["results"]} == {r["id"] for r in full["results"]}
+    typed = client.get("/api/search", params={"obs_type": "bugfix", "format": "json", "concepts": "auth",
+                                              "files": "auth.py", "kind": "observations"}).json()
+    assert [r["id"] for r in typed["results"]] == [a] and typed["strategy"] == "filter_only"
+    newest = client.get("/api/search", params={"format": "json", "limit": "2", "orderBy": "newest"}).json()
+    assert len(newest["results"]) == 2
+    clamped = client.get("/api/search", params={"limit": "500"}).json()
+    assert any("clamped" in n for n in clamped["notes"])
+    dated = client.get("/api/search", params={"dateStart": "2000-01-01", "dateEnd": "7d", "format": "json"})
+    assert dated.status_code == 200
+    for params in ({"kind": "widgets"}, {"orderBy": "sideways"}, {"limit": "ten"}, {"format": "xml"},
+                   {"dateStart": "yesterday-ish"}, {"dateStart": "2026-01-02", "dateEnd": "2026-01-01"},
+                   {"dateStart": "9" * 40}):
+        assert_error(client.get("/api/search", params=params), 400, "invalid_request")
+
+
+def test_timeline(client: TestClient, app: Any) -> None:
+    ids = [add(app, kind="observation", title=f"step {n}", created_at_epoch=1_700_000_000_000 + n * 1000)
+           for n in range(5)]
+    body = client.get("/api/timeline", params={"anchor": ids[2], "depth_before": 1, "depth_after": 1,
+                                               "format": "json"}).json()
+    assert body["anchor_id"] == ids[2] and [r["id"] for r in body["results"]] == ids[1:4]
+    text = client.get("/api/timeline", params={"anchor": f"#{ids[2]}"}).json()
+    assert text["format"] == "index" and "<- ANCHOR" in text["text"]
+    by_query = client.get("/api/timeline", params={"query": "step", "format": "json"}).json()
+    assert by_query["anchor_id"] in ids
+    assert_error(client.get("/api/timeline"), 400, "invalid_request")
+    assert_error(client.get("/api/timeline", params={"anchor": "1", "query": "x"}), 400)
+    assert_error(client.get("/api/timeline", params={"anchor": "999999"}), 404, "not_found")
+    assert_error(client.get("/api/timeline", params={"anchor": "5", "depth_before": "lots"}), 400)
+
+
+def test_context_inject_is_plain_text(client: TestClient, app: Any) -> None:
+    add(app, kind="observation", title="Parser handles tabs", project="alpha")
+    add(app, kind="summary", request="fix parser", completed="tabs handled", project="alpha")
+    add(app, kind="observation", title="Unrelated", project="beta")
+    response = client.get("/api/context/inject", params={"projects": "alpha", "colors": "true", "full": "0"})
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/plain")
+    assert "Parser handles tabs" in response.text and "fix parser" in response.text
+    assert "Unrelated" not in response.text
+    assert "no memories yet" in client.get("/api/context/inject", params={"projects": "nothing"}).text
+    assert_error(client.get("/api/context/inject", params={"colors": "maybe"}), 400, "invalid_request")
+
+
+def test_projects_and_stats(client: TestClient, app: Any) -> None:
+    add(app, kind="manual", text="one", project="alpha")
+    add(app, kind="manual", text="two", project="alpha")
+    projects = client.get("/api/projects").json()["projects"]
+    assert [(p["name"], p["items"]) for p in projects] == [("alpha", 2)]
+    stats = client.get("/api/stats").json()
+    assert stats["items"] == 2 and stats["by_kind"]["manual"] == 2
+    assert stats["mirror"]["state"] in ("ok", "degraded") and stats["mirror"]["backend"] == "sqlite-vec"
+    assert isinstance(stats["mirror"]["lag"], int) and isinstance(stats["mirror"]["outbox"], int)
+    assert stats["ingest"] == {"pending": 0, "done": 0, "failed": 0}
+    assert stats["worker"]["version"]
+
+
+# -- ingest -------------------------------------------------------------------------------------------
+def test_ingest_routes_accept_and_persist(client: TestClient, app: Any) -> None:
+    init = client.post("/api/sessions/init", json={"session_id": "s1", "cwd": "/work/demo", "prompt": "hi",
+                                                   "platform_source": "claude-code"})
+    assert init.status_code == 202 and init.json()["status"] == "accepted" and init.json()["duplicate"] is False
+    tool = {"contentSessionId": "s1", "project": "demo", "tool_name": "Edit", "tool_use_id": "tu-1",
+            "tool_input": {"file": "a.py"}, "tool_response": "ok"}
+    first = client.post("/api/sessions/observations", json=tool).json()
+    again = client.post("/api/sessions/observations", json=tool).json()
+    assert again == {"status": "accepted", "event_id": first["event_id"], "duplicate": True}
+    assert client.post("/api/sessions/summarize", json={"session_id": "s1", "project": "demo"}).status_code == 202
+    events = store_of(app).pending_ingest_events()
+    assert [(e.event_type, e.session_id) for e in events] == [
+        ("session_init", "s1"), ("observation", "s1"), ("summarize", "s1")]
+    assert events[1].payload["tool_input"] == {"file": "a.py"} and events[1].tool_use_id == "tu-1"
+    assert events[0].platform_source == "claude-code" and events[1].platform_source == "unknown"
+    assert client.get("/api/stats").json()["ingest"]["pending"] == 3
+    for path, body in (("/api/sessions/init", {"project": "demo"}),
+                       ("/api/sessions/init", {"session_id": "s1"}),
+                       ("/api/sessions/init", {"session_id": 7, "project": "demo"}),
+                       ("/api/sessions/observations", {"session_id": "s1", "project": "demo"}),
+                       ("/api/sessions/summarize", {"session_id": "s", "cwd": "/x", "prompt_number": -1}),
+                       ("/api/sessions/summarize", {"session_id": "s", "cwd": "/x", "last_assistant_message": {}})):
+        assert_error(client.post(path, json=body), 400, "invalid_request")
+
+
+# -- errors and guards --------------------------------------------------------------------------------
+def test_unknown_routes_methods_and_unexpected_errors(client: TestClient, app: Any,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    assert_error(client.get("/api/nothing"), 404, "not_found")
+    wrong = client.put("/api/health")
+    assert_error(wrong, 405, "method_not_allowed")
+    assert "GET" in wrong.headers["allow"]
+
+    def boom() -> None:
+        raise RuntimeError("secret internals")
+
+    monkeypatch.setattr(store_of(app), "projects", boom)
+    body = assert_error(client.get("/api/projects"), 500, "internal_error")
+    assert "secret" not in body["detail"]
+
+
+@pytest.mark.parametrize("headers, status", [
+    ({"Host": "evil.example"}, 403),
+    ({"Host": f"evil.example:{PORT}"}, 403),
+    ({"Host": "127.0.0.1:9999"}, 403),
+    ({"Host": f"localhost:{PORT}"}, 200),
+    ({"Host": "localhost"}, 200),
+    ({"Host": f"[::1]:{PORT}"}, 200),
+    ({"Origin": "https://evil.example"}, 403),
+    ({"Origin": "null"}, 403),
+    ({"Origin": f"http://127.0.0.1:{PORT + 1}"}, 403),
+    ({"Origin": f"http://127.0.0.1:{PORT}"}, 200),
+    ({"Origin": f"http://localhost:{PORT}"}, 200),
+])
+def test_host_and_origin_guards(client: TestClient, headers: dict[str, str], status: int) -> None:
+    response = client.get("/api/health", headers=headers)
+    assert response.status_code == status
+    if status == 403:
+        assert response.json()["error"] in ("forbidden_host", "forbidden_origin")
+    write = client.post("/api/memory/save", json={"text": "guarded"}, headers=headers)
+    assert write.status_code == status
+
+
+def test_non_loopback_bind_requires_a_token(cfg: Settings) -> None:
+    exposed = Settings(**{**cfg.__dict__, "host": "0.0.0.0", "token": ""})
+    with pytest.raises(ConfigError, match="MEMCAIRN_TOKEN"):
+        make_app(None, exposed)
+    secured = Settings(**{**cfg.__dict__, "host": "0.0.0.0", "token": "s3cret-token"})
+    app = make_app(None, secured)
+    with TestClient(app, base_url="http://192.168.1.20:37877") as c:
+        assert_error(c.get("/api/health"), 401, "unauthorized")
+        assert_error(c.get("/api/health", headers={"Authorization": "Bearer wrong"}), 401)
+        assert_error(c.get("/api/health", headers={"Authorization": "Basic s3cret-token"}), 401)
+        ok = c.get("/api/health", headers={"Authorization": "Bearer s3cret-token"})
+        assert ok.status_code == 200 and ok.json()["status"] == "ok"
+        assert c.get("/openapi.json", headers={"Authorization": "Bearer s3cret-token"}).json()["security"]
+
+
+def test_body_limit(client: TestClient) -> None:
+    big = {"text": "x" * (1024 * 1024 + 10)}
+    assert_error(client.post("/api/memory/save", json=big), 413, "payload_too_large")
+
+    def chunks() -> Iterator[bytes]:
+        yield b'{"text": "'
+        for _ in range(20):
+            yield b"y" * 65536
+        yield b'"}'
+
+    assert_error(client.post("/api/memory/save", content=chunks()), 413, "payload_too_large")
+    assert client.post("/api/memory/save", json={"text": "z" * 200_000}).status_code == 200
+
+
+def test_writes_are_refused_once_draining(client: TestClient, app: Any) -> None:
+    app.state.worker.begin_drain()
+    assert_error(client.post("/api/memory/save", json={"text": "late"}), 503, "shutting_down")
+    assert_error(client.get("/api/readiness"), 503, "shutting_down")
+    assert client.get("/api/health").json()["state"] == "draining"
+
+
+# -- openapi, viewer ----------------------------------------------------------------------------------
+def test_openapi_describes_every_api_route(client: TestClient, app: Any) -> None:
+    doc = client.get("/openapi.json").json()
+    assert doc["openapi"].startswith("3.1") and "Error" in doc["components"]["schemas"]
+    described = {(op.method.upper(), op.path) for op in OPERATIONS}
+    for route in app.routes:
+        path = getattr(route, "path", "").replace("{id:int}", "{id}")
+        if path.startswith("/api/") or path == "/stream":
+            for method in route.methods - {"HEAD"}:
+                assert (method, path) in described
+                assert "403" in doc["paths"][path][method.lower()]["responses"]
+    assert "security" not in doc
+
+
+def test_viewer_placeholder_and_static_files(cfg: Settings, tmp_path: Path) -> None:
+    with TestClient(make_app(None, cfg, static_dir=tmp_path / "none"), base_url=BASE) as c:
+        page = c.get("/")
+        assert page.status_code == 200 and "viewer is not installed" in page.text
+        assert_error(c.get("/static/app.js"), 404)
+    static = tmp_path / "static"
+    static.mkdir()
+    (static / "index.html").write_text("<!doctype html><title>viewer</title>")
+    (static / "app.js").write_text("console.log('hi')")
+    with TestClient(make_app(None, cfg, static_dir=static), base_url=BASE) as c:
+        assert "<title>viewer</title>" in c.get("/").text
+        assert c.get("/static/app.js").text == "console.log('hi')"
+        assert c.get("/static/../../etc/passwd").status_code == 404
+
+
+# -- events -------------------------------------------------------------------------------------------
+async def _sse_events(app: Any, want: int, during: Any) -> list[tuple[str, dict[str, Any]]]:
+    """Drive GET /stream at the ASGI level until ``want`` events arrived, running ``during`` meanwhile."""
+    received: asyncio.Queue[bytes] = asyncio.Queue()
+    disconnect = asyncio.Event()
+
+    async def receive() -> dict[str, Any]:
+        await disconnect.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            assert message["status"] == 200
+        elif message["type"] == "http.response.body":
+            await received.put(message.get("body", b""))
+
+    scope = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"}, "http_version": "1.1",
+             "method": "GET", "scheme": "http", "path": "/stream", "raw_path": b"/stream", "query_string": b"",
+             "root_path": "", "headers": [(b"host", f"127.0.0.1:{PORT}".encode())], "client": ("127.0.0.1", 1),
+             "server": ("127.0.0.1", PORT), "state": {}}
+    task = asyncio.create_task(app(scope, receive, send))
+    events: list[tuple[str, dict[str, Any]]] = []
+    buffer = b""
+    started = False
+    try:
+        while len(events) < want:
+            buffer += await asyncio.wait_for(received.get(), timeout=10)
+            while b"\n\n" in buffer:
+                block, buffer = buffer.split(b"\n\n", 1)
+                lines = dict(line.split(": ", 1) for line in block.decode().splitlines() if ": " in line
+                             and not line.startswith(":"))
+                if "event" in lines:
+                    events.append((lines["event"], json.loads(lines["data"])))
+                if not started and events:
+                    started = True
+                    await during()
+    finally:
+        disconnect.set()
+        await asyncio.wait_for(task, timeout=5)
+    return events
+
+
+def test_stream_delivers_item_added_and_deleted(cfg: Settings) -> None:
+    app = make_app(None, cfg)
+
+    async def scenario() -> list[tuple[str, dict[str, Any]]]:
+        async with app.router.lifespan_context(app):
+            while app.state.worker.phase != "ready":
+                await asyncio.sleep(0.01)
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url=BASE) as http:
+
+                async def writes() -> None:
+                    saved = (await http.post("/api/memory/save", json={"text": "streamed", "title": "Live",
+                                                                      "project": "demo"})).json()
+                    await http.delete(f"/api/memory/{saved['id']}")
+
+                return await _sse_events(app, 3, writes)
+
+    events = asyncio.run(scenario())
+    assert events[0][0] == "status" and events[0][1]["ready"] is True
+    assert events[1][0] == "item_added"
+    added = events[1][1]
+    assert added["title"] == "Live" and added["kind"] == "manual" and added["project"] == "demo"
+    assert set(added) == {"id", "kind", "type", "title", "project", "created_at_epoch"}
+    assert events[2] == ("item_deleted", {"id": added["id"]})
+
+
+def test_broadcaster_disconnects_a_client_that_falls_behind() -> None:
+    from memcairn.worker.events import Broadcaster
+
+    async def scenario() -> list[str]:
+        hub = Broadcaster(queue_size=3)
+        hub.bind(asyncio.get_running_loop())
+        stream = hub.stream(heartbeat=0.05)
+        chunks = [await stream.__anext__()]  # retry line; the client is subscribed now
+        for n in range(10):
+            hub.publish("item_added", {"id": n})
+        async for chunk in stream:
+            chunks.append(chunk)
+        assert hub.subscribers == 0
+        return chunks
+
+    chunks = asyncio.run(scenario())
+    assert chunks[0].startswith("retry:") and len(chunks) == 1  # overflowed: ended without a backlog
+
+
+# -- logs, client, imports ----------------------------------------------------------------------------
+def test_log_rotation_caps_disk_use(tmp_path: Path) -> None:
+    from memcairn.worker.logs import LOGGERS, setup_logging
+
+    cfg = Settings(home=tmp_path, log_max_bytes=4000, log_backups=2)
+    handler = setup_logging(cfg)
+    try:
+        log = logging.getLogger("memcairn.worker")
+        for n in range(500):
+            log.info("line %d %s", n, "x" * 50)
+    finally:
+        for name in LOGGERS:
+            logging.getLogger(name).removeHandler(handler)
+            logging.getLogger(name).propagate = True
+        handler.close()
+    files = sorted(p.name for p in cfg.logs_dir.iterdir())
+    assert files == ["worker.log", "worker.log.1", "worker.log.2"]
+    assert all(p.stat().st_size <= 4200 for p in cfg.logs_dir.iterdir())
+
+
+def test_client_without_a_worker_says_what_to_do(tmp_path: Path) -> None:
+    import socket
+
+    from memcairn.client import WorkerClient
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    client = WorkerClient(port=port, token="", timeout=1)
+    with pytest.raises(WorkerUnavailableError, match="memcairn worker start"):
+        client.health()
+    assert client.ready(timeout=0.5) is False
+
+
+def test_client_and_lifecycle_modules_import_nothing_heavy() -> None:
+    code = ("import sys, memcairn.client, memcairn.worker.daemon; "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'starlette', 'uvicorn', 'click', 'httpx', "
+            "'numpy', 'anyio', 'rich'})); print('memcairn.store' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=True).stdout
+    assert out.split("\n")[:2] == ["[]", "False"]

@@ -1,0 +1,276 @@
+"""The real worker process on a free loopback port: start, racing starts, stale pid files, version
+replacement, readiness, stopping while writes arrive, and no processes left behind."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memcairn.client import WorkerClient, ensure_worker
+from memcairn.config import Settings, load_settings
+from memcairn.errors import MemcairnError, NotFoundError, WorkerUnavailableError
+from memcairn.store import Store
+from memcairn.worker import daemon
+
+pytestmark = pytest.mark.skipif(not Path("/proc/self").exists(), reason="process checks read /proc")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def worker_pids(home: Path) -> list[int]:
+    """Live `memcairn worker run` processes (and stand-ins started with -c) serving this home."""
+    marker = f"MEMCAIRN_HOME={home}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            environ = (entry / "environ").read_bytes()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z" and b"memcairn" in cmdline and b"run" in cmdline and marker in environ.split(b"\0"):
+            found.append(int(entry.name))
+    return found
+
+
+def children_of(pid: int) -> list[int]:
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                out.append(int(entry.name))
+    return out
+
+
+@pytest.fixture
+def env(isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+    monkeypatch.setenv("MEMCAIRN_PORT", str(free_port()))
+    monkeypatch.setenv("MEMCAIRN_EMBEDDING_MODEL", "hash")
+    yield dict(os.environ)
+    cfg = load_settings()
+    try:
+        daemon.stop(cfg, timeout=10)
+    finally:
+        for pid in worker_pids(isolated_home):  # last resort
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def cfg(env: dict[str, str]) -> Settings:
+    return load_settings()
+
+
+def cli(env: dict[str, str], *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "memcairn", *args], env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def status_json(env: dict[str, str]) -> dict[str, Any]:
+    return json.loads(cli(env, "worker", "status", "--json").stdout)
+
+
+def wait_for(predicate: Any, timeout: float = 20.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_start_status_stop(env: dict[str, str], cfg: Settings) -> None:
+    down = cli(env, "worker", "status", "--json")
+    assert down.returncode == 1 and json.loads(down.stdout)["running"] is False
+
+    started = cli(env, "worker", "start", "--json")
+    assert started.returncode == 0, started.stderr
+    result = json.loads(started.stdout)
+    assert result["action"] == "started" and result["ready"] is True and result["port"] == cfg.port
+    client = WorkerClient(settings=cfg)
+    assert client.get_json("/api/readiness") == {"status": "ready"}  # start returned once ready
+
+    info = status_json(env)
+    assert info["running"] is True and info["pid"] == result["pid"] and info["version"] == daemon.current_version()
+    recorded = json.loads((cfg.home / "worker.pid").read_text())
+    assert recorded["pid"] == result["pid"] and recorded["port"] == cfg.port
+    assert worker_pids(cfg.home) == [result["pid"]]
+    assert children_of(result["pid"]) == []  # the worker never spawns processes
+
+    with pytest.raises(NotFoundError):
+        client.get_json("/api/memory/999")
+    saved = client.post_json("/api/memory/save", {"text": "through the client", "project": "demo"})
+    assert client.get_json(f"/api/memory/{saved['id']}")["text"] == "through the client"
+
+    again = json.loads(cli(env, "worker", "start", "--json").stdout)
+    assert again["action"] == "running" and again["pid"] == result["pid"]
+    second_run = cli(env, "worker", "run", timeout=20)
+    assert second_run.returncode == 0 and "already running" in second_run.stderr
+
+    stream = http.client.HTTPConnection("127.0.0.1", cfg.port, timeout=10)  # an open event stream must not
+    stream.request("GET", "/stream")                                         # hold up the shutdown
+    events = stream.getresponse()
+    assert events.status == 200 and events.getheader("Content-Type").startswith("text/event-stream")
+    client.post_json("/api/memory/save", {"text": "announced", "project": "demo"})
+    seen = b""
+    while b"event: item_added" not in seen:
+        seen += events.read1(4096)
+
+    began = time.monotonic()
+    stopped = cli(env, "worker", "stop", "--json")
+    assert json.loads(stopped.stdout) == {"stopped": True, "pid": result["pid"], "forced": False}
+    assert time.monotonic() - began < 8
+    while events.read1(4096):  # the stream ended with the worker
+        pass
+    stream.close()
+    assert not daemon.process_alive(result["pid"]) and not (cfg.home / "worker.pid").exists()
+    assert status_json(env)["running"] is False and worker_pids(cfg.home) == []
+    assert json.loads(cli(env, "worker", "stop", "--json").stdout)["stopped"] is False
+    assert "worker ready" in (cfg.logs_dir / "worker.log").read_text()
+
+
+def test_racing_starts_leave_one_worker(env: dict[str, str], cfg: Settings) -> None:
+    procs = [subprocess.Popen([sys.executable, "-m", "memcairn", "worker", "start", "--json"], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=60) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    results = [json.loads(out) for out, _ in outs]
+    assert sorted(r["action"] for r in results) == ["running", "started"]
+    assert results[0]["pid"] == results[1]["pid"]
+    assert worker_pids(cfg.home) == [results[0]["pid"]]
+
+
+def test_stale_pid_file_is_cleaned_up(env: dict[str, str], cfg: Settings) -> None:
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True)
+    dead_pid = int(gone.stdout)
+    cfg.home.mkdir(parents=True, exist_ok=True)
+    (cfg.home / "worker.pid").write_text(json.dumps({"pid": dead_pid, "port": cfg.port, "version": "0.0.1"}))
+    assert status_json(env)["running"] is False
+    result = json.loads(cli(env, "worker", "start", "--json").stdout)
+    assert result["action"] == "started" and result["pid"] != dead_pid
+    assert json.loads((cfg.home / "worker.pid").read_text())["pid"] == result["pid"]
+
+
+OLD_WORKER = ("import sys, memcairn; memcairn.__version__ = '0.0.1+old'; from memcairn.entry import main; "
+              "sys.exit(main(['worker', 'run']))")
+
+
+def test_start_replaces_a_worker_of_another_version(env: dict[str, str], cfg: Settings) -> None:
+    old = subprocess.Popen([sys.executable, "-c", OLD_WORKER], env=env, stdin=subprocess.DEVNULL,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        info = wait_for(lambda: daemon.probe(cfg), what="the old worker")
+        assert info["version"] == "0.0.1+old" and info["pid"] == old.pid
+        result = json.loads(cli(env, "worker", "start", "--json").stdout)
+        assert result["action"] == "replaced" and result["pid"] != old.pid
+        assert old.wait(timeout=10) == 0  # it was stopped gracefully
+        assert daemon.probe(cfg)["version"] == daemon.current_version()
+        assert worker_pids(cfg.home) == [result["pid"]]
+    finally:
+        if old.poll() is None:
+            old.kill()
+            old.wait()
+
+
+def test_readiness_is_503_until_startup_completes(env: dict[str, str], cfg: Settings) -> None:
+    Store(cfg.db_path).close()
+    blocker = sqlite3.connect(cfg.db_path, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")  # the worker's migration check waits for this lock
+    proc = subprocess.Popen([sys.executable, "-m", "memcairn", "worker", "run"], env=env,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        client = WorkerClient(settings=cfg, timeout=2)
+        health = wait_for(lambda: daemon.probe(cfg), what="health")
+        assert health["ready"] is False and health["state"] == "starting"
+        status, _, body = client.request("GET", "/api/readiness")
+        assert status == 503 and json.loads(body)["error"] == "not_ready"
+        with pytest.raises(WorkerUnavailableError, match="not ready"):
+            client.get_json("/api/stats")
+        blocker.execute("COMMIT")
+        wait_for(lambda: client.ready(), timeout=20, what="readiness")
+        assert client.get_json("/api/stats")["items"] == 0
+    finally:
+        blocker.close()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0, proc.stderr.read() if proc.stderr else ""
+        if proc.stderr:
+            proc.stderr.close()
+
+
+def test_stop_while_writing_loses_no_acknowledged_write(env: dict[str, str], cfg: Settings) -> None:
+    assert cli(env, "worker", "start").returncode == 0
+    client = WorkerClient(settings=cfg, timeout=10)
+    acknowledged: dict[int, str] = {}
+    refused: list[str] = []
+    finished = threading.Event()
+
+    def writer() -> None:
+        n = 0
+        failures = 0
+        while failures < 20 and not finished.is_set():
+            n += 1
+            text = f"memory number {n}"
+            try:
+                acknowledged[client.post_json("/api/memory/save", {"text": text, "project": "load"})["id"]] = text
+                failures = 0
+            except MemcairnError as exc:
+                refused.append(str(exc))
+                failures += 1
+                time.sleep(0.01)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        wait_for(lambda: len(acknowledged) >= 30, what="some writes")
+        stopped = cli(env, "worker", "stop", "--json")
+        assert json.loads(stopped.stdout)["stopped"] is True and json.loads(stopped.stdout)["forced"] is False
+    finally:
+        thread.join(timeout=30)
+        finished.set()
+    assert refused, "the writer should have seen the worker go away"
+    with Store(cfg.db_path) as store:
+        items = {i.id: i.text for i in store.get_items(list(acknowledged))}
+    assert items == acknowledged
+
+
+def test_ensure_worker_starts_one_in_process(env: dict[str, str], cfg: Settings) -> None:
+    client = ensure_worker(timeout=30)
+    info = client.health()
+    assert info["ready"] is True and info["port"] == cfg.port
+    assert ensure_worker(timeout=5).health()["pid"] == info["pid"]
+    result = daemon.stop(cfg, timeout=20)
+    assert result == {"stopped": True, "pid": info["pid"], "forced": False}
+    assert not daemon.process_alive(info["pid"])  # our own child: reaped, not left a zombie
+    with pytest.raises(WorkerUnavailableError):
+        client.health()
+
+
+def test_run_refuses_a_public_bind_without_a_token(env: dict[str, str]) -> None:
+    exposed = {**env, "MEMCAIRN_HOST": "0.0.0.0"}
+    for command in (("worker", "run"), ("worker", "start")):
+        result = cli(exposed, *command, timeout=20)
+        assert result.returncode == 2 and "MEMCAIRN_TOKEN" in result.stderr and "Traceback" not in result.stderr
