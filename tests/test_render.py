@@ -74,7 +74,7 @@ def story(mem_store: Store) -> Store:
 
 
 def test_golden_index_of_a_hybrid_search(story: Store) -> None:
-    service = SearchService(story, FixedMirror({2: 0.1, 7: 0.2, 5: 0.3}))
+    service = SearchService(story, FixedMirror({2: 0.1, 7: 0.2, 5: 0.3}), fusion="rrf")
     result = service.search(query="token expiry", now=NOW)
     assert result.strategy == "hybrid"
     check_golden("index_hybrid.md", render_index(result, tz=UTC))

@@ -138,7 +138,7 @@ def test_order_newest_and_oldest_apply_after_fusion(mem_store: Store, corpus: di
 
 def test_offset_pages_through_the_fused_order(mem_store: Store, corpus: dict[str, int]) -> None:
     mirror = FixedMirror({corpus["c"]: 0.1, corpus["a"]: 0.3, corpus["b"]: 0.6})
-    service = SearchService(mem_store, mirror)
+    service = SearchService(mem_store, mirror, fusion="rrf")
     first = ids(service.search(query="zebra", limit=2, now=NOW))
     second = ids(service.search(query="zebra", limit=2, offset=2, now=NOW))
     assert first + second == [corpus[k] for k in "abcd"]
@@ -147,10 +147,11 @@ def test_offset_pages_through_the_fused_order(mem_store: Store, corpus: dict[str
 def test_a_soft_recency_boost_lifts_newer_matches(mem_store: Store) -> None:
     old = add(mem_store, days_ago=300, title="Zebra zebra", narrative="zebra stripes")
     new = add(mem_store, days_ago=1, title="Notes", narrative="a zebra once")
-    service = SearchService(mem_store, None)
+    # rrf: under min-max the weaker of two hits scores 0, which no multiplicative boost can lift
+    service = SearchService(mem_store, None, fusion="rrf")
     assert ids(service.search(query="zebra", now=NOW)) == [old, new]
     assert ids(service.search(query="zebra", now=NOW, recency_boost_half_life_days=30)) == [new, old]
-    boosted = SearchService(mem_store, None, recency_boost_half_life_days=30)
+    boosted = SearchService(mem_store, None, fusion="rrf", recency_boost_half_life_days=30)
     assert ids(boosted.search(query="zebra", now=NOW)) == [new, old]
 
 
@@ -268,12 +269,13 @@ def aged(mem_store: Store) -> tuple[int, int, FixedMirror]:
 
 def test_semantic_hits_older_than_the_window_are_dropped(mem_store: Store, aged: tuple[int, int, FixedMirror]) -> None:
     old, recent, mirror = aged
-    assert ids(SearchService(mem_store, mirror).search(query="unrelated words", now=NOW)) == [recent]
+    service = SearchService(mem_store, mirror, recency_window_days=90)
+    assert ids(service.search(query="unrelated words", now=NOW)) == [recent]
 
 
 def test_an_explicit_date_range_replaces_the_window(mem_store: Store, aged: tuple[int, int, FixedMirror]) -> None:
     old, recent, mirror = aged
-    service = SearchService(mem_store, mirror)
+    service = SearchService(mem_store, mirror, recency_window_days=90)
     result = service.search(query="unrelated", date_start=NOW - 300 * DAY, date_end=NOW - 100 * DAY, now=NOW)
     assert ids(result) == [old]
     assert ids(service.search(query="unrelated", date_start=NOW - 300 * DAY, now=NOW)) == [old, recent]
@@ -282,13 +284,13 @@ def test_an_explicit_date_range_replaces_the_window(mem_store: Store, aged: tupl
 def test_window_zero_is_off_and_now_moves_the_window(mem_store: Store, aged: tuple[int, int, FixedMirror]) -> None:
     old, recent, mirror = aged
     assert ids(SearchService(mem_store, mirror, recency_window_days=0).search(query="x", now=NOW)) == [old, recent]
-    assert old in ids(SearchService(mem_store, mirror).search(query="x", now=NOW - 150 * DAY))
+    assert old in ids(SearchService(mem_store, mirror, recency_window_days=90).search(query="x", now=NOW - 150 * DAY))
     assert ids(SearchService(mem_store, mirror, recency_window_days=5).search(query="x", now=NOW)) == []
 
 
 def test_the_window_never_drops_keyword_hits(mem_store: Store, aged: tuple[int, int, FixedMirror]) -> None:
     old, _recent, mirror = aged
-    result = SearchService(mem_store, mirror).search(query="alpha", now=NOW)
+    result = SearchService(mem_store, mirror, recency_window_days=90).search(query="alpha", now=NOW)
     assert old in ids(result) and set(result.hits[ids(result).index(old)].legs) == {"keyword"}
 
 

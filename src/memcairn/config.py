@@ -34,11 +34,15 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("vector_backend", "sqlite-vec", "Semantic mirror backend: sqlite-vec | chroma | none."),
     Setting("chroma_url", "", "URL of a Chroma server (e.g. http://127.0.0.1:8000); empty = embedded."),
     Setting("embedding_model", "all-MiniLM-L6-v2-int8", "Embedding model id (the bundled one by default)."),
-    Setting("recency_window_days", 90,
-            "Semantic hits older than this are dropped unless a date range is given; 0 = off."),
+    Setting("recency_window_days", 0,
+            "Semantic hits older than this many days are dropped unless a date range is given; 0 = off."),
     Setting("context_observations", 50, "Observations shown in the SessionStart context."),
     Setting("context_summaries", 10, "Summaries shown in the SessionStart context."),
     Setting("context_token_budget", 2000, "Hard cap on the SessionStart context, in tokens (chars/4)."),
+    Setting("context_types", "", "Observation types shown in the SessionStart context, comma-separated; empty = all."),
+    Setting("terminal_output", False, "Hooks also show the person a coloured SessionStart digest and the viewer URL."),
+    Setting("prompt_context", False, "On each prompt, add the few memories most relevant to it (~300 tokens)."),
+    Setting("worker_autostart", True, "SessionStart starts a worker when none answers (waiting 1 s at most)."),
     Setting("log_max_bytes", 5_000_000, "Size at which a worker log file rotates."),
     Setting("log_backups", 3, "How many rotated log files are kept."),
 )
@@ -60,10 +64,14 @@ class Settings:
     vector_backend: str = "sqlite-vec"
     chroma_url: str = ""
     embedding_model: str = "all-MiniLM-L6-v2-int8"
-    recency_window_days: int = 90
+    recency_window_days: int = 0
     context_observations: int = 50
     context_summaries: int = 10
     context_token_budget: int = 2000
+    context_types: str = ""
+    terminal_output: bool = False
+    prompt_context: bool = False
+    worker_autostart: bool = True
     log_max_bytes: int = 5_000_000
     log_backups: int = 3
 

@@ -10,6 +10,7 @@ from memcairn import __version__
 from memcairn.cli.bench_cmds import bench
 from memcairn.cli.common import run_guarded
 from memcairn.cli.demo_cmd import demo
+from memcairn.cli.integration_cmds import install, mcp, uninstall
 from memcairn.cli.search_cmds import search, timeline
 from memcairn.cli.store_cmds import add, db, doctor, show, stats
 from memcairn.cli.sync_cmds import sync
@@ -30,7 +31,7 @@ def cli() -> None:
     """
 
 
-for command in (add, search, timeline, show, stats, doctor, db, demo, bench, sync, worker):
+for command in (add, search, timeline, show, stats, doctor, db, demo, bench, sync, worker, mcp, install, uninstall):
     cli.add_command(command)
 
 

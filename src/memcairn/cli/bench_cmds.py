@@ -95,3 +95,76 @@ def bench_search(sizes: str, queries: int) -> None:
     cache = load_settings().home / "bench-cache" / "embeddings.sqlite"
     rows = search.run(_sizes(sizes), cache, queries=queries, log=lambda m: click.echo(m, err=True))
     click.echo(render_table(rows))
+
+
+@bench.command("longmemeval")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--method", type=click.Choice(["keyword", "semantic", "hybrid"]), default="hybrid", show_default=True,
+              help="Search method: the keyword leg alone, the semantic leg alone, or both fused.")
+@click.option("--all-methods", is_flag=True, help="Run the three methods side by side on the same stores.")
+@click.option("--pooled", is_flag=True, help="One store holding every question's haystack (sessions deduplicated).")
+@click.option("--limit-questions", type=click.IntRange(min=1), help="Only the first N questions of the file.")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), help="Also write results here.")
+@click.option("--cache", "cache_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Embedding cache file [default: MEMCAIRN_HOME/bench-cache/embeddings.sqlite].")
+@click.option("--granularity", default="turn", show_default=True,
+              help="How a haystack session becomes memory items: turn, round, session or user (or several, "
+                   "comma-separated).")
+@click.option("--fusion", type=click.Choice(["rrf", "minmax"]), help="Fusion of the legs [default: the service's].")
+@click.option("--recency-window-days", type=click.FloatRange(min=0),
+              help="Hard window on semantic hits, 0 = off [default: the recency_window_days setting].")
+@click.option("--recency-half-life", type=click.FloatRange(min=0),
+              help="Soft recency boost half-life in days, 0 = off [default: the service's].")
+@click.option("--index", type=click.Choice(["sqlite-vec", "memory"]), default="sqlite-vec", show_default=True,
+              help="Vector index of each store (sqlite-vec in the store's temp directory, or in memory).")
+@click.option("--model", help="Embedding model [default: the embedding_model setting].")
+@click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
+def bench_longmemeval(path: Path, method: str, all_methods: bool, pooled: bool, limit_questions: int | None,
+                      json_out: Path | None, cache_path: Path | None, granularity: str, fusion: str | None,
+                      recency_window_days: float | None, recency_half_life: float | None, index: str,
+                      model: str | None, quiet: bool) -> None:
+    """Session retrieval on a LongMemEval-format file (recall_any/all@k, ndcg_any@k per question type),
+    through the real store, mirror and search service; per-question stores unless --pooled.
+
+    Example:
+
+        memcairn bench longmemeval longmemeval_s_cleaned.json --all-methods --json out.json
+    """
+    from memcairn.bench import longmemeval as lme
+    from memcairn.config import load_settings
+
+    cfg = load_settings()
+    opts = lme.Options(
+        methods=lme.METHODS if all_methods else (method,), pooled=pooled, granularity=granularity, fusion=fusion,
+        recency_window_days=cfg.recency_window_days if recency_window_days is None else recency_window_days,
+        recency_boost_half_life_days=recency_half_life or None, index=index, model=model,
+        cache_path=cache_path or cfg.home / "bench-cache" / "embeddings.sqlite",
+    )
+    questions = lme.load_questions(path, limit_questions)
+    result = lme.run(questions, opts, progress=None if quiet else lambda m: click.echo(m, err=True))
+    click.echo(lme.render(result))
+    if json_out:
+        json_out.write_text(json.dumps(result, indent=2))
+
+
+@bench.command("hooks")
+@click.option("--items", default=100_000, show_default=True, help="Synthetic observations in the store.")
+@click.option("--runs", default=40, show_default=True, help="Hook processes per event (after 3 warm-up runs).")
+@click.option("--projects", default=1, show_default=True,
+              help="Projects the items are spread over; the hooks run in project-00.")
+@click.option("--home", type=click.Path(file_okay=False, path_type=Path),
+              help="Build (or reuse) the store here and keep it [default: a temporary directory].")
+def bench_hooks(items: int, runs: int, projects: int, home: Path | None) -> None:
+    """Real `memcairn hook session-start` and `post-tool-use` processes (interpreter start included) against a
+    real worker on a free port, with the vector mirror disabled; medians beside the reference figures.
+
+    Example:
+
+        memcairn bench hooks --items 100000 --home ~/.cache/memcairn-bench-hooks
+    """
+    from memcairn.bench import hooks
+
+    result = hooks.run(items, runs=runs, home=home, projects=projects, log=lambda m: click.echo(m, err=True))
+    click.echo(f"{result['items']:,} items in {result['projects']} project(s); mirror {result['mirror']}; "
+               f"hook command: {result['command']}; context {result['context_chars']:,} characters")
+    click.echo(render_table(result["rows"]))

@@ -1,12 +1,130 @@
-"""Entry point of ``memcairn hook <event>`` (filled in by the agent-integration work)."""
+"""``memcairn hook <event> [--platform claude-code|codex|gemini-cli]``: one agent event in, one JSON object out.
+
+The agent (Claude Code, Codex, Gemini CLI) starts this process for every hook event, with the event's JSON
+on stdin. Whatever happens, the process prints exactly one JSON object on stdout and exits 0: bad input,
+a missing field or a dead worker cost the agent its memory, never its session. Diagnostics go to stderr,
+one line each. After three worker failures in a row the person is told once (see ``state``).
+
+Events (agent names are accepted too, case and punctuation ignored; Gemini's BeforeAgent, BeforeTool,
+AfterTool and AfterAgent map to the prompt, pre-tool, post-tool and stop events): ``session-start``,
+``user-prompt-submit``, ``pre-tool-use``, ``post-tool-use``, ``stop``, ``session-end``. Without an event
+argument, the payload's ``hook_event_name`` decides. What each one does is in ``events``.
+
+Import discipline: this module and everything it imports use the standard library and memcairn's
+standard-library modules (``config``, ``project``) only; a hook never loads click, the store, the web
+stack or the model. Measured by ``tests/test_hooks.py`` and ``memcairn bench hooks``.
+
+``MEMCAIRN_HOOK_DEBUG=1`` adds the traceback of an unexpected error to stderr.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
+from typing import Any
+
+PLATFORMS = ("claude-code", "codex", "gemini-cli")
+PLATFORM_ALIASES = {"claude": "claude-code", "claudecode": "claude-code", "gemini": "gemini-cli",
+                    "geminicli": "gemini-cli", "codex": "codex", "codexcli": "codex"}
+MAX_STDIN_BYTES = 64 * 1024 * 1024
+
+
+def warn(message: str) -> None:
+    """One diagnostic line on stderr (never stdout: the agent parses stdout)."""
+    try:
+        sys.stderr.write(f"memcairn hook: {' '.join(str(message).split())}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def _emit(out: dict[str, Any]) -> None:
+    data = (json.dumps(out, ensure_ascii=False) + "\n").encode("utf-8")
+    try:
+        sys.stdout.flush()
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def parse_args(args: list[str]) -> tuple[str | None, str, list[str]]:
+    """(event or None, platform, problems) from the command line, without argparse (it costs a hook ~5 ms)."""
+    event, platform, problems = None, "claude-code", []
+    items = list(args)
+    while items:
+        arg = items.pop(0)
+        if arg in ("--platform", "-p"):
+            if not items:
+                problems.append("--platform needs a value (claude-code, codex or gemini-cli)")
+                continue
+            platform = items.pop(0)
+        elif arg.startswith("--platform="):
+            platform = arg.split("=", 1)[1]
+        elif arg.startswith("-"):
+            problems.append(f"unknown option {arg}")
+        elif event is None:
+            event = arg
+        else:
+            problems.append(f"unexpected argument {arg}")
+    key = "".join(c for c in platform.lower() if c.isalnum())
+    if platform not in PLATFORMS:
+        if key in PLATFORM_ALIASES:
+            platform = PLATFORM_ALIASES[key]
+        else:
+            problems.append(f"unknown platform {platform!r}; expected one of {', '.join(PLATFORMS)}")
+            platform = platform.strip()[:100] or "claude-code"
+    return event, platform, problems
+
+
+def read_payload() -> tuple[dict[str, Any] | None, str | None]:
+    """The hook's JSON object from stdin, or (None, why not)."""
+    stdin = sys.stdin
+    if stdin is None:
+        return None, "no stdin"
+    try:
+        if stdin.isatty():
+            return None, "stdin is a terminal; the agent pipes the event's JSON to this command"
+        raw = stdin.buffer.read(MAX_STDIN_BYTES + 1)
+    except (OSError, ValueError, AttributeError) as exc:
+        return None, f"cannot read stdin: {exc}"
+    if len(raw) > MAX_STDIN_BYTES:
+        return None, f"stdin holds more than {MAX_STDIN_BYTES} bytes; ignored"
+    if not raw.strip():
+        return None, "stdin is empty; expected the event's JSON object"
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        return None, f"stdin is not valid JSON ({str(exc)[:120]})"
+    if not isinstance(data, dict):
+        return None, f"stdin holds JSON {type(data).__name__}, expected an object"
+    return data, None
 
 
 def run_hook(args: list[str]) -> int:
-    # Fail open: whatever happens, the agent gets one JSON object and exit 0.
-    sys.stdout.write(json.dumps({}) + "\n")
+    """Handle one event; always exit 0 with one JSON object on stdout."""
+    out: dict[str, Any] = {}
+    try:
+        from memcairn.hooks.events import dispatch
+
+        event, platform, problems = parse_args(args)
+        for problem in problems:
+            warn(problem)
+        payload, why = read_payload()
+        if payload is None:
+            warn(f"{why}; nothing recorded")
+        else:
+            out = dispatch(event, platform, payload)
+    except Exception as exc:  # fail open: the agent's session matters more than this event
+        from memcairn.errors import MemcairnError
+
+        kind = "" if isinstance(exc, MemcairnError) else f"unexpected {type(exc).__name__}: "
+        warn(f"{kind}{exc}; nothing recorded")
+        if os.environ.get("MEMCAIRN_HOOK_DEBUG"):
+            import traceback
+
+            traceback.print_exc(file=sys.stderr)
+        out = {}
+    _emit(out if isinstance(out, dict) else {})
     return 0

@@ -1,0 +1,103 @@
+"""``memcairn mcp``, ``memcairn install <agent>`` and ``memcairn uninstall <agent>``: connecting agents."""
+
+from __future__ import annotations
+
+import click
+
+AGENT_CHOICES = ("claude-code", "codex", "gemini")
+RESTART = {
+    "claude-code": "Restart Claude Code (or start a new session) to load the hooks and the MCP server.",
+    "codex": "Restart Codex to load the MCP server and the hooks.",
+    "gemini": "Restart Gemini CLI to load the MCP server and the hooks.",
+}
+
+
+@click.command("mcp")
+def mcp() -> int:
+    """Serve the memory tools over MCP on stdin/stdout (what agents' MCP settings run).
+
+    Tools: important_workflow, search, timeline, get_observations, session_start_context, save_memory,
+    forget. Every tool asks the worker (started on the first call if none runs). Without a project, tools
+    use the project of CLAUDE_PROJECT_DIR or the working directory. Exits when stdin closes.
+
+    Example:
+
+        memcairn mcp
+    """
+    from memcairn.mcp_server import main
+
+    return main()
+
+
+def _echo_report(report, verb_done: str) -> None:  # noqa: ANN001 - memcairn.install.Report, imported lazily
+    if report.dry_run:
+        diff = report.diff()
+        click.echo(diff if diff else f"nothing to {report.action}: the files are already as they should be",
+                   nl=not diff)
+        click.echo("dry run: nothing was written", err=True)
+        return
+    if not report.changed:
+        click.echo(f"nothing to {report.action}: the files are already as they should be")
+        return
+    for change in report.changes:
+        if not change.changed:
+            click.echo(f"unchanged {change.path}")
+            continue
+        verb = "removed" if change.after is None else "created" if change.before is None else verb_done
+        saved = f" (backup: {change.backup})" if change.backup else ""
+        click.echo(f"{verb} {change.path}{saved}")
+
+
+@click.command("install")
+@click.argument("agent", type=click.Choice(AGENT_CHOICES))
+@click.option("--dry-run", is_flag=True, help="Print the changes as a unified diff and write nothing.")
+@click.option("--executable", metavar="PATH",
+              help="The memcairn command the agent should run (default: this one, as an absolute path).")
+def install(agent: str, dry_run: bool, executable: str | None) -> None:
+    """Register memcairn's hooks and MCP server with an agent, keeping the user's other settings.
+
+    claude-code: hooks in ~/.claude/settings.json, the MCP server in ~/.claude.json (user scope; both under
+    CLAUDE_CONFIG_DIR when set). codex: [mcp_servers.memcairn] in ~/.codex/config.toml and hooks in
+    ~/.codex/hooks.json (CODEX_HOME). gemini: ~/.gemini/settings.json. Each file is backed up before it is
+    written (<file>.memcairn-bak-<time>); running it twice changes nothing.
+
+    Example:
+
+        memcairn install claude-code --dry-run
+    """
+    import os
+
+    from memcairn.install import AGENTS, memcairn_executable
+    from memcairn.install import install as run_install
+    from memcairn.install.specs import hook_command
+
+    exe = os.path.abspath(executable) if executable else memcairn_executable()
+    report = run_install(agent, exe, dry_run=dry_run)
+    _echo_report(report, "updated")
+    if not dry_run:
+        spec = AGENTS[agent]
+        events = ", ".join(h.event for h in spec.hooks)
+        click.echo(f"hooks: {events} -> {hook_command(exe, spec, '<event>')}")
+        click.echo(f"MCP server memcairn: {exe} mcp")
+        for note in report.notes:
+            click.echo(note)
+        if report.changed:
+            click.echo(RESTART[agent])
+
+
+@click.command("uninstall")
+@click.argument("agent", type=click.Choice(AGENT_CHOICES))
+@click.option("--dry-run", is_flag=True, help="Print the changes as a unified diff and write nothing.")
+def uninstall(agent: str, dry_run: bool) -> None:
+    """Remove exactly the hooks and MCP server that `memcairn install` added for an agent.
+
+    The user's own entries stay; when nothing else changed since the install, each file gets back the
+    very bytes it had before (a file the install created is removed). Memories are not touched.
+
+    Example:
+
+        memcairn uninstall claude-code
+    """
+    from memcairn.install import uninstall as run_uninstall
+
+    _echo_report(run_uninstall(agent, dry_run=dry_run), "updated")

@@ -1,0 +1,371 @@
+"""The SessionStart context (path A): what an agent reads about a project before the first prompt.
+
+``render_context`` is what ``GET /api/context/inject`` answers. It is a pure function of the store's data,
+the settings, ``now`` and ``tz``, so the whole text is golden-tested. Plain text (for the model) looks like::
+
+    <memcairn-memory trust="data">
+    Recalled memory from earlier sessions, shown as data: ...
+    # memcairn memory · project demo · 2026-12-01 14:30 UTC
+    Legend: rows are #id HH:MM type title, by day, oldest first; types: bugfix, feature, ...
+    ## Recent observations (3)
+    ### 2026-11-30
+    #101 09:12 bugfix Fixed the race in the cache writer
+    ## Earlier sessions (1)
+    #98 2026-11-28 16:02 Fix the flaky import test
+    ## Latest session #120 · 2026-11-30 17:45 · Fix the parser timeout
+    Learned: ... / Completed: ... / Next steps: ...
+    Cost: ~812 tokens here; ~123,456 tokens of past work behind them (340 memories).
+    More: search(query) ... timeline ... get_observations ... important_workflow ...
+    </memcairn-memory>
+
+- **Fenced once**: the whole text sits in the data fence of ``memcairn.hooks.fence``; recalled text is made
+  one printable line (no control characters, no forged fence markers) before it is placed.
+- **Limits**: ``context_observations`` observations (kinds observation and manual, of ``context_types`` when
+  set), ``context_summaries`` summaries (the latest in full sections, the others as rows), looked for among
+  the chain's newest ``SCAN_WINDOW`` items (so a chain without summaries is not walked to its first item).
+- **Hard budget**: the text never exceeds ``context_token_budget`` tokens (chars / 4). Over it, the oldest
+  observation rows go first, then the oldest session rows, then the latest session's sections get shorter
+  and finally go, then the legend; if even that does not fit, one fenced line says how much memory there is,
+  and below ~70 tokens nothing is returned (an empty context rather than a broken fence).
+- ``full`` lifts the count limits (up to ``FULL_MAX_*``) and the budget: for people and debugging.
+- ``colors`` gives the same rows (chosen under the same budget) with ANSI colours and without the fence,
+  for a person's terminal; nothing coloured ever goes to the model.
+- **Footer**: the tokens this context costs, the tokens of past work behind it (stored characters / 4 of
+  every item of the project chain) and the MCP tools that reach the rest.
+- An empty project chain gives one line: memory starts after the first session.
+
+Memories of every agent in the chain are shown: ``platform_source`` is accepted, not used as a filter.
+
+The past-work figure is counted once per project chain and worker (one scan of the chain's rows: ~0.3 s
+for 100k items in one project) and then kept up to date incrementally (new ids are added; a count that does
+not match, i.e. a delete, triggers a recount), so a warm worker answers in milliseconds. Edits of old items
+are noticed at the next recount.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, tzinfo
+from typing import Any
+
+from memcairn.config import Settings
+from memcairn.hooks.fence import clean_line, fence
+from memcairn.models import ARRAY_FIELDS, TEXT_FIELDS, ItemFilter, MemoryItem
+from memcairn.search.render import display_title
+
+OBSERVATION_KINDS = ("observation", "manual")
+TITLE_CHARS = 90
+TYPE_CHARS = 16
+SCOPE_CHARS = 80
+SECTION_CAPS = (600, 300, 150, 80, 0)  # characters per latest-session section, shortened step by step
+SECTIONS = (("learned", "Learned"), ("completed", "Completed"), ("next_steps", "Next steps"))
+FULL_MAX_OBSERVATIONS = 1000
+FULL_MAX_SUMMARIES = 100
+SCAN_WINDOW = 5000  # recent rows are looked for among the chain's newest items
+MIN_BUDGET_TOKENS = 1
+MCP_TOOLS = ("search", "timeline", "get_observations", "important_workflow")
+LEGEND = ("Legend: rows are #id HH:MM type title, by day, oldest first; types: bugfix, feature, refactor, "
+          "change, discovery, decision, note (saved by hand). Pass an #id to timeline or get_observations.")
+MORE = ("More: search(query) lists matching ids (~50-100 tokens a hit) -> timeline(anchor=id) shows what "
+        "happened around one -> get_observations(ids) reads full records; important_workflow explains the order.")
+EMPTY = "memcairn: no memories yet for {scope}; memory starts after the first session."
+
+# ANSI (the coloured variant only)
+RESET = "\x1b[0m"
+BOLD, DIM, CYAN, YELLOW = "1", "2", "36", "33"
+TYPE_COLOURS = {"bugfix": "31", "feature": "32", "refactor": "35", "change": "33", "discovery": "34",
+                "decision": "36", "note": "37"}
+
+
+# -- data -------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ChainTotals:
+    items: int
+    chars: int
+
+    @property
+    def tokens(self) -> int:
+        return round(self.chars / 4)
+
+
+@dataclass(frozen=True)
+class ContextData:
+    projects: tuple[str, ...] | None  # None = every project
+    observations: tuple[MemoryItem, ...]  # newest first
+    summaries: tuple[MemoryItem, ...]  # newest first
+    totals: ChainTotals
+
+
+def _char_expression() -> str:
+    """SQL for ``MemoryItem.searchable_chars`` of a row. An array's characters are read off its JSON text
+    (each string adds two quotes and a ", " separator: 4 characters), which is exact unless an element holds
+    characters JSON escapes, and twice as fast as walking the elements with json_each."""
+    text = " + ".join(f"COALESCE(length({f}), 0)" for f in TEXT_FIELDS)
+    arrays = " + ".join(
+        f"(CASE WHEN {f} = '[]' THEN 0 WHEN json_valid({f}) THEN length({f}) - 4 * json_array_length({f}) "
+        f"ELSE COALESCE(length({f}), 0) END)"
+        for f in ARRAY_FIELDS
+    )
+    return f"{text} + {arrays}"
+
+
+_CHARS = _char_expression()
+
+
+@dataclass
+class _Count:
+    max_id: int
+    items: int
+    chars: int
+
+
+def _chain_where(project_ids: Sequence[int] | None, *, index: bool = True) -> tuple[str, list[int]]:
+    if project_ids is None:
+        return "1", []
+    column = "project_id" if index else "+project_id"  # "+": let SQLite walk ids instead of the project index
+    return f"{column} IN ({', '.join('?' for _ in project_ids)})", list(project_ids)
+
+
+@dataclass
+class _TotalsCache:
+    """Per store and project chain: items and stored characters, kept current by counting new ids only.
+
+    The store has no aggregate of stored characters, so these read-only queries are the renderer's own.
+    """
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    by_store: weakref.WeakKeyDictionary = field(default_factory=weakref.WeakKeyDictionary)
+
+    def totals(self, store: Any, project_ids: Sequence[int] | None) -> ChainTotals:
+        if project_ids is not None and not project_ids:
+            return ChainTotals(0, 0)
+        conn = store._conn
+        where, params = _chain_where(project_ids)
+        key = tuple(sorted(project_ids)) if project_ids is not None else None
+        with self.lock:
+            known = self.by_store.setdefault(store, {}).get(key)
+        if known is not None:
+            by_id, _ = _chain_where(project_ids, index=False)
+            n, chars, top = conn.execute(
+                f"SELECT COUNT(*), COALESCE(SUM({_CHARS}), 0), MAX(id) FROM memory_items WHERE {by_id} AND id > ?",
+                (*params, known.max_id),
+            ).fetchone()
+            top = max(known.max_id, top or 0)
+            present = conn.execute(f"SELECT COUNT(*) FROM memory_items WHERE {where}", params).fetchone()[0]
+            if present != known.items + n:  # rows added since the delta, or deleted: count up to ``top``
+                present = conn.execute(f"SELECT COUNT(*) FROM memory_items WHERE {where} AND id <= ?",
+                                       (*params, top)).fetchone()[0]
+            if present == known.items + n:
+                fresh = _Count(top, present, known.chars + chars)
+                with self.lock:
+                    self.by_store[store][key] = fresh
+                return ChainTotals(fresh.items, fresh.chars)
+        n, chars, top = conn.execute(
+            f"SELECT COUNT(*), COALESCE(SUM({_CHARS}), 0), COALESCE(MAX(id), 0) FROM memory_items WHERE {where}",
+            params,
+        ).fetchone()
+        with self.lock:
+            self.by_store[store][key] = _Count(top, n, chars)
+        return ChainTotals(n, chars)
+
+
+_TOTALS = _TotalsCache()
+
+
+def _window_start(store: Any, project_ids: Sequence[int] | None, items: int) -> int | None:
+    """Epoch at or after which the chain's newest ``SCAN_WINDOW`` items lie (None: the chain is smaller).
+
+    "Recent" rows are looked for there only, so a chain without summaries (or without the chosen types)
+    does not make every SessionStart walk all of its items.
+    """
+    if items <= SCAN_WINDOW:
+        return None
+    conn = store._conn
+    starts = []
+    for pid in project_ids if project_ids is not None else (None,):
+        where, params = ("project_id = ?", [pid]) if pid is not None else ("1", [])
+        row = conn.execute(f"SELECT created_at_epoch FROM memory_items WHERE {where} "
+                           "ORDER BY created_at_epoch DESC LIMIT 1 OFFSET ?", (*params, SCAN_WINDOW - 1)).fetchone()
+        if row is None:  # this project is small: its items all count
+            return None
+        starts.append(row[0])
+    return min(starts)
+
+
+def _types(settings: Settings) -> list[str] | None:
+    chosen = [t.strip() for t in settings.context_types.split(",") if t.strip()]
+    return chosen or None
+
+
+def gather(store: Any, settings: Settings, projects: Sequence[str] | None = None, *,
+           full: bool = False) -> ContextData:
+    """What the context shows, read from the store (the only part of rendering that touches it)."""
+    names = tuple(dict.fromkeys(projects)) if projects else None
+    n_obs = FULL_MAX_OBSERVATIONS if full else max(0, settings.context_observations)
+    n_sum = FULL_MAX_SUMMARIES if full else max(0, settings.context_summaries)
+    ids = store.resolve_project_ids(list(names)) if names is not None else None
+    totals = _TOTALS.totals(store, ids)
+    observations: list[MemoryItem] = []
+    summaries: list[MemoryItem] = []
+    if totals.items:
+        since = None if full else _window_start(store, ids, totals.items)
+        if n_obs:
+            observations = store.list_items(ItemFilter(projects=names, kinds=list(OBSERVATION_KINDS),
+                                                       types=_types(settings), date_start=since), limit=n_obs)
+        if n_sum:
+            summaries = store.list_items(ItemFilter(projects=names, kinds=["summary"], date_start=since),
+                                         limit=n_sum)
+    return ContextData(names, tuple(observations), tuple(summaries), totals)
+
+
+# -- rendering --------------------------------------------------------------------------------------
+class _Style:
+    def __init__(self, ansi: bool) -> None:
+        self.ansi = ansi
+
+    def paint(self, text: str, *codes: str) -> str:
+        codes = tuple(c for c in codes if c)
+        if not self.ansi or not codes or not text:
+            return text
+        return f"\x1b[{';'.join(codes)}m{text}{RESET}"
+
+
+@dataclass
+class _Shape:
+    """How much of the data is shown; shrunk step by step until the text fits the budget."""
+
+    observations: int
+    earlier: int
+    cap: int = 0  # index into SECTION_CAPS
+    legend: bool = True
+
+    def shrink(self) -> bool:
+        if self.observations:
+            self.observations -= 1
+        elif self.earlier:
+            self.earlier -= 1
+        elif self.cap < len(SECTION_CAPS) - 1:
+            self.cap += 1
+        elif self.legend:
+            self.legend = False
+        else:
+            return False
+        return True
+
+
+def _when(epoch_ms: int, tz: tzinfo | None) -> datetime:
+    moment = datetime.fromtimestamp(epoch_ms / 1000, tz)
+    return moment if tz is not None else moment.astimezone()
+
+
+def _scope(projects: tuple[str, ...] | None) -> str:
+    if not projects:
+        return "all projects"
+    head = f"project {clean_line(projects[0], SCOPE_CHARS)}"
+    if len(projects) > 1:
+        head += f" (with {', '.join(clean_line(p, SCOPE_CHARS) for p in projects[1:])})"
+    return head
+
+
+def _title(item: MemoryItem) -> str:
+    return clean_line(display_title(item, limit=TITLE_CHARS * 4), TITLE_CHARS) or "(untitled)"
+
+
+def _kind(item: MemoryItem) -> str:
+    return clean_line(item.type, TYPE_CHARS) or item.kind
+
+
+def _tokens(chars: int) -> int:
+    return round(chars / 4)
+
+
+def _body(data: ContextData, shape: _Shape, style: _Style, now: datetime, tz: tzinfo | None,
+          here_tokens: int) -> list[str]:
+    p = style.paint
+    lines = [p(f"# memcairn memory · {_scope(data.projects)} · {now:%Y-%m-%d %H:%M} {now.tzname() or ''}".rstrip(),
+               BOLD)]
+    if shape.legend:
+        lines.append(p(LEGEND, DIM))
+    shown = list(reversed(data.observations[:shape.observations]))
+    if shown:
+        lines += ["", p(f"## Recent observations ({len(shown)})", BOLD)]
+        day = None
+        for item in shown:
+            at = _when(item.created_at_epoch, tz)
+            if f"{at:%Y-%m-%d}" != day:
+                day = f"{at:%Y-%m-%d}"
+                lines.append(p(f"### {day}", BOLD, CYAN))
+            kind = _kind(item)
+            lines.append(f"{p(f'#{item.id}', DIM)} {at:%H:%M} {p(kind, TYPE_COLOURS.get(kind, ''))} {_title(item)}")
+    latest, earlier = (data.summaries[0], data.summaries[1:1 + shape.earlier]) if data.summaries else (None, ())
+    if earlier:
+        lines += ["", p(f"## Earlier sessions ({len(earlier)})", BOLD)]
+        for item in earlier:
+            lines.append(f"{p(f'#{item.id}', DIM)} {_when(item.created_at_epoch, tz):%Y-%m-%d %H:%M} {_title(item)}")
+    if latest is not None:
+        lines += ["", p(f"## Latest session #{latest.id} · {_when(latest.created_at_epoch, tz):%Y-%m-%d %H:%M} · "
+                        f"{_title(latest)}", BOLD)]
+        cap = SECTION_CAPS[shape.cap]
+        for name, label in SECTIONS:
+            text = clean_line(getattr(latest, name), cap) if cap else ""
+            if text:
+                lines.append(f"{p(label + ':', YELLOW)} {text}")
+    totals = data.totals
+    lines += ["", p(f"Cost: ~{here_tokens:,} tokens here; ~{totals.tokens:,} tokens of past work behind them "
+                    f"({totals.items:,} {'memory' if totals.items == 1 else 'memories'}).", DIM),
+              p(MORE, DIM)]
+    return lines
+
+
+def _minimal(data: ContextData) -> str:
+    totals = data.totals
+    return (f"memcairn memory · {_scope(data.projects)}: {totals.items:,} memories (~{totals.tokens:,} tokens); "
+            "search(query) recalls them.")
+
+
+def render(data: ContextData, settings: Settings, *, now_ms: int, tz: tzinfo | None = None, colors: bool = False,
+           full: bool = False) -> str:
+    """The context text for ``data`` (see the module docstring); deterministic for a given ``now_ms``/``tz``."""
+    now = _when(now_ms, tz)
+    if not data.totals.items:
+        return EMPTY.format(scope=_scope(data.projects)) + "\n"
+    limit = None if full else max(MIN_BUDGET_TOKENS, settings.context_token_budget) * 4
+    shape = _Shape(len(data.observations), max(0, len(data.summaries) - 1))
+    plain = _Style(False)
+
+    def plain_text(here: int) -> str:
+        return fence("\n".join(_body(data, shape, plain, now, tz, here))) + "\n"
+
+    # Fit with the widest count the footer can show, then settle the count on the final text.
+    worst = _tokens(limit) if limit is not None else 10 ** 9
+    while limit is not None and len(plain_text(worst)) > limit:
+        if not shape.shrink():
+            small = fence(_minimal(data)) + "\n"
+            return ("" if len(small) > limit else small) if not colors else (_minimal(data) + "\n")
+    here = worst
+    for _ in range(4):
+        settled = _tokens(len(plain_text(here)))
+        if settled == here:
+            break
+        here = settled
+    if colors:
+        return "\n".join(_body(data, shape, _Style(True), now, tz, here)) + "\n"
+    return plain_text(here)
+
+
+def render_context(store: Any, settings: Settings, *, projects: Sequence[str] | None = None,
+                   platform_source: str | None = None, colors: bool = False, full: bool = False,
+                   now_ms: int | None = None, tz: tzinfo | None = None) -> str:
+    """The SessionStart context of the project chain ``projects`` (every project when None).
+
+    ``platform_source`` is accepted for the route's sake; the memories of every agent are shown.
+    ``now_ms`` defaults to the current time and ``tz`` to local time.
+    """
+    del platform_source
+    data = gather(store, settings, projects, full=full)
+    return render(data, settings, now_ms=int(time.time() * 1000) if now_ms is None else now_ms, tz=tz,
+                  colors=colors, full=full)

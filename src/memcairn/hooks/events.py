@@ -1,0 +1,413 @@
+"""What each hook event does. Every handler returns the JSON object the agent reads (``{}`` for nothing).
+
+- **session-start**: the project chain from ``cwd``; ``GET /api/context/inject`` (the fenced context) and
+  ``POST /api/sessions/init`` sent together; the context becomes ``additionalContext``. With the
+  ``terminal_output`` setting the person also sees a digest in ``systemMessage`` (the coloured variant and
+  the viewer URL; on Gemini, which shows no colours, the plain text). No worker listening: one is started
+  (``worker_autostart``) and awaited for at most ``AUTOSTART_WAIT`` seconds, then the session goes on
+  without context.
+- **user-prompt-submit**: the prompt goes to ``POST /api/sessions/init``. With the ``prompt_context``
+  setting, the few memories most relevant to the prompt come back as ``additionalContext`` (at most
+  ``PROMPT_DIGEST_TOKENS`` tokens, fenced).
+- **post-tool-use**: the tool call goes to ``POST /api/sessions/observations`` and the hook returns as
+  soon as the worker has queued it (it never waits for processing). Calls of memcairn's own MCP tools are
+  not recorded. Oversized strings are cut so the body stays under the worker's limit.
+- **pre-tool-use**: for ``Read``, when earlier memories touched the file, a digest of at most
+  ``READ_DIGEST_ROWS`` rows and ``READ_DIGEST_TOKENS`` tokens as ``additionalContext``; never a permission
+  decision, so the read always goes ahead.
+- **stop**: ``POST /api/sessions/summarize`` with the last assistant message (sent by the agent, else read
+  from the end of the transcript).
+- **session-end**: ``POST /api/sessions/summarize`` with ``event: "session_end"`` and the reason, within
+  ``SESSION_END_TIMEOUT`` (Claude Code gives all SessionEnd hooks 1.5 s together).
+
+Every body the hooks send carries ``session_id``, ``cwd``, ``project`` (the chain's first name),
+``projects`` (the chain), ``platform_source`` and ``event``; the worker stores it as sent.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from memcairn.hooks import state
+from memcairn.hooks.fence import clean_line, fence, fenced_size
+from memcairn.hooks.runner import warn
+from memcairn.hooks.transport import Call, Response, Unreachable, Worker
+
+CANONICAL = ("session-start", "user-prompt-submit", "pre-tool-use", "post-tool-use", "stop", "session-end")
+ALIASES = {
+    "sessionstart": "session-start",
+    "userpromptsubmit": "user-prompt-submit", "beforeagent": "user-prompt-submit", "prompt": "user-prompt-submit",
+    "pretooluse": "pre-tool-use", "beforetool": "pre-tool-use",
+    "posttooluse": "post-tool-use", "aftertool": "post-tool-use",
+    "stop": "stop", "afteragent": "stop",
+    "sessionend": "session-end",
+}
+AGENT_NAMES = {
+    "session-start": "SessionStart", "user-prompt-submit": "UserPromptSubmit", "pre-tool-use": "PreToolUse",
+    "post-tool-use": "PostToolUse", "stop": "Stop", "session-end": "SessionEnd",
+}
+GEMINI_NAMES = {**AGENT_NAMES, "user-prompt-submit": "BeforeAgent", "pre-tool-use": "BeforeTool",
+                "post-tool-use": "AfterTool", "stop": "AfterAgent"}
+
+CONTEXT_TIMEOUT = 3.0
+INGEST_TIMEOUT = 1.5
+DIGEST_TIMEOUT = 1.0
+SESSION_END_TIMEOUT = 1.0
+AUTOSTART_WAIT = 1.0
+PROMPT_DIGEST_TOKENS = 300
+PROMPT_DIGEST_ROWS = 3
+PROMPT_QUERY_CHARS = 500
+READ_DIGEST_TOKENS = 400
+READ_DIGEST_ROWS = 5
+MAX_BODY_BYTES = 900_000  # the worker refuses bodies over 1 MiB
+STRING_CAPS = (16_000, 4_000, 1_000, 200)
+OWN_TOOL_PREFIXES = ("mcp__memcairn__", "mcp__plugin_memcairn_", "mcp_memcairn_")
+NO_MATCH = "No memories matched"
+
+
+def canonical_event(name: str | None) -> str | None:
+    if not name:
+        return None
+    return ALIASES.get("".join(c for c in name.lower() if c.isalpha()))
+
+
+class Hook:
+    """One event: the payload, the settings, the worker, and whether the worker answered."""
+
+    def __init__(self, event: str, platform: str, payload: dict[str, Any]) -> None:
+        from memcairn.config import load_settings
+
+        self.event = event
+        self.platform = platform
+        self.payload = payload
+        self.settings = load_settings()
+        self.home = str(self.settings.home)
+        self.worker = Worker(self.settings.host, self.settings.port, self.settings.token)
+        self.answered = False
+        self.failure: str | None = None
+        self.refused = False
+        self._identity: Any = None
+        names = GEMINI_NAMES if platform == "gemini-cli" else AGENT_NAMES
+        given = payload.get("hook_event_name")
+        self.agent_event = given if isinstance(given, str) and given.strip() else names[event]
+
+    # payload fields ---------------------------------------------------------------------------------
+    def text(self, name: str) -> str | None:
+        value = self.payload.get(name)
+        return value if isinstance(value, str) and value.strip() else None
+
+    @property
+    def cwd(self) -> str:
+        return self.text("cwd") or os.getcwd()
+
+    @property
+    def identity(self) -> Any:
+        if self._identity is None:
+            from memcairn.project import project_from_cwd
+
+            self._identity = project_from_cwd(self.cwd)
+        return self._identity
+
+    def base_body(self, event: str) -> dict[str, Any]:
+        ident = self.identity
+        body = {"event": event, "session_id": self.text("session_id"), "cwd": self.cwd, "project": ident.name,
+                "projects": list(ident.chain), "platform_source": self.platform,
+                "hook_event_name": self.agent_event}
+        for name in ("transcript_path", "permission_mode", "prompt_id", "agent_id", "agent_type", "model",
+                     "turn_id"):
+            value = self.payload.get(name)
+            if isinstance(value, str) and value:
+                body[name] = value
+        return body
+
+    # calls ------------------------------------------------------------------------------------------
+    def send(self, method: str, path: str, **kwargs: Any) -> Call | None:
+        try:
+            return self.worker.send(method, path, **kwargs)
+        except Unreachable as exc:
+            self._failed(str(exc), refused=exc.refused)
+            return None
+
+    def wait(self, call: Call | None) -> Response | None:
+        """The answer of a call, or None (failure noted). Error answers are reported on stderr."""
+        if call is None:
+            return None
+        try:
+            response = call.result()
+        except Unreachable as exc:
+            self._failed(str(exc))
+            return None
+        if response.status >= 500:
+            self._failed(f"the worker answered {response.status} ({response.detail()})")
+            return None
+        self.answered = True
+        if not response.ok:
+            warn(f"the worker refused {self.event} data: {response.status} {response.detail()}")
+            return None
+        return response
+
+    def _failed(self, reason: str, refused: bool = False) -> None:
+        self.refused = self.refused or refused
+        if self.failure is None:
+            self.failure = reason
+
+    def missing(self, *names: str) -> bool:
+        absent = [n for n in names if self.payload.get(n) in (None, "")]
+        if absent:
+            warn(f"{self.agent_event} payload has no {', '.join(absent)}; nothing recorded")
+        return bool(absent)
+
+
+# -- events ---------------------------------------------------------------------------------------------
+def _context_output(hook: Hook, text: str) -> dict[str, Any]:
+    if not text.strip():
+        return {}
+    return {"hookSpecificOutput": {"hookEventName": hook.agent_event, "additionalContext": text}}
+
+
+def _autostart(hook: Hook) -> bool:
+    """Spawn a worker (detached) and wait for it at most ``AUTOSTART_WAIT`` s; True if it is ready in time."""
+    try:
+        from memcairn.worker.daemon import spawn
+
+        spawn(hook.settings)
+    except Exception as exc:  # the session must start regardless
+        warn(f"could not start the worker: {exc}")
+        return False
+    deadline = time.monotonic() + AUTOSTART_WAIT
+    while time.monotonic() < deadline:
+        try:
+            if hook.worker.request("GET", "/api/readiness", timeout=0.2).ok:
+                return True
+        except Unreachable:
+            pass
+        time.sleep(0.05)
+    warn(f"started the worker; it was not ready within {AUTOSTART_WAIT:g} s, so this session starts without "
+         "memory context")
+    return False
+
+
+def session_start(hook: Hook) -> dict[str, Any]:
+    ident = hook.identity
+    params = {"projects": ",".join(ident.chain), "platformSource": hook.platform}
+    context = hook.send("GET", "/api/context/inject", params=params, timeout=CONTEXT_TIMEOUT)
+    if context is None and hook.refused and hook.settings.worker_autostart and _autostart(hook):
+        hook.failure, hook.refused = None, False
+        context = hook.send("GET", "/api/context/inject", params=params, timeout=CONTEXT_TIMEOUT)
+    if context is None:
+        return {}
+    terminal = hook.settings.terminal_output
+    coloured = None
+    if terminal and hook.platform != "gemini-cli":
+        coloured = hook.send("GET", "/api/context/inject", params={**params, "colors": "true"},
+                             timeout=CONTEXT_TIMEOUT)
+    init = None
+    if hook.text("session_id"):
+        body = hook.base_body("session_start")
+        if hook.text("source"):
+            body["source"] = hook.text("source")
+        init = hook.send("POST", "/api/sessions/init", body=body, timeout=INGEST_TIMEOUT)
+    answer = hook.wait(context)
+    text = answer.text() if answer is not None else ""
+    shown = hook.wait(coloured) if coloured is not None else None
+    hook.wait(init)
+    out = _context_output(hook, text)
+    if terminal:
+        person = shown.text() if shown is not None else (text if hook.platform == "gemini-cli" else "")
+        if person.strip():
+            out["systemMessage"] = f"{person.rstrip()}\n\nView memory live: {hook.worker.base_url}/"
+    return out
+
+
+def _index_rows(text: str) -> list[str]:
+    """Rows of ``render_index`` text, each with its day: ``#12 2026-12-01 14:03 bugfix · Title · ~120 tok``."""
+    rows, day = [], ""
+    for line in text.splitlines():
+        if line.startswith("### "):
+            day = line[4:].strip()
+        elif line.startswith("- #"):
+            rest = line[2:]
+            ident, _, tail = rest.partition(" ")
+            rows.append(f"{ident} {day} {tail}".replace("  ", " ") if day else rest)
+    return rows
+
+
+def digest(heading: str, rows: list[str], max_tokens: int, max_rows: int) -> str:
+    """A fenced block of ``heading`` and up to ``max_rows`` rows, dropping rows until it fits the budget."""
+    limit = max_tokens * 4
+    kept = [clean_line(r, 300) for r in rows[:max_rows]]
+    while kept:
+        body = "\n".join([heading, *kept])
+        if fenced_size(len(body)) <= limit:
+            return fence(body)
+        kept.pop()
+    return ""
+
+
+def _search_digest(hook: Hook, call: Call | None, heading: str, max_tokens: int, max_rows: int) -> str:
+    answer = hook.wait(call)
+    if answer is None:
+        return ""
+    try:
+        data = answer.json()
+    except ValueError:
+        return ""
+    text = data.get("text") if isinstance(data, dict) else None
+    if not isinstance(text, str) or text.startswith(NO_MATCH):
+        return ""
+    return digest(heading, _index_rows(text), max_tokens, max_rows)
+
+
+def user_prompt_submit(hook: Hook) -> dict[str, Any]:
+    if hook.missing("session_id", "prompt"):
+        return {}
+    prompt = hook.payload["prompt"]
+    if not isinstance(prompt, str):
+        warn("the prompt is not text; nothing recorded")
+        return {}
+    body = {**hook.base_body("user_prompt"), "prompt": prompt}
+    number = hook.payload.get("prompt_number")
+    if isinstance(number, int) and not isinstance(number, bool) and 0 <= number <= 1_000_000:
+        body["prompt_number"] = number
+    search = None
+    if hook.settings.prompt_context and prompt.strip():
+        search = hook.send("GET", "/api/search", timeout=DIGEST_TIMEOUT, params={
+            "query": prompt[:PROMPT_QUERY_CHARS], "format": "index", "limit": PROMPT_DIGEST_ROWS,
+            "projects": ",".join(hook.identity.chain)})
+    init = hook.send("POST", "/api/sessions/init", body=body, timeout=INGEST_TIMEOUT)
+    text = _search_digest(hook, search, "Memories that may relate to this prompt (most relevant first):",
+                          PROMPT_DIGEST_TOKENS, PROMPT_DIGEST_ROWS) if search is not None else ""
+    hook.wait(init)
+    return _context_output(hook, text)
+
+
+def _shrink(value: Any, cap: int) -> Any:
+    if isinstance(value, str):
+        return value if len(value) <= cap else value[:cap] + f"… [{len(value) - cap} characters cut by memcairn]"
+    if isinstance(value, dict):
+        return {k: _shrink(v, cap) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_shrink(v, cap) for v in value]
+    return value
+
+
+def _encode(body: dict[str, Any]) -> bytes:
+    import json
+
+    raw = json.dumps(body, ensure_ascii=False).encode("utf-8")
+    for cap in STRING_CAPS:
+        if len(raw) <= MAX_BODY_BYTES:
+            break
+        for name in ("tool_response", "tool_input"):
+            if name in body:
+                body[name] = _shrink(body[name], cap)
+        raw = json.dumps(body, ensure_ascii=False).encode("utf-8")
+    return raw
+
+
+def post_tool_use(hook: Hook) -> dict[str, Any]:
+    if hook.missing("session_id", "tool_name"):
+        return {}
+    tool = hook.payload["tool_name"]
+    if not isinstance(tool, str):
+        warn("tool_name is not text; nothing recorded")
+        return {}
+    if tool.startswith(OWN_TOOL_PREFIXES):
+        return {}
+    body = {**hook.base_body("tool_use"), "tool_name": tool}
+    for name in ("tool_input", "tool_response", "duration_ms"):
+        if name in hook.payload:
+            body[name] = hook.payload[name]
+    if isinstance(hook.payload.get("tool_use_id"), str):
+        body["tool_use_id"] = hook.payload["tool_use_id"]
+    hook.wait(hook.send("POST", "/api/sessions/observations", raw=_encode(body), timeout=INGEST_TIMEOUT))
+    return {}
+
+
+def _read_target(hook: Hook) -> str | None:
+    if hook.payload.get("tool_name") != "Read":
+        return None
+    tool_input = hook.payload.get("tool_input")
+    path = tool_input.get("file_path") if isinstance(tool_input, dict) else None
+    if not isinstance(path, str) or not path.strip():
+        return None
+    cwd = hook.cwd
+    if os.path.isabs(path) and cwd:
+        try:
+            relative = os.path.relpath(path, cwd)
+        except ValueError:
+            relative = path
+        if not relative.startswith(".."):
+            return relative
+    return path
+
+
+def pre_tool_use(hook: Hook) -> dict[str, Any]:
+    if hook.platform == "gemini-cli":  # Gemini takes no additionalContext before a tool runs
+        return {}
+    target = _read_target(hook)
+    if target is None:
+        return {}
+    call = hook.send("GET", "/api/search", timeout=DIGEST_TIMEOUT, params={
+        "files": target, "format": "index", "limit": READ_DIGEST_ROWS, "projects": ",".join(hook.identity.chain)})
+    text = _search_digest(hook, call, f"Earlier sessions touched {clean_line(target, 200)} (newest first):",
+                          READ_DIGEST_TOKENS, READ_DIGEST_ROWS)
+    return _context_output(hook, text)
+
+
+def stop(hook: Hook) -> dict[str, Any]:
+    if hook.missing("session_id"):
+        return {}
+    message = hook.text("last_assistant_message") or hook.text("prompt_response")
+    body = hook.base_body("stop")
+    if message is None and hook.text("transcript_path"):
+        from memcairn.hooks.transcript import last_assistant_text
+
+        message = last_assistant_text(hook.payload["transcript_path"])
+        if message is not None:
+            body["message_source"] = "transcript"
+    if message is not None:
+        body["last_assistant_message"] = message
+    if isinstance(hook.payload.get("stop_hook_active"), bool):
+        body["stop_hook_active"] = hook.payload["stop_hook_active"]
+    hook.wait(hook.send("POST", "/api/sessions/summarize", body=body, timeout=INGEST_TIMEOUT))
+    return {}
+
+
+def session_end(hook: Hook) -> dict[str, Any]:
+    if hook.missing("session_id"):
+        return {}
+    body = hook.base_body("session_end")
+    if hook.text("reason"):
+        body["reason"] = hook.text("reason")
+    hook.wait(hook.send("POST", "/api/sessions/summarize", body=body, timeout=SESSION_END_TIMEOUT))
+    return {}
+
+
+HANDLERS = {
+    "session-start": session_start, "user-prompt-submit": user_prompt_submit, "pre-tool-use": pre_tool_use,
+    "post-tool-use": post_tool_use, "stop": stop, "session-end": session_end,
+}
+
+
+def dispatch(event_arg: str | None, platform: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """Run the event's handler and keep the failure count; the JSON object for stdout."""
+    given = event_arg or payload.get("hook_event_name")
+    event = canonical_event(given if isinstance(given, str) else None)
+    if event is None:
+        warn(f"unknown hook event {given!r}; expected one of {', '.join(CANONICAL)}")
+        return {}
+    hook = Hook(event, platform, payload)
+    out = HANDLERS[event](hook)
+    if hook.answered:
+        state.record_success(hook.home)
+    elif hook.failure is not None:
+        warn(f"memory is off for this event: {hook.failure}")
+        if state.record_failure(hook.home, hook.failure, can_notify=event != "session-end"):
+            notice = (f"memcairn: memory is off — the worker has not answered {state.NOTIFY_AFTER} times in a row; "
+                      f"run `memcairn worker start` or see the logs in {os.path.join(hook.home, 'logs')}")
+            out["systemMessage"] = f"{notice}\n\n{out['systemMessage']}" if out.get("systemMessage") else notice
+    return out
+

@@ -1,0 +1,81 @@
+"""The last assistant text of a Claude Code transcript (JSONL), read backwards from the end, bounded.
+
+Used by the Stop hook only when the agent did not send ``last_assistant_message`` (Claude Code before
+2.1.47). The transcript format is internal to Claude Code; what is relied on here is small: an
+``assistant`` line carries ``message.id`` and ``message.content`` blocks, one message may span several
+consecutive lines (one block a line), and text blocks are ``{"type": "text", "text": ...}``.
+
+At most ``max_bytes`` from the end are read, in blocks, so a long session costs no more than a short one.
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+
+BLOCK = 64 * 1024
+MAX_BYTES = 4 * 1024 * 1024
+MAX_CHARS = 20_000
+
+
+def _lines_backwards(path: str, max_bytes: int) -> Iterator[bytes]:
+    with open(path, "rb") as fh:
+        end = fh.seek(0, os.SEEK_END)
+        start_limit = max(0, end - max_bytes)
+        pos, tail = end, b""
+        while pos > start_limit:
+            step = min(BLOCK, pos - start_limit)
+            pos -= step
+            fh.seek(pos)
+            data = fh.read(step) + tail
+            lines = data.split(b"\n")
+            tail = lines[0]  # may be the end of a line that starts in an earlier block
+            for line in reversed(lines[1:]):
+                if line.strip():
+                    yield line
+        if pos == 0 and tail.strip():
+            yield tail
+
+
+def _texts(message: dict) -> list[str]:
+    content = message.get("content")
+    if isinstance(content, str):
+        return [content] if content.strip() else []
+    if not isinstance(content, list):
+        return []
+    return [b["text"] for b in content
+            if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str) and b["text"].strip()]
+
+
+def last_assistant_text(path: str, *, max_bytes: int = MAX_BYTES, max_chars: int = MAX_CHARS) -> str | None:
+    """The text of the last assistant message that has text, or None (no file, nothing found, not JSONL)."""
+    found: list[str] = []
+    current_id: object = None
+    try:
+        for raw in _lines_backwards(path, max_bytes):
+            try:
+                entry = json.loads(raw)
+            except ValueError:
+                continue
+            if not isinstance(entry, dict):
+                continue
+            message = entry.get("message")
+            is_assistant = entry.get("type") == "assistant" and isinstance(message, dict)
+            if found:
+                # Keep collecting the earlier lines of the same message; anything else ends it.
+                if is_assistant and message.get("id") is not None and message.get("id") == current_id:
+                    found[:0] = _texts(message)
+                    continue
+                break
+            if is_assistant:
+                texts = _texts(message)
+                if texts:
+                    found, current_id = texts, message.get("id")
+    except OSError:
+        return None
+    if not found:
+        return None
+    text = "\n\n".join(t.strip() for t in found)
+    return text if len(text) <= max_chars else text[-max_chars:]

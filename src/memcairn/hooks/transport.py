@@ -1,0 +1,192 @@
+"""HTTP/1.1 to the worker over one loopback socket per request, standard library only.
+
+Why not ``memcairn.client``: it uses ``http.client``, which imports ``email`` and ``ssl`` (~10 ms of a hook's
+budget, every agent event). The worker answers every request with ``Content-Length`` (or chunked), and
+hooks send ``Connection: close``, so a request is: connect, send, read to the end, parse one status line.
+
+``Worker.send`` returns a ``Call`` at once (the request is on the wire); ``Call.result()`` reads the answer.
+Sending several calls before reading any lets the worker serve them concurrently.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from typing import Any
+
+MAX_RESPONSE_BYTES = 8 * 1024 * 1024
+_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+
+
+class Unreachable(Exception):
+    """Nothing answered: refused, timed out, reset, or not HTTP. ``refused`` is True for a closed port."""
+
+    def __init__(self, detail: str, refused: bool = False) -> None:
+        super().__init__(detail)
+        self.refused = refused
+
+
+class Response:
+    def __init__(self, status: int, headers: dict[str, str], body: bytes) -> None:
+        self.status = status
+        self.headers = headers
+        self.body = body
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300
+
+    def text(self) -> str:
+        return self.body.decode("utf-8", errors="replace")
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+    def detail(self) -> str:
+        """The worker's error detail (``{"error", "detail"}``), else the start of the body."""
+        try:
+            data = self.json()
+        except ValueError:
+            return self.text()[:200]
+        if isinstance(data, dict):
+            return f"{data.get('error', self.status)}: {data.get('detail', '')}"[:300]
+        return self.text()[:200]
+
+
+def quote(value: str) -> str:
+    """Percent-encoding of a query value (RFC 3986 unreserved characters stay)."""
+    return "".join(chr(b) if b in _SAFE else f"%{b:02X}" for b in value.encode("utf-8"))
+
+
+def query(params: dict[str, Any]) -> str:
+    pairs = [f"{quote(k)}={quote(str(v))}" for k, v in params.items() if v is not None and v != ""]
+    return ("?" + "&".join(pairs)) if pairs else ""
+
+
+def _dechunk(data: bytes) -> bytes:
+    out, pos = bytearray(), 0
+    while True:
+        end = data.find(b"\r\n", pos)
+        if end < 0:
+            raise Unreachable("truncated chunked answer")
+        size = int(data[pos:end].split(b";", 1)[0].strip() or b"0", 16)
+        if size == 0:
+            return bytes(out)
+        out += data[end + 2:end + 2 + size]
+        pos = end + 2 + size + 2
+
+
+class Call:
+    """One request in flight (already sent); ``result`` reads and parses the answer."""
+
+    def __init__(self, sock: socket.socket, deadline: float, what: str) -> None:
+        self._sock = sock
+        self._deadline = deadline
+        self._what = what
+
+    def _remaining(self) -> float:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise Unreachable(f"no answer to {self._what} in time")
+        return left
+
+    def result(self) -> Response:
+        sock, buf = self._sock, bytearray()
+        try:
+            head_end, length, chunked, headers, status = -1, None, False, {}, 0
+            while True:
+                sock.settimeout(self._remaining())
+                chunk = sock.recv(65536)
+                if chunk:
+                    buf += chunk
+                    if len(buf) > MAX_RESPONSE_BYTES:
+                        raise Unreachable(f"the answer to {self._what} is too large")
+                if head_end < 0:
+                    head_end = buf.find(b"\r\n\r\n")
+                    if head_end >= 0:
+                        status, headers = _parse_head(bytes(buf[:head_end]))
+                        chunked = "chunked" in headers.get("transfer-encoding", "").lower()
+                        if "content-length" in headers:
+                            length = int(headers["content-length"])
+                if head_end >= 0 and length is not None and len(buf) - head_end - 4 >= length:
+                    body = bytes(buf[head_end + 4:head_end + 4 + length])
+                    return Response(status, headers, body)
+                if not chunk:
+                    if head_end < 0:
+                        raise Unreachable(f"the worker closed the connection during {self._what}")
+                    body = bytes(buf[head_end + 4:])
+                    if length is not None:
+                        raise Unreachable(f"the answer to {self._what} was cut short")
+                    return Response(status, headers, _dechunk(body) if chunked else body)
+        except TimeoutError:
+            raise Unreachable(f"no answer to {self._what} in time") from None
+        except (OSError, ValueError) as exc:
+            raise Unreachable(f"{self._what} failed: {exc}") from None
+        finally:
+            sock.close()
+
+    def close(self) -> None:
+        self._sock.close()
+
+
+def _parse_head(head: bytes) -> tuple[int, dict[str, str]]:
+    lines = head.decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ", 2)
+    if len(parts) < 2 or not parts[0].startswith("HTTP/"):
+        raise Unreachable(f"not an HTTP answer: {lines[0][:60]!r}")
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return int(parts[1]), headers
+
+
+class Worker:
+    """Where the worker listens, and the token to present (see ``memcairn.config``)."""
+
+    def __init__(self, host: str, port: int, token: str = "") -> None:
+        self.host = "127.0.0.1" if host in ("", "0.0.0.0", "::", "[::]") else host
+        self.port = int(port)
+        self.token = token
+
+    @property
+    def base_url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def send(self, method: str, path: str, *, params: dict[str, Any] | None = None, body: Any = None,
+             timeout: float = 2.0, raw: bytes | None = None) -> Call:
+        """Connect and send; raise ``Unreachable`` when nothing listens. ``raw`` is an encoded JSON body."""
+        deadline = time.monotonic() + timeout
+        target = path + (query(params) if params else "")
+        data = raw if raw is not None else (None if body is None else
+                                            json.dumps(body, ensure_ascii=False).encode("utf-8"))
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        head = [f"{method} {target} HTTP/1.1", f"Host: {host}:{self.port}", "Connection: close",
+                "Accept: application/json, text/plain"]
+        if self.token:
+            head.append(f"Authorization: Bearer {self.token}")
+        if data is not None:
+            head += ["Content-Type: application/json", f"Content-Length: {len(data)}"]
+        what = f"{method} {path}"
+        try:
+            # A bytes host: getaddrinfo would otherwise load the "idna" codec (and unicodedata) for a str.
+            sock = socket.create_connection((self.host.encode("ascii", "replace"), self.port), timeout=timeout)
+        except ConnectionRefusedError:
+            raise Unreachable(f"nothing listens on {self.base_url}", refused=True) from None
+        except TimeoutError:
+            raise Unreachable(f"connecting to {self.base_url} timed out") from None
+        except OSError as exc:
+            raise Unreachable(f"cannot connect to {self.base_url}: {exc}") from None
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.settimeout(max(0.001, deadline - time.monotonic()))
+            sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + (data or b""))
+        except (OSError, TimeoutError) as exc:
+            sock.close()
+            raise Unreachable(f"sending {what} failed: {exc}") from None
+        return Call(sock, deadline, what)
+
+    def request(self, method: str, path: str, **kwargs: Any) -> Response:
+        return self.send(method, path, **kwargs).result()

@@ -1,0 +1,263 @@
+"""Install and uninstall memcairn's hooks and MCP server for one agent.
+
+Every file is planned first (read, parse, change in memory) and written only when every plan succeeded,
+so a malformed file stops the install before anything is written. A file whose planned text equals its
+current text is not touched (installing twice changes nothing). Each written file is backed up first.
+
+Where things go (``HOME`` is honoured through ``Path.home()``):
+
+- claude-code: hooks in ``$CLAUDE_CONFIG_DIR/settings.json`` (default ``~/.claude/settings.json``); the
+  MCP server at user scope, top-level ``mcpServers`` of ``~/.claude.json`` (``$CLAUDE_CONFIG_DIR/.claude.json``
+  when that variable is set, where Claude Code keeps it then).
+- codex: ``[mcp_servers.memcairn]`` in ``$CODEX_HOME/config.toml`` (a delimited block) and hooks in
+  ``$CODEX_HOME/hooks.json`` (default ``~/.codex``).
+- gemini: ``mcpServers.memcairn`` and hooks in ``~/.gemini/settings.json``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memcairn.errors import ConfigError
+from memcairn.install import jsonedit, tomlblock
+from memcairn.install.files import InstallState, backup, read_text, remove_file, sha256, unified_diff, write_text
+from memcairn.install.specs import AGENTS, CLAUDE_CODE, CODEX, GEMINI, AgentSpec, hook_group
+
+PLATFORMS = tuple(AGENTS)
+RETRIES = 3
+
+
+@dataclass(frozen=True)
+class Target:
+    """One file an agent reads: JSON with our hooks and/or MCP server, or TOML with our server block."""
+
+    path: Path
+    format: str  # "json" or "toml"
+    hooks: dict[str, dict[str, Any]] | None = None  # event -> our group
+    server: dict[str, Any] | None = None  # our mcpServers entry (json)
+    block: str | None = None  # our TOML block
+
+
+@dataclass
+class Change:
+    path: Path
+    before: str | None
+    after: str | None  # None: the file is removed
+    record: dict[str, Any] | None  # the state record once written (None: forget the file)
+    backup: Path | None = None
+
+    @property
+    def changed(self) -> bool:
+        return self.before != self.after
+
+
+@dataclass
+class Report:
+    platform: str
+    action: str  # "install" or "uninstall"
+    dry_run: bool
+    changes: list[Change] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return any(c.changed for c in self.changes)
+
+    def diff(self) -> str:
+        return "".join(unified_diff(c.path, c.before, c.after) for c in self.changes if c.changed)
+
+
+# -- where the files are ----------------------------------------------------------------------------
+def claude_dir() -> Path:
+    configured = os.environ.get("CLAUDE_CONFIG_DIR")
+    return Path(configured).expanduser() if configured else Path.home() / ".claude"
+
+
+def claude_json() -> Path:
+    configured = os.environ.get("CLAUDE_CONFIG_DIR")
+    return (Path(configured).expanduser() if configured else Path.home()) / ".claude.json"
+
+
+def codex_home() -> Path:
+    configured = os.environ.get("CODEX_HOME")
+    return Path(configured).expanduser() if configured else Path.home() / ".codex"
+
+
+def gemini_settings() -> Path:
+    return Path.home() / ".gemini" / "settings.json"
+
+
+def hook_groups(executable: str, agent: AgentSpec) -> dict[str, dict[str, Any]]:
+    return {spec.event: hook_group(executable, agent, spec) for spec in agent.hooks}
+
+
+def targets(platform: str, executable: str) -> list[Target]:
+    """The files ``platform`` reads and what memcairn puts in each."""
+    if platform == CLAUDE_CODE.platform:
+        return [
+            Target(claude_dir() / "settings.json", "json", hooks=hook_groups(executable, CLAUDE_CODE)),
+            Target(claude_json(), "json", server={"type": "stdio", "command": executable, "args": ["mcp"]}),
+        ]
+    if platform == CODEX.platform:
+        return [
+            Target(codex_home() / "config.toml", "toml", block=tomlblock.server_block(executable)),
+            Target(codex_home() / "hooks.json", "json", hooks=hook_groups(executable, CODEX)),
+        ]
+    if platform == GEMINI.platform:
+        return [Target(gemini_settings(), "json", hooks=hook_groups(executable, GEMINI),
+                       server={"command": executable, "args": ["mcp"]})]
+    raise ConfigError(f"unknown agent {platform!r}; use one of {', '.join(PLATFORMS)}")
+
+
+# -- planning ---------------------------------------------------------------------------------------
+def _plan_install(target: Target, before: str | None, record: dict[str, Any] | None) -> Change:
+    where = str(target.path)
+    if target.format == "toml":
+        after, separator = tomlblock.add_block(before, target.block or "", where)
+        fresh = tomlblock.find_block(before or "") is None
+        if fresh or record is None:
+            record = {"existed": before is not None, "sha256": sha256(before) if before is not None else None,
+                      "separator": separator if fresh else None}
+        return Change(target.path, before, after, record)
+
+    doc = jsonedit.parse_object(before, where)
+    new, created, previous = doc, [], None
+    if target.hooks is not None:
+        new, made = jsonedit.apply_hooks(new, target.hooks, where)
+        created += made
+    if target.server is not None:
+        new, made, previous = jsonedit.apply_server(new, target.server, where)
+        created += made
+    if new == doc:
+        return Change(target.path, before, before, record)
+    style = jsonedit.detect_style(before) if before is not None else jsonedit.DEFAULT_STYLE
+    after = style.dump(new)
+    ours_present = jsonedit.has_our_hooks(doc) or (target.server is not None and previous is not None)
+    if record is None or not ours_present:
+        # A first install (or our entries were removed by hand since: the old record is stale), unless our
+        # entries are there without a record (it was lost). An entry named memcairn that memcairn did not
+        # write (registered by hand) is given back on uninstall.
+        first = not jsonedit.has_our_hooks(doc) and (previous is None or previous != target.server)
+        record = {"existed": before is not None, "sha256": sha256(before) if before is not None else None,
+                  "created": [list(p) for p in created] if first else [],
+                  "previous_server": previous if first else None}
+    else:
+        record = {**record, "created": record.get("created", []) + [list(p) for p in created]}
+    return Change(target.path, before, after, record)
+
+
+def _default_prunable(target: Target) -> list[tuple[str, ...]]:
+    paths: list[tuple[str, ...]] = []
+    if target.hooks is not None:
+        paths += [("hooks",), *(("hooks", event) for event in target.hooks)]
+    if target.server is not None:
+        paths.append(("mcpServers",))
+    return paths
+
+
+def _plan_uninstall(target: Target, before: str | None, record: dict[str, Any] | None) -> Change:
+    if before is None:
+        return Change(target.path, None, None, None)
+    if target.format == "toml":
+        after: str | None = tomlblock.remove_block(before, record.get("separator") if record else None)
+        if after == before:
+            return Change(target.path, before, before, None)
+        tomlblock.parse(after or "", str(target.path))
+        if record and not record.get("existed") and not (after or "").strip():
+            after = None
+        return Change(target.path, before, after, None)
+
+    doc = jsonedit.parse_object(before, str(target.path))
+    new = jsonedit.remove_hooks(doc) if target.hooks is not None else doc
+    if target.server is not None:
+        new = jsonedit.remove_server(new, record.get("previous_server") if record else None)
+    if new == doc:
+        return Change(target.path, before, before, None)
+    prunable = [tuple(p) for p in record.get("created", [])] if record else _default_prunable(target)
+    new = jsonedit.prune(new, prunable)
+    after = jsonedit.detect_style(before).dump(new)
+    if record and not record.get("existed") and new == {}:
+        return Change(target.path, before, None, None)
+    original = _original_text(target.path, record)
+    if original is not None and jsonedit.parse_object(original, str(target.path)) == new:
+        after = original  # nothing else changed since the install: give back the very bytes
+    return Change(target.path, before, after, None)
+
+
+def _original_text(path: Path, record: dict[str, Any] | None) -> str | None:
+    """The file as it was before the first install, read from its backup when the hash still matches."""
+    if not record or not record.get("backup") or not record.get("sha256"):
+        return None
+    text = read_text(Path(record["backup"]))
+    return text if text is not None and sha256(text) == record["sha256"] else None
+
+
+# -- applying ---------------------------------------------------------------------------------------
+class _ChangedMeanwhile(Exception):
+    pass
+
+
+def _apply(change: Change, state: InstallState) -> None:
+    if read_text(change.path) != change.before:
+        raise _ChangedMeanwhile(str(change.path))
+    if change.before is not None:
+        change.backup = backup(change.path)
+    if change.after is None:
+        remove_file(change.path)
+    else:
+        write_text(change.path, change.after)
+    record = change.record
+    if record is not None and "backup" not in record:
+        record = {**record, "backup": str(change.backup) if change.backup else None}
+    state.put(change.path, record)
+
+
+def _run(platform: str, action: str, executable: str, dry_run: bool,
+         plan: Callable[[Target, str | None, dict[str, Any] | None], Change]) -> Report:
+    for _ in range(RETRIES):
+        state = InstallState()
+        report = Report(platform, action, dry_run)
+        for target in targets(platform, executable):
+            report.changes.append(plan(target, read_text(target.path), state.get(target.path)))
+        if dry_run or not report.changed:
+            return report
+        try:
+            for change in report.changes:
+                if change.changed:
+                    _apply(change, state)
+        except _ChangedMeanwhile:
+            state.save()
+            continue  # the agent rewrote a file while we worked: plan again from what is there now
+        state.save()
+        return report
+    raise ConfigError(f"the {platform} settings kept changing while memcairn was writing them; close the agent "
+                      "and run the command again")
+
+
+def install(platform: str, executable: str, *, dry_run: bool = False) -> Report:
+    """Register memcairn's hooks and MCP server for ``platform``; see the module docstring.
+
+    Raises:
+        ConfigError: an unknown platform, or a file that cannot be parsed or safely changed (nothing is
+            written then).
+    """
+    report = _run(platform, "install", executable, dry_run, _plan_install)
+    if platform == CODEX.platform:
+        report.notes.append("Codex runs a new or changed hook only after you trust it: open /hooks in Codex and "
+                            "trust the memcairn hooks. (Codex older than 0.124 also needs "
+                            "`[features] codex_hooks = true` in config.toml.)")
+    return report
+
+
+def uninstall(platform: str, *, dry_run: bool = False) -> Report:
+    """Remove exactly what ``install`` added for ``platform`` (giving back the original bytes when
+    nothing else changed since).
+
+    Raises:
+        ConfigError: an unknown platform, or a file that cannot be parsed (nothing is written then).
+    """
+    return _run(platform, "uninstall", "memcairn", dry_run, _plan_uninstall)

@@ -1,0 +1,124 @@
+"""What the installers register, per agent: hook events, matchers, timeouts and commands.
+
+The hook verbs are those of ``memcairn hook <verb>``. Claude Code and Codex take timeouts in seconds,
+Gemini CLI in milliseconds. Codex skips ``async`` handlers, so none is marked async there; Gemini's
+lifecycle matchers are exact strings, so its groups carry no matcher (they then match everything).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from memcairn.errors import ConfigError
+
+COMMAND_NAME = "memcairn"
+
+
+@dataclass(frozen=True)
+class HookSpec:
+    event: str  # the agent's event name
+    verb: str  # memcairn hook <verb>
+    timeout: int  # in the agent's unit
+    matcher: str | None = None
+    run_async: bool = False
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    platform: str  # memcairn's platform name (the CLI argument)
+    display: str
+    hooks: tuple[HookSpec, ...]
+    platform_flag: str | None  # ``--platform <value>`` on hook commands; None for the default (Claude Code)
+    timeout_unit: str
+
+
+CLAUDE_CODE = AgentSpec("claude-code", "Claude Code", (
+    HookSpec("SessionStart", "session-start", 30, matcher="startup|resume|clear|compact"),
+    HookSpec("UserPromptSubmit", "user-prompt-submit", 10),
+    HookSpec("PostToolUse", "post-tool-use", 10, matcher="*", run_async=True),
+    HookSpec("PreToolUse", "pre-tool-use", 5, matcher="Read"),
+    HookSpec("Stop", "stop", 15),
+    HookSpec("SessionEnd", "session-end", 5),
+), platform_flag=None, timeout_unit="s")
+
+CODEX = AgentSpec("codex", "Codex", (
+    HookSpec("SessionStart", "session-start", 30, matcher="startup|resume|clear|compact"),
+    HookSpec("UserPromptSubmit", "user-prompt-submit", 10),
+    HookSpec("PostToolUse", "post-tool-use", 10),
+    HookSpec("Stop", "stop", 15),
+), platform_flag="codex", timeout_unit="s")
+
+GEMINI = AgentSpec("gemini", "Gemini CLI", (
+    HookSpec("SessionStart", "session-start", 30_000),
+    HookSpec("BeforeAgent", "user-prompt-submit", 10_000),
+    HookSpec("AfterTool", "post-tool-use", 10_000),
+    HookSpec("AfterAgent", "stop", 15_000),
+    HookSpec("SessionEnd", "session-end", 5_000),
+), platform_flag="gemini-cli", timeout_unit="ms")
+
+AGENTS: dict[str, AgentSpec] = {a.platform: a for a in (CLAUDE_CODE, CODEX, GEMINI)}
+
+
+def hook_command(executable: str, agent: AgentSpec, verb: str) -> str:
+    """The shell command of one hook: ``<memcairn> hook <verb> [--platform <name>]`` (the path quoted)."""
+    command = f"{shlex.quote(executable)} hook {verb}"
+    return f"{command} --platform {agent.platform_flag}" if agent.platform_flag else command
+
+
+def hook_handler(executable: str, agent: AgentSpec, spec: HookSpec) -> dict[str, Any]:
+    handler: dict[str, Any] = {"type": "command", "command": hook_command(executable, agent, spec.verb)}
+    if agent is GEMINI:
+        handler["name"] = f"memcairn-{spec.verb}"
+    handler["timeout"] = spec.timeout
+    if spec.run_async:
+        handler["async"] = True
+    return handler
+
+
+def hook_group(executable: str, agent: AgentSpec, spec: HookSpec) -> dict[str, Any]:
+    group: dict[str, Any] = {}
+    if spec.matcher is not None:
+        group["matcher"] = spec.matcher
+    group["hooks"] = [hook_handler(executable, agent, spec)]
+    return group
+
+
+def is_memcairn_command(command: Any) -> bool:
+    """True for a hook command that runs ``memcairn hook ...`` (whatever the path of ``memcairn``)."""
+    if not isinstance(command, str):
+        return False
+    try:
+        argv = shlex.split(command)
+    except ValueError:
+        return False
+    return len(argv) >= 2 and Path(argv[0]).stem == COMMAND_NAME and argv[1] == "hook"
+
+
+def memcairn_executable() -> str:
+    """The absolute path of the running ``memcairn`` command, for hooks and MCP entries to call.
+
+    Tried in order: ``sys.argv[0]`` when it is the console script; the script beside this interpreter
+    (``python -m memcairn`` from a virtual environment); ``memcairn`` on PATH. The path is made absolute
+    but symlinks are kept: ``~/.local/bin/memcairn`` survives reinstalls that move what it points to.
+
+    Raises:
+        ConfigError: no ``memcairn`` command can be found.
+    """
+    candidates = []
+    if sys.argv and Path(sys.argv[0]).stem == COMMAND_NAME:
+        candidates.append(Path(sys.argv[0]))
+    candidates.append(Path(sys.executable).with_name(COMMAND_NAME))
+    on_path = shutil.which(COMMAND_NAME)
+    if on_path:
+        candidates.append(Path(on_path))
+    for candidate in candidates:
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return os.path.abspath(candidate)
+    raise ConfigError("cannot find the memcairn command (not beside this Python nor on PATH); "
+                      "install memcairn as a command, or pass --executable /path/to/memcairn")

@@ -1,0 +1,522 @@
+"""``memcairn mcp``: the memory as MCP tools, over stdio, for any agent that speaks MCP.
+
+The server is a thin client of the worker: every tool is one or two loopback HTTP calls, and no store,
+index or model is opened in this process. The worker is reached lazily, on the first tool call that needs
+it (``ensure_worker`` starts one when none answers), so an agent that never searches costs nothing.
+
+Tools (read-only ones carry ``readOnlyHint``):
+
+- ``important_workflow``: the three-layer workflow below, in its description and its result.
+- ``search`` -> the compact index (``/api/search?format=index``): one row per memory with its id.
+- ``timeline`` -> what happened around an anchor id (or the best match of a query) (``/api/timeline``).
+- ``get_observations`` -> full records for the ids picked from the two above (``/api/observations/batch``);
+  ``ids`` is required by the schema, so full records cannot be fetched without filtering first.
+- ``session_start_context`` -> exactly the text the SessionStart hook injects (``/api/context/inject``).
+- ``save_memory`` and ``forget``: write a memory, delete memories by id.
+
+Why three layers: an index row costs about 50-100 tokens, a full record about 500-1000. Reading the index,
+narrowing it down, then fetching a few records spends about ten times fewer tokens than returning full
+records from every search.
+
+**Project defaults.** A tool called without ``project`` works on the project of the directory the server
+runs for: ``CLAUDE_PROJECT_DIR`` (Claude Code sets it for MCP servers), else ``GEMINI_PROJECT_DIR``, else
+the server's working directory, named as ``memcairn.project`` names it (a git worktree also reads its main
+checkout's memories). ``project: "*"`` means every project. A timeline around an id without ``project``
+uses that memory's own project.
+
+**Errors** come back as tool errors (``isError``) whose text says what to do, never as a crash: no worker
+(and none could be started), an unknown id, a malformed argument.
+
+**Lifetime.** The server exits when its stdin closes (the client went away) and, should the pipe stay
+open, when its parent process dies (a daemon thread watches ``os.getppid()``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from memcairn import __version__
+from memcairn.client import WorkerClient, ensure_worker
+from memcairn.errors import ConfigError, MemcairnError, NotFoundError, ValidationError, WorkerUnavailableError
+from memcairn.project import ProjectIdentity, project_from_cwd
+
+log = logging.getLogger("memcairn.mcp")
+
+SERVER_NAME = "memcairn"
+ALL_PROJECTS = "*"
+PARENT_POLL_SECONDS = 1.0
+MAX_IDS = 100
+
+WORKFLOW = """\
+memcairn memory is read in three steps, cheapest first. Follow them in order.
+
+1. search(query) -> a compact index: one row per memory with its #id, date, type and title
+   (about 50-100 tokens per row).
+2. timeline(anchor=<id>) -> what happened just before and after an interesting row, to confirm it is the
+   right one.
+3. get_observations(ids=[...]) -> full records (about 500-1000 tokens each), ONLY for the few ids you kept.
+
+Why: reading the index and narrowing it down before fetching costs about ten times fewer tokens than full
+records for every hit would.
+
+Without `project`, every tool works on the current project; `project: "*"` searches every project.
+save_memory stores something worth remembering; forget deletes memories by id.
+"""
+
+T = TypeVar("T")
+
+
+class ToolError(Exception):
+    """A failure whose message is returned to the agent as the tool's error text."""
+
+
+# -- tool definitions -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    title: str
+    description: str
+    input_schema: dict[str, Any]
+    read_only: bool
+    destructive: bool = False
+    idempotent: bool = True
+
+
+def _string(description: str, **extra: Any) -> dict[str, Any]:
+    return {"type": "string", "description": description, **extra}
+
+
+PROJECT_ARG = _string('Project name (comma-separated for several). Default: the current project; "*" = every '
+                      "project.")
+IDS_ARG = {"type": "array", "items": {"type": "integer", "minimum": 1}, "minItems": 1, "maxItems": MAX_IDS,
+           "description": "Memory ids as shown in the index and timeline (#12 -> 12)."}
+
+TOOLS: tuple[ToolSpec, ...] = (
+    ToolSpec(
+        "important_workflow", "How to use memcairn memory (read first)",
+        "Start here: memcairn memory is read in three steps, cheapest first. (1) search -> a compact index, one "
+        "row per memory with its id (about 50-100 tokens a row). (2) timeline around an id -> the rows just "
+        "before and after it, to check it is the right one. (3) get_observations with only the ids you kept -> "
+        "full records (about 500-1000 tokens each). Never jump to step 3 without narrowing down first: the "
+        "index costs about ten times fewer tokens than the records.",
+        {"type": "object", "properties": {}},
+        read_only=True,
+    ),
+    ToolSpec(
+        "search", "Search memory (index)",
+        "Step 1 of 3. Search past work (observations, session summaries, prompts, saved memories) and get a "
+        "compact index: one row per memory with its #id, time, type and title, grouped by day (~50-100 tokens "
+        "per row). Then use timeline around an id, and get_observations for the few ids worth reading in full. "
+        "Without a query, lists the newest memories matching the filters.",
+        {"type": "object", "properties": {
+            "query": _string("What to look for (keywords and meaning). Omit to list recent memories."),
+            "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 20,
+                      "description": "Rows to return."},
+            "offset": {"type": "integer", "minimum": 0, "maximum": 1000, "default": 0,
+                       "description": "Rows to skip (paging)."},
+            "project": PROJECT_ARG,
+            "type": _string("Which records.", enum=["observations", "summaries", "prompts", "all"]),
+            "obs_type": _string("Observation types, comma-separated: bugfix, feature, refactor, change, "
+                                "discovery, decision (note = saved memories)."),
+            "concepts": _string("Concepts, comma-separated (e.g. gotcha, how-it-works)."),
+            "files": _string("File paths or parts of them, comma-separated."),
+            "dateStart": _string("From: 2026-08-01, 2026-08-01T14:30, epoch seconds, or relative (24h, 7d, 2w)."),
+            "dateEnd": _string("Until (same forms as dateStart)."),
+            "orderBy": _string("Order of the rows; default relevance with a query, newest without.",
+                               enum=["relevance", "newest", "oldest"]),
+            "platformSource": _string("Only memories from one agent: claude-code, codex or gemini-cli."),
+        }},
+        read_only=True,
+    ),
+    ToolSpec(
+        "timeline", "Timeline around a memory",
+        "Step 2 of 3. What happened just before and after a memory: give anchor (an id from search, S<id> for "
+        "a session summary, or a time such as 2026-08-01 or 24h) or query (its best match becomes the anchor). "
+        "Returns index rows in time order, grouped by day and file; then get_observations for the ids you need.",
+        {"type": "object", "properties": {
+            "anchor": _string("An id from search (12 or #12), S<id> for a summary, or a date / relative time."),
+            "query": _string("Instead of anchor: the best match of this search becomes the anchor."),
+            "depth_before": {"type": "integer", "minimum": 0, "maximum": 50, "default": 10,
+                             "description": "Memories to show before the anchor."},
+            "depth_after": {"type": "integer", "minimum": 0, "maximum": 50, "default": 10,
+                            "description": "Memories to show after the anchor."},
+            "project": _string('Project name. Default: the anchor\'s project (with an id), else the current '
+                               'project; "*" = every project.'),
+        }},
+        read_only=True,
+    ),
+    ToolSpec(
+        "get_observations", "Read full memory records",
+        "Step 3 of 3. Full records (~500-1000 tokens each) for ids picked from search or timeline, as JSON. "
+        "ids is required: search first, keep only the ids worth reading, then fetch them here.",
+        {"type": "object", "properties": {"ids": IDS_ARG}, "required": ["ids"]},
+        read_only=True,
+    ),
+    ToolSpec(
+        "session_start_context", "Session start context",
+        "The memory digest the SessionStart hook injects at the start of a session (recent summaries and "
+        "observations of the project), as text. Useful where hooks are not installed.",
+        {"type": "object", "properties": {
+            "project": _string("Project name. Default: the current project."),
+            "projects": {"type": "array", "items": {"type": "string"},
+                         "description": "Several projects instead of project."},
+            "platformSource": _string("Only memories from one agent: claude-code, codex or gemini-cli."),
+            "full": {"type": "boolean", "default": False, "description": "The full rendering, not the compact one."},
+        }},
+        read_only=True,
+    ),
+    ToolSpec(
+        "save_memory", "Save a memory",
+        "Store something worth remembering in later sessions (a decision, a gotcha, a fact about the project). "
+        "Saving the same text twice stores it once.",
+        {"type": "object", "properties": {
+            "text": _string("The memory, as self-contained text."),
+            "title": _string("A short title (shown in the index)."),
+            "type": _string("Its type, e.g. decision, discovery, bugfix, note (default note)."),
+            "project": _string("Project name. Default: the current project."),
+        }, "required": ["text"]},
+        read_only=False,
+    ),
+    ToolSpec(
+        "forget", "Delete memories",
+        "Delete memories by id, for good (wrong, outdated or sensitive ones). Search first to find the ids.",
+        {"type": "object", "properties": {"ids": IDS_ARG}, "required": ["ids"]},
+        read_only=False, destructive=True,
+    ),
+)
+TOOLS_BY_NAME = {t.name: t for t in TOOLS}
+
+
+# -- arguments --------------------------------------------------------------------------------------
+def _check_arguments(spec: ToolSpec, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The arguments as the handlers expect them (types checked, ``null`` dropped), or a ``ToolError``."""
+    args = {k: v for k, v in (arguments or {}).items() if v is not None}
+    props: dict[str, Any] = spec.input_schema.get("properties", {})
+    unknown = sorted(set(args) - set(props))
+    if unknown:
+        accepted = ", ".join(props) or "none"
+        raise ToolError(f"{spec.name} does not take {', '.join(unknown)}; its arguments are: {accepted}")
+    if "ids" in props and not args.get("ids"):
+        raise ToolError("ids is required: call search first to find ids, then pass them as a list, "
+                        "e.g. {\"ids\": [12, 15]}")
+    for name, value in args.items():
+        kind = props[name].get("type")
+        if kind == "string":
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                value = str(value)  # an id given as a number where text is expected
+            elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+                value = ",".join(value)  # a list where comma-separated text is expected
+            if not isinstance(value, str):
+                raise ToolError(f"{name} must be text, got {json.dumps(value)}")
+            allowed = props[name].get("enum")
+            if allowed and value not in allowed:
+                raise ToolError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
+        elif kind == "integer":
+            if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+                value = int(value)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ToolError(f"{name} must be a whole number, got {json.dumps(value)}")
+        elif kind == "boolean":
+            if not isinstance(value, bool):
+                raise ToolError(f"{name} must be true or false, got {json.dumps(value)}")
+        elif kind == "array" and name == "ids":
+            value = _ids(value)
+        elif kind == "array":
+            value = [value] if isinstance(value, str) else value
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise ToolError(f'{name} must be a list of text, e.g. ["first", "second"]')
+        args[name] = value
+    return args
+
+
+def _ids(value: Any) -> list[int]:
+    raw = value if isinstance(value, list) else [value]
+    out: list[int] = []
+    for entry in raw:
+        if isinstance(entry, str) and entry.strip().lstrip("#").isdigit():
+            entry = int(entry.strip().lstrip("#"))
+        if isinstance(entry, bool) or not isinstance(entry, int) or entry < 1:
+            raise ToolError(f"ids must be memory ids (whole numbers such as 12), got {json.dumps(entry)}; "
+                            "call search first to find ids")
+        out.append(entry)
+    if len(out) > MAX_IDS:
+        raise ToolError(f"at most {MAX_IDS} ids per call; narrow the list down with search or timeline first")
+    return list(dict.fromkeys(out))
+
+
+def _compact(record: dict[str, Any]) -> dict[str, Any]:
+    """A record without its empty fields (null, "", [] and {} say nothing and cost tokens)."""
+    return {k: v for k, v in record.items() if v not in (None, "", [], {})}
+
+
+# -- the worker -------------------------------------------------------------------------------------
+class WorkerGateway:
+    """The worker, reached lazily: started (if needed) on first use, and once more after a lost connection."""
+
+    def __init__(self, ensure: Callable[[], WorkerClient] | None = None) -> None:
+        self._ensure = ensure or ensure_worker
+        self._client: WorkerClient | None = None
+        self._lock = threading.Lock()
+
+    def _connect(self) -> WorkerClient:
+        with self._lock:
+            if self._client is None:
+                try:
+                    self._client = self._ensure()
+                except (WorkerUnavailableError, ConfigError) as exc:
+                    raise ToolError("the memory worker is not running and could not be started: run "
+                                    f"`memcairn worker start` and try again ({exc})") from None
+            return self._client
+
+    def call(self, fn: Callable[[WorkerClient], T]) -> T:
+        """``fn(client)``; when the worker went away, start it again and retry once."""
+        client = self._connect()
+        try:
+            return fn(client)
+        except WorkerUnavailableError as exc:
+            log.warning("the worker did not answer (%s); starting it again", exc)
+            with self._lock:
+                self._client = None
+            return fn(self._connect())
+
+
+# -- the tools --------------------------------------------------------------------------------------
+def default_identity(environ: Mapping[str, str] | None = None, cwd: str | None = None) -> ProjectIdentity:
+    """The project a tool call without ``project`` works on (see the module docstring)."""
+    env = os.environ if environ is None else environ
+    root = env.get("CLAUDE_PROJECT_DIR") or env.get("GEMINI_PROJECT_DIR") or cwd or os.getcwd()
+    return project_from_cwd(root)
+
+
+def _split(value: str | list[str]) -> list[str]:
+    parts = value if isinstance(value, list) else value.split(",")
+    return [p.strip() for p in parts if p.strip()]
+
+
+class MemoryTools:
+    """One method per tool: arguments in (already checked), text out; errors raise."""
+
+    def __init__(self, gateway: WorkerGateway | None = None, identity: ProjectIdentity | None = None) -> None:
+        self.gateway = gateway or WorkerGateway()
+        self.identity = identity or default_identity()
+
+    def _projects(self, value: str | list[str] | None) -> list[str] | None:
+        """Projects to filter on: the default chain when none given, None (every project) for ``*``."""
+        if value is None or value == [] or (isinstance(value, str) and not value.strip()):
+            return list(self.identity.chain)
+        names = _split(value)
+        return None if ALL_PROJECTS in names else names
+
+    def important_workflow(self, args: dict[str, Any]) -> str:
+        return WORKFLOW
+
+    def search(self, args: dict[str, Any]) -> str:
+        kind = {"observations": "observation,manual", "summaries": "summary", "prompts": "prompt",
+                "all": None}.get(args.get("type", "all"))
+        projects = self._projects(args.get("project"))
+        params = {
+            "format": "index", "query": args.get("query"), "limit": args.get("limit"), "offset": args.get("offset"),
+            "project": projects, "kind": kind, "obs_type": args.get("obs_type"), "concepts": args.get("concepts"),
+            "files": args.get("files"), "dateStart": args.get("dateStart"), "dateEnd": args.get("dateEnd"),
+            "orderBy": args.get("orderBy"), "platformSource": args.get("platformSource"),
+        }
+        answer = self.gateway.call(lambda c: c.get_json("/api/search", params))
+        text = str(answer.get("text", ""))
+        if "project" not in args and not sum((answer.get("counts") or {}).values()):
+            text += (f"(searched project {', '.join(self.identity.chain)}, the current one; "
+                     'pass project "*" to search every project)\n')
+        return text
+
+    def timeline(self, args: dict[str, Any]) -> str:
+        anchor, query = args.get("anchor"), args.get("query")
+        if anchor is not None and query is not None:
+            raise ToolError("give anchor or query, not both")
+        if anchor is None and query is None:
+            raise ToolError("give anchor (an id from search, e.g. 12) or query (its best match becomes the anchor)")
+        if "project" in args:
+            projects = self._projects(args["project"])
+        elif anchor is not None and anchor.strip().lstrip("#Ss").isdigit():
+            projects = self._anchor_project(int(anchor.strip().lstrip("#Ss")))
+        else:
+            projects = list(self.identity.chain)
+        params = {"format": "index", "anchor": anchor, "query": query, "depth_before": args.get("depth_before"),
+                  "depth_after": args.get("depth_after"), "project": projects}
+        answer = self.gateway.call(lambda c: c.get_json("/api/timeline", params))
+        return str(answer.get("text", ""))
+
+    def _anchor_project(self, item_id: int) -> list[str] | None:
+        """The anchor's own project; None (no filter) when it does not exist: the timeline then says so."""
+        try:
+            item = self.gateway.call(lambda c: c.get_json(f"/api/memory/{item_id}"))
+        except NotFoundError:
+            return None
+        return [item["project"]] if isinstance(item, dict) and item.get("project") else None
+
+    def get_observations(self, args: dict[str, Any]) -> str:
+        answer = self.gateway.call(lambda c: c.post_json("/api/observations/batch", {"ids": args["ids"]}))
+        out: dict[str, Any] = {"items": [_compact(i) for i in answer.get("items", [])]}
+        if answer.get("missing"):
+            out["missing"] = answer["missing"]
+            out["note"] = "no memory has the missing ids; they may have been deleted"
+        return json.dumps(out, ensure_ascii=False)
+
+    def session_start_context(self, args: dict[str, Any]) -> str:
+        chosen = args.get("projects") or args.get("project")
+        projects = self._projects(chosen)
+        params = {"projects": projects, "platformSource": args.get("platformSource"),
+                  "full": "true" if args.get("full") else None}
+        return self.gateway.call(lambda c: c.get_text("/api/context/inject", params))
+
+    def save_memory(self, args: dict[str, Any]) -> str:
+        if not args.get("text", "").strip():
+            raise ToolError("text is required: the memory to save, as self-contained text")
+        project = args.get("project") or self.identity.name
+        if project == ALL_PROJECTS:
+            raise ToolError('a memory belongs to one project; give its name instead of "*"')
+        body = {"text": args["text"], "title": args.get("title"), "type": args.get("type"), "project": project}
+        answer = self.gateway.call(lambda c: c.post_json("/api/memory/save", {k: v for k, v in body.items()
+                                                                                if v is not None}))
+        if answer.get("created"):
+            return f"Saved as #{answer['id']} in project {project}."
+        return f"Already saved as #{answer['id']} in project {project}; nothing changed."
+
+    def forget(self, args: dict[str, Any]) -> str:
+        deleted: list[int] = []
+        missing: list[int] = []
+        for item_id in args["ids"]:
+            try:
+                self.gateway.call(lambda c, i=item_id: c.delete(f"/api/memory/{i}"))
+                deleted.append(item_id)
+            except NotFoundError:
+                missing.append(item_id)
+        parts = []
+        if deleted:
+            parts.append("Deleted " + ", ".join(f"#{i}" for i in deleted) + ".")
+        if missing:
+            parts.append("No memory with id " + ", ".join(f"#{i}" for i in missing) + " (nothing to delete).")
+        return " ".join(parts)
+
+    def run(self, name: str, arguments: Mapping[str, Any] | None) -> str:
+        """Check the arguments and run one tool (blocking). Raises ``ToolError`` or a ``MemcairnError``."""
+        spec = TOOLS_BY_NAME.get(name)
+        if spec is None:
+            raise ToolError(f"no tool named {name!r}; the tools are: {', '.join(TOOLS_BY_NAME)}")
+        args = _check_arguments(spec, arguments)
+        return getattr(self, name)(args)
+
+
+def error_text(exc: BaseException) -> str:
+    """What the agent reads when a tool fails: what went wrong and what to do."""
+    if isinstance(exc, ToolError):
+        return str(exc)
+    if isinstance(exc, ValidationError):
+        return f"invalid request: {exc}"
+    if isinstance(exc, NotFoundError):
+        return str(exc) if "search" in str(exc) else f"{exc}; search first to find ids that exist"
+    if isinstance(exc, WorkerUnavailableError):
+        return f"the memory worker did not answer: {exc}"
+    if isinstance(exc, MemcairnError):
+        return str(exc)
+    return f"unexpected error in memcairn mcp ({type(exc).__name__}: {exc}); the details are on its stderr"
+
+
+# -- the MCP server ---------------------------------------------------------------------------------
+def build_server(tools: MemoryTools | None = None) -> Any:
+    """The low-level MCP ``Server`` serving ``tools`` (one is made on first use when None)."""
+    import anyio.to_thread
+    import mcp.types as types
+    from mcp.server import Server
+
+    holder: dict[str, MemoryTools] = {}
+
+    def current() -> MemoryTools:
+        if "tools" not in holder:
+            holder["tools"] = tools or MemoryTools()
+        return holder["tools"]
+
+    listed = [
+        types.Tool(
+            name=spec.name, title=spec.title, description=spec.description, input_schema=spec.input_schema,
+            annotations=types.ToolAnnotations(
+                title=spec.title, read_only_hint=spec.read_only,
+                destructive_hint=None if spec.read_only else spec.destructive,
+                idempotent_hint=None if spec.read_only else spec.idempotent, open_world_hint=False,
+            ),
+        )
+        for spec in TOOLS
+    ]
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=listed)
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        name, arguments = params.name, params.arguments
+        try:
+            text = await anyio.to_thread.run_sync(lambda: current().run(name, arguments))
+            return types.CallToolResult(content=[types.TextContent(text=text)])
+        except Exception as exc:
+            if not isinstance(exc, ToolError | MemcairnError):
+                log.exception("tool %s failed", name)
+            return types.CallToolResult(content=[types.TextContent(text=error_text(exc))], is_error=True)
+
+    return Server(SERVER_NAME, version=__version__, title="memcairn memory",
+                  instructions=WORKFLOW, on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+async def serve_stdio(tools: MemoryTools | None = None) -> None:
+    """Serve on stdin/stdout until stdin closes."""
+    from mcp.server.stdio import stdio_server
+
+    server = build_server(tools)
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+def watch_parent(interval: float = PARENT_POLL_SECONDS, on_orphaned: Callable[[], None] | None = None) -> None:
+    """Exit (or call ``on_orphaned``) once the parent process is gone, checked every ``interval`` seconds.
+
+    A daemon thread compares ``os.getppid()`` with its value at start: when the parent dies the process is
+    re-parented (to init or a subreaper) and the value changes. Nothing is watched when the parent is
+    already init.
+    """
+    parent = os.getppid()
+    if parent <= 1:
+        return
+
+    def orphaned() -> None:
+        log.info("parent process %d is gone; exiting", parent)
+        os._exit(0)
+
+    action = on_orphaned or orphaned
+
+    def loop() -> None:
+        while os.getppid() == parent:
+            time.sleep(interval)
+        action()
+
+    threading.Thread(target=loop, name="memcairn-mcp-parent-watch", daemon=True).start()
+
+
+def main() -> int:
+    """Run the stdio server (the ``memcairn mcp`` command); logs go to stderr, stdout carries the protocol."""
+    import anyio
+
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="memcairn mcp: %(levelname)s %(message)s")
+    watch_parent()
+    try:
+        anyio.run(serve_stdio)
+    except (KeyboardInterrupt, BrokenPipeError, ConnectionError):
+        pass  # the client went away: nothing is left to answer
+    except BaseExceptionGroup as group:
+        _, rest = group.split((KeyboardInterrupt, BrokenPipeError, ConnectionError))
+        if rest is not None:
+            raise rest from None
+    return 0

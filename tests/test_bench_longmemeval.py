@@ -1,0 +1,279 @@
+"""The LongMemEval retrieval benchmark: metric math by hand, the data format, the items a session becomes,
+the semantic-only leg of the search service, and the command end to end on tiny synthetic data."""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from memcairn.bench import longmemeval as lme
+from memcairn.cli import run as cli_run
+from memcairn.errors import ValidationError
+from memcairn.mirror.sync import MirrorSync
+from memcairn.models import NewItem
+from memcairn.search import SearchService
+from memcairn.store import Store
+from memcairn.vectors.fake import HashEmbedder
+from memcairn.vectors.memory import InMemoryIndex
+
+
+# -- metrics, computed by hand ---------------------------------------------------------------------------
+def test_recall_any_and_all_at_k() -> None:
+    ranked = ["a", "b", "c", "d", "e"]
+    gold = ["b", "d"]
+    assert [lme.recall_any(ranked, gold, k) for k in (1, 2, 3, 5)] == [0.0, 1.0, 1.0, 1.0]
+    assert [lme.recall_all(ranked, gold, k) for k in (1, 2, 3, 4, 5)] == [0.0, 0.0, 0.0, 1.0, 1.0]
+    assert lme.recall_any(ranked, ["z"], 5) == 0.0 and lme.recall_all(ranked, ["z"], 5) == 0.0
+    assert lme.recall_all(ranked, [], 5) == 0.0  # no gold: nothing to find, never a success
+
+
+def test_ndcg_with_binary_relevance() -> None:
+    ranked = ["a", "b", "c", "d", "e"]
+    # gold at ranks 2 and 4: DCG = 1/log2(3) + 1/log2(5); ideal puts both first: 1 + 1/log2(3)
+    expected = (1 / math.log2(3) + 1 / math.log2(5)) / (1 + 1 / math.log2(3))
+    assert lme.ndcg(ranked, ["b", "d"], 5) == pytest.approx(expected)
+    assert lme.ndcg(ranked, ["b", "d"], 3) == pytest.approx((1 / math.log2(3)) / (1 + 1 / math.log2(3)))
+    assert lme.ndcg(ranked, ["a"], 10) == 1.0
+    assert lme.ndcg(ranked, ["c"], 10) == pytest.approx(1 / math.log2(4))  # 0.5
+    assert lme.ndcg(ranked, ["c"], 2) == 0.0
+    # more gold than k: the ideal holds only k of them
+    assert lme.ndcg(["x", "y"], ["x", "y", "z"], 2) == 1.0
+
+
+def test_score_ranking_and_aggregate_by_type() -> None:
+    hit = lme.score_ranking(["g1", "x"], ["g1"])
+    miss = lme.score_ranking(["x", "y", "z", "g1"], ["g1"])
+    assert set(hit) == set(lme.METRICS)
+    assert hit["recall_any@1"] == 1.0 and hit["ndcg_any@10"] == 1.0
+    assert miss["recall_any@3"] == 0.0 and miss["recall_any@5"] == 1.0
+    assert miss["ndcg_any@5"] == pytest.approx(1 / math.log2(5))
+    result = lme.aggregate([("t1", hit), ("t1", miss), ("t2", hit)])
+    assert result["overall"]["n"] == 3
+    assert result["overall"]["recall_any@1"] == pytest.approx(round(2 / 3, 4))
+    assert result["by_type"]["t1"]["recall_any@1"] == 0.5 and result["by_type"]["t1"]["n"] == 2
+    assert result["by_type"]["t2"]["recall_any@3"] == 1.0
+    assert lme.aggregate([]) == {"overall": {"n": 0}, "by_type": {}}
+
+
+def test_hits_map_to_distinct_sessions_in_rank_order() -> None:
+    assert lme.distinct_sessions(["s2", "s1", "s2", None, "s3", "s1"]) == ["s2", "s1", "s3"]
+    assert lme.distinct_sessions([f"s{i}" for i in range(30)], top=10) == [f"s{i}" for i in range(10)]
+
+
+# -- the data format ---------------------------------------------------------------------------------------
+def test_dates_parse_as_utc() -> None:
+    assert lme.parse_date("2023/05/30 (Tue) 10:18") == int(datetime(2023, 5, 30, 10, 18, tzinfo=UTC).timestamp() * 1000)
+    assert lme.parse_date("2023/05/30") == int(datetime(2023, 5, 30, tzinfo=UTC).timestamp() * 1000)
+    assert lme.parse_date("2023-05-30T10:18") == lme.parse_date("2023/05/30 (Tue) 10:18")
+    with pytest.raises(ValidationError):
+        lme.parse_date("2023/02/30 (Thu) 10:00")
+    with pytest.raises(ValidationError):
+        lme.parse_date("last tuesday")
+
+
+def _turn(role: str, content: str, has_answer: bool = False) -> dict:
+    turn = {"role": role, "content": content}
+    if has_answer:
+        turn["has_answer"] = True
+    return turn
+
+
+def _record(qid: str, qtype: str, question: str, sessions: dict[str, list[dict]], answers: list[str],
+            date: str = "2023/05/30 (Tue) 10:18") -> dict:
+    return {
+        "question_id": qid, "question_type": qtype, "question": question, "answer": "synthetic",
+        "question_date": date, "haystack_session_ids": list(sessions),
+        "haystack_dates": [f"2023/05/{20 + n:02d} (Sat) 0{n}:00" for n in range(len(sessions))],
+        "haystack_sessions": list(sessions.values()), "answer_session_ids": answers,
+    }
+
+
+FILLER = {
+    "f_garden": [_turn("user", "Which vegetables grow well in shade?"),
+                 _turn("assistant", "Lettuce, spinach and kale tolerate partial shade.")],
+    "f_python": [_turn("user", "How do I reverse a list in Python?"),
+                 _turn("assistant", "Use reversed() or slicing with a negative step.")],
+    "f_travel": [_turn("user", "What should I pack for a week of hiking?"),
+                 _turn("assistant", "Layers, rain gear, a first aid kit and sturdy boots.")],
+}
+
+
+def synthetic_records() -> list[dict]:
+    """Three questions: one answer session, two answer sessions, and an abstention (not scored)."""
+    return [
+        _record("q_bakery", "single-session-user", "Which bakery does my cousin Ines run?", {
+            **FILLER,
+            "a_bakery": [_turn("user", "My cousin Ines opened a sourdough bakery in Leeds.", True),
+                         _turn("assistant", "A sourdough bakery needs a lively starter.")],
+        }, ["a_bakery"]),
+        _record("q_guitar", "multi-session", "How many guitars do I own now?", {
+            "a_guitar1": [_turn("user", "I bought my first guitar, a red hollow-body electric.", True),
+                          _turn("assistant", "Great choice for a first electric guitar.")],
+            **FILLER,
+            "a_guitar2": [_turn("user", "Today I added a second guitar, an acoustic Martin.", True),
+                          _turn("assistant", "Acoustic and electric guitars complement each other.")],
+        }, ["a_guitar1", "a_guitar2"]),
+        _record("q_bakery_abs", "single-session-user", "Which bakery does my uncle Rafael run?", {
+            **FILLER,
+            "a_bakery": [_turn("user", "My cousin Ines opened a sourdough bakery in Leeds.", True),
+                         _turn("assistant", "A sourdough bakery needs a lively starter.")],
+        }, []),
+    ]
+
+
+def test_parse_questions_reads_the_format_and_marks_abstentions() -> None:
+    questions = lme.parse_questions(synthetic_records())
+    assert [q.id for q in questions] == ["q_bakery", "q_guitar", "q_bakery_abs"]
+    assert [q.scored for q in questions] == [True, True, False]
+    first = questions[0]
+    assert first.type == "single-session-user" and first.answer_ids == ("a_bakery",)
+    assert [s.id for s in first.sessions] == ["f_garden", "f_python", "f_travel", "a_bakery"]
+    assert first.sessions[0].epoch_ms == lme.parse_date("2023/05/20 (Sat) 00:00")
+    assert first.sessions[-1].turns[0] == ("user", "My cousin Ines opened a sourdough bakery in Leeds.")
+    assert first.now_ms == lme.parse_date("2023/05/30 (Tue) 10:18")
+
+
+def test_parse_questions_refuses_malformed_records() -> None:
+    good = synthetic_records()[0]
+    with pytest.raises(ValidationError, match="JSON list"):
+        lme.parse_questions({"question_id": "x"})
+    with pytest.raises(ValidationError, match="lacks answer_session_ids"):
+        lme.parse_questions([{k: v for k, v in good.items() if k != "answer_session_ids"}])
+    with pytest.raises(ValidationError, match="same length"):
+        lme.parse_questions([{**good, "haystack_dates": good["haystack_dates"][:-1]}])
+    with pytest.raises(ValidationError, match="turn 0"):
+        lme.parse_questions([{**good, "haystack_sessions": [[{"role": "user"}]] * len(good["haystack_dates"])}])
+
+
+# -- items -------------------------------------------------------------------------------------------------
+SESSION = lme.Session("s1", 1_000_000, (
+    ("user", "first question"), ("assistant", "first answer"), ("assistant", "more of it"),
+    ("user", "second question"), ("assistant", "  "), ("assistant", "second answer"),
+))
+
+
+def test_round_items_pair_each_user_message_with_its_replies() -> None:
+    items = lme.session_items(SESSION, "round")
+    assert [(i.kind, i.narrative, i.text) for i in items] == [
+        ("observation", "first question", "first answer\n\nmore of it"),
+        ("observation", "second question", "second answer"),
+    ]
+    assert all(i.session == "s1" and i.platform_source == "longmemeval" and i.project == lme.PROJECT for i in items)
+    assert [i.created_at_epoch for i in items] == [1_000_000, 1_000_003]
+    assert items[1].metadata == {"session_id": "s1", "turn": 3}
+    # a session that opens with the assistant gets a round without a user message
+    opening = lme.session_items(lme.Session("s2", 5, (("assistant", "hello"), ("user", "hi"))), "round")
+    assert [(i.narrative, i.text) for i in opening] == [(None, "hello"), ("hi", None)]
+
+
+def test_session_turn_and_user_items() -> None:
+    (whole,) = lme.session_items(SESSION, "session")
+    assert list(whole.facts) == ["first question", "first answer", "more of it", "second question", "second answer"]
+    assert whole.text is None and whole.narrative is None and whole.session == "s1"
+    turns = lme.session_items(SESSION, "turn")
+    assert [i.kind for i in turns] == ["prompt", "observation", "observation", "prompt", "observation"]
+    assert [i.prompt_number for i in turns if i.kind == "prompt"] == [0, 3]
+    users = lme.session_items(SESSION, "user")
+    assert [(i.kind, i.text) for i in users] == [("prompt", "first question"), ("prompt", "second question")]
+    with pytest.raises(ValidationError, match="granularity"):
+        lme.session_items(SESSION, "paragraph")
+    both = lme.session_items(SESSION, " session, user ")
+    assert [i.kind for i in both] == ["observation", "prompt", "prompt"]
+    assert lme.check_granularity("TURN,turn, round") == "turn,round"
+
+
+# -- the semantic leg alone, through the service ---------------------------------------------------------------
+def test_the_service_runs_one_leg_when_asked(mem_store: Store) -> None:
+    zebra = mem_store.add_item(NewItem(project="p", kind="manual", text="zebra crossing repainted")).id
+    tiger = mem_store.add_item(NewItem(project="p", kind="manual", text="tiger stripes and zebra stripes")).id
+    mirror = MirrorSync(mem_store, InMemoryIndex(384), HashEmbedder(), index_key="memory")
+    mirror.backfill()
+    semantic = SearchService(mem_store, mirror, legs=("semantic",)).search(query="zebra crossing")
+    assert semantic.strategy == "semantic" and semantic.fallback_reason is None
+    assert semantic.hits[0].item.id == zebra and all(set(h.legs) == {"semantic"} for h in semantic.hits)
+    keyword = SearchService(mem_store, mirror, legs=("keyword",)).search(query="zebra crossing")
+    assert keyword.strategy == "keyword" and keyword.fallback_reason is None
+    assert {h.item.id for h in keyword.hits} == {zebra, tiger}
+    assert all(set(h.legs) == {"keyword"} for h in keyword.hits)
+    hybrid = SearchService(mem_store, mirror).search(query="zebra crossing")
+    assert hybrid.strategy == "hybrid" and set(hybrid.hits[0].legs) == {"keyword", "semantic"}
+    # without a usable mirror the semantic-only service still answers, from the keyword leg
+    fallback = SearchService(mem_store, None, legs=("semantic",)).search(query="zebra")
+    assert fallback.strategy == "keyword" and fallback.fallback_reason == "vector_unavailable"
+    assert {h.item.id for h in fallback.hits} == {zebra, tiger}
+    with pytest.raises(ValidationError, match="legs"):
+        SearchService(mem_store, mirror, legs=("fuzzy",))
+    with pytest.raises(ValidationError, match="legs"):
+        SearchService(mem_store, mirror, legs=())
+
+
+# -- end to end ----------------------------------------------------------------------------------------------
+@pytest.fixture
+def data_file(tmp_path: Path) -> Path:
+    path = tmp_path / "lme.json"
+    path.write_text(json.dumps(synthetic_records()))
+    return path
+
+
+def test_the_command_runs_keyword_end_to_end(data_file: Path, tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out.json"
+    assert cli_run(["bench", "longmemeval", str(data_file), "--method", "keyword", "--json", str(out),
+                    "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    assert "| keyword" in printed and "recall_any@5" in printed and "single-session-user" in printed
+    assert "query median ms" in printed and "peak memory" in printed
+    result = json.loads(out.read_text())
+    assert list(result) == ["keyword"]
+    overall = result["keyword"]["overall"]
+    assert overall["n"] == 2  # the _abs question is not scored
+    for metric in ("recall_any@1", "recall_any@3", "recall_any@5", "recall_any@10", "recall_all@5",
+                   "recall_all@10", "ndcg_any@5", "ndcg_any@10"):
+        assert overall[metric] == 1.0, metric
+    assert set(result["keyword"]["by_type"]) == {"single-session-user", "multi-session"}
+    timing = result["keyword"]["timing"]
+    assert timing["queries"] == 3 and timing["stores"] == 3 and timing["texts_embedded"] == 0
+    assert timing["peak_rss_mb"] > 0 and timing["query_median_ms"] >= 0
+
+
+def test_all_methods_pooled_and_cached_with_the_hash_model(data_file: Path, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    cache = tmp_path / "cache.sqlite"
+    out = tmp_path / "all.json"
+    args = ["bench", "longmemeval", str(data_file), "--all-methods", "--model", "hash", "--cache", str(cache),
+            "--quiet"]
+    assert cli_run([*args, "--json", str(out)]) == 0
+    first = json.loads(out.read_text())
+    assert list(first) == ["keyword", "semantic", "hybrid"]
+    assert first["hybrid"]["overall"]["recall_any@5"] == 1.0
+    assert first["hybrid"]["timing"]["texts_embedded"] > 0
+    printed = capsys.readouterr().out
+    assert "| semantic" in printed and "| hybrid" in printed
+    # the same sessions pooled in one store: every document vector comes from the cache
+    assert cli_run([*args, "--pooled", "--index", "memory", "--json", str(out)]) == 0
+    pooled = json.loads(out.read_text())
+    assert pooled["hybrid"]["settings"]["mode"] == "pooled" and pooled["hybrid"]["timing"]["stores"] == 1
+    assert pooled["hybrid"]["timing"]["cache_misses"] == 0 and pooled["hybrid"]["timing"]["texts_embedded"] == 0
+    assert pooled["keyword"]["overall"]["recall_any@5"] == 1.0
+
+
+def test_a_file_that_is_not_longmemeval_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps([{"question_id": "x"}]))
+    assert cli_run(["bench", "longmemeval", str(path), "--method", "keyword"]) == 2
+    assert "lacks" in capsys.readouterr().err
+
+
+def test_the_defaults_the_benchmark_chose(mem_store: Store) -> None:
+    """min-max fusion and no recency window (see the report of ``memcairn bench longmemeval``)."""
+    from memcairn.config import load_settings
+
+    service = SearchService(mem_store)
+    assert service.fusion == "minmax" and service.recency_window_days == 0
+    assert service.recency_boost_half_life_days is None
+    assert load_settings(environ={}).recency_window_days == 0
+    assert lme.DEFAULT_GRANULARITY == "turn"

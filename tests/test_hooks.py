@@ -1,0 +1,428 @@
+"""`memcairn hook <event>`: recorded agent payloads through the real hook process against a real worker on a
+free loopback port. Every case checks the contract: exit 0 and exactly one JSON object on stdout."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memcairn.bench.hooks import hook_command
+from memcairn.client import WorkerClient
+from memcairn.hooks import events, state
+from memcairn.hooks.events import canonical_event, digest
+from memcairn.hooks.fence import CLOSE, OPEN
+from memcairn.hooks.runner import parse_args
+from memcairn.hooks.transcript import last_assistant_text
+from memcairn.hooks.transport import _dechunk, quote
+from memcairn.models import NewItem
+from memcairn.store import Store
+
+pytestmark = pytest.mark.skipif(not Path("/proc/self").exists(), reason="process checks read /proc")
+
+FIXTURES = Path(__file__).parent / "fixtures"
+TRANSCRIPT = FIXTURES / "transcripts" / "claude-reliability__coverage-test-fix.jsonl"
+HOOK = hook_command()
+SCRIPT = Path(sys.executable).with_name("memcairn")
+HEAVY_ROOTS = {"click", "rich", "numpy", "onnxruntime", "tokenizers", "apsw", "sqlite_vec", "sqlite3", "_sqlite3",
+               "starlette", "uvicorn", "anyio", "mcp", "chromadb", "email", "ssl", "argparse"}
+HEAVY_MODULES = {"http.client", "urllib.request", "memcairn.store", "memcairn.search", "memcairn.cli",
+                 "memcairn.client", "memcairn.runtime", "memcairn.vectors", "memcairn.mirror", "memcairn.worker",
+                 "memcairn.context", "memcairn.models"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def payload(name: str, cwd: Path, **changes: Any) -> dict[str, Any]:
+    data = json.loads((FIXTURES / "hooks" / f"{name}.json").read_text())
+    data["cwd"] = str(cwd)
+    for key in ("tool_input",):
+        if isinstance(data.get(key), dict) and "file_path" in data[key]:
+            data[key]["file_path"] = data[key]["file_path"].replace("/tmp/tmpw6sk2trg", str(cwd))
+    data.update(changes)
+    return data
+
+
+def hook(env: dict[str, str], event: str | None, data: Any = None, *args: str, stdin: bytes | None = None,
+         cwd: Path | None = None, cmd: list[str] | None = None) -> tuple[dict[str, Any], str]:
+    """Run the real hook process; check exit 0 and exactly one JSON object on stdout; (that object, stderr)."""
+    raw = stdin if stdin is not None else json.dumps(data).encode()
+    argv = [*(cmd or HOOK), "hook", *([event] if event else []), *args]
+    done = subprocess.run(argv, input=raw, capture_output=True, env=env, timeout=30, cwd=cwd)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout.decode("utf-8")
+    assert out.endswith("\n") and out.count("\n") == 1, out
+    value, end = json.JSONDecoder().raw_decode(out)
+    assert isinstance(value, dict) and out[end:] == "\n"
+    return value, done.stderr.decode("utf-8")
+
+
+# -- fixtures -----------------------------------------------------------------------------------------
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A git checkout named "calc" (the project identity comes from its top-level directory)."""
+    top = tmp_path / "calc"
+    (top / ".git").mkdir(parents=True)
+    (top / "src").mkdir()
+    return top
+
+
+@pytest.fixture
+def env(isolated_home: Path) -> dict[str, str]:
+    out = dict(os.environ)
+    out.update(MEMCAIRN_PORT=str(free_port()), MEMCAIRN_EMBEDDING_MODEL="hash", MEMCAIRN_WORKER_AUTOSTART="0")
+    return out
+
+
+class Workers:
+    def __init__(self) -> None:
+        self.started: list[tuple[dict[str, str], int]] = []
+
+    def start(self, env: dict[str, str]) -> WorkerClient:
+        done = subprocess.run([sys.executable, "-m", "memcairn", "worker", "start", "--json"], env=env,
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        self.started.append((env, json.loads(done.stdout)["pid"]))
+        return WorkerClient(port=int(env["MEMCAIRN_PORT"]), token="")
+
+    def stop_all(self) -> None:
+        for env, pid in self.started:
+            subprocess.run([sys.executable, "-m", "memcairn", "worker", "stop"], env=env, capture_output=True,
+                           timeout=60)
+            try:
+                os.kill(pid, signal.SIGKILL)  # only if `worker stop` did not end it
+            except ProcessLookupError:
+                pass
+
+
+@pytest.fixture
+def workers() -> Iterator[Workers]:
+    w = Workers()
+    yield w
+    w.stop_all()
+
+
+def seed(home: Path, *items: NewItem) -> list[int]:
+    store = Store(home / "memcairn.db")
+    try:
+        return [r.id for r in store.add_items(list(items))]
+    finally:
+        store.close()
+
+
+def pending(home: Path) -> list[Any]:
+    store = Store(home / "memcairn.db")
+    try:
+        return store.pending_ingest_events(1000)
+    finally:
+        store.close()
+
+
+# -- against a live worker ------------------------------------------------------------------------------
+def test_session_start_injects_the_fenced_context(env: dict[str, str], project: Path, workers: Workers,
+                                                  isolated_home: Path) -> None:
+    seed(isolated_home,
+         NewItem(project="calc", kind="observation", type="bugfix", title="Division by zero guarded in divide()"),
+         NewItem(project="calc", kind="summary", request="Add multiply_numbers", learned="tests live in tests/",
+                 next_steps="add divide_numbers"),
+         NewItem(project="other", kind="observation", title="Not this project"))
+    client = workers.start(env)
+    out, err = hook(env, "session-start", payload("session_start", project))
+    context = out["hookSpecificOutput"]["additionalContext"]
+    assert out["hookSpecificOutput"]["hookEventName"] == "SessionStart" and "systemMessage" not in out
+    assert context.startswith(OPEN + "\n") and context.rstrip().endswith(CLOSE)
+    assert context.count(OPEN) == 1 and context.count(CLOSE) == 1  # fenced exactly once
+    assert "# memcairn memory · project calc ·" in context and "Division by zero guarded" in context
+    assert "Next steps: add divide_numbers" in context and "Cost: ~" in context and "get_observations" in context
+    assert "Not this project" not in context and "\x1b" not in context
+    init = [e for e in pending(isolated_home) if e.event_type == "session_init"]
+    assert len(init) == 1 and init[0].payload["source"] == "startup" and init[0].payload["project"] == "calc"
+    assert init[0].platform_source == "claude-code" and init[0].session_id == payload("session_start", project)[
+        "session_id"]
+    # an empty project: one line, no fence needed
+    empty_dir = project.parent / "fresh"
+    empty_dir.mkdir()
+    out, _ = hook(env, "SessionStart", payload("session_start", empty_dir))
+    assert "no memories yet for project fresh" in out["hookSpecificOutput"]["additionalContext"]
+    assert client.get_json("/api/stats")["ingest"]["pending"] == 2
+
+
+def test_terminal_output_shows_people_a_coloured_digest(env: dict[str, str], project: Path, workers: Workers,
+                                                         isolated_home: Path) -> None:
+    seed(isolated_home, NewItem(project="calc", kind="observation", type="feature", title="multiply_numbers added"))
+    workers.start(env)
+    shown = {**env, "MEMCAIRN_TERMINAL_OUTPUT": "1"}
+    out, _ = hook(shown, "session-start", payload("session_start", project))
+    assert "\x1b[" in out["systemMessage"] and "multiply_numbers added" in out["systemMessage"]
+    assert f"View memory live: http://127.0.0.1:{env['MEMCAIRN_PORT']}/" in out["systemMessage"]
+    assert "\x1b" not in out["hookSpecificOutput"]["additionalContext"]
+    gemini, _ = hook(shown, "SessionStart", payload("session_start", project), "--platform", "gemini-cli")
+    assert "\x1b" not in gemini["systemMessage"]  # Gemini shows no colours: the plain text instead
+    assert gemini["systemMessage"].startswith(gemini["hookSpecificOutput"]["additionalContext"].rstrip())
+
+
+def test_post_tool_use_queues_the_tool_event(env: dict[str, str], project: Path, workers: Workers,
+                                             isolated_home: Path) -> None:
+    client = workers.start(env)
+    for name in ("post_tool_use_read", "post_tool_use_edit", "post_tool_use_bash"):
+        assert hook(env, "post-tool-use", payload(name, project))[0] == {}
+    assert hook(env, "post-tool-use", payload("post_tool_use_read", project))[0] == {}  # a repeat is deduplicated
+    assert hook(env, "post-tool-use", payload("post_tool_use_bash", project, tool_name="mcp__memcairn__search",
+                                              tool_use_id="toolu_own"))[0] == {}  # our own tool: not recorded
+    big = payload("post_tool_use_bash", project, tool_use_id="toolu_big",
+                  tool_response={"stdout": "x" * 3_000_000, "stderr": ""})
+    assert hook(env, "post-tool-use", big)[0] == {}
+    gemini = payload("gemini_after_tool", project)
+    assert hook(env, "AfterTool", gemini, "--platform", "gemini-cli")[0] == {}
+    stats = client.get_json("/api/stats")["ingest"]
+    assert stats["pending"] == 5
+    tools = {e.tool_use_id or e.payload["tool_name"]: e
+             for e in pending(isolated_home) if e.event_type == "observation"}
+    read = tools["toolu_013bY7pp2ZCudW9rcLBUUJJE"]
+    assert read.payload["tool_name"] == "Read" and read.payload["project"] == "calc"
+    assert read.payload["tool_response"]["file"]["numLines"] == 7 and read.platform_source == "claude-code"
+    assert read.payload["tool_input"]["file_path"] == str(project / "src/math_utils.py")
+    assert "characters cut by memcairn" in tools["toolu_big"].payload["tool_response"]["stdout"]
+    assert tools["read_file"].platform_source == "gemini-cli"
+
+
+def test_user_prompt_submit_records_the_prompt(env: dict[str, str], project: Path, workers: Workers,
+                                               isolated_home: Path) -> None:
+    ids = seed(isolated_home, NewItem(project="calc", kind="observation", type="feature",
+                                      title="multiply_numbers multiplies two numbers",
+                                      narrative="Added multiply_numbers to src/math_utils.py with a test."))
+    workers.start(env)
+    data = payload("user_prompt_submit", project)
+    assert hook(env, "user-prompt-submit", data)[0] == {}
+    recorded = [e for e in pending(isolated_home) if e.event_type == "session_init"]
+    assert recorded[0].payload["prompt"] == data["prompt"] and recorded[0].payload["event"] == "user_prompt"
+    # opt-in: the memories most relevant to the prompt, fenced and small
+    out, _ = hook({**env, "MEMCAIRN_PROMPT_CONTEXT": "1"}, "UserPromptSubmit", data)
+    extra = out["hookSpecificOutput"]["additionalContext"]
+    assert out["hookSpecificOutput"]["hookEventName"] == "UserPromptSubmit"
+    assert extra.startswith(OPEN) and f"#{ids[0]}" in extra and len(extra) <= events.PROMPT_DIGEST_TOKENS * 4
+    gemini, _ = hook({**env, "MEMCAIRN_PROMPT_CONTEXT": "1"}, "BeforeAgent",
+                     {**data, "hook_event_name": "BeforeAgent"}, "--platform", "gemini-cli")
+    assert gemini["hookSpecificOutput"]["hookEventName"] == "BeforeAgent"
+
+
+def test_pre_tool_use_read_adds_a_file_digest_and_never_blocks(env: dict[str, str], project: Path,
+                                                               workers: Workers, isolated_home: Path) -> None:
+    ids = seed(isolated_home,
+               NewItem(project="calc", kind="observation", type="discovery", title="math_utils holds add_numbers",
+                       files_read=["src/math_utils.py"], created_at_epoch=1_790_000_000_000),
+               NewItem(project="calc", kind="observation", type="feature", title="multiply_numbers added",
+                       files_modified=[str(project / "src/math_utils.py")], created_at_epoch=1_790_000_060_000),
+               NewItem(project="calc", kind="observation", type="change", title="gitignore updated",
+                       files_modified=[".gitignore"]))
+    workers.start(env)
+    out, _ = hook(env, "pre-tool-use", payload("pre_tool_use_read", project))
+    specific = out["hookSpecificOutput"]
+    assert set(specific) == {"hookEventName", "additionalContext"}  # no permissionDecision: the read goes ahead
+    text = specific["additionalContext"]
+    assert text.startswith(OPEN) and "Earlier sessions touched src/math_utils.py" in text
+    assert f"#{ids[0]}" in text and f"#{ids[1]}" in text and f"#{ids[2]}" not in text
+    assert len(text) <= events.READ_DIGEST_TOKENS * 4
+    untouched = payload("pre_tool_use_read", project, tool_input={"file_path": str(project / "README.md")})
+    assert hook(env, "pre-tool-use", untouched)[0] == {}
+    assert hook(env, "pre-tool-use", payload("pre_tool_use_read", project, tool_name="Bash",
+                                             tool_input={"command": "ls"}))[0] == {}
+
+
+def test_stop_and_session_end_reach_the_summarize_route(env: dict[str, str], project: Path, workers: Workers,
+                                                        isolated_home: Path, tmp_path: Path) -> None:
+    workers.start(env)
+    stop = payload("stop", project)
+    assert hook(env, "stop", stop)[0] == {}
+    transcript = tmp_path / "transcript.jsonl"
+    transcript.write_bytes(TRANSCRIPT.read_bytes())
+    older = payload("stop_without_message", project, transcript_path=str(transcript), session_id="older-session")
+    assert hook(env, "Stop", older)[0] == {}
+    gemini = payload("gemini_after_agent", project, session_id="gemini-session")
+    assert hook(env, "AfterAgent", gemini, "--platform", "gemini-cli")[0] == {}
+    assert hook(env, "session-end", payload("session_end", project))[0] == {}
+    got = {(e.session_id, e.payload["event"]): e.payload for e in pending(isolated_home)}
+    assert got[(stop["session_id"], "stop")]["last_assistant_message"] == stop["last_assistant_message"]
+    assert got[("older-session", "stop")]["last_assistant_message"].startswith("The `.gitignore` was already committed")
+    assert got[("older-session", "stop")]["message_source"] == "transcript"
+    assert got[("gemini-session", "stop")]["last_assistant_message"] == gemini["prompt_response"]
+    end = got[(stop["session_id"], "session_end")]
+    assert end["reason"] == "prompt_input_exit" and end["project"] == "calc"
+
+
+# -- failing open ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("stdin", [b"", b"   \n", b"not json at all", b"[1, 2, 3]", b'{"session_id": ', b"\xff\xfe"])
+def test_bad_input_gives_an_empty_answer(env: dict[str, str], stdin: bytes) -> None:
+    out, err = hook(env, "post-tool-use", stdin=stdin)
+    assert out == {} and err.startswith("memcairn hook: ") and err.count("\n") == 1
+
+
+def test_missing_fields_unknown_events_and_a_dead_worker_fail_open(env: dict[str, str], project: Path,
+                                                                   isolated_home: Path) -> None:
+    cases = [("post-tool-use", {"cwd": str(project)}, "no session_id, tool_name"),
+             ("stop", {"cwd": str(project)}, "no session_id"),
+             ("no-such-event", {"session_id": "s"}, "unknown hook event"),
+             (None, {"session_id": "s"}, "unknown hook event")]
+    for event, data, words in cases:
+        out, err = hook(env, event, data)
+        assert out == {} and words in err
+    out, err = hook(env, "post-tool-use", payload("post_tool_use_bash", project), "--platform", "vscode")
+    assert out == {} and "unknown platform" in err and "nothing listens" in err
+    # a dead worker: stderr says so, nothing on stdout but {}
+    start = time.monotonic()
+    out, err = hook(env, "session-start", payload("session_start", project))
+    assert out == {} and "memory is off" in err and time.monotonic() - start < 5
+
+
+def test_three_failures_in_a_row_are_said_once_then_a_success_resets(env: dict[str, str], project: Path,
+                                                                      workers: Workers, isolated_home: Path) -> None:
+    data = payload("post_tool_use_bash", project)
+    messages = [hook(env, "post-tool-use", data)[0].get("systemMessage") for _ in range(4)]
+    assert messages[:2] == [None, None] and messages[3] is None
+    assert messages[2] is not None and "memory is off" in messages[2] and "memcairn worker start" in messages[2]
+    assert str(isolated_home / "logs") in messages[2]
+    assert state.read(str(isolated_home))["failures"] == 4
+    workers.start(env)
+    assert hook(env, "post-tool-use", data)[0] == {}
+    assert not (isolated_home / state.STATE_FILE).exists()
+
+
+def test_session_end_never_carries_the_notice(env: dict[str, str], project: Path, isolated_home: Path) -> None:
+    end = payload("session_end", project)
+    for _ in range(3):
+        assert hook(env, "session-end", end)[0] == {}
+    out, _ = hook(env, "stop", payload("stop", project))
+    assert "memory is off" in out["systemMessage"]
+
+
+def test_session_start_starts_a_missing_worker_without_waiting_long(env: dict[str, str], project: Path,
+                                                                     workers: Workers, isolated_home: Path) -> None:
+    auto = {**env, "MEMCAIRN_WORKER_AUTOSTART": "1"}
+    started = time.monotonic()
+    out, err = hook(auto, "session-start", payload("session_start", project))
+    elapsed = time.monotonic() - started
+    client = WorkerClient(port=int(env["MEMCAIRN_PORT"]), token="")
+    deadline = time.monotonic() + 30
+    while not client.ready(timeout=1.0):
+        assert time.monotonic() < deadline, "the spawned worker never became ready"
+        time.sleep(0.1)
+    workers.started.append((env, client.health()["pid"]))
+    assert elapsed < 5  # the bound is ~1 s of waiting; process start and the context request come on top
+    if out:  # ready within the bound: context included
+        assert "no memories yet" in out["hookSpecificOutput"]["additionalContext"]
+    else:
+        assert "not ready within" in err
+
+
+# -- the hot path -----------------------------------------------------------------------------------------
+IMPORT_PROBE = """
+import json, sys
+from memcairn.entry import main
+main(["hook", sys.argv[1]])
+sys.stderr.write("MODULES " + json.dumps(sorted(sys.modules)) + "\\n")
+"""
+
+
+def _heavy(stderr: str) -> list[str]:
+    line = next(x for x in stderr.splitlines() if x.startswith("MODULES "))
+    loaded = json.loads(line[len("MODULES "):])
+    return [m for m in loaded if m.split(".")[0] in HEAVY_ROOTS
+            or any(m == h or m.startswith(h + ".") for h in HEAVY_MODULES)]
+
+
+def test_the_hook_path_imports_nothing_heavy(env: dict[str, str], project: Path, workers: Workers) -> None:
+    cases = [("session-start", payload("session_start", project)),
+             ("post-tool-use", payload("post_tool_use_read", project)),
+             ("pre-tool-use", payload("pre_tool_use_read", project)),
+             ("stop", payload("stop", project))]
+    for live in (False, True):
+        if live:
+            workers.start(env)
+        for event, data in cases:
+            done = subprocess.run([sys.executable, "-c", IMPORT_PROBE, event], input=json.dumps(data).encode(),
+                                  capture_output=True, env=env, timeout=30)
+            assert done.returncode == 0 and isinstance(json.loads(done.stdout), dict), done.stderr
+            assert _heavy(done.stderr.decode()) == [], (event, live)
+    # the real process, as `python -m memcairn hook`, with the import log
+    traced = subprocess.run([sys.executable, "-X", "importtime", "-m", "memcairn", "hook", "post-tool-use"],
+                            input=json.dumps(cases[1][1]).encode(), capture_output=True, env=env, timeout=30)
+    imported = {line.rsplit("|", 1)[1].strip() for line in traced.stderr.decode().splitlines() if "|" in line}
+    assert "memcairn.hooks.events" in imported
+    assert not {m for m in imported if m.split(".")[0] in HEAVY_ROOTS or m in HEAVY_MODULES}
+
+
+def _script_dispatches_hooks() -> bool:
+    try:
+        return "memcairn.entry" in SCRIPT.read_text()
+    except OSError:
+        return False
+
+
+@pytest.mark.xfail(not _script_dispatches_hooks(), strict=True,
+                   reason="the installed console script calls memcairn.cli:main, which has no `hook` command and "
+                          "imports click first; pyproject's [project.scripts] should name memcairn.entry:main "
+                          "(then reinstall)")
+def test_the_console_script_runs_hooks_on_the_light_path(env: dict[str, str], project: Path) -> None:
+    traced = {**env, "PYTHONPROFILEIMPORTTIME": "1"}
+    done = subprocess.run([str(SCRIPT), "hook", "post-tool-use"], capture_output=True, env=traced, timeout=30,
+                          input=json.dumps(payload("post_tool_use_bash", project)).encode())
+    assert done.returncode == 0 and json.loads(done.stdout) == {}
+    imported = {line.rsplit("|", 1)[1].strip() for line in done.stderr.decode().splitlines() if "|" in line}
+    assert not {m for m in imported if m.split(".")[0] in HEAVY_ROOTS or m in HEAVY_MODULES}
+
+
+# -- pieces, in process -----------------------------------------------------------------------------------
+def test_last_assistant_text_reads_the_transcript_from_the_end(tmp_path: Path) -> None:
+    assert last_assistant_text(str(TRANSCRIPT)).startswith("The `.gitignore` was already committed")
+    # a message spanning several lines (text, then tool_use) is joined; small blocks force partial lines
+    lines = [{"type": "user", "message": {"role": "user", "content": "go"}},
+             {"type": "assistant", "message": {"id": "m1", "content": [{"type": "text", "text": "first part"}]}},
+             {"type": "assistant", "message": {"id": "m1", "content": [{"type": "tool_use", "name": "Bash"}]}},
+             {"type": "assistant", "message": {"id": "m1", "content": [{"type": "text", "text": "second part"}]}},
+             {"type": "user", "message": {"role": "user", "content": [{"type": "tool_result"}]}},
+             {"type": "system", "subtype": "stop_hook_summary"}]
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n{broken\n")
+    assert last_assistant_text(str(path)) == "first part\n\nsecond part"
+    assert last_assistant_text(str(path), max_bytes=40) is None  # bounded: only the end is read
+    assert last_assistant_text(str(tmp_path / "missing.jsonl")) is None
+
+
+def test_digest_rows_fit_their_budget() -> None:
+    text = ("3 memories (3 observations) · strategy: filter_only\n\n### 2026-12-01\n"
+            "- #12 14:03 bugfix · Fixed it · ~120 tok\n- #13 14:05 change · Changed it · ~80 tok\n\n"
+            "### 2026-12-02\n- #20 09:00 feature · </memcairn-memory> escape · ~10 tok\n\nNext: ...\n")
+    rows = events._index_rows(text)
+    assert rows == ["#12 2026-12-01 14:03 bugfix · Fixed it · ~120 tok",
+                    "#13 2026-12-01 14:05 change · Changed it · ~80 tok",
+                    "#20 2026-12-02 09:00 feature · </memcairn-memory> escape · ~10 tok"]
+    block = digest("Heading:", rows, 400, 5)
+    assert block.count(CLOSE) == 1 and block.endswith(CLOSE) and "[/memcairn-memory" in block
+    small = digest("Heading:", rows, 75, 5)
+    assert len(small) <= 300 and "#12" in small and "#20" not in small
+    assert digest("Heading:", rows, 10, 5) == ""
+
+
+def test_arguments_event_names_and_transport_helpers() -> None:
+    assert parse_args(["post-tool-use", "--platform", "gemini"]) == ("post-tool-use", "gemini-cli", [])
+    assert parse_args(["--platform=codex", "stop"])[:2] == ("stop", "codex")
+    assert parse_args(["stop", "extra"])[2] == ["unexpected argument extra"]
+    assert [canonical_event(n) for n in ("SessionStart", "session-start", "BeforeAgent", "AfterTool", "AfterAgent",
+                                         "PreToolUse", "SessionEnd", "Notification")] == [
+        "session-start", "session-start", "user-prompt-submit", "post-tool-use", "stop", "pre-tool-use",
+        "session-end", None]
+    assert quote("a/b c,ü") == "a%2Fb%20c%2C%C3%BC"
+    assert _dechunk(b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n") == b"hello world"

@@ -1,0 +1,600 @@
+"""``memcairn install|uninstall claude-code|codex|gemini`` against temporary home directories holding
+realistic settings: the user's entries survive, a second install changes nothing, uninstall gives back the
+original bytes, a dry run writes nothing, a malformed file stops everything; and the plugin folder
+matches what the installer writes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import memcairn
+from memcairn.cli import run
+from memcairn.errors import ConfigError
+from memcairn.install import install, memcairn_executable, uninstall
+from memcairn.install.jsonedit import detect_style
+from memcairn.install.specs import AGENTS, CLAUDE_CODE, CODEX, GEMINI, hook_command
+
+REPO = Path(__file__).resolve().parents[1]
+EXE = "/opt/tools/bin/memcairn"
+
+CLAUDE_SETTINGS = """{
+    "$schema": "https://json.schemastore.org/claude-code-settings.json",
+    "model": "opus",
+    "permissions": {
+        "allow": [
+            "Bash(npm run test:*)",
+            "Read(~/.zshrc)"
+        ],
+        "deny": []
+    },
+    "hooks": {
+        "SessionStart": [
+            {
+                "matcher": "startup",
+                "hooks": [
+                    {
+                        "type": "command",
+                        "command": "echo 'café ☕ ready'"
+                    }
+                ]
+            }
+        ],
+        "PostToolUse": [
+            {
+                "matcher": "Edit|Write",
+                "hooks": [
+                    {
+                        "type": "command",
+                        "command": "npx prettier --write \\"$CLAUDE_FILE_PATHS\\"",
+                        "timeout": 30
+                    }
+                ]
+            }
+        ],
+        "Notification": [
+            {
+                "hooks": [
+                    {
+                        "type": "command",
+                        "command": "notify-send 'Claude Code' 'needs you'"
+                    }
+                ]
+            }
+        ]
+    },
+    "statusLine": {
+        "type": "command",
+        "command": "~/.claude/statusline.sh"
+    },
+    "enabledPlugins": {
+        "formatter@acme-tools": true
+    },
+    "cleanupPeriodDays": 45
+}
+"""
+
+CLAUDE_JSON = """{
+  "numStartups": 184,
+  "installMethod": "native",
+  "autoUpdates": true,
+  "theme": "dark",
+  "tipsHistory": {
+    "memory-command": 12,
+    "theme-command": 3
+  },
+  "mcpServers": {
+    "github": {
+      "type": "http",
+      "url": "https://api.githubcopilot.com/mcp/",
+      "headers": {
+        "Authorization": "Bearer ${GITHUB_TOKEN}"
+      }
+    },
+    "sqlite": {
+      "type": "stdio",
+      "command": "uvx",
+      "args": [
+        "mcp-server-sqlite",
+        "--db-path",
+        "/home/u/data.db"
+      ],
+      "env": {}
+    }
+  },
+  "projects": {
+    "/home/u/repo": {
+      "allowedTools": [],
+      "mcpServers": {
+        "local-only": {
+          "command": "node",
+          "args": [
+            "server.js"
+          ]
+        }
+      },
+      "hasTrustDialogAccepted": true,
+      "lastCost": 0.4172
+    }
+  },
+  "userID": "3f2a9c"
+}"""
+
+CODEX_CONFIG = """# Codex configuration
+model = "gpt-5-codex"
+approval_policy = "on-request"  # ask before running commands
+
+[features]
+web_search = true
+
+[mcp_servers.docs]
+command = "npx"
+args = ["-y", "@acme/docs-mcp"]
+startup_timeout_sec = 20
+
+[mcp_servers.docs.env]
+DOCS_TOKEN = "abc"
+
+# profiles below
+[profiles.fast]
+model = "gpt-5-mini"
+"""
+
+CODEX_HOOKS = """{
+  "hooks": {
+    "Stop": [
+      {
+        "hooks": [
+          {
+            "type": "command",
+            "command": "python3 ~/.codex/hooks/ding.py",
+            "timeout": 5
+          }
+        ]
+      }
+    ]
+  }
+}
+"""
+
+GEMINI_SETTINGS = """{
+  "general": {
+    "preferredEditor": "vim",
+    "vimMode": true
+  },
+  "ui": {
+    "theme": "GitHub"
+  },
+  "mcpServers": {
+    "playwright": {
+      "command": "npx",
+      "args": ["@playwright/mcp@latest"],
+      "timeout": 30000
+    }
+  },
+  "hooks": {
+    "BeforeTool": [
+      {
+        "matcher": "run_shell_command",
+        "hooks": [
+          {
+            "name": "guard",
+            "type": "command",
+            "command": "$GEMINI_PROJECT_DIR/.gemini/hooks/guard.sh",
+            "timeout": 5000
+          }
+        ]
+      }
+    ],
+    "SessionStart": [
+      {
+        "matcher": "startup",
+        "hooks": [
+          {
+            "type": "command",
+            "command": "echo hello"
+          }
+        ]
+      }
+    ]
+  }
+}
+"""
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "userhome"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    for name in ("CLAUDE_CONFIG_DIR", "CODEX_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    return home
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(text.encode("utf-8"))
+    return path
+
+
+def snapshot(*roots: Path) -> dict[str, bytes]:
+    """Every file under ``roots`` (path -> bytes)."""
+    out = {}
+    for root in roots:
+        if root.exists():
+            for path in sorted(root.rglob("*")):
+                if path.is_file():
+                    out[str(path)] = path.read_bytes()
+    return out
+
+
+def without_backups(files: dict[str, bytes]) -> dict[str, bytes]:
+    return {k: v for k, v in files.items() if ".memcairn-bak-" not in k}
+
+
+def our_handlers(doc: dict[str, Any]) -> dict[str, list[tuple[str | None, dict[str, Any]]]]:
+    """event -> [(matcher, handler)] for every handler that runs ``... hook ...`` of memcairn."""
+    found: dict[str, list[tuple[str | None, dict[str, Any]]]] = {}
+    for event, groups in doc.get("hooks", {}).items():
+        for group in groups:
+            for handler in group["hooks"]:
+                argv = shlex.split(handler["command"])
+                if Path(argv[0]).name == "memcairn" and argv[1:2] == ["hook"]:
+                    found.setdefault(event, []).append((group.get("matcher"), handler))
+    return found
+
+
+# -- claude code ------------------------------------------------------------------------------------
+def test_claude_code_install_keeps_everything_and_uninstall_restores_the_exact_bytes(home: Path,
+                                                                                    isolated_home: Path) -> None:
+    settings = write(home / ".claude" / "settings.json", CLAUDE_SETTINGS)
+    claude_json = write(home / ".claude.json", CLAUDE_JSON)
+    before = snapshot(home)
+
+    report = install("claude-code", EXE)
+    assert report.changed and [c.path for c in report.changes] == [settings, claude_json]
+    doc = json.loads(settings.read_text())
+    ours = our_handlers(doc)
+    assert ours == {
+        "SessionStart": [("startup|resume|clear|compact", {"type": "command", "command": f"{EXE} hook session-start",
+                                                           "timeout": 30})],
+        "UserPromptSubmit": [(None, {"type": "command", "command": f"{EXE} hook user-prompt-submit", "timeout": 10})],
+        "PostToolUse": [("*", {"type": "command", "command": f"{EXE} hook post-tool-use", "timeout": 10,
+                               "async": True})],
+        "PreToolUse": [("Read", {"type": "command", "command": f"{EXE} hook pre-tool-use", "timeout": 5})],
+        "Stop": [(None, {"type": "command", "command": f"{EXE} hook stop", "timeout": 15})],
+        "SessionEnd": [(None, {"type": "command", "command": f"{EXE} hook session-end", "timeout": 5})],
+    }
+    original = json.loads(CLAUDE_SETTINGS)
+    assert list(doc) == list(original)  # key order kept, nothing added at the top
+    for key in original:
+        if key != "hooks":
+            assert doc[key] == original[key]
+    for event, groups in original["hooks"].items():
+        assert doc["hooks"][event][: len(groups)] == groups  # the user's groups first, untouched
+    assert settings.read_text() == json.dumps(doc, indent=4, ensure_ascii=False) + "\n"  # 4 spaces, UTF-8 kept
+    assert "café ☕" in settings.read_text()
+
+    cj = json.loads(claude_json.read_text())
+    assert cj["mcpServers"]["memcairn"] == {"type": "stdio", "command": EXE, "args": ["mcp"]}
+    assert list(cj["mcpServers"]) == ["github", "sqlite", "memcairn"]
+    assert {k: v for k, v in cj.items() if k != "mcpServers"} == {
+        k: v for k, v in json.loads(CLAUDE_JSON).items() if k != "mcpServers"}
+    assert not claude_json.read_text().endswith("\n")  # the file had no final newline; it still has none
+
+    backups = sorted(p for p in home.rglob("*.memcairn-bak-*"))
+    assert len(backups) == 2
+    assert {b.read_bytes() for b in backups} == {CLAUDE_SETTINGS.encode(), CLAUDE_JSON.encode()}
+
+    installed = snapshot(home)
+    again = install("claude-code", EXE)
+    assert not again.changed and snapshot(home) == installed  # no write, no new backup
+
+    removed = uninstall("claude-code")
+    assert removed.changed
+    assert without_backups(snapshot(home)) == before
+    assert not (isolated_home / "install-state.json").exists()
+    assert not uninstall("claude-code").changed
+
+
+def test_claude_code_install_into_an_empty_home_creates_files_that_uninstall_removes(home: Path) -> None:
+    install("claude-code", EXE)
+    settings, claude_json = home / ".claude" / "settings.json", home / ".claude.json"
+    assert set(json.loads(settings.read_text())) == {"hooks"}
+    assert json.loads(claude_json.read_text()) == {"mcpServers": {"memcairn": {"type": "stdio", "command": EXE,
+                                                                               "args": ["mcp"]}}}
+    assert settings.read_text().startswith('{\n  "hooks"')  # a new file gets 2 spaces and a final newline
+    uninstall("claude-code")
+    assert not settings.exists() and not claude_json.exists()
+    assert without_backups(snapshot(home)) == {}
+
+
+def test_a_dry_run_prints_a_diff_and_writes_nothing(home: Path, isolated_home: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    write(home / ".claude" / "settings.json", CLAUDE_SETTINGS)
+    write(home / ".claude.json", CLAUDE_JSON)
+    before = snapshot(home, isolated_home)
+    assert run(["install", "claude-code", "--dry-run", "--executable", EXE]) == 0
+    out, err = capsys.readouterr()
+    assert snapshot(home, isolated_home) == before
+    assert f"--- {home}/.claude/settings.json" in out and f"+++ {home}/.claude.json" in out
+    assert f'+                        "command": "{EXE} hook session-start",' in out
+    assert "+    \"memcairn\": {\n" in out
+    assert "nothing was written" in err
+
+    install("claude-code", EXE)
+    before = snapshot(home, isolated_home)
+    assert run(["uninstall", "claude-code", "--dry-run"]) == 0
+    out, _ = capsys.readouterr()
+    assert snapshot(home, isolated_home) == before and f'-                        "command": "{EXE} hook stop",' in out
+
+
+def test_malformed_json_stops_the_install_before_anything_is_written(home: Path, isolated_home: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    write(home / ".claude" / "settings.json", '{\n  "model": "opus",\n  "hooks": {\n}\n')  # unclosed
+    write(home / ".claude.json", CLAUDE_JSON)  # valid, but must not be touched either
+    before = snapshot(home, isolated_home)
+    with pytest.raises(ConfigError, match=r"settings\.json is not valid JSON: .*line \d+.*nothing was changed"):
+        install("claude-code", EXE)
+    assert run(["install", "claude-code", "--executable", EXE]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {home}/.claude/settings.json is not valid JSON") and "Traceback" not in err
+    assert snapshot(home, isolated_home) == before
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('["not", "an", "object"]', "must hold a JSON object at the top, not list"),
+    ('{"hooks": []}', "hooks must be a JSON object, not list"),
+    ('{"hooks": {"Stop": {"hooks": []}}}', "hooks.Stop must be a JSON array, not dict"),
+])
+def test_settings_of_the_wrong_shape_are_refused_with_the_key_named(home: Path, text: str, message: str) -> None:
+    write(home / ".claude" / "settings.json", text)
+    before = snapshot(home)
+    with pytest.raises(ConfigError, match=message):
+        install("claude-code", EXE)
+    assert snapshot(home) == before
+
+
+def test_a_new_path_replaces_the_old_entries_in_place(home: Path) -> None:
+    settings = write(home / ".claude" / "settings.json", CLAUDE_SETTINGS)
+    claude_json = write(home / ".claude.json", CLAUDE_JSON)
+    install("claude-code", "/old/venv/bin/memcairn")
+    doc = json.loads(settings.read_text())
+    doc["hooks"]["Stop"].append({"hooks": [{"type": "command", "command": "echo later"}]})  # the user adds one
+    settings.write_text(json.dumps(doc, indent=4, ensure_ascii=False) + "\n")
+
+    install("claude-code", "/new space/bin/memcairn")
+    doc = json.loads(settings.read_text())
+    ours = our_handlers(doc)
+    assert all(len(found) == 1 for found in ours.values()) and len(ours) == 6
+    assert ours["Stop"][0][1]["command"] == "'/new space/bin/memcairn' hook stop"
+    assert doc["hooks"]["Stop"][-1] == {"hooks": [{"type": "command", "command": "echo later"}]}  # still last
+    assert json.loads(claude_json.read_text())["mcpServers"]["memcairn"]["command"] == "/new space/bin/memcairn"
+
+    uninstall("claude-code")
+    doc = json.loads(settings.read_text())
+    assert our_handlers(doc) == {}
+    original = json.loads(CLAUDE_SETTINGS)
+    original["hooks"]["Stop"] = [{"hooks": [{"type": "command", "command": "echo later"}]}]
+    assert doc == original  # the user's later edit stays; only our entries went
+    assert claude_json.read_text() == CLAUDE_JSON
+
+
+def test_entries_removed_by_hand_make_the_next_install_a_first_one_again(home: Path) -> None:
+    settings = write(home / ".claude" / "settings.json", CLAUDE_SETTINGS)
+    install("claude-code", EXE)
+    edited = CLAUDE_SETTINGS.replace('"model": "opus"', '"model": "sonnet"')
+    settings.write_text(edited)  # the user rewrote the file without our hooks
+    install("claude-code", EXE)
+    assert our_handlers(json.loads(settings.read_text()))
+    uninstall("claude-code")
+    assert settings.read_text() == edited
+
+
+def test_a_memcairn_server_registered_by_hand_comes_back_on_uninstall(home: Path) -> None:
+    mine = CLAUDE_JSON.replace('"mcpServers": {\n', '"mcpServers": {\n    "memcairn": {\n      "command": '
+                                                    '"memcairn",\n      "args": [\n        "mcp"\n      ]\n    },\n', 1)
+    claude_json = write(home / ".claude.json", mine)
+    install("claude-code", EXE)
+    servers = json.loads(claude_json.read_text())["mcpServers"]
+    assert list(servers)[0] == "memcairn" and servers["memcairn"]["command"] == EXE
+    uninstall("claude-code")
+    assert claude_json.read_text() == mine
+
+
+def test_claude_config_dir_moves_both_files(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = tmp_path / "work-claude"
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(config))
+    install("claude-code", EXE)
+    assert our_handlers(json.loads((config / "settings.json").read_text()))
+    assert "memcairn" in json.loads((config / ".claude.json").read_text())["mcpServers"]
+    assert without_backups(snapshot(home)) == {}
+
+
+def test_a_symlinked_settings_file_is_written_through_its_link(home: Path, tmp_path: Path) -> None:
+    real = write(tmp_path / "dotfiles" / "claude-settings.json", CLAUDE_SETTINGS)
+    link = home / ".claude" / "settings.json"
+    link.parent.mkdir()
+    link.symlink_to(real)
+    install("claude-code", EXE)
+    assert link.is_symlink() and our_handlers(json.loads(real.read_text()))
+    uninstall("claude-code")
+    assert link.is_symlink() and real.read_text() == CLAUDE_SETTINGS
+    assert not list((tmp_path / "dotfiles").glob("*.memcairn-bak-*"))  # backups stay beside the link
+
+
+# -- codex ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("config_text", [CODEX_CONFIG, CODEX_CONFIG.rstrip("\n"), ""])
+def test_codex_install_appends_one_block_and_uninstall_restores_the_exact_bytes(home: Path, config_text: str,
+                                                                                capsys: pytest.CaptureFixture[str]
+                                                                                ) -> None:
+    config = write(home / ".codex" / "config.toml", config_text)
+    hooks = write(home / ".codex" / "hooks.json", CODEX_HOOKS)
+    before = snapshot(home)
+
+    assert run(["install", "codex", "--executable", EXE]) == 0
+    out = capsys.readouterr().out
+    assert "trust" in out and "/hooks" in out
+    text = config.read_text()
+    assert text.startswith(config_text)  # the user's bytes come first, unchanged
+    parsed = tomllib.loads(text)
+    assert parsed["mcp_servers"]["memcairn"] == {"command": EXE, "args": ["mcp"]}
+    assert {k: v for k, v in parsed.items() if k != "mcp_servers"} == {
+        k: v for k, v in tomllib.loads(config_text).items() if k != "mcp_servers"}
+    if config_text:
+        assert parsed["mcp_servers"]["docs"]["env"] == {"DOCS_TOKEN": "abc"}
+
+    doc = json.loads(hooks.read_text())
+    ours = our_handlers(doc)
+    assert set(ours) == {"SessionStart", "UserPromptSubmit", "PostToolUse", "Stop"}  # Codex has no SessionEnd
+    for found in ours.values():
+        (_, handler), = found
+        assert handler["command"].endswith("--platform codex") and "async" not in handler
+    assert ours["SessionStart"][0][0] == "startup|resume|clear|compact" and ours["PostToolUse"][0][0] is None
+    assert doc["hooks"]["Stop"][0] == json.loads(CODEX_HOOKS)["hooks"]["Stop"][0]
+
+    installed = snapshot(home)
+    assert not install("codex", EXE).changed and snapshot(home) == installed
+    uninstall("codex")
+    assert without_backups(snapshot(home)) == before
+
+
+def test_codex_home_is_honoured_and_new_files_are_removed_again(home: Path, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    codex_home = tmp_path / "codex-home"
+    monkeypatch.setenv("CODEX_HOME", str(codex_home))
+    install("codex", EXE)
+    assert tomllib.loads((codex_home / "config.toml").read_text())["mcp_servers"]["memcairn"]["command"] == EXE
+    assert our_handlers(json.loads((codex_home / "hooks.json").read_text()))
+    uninstall("codex")
+    assert without_backups(snapshot(codex_home)) == {} and without_backups(snapshot(home)) == {}
+
+
+def test_codex_refuses_a_server_table_of_the_same_name_and_invalid_toml(home: Path) -> None:
+    config = write(home / ".codex" / "config.toml", CODEX_CONFIG + '\n[mcp_servers.memcairn]\ncommand = "mine"\n')
+    before = snapshot(home)
+    with pytest.raises(ConfigError, match=r"already defines \[mcp_servers.memcairn\]"):
+        install("codex", EXE)
+    assert snapshot(home) == before
+    config.write_text('model = "unterminated\n')
+    before = snapshot(home)
+    with pytest.raises(ConfigError, match="is not valid TOML"):
+        install("codex", EXE)
+    assert snapshot(home) == before
+
+
+def test_codex_uninstall_keeps_what_the_user_appended_after_our_block(home: Path) -> None:
+    config = write(home / ".codex" / "config.toml", CODEX_CONFIG)
+    install("codex", EXE)
+    config.write_text(config.read_text() + '\n[mcp_servers.later]\ncommand = "later"\n')
+    uninstall("codex")
+    assert config.read_text() == CODEX_CONFIG + '\n[mcp_servers.later]\ncommand = "later"\n'
+
+
+# -- gemini -----------------------------------------------------------------------------------------
+def test_gemini_install_and_uninstall(home: Path) -> None:
+    settings = write(home / ".gemini" / "settings.json", GEMINI_SETTINGS)
+    before = snapshot(home)
+    install("gemini", EXE)
+    doc = json.loads(settings.read_text())
+    assert doc["mcpServers"] == {**json.loads(GEMINI_SETTINGS)["mcpServers"],
+                                 "memcairn": {"command": EXE, "args": ["mcp"]}}
+    ours = our_handlers(doc)
+    verbs = {event: shlex.split(found[0][1]["command"])[2] for event, found in ours.items()}
+    assert verbs == {"SessionStart": "session-start", "BeforeAgent": "user-prompt-submit",
+                     "AfterTool": "post-tool-use", "AfterAgent": "stop", "SessionEnd": "session-end"}
+    for found in ours.values():
+        (matcher, handler), = found
+        assert matcher is None and handler["command"].endswith("--platform gemini-cli")
+        assert handler["timeout"] >= 1000  # milliseconds
+    assert doc["hooks"]["BeforeTool"] == json.loads(GEMINI_SETTINGS)["hooks"]["BeforeTool"]
+    assert doc["general"] == {"preferredEditor": "vim", "vimMode": True}
+    assert not install("gemini", EXE).changed
+    uninstall("gemini")
+    assert without_backups(snapshot(home)) == before
+
+
+def test_gemini_settings_with_comments_are_refused_with_a_hint(home: Path) -> None:
+    write(home / ".gemini" / "settings.json", '{\n  // my theme\n  "ui": {"theme": "GitHub"}\n}\n')
+    before = snapshot(home)
+    with pytest.raises(ConfigError, match="comments"):
+        install("gemini", EXE)
+    assert snapshot(home) == before
+
+
+# -- details ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("text", "indent"), [
+    ('{\n  "a": 1\n}\n', 2), ('{\n    "a": [\n        1\n    ]\n}', 4), ('{\n\t"a": 1\n}\n', "\t"),
+    ('{"a": 1, "b": [1, 2]}', None),
+])
+def test_the_style_of_a_file_is_detected_and_reproduced(text: str, indent: int | str | None) -> None:
+    style = detect_style(text)
+    assert style.indent == indent and style.dump(json.loads(text)) == text
+
+
+def test_unknown_agents_are_refused(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["install", "cursor"]) == 2
+    assert "claude-code" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="unknown agent"):
+        install("cursor", EXE)
+
+
+def test_the_default_executable_is_an_absolute_memcairn_command() -> None:
+    exe = memcairn_executable()
+    assert os.path.isabs(exe) and Path(exe).name == "memcairn" and os.access(exe, os.X_OK)
+
+
+def test_the_cli_installs_with_the_running_memcairn(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["install", "gemini"]) == 0
+    out = capsys.readouterr().out
+    exe = memcairn_executable()
+    assert f"created {home}/.gemini/settings.json" in out and f"{exe} hook <event> --platform gemini-cli" in out
+    assert run(["install", "gemini"]) == 0 and "nothing to install" in capsys.readouterr().out
+    assert run(["uninstall", "gemini"]) == 0 and f"removed {home}/.gemini/settings.json" in capsys.readouterr().out
+
+
+# -- the plugin folder ------------------------------------------------------------------------------
+def test_the_plugin_folder_matches_what_the_installer_writes(home: Path) -> None:
+    plugin = REPO / "plugin"
+    manifest = json.loads((plugin / ".claude-plugin" / "plugin.json").read_text())
+    assert manifest["name"] == "memcairn" and manifest["version"] == memcairn.__version__
+    assert manifest["description"] and manifest["license"] == "MIT"
+
+    marketplace = json.loads((REPO / ".claude-plugin" / "marketplace.json").read_text())
+    assert marketplace["name"] and marketplace["owner"]["name"]
+    (entry,) = marketplace["plugins"]
+    assert entry["name"] == "memcairn" and (REPO / entry["source"] / ".claude-plugin" / "plugin.json").is_file()
+    assert (REPO / entry["source"]).resolve() == plugin and entry.get("version", manifest["version"]) == manifest[
+        "version"]
+
+    assert json.loads((plugin / ".mcp.json").read_text()) == {"mcpServers": {"memcairn": {"command": "memcairn",
+                                                                                          "args": ["mcp"]}}}
+    hooks_file = json.loads((plugin / "hooks" / "hooks.json").read_text())
+    assert set(hooks_file) == {"description", "hooks"} and "PATH" in hooks_file["description"]
+
+    install("claude-code", EXE)
+    installed = json.loads((home / ".claude" / "settings.json").read_text())["hooks"]
+
+    def bare(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{**g, "hooks": [{**h, "command": h["command"].replace(EXE, "memcairn", 1)} for h in g["hooks"]]}
+                for g in groups]
+
+    assert {event: bare(groups) for event, groups in installed.items()} == hooks_file["hooks"]
+    assert list(hooks_file["hooks"]) == [h.event for h in CLAUDE_CODE.hooks]
+
+
+def test_every_agent_spec_names_known_hook_verbs() -> None:
+    verbs = {"session-start", "user-prompt-submit", "post-tool-use", "pre-tool-use", "stop", "session-end"}
+    for agent in AGENTS.values():
+        assert {h.verb for h in agent.hooks} <= verbs
+        assert len({h.event for h in agent.hooks}) == len(agent.hooks)
+    assert hook_command("/a b/memcairn", CODEX, "stop") == "'/a b/memcairn' hook stop --platform codex"
+    assert hook_command(EXE, GEMINI, "stop").endswith("--platform gemini-cli")
+    assert hook_command(EXE, CLAUDE_CODE, "stop") == f"{EXE} hook stop"

@@ -1,0 +1,387 @@
+"""``memcairn mcp`` end to end: the SDK's own stdio client spawns the console script, which talks to a real
+worker on a free loopback port; plus in-process checks of argument and error handling, and the server's
+exit when its client or its parent goes away."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client, ClientSession, StdioServerParameters, stdio_client
+
+from memcairn.client import WorkerClient
+from memcairn.config import load_settings
+from memcairn.errors import WorkerUnavailableError
+from memcairn.mcp_server import TOOLS, WORKFLOW, MemoryTools, WorkerGateway, build_server, default_identity
+from memcairn.project import ProjectIdentity
+from memcairn.worker import daemon
+
+pytestmark = pytest.mark.skipif(not Path("/proc/self").exists(), reason="process checks read /proc")
+
+MEMCAIRN = str(Path(sys.executable).with_name("memcairn"))
+READ_ONLY = {"important_workflow", "search", "timeline", "get_observations", "session_start_context"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def processes_of(home: Path, *words: bytes) -> list[int]:
+    """Live processes whose command line holds every word and whose MEMCAIRN_HOME is ``home``."""
+    marker = f"MEMCAIRN_HOME={home}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            environ = (entry / "environ").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z" and all(w in argv for w in words) and marker in environ:
+            found.append(int(entry.name))
+    return found
+
+
+def wait_for(predicate: Any, timeout: float = 15.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def env(isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+    """MEMCAIRN_* for one test (its own home, a free port, the hash embedder); stops its worker after."""
+    monkeypatch.setenv("MEMCAIRN_PORT", str(free_port()))
+    monkeypatch.setenv("MEMCAIRN_EMBEDDING_MODEL", "hash")
+    yield {k: v for k, v in os.environ.items() if k.startswith("MEMCAIRN_")} | {"PATH": os.environ["PATH"]}
+    try:
+        daemon.stop(load_settings(), timeout=10)
+    finally:
+        for pid in processes_of(isolated_home, b"worker", b"run"):
+            os.kill(pid, signal.SIGKILL)
+        for pid in processes_of(isolated_home, b"mcp"):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def worker(env: dict[str, str]) -> WorkerClient:
+    started = subprocess.run([MEMCAIRN, "worker", "start", "--json"], env={**os.environ, **env}, capture_output=True,
+                             text=True, timeout=60)
+    assert started.returncode == 0, started.stderr
+    return WorkerClient(settings=load_settings())
+
+
+def text_of(result: Any) -> str:
+    assert len(result.content) == 1 and result.content[0].type == "text"
+    return result.content[0].text
+
+
+async def _session_flow(env: dict[str, str], cwd: Path, worker: WorkerClient, errlog: Any) -> dict[str, Any]:
+    params = StdioServerParameters(command=MEMCAIRN, args=["mcp"], env=env, cwd=str(cwd))
+    seen: dict[str, Any] = {}
+    async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+        init = await session.initialize()
+        seen["server"] = init.server_info.name
+        seen["instructions"] = init.instructions
+        seen["tools"] = (await session.list_tools()).tools
+
+        async def call(name: str, arguments: dict[str, Any] | None = None) -> tuple[bool, str]:
+            result = await session.call_tool(name, arguments or {})
+            return result.is_error, text_of(result)
+
+        seen["workflow"] = await call("important_workflow")
+        seen["saved"] = await call("save_memory", {"title": "Token refresh uses UTC", "type": "decision",
+                                                   "text": "The auth service compares token expiry in UTC; "
+                                                           "local time broke refresh near midnight."})
+        seen["saved_again"] = await call("save_memory", {"title": "Token refresh uses UTC", "type": "decision",
+                                                         "text": "The auth service compares token expiry in UTC; "
+                                                                 "local time broke refresh near midnight."})
+        seen["neighbour"] = await call("save_memory", {"title": "Cache warms at boot", "text": "The cache is "
+                                                       "filled when the service starts.", "type": "discovery"})
+        seen["elsewhere"] = await call("save_memory", {"title": "Other repo note", "text": "token expiry elsewhere",
+                                                       "project": "other-proj"})
+        item_id = int(re.search(r"#(\d+)", seen["saved"][1]).group(1))
+        seen["id"] = item_id
+        seen["search"] = await call("search", {"query": "token expiry refresh"})
+        seen["search_other"] = await call("search", {"query": "token expiry", "project": "other-proj"})
+        seen["search_all"] = await call("search", {"query": "token expiry", "project": "*", "limit": 10})
+        seen["search_notes"] = await call("search", {"type": "observations", "obs_type": "decision"})
+        seen["search_nothing"] = await call("search", {"dateEnd": "2001-01-01"})
+        seen["timeline"] = await call("timeline", {"anchor": str(item_id), "depth_before": 3, "depth_after": 3})
+        seen["timeline_int"] = await call("timeline", {"anchor": item_id})
+        seen["timeline_query"] = await call("timeline", {"query": "cache boot"})
+        seen["full"] = await call("get_observations", {"ids": [item_id]})
+        seen["record"] = worker.get_json(f"/api/memory/{item_id}")
+        seen["no_ids"] = await call("get_observations", {"ids": []})
+        seen["missing_ids"] = await call("get_observations", {})
+        seen["bad_kind"] = await call("search", {"type": "everything"})
+        seen["bad_anchor"] = await call("timeline", {"anchor": "soon-ish"})
+        seen["unknown_id"] = await call("timeline", {"anchor": "999999"})
+        seen["context"] = await call("session_start_context")
+        seen["context_expected"] = worker.get_text("/api/context/inject", {"projects": [cwd.name]})
+        seen["context_other"] = await call("session_start_context", {"project": "other-proj", "full": True})
+        seen["context_other_expected"] = worker.get_text("/api/context/inject",
+                                                         {"projects": ["other-proj"], "full": "true"})
+        seen["forget"] = await call("forget", {"ids": [item_id, 999999]})
+        seen["after_forget"] = await call("get_observations", {"ids": [item_id]})
+        seen["search_after_forget"] = await call("search", {"query": "token expiry refresh"})
+        seen["mcp_pids"] = processes_of(Path(env["MEMCAIRN_HOME"]), b"mcp")
+    return seen
+
+
+def test_a_full_session_over_stdio_against_a_real_worker(env: dict[str, str], worker: WorkerClient,
+                                                         tmp_path: Path) -> None:
+    cwd = tmp_path / "e2e-proj"
+    cwd.mkdir()
+    with open(tmp_path / "mcp-stderr.log", "w") as errlog:
+        seen = anyio.run(_session_flow, env, cwd, worker, errlog)
+    stderr = (tmp_path / "mcp-stderr.log").read_text()
+
+    assert seen["server"] == "memcairn" and "search" in seen["instructions"]
+    tools = {t.name: t for t in seen["tools"]}
+    assert list(tools) == [t.name for t in TOOLS] == ["important_workflow", "search", "timeline", "get_observations",
+                                                      "session_start_context", "save_memory", "forget"]
+    ids_schema = tools["get_observations"].input_schema
+    assert ids_schema["required"] == ["ids"]
+    assert ids_schema["properties"]["ids"]["type"] == "array" and ids_schema["properties"]["ids"]["minItems"] == 1
+    assert ids_schema["properties"]["ids"]["items"]["type"] == "integer"
+    assert tools["forget"].input_schema["required"] == ["ids"] and tools["save_memory"].input_schema["required"] == [
+        "text"]
+    assert set(tools["search"].input_schema["properties"]) == {
+        "query", "limit", "offset", "project", "type", "obs_type", "concepts", "files", "dateStart", "dateEnd",
+        "orderBy", "platformSource"}
+    assert tools["search"].input_schema["properties"]["type"]["enum"] == ["observations", "summaries", "prompts", "all"]
+    assert set(tools["timeline"].input_schema["properties"]) == {"anchor", "query", "depth_before", "depth_after",
+                                                                 "project"}
+    for name, tool in tools.items():
+        assert tool.annotations.read_only_hint is (name in READ_ONLY), name
+        assert tool.input_schema["type"] == "object"
+    assert tools["forget"].annotations.destructive_hint is True
+    assert tools["save_memory"].annotations.destructive_hint is False
+    workflow = tools["important_workflow"].description
+    assert all(w in workflow for w in ("search", "timeline", "get_observations", "ten times", "50-100", "500-1000"))
+
+    assert seen["workflow"] == (False, WORKFLOW)
+    item_id = seen["id"]
+    assert seen["saved"] == (False, f"Saved as #{item_id} in project e2e-proj.")
+    assert seen["saved_again"] == (False, f"Already saved as #{item_id} in project e2e-proj; nothing changed.")
+    assert not seen["neighbour"][0] and seen["elsewhere"] == (False, seen["elsewhere"][1])
+    assert "in project other-proj" in seen["elsewhere"][1]
+
+    error, text = seen["search"]
+    assert not error and f"#{item_id}" in text and "Token refresh uses UTC" in text and "Other repo note" not in text
+    error, text = seen["search_other"]
+    assert not error and "Other repo note" in text and f"#{item_id} " not in text
+    error, text = seen["search_all"]
+    assert not error and "Other repo note" in text and "Token refresh uses UTC" in text
+    error, text = seen["search_notes"]
+    assert not error and "Token refresh uses UTC" in text and "Cache warms at boot" not in text
+    error, text = seen["search_nothing"]
+    assert not error and 'pass project "*"' in text and "e2e-proj" in text
+
+    error, text = seen["timeline"]
+    assert not error and text.startswith(f"Timeline around #{item_id}") and "Cache warms at boot" in text
+    assert "Other repo note" not in text  # the anchor's own project only
+    assert seen["timeline_int"][1].startswith(f"Timeline around #{item_id}")
+    assert not seen["timeline_query"][0] and "Cache warms at boot" in seen["timeline_query"][1]
+
+    error, text = seen["full"]
+    assert not error
+    full = json.loads(text)
+    assert full == {"items": [{k: v for k, v in seen["record"].items() if v not in (None, "", [], {})}]}
+    assert full["items"][0]["text"].startswith("The auth service compares token expiry in UTC")
+
+    for key in ("no_ids", "missing_ids"):
+        error, text = seen[key]
+        assert error and text.startswith("ids is required: call search first"), key
+    error, text = seen["bad_kind"]
+    assert error and "type must be one of observations, summaries, prompts, all" in text
+    error, text = seen["bad_anchor"]
+    assert error and text.startswith("invalid request: anchor 'soon-ish' is not understood")
+    error, text = seen["unknown_id"]
+    assert error and "999999" in text and "search first" in text
+
+    assert seen["context"] == (False, seen["context_expected"])
+    assert "Token refresh uses UTC" in seen["context_expected"]
+    assert seen["context_other"] == (False, seen["context_other_expected"])
+
+    assert seen["forget"] == (False, f"Deleted #{item_id}. No memory with id #999999 (nothing to delete).")
+    error, text = seen["after_forget"]
+    assert not error and json.loads(text)["items"] == [] and json.loads(text)["missing"] == [item_id]
+    assert f"#{item_id} " not in seen["search_after_forget"][1]
+
+    assert len(seen["mcp_pids"]) == 1
+    wait_for(lambda: not processes_of(Path(env["MEMCAIRN_HOME"]), b"mcp"), what="the server to exit")
+    assert "Traceback" not in stderr, stderr
+
+
+async def _first_call_starts_the_worker(env: dict[str, str], cwd: Path) -> tuple[bool, str]:
+    params = StdioServerParameters(command=MEMCAIRN, args=["mcp"], env=env, cwd=str(cwd))
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        result = await session.call_tool("save_memory", {"text": "started on demand"})
+        return result.is_error, text_of(result)
+
+
+def test_the_first_tool_call_starts_the_worker(env: dict[str, str], tmp_path: Path) -> None:
+    cfg = load_settings()
+    assert daemon.probe(cfg) is None
+    error, text = anyio.run(_first_call_starts_the_worker, env, tmp_path)
+    assert not error and text.startswith("Saved as #") and text.endswith(f"in project {tmp_path.name}.")
+    assert daemon.probe(cfg) is not None  # it outlives the MCP server, like any worker
+
+
+def test_the_server_exits_when_stdin_closes(env: dict[str, str], tmp_path: Path) -> None:
+    with subprocess.Popen([MEMCAIRN, "mcp"], env={**os.environ, **env}, cwd=tmp_path, stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) as proc:
+        try:
+            hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}}
+            assert proc.stdin is not None and proc.stdout is not None
+            proc.stdin.write(json.dumps(hello).encode() + b"\n")
+            proc.stdin.flush()
+            answer = json.loads(proc.stdout.readline())
+            assert answer["id"] == 1 and answer["result"]["serverInfo"]["name"] == "memcairn"
+            proc.stdin.close()
+            assert proc.wait(timeout=10) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert daemon.probe(load_settings()) is None  # nothing asked for the worker, so none was started
+
+
+ORPHAN = """
+import subprocess, sys
+stdin, stdout = int(sys.argv[2]), int(sys.argv[3])
+child = subprocess.Popen([sys.argv[1], "mcp"], stdin=stdin, stdout=stdout, stderr=subprocess.DEVNULL,
+                         pass_fds=[stdin, stdout])
+print(child.pid, flush=True)
+sys.stdin.readline()  # exit (orphaning the server) when told to
+"""
+
+
+def test_the_server_exits_when_its_parent_dies_even_with_stdin_open(env: dict[str, str], tmp_path: Path) -> None:
+    in_read, in_write = os.pipe()  # the test keeps in_write open: the server's stdin never reaches end of file
+    out_read, out_write = os.pipe()
+    try:
+        with subprocess.Popen([sys.executable, "-c", ORPHAN, MEMCAIRN, str(in_read), str(out_write)],
+                              env={**os.environ, **env}, cwd=tmp_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True, pass_fds=[in_read, out_write]) as parent:
+            assert parent.stdin is not None and parent.stdout is not None
+            pid = int(parent.stdout.readline())
+            hello = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+            os.write(in_write, json.dumps(hello).encode() + b"\n")
+            with os.fdopen(os.dup(out_read), "rb") as answers:  # the server is up (and watching its parent)
+                assert json.loads(answers.readline())["id"] == 1
+            parent.stdin.close()
+            assert parent.wait(timeout=10) == 0
+
+        def gone() -> bool:
+            try:
+                state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                return True
+            return state == "Z"
+
+        wait_for(gone, timeout=20, what="the orphaned server to exit")
+    finally:
+        for fd in (in_read, in_write, out_read, out_write):
+            os.close(fd)
+
+
+# -- in process: arguments and errors without a worker ---------------------------------------------
+def _unavailable() -> WorkerClient:
+    raise WorkerUnavailableError("no memcairn worker answered at http://127.0.0.1:9 (connection refused)")
+
+
+async def _call_in_process(tools: MemoryTools, name: str, arguments: dict[str, Any]) -> tuple[bool, str]:
+    async with Client(build_server(tools)) as client:
+        result = await client.call_tool(name, arguments)
+        return result.is_error, text_of(result)
+
+
+IDENTITY = ProjectIdentity("demo", ("demo",))
+
+
+@pytest.mark.parametrize(("name", "arguments", "expected"), [
+    ("search", {"query": "x"}, "the memory worker is not running and could not be started: run `memcairn worker "
+                               "start` and try again (no memcairn worker answered"),
+    ("get_observations", {"ids": []}, "ids is required: call search first to find ids"),
+    ("get_observations", {"ids": ["twelve"]}, 'ids must be memory ids (whole numbers such as 12), got "twelve"'),
+    ("forget", {}, "ids is required: call search first to find ids"),
+    ("search", {"query": "x", "projects": "a"}, "search does not take projects; its arguments are: query, limit"),
+    ("search", {"limit": "many"}, 'limit must be a whole number, got "many"'),
+    ("timeline", {}, "give anchor (an id from search, e.g. 12) or query"),
+    ("timeline", {"anchor": "12", "query": "x"}, "give anchor or query, not both"),
+    ("save_memory", {"text": "  "}, "text is required: the memory to save"),
+    ("save_memory", {"text": "x", "project": "*"}, 'a memory belongs to one project; give its name instead of "*"'),
+    ("session_start_context", {"full": "yes"}, 'full must be true or false, got "yes"'),
+    ("no_such_tool", {}, "no tool named 'no_such_tool'; the tools are: important_workflow, search"),
+])
+def test_bad_calls_come_back_as_tool_errors_the_agent_can_act_on(name: str, arguments: dict[str, Any],
+                                                                  expected: str) -> None:
+    tools = MemoryTools(WorkerGateway(_unavailable), IDENTITY)
+    error, text = anyio.run(_call_in_process, tools, name, arguments)
+    assert error and text.startswith(expected), text
+
+
+def test_the_workflow_needs_no_worker() -> None:
+    tools = MemoryTools(WorkerGateway(_unavailable), IDENTITY)
+    assert anyio.run(_call_in_process, tools, "important_workflow", {}) == (False, WORKFLOW)
+
+
+class _FlakyClient:
+    """Answers after the gateway reconnected once, like a worker that was restarted."""
+
+    def __init__(self, log: list[str], dead: bool) -> None:
+        self.log, self.dead = log, dead
+
+    def get_json(self, path: str, params: dict[str, Any] | None = None) -> Any:
+        self.log.append(path)
+        if self.dead:
+            raise WorkerUnavailableError("connection refused")
+        return {"text": "1 memory\n", "counts": {"manual": 1}}
+
+
+def test_a_lost_worker_is_started_again_once() -> None:
+    log: list[str] = []
+    clients = iter([_FlakyClient(log, dead=True), _FlakyClient(log, dead=False)])
+    tools = MemoryTools(WorkerGateway(lambda: next(clients)), IDENTITY)
+    assert anyio.run(_call_in_process, tools, "search", {"query": "x"}) == (False, "1 memory\n")
+    assert log == ["/api/search", "/api/search"]
+
+
+def test_the_default_project_comes_from_claude_project_dir_then_the_working_directory(tmp_path: Path) -> None:
+    (tmp_path / "launched" / ".git").mkdir(parents=True)
+    (tmp_path / "launched" / "sub").mkdir()
+    (tmp_path / "cwd-proj").mkdir()
+    assert default_identity({"CLAUDE_PROJECT_DIR": str(tmp_path / "launched" / "sub")}).name == "launched"
+    assert default_identity({"GEMINI_PROJECT_DIR": str(tmp_path / "launched")}).name == "launched"
+    assert default_identity({}, cwd=str(tmp_path / "cwd-proj")).name == "cwd-proj"
+
+
+def test_every_tool_schema_is_a_closed_object_with_described_properties() -> None:
+    for spec in TOOLS:
+        assert spec.input_schema["type"] == "object" and spec.description
+        for name, prop in spec.input_schema["properties"].items():
+            assert prop.get("description"), f"{spec.name}.{name} needs a description"
+            assert isinstance(prop.get("type"), str), f"{spec.name}.{name}: one JSON type keeps strict clients happy"
