@@ -45,6 +45,23 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("worker_autostart", True, "SessionStart starts a worker when none answers (waiting 1 s at most)."),
     Setting("log_max_bytes", 5_000_000, "Size at which a worker log file rotates."),
     Setting("log_backups", 3, "How many rotated log files are kept."),
+    Setting("capture_backend", "offline",
+            "What turns tool use into observations: offline | anthropic | claude-cli | openai."),
+    Setting("llm_model", "", "Model for the LLM backend; empty = the backend's small fast default."),
+    Setting("llm_base_url", "",
+            "Base URL of the LLM API (Anthropic default https://api.anthropic.com; required for openai)."),
+    Setting("llm_api_key_env", "",
+            "Environment variable holding the API key; empty = ANTHROPIC_API_KEY or OPENAI_API_KEY."),
+    Setting("claude_cli", "claude", "The claude executable used by the claude-cli backend."),
+    Setting("llm_timeout_seconds", 60, "Timeout of one model call."),
+    Setting("llm_session_token_cap", 200_000, "Model tokens one session may spend; then the offline extractor."),
+    Setting("llm_daily_token_cap", 2_000_000, "Model tokens all sessions may spend per day; then offline."),
+    Setting("capture_max_tool_chars", 4000, "Tool inputs and outputs are cut to this many characters (head and tail)."),
+    Setting("capture_batch_wait_seconds", 2,
+            "Tool events of a turn wait this long for more before being compressed together (0 = at once)."),
+    Setting("exclude_projects", "", "Projects not captured nor given context: comma-separated globs."),
+    Setting("skip_tools", "", "Tools never observed: comma-separated names."),
+    Setting("ingest_retention_days", 7, "Processed hook events are pruned after this many days."),
 )
 
 _BY_NAME = {s.name: s for s in SETTINGS}
@@ -74,6 +91,19 @@ class Settings:
     worker_autostart: bool = True
     log_max_bytes: int = 5_000_000
     log_backups: int = 3
+    capture_backend: str = "offline"
+    llm_model: str = ""
+    llm_base_url: str = ""
+    llm_api_key_env: str = ""
+    claude_cli: str = "claude"
+    llm_timeout_seconds: int = 60
+    llm_session_token_cap: int = 200_000
+    llm_daily_token_cap: int = 2_000_000
+    capture_max_tool_chars: int = 4000
+    capture_batch_wait_seconds: int = 2
+    exclude_projects: str = ""
+    skip_tools: str = ""
+    ingest_retention_days: int = 7
 
     @property
     def db_path(self) -> Path:

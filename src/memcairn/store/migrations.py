@@ -66,6 +66,11 @@ def m004_ingest_events(conn: sqlite3.Connection) -> None:
     run_script(conn, schema.INGEST_TABLES)
 
 
+@migration(5)
+def m005_capture_bookkeeping(conn: sqlite3.Connection) -> None:
+    run_script(conn, schema.CAPTURE_TABLES)
+
+
 def _ensure_table(conn: sqlite3.Connection) -> None:
     conn.execute(
         f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} ("

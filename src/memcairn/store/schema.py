@@ -206,3 +206,35 @@ CREATE UNIQUE INDEX IF NOT EXISTS ux_ingest_events_tool_use
     ON ingest_events(session_id, event_type, tool_use_id) WHERE tool_use_id IS NOT NULL;
 CREATE INDEX IF NOT EXISTS ix_ingest_events_status ON ingest_events(status, id);
 """
+
+# m005: capture bookkeeping. ``source_key`` makes a replayed event (an imported transcript line) a no-op;
+# ``llm_usage`` records what each model call cost, for the per-session and per-day caps; ``capture_notices``
+# holds warnings (a model that failed, a cap reached) until the next SessionStart has shown them.
+CAPTURE_TABLES = """
+ALTER TABLE ingest_events ADD COLUMN source_key TEXT;
+ALTER TABLE ingest_events ADD COLUMN error TEXT;
+CREATE UNIQUE INDEX IF NOT EXISTS ux_ingest_events_source_key ON ingest_events(source_key)
+    WHERE source_key IS NOT NULL;
+CREATE INDEX IF NOT EXISTS ix_ingest_events_session ON ingest_events(platform_source, session_id, id);
+
+CREATE TABLE IF NOT EXISTS llm_usage (
+    id INTEGER PRIMARY KEY,
+    session_id TEXT,
+    backend TEXT NOT NULL,
+    model TEXT NOT NULL,
+    input_tokens INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL,
+    created_at_epoch INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS ix_llm_usage_time ON llm_usage(created_at_epoch);
+CREATE INDEX IF NOT EXISTS ix_llm_usage_session ON llm_usage(session_id);
+
+CREATE TABLE IF NOT EXISTS capture_notices (
+    id INTEGER PRIMARY KEY,
+    kind TEXT NOT NULL,                  -- llm_failed | cap_reached | ...
+    message TEXT NOT NULL,
+    project TEXT,
+    created_at_epoch INTEGER NOT NULL,
+    shown_at_epoch INTEGER
+);
+"""

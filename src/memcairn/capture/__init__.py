@@ -1,0 +1,1 @@
+"""Capture: hook events become observations and summaries (queue processing, compressors, privacy)."""
