@@ -38,3 +38,49 @@ def test_an_unknown_key_in_the_settings_file_is_named(isolated_home: Path) -> No
     (isolated_home / "settings.json").write_text(json.dumps({"prot": 1}))
     with pytest.raises(ConfigError, match="prot"):
         load_settings()
+
+
+def test_the_table_and_the_dataclass_agree() -> None:
+    fields = Settings.__dataclass_fields__
+    assert set(fields) - {"home"} == {s.name for s in SETTINGS}
+    for setting in SETTINGS:
+        assert fields[setting.name].default == setting.default, setting.name
+        assert type(fields[setting.name].default) is type(setting.default)
+        assert setting.help.strip()
+
+
+def test_the_light_reader_gives_what_settings_hold(isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memcairn.settings_source import memcairn_home, read_values
+
+    assert read_values() == load_settings().as_dict()  # defaults, no file
+    isolated_home.mkdir(parents=True)
+    (isolated_home / "settings.json").write_text(json.dumps({"port": 40001, "terminal_output": "yes",
+                                                             "context_types": "bugfix"}))
+    monkeypatch.setenv("MEMCAIRN_PORT", "40002")
+    monkeypatch.setenv("MEMCAIRN_PROMPT_CONTEXT", "on")
+    monkeypatch.setenv("MEMCAIRN_TOKEN", "")  # empty: not set
+    values = read_values()
+    assert values == load_settings().as_dict()
+    assert values["home"] == str(isolated_home) == memcairn_home()
+    assert (values["port"], values["terminal_output"], values["prompt_context"]) == (40002, True, True)
+    assert values["context_types"] == "bugfix" and values["token"] == ""
+    # an explicit home and environment, as load_settings takes them
+    other = isolated_home.parent / "other"
+    assert read_values(other, {})["port"] == 37877
+    assert load_settings(other, {}).home == other
+    assert read_values(None, {"MEMCAIRN_HOME": str(other) + "//", "MEMCAIRN_LOG_BACKUPS": "5"}) == {
+        **load_settings(None, {"MEMCAIRN_HOME": str(other), "MEMCAIRN_LOG_BACKUPS": "5"}).as_dict()}
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ("{not json", "cannot read .*settings.json.*fix or delete the file"),
+    ("[1, 2]", "settings.json must hold a JSON object of settings"),
+    ('{"terminal_output": "maybe"}', "settings.json: terminal_output must be true or false, got 'maybe'"),
+    ('{"log_backups": "few"}', "settings.json: log_backups must be a whole number, got 'few'"),
+])
+def test_settings_file_errors_name_the_file(isolated_home: Path, content: str, message: str) -> None:
+    isolated_home.mkdir(parents=True)
+    (isolated_home / "settings.json").write_text(content)
+    with pytest.raises(ConfigError, match=message) as raised:
+        load_settings()
+    assert str(isolated_home / "settings.json") in str(raised.value)

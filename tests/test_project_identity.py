@@ -1,11 +1,12 @@
 from __future__ import annotations
 
+import pickle
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from memcairn.project import project_from_cwd
+from memcairn.project import ProjectIdentity, project_from_cwd
 
 
 def _git(*args: str, cwd: Path) -> None:
@@ -37,3 +38,31 @@ def test_a_worktree_is_parent_slash_worktree_and_reads_the_parent(tmp_path: Path
     ident = project_from_cwd(tmp_path / "feature-x")
     assert ident.name == "main-repo/feature-x"
     assert ident.chain == ("main-repo/feature-x", "main-repo")
+
+
+def test_the_identity_is_an_immutable_value(tmp_path: Path) -> None:
+    ident = ProjectIdentity("calc", ("calc",))
+    assert ident == ProjectIdentity("calc", ("calc",)) and ident != ProjectIdentity("calc/x", ("calc/x", "calc"))
+    assert ident != ("calc", ("calc",)) and hash(ident) == hash(ProjectIdentity("calc", ("calc",)))
+    assert repr(ident) == "ProjectIdentity(name='calc', chain=('calc',))"
+    assert pickle.loads(pickle.dumps(ident)) == ident
+    with pytest.raises(AttributeError):
+        ident.name = "other"
+    d = tmp_path / "plain"
+    d.mkdir()
+    assert project_from_cwd(str(d)) == project_from_cwd(d) == ProjectIdentity("plain", ("plain",))
+
+
+def test_a_relative_gitdir_and_the_filesystem_root(tmp_path: Path) -> None:
+    main = tmp_path / "main-repo"
+    (main / ".git" / "worktrees" / "wt").mkdir(parents=True)
+    wt = tmp_path / "wt"
+    wt.mkdir()
+    (wt / ".git").write_text("gitdir: ../main-repo/.git/worktrees/wt\n")
+    assert project_from_cwd(wt).chain == ("main-repo/wt", "main-repo")
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    (sub / ".git").write_text("gitdir: ../main-repo/.git/modules/sub\n")  # a submodule is its own project
+    assert project_from_cwd(sub).chain == ("sub",)
+    if not Path("/.git").exists():
+        assert project_from_cwd("/") == ProjectIdentity("root", ("root",))

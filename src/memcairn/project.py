@@ -5,63 +5,100 @@
 - Outside git: the directory's basename.
 
 The ``.git`` entries are read directly instead of running ``git``: a subprocess per hook event would
-cost more than the rest of the hook.
+cost more than the rest of the hook. For the same reason paths are handled with ``os.path`` and the
+identity is a plain class: ``pathlib`` and ``dataclasses`` would add ~10 ms to every hook's start.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
+import os
 
 
-@dataclass(frozen=True)
 class ProjectIdentity:
+    """``name`` and ``chain`` (the projects whose memories this directory reads, own name first); immutable,
+    compared and hashed by value."""
+
+    __slots__ = ("name", "chain")
+
     name: str
-    chain: tuple[str, ...]  # the projects whose memories this directory reads, own name first
+    chain: tuple[str, ...]
+
+    def __init__(self, name: str, chain: tuple[str, ...]) -> None:
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "chain", chain)
+
+    def __setattr__(self, key: str, value: object) -> None:
+        raise AttributeError(f"cannot assign to field {key!r}: ProjectIdentity is immutable")
+
+    def __delattr__(self, key: str) -> None:
+        raise AttributeError(f"cannot delete field {key!r}: ProjectIdentity is immutable")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ProjectIdentity) or other.__class__ is not self.__class__:
+            return NotImplemented
+        return (self.name, self.chain) == (other.name, other.chain)
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.chain))
+
+    def __repr__(self) -> str:
+        return f"ProjectIdentity(name={self.name!r}, chain={self.chain!r})"
+
+    def __reduce__(self) -> tuple[type[ProjectIdentity], tuple[str, tuple[str, ...]]]:
+        return (self.__class__, (self.name, self.chain))
 
 
-def _find_git_entry(start: Path) -> Path | None:
-    for directory in (start, *start.parents):
-        candidate = directory / ".git"
-        if candidate.exists():
+def _find_git_entry(start: str) -> str | None:
+    """The nearest ``.git`` (directory or file) in ``start`` or one of its parents."""
+    directory = start
+    while True:
+        candidate = os.path.join(directory, ".git")
+        if os.path.exists(candidate):
             return candidate
-    return None
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            return None
+        directory = parent
 
 
-def _worktree_main_top(git_file: Path) -> Path | None:
+def _worktree_main_top(git_file: str) -> str | None:
     """For a ``.git`` file of a linked worktree, the main checkout's top-level directory."""
     try:
-        first = git_file.read_text(encoding="utf-8", errors="replace").splitlines()[0]
+        with open(git_file, encoding="utf-8", errors="replace") as fh:
+            first = fh.read().splitlines()[0]
     except (OSError, IndexError):
         return None
     if not first.startswith("gitdir:"):
         return None
-    gitdir = Path(first.split(":", 1)[1].strip())
-    if not gitdir.is_absolute():
-        gitdir = (git_file.parent / gitdir).resolve()
+    gitdir = first.split(":", 1)[1].strip()
+    if os.path.isabs(gitdir):
+        gitdir = os.path.normpath(gitdir)
+    else:
+        gitdir = os.path.realpath(os.path.join(os.path.dirname(git_file), gitdir))
     # Worktrees live at <main>/.git/worktrees/<name>; submodules at <super>/.git/modules/<name>.
-    if gitdir.parent.name != "worktrees":
+    parent = os.path.dirname(gitdir)
+    if os.path.basename(parent) != "worktrees":
         return None
-    common = gitdir.parent.parent
-    return common.parent if common.name == ".git" else None
+    common = os.path.dirname(parent)
+    return os.path.dirname(common) if os.path.basename(common) == ".git" else None
 
 
-def project_from_cwd(cwd: str | Path | None = None) -> ProjectIdentity:
-    start = Path(cwd or Path.cwd()).expanduser()
+def project_from_cwd(cwd: str | os.PathLike[str] | None = None) -> ProjectIdentity:
+    start = os.path.expanduser(os.fspath(cwd) if cwd else os.getcwd())
     try:
-        start = start.resolve()
+        start = os.path.realpath(start)
     except OSError:
-        pass
+        start = os.path.abspath(start)
     entry = _find_git_entry(start)
     if entry is None:
-        name = start.name or "root"
+        name = os.path.basename(start) or "root"
         return ProjectIdentity(name, (name,))
-    top = entry.parent
-    if entry.is_file():
+    top = os.path.dirname(entry)
+    if os.path.isfile(entry):
         main_top = _worktree_main_top(entry)
         if main_top is not None:
-            parent = main_top.name or "root"
-            name = f"{parent}/{top.name}"
+            parent = os.path.basename(main_top) or "root"
+            name = f"{parent}/{os.path.basename(top)}"
             return ProjectIdentity(name, (name, parent))
-    name = top.name or "root"
+    name = os.path.basename(top) or "root"
     return ProjectIdentity(name, (name,))

@@ -1,20 +1,37 @@
-"""``memcairn search`` and ``memcairn timeline``: thin doors onto ``memcairn.search.SearchService``."""
+"""``memcairn search`` and ``memcairn timeline``: thin doors onto ``memcairn.search.SearchService``.
+
+When this home's worker is running and ready, both commands ask it (``GET /api/search`` and
+``/api/timeline``): it has the store open and the embedding model and vector mirror warm, where opening
+them in this process costs about a second. Otherwise, or with ``--local``, they search in-process. The
+output is the same either way: the worker renders with the same functions, and the JSON output is built
+from the same dictionaries.
+
+"This home's worker" is the one whose pid is in ``$MEMCAIRN_HOME/worker.pid`` and which answers
+``/api/health`` on the configured port with that pid, so a worker of another home that happens to listen
+on the port is never asked.
+"""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from memcairn.cli.common import emit_json, settings
-from memcairn.errors import MemcairnError, StoreError
+from memcairn.errors import ConfigError, MemcairnError, StoreError, WorkerUnavailableError
 
 if TYPE_CHECKING:
+    from memcairn.client import WorkerClient
+    from memcairn.config import Settings
     from memcairn.search import SearchService
 
 ORDER_CHOICES = click.Choice(["relevance", "newest", "oldest"])
+PROBE_TIMEOUT = 1.0  # /api/health answers at once, even while the worker is busy
+REQUEST_TIMEOUT = 30.0
+SEARCH_RESULT_KEYS = ("id", "kind", "type", "title", "project", "created_at_epoch", "score")
+LOCAL_HELP = "Search in this process even when a worker is running."
 
 
 @contextlib.contextmanager
@@ -38,6 +55,78 @@ def _service() -> Iterator[SearchService]:
         runtime.close()
 
 
+def running_worker(cfg: Settings) -> WorkerClient | None:
+    """A client of this home's worker when it runs and is ready; None means: work in-process."""
+    from memcairn.client import WorkerClient
+    from memcairn.worker.daemon import read_pid_file
+
+    info = read_pid_file(cfg)
+    if info is None:
+        return None
+    client = WorkerClient(port=cfg.port, host=cfg.host, token=cfg.token, timeout=REQUEST_TIMEOUT, settings=cfg)
+    try:
+        health = client.health(timeout=PROBE_TIMEOUT)
+    except (WorkerUnavailableError, ConfigError):
+        return None
+    if health.get("pid") != info["pid"] or not health.get("ready"):
+        return None
+    return client
+
+
+def _ask_worker(local: bool, path: str, params: dict[str, Any], *lists: tuple[str, ...]) -> dict[str, Any] | None:
+    """The worker's JSON answer to ``GET path``, or None to work in-process instead.
+
+    None when ``local`` is set, when no worker of this home is ready, when a value of ``lists`` holds a
+    comma (the HTTP API splits repeated values on commas, this process does not), or when the worker fails
+    to answer (a note on stderr says so). A refused request (bad input, unknown anchor) is raised as it
+    would be in-process.
+    """
+    if local or any("," in value for values in lists for value in values):
+        return None
+    client = running_worker(settings())
+    if client is None:
+        return None
+    try:
+        answer = client.get_json(path, params=params)
+    except (WorkerUnavailableError, ConfigError) as exc:
+        click.echo(f"note: {exc}; working in-process instead", err=True)
+        return None
+    if not isinstance(answer, dict):
+        click.echo(f"note: the worker answered {path} with something other than an object; working in-process "
+                   "instead", err=True)
+        return None
+    return answer
+
+
+def _worker_output(answer: dict[str, Any] | None, as_json: bool, build: Callable[[dict[str, Any]], Any]) -> bool:
+    """Print the worker's answer (``build`` makes the --json value of it); False when there is none to print."""
+    if answer is None:
+        return False
+    try:
+        value = build(answer) if as_json else answer["text"]
+    except (KeyError, TypeError, AttributeError) as exc:
+        click.echo(f"note: the worker's answer lacks {exc}; working in-process instead", err=True)
+        return False
+    if as_json:
+        emit_json(value)
+    elif isinstance(value, str):
+        click.echo(value, nl=False)
+    else:
+        click.echo("note: the worker's answer has no text; working in-process instead", err=True)
+        return False
+    return True
+
+
+def search_json(data: dict[str, Any]) -> dict[str, Any]:
+    """What ``search --json`` prints, from ``SearchResult.to_dict()`` (or the worker's format=json answer)."""
+    return {
+        "strategy": data["strategy"],
+        "fallback_reason": data["fallback_reason"],
+        "notes": data["notes"],
+        "results": [{key: hit[key] for key in SEARCH_RESULT_KEYS} for hit in data["results"]],
+    }
+
+
 @click.command()
 @click.argument("query", required=False, default="")
 @click.option("--project", "projects", multiple=True, help="Only these projects (repeatable); merged ones included.")
@@ -52,19 +141,30 @@ def _service() -> Iterator[SearchService]:
 @click.option("--offset", default=0, show_default=True, type=int, help="Skip this many results.")
 @click.option("--order", type=ORDER_CHOICES, help="relevance (default with a query) | newest | oldest.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--local", is_flag=True, help=LOCAL_HELP)
 def search(query: str, projects: tuple[str, ...], kind: str | None, types: tuple[str, ...],
            concepts: tuple[str, ...], files: tuple[str, ...], since: str | None, until: str | None,
-           platform_source: str | None, limit: int, offset: int, order: str | None, as_json: bool) -> None:
+           platform_source: str | None, limit: int, offset: int, order: str | None, as_json: bool,
+           local: bool) -> None:
     """Search memories: keyword and semantic together, best matches first; without a query, the newest.
 
     Prints a compact index (one line per memory, with its id); use `memcairn timeline --anchor ID` for
     what happened around one and `memcairn show ID` for its full record. If the semantic mirror is
-    unavailable the search runs on keywords alone and says so.
+    unavailable the search runs on keywords alone and says so. A running worker answers when there is one
+    (its model and mirror are warm); --local searches in this process regardless.
 
     Example:
 
         memcairn search "login token expiry" --project demo --since 30d --limit 10
     """
+    params = {"query": query or None, "projects": list(projects), "kind": kind, "type": list(types),
+              "concepts": list(concepts), "files": list(files), "dateStart": since, "dateEnd": until,
+              "platformSource": platform_source, "limit": limit, "offset": offset, "orderBy": order,
+              "format": "json" if as_json else "index"}
+    answer = _ask_worker(local, "/api/search", params, projects, types, concepts, files)
+    if _worker_output(answer, as_json, search_json):
+        return
+
     from memcairn.search import SearchRequest, render_index
 
     req = SearchRequest(query=query, projects=projects, kinds=kind, types=types, concepts=concepts, files=files,
@@ -73,16 +173,7 @@ def search(query: str, projects: tuple[str, ...], kind: str | None, types: tuple
     with _service() as service:
         result = service.search(req)
     if as_json:
-        emit_json({
-            "strategy": result.strategy,
-            "fallback_reason": result.fallback_reason,
-            "notes": result.notes,
-            "results": [
-                {"id": h.item.id, "kind": h.item.kind, "type": h.item.type, "title": h.item.title,
-                 "project": h.item.project, "created_at_epoch": h.item.created_at_epoch, "score": round(h.score, 6)}
-                for h in result.hits
-            ],
-        })
+        emit_json(search_json(result.to_dict()))
         return
     click.echo(render_index(result), nl=False)
 
@@ -94,16 +185,26 @@ def search(query: str, projects: tuple[str, ...], kind: str | None, types: tuple
 @click.option("--after", "depth_after", default=10, show_default=True, type=int, help="Items after (0..50).")
 @click.option("--project", "projects", multiple=True, help="Only these projects (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--local", is_flag=True, help=LOCAL_HELP)
 def timeline(anchor: str | None, query: str | None, depth_before: int, depth_after: int,
-             projects: tuple[str, ...], as_json: bool) -> None:
+             projects: tuple[str, ...], as_json: bool, local: bool) -> None:
     """Show what happened around one memory: the items just before and after it, of every kind.
 
-    Give exactly one of --anchor and --query.
+    Give exactly one of --anchor and --query. A running worker answers when there is one; --local works
+    in this process regardless.
 
     Example:
 
         memcairn timeline --anchor 42 --before 5 --after 5
     """
+    params = {"anchor": anchor, "query": query, "depth_before": depth_before, "depth_after": depth_after,
+              "projects": list(projects), "format": "json" if as_json else "index"}
+    # A blank anchor or query counts as absent over HTTP; in-process it is refused or matched as given.
+    blank = any(v is not None and not v.strip() for v in (anchor, query))
+    answer = _ask_worker(local or blank, "/api/timeline", params, projects)
+    if _worker_output(answer, as_json, lambda data: {k: v for k, v in data.items() if k != "format"}):
+        return
+
     from memcairn.search import render_timeline
 
     with _service() as service:

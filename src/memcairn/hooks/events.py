@@ -28,12 +28,14 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
 
 from memcairn.hooks import state
-from memcairn.hooks.fence import clean_line, fence, fenced_size
 from memcairn.hooks.runner import warn
 from memcairn.hooks.transport import Call, Response, Unreachable, Worker
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 CANONICAL = ("session-start", "user-prompt-submit", "pre-tool-use", "post-tool-use", "stop", "session-end")
 ALIASES = {
@@ -77,14 +79,14 @@ class Hook:
     """One event: the payload, the settings, the worker, and whether the worker answered."""
 
     def __init__(self, event: str, platform: str, payload: dict[str, Any]) -> None:
-        from memcairn.config import load_settings
+        from memcairn.settings_source import read_values
 
         self.event = event
         self.platform = platform
         self.payload = payload
-        self.settings = load_settings()
-        self.home = str(self.settings.home)
-        self.worker = Worker(self.settings.host, self.settings.port, self.settings.token)
+        self.settings = read_values()  # every setting by name, and "home"
+        self.home: str = self.settings["home"]
+        self.worker = Worker(self.settings["host"], self.settings["port"], self.settings["token"])
         self.answered = False
         self.failure: str | None = None
         self.refused = False
@@ -170,9 +172,10 @@ def _context_output(hook: Hook, text: str) -> dict[str, Any]:
 def _autostart(hook: Hook) -> bool:
     """Spawn a worker (detached) and wait for it at most ``AUTOSTART_WAIT`` s; True if it is ready in time."""
     try:
+        from memcairn.config import settings_from_values
         from memcairn.worker.daemon import spawn
 
-        spawn(hook.settings)
+        spawn(settings_from_values(hook.settings))
     except Exception as exc:  # the session must start regardless
         warn(f"could not start the worker: {exc}")
         return False
@@ -193,12 +196,12 @@ def session_start(hook: Hook) -> dict[str, Any]:
     ident = hook.identity
     params = {"projects": ",".join(ident.chain), "platformSource": hook.platform}
     context = hook.send("GET", "/api/context/inject", params=params, timeout=CONTEXT_TIMEOUT)
-    if context is None and hook.refused and hook.settings.worker_autostart and _autostart(hook):
+    if context is None and hook.refused and hook.settings["worker_autostart"] and _autostart(hook):
         hook.failure, hook.refused = None, False
         context = hook.send("GET", "/api/context/inject", params=params, timeout=CONTEXT_TIMEOUT)
     if context is None:
         return {}
-    terminal = hook.settings.terminal_output
+    terminal = hook.settings["terminal_output"]
     coloured = None
     if terminal and hook.platform != "gemini-cli":
         coloured = hook.send("GET", "/api/context/inject", params={**params, "colors": "true"},
@@ -236,6 +239,8 @@ def _index_rows(text: str) -> list[str]:
 
 def digest(heading: str, rows: list[str], max_tokens: int, max_rows: int) -> str:
     """A fenced block of ``heading`` and up to ``max_rows`` rows, dropping rows until it fits the budget."""
+    from memcairn.hooks.fence import clean_line, fence, fenced_size  # its patterns cost 0.6 ms to compile
+
     limit = max_tokens * 4
     kept = [clean_line(r, 300) for r in rows[:max_rows]]
     while kept:
@@ -272,7 +277,7 @@ def user_prompt_submit(hook: Hook) -> dict[str, Any]:
     if isinstance(number, int) and not isinstance(number, bool) and 0 <= number <= 1_000_000:
         body["prompt_number"] = number
     search = None
-    if hook.settings.prompt_context and prompt.strip():
+    if hook.settings["prompt_context"] and prompt.strip():
         search = hook.send("GET", "/api/search", timeout=DIGEST_TIMEOUT, params={
             "query": prompt[:PROMPT_QUERY_CHARS], "format": "index", "limit": PROMPT_DIGEST_ROWS,
             "projects": ",".join(hook.identity.chain)})
@@ -350,6 +355,8 @@ def pre_tool_use(hook: Hook) -> dict[str, Any]:
     target = _read_target(hook)
     if target is None:
         return {}
+    from memcairn.hooks.fence import clean_line
+
     call = hook.send("GET", "/api/search", timeout=DIGEST_TIMEOUT, params={
         "files": target, "format": "index", "limit": READ_DIGEST_ROWS, "projects": ",".join(hook.identity.chain)})
     text = _search_digest(hook, call, f"Earlier sessions touched {clean_line(target, 200)} (newest first):",

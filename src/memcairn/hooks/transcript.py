@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 BLOCK = 64 * 1024
 MAX_BYTES = 4 * 1024 * 1024

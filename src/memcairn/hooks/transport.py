@@ -13,7 +13,10 @@ from __future__ import annotations
 import json
 import socket
 import time
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_RESPONSE_BYTES = 8 * 1024 * 1024
 _SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
@@ -143,7 +146,7 @@ def _parse_head(head: bytes) -> tuple[int, dict[str, str]]:
 
 
 class Worker:
-    """Where the worker listens, and the token to present (see ``memcairn.config``)."""
+    """Where the worker listens, and the token to present (see ``memcairn.settings_source``)."""
 
     def __init__(self, host: str, port: int, token: str = "") -> None:
         self.host = "127.0.0.1" if host in ("", "0.0.0.0", "::", "[::]") else host
