@@ -267,7 +267,8 @@ def test_projects_and_stats(client: TestClient, app: Any) -> None:
     assert stats["items"] == 2 and stats["by_kind"]["manual"] == 2
     assert stats["mirror"]["state"] in ("ok", "degraded") and stats["mirror"]["backend"] == "sqlite-vec"
     assert isinstance(stats["mirror"]["lag"], int) and isinstance(stats["mirror"]["outbox"], int)
-    assert stats["ingest"] == {"pending": 0, "done": 0, "failed": 0}
+    assert stats["ingest"] == {"pending": 0, "done": 0, "failed": 0, "oldest_pending_epoch": None}
+    assert stats["llm_tokens_today"] == 0
     assert stats["worker"]["version"]
 
 
@@ -282,12 +283,15 @@ def test_ingest_routes_accept_and_persist(client: TestClient, app: Any) -> None:
     again = client.post("/api/sessions/observations", json=tool).json()
     assert again == {"status": "accepted", "event_id": first["event_id"], "duplicate": True}
     assert client.post("/api/sessions/summarize", json={"session_id": "s1", "project": "demo"}).status_code == 202
-    events = store_of(app).pending_ingest_events()
+    store = store_of(app)
+    events = sorted(store.session_events("claude-code", "s1") + store.session_events("unknown", "s1"),
+                    key=lambda e: e.id)  # pending or already processed by the capture thread
     assert [(e.event_type, e.session_id) for e in events] == [
         ("session_init", "s1"), ("observation", "s1"), ("summarize", "s1")]
     assert events[1].payload["tool_input"] == {"file": "a.py"} and events[1].tool_use_id == "tu-1"
     assert events[0].platform_source == "claude-code" and events[1].platform_source == "unknown"
-    assert client.get("/api/stats").json()["ingest"]["pending"] == 3
+    queue = client.get("/api/stats").json()["ingest"]
+    assert queue["pending"] + queue["done"] == 3 and queue["failed"] == 0
     for path, body in (("/api/sessions/init", {"project": "demo"}),
                        ("/api/sessions/init", {"session_id": "s1"}),
                        ("/api/sessions/init", {"session_id": 7, "project": "demo"}),
@@ -527,3 +531,41 @@ def test_client_and_lifecycle_modules_import_nothing_heavy() -> None:
             "'numpy', 'anyio', 'rich'})); print('memcairn.store' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=True).stdout
     assert out.split("\n")[:2] == ["[]", "False"]
+
+
+def test_hook_events_become_memories_in_the_background(client: TestClient, app: Any) -> None:
+    base = {"session_id": "s2", "cwd": "/work/demo", "project": "demo", "platform_source": "claude-code"}
+    client.post("/api/sessions/init", json={**base, "event": "user_prompt", "prompt": "Make the build reproducible"})
+    client.post("/api/sessions/observations", json={
+        **base, "event": "tool_use", "tool_name": "Edit", "tool_use_id": "e-1",
+        "tool_input": {"file_path": "/work/demo/Makefile", "old_string": "cc", "new_string": "cc -O2"},
+        "tool_response": {"filePath": "/work/demo/Makefile"}})
+    client.post("/api/sessions/summarize", json={**base, "event": "stop", "last_assistant_message": "Pinned flags."})
+    capture = app.state.worker.capture
+    capture.nudge()
+    deadline = time.monotonic() + 10
+    while store_of(app).ingest_counts()["pending"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    kinds = sorted(i.kind for i in store_of(app).list_items(limit=10))
+    assert kinds == ["observation", "prompt", "summary"]
+    found = client.get("/api/search", params={"query": "Makefile", "format": "json", "project": "demo"}).json()
+    assert "observation" in [r["kind"] for r in found["results"]]
+    ids = [r["id"] for r in found["results"] if r["kind"] == "observation"]
+    full = client.post("/api/observations/batch", json={"ids": ids}).json()
+    assert any("Makefile" in " ".join(r["files_modified"]) for r in full["items"])
+
+
+def test_private_prompts_and_excluded_projects_store_nothing(cfg: Settings, tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    app = make_app(None, replace(cfg, exclude_projects="secret-*"), static_dir=tmp_path / "static")
+    with TestClient(app, base_url=BASE) as c:
+        wait_ready(app)
+        skipped = c.post("/api/sessions/init", json={"session_id": "x", "project": "secret-lab", "prompt": "hi"})
+        assert skipped.status_code == 202 and skipped.json() == {"status": "skipped", "reason": "excluded_project"}
+        assert c.get("/api/context/inject", params={"projects": "secret-lab"}).text == ""
+        private = c.post("/api/sessions/init", json={"session_id": "y", "project": "open", "event": "user_prompt",
+                                                     "prompt": "<private>my salary is 10</private>"})
+        assert private.json()["status"] == "accepted"
+        payload = json.dumps([e.payload for e in store_of(app).session_events("unknown", "y")])
+        assert "salary" not in payload and '"private": true' in payload

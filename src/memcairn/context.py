@@ -48,7 +48,7 @@ import threading
 import time
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, tzinfo
 from typing import Any
 
@@ -72,6 +72,7 @@ LEGEND = ("Legend: rows are #id HH:MM type title, by day, oldest first; types: b
           "change, discovery, decision, note (saved by hand). Pass an #id to timeline or get_observations.")
 MORE = ("More: search(query) lists matching ids (~50-100 tokens a hit) -> timeline(anchor=id) shows what "
         "happened around one -> get_observations(ids) reads full records; important_workflow explains the order.")
+NOTICE_PREFIX = "memcairn notice: "
 EMPTY = "memcairn: no memories yet for {scope}; memory starts after the first session."
 
 # ANSI (the coloured variant only)
@@ -327,13 +328,29 @@ def _minimal(data: ContextData) -> str:
             "search(query) recalls them.")
 
 
+def notice_lines(notices: Sequence[str]) -> str:
+    """memcairn's own warnings (a failing model backend, a token cap): outside the fence, since they are not
+    recalled memory; the SessionStart hook also shows them to the person."""
+    return "".join(f"{NOTICE_PREFIX}{clean_line(n, 300)}\n" for n in notices)
+
+
 def render(data: ContextData, settings: Settings, *, now_ms: int, tz: tzinfo | None = None, colors: bool = False,
-           full: bool = False) -> str:
+           full: bool = False, notices: Sequence[str] = ()) -> str:
     """The context text for ``data`` (see the module docstring); deterministic for a given ``now_ms``/``tz``."""
+    head = notice_lines(notices)
+    if not head:
+        return _render(data, settings, now_ms=now_ms, tz=tz, colors=colors, full=full)
+    budget = max(MIN_BUDGET_TOKENS, settings.context_token_budget) - _tokens(len(head)) - 1
+    return head + _render(data, replace(settings, context_token_budget=max(1, budget)), now_ms=now_ms, tz=tz,
+                          colors=colors, full=full)
+
+
+def _render(data: ContextData, settings: Settings, *, now_ms: int, tz: tzinfo | None, colors: bool,
+            full: bool) -> str:
     now = _when(now_ms, tz)
     if not data.totals.items:
         return EMPTY.format(scope=_scope(data.projects)) + "\n"
-    limit = None if full else max(MIN_BUDGET_TOKENS, settings.context_token_budget) * 4
+    limit = None if full else max(1, settings.context_token_budget) * 4
     shape = _Shape(len(data.observations), max(0, len(data.summaries) - 1))
     plain = _Style(False)
 
@@ -359,7 +376,7 @@ def render(data: ContextData, settings: Settings, *, now_ms: int, tz: tzinfo | N
 
 def render_context(store: Any, settings: Settings, *, projects: Sequence[str] | None = None,
                    platform_source: str | None = None, colors: bool = False, full: bool = False,
-                   now_ms: int | None = None, tz: tzinfo | None = None) -> str:
+                   now_ms: int | None = None, tz: tzinfo | None = None, notices: Sequence[str] = ()) -> str:
     """The SessionStart context of the project chain ``projects`` (every project when None).
 
     ``platform_source`` is accepted for the route's sake; the memories of every agent are shown.
@@ -368,4 +385,4 @@ def render_context(store: Any, settings: Settings, *, projects: Sequence[str] | 
     del platform_source
     data = gather(store, settings, projects, full=full)
     return render(data, settings, now_ms=int(time.time() * 1000) if now_ms is None else now_ms, tz=tz,
-                  colors=colors, full=full)
+                  colors=colors, full=full, notices=notices)

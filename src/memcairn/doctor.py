@@ -11,6 +11,36 @@ def _check(name: str, status: str, detail: str) -> dict[str, str]:
     return {"name": name, "status": status, "detail": detail}
 
 
+STALE_QUEUE_MS = 10 * 60 * 1000
+
+
+def _capture_checks(store: Any, fix: bool) -> list[dict[str, str]]:
+    """The hook event queue: depth, age, failures; and capture warnings not shown yet."""
+    import time
+
+    checks = []
+    queue = store.ingest_queue()
+    oldest = queue["oldest_pending_epoch"]
+    age_ms = int(time.time() * 1000) - oldest if oldest else 0
+    detail = f"{queue['pending']} pending, {queue['done']} processed, {queue['failed']} failed"
+    if age_ms > STALE_QUEUE_MS:
+        checks.append(_check("capture queue", "problem", f"{detail}; the oldest pending event waits for "
+                             f"{age_ms // 60000} min: is the worker running? (`memcairn worker status`)"))
+    else:
+        checks.append(_check("capture queue", "ok", detail))
+    if queue["failed"]:
+        errors = "; ".join(store.failed_ingest_errors())
+        if fix:
+            checks.append(_check("failed capture events", "fixed",
+                                 f"requeued {store.requeue_failed_ingest()} (last errors: {errors})"))
+        else:
+            checks.append(_check("failed capture events", "problem",
+                                 f"{errors}; `memcairn doctor --fix` retries them, the worker log has details"))
+    for notice in store.pending_capture_notices():
+        checks.append(_check("capture notice", "warning", notice))
+    return checks
+
+
 def run_checks(cfg: Settings, *, fix: bool = False) -> dict[str, Any]:
     from memcairn.store import Store
 
@@ -55,6 +85,7 @@ def run_checks(cfg: Settings, *, fix: bool = False) -> dict[str, Any]:
             checks.append(_check("keyword index content", "ok" if ok else "problem",
                                  "FTS5 integrity-check passed" if ok
                                  else "index disagrees with stored rows; run `memcairn doctor --fix`"))
+        checks += _capture_checks(store, fix)
     finally:
         store.close()
     healthy = all(c["status"] != "problem" for c in checks)

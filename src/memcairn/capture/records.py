@@ -87,6 +87,7 @@ class Compressed:
     observations: list[Observation] = field(default_factory=list)
     summary: Summary | None = None
     usage: list[Usage] = field(default_factory=list)
+    fallback_reason: str | None = None  # set when the offline extractor stood in for a failed model
 
 
 class CompressionFailed(Exception):

@@ -14,6 +14,7 @@ from memcairn.cli.integration_cmds import install, mcp, uninstall
 from memcairn.cli.search_cmds import search, timeline
 from memcairn.cli.store_cmds import add, db, doctor, show, stats
 from memcairn.cli.sync_cmds import sync
+from memcairn.cli.transfer_cmds import export, import_group
 from memcairn.cli.worker_cmds import worker
 
 
@@ -31,7 +32,8 @@ def cli() -> None:
     """
 
 
-for command in (add, search, timeline, show, stats, doctor, db, demo, bench, sync, worker, mcp, install, uninstall):
+for command in (add, search, timeline, show, stats, doctor, db, demo, bench, sync, worker, mcp, install, uninstall,
+                import_group, export):
     cli.add_command(command)
 
 

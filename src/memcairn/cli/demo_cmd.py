@@ -1,63 +1,81 @@
-"""``memcairn demo``: the README's first command. Shows the loop on the embedded default."""
+"""``memcairn demo``: the README's first command. The whole loop on the embedded default: a worker, three
+recorded Claude Code sessions captured through the hook pipeline, and what the next session is given."""
 
 from __future__ import annotations
+
+import time
+from importlib import resources
+from pathlib import Path
 
 import click
 
 from memcairn.cli.common import settings
-from memcairn.models import NewItem
 
-_SAMPLES = [
-    NewItem(project="demo-app", kind="observation", type="bugfix", title="Login failed after token refresh",
-            narrative="Expiry was compared in local time while tokens carry UTC timestamps; the comparison "
-                      "now uses timezone-aware UTC datetimes.",
-            facts=["auth/tokens.py compares expiry in UTC", "test_refresh_token passes"],
-            concepts=["problem-solution"], files_modified=["auth/tokens.py"], session="demo-1",
-            platform_source="claude-code"),
-    NewItem(project="demo-app", kind="observation", type="decision", title="SQLite in WAL mode for the cache",
-            narrative="Readers must not block the writer, so the cache database switched to WAL with a 30 s "
-                      "busy timeout.",
-            facts=["PRAGMA journal_mode=WAL", "busy_timeout 30000"], concepts=["trade-off"],
-            files_modified=["cache/db.py"], session="demo-1", platform_source="claude-code"),
-    NewItem(project="demo-app", kind="summary", title="Fixed login and tuned the cache",
-            request="Users were logged out after refreshing their token",
-            learned="Token timestamps are UTC; the cache needed WAL to avoid lock errors",
-            completed="Fixed expiry comparison; switched cache to WAL",
-            next_steps="Add a regression test for daylight-saving transitions", session="demo-1",
-            platform_source="claude-code"),
-]
+PROJECT = "memcairn-samples"
+MIRROR_WAIT_SECONDS = 120.0
+SEARCH = "why did the commit fail"
+TIMELINE_QUERY = "hello.sh"
+
+
+def sample_transcripts() -> list[Path]:
+    """The recorded sessions shipped with the package (see ``assets/transcripts/README.md``)."""
+    folder = resources.files("memcairn") / "assets" / "transcripts"
+    return sorted(Path(str(p)) for p in folder.iterdir() if p.name.endswith(".jsonl"))
+
+
+def _wait_for_mirror(client, deadline: float) -> str:  # noqa: ANN001 - WorkerClient, imported lazily
+    while True:
+        mirror = client.get_json("/api/stats")["mirror"]
+        if mirror.get("state") != "ok" or not mirror.get("lag"):
+            return f"{mirror.get('backend', 'none')} ({mirror.get('state')})"
+        if time.monotonic() > deadline:
+            return f"{mirror.get('backend')} still catching up ({mirror['lag']} items behind); search falls back"
+        time.sleep(0.5)
 
 
 @click.command()
 def demo() -> None:
-    """Store a few sample memories, mirror them, then search them the way an agent would.
+    """Start the worker, import the sample transcripts, and show what an agent would get back.
+
+    Prints the SessionStart context of the sample project, one search, one timeline and the viewer's URL.
+    The worker keeps running so the viewer stays up; `memcairn worker stop` ends it.
 
     Example:
 
         MEMCAIRN_HOME=/tmp/memcairn-demo memcairn demo
     """
-    from memcairn.runtime import open_runtime
-    from memcairn.search import SearchService, render_index, render_timeline
+    from memcairn.capture.importer import import_transcripts
+    from memcairn.client import WorkerClient
+    from memcairn.store import Store
+    from memcairn.worker import daemon
 
     cfg = settings()
-    click.echo(f"memcairn home: {cfg.home}  (store {cfg.db_path.name}, mirror {cfg.vector_backend})")
-    runtime = open_runtime(cfg)
-    try:
-        results = runtime.store.add_items(_SAMPLES)
-        new = sum(r.created for r in results)
-        click.echo(f"stored {new} new memories ({len(results) - new} already there): "
-                   + ", ".join(f"#{r.id}" for r in results))
-        if runtime.mirror is not None:
-            synced = runtime.mirror.sync_pending()
-            click.echo(f"mirrored {synced.documents} documents with {runtime.mirror.embedder.model_id}")
-        else:
-            click.echo(f"semantic mirror off: {runtime.mirror_error}")
-        service = SearchService(runtime.store, runtime.mirror, recency_window_days=cfg.recency_window_days,
-                                mirror_error=runtime.mirror_error)
-        for query in ("why were users logged out", "database locked readers"):
-            click.echo(f"\n$ memcairn search {query!r} --project demo-app\n")
-            click.echo(render_index(service.search(query=query, projects=["demo-app"])))
-        click.echo(f"\n$ memcairn timeline --anchor {results[1].id}\n")
-        click.echo(render_timeline(service.timeline(anchor=results[1].id, projects=["demo-app"])))
-    finally:
-        runtime.close()
+    click.echo(f"memcairn home: {cfg.home}  (store {cfg.db_path.name}, mirror {cfg.vector_backend}, "
+               f"capture {cfg.capture_backend})")
+    started = daemon.start(cfg)
+    click.echo(f"worker: {started['action']} (pid {started['pid']}) on http://127.0.0.1:{cfg.port}")
+
+    files = sample_transcripts()
+    with Store(cfg.db_path) as store:
+        report = import_transcripts(store, cfg, files, project=PROJECT)
+    click.echo(f"\n$ memcairn import transcripts <{len(files)} sample sessions> --project {PROJECT}\n"
+               f"{report.files} files -> {report.prompts} prompts, {report.observations} observations, "
+               f"{report.summaries} summaries ({report.events} new events; a second run adds nothing)")
+
+    client = WorkerClient(settings=cfg, timeout=30)
+    click.echo(f"mirror: {_wait_for_mirror(client, time.monotonic() + MIRROR_WAIT_SECONDS)}")
+
+    click.echo(f"\n--- what a new session in {PROJECT} is given (SessionStart context) ---\n")
+    click.echo(client.get_text("/api/context/inject", {"projects": PROJECT}).rstrip())
+
+    click.echo(f"\n$ memcairn search {SEARCH!r} --project {PROJECT}\n")
+    found = client.get_json("/api/search", {"query": SEARCH, "project": PROJECT, "format": "index", "limit": 5})
+    click.echo(found["text"].rstrip())
+
+    click.echo(f"\n$ memcairn timeline --query {TIMELINE_QUERY!r} --before 2 --after 3 --project {PROJECT}\n")
+    timeline = client.get_json("/api/timeline", {"query": TIMELINE_QUERY, "project": PROJECT, "format": "index",
+                                                 "depth_before": 2, "depth_after": 3})
+    click.echo(timeline["text"].rstrip())
+
+    click.echo(f"\nviewer: http://127.0.0.1:{cfg.port}/   (the worker keeps running; "
+               f"`memcairn worker stop` ends it)")

@@ -115,7 +115,7 @@ def doctor(ctx: click.Context, fix: bool, as_json: bool) -> None:
         emit_json(report)
     else:
         for check in report["checks"]:
-            mark = {"ok": "ok  ", "fixed": "FIXD", "problem": "FAIL"}[check["status"]]
+            mark = {"ok": "ok  ", "fixed": "FIXD", "problem": "FAIL", "warning": "WARN"}[check["status"]]
             click.echo(f"[{mark}] {check['name']}: {check['detail']}")
     if not report["healthy"]:
         ctx.exit(1)

@@ -11,9 +11,13 @@ log = logging.getLogger("memcairn.mirror")
 
 
 class MirrorRunner:
-    """One daemon thread per worker. ``nudge()`` is cheap and safe from any thread."""
+    """One daemon thread per worker. ``nudge()`` is cheap and safe from any thread.
 
-    def __init__(self, mirror: MirrorSync, *, retry_seconds: float = 15.0, idle_seconds: float = 60.0) -> None:
+    Between nudges it still looks every ``idle_seconds``: other processes (``memcairn import``, ``add``) write
+    to the same SQLite file without nudging this one, and a pass with nothing to do is a few index seeks.
+    """
+
+    def __init__(self, mirror: MirrorSync, *, retry_seconds: float = 15.0, idle_seconds: float = 5.0) -> None:
         self.mirror = mirror
         self.retry_seconds = retry_seconds
         self.idle_seconds = idle_seconds

@@ -144,7 +144,7 @@ class SearchService:
 
     def unknown_projects(self, names: Sequence[str]) -> tuple[list[str], list[str]]:
         """(names that are no project, every project name) for a note about the former."""
-        known = [p.name for p in self.store.projects()]
+        known = self.store.project_names()
         known_set = set(known)
         return [n for n in names if n not in known_set], known
 

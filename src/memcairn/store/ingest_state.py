@@ -9,10 +9,16 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from memcairn.models import AddResult, NewItem
 from memcairn.store.db import atomic
+from memcairn.store.validation import validate_item
+
+NOTICE_REPEAT_MS = 60_000
+PROMPT_DEDUPE_MS = 60_000  # the same prompt text again within a minute is a retried hook, not a new prompt
 
 INGEST_STATUSES: tuple[str, ...] = ("pending", "done", "failed")
 
@@ -29,6 +35,29 @@ class IngestEvent:
     attempts: int
     created_at_epoch: int
     updated_at_epoch: int
+    source_key: str | None = None
+    error: str | None = None
+
+    @property
+    def kind(self) -> str:
+        return event_kind(self.event_type, self.payload)
+
+    @property
+    def at_epoch(self) -> int:
+        """When it happened: the original time of a replayed event, else when the worker accepted it."""
+        given = self.payload.get("timestamp_ms")
+        if isinstance(given, int) and not isinstance(given, bool) and given > 0:
+            return given
+        return self.created_at_epoch
+
+
+def event_kind(event_type: str, payload: dict[str, Any]) -> str:
+    """What the hook sent: session_start, user_prompt, tool_use, stop or session_end. The body's ``event``
+    says so; a body without it (a claude-mem style client) is taken by its route."""
+    given = payload.get("event")
+    if isinstance(given, str) and given:
+        return given
+    return {"session_init": "user_prompt", "observation": "tool_use", "summarize": "stop"}.get(event_type, event_type)
 
 
 def _row_to_event(row: sqlite3.Row) -> IngestEvent:
@@ -41,6 +70,7 @@ def _row_to_event(row: sqlite3.Row) -> IngestEvent:
         event_type=row["event_type"], tool_use_id=row["tool_use_id"],
         payload=payload if isinstance(payload, dict) else {"_raw": payload}, status=row["status"],
         attempts=row["attempts"], created_at_epoch=row["created_at_epoch"], updated_at_epoch=row["updated_at_epoch"],
+        source_key=row["source_key"], error=row["error"],
     )
 
 
@@ -48,23 +78,35 @@ class IngestStateMixin:
     _conn: sqlite3.Connection
 
     def enqueue_ingest_event(self, session_id: str, platform_source: str, event_type: str,
-                             payload: dict[str, Any], tool_use_id: str | None = None) -> tuple[int, bool]:
-        """Record an event as pending; return (id, created). A repeat of a tool event (same session, event
-        type and ``tool_use_id``) returns the id recorded first and ``created`` False."""
+                             payload: dict[str, Any], tool_use_id: str | None = None,
+                             source_key: str | None = None) -> tuple[int, bool]:
+        """Record an event as pending; return (id, created). A repeat is recognised and returns the id
+        recorded first with ``created`` False: the same tool call (session, event type, ``tool_use_id``), the
+        same replayed line (``source_key``), or the same prompt text of a session within a minute."""
         now = int(time.time() * 1000)
         body = json.dumps(payload, ensure_ascii=False, sort_keys=True, default=str)
         with atomic(self._conn) as conn:
+            prompt = payload.get("prompt") if event_kind(event_type, payload) == "user_prompt" else None
+            if isinstance(prompt, str) and source_key is None:
+                same = conn.execute(
+                    "SELECT id FROM ingest_events WHERE platform_source = ? AND session_id = ? AND event_type = ? "
+                    "AND created_at_epoch >= ? AND json_extract(payload, '$.prompt') = ? ORDER BY id DESC LIMIT 1",
+                    (platform_source, session_id, event_type, now - PROMPT_DEDUPE_MS, prompt),
+                ).fetchone()
+                if same is not None:
+                    return same[0], False
             row = conn.execute(
                 "INSERT INTO ingest_events(session_id, platform_source, event_type, tool_use_id, payload, "
-                "created_at_epoch, updated_at_epoch) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING "
-                "RETURNING id",
-                (session_id, platform_source, event_type, tool_use_id, body, now, now),
+                "source_key, created_at_epoch, updated_at_epoch) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT DO NOTHING RETURNING id",
+                (session_id, platform_source, event_type, tool_use_id, body, source_key, now, now),
             ).fetchone()
             if row is not None:
                 return row[0], True
             existing = conn.execute(
-                "SELECT id FROM ingest_events WHERE session_id = ? AND event_type = ? AND tool_use_id = ?",
-                (session_id, event_type, tool_use_id),
+                "SELECT id FROM ingest_events WHERE (source_key IS NOT NULL AND source_key = ?) "
+                "OR (session_id = ? AND event_type = ? AND tool_use_id = ?) ORDER BY id LIMIT 1",
+                (source_key, session_id, event_type, tool_use_id),
             ).fetchone()
         return existing[0], False
 
@@ -74,15 +116,165 @@ class IngestStateMixin:
         ).fetchall()
         return [_row_to_event(r) for r in rows]
 
-    def mark_ingest_event(self, event_id: int, status: str) -> None:
+    def mark_ingest_event(self, event_id: int, status: str, error: str | None = None) -> None:
         """Set an event's status (``done`` or ``failed``, or back to ``pending``) and count the attempt."""
         if status not in INGEST_STATUSES:
             raise ValueError(f"unknown ingest status {status!r}; use one of {', '.join(INGEST_STATUSES)}")
         with atomic(self._conn) as conn:
             conn.execute(
-                "UPDATE ingest_events SET status = ?, attempts = attempts + 1, updated_at_epoch = ? WHERE id = ?",
-                (status, int(time.time() * 1000), int(event_id)),
+                "UPDATE ingest_events SET status = ?, attempts = attempts + 1, updated_at_epoch = ?, error = ? "
+                "WHERE id = ?",
+                (status, int(time.time() * 1000), error, int(event_id)),
             )
+
+    def complete_ingest(self, event_ids: Sequence[int], items: Sequence[NewItem], *,
+                        prompt_session: tuple[str, str, str] | None = None) -> list[AddResult] | None:
+        """Store what a batch of events produced and mark the events done, in one transaction.
+
+        This is what makes processing exactly-once: the items and the ``done`` marks commit together, and
+        when another processor finished any of these events first, nothing is written and None is returned.
+        ``prompt_session`` (platform, agent session id, project) counts a prompt on its session.
+        """
+        checked = [validate_item(item) for item in items]
+        ids = [int(i) for i in event_ids]
+        now = int(time.time() * 1000)
+        results: list[AddResult] = []
+        try:
+            with atomic(self._conn) as conn:
+                marks = ",".join("?" * len(ids))
+                pending = conn.execute(
+                    f"SELECT COUNT(*) FROM ingest_events WHERE status = 'pending' AND id IN ({marks})", ids
+                ).fetchone()[0]
+                if pending != len(set(ids)):
+                    return None
+                if prompt_session is not None:
+                    platform, session, project = prompt_session
+                    self._session_id(conn, self._project_id(conn, project), session, platform, now)
+                    conn.execute(
+                        "UPDATE sessions SET prompt_count = prompt_count + 1 WHERE platform_source = ? "
+                        "AND agent_session_id = ?", (platform, session))
+                for item in checked:
+                    results.append(self._insert(conn, item))
+                conn.execute(
+                    f"UPDATE ingest_events SET status = 'done', attempts = attempts + 1, updated_at_epoch = ? "
+                    f"WHERE id IN ({marks})", [now, *ids])
+        except BaseException:
+            self._project_ids.clear()
+            raise
+        self._notify("added", [r.id for r in results if r.created])
+        return results
+
+    def session_prompt_count(self, platform_source: str, session_id: str) -> int:
+        row = self._conn.execute(
+            "SELECT prompt_count FROM sessions WHERE platform_source = ? AND agent_session_id = ?",
+            (platform_source, session_id),
+        ).fetchone()
+        return int(row[0]) if row else 0
+
+    def session_events(self, platform_source: str, session_id: str, *, after_id: int = 0,
+                       before_id: int | None = None, event_type: str | None = None) -> list[IngestEvent]:
+        """Events of one session in order, between two ids (exclusive), of one queue type if given."""
+        sql = "SELECT * FROM ingest_events WHERE platform_source = ? AND session_id = ? AND id > ?"
+        params: list[Any] = [platform_source, session_id, int(after_id)]
+        if before_id is not None:
+            sql += " AND id < ?"
+            params.append(int(before_id))
+        if event_type is not None:
+            sql += " AND event_type = ?"
+            params.append(event_type)
+        return [_row_to_event(r) for r in self._conn.execute(sql + " ORDER BY id", params)]
+
+    def last_prompt_event(self, platform_source: str, session_id: str, before_id: int) -> IngestEvent | None:
+        row = self._conn.execute(
+            "SELECT * FROM ingest_events WHERE platform_source = ? AND session_id = ? AND id < ? "
+            "AND event_type = 'session_init' AND COALESCE(json_extract(payload, '$.event'), 'user_prompt') "
+            "= 'user_prompt' "
+            "ORDER BY id DESC LIMIT 1",
+            (platform_source, session_id, int(before_id)),
+        ).fetchone()
+        return _row_to_event(row) if row else None
+
+    def prune_ingest_events(self, older_than_epoch: int) -> int:
+        """Delete processed events last touched before ``older_than_epoch`` (ms); return how many."""
+        with atomic(self._conn) as conn:
+            return conn.execute(
+                "DELETE FROM ingest_events WHERE status = 'done' AND updated_at_epoch < ?", (int(older_than_epoch),)
+            ).rowcount
+
+    def ingest_queue(self) -> dict[str, Any]:
+        """Queue depth and the age of the oldest pending event, for stats, the stream and doctor."""
+        counts = self.ingest_counts()
+        oldest = self._conn.execute(
+            "SELECT MIN(created_at_epoch) FROM ingest_events WHERE status = 'pending'").fetchone()[0]
+        return {**counts, "oldest_pending_epoch": oldest}
+
+    def requeue_failed_ingest(self) -> int:
+        """Give failed events another round of attempts (``memcairn doctor --fix``); return how many."""
+        with atomic(self._conn) as conn:
+            return conn.execute(
+                "UPDATE ingest_events SET status = 'pending', attempts = 0, updated_at_epoch = ? "
+                "WHERE status = 'failed'", (int(time.time() * 1000),)).rowcount
+
+    def failed_ingest_errors(self, limit: int = 3) -> list[str]:
+        rows = self._conn.execute(
+            "SELECT id, event_type, error FROM ingest_events WHERE status = 'failed' ORDER BY id DESC LIMIT ?",
+            (int(limit),)).fetchall()
+        return [f"event {r[0]} ({r[1]}): {r[2] or 'no error recorded'}" for r in rows]
+
+    def pending_capture_notices(self) -> list[str]:
+        """Warnings not shown at a SessionStart yet (read only: doctor does not mark them)."""
+        return [r[0] for r in self._conn.execute(
+            "SELECT message FROM capture_notices WHERE shown_at_epoch IS NULL ORDER BY id")]
+
+    # -- model usage and capture notices ----------------------------------------------------------
+    def record_usage(self, usage: Any, session_id: str | None) -> None:
+        with atomic(self._conn) as conn:
+            conn.execute(
+                "INSERT INTO llm_usage(session_id, backend, model, input_tokens, output_tokens, created_at_epoch) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (session_id, usage.backend, usage.model, int(usage.input_tokens), int(usage.output_tokens),
+                 int(time.time() * 1000)),
+            )
+
+    def tokens_spent(self, *, session_id: str | None = None, since_epoch: int | None = None) -> int:
+        sql = "SELECT COALESCE(SUM(input_tokens + output_tokens), 0) FROM llm_usage WHERE 1 = 1"
+        params: list[Any] = []
+        if session_id is not None:
+            sql += " AND session_id = ?"
+            params.append(session_id)
+        if since_epoch is not None:
+            sql += " AND created_at_epoch >= ?"
+            params.append(int(since_epoch))
+        return int(self._conn.execute(sql, params).fetchone()[0])
+
+    def add_capture_notice(self, kind: str, message: str, project: str | None = None) -> None:
+        """Keep a warning for the next SessionStart; the same unshown warning is kept once."""
+        with atomic(self._conn) as conn:
+            seen = conn.execute(
+                "SELECT 1 FROM capture_notices WHERE shown_at_epoch IS NULL AND kind = ? AND message = ? "
+                "AND project IS ?", (kind, message, project)).fetchone()
+            if seen is None:
+                conn.execute(
+                    "INSERT INTO capture_notices(kind, message, project, created_at_epoch) VALUES (?, ?, ?, ?)",
+                    (kind, message, project, int(time.time() * 1000)))
+
+    def take_capture_notices(self, projects: Sequence[str] | None = None) -> list[str]:
+        """Warnings for these projects (and those of no project) not shown yet, oldest first, marked shown.
+        Ones shown in the last minute come back too: a SessionStart asks twice (for the model and, in
+        colour, for the person) and both should carry them."""
+        now = int(time.time() * 1000)
+        sql = "SELECT id, message, shown_at_epoch FROM capture_notices WHERE (shown_at_epoch IS NULL " \
+              "OR shown_at_epoch >= ?)"
+        params: list[Any] = [now - NOTICE_REPEAT_MS]
+        if projects:
+            sql += f" AND (project IS NULL OR project IN ({','.join('?' * len(projects))}))"
+            params += list(projects)
+        rows = self._conn.execute(sql + " ORDER BY id", params).fetchall()
+        fresh = [(now, r[0]) for r in rows if r[2] is None]
+        if fresh:
+            with atomic(self._conn) as conn:
+                conn.executemany("UPDATE capture_notices SET shown_at_epoch = ? WHERE id = ?", fresh)
+        return [r[1] for r in rows]
 
     def ingest_counts(self) -> dict[str, int]:
         counts = {s: 0 for s in INGEST_STATUSES}

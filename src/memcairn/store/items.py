@@ -32,6 +32,7 @@ from memcairn.store.db import atomic, connect, describe_open_error, run_script
 from memcairn.store.ingest_state import IngestStateMixin
 from memcairn.store.migrations import migrate
 from memcairn.store.mirror_state import MirrorStateMixin
+from memcairn.store.transfer_state import TransferStateMixin
 from memcairn.store.validation import validate_item
 
 ORDERS = ("relevance", "newest", "oldest")
@@ -95,7 +96,7 @@ class ProjectInfo:
     last_epoch: int | None
 
 
-class Store(MirrorStateMixin, IngestStateMixin):
+class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin):
     """Open (creating and migrating if needed) the database at ``path``.
 
     Raises:
@@ -239,6 +240,10 @@ class Store(MirrorStateMixin, IngestStateMixin):
         ).fetchall()
         return [ProjectInfo(r[0], r[1], r[2], r[3]) for r in rows]
 
+    def project_names(self) -> list[str]:
+        """Every project's name, sorted (cheap: no counting, unlike ``projects``)."""
+        return [r[0] for r in self._conn.execute("SELECT name FROM projects ORDER BY name")]
+
     def resolve_projects(self, names: Sequence[str]) -> list[tuple[int, str]]:
         """(id, name) of the named projects and of every project merged into them (transitively)."""
         rows = self._conn.execute("SELECT id, name, merged_into_project FROM projects").fetchall()
@@ -283,7 +288,9 @@ class Store(MirrorStateMixin, IngestStateMixin):
         self._notify("added", [r.id for r in results if r.created])
         return results
 
-    def _insert(self, conn: sqlite3.Connection, item: NewItem) -> AddResult:
+    def _insert(self, conn: sqlite3.Connection, item: NewItem, *, item_uuid: str | None = None,
+                digest: str | None = None, updated_at_epoch: int | None = None) -> AddResult:
+        """Insert one item; an import passes the uuid, hash and update time it recorded elsewhere."""
         if item.source is not None:
             row = conn.execute(
                 "SELECT memory_item_id FROM memory_sources WHERE source_type = ? AND source_table = ? "
@@ -298,12 +305,13 @@ class Store(MirrorStateMixin, IngestStateMixin):
         if item.session:
             session_id = self._session_id(conn, project_id, item.session, item.platform_source or "unknown",
                                           created)
-        digest = content_hash(item)
+        digest = digest or content_hash(item)
         values = (
-            str(uuid.uuid4()), project_id, session_id, item.kind, item.type, item.title, item.subtitle,
+            item_uuid or str(uuid.uuid4()), project_id, session_id, item.kind, item.type, item.title, item.subtitle,
             item.text, item.narrative, *(serde.dump_array(getattr(item, f)) for f in ARRAY_FIELDS),
             serde.dump_object(item.metadata), *(getattr(item, s) for s in SUMMARY_SECTIONS),
-            item.prompt_number, item.platform_source, digest, created, now_ms(),
+            item.prompt_number, item.platform_source, digest, created,
+            updated_at_epoch if updated_at_epoch is not None else now_ms(),
         )
         row = conn.execute(_INSERT_SQL, values).fetchone()
         result = AddResult(row[0], True) if row is not None else AddResult(

@@ -216,6 +216,7 @@ ALTER TABLE ingest_events ADD COLUMN error TEXT;
 CREATE UNIQUE INDEX IF NOT EXISTS ux_ingest_events_source_key ON ingest_events(source_key)
     WHERE source_key IS NOT NULL;
 CREATE INDEX IF NOT EXISTS ix_ingest_events_session ON ingest_events(platform_source, session_id, id);
+ALTER TABLE sessions ADD COLUMN prompt_count INTEGER NOT NULL DEFAULT 0;
 
 CREATE TABLE IF NOT EXISTS llm_usage (
     id INTEGER PRIMARY KEY,

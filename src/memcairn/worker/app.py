@@ -36,11 +36,13 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 import memcairn
+from memcairn.capture.admission import admit, project_excluded
+from memcairn.capture.llm.compressor import local_day_start_ms
 from memcairn.config import Settings, load_settings
+from memcairn.context import render_context
 from memcairn.errors import MemcairnError, NotFoundError, StoreError, ValidationError
 from memcairn.models import NewItem
 from memcairn.runtime import Runtime, open_runtime
-from memcairn.worker.context_stub import render_context
 from memcairn.worker.events import HEARTBEAT_SECONDS, Broadcaster, StoreEventBridge
 from memcairn.worker.openapi import MAX_BATCH_IDS, MAX_ITEM_ID, build_openapi
 from memcairn.worker.security import MAX_BODY_BYTES, BodyLimitMiddleware, GuardMiddleware, check_bind
@@ -143,6 +145,7 @@ class WorkerState:
         self.runtime: Runtime | None = None
         self.search: Any = None
         self.runner: Any = None
+        self.capture: Any = None
         self.phase = "starting"
         self.detail = "waiting to start"
         self.started_at = time.time()
@@ -183,12 +186,15 @@ class WorkerState:
                 runner = MirrorRunner(runtime.mirror)
                 runtime.store.add_listener(runner.nudge)
                 runner.start()  # its first pass is the backfill
+            capture = self._start_capture(runtime)  # picks up events a crash left pending
             with self._cond:
                 abandoned = self.phase != "starting"  # shutdown began while the store was opening
                 if not abandoned:
                     self.runtime, self.search, self.runner = runtime, search, runner
+                    self.capture = capture
                     self.phase, self.detail = "ready", "ready"
             if abandoned:
+                capture.stop(RUNNER_STOP_SECONDS)
                 if runner is not None:
                     runner.stop(RUNNER_STOP_SECONDS)
                 if self._owns_runtime:
@@ -203,6 +209,29 @@ class WorkerState:
                 if self.phase == "starting":
                     self.phase = "failed"
                     self.detail = f"startup failed: {exc}; see the worker log, fix the cause and restart the worker"
+
+    def _start_capture(self, runtime: Runtime) -> Any:
+        from memcairn.capture.background import CaptureRunner
+        from memcairn.capture.llm import make_compressor
+        from memcairn.capture.pipeline import CapturePipeline
+
+        try:
+            compressor = make_compressor(self.settings, runtime.store)
+        except MemcairnError as exc:
+            log.error("capture backend not usable (%s); the offline extractor compresses instead", exc)
+            runtime.store.add_capture_notice("llm_config", f"memory capture: {exc}; the offline extractor is used")
+            compressor = None
+        pipeline = CapturePipeline(runtime.store, self.settings, compressor=compressor)
+
+        def on_pass(report: Any) -> None:
+            self.broadcaster.publish_threadsafe("processing", {
+                "events": report.events, "observations": report.observations, "summaries": report.summaries,
+                "prompts": report.prompts, "fallbacks": report.fallbacks, "failed": report.failed,
+                "queue": runtime.store.ingest_queue()})
+
+        capture = CaptureRunner(pipeline, on_pass=on_pass)
+        capture.start()
+        return capture
 
     def begin_drain(self) -> None:
         """Refuse new store requests with 503 and end event streams (safe in a signal handler: no lock, no I/O)."""
@@ -223,6 +252,8 @@ class WorkerState:
                             drain_seconds)
         if self._thread is not None:
             self._thread.join(drain_seconds)
+        if self.capture is not None:
+            self.capture.stop(RUNNER_STOP_SECONDS)
         if self.runner is not None:
             self.runner.stop(RUNNER_STOP_SECONDS)
         with self._cond:
@@ -408,7 +439,8 @@ async def stats(request: Request) -> Response:
     def collect() -> dict[str, Any]:
         out = runtime.store.stats()
         out["mirror"] = _mirror_summary(runtime, state.runner)
-        out["ingest"] = runtime.store.ingest_counts()
+        out["ingest"] = runtime.store.ingest_queue()
+        out["llm_tokens_today"] = runtime.store.tokens_spent(since_epoch=local_day_start_ms())
         out["search"] = state.search.telemetry_snapshot() if state.search is not None else None
         out["worker"] = {"pid": os.getpid(), "version": memcairn.__version__,
                          "uptime_seconds": round(time.time() - state.started_at, 1),
@@ -584,8 +616,13 @@ def _ingest(event_type: str, *required: str) -> Endpoint:
         prompt_number = _field(data, "prompt_number", kind=int, what="a whole number")
         if prompt_number is not None and not 0 <= prompt_number <= 1_000_000:
             raise BadRequest("prompt_number must be between 0 and 1000000")
+        admitted = admit(event_type, data, state.settings)
+        if admitted.body is None:
+            return JSON({"status": "skipped", "reason": admitted.reason}, status_code=202)
         event_id, created = await state.call(runtime.store.enqueue_ingest_event, session_id, platform, event_type,
-                                             data, tool_use_id, write=True)
+                                             admitted.body, tool_use_id, write=True)
+        if state.capture is not None and created:
+            state.capture.nudge()
         return JSON({"status": "accepted", "event_id": event_id, "duplicate": not created}, status_code=202)
 
     accept.__name__ = f"ingest_{event_type}"
@@ -599,9 +636,15 @@ async def context_inject(request: Request) -> Response:
     names = _params(request, "projects", "project")
     platform = _param(request, "platformSource")
     colors, full = _flag(request, "colors"), _flag(request, "full")
-    text = await state.call(render_context, runtime.store, state.settings, projects=names,
-                            platform_source=platform, colors=colors, full=full)
-    return PlainTextResponse(text)
+    if names and project_excluded(names, state.settings):
+        return PlainTextResponse("")
+
+    def build() -> str:
+        notices = runtime.store.take_capture_notices(names or None)
+        return render_context(runtime.store, state.settings, projects=names, platform_source=platform,
+                              colors=colors, full=full, notices=notices)
+
+    return PlainTextResponse(await state.call(build))
 
 
 async def stream(request: Request) -> Response:

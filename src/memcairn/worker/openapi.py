@@ -110,8 +110,10 @@ _TIMELINE_OK = _obj(("format", "anchor_id", "notes"), format=_STR, text=_STR,
 _HEALTH = _obj(("status", "pid", "port", "version", "ready"), status=_STR, pid={"type": "integer"},
                port={"type": "integer"}, version=_STR, ready={"type": "boolean"}, state=_STR)
 _DELETED = _obj(("id", "deleted"), id={"type": "integer"}, deleted={"type": "boolean"}, kind=_STR)
-_ACCEPTED = _obj(("status", "event_id", "duplicate"), status=_STR, event_id={"type": "integer"},
-                 duplicate={"type": "boolean"})
+# "accepted" carries the queued event's id ("duplicate": a retry of an event already queued); "skipped" says
+# why nothing was stored (excluded_project, skipped_tool).
+_ACCEPTED = _obj(("status",), status={"type": "string", "enum": ["accepted", "skipped"]},
+                 event_id={"type": "integer"}, duplicate={"type": "boolean"}, reason=_STR)
 
 _SESSION_FIELDS: dict[str, Any] = {
     "session_id": {"type": "string", "minLength": 1, "maxLength": 200, "pattern": r"\S"},
@@ -166,8 +168,8 @@ OPERATIONS: tuple[Operation, ...] = (
                   Param("projects", _STR, "Project names, comma-separated (default: every project)"),
                   Param("project", _STR, "One project (same as projects)"),
                   Param("platformSource", _STR, "Only items from this platform"),
-                  Param("colors", FLAG, "ANSI colours (accepted; the plain digest ignores it)"),
-                  Param("full", FLAG, "Full records (accepted; the plain digest ignores it)"))),
+                  Param("colors", FLAG, "ANSI colours, for the person's terminal (never for the model)"),
+                  Param("full", FLAG, "Lift the item limits and the token budget"))),
     Operation("post", "/api/memory/save", "Save a manual memory", _json(_obj(
         ("id", "created"), id={"type": "integer"}, created={"type": "boolean"})),
         body={"type": "object", "required": ["text"], "properties": {

@@ -1,0 +1,56 @@
+"""What may enter the queue: the rules applied to every event before it is stored (live hooks and imports).
+
+- Projects matching ``exclude_projects`` (globs, any name of the chain) are neither captured nor given context.
+- Tools named in ``skip_tools`` are never observed.
+- ``<private>`` parts are removed and secrets replaced by typed placeholders everywhere in the body; a prompt
+  that was entirely private is kept only as a marker (``private: true``, no text) so that the tool calls of
+  its turn are not observed either.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from memcairn.capture.privacy import is_entirely_private, scrub
+from memcairn.config import Settings
+from memcairn.store.ingest_state import event_kind
+
+
+@dataclass(frozen=True)
+class Admission:
+    body: dict[str, Any] | None  # what to store; None = nothing
+    reason: str | None = None  # why nothing: excluded_project | skipped_tool
+
+
+def _names(value: str) -> list[str]:
+    return [part.strip() for part in value.split(",") if part.strip()]
+
+
+def project_excluded(names: Iterable[str], settings: Settings) -> bool:
+    patterns = _names(settings.exclude_projects)
+    return bool(patterns) and any(fnmatch.fnmatchcase(name, p) for name in names for p in patterns)
+
+
+def event_projects(body: dict[str, Any]) -> list[str]:
+    names = [body.get("project")]
+    chain = body.get("projects")
+    if isinstance(chain, list):
+        names += chain
+    return [n for n in names if isinstance(n, str) and n]
+
+
+def admit(event_type: str, body: dict[str, Any], settings: Settings) -> Admission:
+    if project_excluded(event_projects(body), settings):
+        return Admission(None, "excluded_project")
+    tool = body.get("tool_name")
+    if isinstance(tool, str) and tool in _names(settings.skip_tools):
+        return Admission(None, "skipped_tool")
+    clean = scrub(body)
+    prompt = body.get("prompt")
+    if event_kind(event_type, body) == "user_prompt" and isinstance(prompt, str) and is_entirely_private(prompt):
+        clean["prompt"] = ""
+        clean["private"] = True
+    return Admission(clean)

@@ -1,0 +1,79 @@
+"""Runs queue processing off the request path: nudged by every accepted event, polling while batches wait."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from memcairn.capture.pipeline import CapturePipeline, CaptureReport
+
+log = logging.getLogger("memcairn.capture")
+
+PRUNE_EVERY_SECONDS = 3600.0
+
+
+class CaptureRunner:
+    """One daemon thread per worker. ``nudge()`` is cheap and safe from any thread; ``on_pass`` hears about
+    every pass that did something (the worker turns it into a ``/stream`` status event)."""
+
+    def __init__(self, pipeline: CapturePipeline, *, idle_seconds: float = 30.0,
+                 on_pass: Callable[[CaptureReport], None] | None = None) -> None:
+        self.pipeline = pipeline
+        self.idle_seconds = idle_seconds
+        self.on_pass = on_pass
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._idle = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._pruned_at = 0.0
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name="memcairn-capture", daemon=True)
+            self._thread.start()
+
+    def nudge(self, *_args: object) -> None:
+        self._idle.clear()
+        self._wake.set()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Finish the pass in progress (its results commit with their events, or not at all), then stop."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Block until everything nudged so far is processed (batches still waiting count as processed)."""
+        return self._idle.wait(timeout)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._wake.clear()
+            wait = self.idle_seconds
+            try:
+                report = self.pipeline.process_pending()
+                while report.events and not self._stop.is_set():  # a full page: more may be waiting
+                    if self.on_pass is not None:
+                        self.on_pass(report)
+                    report = self.pipeline.process_pending()
+                if report.waiting:
+                    wait = min(wait, max(0.2, self.pipeline.settings.capture_batch_wait_seconds / 2))
+                self._prune()
+            except Exception:  # the loop must survive anything
+                log.exception("capture pass failed")
+            if not self._wake.is_set():
+                self._idle.set()
+            self._wake.wait(wait)
+
+    def _prune(self) -> None:
+        now = time.time()
+        if now - self._pruned_at < PRUNE_EVERY_SECONDS:
+            return
+        self._pruned_at = now
+        days = self.pipeline.settings.ingest_retention_days
+        removed = self.pipeline.store.prune_ingest_events(int((now - days * 86400) * 1000))
+        if removed:
+            log.info("pruned %d processed hook events older than %d days", removed, days)

@@ -1,0 +1,337 @@
+"""The three ways to reach a model: the Anthropic Messages API, an OpenAI-compatible chat-completions server
+(OpenAI itself, Ollama, vLLM, LM Studio, ...), and the ``claude`` CLI in headless mode.
+
+Each client answers ``complete(system, user, max_tokens) -> (reply text, Usage)`` and turns every transport
+problem into ``CompressionFailed`` with one of its reasons, so the pipeline can fall back to the offline
+extractor and tell the person why. Only the standard library is used.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import re
+import subprocess
+import tempfile
+import urllib.error
+import urllib.request
+from typing import Any, Protocol
+
+from memcairn.capture.records import CompressionFailed, Usage
+from memcairn.config import Settings
+from memcairn.errors import ConfigError
+
+ANTHROPIC_DEFAULT_MODEL = "claude-haiku-4-5"
+ANTHROPIC_DEFAULT_URL = "https://api.anthropic.com"
+ANTHROPIC_VERSION = "2023-06-01"
+OPENAI_DEFAULT_MODEL = "gpt-4o-mini"
+CLAUDE_CLI_DEFAULT_MODEL = "haiku"
+
+# Set in the environment of a ``claude`` child process. The hook runner skips every event while it is set, so
+# the child session (which loads the person's settings, hooks included) never feeds memcairn's own capture.
+CAPTURE_CHILD_ENV = "MEMCAIRN_CAPTURE_CHILD"
+
+# Built-in tools the headless ``claude`` child must not use: it is asked for text only.
+_CLI_DISALLOWED_TOOLS = (
+    "Bash", "BashOutput", "KillShell", "Edit", "MultiEdit", "Write", "NotebookEdit", "Read", "Glob", "Grep", "LS",
+    "WebFetch", "WebSearch", "Task", "TodoWrite", "ExitPlanMode", "SlashCommand", "Skill",
+)
+_ERROR_BODY_CHARS = 2000
+
+
+class LlmClient(Protocol):
+    """One transport to a model."""
+
+    name: str
+    model: str
+
+    def complete(self, system: str, user: str, max_tokens: int) -> tuple[str, Usage]: ...
+
+
+class ReplyFailed(CompressionFailed):
+    """A call that failed after the model had run, so tokens were spent: ``usage`` is what they were."""
+
+    def __init__(self, reason: str, detail: str, usage: Usage | None = None) -> None:
+        super().__init__(reason, detail)
+        self.usage = usage
+
+
+def estimate_tokens(*texts: str) -> int:
+    """Tokens of ``texts`` as chars/4 (rounded up), for servers that report no usage."""
+    return (sum(len(text) for text in texts) + 3) // 4
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    return " ".join(text.split())[:limit]
+
+
+def _api_key(settings: Settings, default_env: str) -> tuple[str, str | None]:
+    env_name = settings.llm_api_key_env.strip() or default_env
+    value = os.environ.get(env_name, "").strip()
+    return env_name, value or None
+
+
+# -- HTTP --------------------------------------------------------------------------------------------------------
+
+def _error_text(raw: bytes) -> str:
+    """The useful part of an error body: type, code and message of a JSON error, else the raw text."""
+    text = raw[:_ERROR_BODY_CHARS].decode("utf-8", errors="replace")
+    try:
+        payload = json.loads(raw)
+    except ValueError:
+        return _one_line(text)
+    error = payload.get("error") if isinstance(payload, dict) else None
+    if isinstance(error, dict):
+        parts = [str(error.get(key)) for key in ("type", "code", "message") if error.get(key)]
+        return _one_line(": ".join(parts)) if parts else _one_line(text)
+    if isinstance(error, str):
+        return _one_line(error)
+    return _one_line(text)
+
+
+_QUOTA_BODY_RE = re.compile(r"overloaded|credit balance|insufficient_quota|rate[ _-]?limit|quota", re.IGNORECASE)
+
+
+def http_failure(status: int, text: str, label: str) -> CompressionFailed:
+    """The failure an HTTP error status (and its body text) stands for."""
+    detail = f"{label} answered HTTP {status}: {text}" if text else f"{label} answered HTTP {status}"
+    if status in (401, 403):
+        return CompressionFailed("auth", detail)
+    if status in (429, 503, 529) or _QUOTA_BODY_RE.search(text):
+        return CompressionFailed("quota", detail)
+    if status in (408, 504):
+        return CompressionFailed("timeout", detail)
+    return CompressionFailed("error", detail)
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    reason = getattr(exc, "reason", None)
+    return isinstance(exc, TimeoutError) or isinstance(reason, TimeoutError) or "timed out" in str(reason or "")
+
+
+def post_json(url: str, headers: dict[str, str], body: dict[str, Any], timeout: float, label: str) -> dict[str, Any]:
+    """POST ``body`` as JSON and return the JSON object answered; every problem as ``CompressionFailed``."""
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode("utf-8"), method="POST",
+        headers={"content-type": "application/json", "accept": "application/json", **headers},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            raw = response.read()
+    except urllib.error.HTTPError as exc:
+        try:
+            text = _error_text(exc.read())
+        except (OSError, http.client.HTTPException):
+            text = ""
+        finally:
+            exc.close()
+        raise http_failure(exc.code, text, label) from None
+    except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
+        if _is_timeout(exc):
+            raise CompressionFailed("timeout", f"{label} did not answer within {timeout:g} s") from None
+        reason = getattr(exc, "reason", None) or exc
+        raise CompressionFailed("error", f"cannot reach {label} at {url}: {reason}") from None
+    try:
+        payload = json.loads(raw)
+    except ValueError:
+        raise CompressionFailed("error", f"{label} answered something that is not JSON: "
+                                         f"{_one_line(raw[:200].decode('utf-8', 'replace'))}") from None
+    if not isinstance(payload, dict):
+        raise CompressionFailed("error", f"{label} answered JSON that is not an object")
+    return payload
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+# -- Anthropic ---------------------------------------------------------------------------------------------------
+
+class AnthropicClient:
+    """The Anthropic Messages API (``POST /v1/messages``); the key comes from ``llm_api_key_env`` or
+    ``ANTHROPIC_API_KEY``."""
+
+    name = "anthropic"
+
+    def __init__(self, settings: Settings, *, timeout: float | None = None) -> None:
+        self.settings = settings
+        self.model = settings.llm_model.strip() or ANTHROPIC_DEFAULT_MODEL
+        self.timeout = float(timeout if timeout is not None else settings.llm_timeout_seconds)
+        base = (settings.llm_base_url.strip() or ANTHROPIC_DEFAULT_URL).rstrip("/")
+        self.url = base + ("/messages" if base.endswith("/v1") else "/v1/messages")
+
+    def complete(self, system: str, user: str, max_tokens: int) -> tuple[str, Usage]:
+        env_name, key = _api_key(self.settings, "ANTHROPIC_API_KEY")
+        if key is None:
+            raise CompressionFailed("auth", f"no Anthropic API key: set the environment variable {env_name}")
+        body = {"model": self.model, "max_tokens": max_tokens, "system": system,
+                "messages": [{"role": "user", "content": user}]}
+        headers = {"x-api-key": key, "anthropic-version": ANTHROPIC_VERSION}
+        payload = post_json(self.url, headers, body, self.timeout, "the Anthropic API")
+        if payload.get("type") == "error":
+            raise http_failure(200, _error_text(json.dumps(payload).encode()), "the Anthropic API")
+        blocks = payload.get("content") if isinstance(payload.get("content"), list) else []
+        text = "".join(str(b.get("text") or "") for b in blocks if isinstance(b, dict) and b.get("type") == "text")
+        raw_usage = payload.get("usage") if isinstance(payload.get("usage"), dict) else {}
+        if raw_usage:
+            tokens_in = sum(_int(raw_usage.get(key)) for key in
+                            ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
+            tokens_out = _int(raw_usage.get("output_tokens"))
+        else:
+            tokens_in, tokens_out = estimate_tokens(system, user), estimate_tokens(text)
+        usage = Usage(self.name, str(payload.get("model") or self.model), tokens_in, tokens_out)
+        if payload.get("stop_reason") == "refusal":
+            raise ReplyFailed("refusal", f"the model declined (stop_reason refusal): {_one_line(text, 200)}", usage)
+        return text, usage
+
+
+# -- OpenAI-compatible -------------------------------------------------------------------------------------------
+
+class OpenAIClient:
+    """An OpenAI-compatible ``POST {llm_base_url}/chat/completions``. The base URL is required (for example
+    ``http://127.0.0.1:11434/v1`` for Ollama); the bearer key (``llm_api_key_env`` or ``OPENAI_API_KEY``) is
+    sent only when set, since local servers need none."""
+
+    name = "openai"
+
+    def __init__(self, settings: Settings, *, timeout: float | None = None) -> None:
+        base = settings.llm_base_url.strip().rstrip("/")
+        if not base:
+            raise ConfigError(
+                "capture_backend openai needs llm_base_url, e.g. https://api.openai.com/v1 or "
+                "http://127.0.0.1:11434/v1 for Ollama"
+            )
+        self.settings = settings
+        self.model = settings.llm_model.strip() or OPENAI_DEFAULT_MODEL
+        self.timeout = float(timeout if timeout is not None else settings.llm_timeout_seconds)
+        self.url = base + "/chat/completions"
+
+    def complete(self, system: str, user: str, max_tokens: int) -> tuple[str, Usage]:
+        env_name, key = _api_key(self.settings, "OPENAI_API_KEY")
+        if key is None and self.settings.llm_api_key_env.strip():
+            raise CompressionFailed("auth", f"no API key: the environment variable {env_name} is not set")
+        headers = {"authorization": f"Bearer {key}"} if key else {}
+        body = {"model": self.model, "max_tokens": max_tokens, "temperature": 0,
+                "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}]}
+        payload = post_json(self.url, headers, body, self.timeout, f"the model server {self.url}")
+        if isinstance(payload.get("error"), dict | str):
+            raise http_failure(200, _error_text(json.dumps(payload).encode()), f"the model server {self.url}")
+        choices = payload.get("choices") if isinstance(payload.get("choices"), list) else []
+        choice = choices[0] if choices and isinstance(choices[0], dict) else {}
+        message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+        text = _message_text(message.get("content"))
+        raw_usage = payload.get("usage") if isinstance(payload.get("usage"), dict) else {}
+        tokens_in = _int(raw_usage.get("prompt_tokens")) or estimate_tokens(system, user)
+        tokens_out = _int(raw_usage.get("completion_tokens")) or estimate_tokens(text)
+        usage = Usage(self.name, str(payload.get("model") or self.model), tokens_in, tokens_out)
+        if not choices:
+            raise ReplyFailed("error", "the model server answered no choices", usage)
+        if message.get("refusal") or choice.get("finish_reason") == "content_filter":
+            reason = str(message.get("refusal") or "finish_reason content_filter")
+            raise ReplyFailed("refusal", f"the model declined: {_one_line(reason, 200)}", usage)
+        return text, usage
+
+
+def _message_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(part.get("text") or "") for part in content if isinstance(part, dict))
+    return ""
+
+
+# -- claude CLI --------------------------------------------------------------------------------------------------
+
+_CLI_AUTH_RE = re.compile(r"log ?in|authenticat|api key|unauthori[sz]ed|oauth|credentials", re.IGNORECASE)
+_CLI_QUOTA_RE = re.compile(r"limit|quota|\brate\b|rate_|credit|overloaded", re.IGNORECASE)
+
+
+def cli_failure(text: str, usage: Usage | None = None) -> ReplyFailed:
+    """The failure a ``claude`` error message stands for: auth, quota, else error."""
+    detail = f"claude failed: {_one_line(text) or 'no message'}"
+    if _CLI_AUTH_RE.search(text):
+        return ReplyFailed("auth", detail, usage)
+    if _CLI_QUOTA_RE.search(text):
+        return ReplyFailed("quota", detail, usage)
+    return ReplyFailed("error", detail, usage)
+
+
+class ClaudeCliClient:
+    """``claude -p --output-format json`` with the user message on stdin, the system prompt replaced, one turn
+    and no tools. Runs in the temporary directory (no project instructions are loaded) with
+    ``MEMCAIRN_CAPTURE_CHILD=1`` so its own hooks are ignored by memcairn."""
+
+    name = "claude-cli"
+
+    def __init__(self, settings: Settings, *, timeout: float | None = None) -> None:
+        self.executable = settings.claude_cli.strip() or "claude"
+        self.model = settings.llm_model.strip() or CLAUDE_CLI_DEFAULT_MODEL
+        self.timeout = float(timeout if timeout is not None else settings.llm_timeout_seconds)
+
+    def argv(self, system: str) -> list[str]:
+        return [
+            self.executable, "-p", "--output-format", "json", "--model", self.model, "--system-prompt", system,
+            "--max-turns", "1", "--disallowedTools", ",".join(_CLI_DISALLOWED_TOOLS), "--strict-mcp-config",
+        ]
+
+    @staticmethod
+    def child_env() -> dict[str, str]:
+        env = dict(os.environ)
+        env[CAPTURE_CHILD_ENV] = "1"
+        # A claude started from inside a Claude Code session would otherwise refuse to run nested.
+        env.pop("CLAUDECODE", None)
+        return env
+
+    def complete(self, system: str, user: str, max_tokens: int) -> tuple[str, Usage]:
+        try:
+            done = subprocess.run(
+                self.argv(system), input=user, capture_output=True, text=True, encoding="utf-8", errors="replace",
+                timeout=self.timeout, env=self.child_env(), cwd=tempfile.gettempdir(), check=False,
+            )
+        except subprocess.TimeoutExpired:
+            raise CompressionFailed("timeout", f"claude did not answer within {self.timeout:g} s") from None
+        except (FileNotFoundError, NotADirectoryError):
+            raise CompressionFailed("error", f"claude executable not found ({self.executable!r}): "
+                                             "set claude_cli") from None
+        except PermissionError:
+            raise CompressionFailed("error", f"claude executable {self.executable!r} cannot be run: "
+                                             "set claude_cli") from None
+        except OSError as exc:
+            raise CompressionFailed("error", f"cannot run claude ({self.executable!r}): {exc}") from None
+        result = _cli_result(done.stdout)
+        if result is None:
+            if done.returncode != 0:
+                raise cli_failure(done.stderr or done.stdout or f"exit status {done.returncode}")
+            text = done.stdout.strip()
+            return text, Usage(self.name, self.model, estimate_tokens(system, user), estimate_tokens(text))
+        text = str(result.get("result") or "")
+        usage = self._usage(result, system, user, text)
+        if result.get("is_error") or done.returncode != 0:
+            message = text or done.stderr or str(result.get("subtype") or f"exit status {done.returncode}")
+            raise cli_failure(message, usage)
+        if result.get("subtype") not in (None, "success"):
+            raise ReplyFailed("error", f"claude stopped with {result.get('subtype')}", usage)
+        return text, usage
+
+    def _usage(self, result: dict[str, Any], system: str, user: str, text: str) -> Usage:
+        model_usage = result.get("modelUsage")
+        model = next(iter(model_usage), self.model) if isinstance(model_usage, dict) and model_usage else self.model
+        raw = result.get("usage") if isinstance(result.get("usage"), dict) else {}
+        if not raw:
+            return Usage(self.name, model, estimate_tokens(system, user), estimate_tokens(text))
+        tokens_in = sum(_int(raw.get(key)) for key in
+                        ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
+        return Usage(self.name, model, tokens_in, _int(raw.get("output_tokens")))
+
+
+def _cli_result(stdout: str) -> dict[str, Any] | None:
+    """The result object of ``--output-format json`` (older versions print a list of messages ending in it)."""
+    try:
+        payload = json.loads(stdout)
+    except ValueError:
+        return None
+    if isinstance(payload, list):
+        results = [item for item in payload if isinstance(item, dict) and item.get("type") == "result"]
+        return results[-1] if results else None
+    return payload if isinstance(payload, dict) else None

@@ -1,0 +1,257 @@
+"""Reading a model's reply: the observations or the summary it holds, or why it holds none.
+
+Models wrap the XML asked for in prose or markdown fences, leave a stray ``&`` or ``<`` unescaped, use HTML
+entities, omit an optional element or get cut off by the token limit. Each ``<observation>`` (or the
+``<summary>``) element is found in the reply and parsed on its own with a real XML parser, after a repair pass
+when the first parse fails; one broken element does not lose the others. A reply with nothing usable is
+classified (refusal, quota, auth, or plain prose) and raised as ``CompressionFailed``.
+"""
+
+from __future__ import annotations
+
+import html.entities
+import re
+import xml.etree.ElementTree as ET
+
+from memcairn.capture.records import CONCEPTS, CompressionFailed, Observation, Summary
+from memcairn.models import OBSERVATION_TYPES, SUMMARY_SECTIONS
+
+_KNOWN_TAGS = (
+    "observations", "observation", "type", "title", "subtitle", "facts", "fact", "narrative", "concepts", "concept",
+    "files_read", "files_modified", "file", "summary", *SUMMARY_SECTIONS, "skip",
+)
+_OBSERVATION_RE = re.compile(r"<observation\b[^>]*>.*?</observation\s*>", re.DOTALL | re.IGNORECASE)
+_SUMMARY_RE = re.compile(r"<summary\b[^>]*>.*?</summary\s*>", re.DOTALL | re.IGNORECASE)
+_SKIP_RE = re.compile(r"<skip\s*/>|<skip\s*>.*?</skip\s*>|<observations\s*/>|<observations\s*>\s*</observations\s*>",
+                      re.DOTALL | re.IGNORECASE)
+_ENTITY_RE = re.compile(r"&(#[0-9]+;|#x[0-9a-fA-F]+;|[A-Za-z][A-Za-z0-9]*;)?")
+_STRAY_LT_RE = re.compile(r"<(?!/?(?:" + "|".join(_KNOWN_TAGS) + r")\b[^<>]*>|!\[CDATA\[|!--)", re.IGNORECASE)
+_XML_ENTITIES = {"amp", "lt", "gt", "quot", "apos"}
+
+# Names models use for a type outside the vocabulary, mapped to the closest allowed one.
+_TYPE_ALIASES = {
+    "bug": "bugfix", "fix": "bugfix", "fixed": "bugfix", "bug-fix": "bugfix", "hotfix": "bugfix", "error-fix": "bugfix",
+    "feat": "feature", "added": "feature", "enhancement": "feature", "addition": "feature", "new-feature": "feature",
+    "refactoring": "refactor", "cleanup": "refactor", "restructure": "refactor", "rename": "refactor",
+    "modification": "change", "update": "change", "config": "change", "configuration": "change",
+    "chore": "change", "docs": "change", "documentation": "change",
+    "investigation": "discovery", "research": "discovery", "finding": "discovery", "learning": "discovery",
+    "insight": "discovery", "observation": "discovery", "exploration": "discovery", "analysis": "discovery",
+    "how-it-works": "discovery", "gotcha": "discovery",
+    "choice": "decision", "design": "decision", "architecture": "decision", "trade-off": "decision",
+}
+
+_REFUSAL_RE = re.compile(
+    r"\bi\s*(?:can[’']?t|cannot|can not|won[’']?t|will not|am unable to|[’']?m unable to|am not able to|"
+    r"[’']?m not able to)\b|\bi[’']?m sorry,? but\b|\bi am sorry,? but\b|\bsorry, (?:but )?i\b|"
+    r"\bcannot (?:help|assist)\b|\bcan[’']?t (?:help|assist)\b",
+    re.IGNORECASE,
+)
+# Error messages a proxy, a CLI or a model relays as its reply; matched only in short replies, so prose about
+# rate limiting or login code is not taken for an error.
+_QUOTA_RE = re.compile(
+    r"rate[ _-]?limit(?:ed|_error| exceeded| reached)|usage limit|exceeded your (?:current )?quota|"
+    r"insufficient_quota|quota (?:exceeded|reached)|credit balance|overloaded|too many requests",
+    re.IGNORECASE,
+)
+_AUTH_RE = re.compile(
+    r"invalid[ _-]?(?:x-)?api[ _-]?key|incorrect api key|authentication[_ ](?:error|failed)|not logged in|"
+    r"please run /login|api key (?:not found|missing|is missing)|missing api key|invalid bearer token",
+    re.IGNORECASE,
+)
+_ERROR_REPLY_CHARS = 400
+_FENCE_RE = re.compile(r"```[A-Za-z0-9_-]*\s*\n?|```")
+_CLASSIFY_CHARS = 600
+
+
+class _Unparsable(Exception):
+    pass
+
+
+def _strip_fences(reply: str) -> str:
+    return _FENCE_RE.sub("\n", reply)
+
+
+def _repair_entity(match: re.Match[str]) -> str:
+    body = match.group(1)
+    if body is None:
+        return "&amp;"
+    if body.startswith("#"):
+        return match.group(0)
+    name = body[:-1]
+    if name in _XML_ENTITIES:
+        return match.group(0)
+    char = html.entities.html5.get(name + ";")
+    if char is None:
+        return "&amp;" + body
+    return char.replace("&", "&amp;").replace("<", "&lt;")
+
+
+def _repair(fragment: str) -> str:
+    """Escape stray ampersands and stray ``<`` (ones that open no element of ours), resolve HTML entities."""
+    return _STRAY_LT_RE.sub("&lt;", _ENTITY_RE.sub(_repair_entity, fragment))
+
+
+def _parse_element(fragment: str) -> ET.Element:
+    for candidate in (fragment, _repair(fragment)):
+        try:
+            root = ET.fromstring(candidate)
+        except ET.ParseError:
+            continue
+        for element in root.iter():
+            if isinstance(element.tag, str):
+                element.tag = element.tag.lower()
+        return root
+    raise _Unparsable(fragment[:80])
+
+
+def _text_of(element: ET.Element | None) -> str | None:
+    if element is None:
+        return None
+    text = " ".join("".join(element.itertext()).split())
+    return text or None
+
+
+def _dedupe(items: list[str]) -> tuple[str, ...]:
+    seen: dict[str, None] = {}
+    for item in items:
+        if item and item not in seen:
+            seen[item] = None
+    return tuple(seen)
+
+
+def _list_of(parent: ET.Element, container: str, item: str, *, split_commas: bool) -> tuple[str, ...]:
+    """Items of ``<container><item/>…</container>``; a container holding bare text gives one item per line
+    (or per comma for short vocabularies)."""
+    values: list[str] = []
+    for box in parent.findall(container):
+        children = [child for child in box if child.tag == item]
+        if children:
+            values += [_text_of(child) or "" for child in children]
+            continue
+        raw = "".join(box.itertext())
+        pieces = re.split(r"[\n,]" if split_commas else r"\n", raw)
+        values += [" ".join(piece.strip().lstrip("-*•").split()) for piece in pieces]
+    return _dedupe(values)
+
+
+def _normalize_name(raw: str) -> str:
+    return "-".join(re.split(r"[\s_]+", raw.strip().lower()))
+
+
+def normalize_type(raw: str | None, files_modified: tuple[str, ...] = ()) -> str:
+    """An allowed observation type for what the model wrote: itself, a known alias, a prefix match, or
+    (nothing recognizable) ``change`` when files were modified, else ``discovery``."""
+    fallback = "change" if files_modified else "discovery"
+    if not raw:
+        return fallback
+    name = _normalize_name(raw)
+    if name in OBSERVATION_TYPES:
+        return name
+    if name in _TYPE_ALIASES:
+        return _TYPE_ALIASES[name]
+    for allowed in OBSERVATION_TYPES:
+        if name.startswith(allowed) or (len(name) >= 3 and allowed.startswith(name)):
+            return allowed
+    return fallback
+
+
+def normalize_concepts(raw: tuple[str, ...]) -> tuple[str, ...]:
+    """The concepts of the vocabulary among ``raw`` (spelling normalized); the others are dropped."""
+    return _dedupe([name for name in (_normalize_name(item) for item in raw) if name in CONCEPTS])
+
+
+def _observation(root: ET.Element) -> Observation | None:
+    facts = _list_of(root, "facts", "fact", split_commas=False)
+    files_read = _list_of(root, "files_read", "file", split_commas=True)
+    files_modified = _list_of(root, "files_modified", "file", split_commas=True)
+    subtitle = _text_of(root.find("subtitle"))
+    narrative = _text_of(root.find("narrative"))
+    title = _text_of(root.find("title")) or subtitle or (facts[0] if facts else None) or narrative
+    if not title:
+        return None
+    if len(title) > 120:
+        title = title[:119].rstrip() + "…"
+    return Observation(
+        type=normalize_type(_text_of(root.find("type")), files_modified),
+        title=title,
+        subtitle=subtitle,
+        narrative=narrative,
+        facts=facts,
+        concepts=normalize_concepts(_list_of(root, "concepts", "concept", split_commas=True)),
+        files_read=files_read,
+        files_modified=files_modified,
+    )
+
+
+def classify_reply(reply: str) -> CompressionFailed:
+    """The failure a reply without the XML asked for stands for: quota or auth (a short error message relayed
+    as the reply), refusal, else prose."""
+    head = " ".join(reply.split())[:_CLASSIFY_CHARS]
+    if not head:
+        return CompressionFailed("prose", "empty reply")
+    detail = head[:200]
+    if len(head) <= _ERROR_REPLY_CHARS:
+        if _QUOTA_RE.search(head):
+            return CompressionFailed("quota", detail)
+        if _AUTH_RE.search(head):
+            return CompressionFailed("auth", detail)
+    if _REFUSAL_RE.search(head):
+        return CompressionFailed("refusal", detail)
+    return CompressionFailed("prose", detail)
+
+
+def is_skip(reply: str) -> bool:
+    """Whether the reply says explicitly that nothing is worth recording."""
+    return _SKIP_RE.search(reply) is not None
+
+
+def parse_observations(reply: str) -> list[Observation]:
+    """Every observation the reply holds; ``[]`` for an explicit skip.
+
+    Raises:
+        CompressionFailed: no observation could be read and the reply is not a skip.
+    """
+    text = _strip_fences(reply)
+    observations: list[Observation] = []
+    broken = 0
+    for match in _OBSERVATION_RE.finditer(text):
+        try:
+            root = _parse_element(match.group(0))
+        except _Unparsable:
+            broken += 1
+            continue
+        observation = _observation(root)
+        if observation is not None:
+            observations.append(observation)
+    if observations or is_skip(text):
+        return observations
+    if broken:
+        raise CompressionFailed("prose", f"{broken} observation element(s) could not be parsed even after repair")
+    raise classify_reply(reply)
+
+
+def parse_summary(reply: str) -> Summary | None:
+    """The summary the reply holds; ``None`` for an explicit skip or a summary with every section empty.
+
+    Raises:
+        CompressionFailed: no summary could be read and the reply is not a skip.
+    """
+    text = _strip_fences(reply)
+    match = _SUMMARY_RE.search(text)
+    if match is None:
+        if is_skip(text):
+            return None
+        raise classify_reply(reply)
+    try:
+        root = _parse_element(match.group(0))
+    except _Unparsable:
+        raise CompressionFailed("prose", "the summary element could not be parsed even after repair") from None
+    sections = {name: _text_of(root.find(name)) for name in SUMMARY_SECTIONS}
+    if not any(sections.values()):
+        return None
+    return Summary(
+        **sections,
+        files_read=_list_of(root, "files_read", "file", split_commas=True),
+        files_modified=_list_of(root, "files_modified", "file", split_commas=True),
+    )

@@ -1,0 +1,338 @@
+"""Queue processing: pending hook events become prompts, observations and summaries, exactly once.
+
+Events are read from ``ingest_events`` in id order, session by session. Tool events of a turn are compressed
+together (up to ``BATCH_MAX``; the last ones wait ``capture_batch_wait_seconds`` for company unless the turn
+ended); a user prompt becomes a prompt item; a stop becomes the turn's summary; a session end closes the
+session (and summarises a last turn that never saw a stop). Whatever a batch produced is committed together
+with the ``done`` mark of its events (``Store.complete_ingest``), so a crash at any point either leaves the
+events pending (they are processed again, from scratch) or has them done with their results — never half,
+never twice. Everything the pipeline needs to know about a turn (its prompt, its earlier tool calls, the
+prompt number) is read back from SQLite, never held in memory between cycles.
+
+The configured model compressor is tried first; a failure of any kind (a reply that is not XML, a refusal,
+quota, auth, a token cap) falls back to the offline extractor for that batch and leaves a notice for the
+next SessionStart. No memory is ever dropped because no model answered.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from memcairn.capture.offline import OfflineExtractor
+from memcairn.capture.records import (
+    Compressed,
+    CompressionFailed,
+    Compressor,
+    Observation,
+    Summary,
+    ToolCall,
+    Turn,
+)
+from memcairn.capture.truncate import cut_value
+from memcairn.config import Settings
+from memcairn.models import ItemFilter, NewItem
+from memcairn.store.ingest_state import IngestEvent
+from memcairn.store.items import Store
+
+log = logging.getLogger("memcairn.capture")
+
+BATCH_MAX = 20
+TURN_CONTEXT_CALLS = 50  # earlier calls of a turn given to a compressor as context, at most
+MAX_ATTEMPTS = 3
+
+
+@dataclass
+class CaptureReport:
+    """What one processing pass did (counts of created items, not of duplicates)."""
+
+    events: int = 0
+    prompts: int = 0
+    observations: int = 0
+    summaries: int = 0
+    fallbacks: int = 0
+    failed: int = 0
+    waiting: int = 0  # tool events left pending for their batch to fill up
+    fallback_reasons: list[str] = field(default_factory=list)
+
+    def add(self, other: CaptureReport) -> None:
+        for name in ("events", "prompts", "observations", "summaries", "fallbacks", "failed"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.waiting = other.waiting
+        self.fallback_reasons += other.fallback_reasons
+
+
+class CapturePipeline:
+    def __init__(self, store: Store, settings: Settings, *, compressor: Compressor | None = None,
+                 batch_max: int = BATCH_MAX, clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.settings = settings
+        self.compressor = compressor
+        self.offline = OfflineExtractor()
+        self.batch_max = batch_max
+        self.clock = clock
+
+    # -- the pass -----------------------------------------------------------------------------------
+    def process_pending(self, *, limit: int = 500, flush: bool = False) -> CaptureReport:
+        """Process up to ``limit`` pending events; ``flush`` also compresses tool batches still waiting."""
+        report = CaptureReport()
+        by_session: dict[tuple[str, str], list[IngestEvent]] = {}
+        for event in self.store.pending_ingest_events(limit):
+            by_session.setdefault((event.platform_source, event.session_id), []).append(event)
+        for events in by_session.values():
+            self._session(events, report, flush)
+        return report
+
+    def drain(self, *, max_passes: int = 10_000) -> CaptureReport:
+        """Process until nothing is pending (imports and tests; the worker uses passes)."""
+        total = CaptureReport()
+        for _ in range(max_passes):
+            report = self.process_pending(flush=True)
+            total.add(report)
+            if report.events == 0 and report.failed == 0:
+                break
+        return total
+
+    def _session(self, events: list[IngestEvent], report: CaptureReport, flush: bool) -> None:
+        batch: list[IngestEvent] = []
+        for event in events:
+            if event.kind == "tool_use":
+                batch.append(event)
+                if len(batch) >= self.batch_max:
+                    self._guard(self._tools, batch, report)
+                    batch = []
+                continue
+            if batch:
+                self._guard(self._tools, batch, report)
+                batch = []
+            handler = {"session_start": self._session_start, "user_prompt": self._prompt, "stop": self._stop,
+                       "session_end": self._session_end}.get(event.kind, self._ignore)
+            self._guard(handler, [event], report)
+        if batch:
+            newest = max(e.created_at_epoch for e in batch)
+            waited_ms = self.clock() * 1000 - newest
+            if flush or waited_ms >= self.settings.capture_batch_wait_seconds * 1000:
+                self._guard(self._tools, batch, report)
+            else:
+                report.waiting += len(batch)
+
+    def _guard(self, handler: Callable[[list[IngestEvent], CaptureReport], None], events: list[IngestEvent],
+               report: CaptureReport) -> None:
+        """Run one handler; a bug or a store error fails these events (retried, then kept as failed)."""
+        try:
+            handler(events, report)
+        except Exception as exc:
+            log.exception("capture failed for events %s", [e.id for e in events])
+            report.failed += len(events)
+            for event in events:
+                status = "failed" if event.attempts + 1 >= MAX_ATTEMPTS else "pending"
+                self.store.mark_ingest_event(event.id, status, error=f"{type(exc).__name__}: {exc}"[:500])
+
+    def _commit(self, events: list[IngestEvent], items: list[NewItem], report: CaptureReport,
+                prompt_session: tuple[str, str, str] | None = None) -> None:
+        results = self.store.complete_ingest([e.id for e in events], items, prompt_session=prompt_session)
+        if results is None:  # another processor finished these events first
+            return
+        report.events += len(events)
+        for item, result in zip(items, results, strict=True):
+            if result.created:
+                kind = {"prompt": "prompts", "observation": "observations", "summary": "summaries"}[item.kind]
+                setattr(report, kind, getattr(report, kind) + 1)
+
+    # -- handlers -------------------------------------------------------------------------------------
+    def _ignore(self, events: list[IngestEvent], report: CaptureReport) -> None:
+        self._commit(events, [], report)
+
+    def _session_start(self, events: list[IngestEvent], report: CaptureReport) -> None:
+        event = events[0]
+        self.store.ensure_session(event.session_id, _project(event), event.platform_source, event.at_epoch)
+        self._commit(events, [], report)
+
+    def _prompt(self, events: list[IngestEvent], report: CaptureReport) -> None:
+        event = events[0]
+        project = _project(event)
+        counted = (event.platform_source, event.session_id, project)
+        prompt = event.payload.get("prompt")
+        if event.payload.get("private") or not isinstance(prompt, str) or not prompt.strip():
+            self._commit(events, [], report, prompt_session=counted)
+            return
+        number = _given_number(event) or self.store.session_prompt_count(event.platform_source,
+                                                                         event.session_id) + 1
+        item = NewItem(project=project, kind="prompt", type="prompt", text=prompt, prompt_number=number,
+                       session=event.session_id, platform_source=event.platform_source,
+                       created_at_epoch=event.at_epoch, source=_source(event))
+        self._commit(events, [item], report, prompt_session=counted)
+
+    def _tools(self, events: list[IngestEvent], report: CaptureReport) -> None:
+        first = events[0]
+        turn, prompt_event = self._turn(first)
+        if prompt_event is not None and prompt_event.payload.get("private"):
+            self._commit(events, [], report)  # a private prompt's tool calls are not observed
+            return
+        calls = [self._call(e) for e in events]
+        compressed = self._compress("observe", turn, calls, report, _project(first))
+        items = [self._observation_item(o, turn, events[-1], i, compressed)
+                 for i, o in enumerate(compressed.observations)]
+        self._commit(events, items, report)
+
+    def _stop(self, events: list[IngestEvent], report: CaptureReport) -> None:
+        event = events[0]
+        turn, prompt_event = self._turn(event)
+        if prompt_event is not None and prompt_event.payload.get("private"):
+            self._commit(events, [], report)
+            return
+        message = event.payload.get("last_assistant_message")
+        turn = replace(turn, last_assistant_message=message if isinstance(message, str) else None)
+        self._commit(events, self._summary_items(turn, event, report), report)
+
+    def _session_end(self, events: list[IngestEvent], report: CaptureReport) -> None:
+        event = events[0]
+        items: list[NewItem] = []
+        turn, prompt_event = self._turn(event)
+        if prompt_event is not None and not prompt_event.payload.get("private"):
+            stops = [e for e in self.store.session_events(event.platform_source, event.session_id,
+                                                          after_id=prompt_event.id, before_id=event.id,
+                                                          event_type="summarize") if e.kind == "stop"]
+            if not stops:  # the last turn never saw a stop (the agent was closed mid-turn)
+                items = self._summary_items(turn, event, report)
+        self.store.ensure_session(event.session_id, _project(event), event.platform_source, event.at_epoch)
+        self._commit(events, items, report)
+        self.store.end_session(event.session_id, event.platform_source, ended_at_epoch=event.at_epoch)
+
+    # -- turns ------------------------------------------------------------------------------------------
+    def _turn(self, event: IngestEvent) -> tuple[Turn, IngestEvent | None]:
+        """The turn ``event`` belongs to, rebuilt from SQLite: its prompt and its earlier tool calls."""
+        prompt_event = self.store.last_prompt_event(event.platform_source, event.session_id, event.id)
+        after = prompt_event.id if prompt_event is not None else 0
+        earlier = [e for e in self.store.session_events(event.platform_source, event.session_id, after_id=after,
+                                                         before_id=event.id, event_type="observation")
+                   if e.kind == "tool_use"][-TURN_CONTEXT_CALLS:]
+        prompt = prompt_event.payload.get("prompt") if prompt_event is not None else None
+        number = (_given_number(prompt_event) if prompt_event is not None else None) or (
+            self.store.session_prompt_count(event.platform_source, event.session_id) or None)
+        cwd = event.payload.get("cwd")
+        turn = Turn(
+            session_id=event.session_id, platform_source=event.platform_source, project=_project(event),
+            prompt=prompt if isinstance(prompt, str) else None, prompt_number=number,
+            cwd=cwd if isinstance(cwd, str) else None, tools=tuple(self._call(e) for e in earlier),
+            started_at_epoch=prompt_event.at_epoch if prompt_event is not None else event.at_epoch,
+        )
+        return turn, prompt_event
+
+    def _call(self, event: IngestEvent) -> ToolCall:
+        limit = self.settings.capture_max_tool_chars
+        payload = event.payload
+        cwd = payload.get("cwd")
+        return ToolCall(
+            name=str(payload.get("tool_name") or "unknown"), input=cut_value(payload.get("tool_input"), limit),
+            response=cut_value(payload.get("tool_response"), limit), tool_use_id=event.tool_use_id,
+            at_epoch=event.at_epoch, cwd=cwd if isinstance(cwd, str) else None,
+        )
+
+    def _compress(self, op: str, turn: Turn, arg: Sequence[Any], report: CaptureReport, project: str) -> Compressed:
+        if self.compressor is not None:
+            try:
+                return getattr(self.compressor, op)(turn, arg)
+            except CompressionFailed as exc:
+                reason, detail = exc.reason, exc.detail
+            except Exception as exc:  # a backend bug must not lose the memory either
+                log.exception("the %s compressor failed", self.compressor.name)
+                reason, detail = "error", f"{type(exc).__name__}: {exc}"
+            report.fallbacks += 1
+            report.fallback_reasons.append(reason)
+            log.warning("the %s compressor failed (%s: %s); using the offline extractor", self.compressor.name,
+                        reason, detail)
+            self.store.add_capture_notice(f"llm_{reason}", _notice(self.compressor.name, reason), project)
+            result: Compressed = getattr(self.offline, op)(turn, arg)
+            result.usage, result.fallback_reason = [], reason
+            return result
+        return getattr(self.offline, op)(turn, arg)
+
+    def _observation_item(self, obs: Observation, turn: Turn, last: IngestEvent, index: int,
+                          compressed: Compressed) -> NewItem:
+        return NewItem(
+            project=turn.project, kind="observation", type=obs.type, title=obs.title, subtitle=obs.subtitle,
+            narrative=obs.narrative, facts=obs.facts, concepts=obs.concepts, files_read=obs.files_read,
+            files_modified=obs.files_modified, prompt_number=turn.prompt_number, session=turn.session_id,
+            platform_source=turn.platform_source, created_at_epoch=last.at_epoch,
+            metadata=_produced_by(self, compressed), source=_source(last, f"#{index}"),
+        )
+
+    def _summary_items(self, turn: Turn, event: IngestEvent, report: CaptureReport) -> list[NewItem]:
+        observations = self._turn_observations(turn)
+        if turn.prompt is None and not observations and not turn.last_assistant_message:
+            return []
+        compressed = self._compress("summarize", turn, observations, report, turn.project)
+        summary: Summary | None = compressed.summary
+        if summary is None:
+            return []
+        title = _first_line(summary.request or turn.prompt or "Session summary", 80)
+        return [NewItem(
+            project=turn.project, kind="summary", type="summary", title=title, request=summary.request,
+            investigated=summary.investigated, learned=summary.learned, completed=summary.completed,
+            next_steps=summary.next_steps, notes=summary.notes, files_read=summary.files_read,
+            files_modified=summary.files_modified, prompt_number=turn.prompt_number, session=turn.session_id,
+            platform_source=turn.platform_source, created_at_epoch=event.at_epoch,
+            metadata=_produced_by(self, compressed), source=_source(event),
+        )]
+
+    def _turn_observations(self, turn: Turn) -> list[Observation]:
+        items = self.store.list_items(ItemFilter(session=turn.session_id, kinds=["observation"],
+                                                 platform_source=turn.platform_source), order="oldest", limit=500)
+        return [
+            Observation(type=i.type, title=i.title or "", subtitle=i.subtitle, narrative=i.narrative,
+                        facts=tuple(i.facts), concepts=tuple(i.concepts), files_read=tuple(i.files_read),
+                        files_modified=tuple(i.files_modified))
+            for i in items if i.prompt_number == turn.prompt_number
+        ]
+
+
+def _project(event: IngestEvent) -> str:
+    name = event.payload.get("project")
+    if isinstance(name, str) and name.strip():
+        return name.strip()
+    cwd = event.payload.get("cwd")
+    if isinstance(cwd, str) and cwd.strip():
+        from memcairn.project import project_from_cwd
+
+        return project_from_cwd(cwd).name
+    return "unknown"
+
+
+def _given_number(event: IngestEvent | None) -> int | None:
+    value = event.payload.get("prompt_number") if event is not None else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _source(event: IngestEvent, suffix: str = "") -> tuple[str, str, str]:
+    """Provenance of an item: the replayed line (imports) or the hook event that produced it."""
+    key = event.source_key or f"event:{event.id}"
+    kind = key.split(":", 1)[0] if event.source_key and ":" in event.source_key else "hook"
+    return kind, "ingest_events", key + suffix
+
+
+def _produced_by(pipeline: CapturePipeline, compressed: Compressed) -> dict[str, Any]:
+    reason = compressed.fallback_reason
+    name = "offline" if pipeline.compressor is None or reason else pipeline.compressor.name
+    return {"compressor": name, **({"fallback_reason": reason} if reason else {})}
+
+
+def _notice(backend: str, reason: str) -> str:
+    what = {
+        "budget": "reached its token cap",
+        "auth": "was refused (check the API key or login)",
+        "quota": "hit a rate limit or is out of quota",
+        "prose": "answered without the structured XML asked for",
+        "refusal": "refused to summarise",
+        "timeout": "timed out",
+    }.get(reason, "failed")
+    return (f"memory capture: the {backend} model backend {what}; observations came from the offline "
+            "extractor meanwhile (memcairn doctor shows details)")
+
+
+def _first_line(text: str, limit: int) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"

@@ -1,0 +1,384 @@
+"""Replay a recorded Claude Code transcript (JSONL) as the event bodies the hooks would have sent live.
+
+An import then goes through the same queue and pipeline as live capture: each :class:`ReplayEvent` names
+the worker's queue event type (``session_init``, ``observation``, ``summarize``) and carries the body a hook
+would have posted, plus a stable ``source_key`` so importing the same file twice is a no-op.
+
+What one session of a file becomes, in order:
+
+- ``session_start`` at the session's first message line (user or assistant) that carries a ``cwd``;
+- ``user_prompt`` for each real prompt, numbered from 1 per session;
+- ``tool_use`` for each ``tool_use`` block of an assistant message, emitted when its ``tool_result``
+  arrives (so in the order results arrive), with ``toolUseResult`` as the response when the result line
+  holds exactly one result, else the ``tool_result`` content;
+- ``stop`` when a turn ends: just before the next real prompt, and at the end of the file;
+- ``session_end`` (reason ``transcript_import``) at the end of the file.
+
+Decisions, where the recorded file says less than the live hooks saw:
+
+- Sidechain lines (``isSidechain``: a subagent's own traffic) are skipped entirely. The parent session
+  keeps the subagent's call and final report (the ``Task`` tool use and its result), and subagent files
+  (``<session>/subagents/agent-*.jsonl``) yield nothing, so replaying every file under
+  ``~/.claude/projects`` records no session twice.
+- Not prompts: ``isMeta`` lines (hook feedback, caveats), ``isCompactSummary`` lines, slash-command and
+  local-command wrappers (``<command-name>``, ``<local-command-stdout>``, ...), interruption notices
+  (``[Request interrupted by user...]``) and lines holding ``tool_result`` blocks. Text blocks that are only
+  IDE context or system reminders are dropped from a prompt.
+- A turn ends at the next real prompt, whether it was finished, interrupted or blocked by a Stop hook, so
+  each prompt gets exactly one ``stop``; its ``last_assistant_message`` joins the text blocks of the last
+  assistant message of the turn that had text (thinking blocks never count).
+- A tool use whose result never arrived is emitted with ``tool_response`` None when its turn ends (at the
+  latest at the end of the file), so it stays with the prompt it belongs to.
+- memcairn's own MCP tools are left out, as the live post-tool-use hook leaves them out.
+- Non-message lines (``queue-operation``, ``summary``, ``system``, ``file-history-snapshot``, ...) are
+  ignored. Malformed JSON, JSON that is not an object, and message lines with no usable shape (no session
+  id, no message object, no known cwd) are counted in :attr:`ParseStats.skipped_lines`; none is fatal.
+  Bytes that are not UTF-8 are decoded with replacement characters.
+
+Every event's body carries ``timestamp_ms``, the original time of the line it comes from (for a tool use:
+the line with its result; for ``stop`` and ``session_end``: the last line of the turn or session).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from memcairn.hooks.events import MAX_BODY_BYTES, OWN_TOOL_PREFIXES, _encode
+from memcairn.project import ProjectIdentity, project_from_cwd
+
+PLATFORM = "claude-code"
+END_REASON = "transcript_import"
+QUEUE_EVENT = {"session_start": "session_init", "user_prompt": "session_init", "tool_use": "observation",
+               "stop": "summarize", "session_end": "summarize"}
+HOOK_EVENT_NAME = {"session_start": "SessionStart", "user_prompt": "UserPromptSubmit", "tool_use": "PostToolUse",
+                   "stop": "Stop", "session_end": "SessionEnd"}
+MESSAGE_TYPES = ("user", "assistant")
+# Text the harness writes into user messages: slash commands, local command output, `!` shell mode.
+WRAPPER_PREFIXES = ("<command-name>", "<command-message>", "<command-args>", "<local-command-stdout>",
+                    "<local-command-stderr>", "<local-command-caveat>", "<bash-input>", "<bash-stdout>",
+                    "<bash-stderr>")
+INTERRUPTED_PREFIX = "[Request interrupted by user"
+# Whole text blocks that are context attached to a prompt rather than typed by the person.
+CONTEXT_BLOCK_PREFIXES = ("<ide_opened_file>", "<ide_selection>", "<system-reminder>")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class ReplayEvent:
+    event_type: str  # the worker's queue event type: session_init | observation | summarize
+    body: dict[str, Any]  # the body a hook would have sent; ``body["event"]`` names the hook event
+    source_key: str  # stable and unique: importing the same line again is a no-op
+    at_epoch: int  # milliseconds, the original time
+
+
+@dataclass
+class ParseStats:
+    """Counts for one or more parses; complete once the iterator of :func:`replay_transcript` is exhausted."""
+
+    lines: int = 0  # non-blank lines read
+    events: int = 0
+    skipped_lines: int = 0
+    prompts: int = 0
+    tool_uses: int = 0
+    unanswered_tool_uses: int = 0  # emitted with tool_response None
+    sessions: set[str] = field(default_factory=set)
+
+
+@dataclass
+class _PendingTool:
+    tool_use_id: str | None
+    name: str
+    input: Any
+    key: str
+
+
+@dataclass
+class _Session:
+    session_id: str
+    cwd: str
+    order: int = 0  # index of the last line seen, to end sessions in the order they went quiet
+    prompt_count: int = 0
+    turn_active: bool = False
+    texts: list[str] = field(default_factory=list)
+    text_message_id: Any = None
+    last_ref: str = ""
+    last_at: int = 0
+    last_cwd: str = ""
+    pending: dict[str, _PendingTool] = field(default_factory=dict)
+
+
+def timestamp_ms(value: Any) -> int | None:
+    """Milliseconds since the epoch from an ISO 8601 timestamp (``Z`` or an offset; naive means UTC)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return int(value if value > 100_000_000_000 else value * 1000)
+    if not isinstance(value, str) or not value.strip():
+        return None
+    text = value.strip()
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return (moment - _EPOCH) // timedelta(milliseconds=1)
+
+
+def default_transcript_paths(home: Path | None = None) -> list[Path]:
+    """Every ``*.jsonl`` under ``<claude dir>/projects`` (recursively), sorted. The Claude directory is
+    ``home/.claude`` when ``home`` is given, else ``$CLAUDE_CONFIG_DIR`` or ``~/.claude``."""
+    if home is not None:
+        base = Path(home) / ".claude"
+    else:
+        configured = os.environ.get("CLAUDE_CONFIG_DIR")
+        base = Path(configured).expanduser() if configured else Path.home() / ".claude"
+    root = base / "projects"
+    try:
+        return sorted(p for p in root.rglob("*.jsonl") if p.is_file())
+    except OSError:
+        return []
+
+
+def _text_blocks(content: Any) -> list[str]:
+    if isinstance(content, str):
+        return [content]
+    if not isinstance(content, list):
+        return []
+    return [b["text"] for b in content
+            if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)]
+
+
+def _prompt_text(entry: dict[str, Any], content: Any) -> str | None:
+    """The prompt a person typed, or None when the user line is not a real prompt."""
+    if entry.get("isMeta") is True or entry.get("isCompactSummary") is True:
+        return None
+    if isinstance(content, list) and any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content):
+        return None
+    parts = []
+    for text in _text_blocks(content):
+        stripped = text.strip()
+        if not stripped:
+            continue
+        if stripped.startswith(WRAPPER_PREFIXES) or stripped.startswith(INTERRUPTED_PREFIX):
+            return None
+        if isinstance(content, list) and stripped.startswith(CONTEXT_BLOCK_PREFIXES):
+            continue
+        parts.append(text)
+    return "\n\n".join(parts) if parts else None
+
+
+def _result_content(content: Any) -> Any:
+    """A ``tool_result`` block's content: the string, or the text of a list of blocks."""
+    if isinstance(content, list):
+        parts = []
+        for block in content:
+            if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str):
+                parts.append(block["text"])
+            elif isinstance(block, dict) and block.get("type") == "image":
+                parts.append("[image]")
+        return "\n".join(parts)
+    return content
+
+
+def _fit(body: dict[str, Any]) -> dict[str, Any]:
+    """Cut oversized tool input and response strings as the live hook does, so the worker accepts the body."""
+    if len(json.dumps(body, ensure_ascii=False).encode("utf-8")) <= MAX_BODY_BYTES:
+        return body
+    return json.loads(_encode(dict(body)))
+
+
+class _Replayer:
+    def __init__(self, path: Path, stats: ParseStats) -> None:
+        self.transcript_path = os.path.abspath(path)
+        self.stats = stats
+        self.sessions: dict[str, _Session] = {}
+        self.keys: set[str] = set()
+        self.identities: dict[str, ProjectIdentity] = {}
+
+    # events -----------------------------------------------------------------------------------------
+    def _identity(self, cwd: str) -> ProjectIdentity:
+        ident = self.identities.get(cwd)
+        if ident is None:
+            ident = self.identities[cwd] = project_from_cwd(cwd)
+        return ident
+
+    def _event(self, session: _Session, event: str, cwd: str, at: int, key: str,
+               extra: dict[str, Any]) -> ReplayEvent | None:
+        """The event, or None when its key was already used in this parse (a repeated line)."""
+        if key in self.keys:
+            return None
+        self.keys.add(key)
+        ident = self._identity(cwd)
+        body = {"event": event, "session_id": session.session_id, "cwd": cwd, "project": ident.name,
+                "projects": list(ident.chain), "platform_source": PLATFORM, "hook_event_name": HOOK_EVENT_NAME[event],
+                "transcript_path": self.transcript_path, **extra, "timestamp_ms": at}
+        if event == "tool_use":
+            body = _fit(body)
+        self.stats.events += 1
+        return ReplayEvent(QUEUE_EVENT[event], body, key, at)
+
+    def _key(self, session: _Session, ref: str, event: str) -> str:
+        return f"transcript:{session.session_id}:{ref}:{event}"
+
+    def _tool_event(self, session: _Session, tool: _PendingTool, response: Any, is_error: bool, cwd: str,
+                    at: int) -> ReplayEvent | None:
+        extra: dict[str, Any] = {"tool_name": tool.name, "tool_input": tool.input, "tool_response": response}
+        if tool.tool_use_id is not None:
+            extra["tool_use_id"] = tool.tool_use_id
+        if is_error:
+            extra["is_error"] = True
+        found = self._event(session, "tool_use", cwd, at, tool.key, extra)
+        if found is not None:
+            self.stats.tool_uses += 1
+        return found
+
+    def _end_turn(self, session: _Session) -> Iterator[ReplayEvent]:
+        """Unanswered tool uses of the turn, then its ``stop``."""
+        for tool in list(session.pending.values()):
+            found = self._tool_event(session, tool, None, False, session.last_cwd, session.last_at)
+            if found is not None:
+                self.stats.unanswered_tool_uses += 1
+                yield found
+        session.pending.clear()
+        if session.turn_active:
+            extra = {"last_assistant_message": "\n\n".join(session.texts)} if session.texts else {}
+            found = self._event(session, "stop", session.last_cwd, session.last_at,
+                                self._key(session, session.last_ref, "stop"), extra)
+            if found is not None:
+                yield found
+        session.turn_active = False
+        session.texts, session.text_message_id = [], None
+
+    def finish(self) -> Iterator[ReplayEvent]:
+        for session in sorted(self.sessions.values(), key=lambda s: s.order):
+            yield from self._end_turn(session)
+            found = self._event(session, "session_end", session.last_cwd, session.last_at,
+                                self._key(session, session.last_ref, "session_end"), {"reason": END_REASON})
+            if found is not None:
+                yield found
+
+    # lines ------------------------------------------------------------------------------------------
+    def line(self, number: int, raw: str) -> Iterator[ReplayEvent]:
+        try:
+            entry = json.loads(raw)
+        except ValueError:
+            self.stats.skipped_lines += 1
+            return
+        if not isinstance(entry, dict):
+            self.stats.skipped_lines += 1
+            return
+        if entry.get("type") not in MESSAGE_TYPES or entry.get("isSidechain") is True:
+            return
+        message = entry.get("message")
+        session_id = entry.get("sessionId")
+        if not isinstance(message, dict) or not isinstance(session_id, str) or not session_id.strip():
+            self.stats.skipped_lines += 1
+            return
+        line_cwd = entry.get("cwd") if isinstance(entry.get("cwd"), str) and entry["cwd"].strip() else None
+        uuid = entry.get("uuid")
+        ref = uuid if isinstance(uuid, str) and uuid.strip() else f"line{number}"
+        session = self.sessions.get(session_id)
+        at = timestamp_ms(entry.get("timestamp"))
+        if session is None:
+            if line_cwd is None:
+                self.stats.skipped_lines += 1
+                return
+            session = self.sessions[session_id] = _Session(session_id, line_cwd, last_cwd=line_cwd)
+            session.last_at = at or 0
+            self.stats.sessions.add(session_id)
+            found = self._event(session, "session_start", line_cwd, session.last_at,
+                                self._key(session, ref, "session_start"), {})
+            if found is not None:
+                yield found
+        cwd = line_cwd or session.last_cwd
+        at = at if at is not None else session.last_at
+        if entry["type"] == "user":
+            yield from self._user(session, entry, message, ref, cwd, at)
+        else:
+            self._assistant(session, message, ref)
+        session.order, session.last_ref, session.last_at, session.last_cwd = number, ref, at, cwd
+
+    def _user(self, session: _Session, entry: dict[str, Any], message: dict[str, Any], ref: str, cwd: str,
+              at: int) -> Iterator[ReplayEvent]:
+        content = message.get("content")
+        prompt = _prompt_text(entry, content)
+        if prompt is not None:
+            key = self._key(session, ref, "user_prompt")
+            if key in self.keys:
+                return
+            yield from self._end_turn(session)
+            session.prompt_count += 1
+            found = self._event(session, "user_prompt", cwd, at, key,
+                                {"prompt": prompt, "prompt_number": session.prompt_count})
+            if found is not None:
+                self.stats.prompts += 1
+                yield found
+            session.turn_active = True
+            return
+        if not isinstance(content, list):
+            return
+        results = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
+        rich = entry.get("toolUseResult") if len(results) == 1 else None
+        for block in results:
+            answered = block.get("tool_use_id")
+            tool = session.pending.pop(answered, None) if isinstance(answered, str) else None
+            if tool is None:
+                continue  # its tool use was never seen (sidechain, a cut file) or was already answered
+            session.turn_active = True
+            response = rich if rich is not None else _result_content(block.get("content"))
+            found = self._tool_event(session, tool, response, block.get("is_error") is True, cwd, at)
+            if found is not None:
+                yield found
+
+    def _assistant(self, session: _Session, message: dict[str, Any], ref: str) -> None:
+        content = message.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        if not isinstance(blocks, list):
+            return
+        session.turn_active = True
+        message_id = message.get("id") if isinstance(message.get("id"), str) else None
+        texts = [t.strip() for t in _text_blocks(blocks) if t.strip()]
+        if texts:
+            # One API message spans several lines (one block a line); collect its text across them.
+            if message_id is not None and message_id == session.text_message_id:
+                session.texts.extend(texts)
+            else:
+                session.texts, session.text_message_id = texts, message_id
+        for index, block in enumerate(blocks):
+            if not isinstance(block, dict) or block.get("type") != "tool_use":
+                continue
+            name = block.get("name")
+            if not isinstance(name, str) or not name or name.startswith(OWN_TOOL_PREFIXES):
+                continue
+            given = block.get("id")
+            tool_use_id = given if isinstance(given, str) and given.strip() else None
+            key = self._key(session, tool_use_id or f"{ref}.{index}", "tool_use")
+            pending_key = tool_use_id or key  # a tool use with no id can never be answered
+            if key in self.keys or pending_key in session.pending:
+                continue
+            session.pending[pending_key] = _PendingTool(tool_use_id, name, block.get("input"), key)
+
+
+def replay_transcript(path: Path, stats: ParseStats | None = None) -> Iterator[ReplayEvent]:
+    """The events the hooks would have sent for the session(s) recorded in ``path``, in order.
+
+    ``stats``, when given, is updated as the iterator advances. A file that cannot be opened raises
+    ``OSError`` at the first ``next``; nothing in its content does."""
+    counts = stats if stats is not None else ParseStats()
+    replayer = _Replayer(Path(path), counts)
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for number, raw in enumerate(fh, start=1):
+            if not raw.strip():
+                continue
+            counts.lines += 1
+            yield from replayer.line(number, raw)
+    yield from replayer.finish()

@@ -1,0 +1,165 @@
+"""Commands that move memories in and out: ``import <source>`` and ``export``.
+
+Importers write to the store file directly, also while a worker is running (SQLite WAL lets both write);
+the worker's vector mirror catches up on the new items through its watermark. A new source is one more
+``@import_group.command(...)`` here or in another module.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from memcairn.cli.common import emit_json, open_store, settings
+
+
+@click.group("import")
+def import_group() -> None:
+    """Import memories from another tool or from a memcairn export.
+
+    Example:
+
+        memcairn import claude-mem --json
+    """
+
+
+@import_group.command("claude-mem")
+@click.argument("db", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
+def import_claude_mem_cmd(db: Path | None, as_json: bool) -> None:
+    """Import a claude-mem database, opened read-only.
+
+    DB defaults to ~/.claude-mem/claude-mem.db. Sessions, observations, summaries and prompts keep their
+    claude-mem ids as provenance, so running it again adds nothing.
+
+    Example:
+
+        memcairn import claude-mem ~/.claude-mem/claude-mem.db --json
+    """
+    from memcairn.transfer.claude_mem import DEFAULT_PATH, import_claude_mem, open_source
+
+    path = (db or DEFAULT_PATH).expanduser()
+    source = open_source(path)  # checked before the store is opened: a bad file writes nothing
+    try:
+        with open_store() as store:
+            report = import_claude_mem(store, source)
+    finally:
+        source.close()
+    if as_json:
+        emit_json(report.to_dict())
+        return
+    click.echo(f"imported {report.sessions} sessions, {report.observations} observations, {report.summaries} "
+               f"summaries, {report.prompts} prompts from {path} ({report.existing} already stored, "
+               f"{report.skipped} skipped, {report.warnings} warnings)")
+    for note in report.notes:
+        click.echo(f"  note: {note}")
+
+
+@import_group.command("transcripts")
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--offline", is_flag=True, help="Use the offline extractor even when a model backend is configured.")
+@click.option("--project", help="File every session under this project (default: from each session's directory).")
+@click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
+def import_transcripts_cmd(paths: tuple[Path, ...], offline: bool, project: str | None, as_json: bool) -> None:
+    """Replay recorded Claude Code sessions through the capture pipeline.
+
+    PATHS are transcript files or directories searched for *.jsonl (default: every transcript under
+    ~/.claude/projects/). Each line passes the same rules as live capture (exclusions, <private>, secret
+    redaction); lines are remembered by their id, so importing again adds nothing. Malformed lines are
+    counted and skipped.
+
+    Example:
+
+        memcairn import transcripts ~/.claude/projects/my-app --json
+    """
+    from memcairn.capture.importer import import_transcripts
+    from memcairn.capture.llm import make_compressor
+    from memcairn.capture.transcripts import default_transcript_paths
+
+    files = _transcript_files(paths) if paths else default_transcript_paths()
+    cfg = settings()
+    with open_store(cfg) as store:
+        compressor = None if offline else make_compressor(cfg, store)
+        if as_json or not files:
+            report = import_transcripts(store, cfg, files, compressor=compressor, project=project)
+        else:
+            with click.progressbar(length=len(files), label="importing transcripts", file=sys.stderr) as bar:
+                report = import_transcripts(store, cfg, files, compressor=compressor, project=project,
+                                            on_file=lambda _path, _total: bar.update(1))
+    if as_json:
+        emit_json(report.as_dict())
+        return
+    click.echo(f"imported {report.files} transcript files: {report.prompts} prompts, {report.observations} "
+               f"observations, {report.summaries} summaries ({report.events} new events, "
+               f"{report.skipped_lines} malformed lines skipped)")
+
+
+def _transcript_files(paths: tuple[Path, ...]) -> list[Path]:
+    files: list[Path] = []
+    for path in paths:
+        path = path.expanduser()
+        if path.is_dir():
+            files += sorted(path.rglob("*.jsonl"))
+        elif path.exists():
+            files.append(path)
+        else:
+            raise click.UsageError(f"{path} does not exist; give transcript files (*.jsonl) or directories")
+    return files
+
+
+@import_group.command("jsonl")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
+def import_jsonl_cmd(file: Path, as_json: bool) -> None:
+    """Import a file written by `memcairn export`.
+
+    Items whose uuid is already stored are left alone, so importing the same file twice adds nothing.
+
+    Example:
+
+        memcairn import jsonl backup.jsonl --json
+    """
+    from memcairn.transfer.jsonl import import_jsonl, read_header
+
+    read_header(file)  # a file that is not an export is refused before the store is opened
+    with open_store() as store:
+        report = import_jsonl(store, file)
+    if as_json:
+        emit_json(report.to_dict())
+        return
+    click.echo(f"imported {report.projects} projects, {report.sessions} sessions, {report.items} items from {file} "
+               f"({report.existing} already stored, {report.duplicates} duplicates, {report.malformed} malformed)")
+    for error in report.errors:
+        click.echo(f"  {error}")
+    for note in report.notes:
+        click.echo(f"  note: {note}")
+
+
+@click.command("export")
+@click.option("--output", "-o", required=True, type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
+              help="File to write ('-' for standard output).")
+@click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON (on stderr with --output -).")
+def export(output: Path, as_json: bool) -> None:
+    """Export every project, session, memory and its provenance as JSON Lines.
+
+    `memcairn import jsonl FILE` reads it back, with the same uuids and timestamps.
+
+    Example:
+
+        memcairn export --output backup.jsonl
+    """
+    from memcairn.transfer.jsonl import export_jsonl, export_to_file
+
+    to_stdout = str(output) == "-"
+    with open_store() as store:
+        counts = export_jsonl(store, sys.stdout) if to_stdout else export_to_file(store, output)
+    if as_json and not to_stdout:
+        emit_json(counts)
+    elif as_json:
+        click.echo(json.dumps(counts), err=True)
+    elif not to_stdout:
+        click.echo(f"exported {counts['projects']} projects, {counts['sessions']} sessions, {counts['items']} items "
+                   f"to {output}")

@@ -1,0 +1,350 @@
+"""memcairn's own export format: JSON Lines holding every project, session, item and provenance row.
+
+The first line is ``{"record": "header", "format": "memcairn-export", "version": 1, "exported_at": <ms>}``;
+then ``project``, ``session`` and ``item`` records (in that order, each in id order); the last line is
+``{"record": "end", "projects": n, "sessions": n, "items": n}``, so a file without it was cut short.
+
+An item keeps its uuid, content hash, timestamps and memory_sources rows: importing an export into an empty
+store reproduces the store, and importing it into a store that already holds those uuids adds nothing.
+Operational tables (the ingest queue, model usage, notices, the mirror's watermarks) are not exported: the
+vector mirror of the receiving store rebuilds itself from the imported items.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from memcairn import serde
+from memcairn.errors import ValidationError
+from memcairn.models import ARRAY_FIELDS, TEXT_FIELDS, NewItem
+from memcairn.store.transfer_state import TransferItem, TransferProject, TransferRecord, TransferSession
+from memcairn.store.validation import validate_item
+
+if TYPE_CHECKING:
+    from memcairn.store import Store
+
+FORMAT = "memcairn-export"
+VERSION = 1
+BATCH_SIZE = 500
+REPORTED_LINES = 10
+
+_ITEM_FIELDS = (
+    "uuid", "project", "session", "kind", "type", "title", "subtitle", "text", "narrative", *ARRAY_FIELDS,
+    "metadata", "request", "investigated", "learned", "completed", "next_steps", "notes", "prompt_number",
+    "platform_source", "content_hash", "created_at_epoch", "updated_at_epoch", "sources",
+)
+_END = object()
+
+
+@dataclass
+class ImportReport:
+    """Counts of one import. ``existing``: records already in the store (same uuid, session or project);
+    ``duplicates``: items whose content another stored item already had (they add their provenance only)."""
+
+    projects: int = 0
+    sessions: int = 0
+    items: int = 0
+    existing: int = 0
+    duplicates: int = 0
+    malformed: int = 0
+    malformed_lines: list[int] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def reject(self, line: int, reason: str) -> None:
+        self.malformed += 1
+        if len(self.malformed_lines) < REPORTED_LINES:
+            self.malformed_lines.append(line)
+            self.errors.append(f"line {line}: {reason}")
+
+    def sort_rejections(self) -> None:
+        """Store refusals are known only when a batch is written, after later lines were parsed."""
+        pairs = sorted(zip(self.malformed_lines, self.errors, strict=True))
+        self.malformed_lines = [line for line, _ in pairs]
+        self.errors = [error for _, error in pairs]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# -- export ---------------------------------------------------------------------------------------
+def export_jsonl(store: Store, out: IO[str]) -> dict[str, int]:
+    """Write the whole store to ``out``, streaming page by page from one consistent snapshot."""
+    counts = {"projects": 0, "sessions": 0, "items": 0}
+    _write(out, {"record": "header", "format": FORMAT, "version": VERSION, "exported_at": int(time.time() * 1000)})
+    with store.export_snapshot():
+        for row in store.export_projects():
+            _write(out, {"record": "project", **row})
+            counts["projects"] += 1
+        for row in store.export_sessions():
+            _write(out, {"record": "session", **row})
+            counts["sessions"] += 1
+        for row in store.export_items():
+            _write(out, _item_record(row))
+            counts["items"] += 1
+    _write(out, {"record": "end", **counts})
+    return counts
+
+
+def export_to_file(store: Store, path: Path) -> dict[str, int]:
+    """Export to ``path`` through a temporary file, so a failed export never leaves half a file behind."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.partial")
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="\n") as out:
+            counts = export_jsonl(store, out)
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise ValidationError(f"cannot write {path}: {exc.strerror or exc}") from None
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return counts
+
+
+def _write(out: IO[str], record: dict[str, Any]) -> None:
+    out.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")))
+    out.write("\n")
+
+
+def _item_record(row: dict[str, Any]) -> dict[str, Any]:
+    record: dict[str, Any] = {"record": "item"}
+    for name in _ITEM_FIELDS:
+        value = row.get(name)
+        if name in ARRAY_FIELDS:
+            value = serde.load_array(value)
+        elif name == "metadata":
+            value = serde.load_object(value)
+        elif name == "session" and value is not None:
+            value = list(value)
+        record[name] = value
+    for name, value in row.items():  # columns a newer schema added travel as they are
+        if name not in record:
+            record[name] = value
+    return record
+
+
+# -- import ---------------------------------------------------------------------------------------
+def read_header(path: Path) -> dict[str, Any]:
+    """Check that ``path`` is an export this memcairn reads; return its header. Nothing is written.
+
+    Raises:
+        ValidationError: the file is missing, unreadable, empty, or not a memcairn export of version 1.
+    """
+    try:
+        with open(path, "rb") as fh:
+            for raw in fh:
+                if raw.strip():
+                    return _check_header(_decode(raw), path)
+    except OSError as exc:
+        raise ValidationError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except ValueError:
+        raise ValidationError(f"{path} is not a memcairn export: its first line is not JSON") from None
+    raise ValidationError(f"{path} is empty, not a memcairn export")
+
+
+def import_jsonl(store: Store, path: Path) -> ImportReport:
+    """Import an export file into ``store``, batch by batch; malformed lines are counted and skipped.
+
+    Raises:
+        ValidationError: the file is not a memcairn export (nothing is written then).
+    """
+    read_header(path)
+    report = ImportReport()
+    batch: list[tuple[int, TransferRecord]] = []
+    seen_end = False
+    with open(path, "rb") as fh:
+        header_line = True
+        for lineno, raw in enumerate(fh, 1):
+            if not raw.strip():
+                continue
+            if header_line:
+                header_line = False
+                continue
+            try:
+                record = _parse(_decode(raw), path)
+            except (ValueError, ValidationError, RecursionError) as exc:
+                report.reject(lineno, _reason(exc))
+                continue
+            if record is _END:
+                seen_end = True
+                continue
+            if record is None:
+                continue
+            seen_end = False
+            batch.append((lineno, record))
+            if len(batch) >= BATCH_SIZE:
+                _flush(store, batch, report)
+    _flush(store, batch, report)
+    report.sort_rejections()
+    if not seen_end:
+        report.notes.append("the file has no end record after its last line: it may have been cut short")
+    return report
+
+
+def _decode(raw: bytes) -> Any:
+    return json.loads(raw.decode("utf-8"))
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, UnicodeDecodeError):
+        return "not UTF-8 text"
+    if isinstance(exc, json.JSONDecodeError):
+        return f"not JSON ({exc.msg})"
+    return str(exc) or type(exc).__name__
+
+
+def _check_header(obj: Any, path: Path) -> dict[str, Any]:
+    if not isinstance(obj, dict) or obj.get("record") != "header" or obj.get("format") != FORMAT:
+        raise ValidationError(
+            f"{path} is not a memcairn export: its first line must be a header "
+            f'{{"record": "header", "format": "{FORMAT}", "version": {VERSION}}} (made by `memcairn export`)'
+        )
+    version = obj.get("version")
+    if version != VERSION:
+        if isinstance(version, int) and not isinstance(version, bool) and version > VERSION:
+            raise ValidationError(f"{path} was written by a newer memcairn (export version {version}; this one "
+                                  f"reads version {VERSION}); upgrade memcairn to import it")
+        raise ValidationError(f"{path} has export version {version!r}; this memcairn reads version {VERSION}")
+    return obj
+
+
+def _flush(store: Store, batch: list[tuple[int, TransferRecord]], report: ImportReport) -> None:
+    if not batch:
+        return
+    outcomes = store.import_records([record for _, record in batch])
+    for (lineno, record), outcome in zip(batch, outcomes, strict=True):
+        if outcome.status == "created":
+            if isinstance(record, TransferProject):
+                report.projects += 1
+            elif isinstance(record, TransferSession):
+                report.sessions += 1
+            else:
+                report.items += 1
+        elif outcome.status == "existing":
+            report.existing += 1
+        elif outcome.status == "duplicate":
+            report.duplicates += 1
+        else:
+            report.reject(lineno, f"refused by the store: {outcome.detail}")
+    batch.clear()
+
+
+def _parse(obj: Any, path: Path) -> TransferRecord | object | None:
+    """The record a line holds; ``_END`` for the end marker, None for a repeated header (two exports joined)."""
+    if not isinstance(obj, dict):
+        raise ValidationError("not a JSON object")
+    kind = obj.get("record")
+    if kind == "item":
+        return _parse_item(obj)
+    if kind == "session":
+        return _parse_session(obj)
+    if kind == "project":
+        return TransferProject(_text(obj, "name"), _opt_text(obj, "merged_into_project"),
+                               _epoch(obj, "created_at_epoch"))
+    if kind == "end":
+        return _END
+    if kind == "header":
+        _check_header(obj, path)
+        return None
+    raise ValidationError(f"unknown record type {kind!r}")
+
+
+def _parse_session(obj: dict[str, Any]) -> TransferSession:
+    project = _text(obj, "project")
+    _text(obj, "agent_session_id")
+    _text(obj, "platform_source")
+    _epoch(obj, "started_at_epoch")
+    if obj.get("ended_at_epoch") is not None:
+        _epoch(obj, "ended_at_epoch")
+    columns = {}
+    for key, value in obj.items():
+        if key in ("record", "project"):
+            continue
+        if not _scalar(value):
+            raise ValidationError(f"session field {key} must be text, a number or null")
+        columns[key] = value
+    return TransferSession(project, columns)
+
+
+def _parse_item(obj: dict[str, Any]) -> TransferItem:
+    uuid = _text(obj, "uuid")
+    platform = _opt_text(obj, "platform_source")
+    session = obj.get("session")
+    agent = None
+    if session is not None:
+        if not (isinstance(session, list) and len(session) == 2 and all(isinstance(s, str) and s for s in session)):
+            raise ValidationError("session must be [platform_source, agent_session_id] or null")
+        if session[0] != (platform or "unknown"):
+            raise ValidationError(f"session platform {session[0]!r} differs from the item's {platform!r}")
+        agent = session[1]
+    arrays = {}
+    for name in ARRAY_FIELDS:
+        value = obj.get(name, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ValidationError(f"{name} must be a list of strings")
+        arrays[name] = tuple(value)
+    metadata = obj.get("metadata", {})
+    if not isinstance(metadata, dict):
+        raise ValidationError("metadata must be an object")
+    prompt_number = obj.get("prompt_number")
+    if prompt_number is not None and not _is_int(prompt_number):
+        raise ValidationError("prompt_number must be a whole number or null")
+    item = validate_item(NewItem(
+        project=_text(obj, "project"), kind=_text(obj, "kind"), type=_text(obj, "type"),
+        **{name: _opt_text(obj, name) for name in TEXT_FIELDS}, **arrays, metadata=metadata,
+        prompt_number=prompt_number, session=agent, platform_source=platform,
+        created_at_epoch=_epoch(obj, "created_at_epoch"),
+    ))
+    return TransferItem(
+        item=item, uuid=uuid, content_hash=_text(obj, "content_hash"), updated_at_epoch=_epoch(obj, "updated_at_epoch"),
+        sources=_sources(obj.get("sources", [])),
+        extra={k: v for k, v in obj.items() if k not in _ITEM_FIELDS and k != "record" and _scalar(v)},
+    )
+
+
+def _sources(value: Any) -> tuple[tuple[str, str, str, int], ...]:
+    if not isinstance(value, list):
+        raise ValidationError("sources must be a list")
+    out = []
+    for src in value:
+        if not isinstance(src, dict):
+            raise ValidationError("each source must be an object")
+        out.append((_text(src, "source_type"), _text(src, "source_table"), _text(src, "source_id"),
+                    _epoch(src, "created_at_epoch")))
+    return tuple(out)
+
+
+def _text(obj: dict[str, Any], name: str) -> str:
+    value = obj.get(name)
+    if not isinstance(value, str) or not value:
+        raise ValidationError(f"{name} must be non-empty text")
+    return value
+
+
+def _opt_text(obj: dict[str, Any], name: str) -> str | None:
+    value = obj.get(name)
+    if value is not None and not isinstance(value, str):
+        raise ValidationError(f"{name} must be text or null")
+    return value
+
+
+def _epoch(obj: dict[str, Any], name: str) -> int:
+    value = obj.get(name)
+    if not _is_int(value) or value < 0:
+        raise ValidationError(f"{name} must be milliseconds since 1970 (a whole number >= 0)")
+    return value
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _scalar(value: Any) -> bool:
+    return value is None or isinstance(value, str | int | float)

@@ -1,0 +1,307 @@
+"""The capture pipeline on real SQLite files: queued hook events become prompts, observations and summaries
+exactly once; private turns, exclusions and model failures; the sample transcripts replayed end to end."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from memcairn.capture.admission import admit
+from memcairn.capture.importer import import_transcripts
+from memcairn.capture.pipeline import CapturePipeline
+from memcairn.capture.records import Compressed, CompressionFailed, Observation, ToolCall, Turn
+from memcairn.cli import cli
+from memcairn.config import Settings, load_settings
+from memcairn.context import NOTICE_PREFIX, render_context
+from memcairn.models import ItemFilter
+from memcairn.store import Store
+
+FIXTURES = Path(__file__).parent / "fixtures" / "transcripts"
+TRANSCRIPTS = sorted(FIXTURES.glob("*.jsonl"))
+SESSION = "sess-1"
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return replace(load_settings(home=tmp_path, environ={}), capture_batch_wait_seconds=0)
+
+
+def body(event: str, **fields: object) -> dict[str, object]:
+    return {"event": event, "session_id": SESSION, "cwd": "/work/shop", "project": "shop", "projects": ["shop"],
+            "platform_source": "claude-code", **fields}
+
+
+QUEUE = {"session_start": "session_init", "user_prompt": "session_init", "tool_use": "observation",
+         "stop": "summarize", "session_end": "summarize"}
+
+
+def send(store: Store, settings: Settings, event: str, **fields: object) -> tuple[int, bool] | None:
+    """What the ingest route does: admission, then the durable queue."""
+    admitted = admit(QUEUE[event], body(event, **fields), settings)
+    if admitted.body is None:
+        return None
+    tool_use_id = fields.get("tool_use_id")
+    return store.enqueue_ingest_event(SESSION, "claude-code", QUEUE[event], admitted.body,
+                                      tool_use_id if isinstance(tool_use_id, str) else None)
+
+
+def edit(tool_use_id: str, path: str = "/work/shop/cart.py") -> dict[str, object]:
+    return {"tool_name": "Edit", "tool_use_id": tool_use_id,
+            "tool_input": {"file_path": path, "old_string": "total = 0", "new_string": "total = Decimal(0)"},
+            "tool_response": {"filePath": path, "oldString": "total = 0", "newString": "total = Decimal(0)"}}
+
+
+def bash(tool_use_id: str, command: str, output: str) -> dict[str, object]:
+    return {"tool_name": "Bash", "tool_use_id": tool_use_id, "tool_input": {"command": command},
+            "tool_response": {"stdout": output, "stderr": "", "interrupted": False}}
+
+
+def one_turn(store: Store, settings: Settings) -> None:
+    send(store, settings, "session_start")
+    send(store, settings, "user_prompt", prompt="Fix the rounding bug in the cart total")
+    send(store, settings, "tool_use", **bash("t1", "pytest tests/test_cart.py", "1 failed, 4 passed in 0.2s"))
+    send(store, settings, "tool_use", **edit("t2"))
+    send(store, settings, "tool_use", **bash("t3", "pytest tests/test_cart.py", "5 passed in 0.2s"))
+    send(store, settings, "stop", last_assistant_message="Fixed: totals use Decimal now. Next: check refunds.")
+
+
+def kinds(store: Store) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for item in store.list_items(ItemFilter(), limit=1000):
+        out[item.kind] = out.get(item.kind, 0) + 1
+    return out
+
+
+def test_a_turn_becomes_a_prompt_observations_and_a_summary(store: Store, settings: Settings) -> None:
+    one_turn(store, settings)
+    report = CapturePipeline(store, settings).process_pending()
+    assert report.events == 6 and report.failed == 0
+    assert store.ingest_counts()["pending"] == 0
+    found = kinds(store)
+    assert found["prompt"] == 1 and found["summary"] == 1 and found["observation"] >= 1
+    observations = store.list_items(ItemFilter(kinds=["observation"]), limit=50)
+    assert any("cart.py" in " ".join(o.files_modified) for o in observations)
+    assert all(o.session == SESSION and o.prompt_number == 1 and o.project == "shop" for o in observations)
+    summary = store.list_items(ItemFilter(kinds=["summary"]), limit=1)[0]
+    assert "rounding" in (summary.request or "")
+    assert summary.metadata["compressor"] == "offline"
+    hits = store.keyword_search("cart total rounding", ItemFilter(projects=["shop"]))
+    assert hits, "the turn is findable by topic"
+
+
+def test_processing_twice_changes_nothing(store: Store, settings: Settings) -> None:
+    one_turn(store, settings)
+    pipeline = CapturePipeline(store, settings)
+    pipeline.process_pending()
+    before = store.stats()["items"]
+    again = CapturePipeline(store, settings).process_pending()
+    assert again.events == 0 and store.stats()["items"] == before
+
+
+def test_a_repeated_hook_is_recorded_once(store: Store, settings: Settings) -> None:
+    first = send(store, settings, "tool_use", **edit("t9"))
+    second = send(store, settings, "tool_use", **edit("t9"))
+    assert first is not None and second == (first[0], False)
+    p1 = send(store, settings, "user_prompt", prompt="same words")
+    p2 = send(store, settings, "user_prompt", prompt="same words")
+    assert p1 is not None and p2 == (p1[0], False)
+
+
+def test_events_another_processor_finished_are_not_written_twice(store: Store, settings: Settings) -> None:
+    one_turn(store, settings)
+    pending = store.pending_ingest_events()
+    prompt = next(e for e in pending if e.kind == "user_prompt")
+    CapturePipeline(store, settings).process_pending()
+    items = store.stats()["items"]
+    # a second processor that read the same events before the first committed
+    assert store.complete_ingest([prompt.id], []) is None
+    assert store.stats()["items"] == items
+
+
+def test_a_crash_before_commit_leaves_events_pending_and_a_restart_completes_them(store: Store,
+                                                                                   settings: Settings) -> None:
+    one_turn(store, settings)
+
+    class Boom(Exception):
+        pass
+
+    pipeline = CapturePipeline(store, settings)
+    real = store.complete_ingest
+    calls = {"n": 0}
+
+    def crash_on_third(*args: object, **kwargs: object) -> object:
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise Boom("power cut")
+        return real(*args, **kwargs)
+
+    store.complete_ingest = crash_on_third  # type: ignore[method-assign]
+    with pytest.raises(Boom):  # the guard counts it as a failure; make the crash escape instead
+        pipeline._guard = lambda handler, events, report: handler(events, report)  # type: ignore[method-assign]
+        pipeline.process_pending()
+    store.complete_ingest = real  # type: ignore[method-assign]
+    done = store.ingest_counts()
+    assert done["done"] == 2 and done["pending"] == 4
+    CapturePipeline(store, settings).process_pending()
+    assert store.ingest_counts()["pending"] == 0
+    assert kinds(store)["prompt"] == 1 and kinds(store)["summary"] == 1
+
+
+def test_a_private_prompt_stores_nothing_of_its_turn(store: Store, settings: Settings) -> None:
+    send(store, settings, "user_prompt", prompt="<private>rotate the prod keys</private>")
+    send(store, settings, "tool_use", **edit("p1", "/work/shop/secrets.py"))
+    send(store, settings, "stop", last_assistant_message="Done rotating.")
+    raw = [e.payload for e in store.pending_ingest_events()]
+    assert "rotate the prod keys" not in json.dumps(raw)
+    CapturePipeline(store, settings).process_pending()
+    assert store.stats()["items"] == 0
+    assert store.session_prompt_count("claude-code", SESSION) == 1  # numbering stays right
+
+
+def test_private_parts_and_secrets_never_reach_the_queue(store: Store, settings: Settings) -> None:
+    key = "sk-ant-" + "api03-" + "Q" * 40
+    send(store, settings, "user_prompt", prompt="Deploy it <private>my home address</private> now")
+    send(store, settings, "tool_use", **bash("s1", f"export ANTHROPIC_API_KEY={key}", ""))
+    dumped = json.dumps([e.payload for e in store.pending_ingest_events()])
+    assert "home address" not in dumped and key not in dumped
+    CapturePipeline(store, settings).process_pending()
+    everything = json.dumps([i.to_dict() for i in store.list_items(ItemFilter(), limit=100)])
+    assert "home address" not in everything and key not in everything
+
+
+def test_excluded_projects_and_skipped_tools_are_not_captured(store: Store, settings: Settings) -> None:
+    excluded = replace(settings, exclude_projects="sh*", skip_tools="Bash")
+    assert send(store, excluded, "user_prompt", prompt="anything") is None
+    allowed = replace(settings, skip_tools="Bash")
+    assert send(store, allowed, "tool_use", **bash("b1", "ls", "a b")) is None
+    assert send(store, allowed, "tool_use", **edit("e1")) is not None
+
+
+def test_tool_events_wait_for_their_batch_then_flush(store: Store, settings: Settings) -> None:
+    waiting = replace(settings, capture_batch_wait_seconds=3600)
+    send(store, waiting, "user_prompt", prompt="Refactor the cart")
+    send(store, waiting, "tool_use", **edit("w1"))
+    report = CapturePipeline(store, waiting).process_pending()
+    assert report.waiting == 1 and store.ingest_counts()["pending"] == 1
+    send(store, waiting, "stop", last_assistant_message="ok")
+    CapturePipeline(store, waiting).process_pending()  # the stop ends the turn: the batch goes first
+    assert store.ingest_counts()["pending"] == 0
+    assert kinds(store)["observation"] >= 1
+
+
+def test_a_session_end_without_stop_still_summarises_the_last_turn(store: Store, settings: Settings) -> None:
+    send(store, settings, "user_prompt", prompt="Add a coupon field to checkout")
+    send(store, settings, "tool_use", **edit("c1", "/work/shop/checkout.py"))
+    send(store, settings, "session_end", reason="exit")
+    CapturePipeline(store, settings).process_pending()
+    assert kinds(store).get("summary") == 1
+
+
+class FailingModel:
+    name = "anthropic"
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def observe(self, turn: Turn, calls: Sequence[ToolCall]) -> Compressed:
+        raise CompressionFailed(self.reason, "HTTP 429 rate_limit_error")
+
+    def summarize(self, turn: Turn, observations: Sequence[Observation]) -> Compressed:
+        raise CompressionFailed(self.reason, "HTTP 429 rate_limit_error")
+
+
+def test_a_failing_model_falls_back_to_the_offline_extractor_and_says_so(store: Store, settings: Settings) -> None:
+    one_turn(store, settings)
+    report = CapturePipeline(store, settings, compressor=FailingModel("quota")).process_pending()
+    assert report.fallbacks >= 2 and set(report.fallback_reasons) == {"quota"}
+    items = store.list_items(ItemFilter(kinds=["observation", "summary"]), limit=50)
+    assert items and all(i.metadata == {"compressor": "offline", "fallback_reason": "quota"} for i in items)
+    text = render_context(store, settings, projects=["shop"], notices=store.take_capture_notices(["shop"]))
+    assert text.startswith(NOTICE_PREFIX) and "rate limit" in text
+    assert len(text) <= settings.context_token_budget * 4
+    later = store.take_capture_notices(["shop"])  # shown again only within a minute (both SessionStart calls)
+    assert later and store.take_capture_notices(["other"]) == []  # a notice belongs to its project
+
+
+class GoodModel:
+    name = "anthropic"
+
+    def observe(self, turn: Turn, calls: Sequence[ToolCall]) -> Compressed:
+        return Compressed(observations=[Observation(type="bugfix", title="Cart totals use Decimal",
+                                                    narrative="Rounding fixed.", files_modified=("cart.py",))])
+
+    def summarize(self, turn: Turn, observations: Sequence[Observation]) -> Compressed:
+        return Compressed(summary=None)
+
+
+def test_a_model_result_is_stored_with_its_compressor(store: Store, settings: Settings) -> None:
+    one_turn(store, settings)
+    CapturePipeline(store, settings, compressor=GoodModel()).process_pending()
+    titles = [i.title for i in store.list_items(ItemFilter(kinds=["observation"]), limit=10)]
+    assert titles == ["Cart totals use Decimal"]
+    assert "summary" not in kinds(store)
+
+
+def test_the_sample_transcripts_replay_end_to_end(store: Store, settings: Settings, tmp_path: Path) -> None:
+    report = import_transcripts(store, settings, TRANSCRIPTS)
+    assert report.files == 3 and report.skipped_lines == 0
+    assert report.prompts == 3 and report.summaries == 3 and report.observations >= 10
+    assert store.ingest_counts()["pending"] == 0 and store.ingest_counts()["failed"] == 0
+    # by file and by topic
+    assert store.list_items(ItemFilter(files=["hello.sh"]), limit=5)
+    assert store.keyword_search("rust port", None)
+    again = import_transcripts(store, settings, TRANSCRIPTS)
+    assert (again.events, again.observations, again.summaries, again.prompts) == (0, 0, 0, 0)
+
+
+def test_reimport_after_the_queue_was_pruned_adds_nothing(store: Store, settings: Settings) -> None:
+    import_transcripts(store, settings, TRANSCRIPTS[:1])
+    items = store.stats()["items"]
+    assert store.prune_ingest_events(10 ** 15) > 0
+    again = import_transcripts(store, settings, TRANSCRIPTS[:1])
+    assert again.events > 0 and store.stats()["items"] == items
+
+
+def test_import_transcripts_cli_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMCAIRN_HOME", str(tmp_path / "home"))
+    copies = []
+    for path in TRANSCRIPTS:
+        shutil.copy(path, tmp_path / path.name)
+        copies.append(str(tmp_path / path.name))
+    bad = tmp_path / "broken.jsonl"
+    bad.write_text('{"not json\n' + TRANSCRIPTS[0].read_text(encoding="utf-8"), encoding="utf-8")
+    runner = CliRunner()
+    first = runner.invoke(cli, ["import", "transcripts", *copies, str(bad), "--json"])
+    assert first.exit_code == 0, first.output
+    data = json.loads(first.output)
+    assert set(data) >= {"files", "events", "observations", "summaries", "prompts", "skipped_lines"}
+    assert data["files"] == 4 and data["skipped_lines"] == 1 and data["prompts"] == 3
+    second = runner.invoke(cli, ["import", "transcripts", *copies, "--json"])
+    again = json.loads(second.output)
+    assert (again["events"], again["observations"], again["summaries"], again["prompts"]) == (0, 0, 0, 0)
+
+
+def test_doctor_shows_the_queue_and_requeues_failed_events(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMCAIRN_HOME", str(tmp_path / "home"))
+    cfg = load_settings()
+    with Store(cfg.db_path) as store:
+        event_id, _ = store.enqueue_ingest_event(SESSION, "claude-code", "observation", body("tool_use", **edit("d1")),
+                                                 "d1")
+        store.mark_ingest_event(event_id, "failed", error="ValueError: boom")
+        store.add_capture_notice("llm_auth", "memory capture: the anthropic model backend was refused", "shop")
+    runner = CliRunner()
+    seen = runner.invoke(cli, ["doctor"])
+    assert seen.exit_code == 1
+    assert "[FAIL] failed capture events: event 1 (observation): ValueError: boom" in seen.output
+    assert "[WARN] capture notice: memory capture: the anthropic model backend was refused" in seen.output
+    assert "[ok  ] capture queue: 0 pending, 0 processed, 1 failed" in seen.output
+    fixed = runner.invoke(cli, ["doctor", "--fix"])
+    assert "[FIXD] failed capture events: requeued 1" in fixed.output
+    with Store(cfg.db_path) as store:
+        assert store.ingest_counts()["pending"] == 1

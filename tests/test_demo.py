@@ -1,0 +1,40 @@
+"""The README's first command, end to end: `memcairn demo` starts a worker, imports the sample transcripts
+and prints the SessionStart context, a search, a timeline and the viewer's URL."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from memcairn.config import load_settings
+from memcairn.worker import daemon
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_demo_runs_the_whole_loop(tmp_path: Path) -> None:
+    env = {**os.environ, "MEMCAIRN_HOME": str(tmp_path / "home"), "MEMCAIRN_PORT": str(free_port())}
+    try:
+        first = subprocess.run([sys.executable, "-m", "memcairn", "demo"], env=env, capture_output=True,
+                               text=True, timeout=300)
+        assert first.returncode == 0, first.stderr
+        out = first.stdout
+        assert "worker: started" in out
+        assert "3 files -> 3 prompts" in out and "3 summaries" in out
+        assert "<memcairn-memory" in out and "## Recent observations" in out  # the SessionStart context
+        assert "strategy: hybrid" in out  # the bundled model answered the semantic leg
+        assert "<- ANCHOR" in out and f"viewer: http://127.0.0.1:{env['MEMCAIRN_PORT']}/" in out
+        again = subprocess.run([sys.executable, "-m", "memcairn", "demo"], env=env, capture_output=True,
+                               text=True, timeout=300)
+        assert again.returncode == 0, again.stderr
+        assert "worker: running" in again.stdout and "(0 new events" in again.stdout
+    finally:
+        cfg = load_settings(home=tmp_path / "home", environ=env)
+        daemon.stop(cfg, timeout=10)

@@ -1,0 +1,818 @@
+"""The offline compressor: files, types, outcomes and facts from tool calls of every agent, and turn summaries."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memcairn.capture.offline import FACT_MAX, FACTS_MAX, SUBTITLE_MAX, TITLE_MAX, OfflineExtractor
+from memcairn.capture.records import CONCEPTS, Compressor, Observation, ToolCall, Turn
+from memcairn.models import OBSERVATION_TYPES
+
+TRANSCRIPTS = Path(__file__).parent / "fixtures" / "transcripts"
+CWD = "/repo"
+PROMPT = "Fix the retry bug in src/app.py. Keep the tests green."
+
+
+# ------------------------------------------------------------------------------------------------------- helpers
+
+
+def make_turn(tools: tuple[ToolCall, ...] | list[ToolCall] = (), **kw: Any) -> Turn:
+    fields: dict[str, Any] = {
+        "session_id": "s1", "platform_source": "claude-code", "project": "repo", "prompt": PROMPT, "cwd": CWD,
+        "tools": tuple(tools),
+    }
+    fields.update(kw)
+    return Turn(**fields)
+
+
+def observe(calls: list[ToolCall], **kw: Any) -> list[Observation]:
+    """Observe ``calls`` as one batch of a turn whose tools are exactly those calls."""
+    return OfflineExtractor().observe(make_turn(calls, **kw), calls).observations
+
+
+def incremental(calls: list[ToolCall], **kw: Any) -> list[list[Observation]]:
+    """Observe each call alone, as it arrives, with the turn so far in ``turn.tools``."""
+    out = []
+    for position, call in enumerate(calls):
+        out.append(OfflineExtractor().observe(make_turn(calls[: position + 1], **kw), [call]).observations)
+    return out
+
+
+def bash(command: str, stdout: str = "", stderr: str = "", *, code: int = 0, cid: str | None = None) -> ToolCall:
+    """A Claude Code Bash call: a dict response on success, the ``Error: Exit code N`` string on failure."""
+    if code:
+        response: Any = f"Error: Exit code {code}\n{stdout}{stderr}"
+    else:
+        response = {"stdout": stdout, "stderr": stderr, "interrupted": False, "isImage": False}
+    return ToolCall(name="Bash", input={"command": command}, response=response, tool_use_id=cid)
+
+
+def edit(path: str, old: str = "x = 1", new: str = "x = 2", cid: str | None = None) -> ToolCall:
+    return ToolCall(
+        name="Edit", input={"file_path": path, "old_string": old, "new_string": new},
+        response={"filePath": path, "oldString": old, "newString": new}, tool_use_id=cid,
+    )
+
+
+def read(path: str) -> ToolCall:
+    return ToolCall(name="Read", input={"file_path": path}, response={"type": "text", "file": {"content": "x = 1\n"}})
+
+
+def load_transcript(name: str) -> tuple[Turn, list[ToolCall]]:
+    """A recorded Claude Code transcript as one turn: tool_use blocks paired with their results by id."""
+    uses: list[dict[str, Any]] = []
+    results: dict[str, Any] = {}
+    cwd = prompt = last = None
+    for line in (TRANSCRIPTS / f"claude-reliability__{name}.jsonl").read_text().splitlines():
+        entry = json.loads(line)
+        cwd = cwd or entry.get("cwd")
+        content = (entry.get("message") or {}).get("content")
+        if entry.get("type") == "user" and isinstance(content, str) and prompt is None:
+            prompt = content
+        for block in content if isinstance(content, list) else []:
+            if block.get("type") == "tool_use":
+                uses.append(block)
+            elif block.get("type") == "tool_result":
+                results[block["tool_use_id"]] = entry.get("toolUseResult", block.get("content"))
+            elif block.get("type") == "text" and entry.get("type") == "assistant":
+                last = block["text"]
+    calls = [
+        ToolCall(name=use["name"], input=use["input"], response=results.get(use["id"]), tool_use_id=use["id"],
+                 cwd=cwd)
+        for use in uses
+    ]
+    turn = Turn(session_id="s", platform_source="claude-code", project="p", prompt=prompt, cwd=cwd,
+                tools=tuple(calls), last_assistant_message=last)
+    return turn, calls
+
+
+def assert_well_formed(observations: list[Observation]) -> None:
+    for obs in observations:
+        assert obs.type in OBSERVATION_TYPES
+        assert obs.title and len(obs.title) <= TITLE_MAX
+        assert obs.subtitle is None or len(obs.subtitle) <= SUBTITLE_MAX
+        assert obs.narrative is None or len(obs.narrative) <= 1000
+        assert len(obs.facts) <= FACTS_MAX
+        assert all(isinstance(f, str) and 0 < len(f) <= FACT_MAX for f in obs.facts)
+        assert set(obs.concepts) <= set(CONCEPTS)
+        assert len(set(obs.files_read)) == len(obs.files_read)
+        assert len(set(obs.files_modified)) == len(obs.files_modified)
+
+
+def only(observations: list[Observation]) -> Observation:
+    assert len(observations) == 1, [o.title for o in observations]
+    return observations[0]
+
+
+# ------------------------------------------------------------------------------------------------- the protocol
+
+
+def test_implements_the_compressor_protocol() -> None:
+    extractor: Compressor = OfflineExtractor()
+    assert extractor.name == "offline"
+    result = extractor.observe(make_turn(), [])
+    assert result.observations == [] and result.usage == [] and result.summary is None
+
+
+# ------------------------------------------------------------------------------------------- Claude Code tools
+
+
+def test_read_is_a_discovery_with_relative_path() -> None:
+    obs = only(observe([read("/repo/src/app.py")]))
+    assert obs.type == "discovery"
+    assert obs.files_read == ("src/app.py",) and obs.files_modified == ()
+    assert "how-it-works" in obs.concepts
+    assert obs.title == "Read src/app.py"
+    assert obs.subtitle == "Fix the retry bug in src/app.py."
+
+
+def test_edit_is_a_change_with_a_hint_of_what_changed() -> None:
+    new = "def fetch(url):\n    return retry(get, url)\n\n\ndef retry(fn, *args):\n    return fn(*args)"
+    obs = only(observe([edit("/repo/src/app.py", "def fetch(url):\n    return get(url)", new)]))
+    assert obs.type == "change"
+    assert obs.files_modified == ("src/app.py",)
+    assert "replaced 2 lines with 6 lines in src/app.py" in obs.facts
+    assert "adds retry" in obs.facts
+    assert obs.title == "Edited src/app.py: added retry"
+    assert obs.concepts == ("what-changed",)
+    assert obs.narrative and obs.narrative.startswith('For the request "Fix the retry bug in src/app.py."')
+
+
+def test_write_of_a_new_file_is_a_feature_and_an_overwrite_is_a_change() -> None:
+    created = ToolCall(name="Write", input={"file_path": "/repo/src/new.py", "content": "class Cache:\n    pass\n"},
+                       response={"type": "create", "filePath": "/repo/src/new.py"})
+    overwritten = ToolCall(name="Write", input={"file_path": "/repo/src/old.py", "content": "x = 1\n"},
+                           response={"type": "update", "filePath": "/repo/src/old.py"})
+    first, second = observe([created, overwritten])
+    assert (first.type, first.title, first.files_modified) == ("feature", "Created src/new.py: added Cache",
+                                                               ("src/new.py",))
+    assert "defines Cache" in first.facts
+    assert (second.type, second.files_modified) == ("change", ("src/old.py",))
+
+
+def test_write_without_a_telling_response_is_new_unless_the_turn_touched_the_file() -> None:
+    write = ToolCall(name="Write", input={"file_path": "/repo/a.py", "content": "x"})
+    assert only(observe([write])).type == "feature"
+    assert observe([read("/repo/a.py"), write])[-1].type == "change"
+
+
+def test_multiedit_and_notebookedit() -> None:
+    multi = ToolCall(name="MultiEdit", input={"file_path": "/repo/a.py", "edits": [
+        {"old_string": "a", "new_string": "b"}, {"old_string": "c", "new_string": "def helper():\n    pass"}]})
+    notebook = ToolCall(name="NotebookEdit", input={"notebook_path": "/repo/nb.ipynb", "cell_id": "c1",
+                                                    "new_source": "print(1)", "edit_mode": "replace"})
+    first, second = observe([multi, notebook])
+    assert first.type == "change" and first.files_modified == ("a.py",)
+    assert "2 edits in a.py" in first.facts and "adds helper" in first.facts
+    assert second.type == "change" and second.files_modified == ("nb.ipynb",)
+    assert "replace notebook cell in nb.ipynb" in second.facts
+
+
+def test_grep_glob_and_ls_give_the_searched_places() -> None:
+    grep = ToolCall(name="Grep", input={"pattern": "def fetch", "path": "/repo/src"},
+                    response={"mode": "files_with_matches", "filenames": ["/repo/src/app.py"], "numFiles": 1})
+    glob = ToolCall(name="Glob", input={"pattern": "**/*.py", "path": "/repo/tests"},
+                    response={"filenames": [], "numFiles": 0})
+    listing = ToolCall(name="LS", input={"path": "/repo/docs"}, response="- /repo/docs/\n  - a.md\n")
+    obs = only(observe([grep, glob, listing]))
+    assert obs.type == "discovery"
+    assert obs.files_read == ("src", "tests/**/*.py", "docs")
+    assert "searched for `def fetch` in src → 1 files" in obs.facts
+    assert "glob `**/*.py` → 0 files" in obs.facts
+    assert "listed docs" in obs.facts
+
+
+def test_paths_outside_the_project_stay_absolute_and_relative_ones_are_resolved() -> None:
+    calls = [read("/etc/hosts"), read("notes.md"), read("../other/x.py"), read("/repo")]
+    obs = only(observe(calls))
+    assert obs.files_read == ("/etc/hosts", "notes.md", "/other/x.py")
+
+
+def test_the_calls_own_cwd_anchors_relative_paths() -> None:
+    call = ToolCall(name="Read", input={"file_path": "b.py"}, response="x", cwd="/repo/pkg")
+    assert only(observe([call])).files_read == ("pkg/b.py",)
+
+
+def test_consecutive_lookups_merge_and_lists_are_capped() -> None:
+    calls = [read(f"/repo/src/m{i}.py") for i in range(7)]
+    obs = only(observe(calls))
+    assert obs.title == "Read src/m0.py, src/m1.py, src/m2.py (+4 more)"
+    assert len(obs.files_read) == 7
+    assert len(obs.facts) <= FACTS_MAX
+
+
+def test_lookups_separated_by_an_edit_are_not_merged() -> None:
+    obs = observe([read("/repo/a.py"), edit("/repo/a.py"), read("/repo/b.py")])
+    assert [o.type for o in obs] == ["discovery", "change", "discovery"]
+
+
+def test_task_and_web_tools() -> None:
+    task = ToolCall(name="Task", input={"description": "Explore the API", "prompt": "Look around"},
+                    response={"content": [{"type": "text", "text": "The API lives in api.py. It has 3 routes."}]})
+    search = ToolCall(name="WebSearch", input={"query": "httpx retry"}, response="results...")
+    first, second = observe([task, search])
+    assert first.title == "Delegated: Explore the API"
+    assert "result: The API lives in api.py. It has 3 routes." in first.facts
+    assert second.type == "discovery" and "web search: httpx retry" in second.facts
+
+
+# --------------------------------------------------------------------------------------------------- the shell
+
+
+@pytest.mark.parametrize(
+    ("command", "reads", "writes"),
+    [
+        ("echo hi > out.txt", (), ("out.txt",)),
+        ("echo hi >> /repo/log/a.log 2>&1", (), ("log/a.log",)),
+        ("cat a.txt | tee b.txt", ("a.txt",), ("b.txt",)),
+        ("touch new.py", (), ("new.py",)),
+        ("rm -rf build/ old.py", (), ("build", "old.py")),
+        ("cp src/a.py src/b.py", ("src/a.py",), ("src/b.py",)),
+        ("sed -i 's/x/y/' src/app.py", (), ("src/app.py",)),
+        ("sed -n '1,20p' src/app.py", ("src/app.py",), ()),
+        ("head -n 5 README.md", ("README.md",), ()),
+        ("grep -rn 'error:' src tests", ("src", "tests"), ()),
+        ("python scripts/gen.py --out x", ("scripts/gen.py",), ()),
+        ("python -m pytest tests/test_x.py::test_a -q", ("tests/test_x.py",), ()),
+        ("cd sub && cat notes.md", ("sub/notes.md",), ()),
+        ("cat <<'EOF' > conf.ini\n[a]\nrm -rf precious\nEOF", (), ("conf.ini",)),
+        ("perl -pi -e 's/a/b/' lib.pl", (), ("lib.pl",)),
+        ("bash -c 'echo x > inner.txt'", (), ("inner.txt",)),
+        ("FOO=1 sudo tee /repo/etc.conf < input.txt", ("input.txt",), ("etc.conf",)),
+        ("./scripts/run.sh --fast", ("scripts/run.sh",), ()),
+        ("/usr/local/bin/tool --x", (), ()),
+        ("ls -la 2>/dev/null", (), ()),
+    ],
+)
+def test_shell_commands_that_touch_files(command: str, reads: tuple[str, ...], writes: tuple[str, ...]) -> None:
+    obs = only(observe([bash(command, stdout="done")]))
+    assert obs.files_read == reads
+    assert obs.files_modified == writes
+    assert obs.type == ("change" if writes else "discovery")
+
+
+def test_moves_only_are_a_refactor() -> None:
+    for command in ("mv src/old.py src/new.py", "git mv a.py b.py"):
+        obs = only(observe([bash(command)]))
+        assert obs.type == "refactor", command
+        assert len(obs.files_modified) == 2
+        assert obs.title.startswith("Moved ")
+
+
+def test_deleting_files_is_a_change_titled_deleted() -> None:
+    obs = only(observe([bash("rm /repo/a.py /repo/b.py")]))
+    assert obs.type == "change" and obs.title == "Deleted a.py, b.py"
+    assert "deleted a.py, b.py" in obs.facts
+
+
+def test_displayed_commands_drop_the_project_directory_and_fold_commit_heredocs() -> None:
+    command = "git add /repo/a.py && git commit -m \"$(cat <<'EOF'\nAdd a\n\nBody\nEOF\n)\""
+    obs = only(observe([bash(command, stdout="[main 1a2b3c] Add a\n 1 file changed")]))
+    assert obs.title == 'Ran `git add a.py && git commit -m "Add a"`'
+    assert "committed: Add a" in obs.facts
+
+
+def test_read_only_shell_commands_join_the_lookups() -> None:
+    obs = only(observe([read("/repo/a.py"), bash("git status", stdout="On branch main"), bash("ls src", "a.py")]))
+    assert obs.type == "discovery"
+    assert "ran `git status` → ok" in obs.facts
+
+
+# ------------------------------------------------------------------------------------------ outcomes and facts
+
+
+@pytest.mark.parametrize(
+    ("command", "output", "label", "failed"),
+    [
+        ("pytest -q", "..F\nFAILED tests/test_a.py::test_x - assert 1 == 2\n1 failed, 2 passed in 0.12s",
+         "1 failed, 2 passed", True),
+        ("pytest", "============ 5 passed, 1 skipped in 1.01s ============", "5 passed, 1 skipped", False),
+        ("cargo test", "test result: ok. 29 passed; 0 failed; 0 ignored\ntest result: ok. 5 passed; 0 failed;",
+         "34 passed", False),
+        ("cargo test", "test result: FAILED. 3 passed; 2 failed; 0 ignored", "2 failed, 3 passed", True),
+        ("npx jest", "Tests:       1 failed, 4 passed, 5 total", "1 failed, 4 passed", True),
+        ("go test ./...", "ok  \texample.com/a\t0.01s\n--- FAIL: TestB (0.00s)\nFAIL\texample.com/b\t0.02s",
+         "go test: 2 FAIL, 1 ok", True),
+        ("python -m unittest", "....\n----\nRan 4 tests in 0.001s\n\nOK", "4 passed", False),
+    ],
+)
+def test_test_runner_summaries(command: str, output: str, label: str, failed: bool) -> None:
+    call = bash(command, stdout=output, code=1 if failed else 0)
+    obs = only(observe([call]))
+    assert obs.type == "discovery"
+    assert any(fact.endswith(f"→ {label}") for fact in obs.facts), obs.facts
+    assert ("tests failed" if failed else "tests passed") in obs.facts
+
+
+def test_failing_test_names_are_facts() -> None:
+    output = "FAILED tests/test_a.py::test_x - AssertionError\n1 failed in 0.1s"
+    obs = only(observe([bash("pytest", stdout=output, code=1)]))
+    assert "failing tests: tests/test_a.py::test_x" in obs.facts
+
+
+@pytest.mark.parametrize(
+    ("response", "error"),
+    [
+        ("Error: Exit code 1\nTraceback (most recent call last):\n  File \"x.py\", line 1\nValueError: bad value",
+         "ValueError: bad value"),
+        ("Error: Exit code 127\nbash: line 1: foo: command not found", "bash: line 1: foo: command not found"),
+        ({"stdout": "", "stderr": "error: could not compile `x`", "exit_code": 101}, "error: could not compile `x`"),
+        ({"output": "npm ERR! missing script: build", "metadata": {"exit_code": 1}}, "npm ERR! missing script: build"),
+        ("Exit code: 2\nWall time: 0.1 seconds\nOutput:\nmake: *** No rule to make target", None),
+        ({"stdout": "Traceback (most recent call last):\n  File \"a\"\nKeyError: 'k'", "stderr": ""}, "KeyError: 'k'"),
+    ],
+)
+def test_command_failures_and_their_first_error(response: Any, error: str | None) -> None:
+    obs = only(observe([ToolCall(name="Bash", input={"command": "run it"}, response=response)]))
+    assert obs.type == "discovery"
+    assert obs.title.startswith("Command failed")
+    if error:
+        assert f"error: {error}" in obs.facts
+
+
+def test_a_warning_makes_a_gotcha() -> None:
+    out = "DeprecationWarning: pkg_resources is deprecated as an API\n3 passed in 0.2s"
+    obs = only(observe([bash("pytest", stdout=out)]))
+    assert "gotcha" in obs.concepts
+    assert any(fact.startswith("warning: DeprecationWarning") for fact in obs.facts)
+
+
+def test_a_read_file_that_mentions_failures_is_not_a_failure() -> None:
+    content = "Traceback (most recent call last):\n1 failed in 0.1s\nDeprecationWarning: x"
+    call = ToolCall(name="Read", input={"file_path": "/repo/log.txt"}, response={"file": {"content": content}})
+    obs = only(observe([call]))
+    assert not any(f.startswith(("error", "warning")) for f in obs.facts)
+    assert "gotcha" not in obs.concepts
+
+
+# ------------------------------------------------------------------------------------------------- the bugfix rule
+
+
+def test_failing_test_then_edit_then_passing_test_is_a_bugfix_in_one_batch() -> None:
+    failing = bash("pytest -q", stdout="FAILED tests/test_app.py::test_retry\n1 failed, 4 passed in 0.3s", code=1)
+    fix = edit("/repo/src/app.py", "return get(url)", "return retry(get, url)")
+    passing = bash("pytest -q", stdout="5 passed in 0.2s")
+    observations = observe([failing, fix, passing])
+    assert_well_formed(observations)
+    assert [o.type for o in observations] == ["discovery", "bugfix"]  # the validating run is folded into the fix
+    bugfix = observations[1]
+    assert bugfix.files_modified == ("src/app.py",)
+    assert bugfix.concepts == ("what-changed", "problem-solution")
+    assert "after failure: `pytest -q` → 1 failed, 4 passed" in bugfix.facts
+    assert "verified: `pytest -q` → 5 passed" in bugfix.facts
+    assert "tests passed" in bugfix.facts
+    assert "fixes failing tests: tests/test_app.py::test_retry" in bugfix.facts
+    assert bugfix.title.startswith("Fixed src/app.py")
+    assert "passed afterwards" in (bugfix.narrative or "")
+
+
+def test_the_same_sequence_observed_call_by_call() -> None:
+    calls = [
+        bash("pytest tests/test_app.py", stdout="1 failed in 0.1s", code=1, cid="t1"),
+        edit("/repo/src/app.py", cid="t2"),
+        bash("pytest -q", stdout="5 passed in 0.2s", cid="t3"),
+    ]
+    first, second, third = incremental(calls)
+    assert only(first).type == "discovery"
+    candidate = only(second)
+    assert candidate.type == "bugfix"  # a failing test, not yet re-run: the edit is taken as its fix
+    assert "it has not been re-run since" in (candidate.narrative or "")
+    run = only(third)
+    assert run.type == "discovery" and "tests passed" in run.facts
+    assert {"problem-solution", "what-changed"} <= set(run.concepts)
+
+
+def test_an_edit_whose_rerun_still_fails_is_a_change() -> None:
+    calls = [bash("pytest", stdout="1 failed in 0.1s", code=1), edit("/repo/a.py"),
+             bash("pytest", stdout="1 failed in 0.1s", code=1)]
+    assert [o.type for o in observe(calls)] == ["discovery", "change", "discovery"]
+
+
+def test_a_failure_already_resolved_before_the_edit_does_not_count() -> None:
+    calls = [bash("pytest", stdout="1 failed in 0.1s", code=1), bash("pytest", stdout="2 passed in 0.1s"),
+             edit("/repo/a.py")]
+    assert observe(calls)[-1].type == "change"
+
+
+def test_a_failing_non_test_command_needs_a_passing_rerun() -> None:
+    build_fails = bash("make build", stderr="error: missing semicolon", code=2)
+    alone = observe([build_fails, edit("/repo/a.c")])
+    assert alone[-1].type == "change"
+    confirmed = observe([build_fails, edit("/repo/a.c"), bash("make build", stdout="built")])
+    assert [o.type for o in confirmed] == ["discovery", "bugfix"]
+    assert "fixes error: error: missing semicolon" in confirmed[1].facts
+
+
+def test_runs_of_the_same_runner_count_as_the_same_check() -> None:
+    calls = [bash("pytest tests/test_a.py", stdout="1 failed in 0.1s", code=1), edit("/repo/a.py"),
+             bash("python -m pytest -q", stdout="9 passed in 0.5s")]
+    assert observe(calls)[1].type == "bugfix"
+
+
+def test_earlier_turn_history_counts_when_only_new_calls_are_observed() -> None:
+    history = [bash("cargo test", stdout="test result: FAILED. 1 passed; 1 failed;", code=101)]
+    fix = edit("/repo/src/lib.rs")
+    rerun = bash("cargo test", stdout="test result: ok. 2 passed; 0 failed;")
+    turn = make_turn([*history, fix, rerun])
+    observations = OfflineExtractor().observe(turn, [fix, rerun]).observations
+    assert [o.type for o in observations] == ["bugfix"]
+
+
+def test_shell_edit_after_a_failing_test_is_a_bugfix() -> None:
+    calls = [bash("pytest", stdout="1 failed in 0.1s", code=1), bash("sed -i 's/a/b/' src/app.py"),
+             bash("pytest", stdout="3 passed in 0.1s")]
+    observations = observe(calls)
+    assert [o.type for o in observations] == ["discovery", "bugfix"]
+    assert observations[1].files_modified == ("src/app.py",)
+
+
+# ------------------------------------------------------------------------------------------- skipping and keeping
+
+
+def test_trivial_tools_are_skipped() -> None:
+    calls = [
+        ToolCall(name="TodoWrite", input={"todos": [{"content": "x"}]}, response="Todos have been modified"),
+        ToolCall(name="AskUserQuestion", input={"questions": []}, response="answered"),
+        ToolCall(name="ExitPlanMode", input={}, response="ok"),
+        ToolCall(name="mcp__memcairn__search", input={"query": "x"}, response="results"),
+        bash("true"),
+    ]
+    assert observe(calls) == []
+
+
+def test_plan_text_makes_a_decision() -> None:
+    plan = "Use exponential backoff for retries.\n\n1. Add retry()\n2. Wrap fetch()"
+    obs = only(observe([ToolCall(name="ExitPlanMode", input={"plan": plan})]))
+    assert obs.type == "decision"
+    assert obs.title == "Plan: Use exponential backoff for retries."
+    assert obs.facts == ("Add retry()", "Wrap fetch()")
+
+
+def test_edits_writes_and_failing_commands_are_never_dropped() -> None:
+    calls = [
+        ToolCall(name="Edit", input=None),
+        ToolCall(name="Write", input="not json"),
+        ToolCall(name="MultiEdit", input={}, response=""),
+        ToolCall(name="apply_patch", input=""),
+        ToolCall(name="Edit", input={"file_path": "/repo/a.py"}, response="Error: String to replace not found"),
+        ToolCall(name="Bash", input={"command": "false"}, response="Error: Exit code 1\n"),
+        ToolCall(name="replace", input={"file_path": "/repo/b.py"}),
+    ]
+    for call in calls:
+        noise = ToolCall(name="TodoWrite", input={"todos": []}, response="ok")
+        assert len(observe([noise, call, noise])) == 1, call
+    rejected = observe([calls[4]])[0]
+    assert rejected.type == "discovery" and rejected.title == "Edit of a.py failed"
+    assert "error: Error: String to replace not found" in rejected.facts
+
+
+def test_an_unknown_tool_with_output_is_kept_and_without_output_skipped() -> None:
+    kept = only(observe([ToolCall(name="mcp__github__get_issue", input={"n": 3}, response="Issue 3: crash")]))
+    assert kept.type == "discovery" and kept.title == "Used mcp__github__get_issue"
+    assert "mcp__github__get_issue returned: Issue 3: crash" in kept.facts
+    assert observe([ToolCall(name="mcp__x__y", input={}, response={"content": []})]) == []
+
+
+# ------------------------------------------------------------------------------------------------ Codex and Gemini
+
+
+PATCH = """*** Begin Patch
+*** Update File: src/app.py
+@@ def fetch(url):
+-    return get(url)
++    return retry(get, url)
+*** Add File: src/retry.py
++def retry(fn, *args):
++    return fn(*args)
+*** Delete File: src/legacy.py
+*** Update File: src/old_name.py
+*** Move to: src/new_name.py
+*** End Patch"""
+
+
+def test_apply_patch_lists_all_three_line_forms_and_moves() -> None:
+    obs = only(observe([ToolCall(name="apply_patch", input=PATCH, response="Success.")]))
+    assert obs.type == "change"
+    assert obs.files_modified == ("src/app.py", "src/retry.py", "src/legacy.py", "src/old_name.py",
+                                  "src/new_name.py")
+    assert "updated src/app.py (+1/-1)" in obs.facts
+    assert "added src/retry.py (+2)" in obs.facts
+    assert "deleted src/legacy.py" in obs.facts
+    assert "moved src/old_name.py → src/new_name.py" in obs.facts
+    assert "adds retry" in obs.facts
+
+
+def test_apply_patch_types_and_input_shapes() -> None:
+    added = "*** Begin Patch\n*** Add File: a.py\n+x = 1\n*** End Patch"
+    moved = "*** Begin Patch\n*** Update File: a.py\n*** Move to: b.py\n*** End Patch"
+    assert only(observe([ToolCall(name="apply_patch", input={"input": added})])).type == "feature"
+    assert only(observe([ToolCall(name="apply_patch", input={"patch": moved})])).type == "refactor"
+    via_shell = ToolCall(name="shell", input={"command": ["apply_patch", PATCH]}, response="Done!")
+    assert only(observe([via_shell])).files_modified[0] == "src/app.py"
+
+
+def test_codex_shell_and_exec_command() -> None:
+    shell = ToolCall(name="shell", input={"command": ["bash", "-lc", "cat src/app.py"], "workdir": "/repo/pkg"},
+                     response={"output": "x = 1", "metadata": {"exit_code": 0}})
+    exec_failing = ToolCall(name="exec_command", input={"cmd": "pytest -q"},
+                            response="Exit code: 1\nWall time: 0.4 seconds\nOutput:\n2 failed, 1 passed in 0.3s")
+    first, second = observe([shell, exec_failing])
+    assert first.files_read == ("pkg/src/app.py",)
+    assert second.title == "Ran `pytest -q`: 2 failed, 1 passed"
+    assert "ran `pytest -q` → 2 failed, 1 passed" in second.facts
+
+
+def test_gemini_tools() -> None:
+    calls = [
+        ToolCall(name="read_file", input={"absolute_path": "/repo/a.py"},
+                 response={"llmContent": "x", "returnDisplay": ""}),
+        ToolCall(name="read_many_files", input={"paths": ["/repo/b.py", "c.py"]}, response={"llmContent": "..."}),
+        ToolCall(name="glob", input={"pattern": "*.md", "dir_path": "/repo/docs"}, response={"llmContent": "Found 2"}),
+        ToolCall(name="search_file_content", input={"pattern": "TODO", "dir_path": "/repo/src"},
+                 response={"llmContent": "Found 3 matches"}),
+        ToolCall(name="list_directory", input={"dir_path": "/repo/tests"}, response={"llmContent": "x.py"}),
+        ToolCall(name="write_file", input={"file_path": "/repo/n.py", "content": "def n():\n    pass\n"},
+                 response={"llmContent": "Successfully created and wrote to new file: /repo/n.py."}),
+        ToolCall(name="replace", input={"file_path": "/repo/a.py", "old_string": "x", "new_string": "y"},
+                 response={"llmContent": "Successfully modified file: /repo/a.py (1 replacements)."}),
+        ToolCall(name="run_shell_command", input={"command": "python run.py", "directory": "tools"},
+                 response={"llmContent": "Command: python run.py\nStdout: boom\nError: (none)\nExit Code: 3"}),
+    ]
+    lookups, created, replaced, shell = observe(calls)
+    assert lookups.files_read == ("a.py", "b.py", "c.py", "docs/*.md", "src", "tests")
+    assert (created.type, created.files_modified) == ("feature", ("n.py",))
+    assert (replaced.type, replaced.files_modified) == ("change", ("a.py",))
+    assert shell.files_read == ("tools/run.py",)
+    assert shell.title.startswith("Command failed (exit 3)")
+
+
+def test_gemini_error_field_marks_a_failure() -> None:
+    call = ToolCall(name="read_file", input={"file_path": "/repo/missing.py"},
+                    response={"llmContent": "", "error": {"message": "File not found: /repo/missing.py"}})
+    obs = only(observe([call]))
+    assert "error: File not found: /repo/missing.py" in obs.facts
+
+
+# ------------------------------------------------------------------------------------------------ weird inputs
+
+
+WEIRD_CALLS = [
+    ToolCall(name="Bash", input=None, response=None),
+    ToolCall(name="Bash", input=["echo", "hi"], response=b"hi"),
+    ToolCall(name="Bash", input={"command": "echo \"unbalanced > out.txt"}, response="x"),
+    ToolCall(name="Bash", input={"command": "cat '"}, response=12),
+    ToolCall(name="Bash", input={"command": "x" * 300_000 + " > f"}, response="y" * 3_000_000),
+    ToolCall(name="Bash", input={"command": ")(&&|;<<>>"}, response=[1, None, {"is_error": True}]),
+    ToolCall(name="Bash", input={"command": "cat <<EOF\nunterminated heredoc"}, response={"stdout": None}),
+    ToolCall(name="Bash", input={"command": 42}, response=object()),
+    ToolCall(name="apply_patch", input="*** Update File:\n@@\n+++\n*** Move to:\n garbage", response=None),
+    ToolCall(name="apply_patch", input={"input": ["*** Add File: x.py", "+a"]}, response={"error": True}),
+    ToolCall(name="Edit", input={"file_path": 7, "old_string": None, "new_string": ["a"]}, response="?"),
+    ToolCall(name="MultiEdit", input={"file_path": "/repo/a", "edits": [None, 3, {"old_string": 1}]}),
+    ToolCall(name="Write", input={"file_path": None, "content": None}, response={"type": 5}),
+    ToolCall(name="Read", input=3.5, response={"file": {"content": {"nested": ["deep"]}}}),
+    ToolCall(name="Grep", input={"pattern": None, "path": ["a"]}, response={"numFiles": True}),
+    ToolCall(name="Task", input="{not json", response={"content": "z" * 50_000}),
+    ToolCall(name="", input=None, response="something"),
+    ToolCall(name="Read", input={"file_path": "C:\\repo\\a.py"}, response="x"),
+    ToolCall(name="Read", input={"file_path": "/repo/a\x00b"}, response="x"),
+    ToolCall(name="exec_command", input={"cmd": ["bash", "-lc"]}, response={"metadata": {"exit_code": "1"}}),
+    ToolCall(name="ExitPlanMode", input={"plan": "#" * 5000}, response=None),
+    ToolCall(name="Bash", input={"command": "pytest"}, response={"stdout": "F" * 100_000 + "\n1 failed in 1s"}),
+    # Shapes that make naive regular expressions backtrack for seconds.
+    ToolCall(name="Bash", input={"command": "pytest"}, response={"stdout": "9" * 100_000, "stderr": " \n" * 50_000}),
+    ToolCall(name="Bash", input={"command": "x"}, response="Error: Exit code 1\n" + "\n" * 100_000 + "a" * 100_000),
+    ToolCall(name="Bash", input={"command": "(" * 100_000}, response="x"),
+    ToolCall(name="Edit", input={"file_path": "/repo/a", "old_string": " " * 100_000, "new_string": "def " * 50_000}),
+    ToolCall(name="apply_patch", input="*** Add File: a\n" + "+def x():\n" * 100_000),
+]
+
+
+@pytest.mark.parametrize("call", WEIRD_CALLS, ids=range(len(WEIRD_CALLS)))
+@pytest.mark.parametrize("cwd", [CWD, None, "C:\\repo"])
+def test_weird_inputs_never_raise(call: ToolCall, cwd: str | None) -> None:
+    observations = observe([call], cwd=cwd)
+    assert_well_formed(observations)
+    for obs in observations:
+        assert all(len(text or "") <= 1000 for text in (obs.narrative, obs.subtitle, obs.title))
+
+
+def test_weird_turn_fields_never_raise() -> None:
+    calls = list(WEIRD_CALLS)
+    turn = make_turn(calls, prompt="p" * 100_000, last_assistant_message="m" * 100_000, cwd="")
+    extractor = OfflineExtractor()
+    observations = extractor.observe(turn, calls).observations
+    assert_well_formed(observations)
+    summary = extractor.summarize(turn, observations).summary
+    assert summary is not None and len(summary.request or "") <= 300 and len(summary.notes or "") <= 400
+
+
+# ---------------------------------------------------------------------------------------------- real transcripts
+
+
+@pytest.mark.parametrize("name", ["coverage-test-fix", "hello-world-script", "python-to-rust-port"])
+def test_real_transcripts_are_deterministic_and_well_formed(name: str) -> None:
+    turn, calls = load_transcript(name)
+    first = OfflineExtractor().observe(turn, calls)
+    second = OfflineExtractor().observe(replace(turn), list(calls))
+    assert first == second
+    assert_well_formed(first.observations)
+    summary = OfflineExtractor().summarize(turn, first.observations)
+    assert summary == OfflineExtractor().summarize(turn, second.observations)
+    # Compressing call by call is deterministic too.
+    assert incremental_transcript(turn, calls) == incremental_transcript(turn, calls)
+
+
+def incremental_transcript(turn: Turn, calls: list[ToolCall]) -> list[Observation]:
+    out: list[Observation] = []
+    for position, call in enumerate(calls):
+        partial = replace(turn, tools=tuple(calls[: position + 1]))
+        out.extend(OfflineExtractor().observe(partial, [call]).observations)
+    return out
+
+
+def test_coverage_fix_transcript() -> None:
+    turn, calls = load_transcript("coverage-test-fix")
+    observations = OfflineExtractor().observe(turn, calls).observations
+    explored = observations[0]
+    assert explored.type == "discovery"
+    assert explored.files_read == ("**/*.py", "src/math_utils.py", "tests/test_math_utils.py")
+    edits = [o for o in observations if o.type == "change"]
+    assert [o.files_modified for o in edits] == [("src/math_utils.py",), ("tests/test_math_utils.py",),
+                                                 (".gitignore",)]
+    assert "adds multiply_numbers" in edits[0].facts
+    tests = next(o for o in observations if "pytest" in o.title)
+    assert "ran `python -m pytest tests/test_math_utils.py -v` → 2 passed" in tests.facts
+    failed_commit = observations[-1]
+    assert failed_commit.title.startswith("Command failed (exit 1)")
+    assert "error: nothing to commit, working tree clean" in failed_commit.facts
+
+
+def test_hello_world_transcript() -> None:
+    turn, calls = load_transcript("hello-world-script")
+    created, ran = OfflineExtractor().observe(turn, calls).observations
+    assert (created.type, created.files_modified) == ("feature", ("hello.sh",))
+    assert ran.files_read == ("hello.sh",)
+    assert ran.title == "Ran `chmod +x hello.sh && ./hello.sh`"
+
+
+def test_rust_port_transcript() -> None:
+    turn, calls = load_transcript("python-to-rust-port")
+    observations = OfflineExtractor().observe(turn, calls).observations
+    assert not any("Todo" in o.title for o in observations)
+    assert observations[0].title == "Delegated: Explore Python project structure"
+    created = [o.files_modified[0] for o in observations if o.type == "feature"]
+    assert created == ["src/string_utils.rs", "src/math_utils.rs", "src/list_utils.rs", "src/dict_utils.rs",
+                       "src/validation.rs"]
+    deleted = next(o for o in observations if o.title.startswith("Deleted src/"))
+    assert "src/validation.py" in deleted.files_modified
+    cargo = next(o for o in observations if o.title.startswith("Ran `cargo test"))
+    assert "tests passed" in cargo.facts
+
+
+# --------------------------------------------------------------------------------------------------- summaries
+
+
+def test_summary_sections_from_a_real_transcript() -> None:
+    turn, calls = load_transcript("coverage-test-fix")
+    extractor = OfflineExtractor()
+    observations = extractor.observe(turn, calls).observations
+    result = extractor.summarize(turn, observations)
+    summary = result.summary
+    assert summary is not None and result.observations == [] and result.usage == []
+    assert summary.request and summary.request.startswith("Add a function called multiply_numbers")
+    assert summary.investigated and "src/math_utils.py" in summary.investigated
+    assert summary.completed and "Edited src/math_utils.py: added multiply_numbers" in summary.completed
+    assert summary.learned and "2 passed" in summary.learned and "nothing to commit" in summary.learned
+    assert summary.notes and summary.notes.startswith("The `.gitignore` was already committed")
+    assert summary.next_steps is None
+    assert summary.files_modified == ("src/math_utils.py", "tests/test_math_utils.py", ".gitignore")
+    assert "src/math_utils.py" in summary.files_read
+
+
+def test_summary_next_steps_and_notes_from_the_last_message() -> None:
+    message = ("I added retry() to fetch. The flaky test is fixed. Next, the timeout should be configurable. "
+               "Nothing else changed.")
+    turn = make_turn(last_assistant_message=message)
+    summary = OfflineExtractor().summarize(turn, []).summary
+    assert summary is not None
+    assert summary.next_steps == "Next, the timeout should be configurable."
+    assert summary.notes == message
+    assert summary.request == PROMPT
+    assert summary.investigated is None and summary.completed is None
+
+
+def test_summary_of_a_bugfix_turn_records_what_was_learned() -> None:
+    calls = [bash("pytest -q", stdout="1 failed in 0.1s", code=1), edit("/repo/src/app.py"),
+             bash("pytest -q", stdout="2 passed in 0.1s")]
+    extractor = OfflineExtractor()
+    observations = extractor.observe(make_turn(calls), calls).observations
+    summary = extractor.summarize(make_turn(calls), observations).summary
+    assert summary is not None
+    assert summary.completed and summary.completed.startswith("Fixed src/app.py")
+    assert summary.learned and "verified: `pytest -q` → 2 passed" in summary.learned
+
+
+def test_summary_is_none_for_an_empty_turn() -> None:
+    turn = make_turn(prompt=None, last_assistant_message=None)
+    assert OfflineExtractor().summarize(turn, []).summary is None
+    assert OfflineExtractor().summarize(make_turn(prompt="   "), []).summary is None
+
+
+def test_summary_request_and_notes_are_trimmed() -> None:
+    long_prompt = "Please " + "do the thing " * 100
+    message = "Done. " * 200
+    summary = OfflineExtractor().summarize(make_turn(prompt=long_prompt, last_assistant_message=message), [])
+    assert summary.summary is not None
+    assert len(summary.summary.request or "") <= 300
+    assert len(summary.summary.notes or "") <= 400
+
+
+def test_observations_without_a_prompt_have_a_plain_narrative() -> None:
+    obs = only(observe([read("/repo/a.py")], prompt=None))
+    assert obs.subtitle is None
+    assert obs.narrative == "The agent looked at a.py."
+
+
+# ---------------------------------------------------------------------------------------- recorded hook payloads
+
+
+HOOKS = Path(__file__).parent / "fixtures" / "hooks"
+
+
+def hook_call(name: str) -> tuple[ToolCall, str]:
+    payload = json.loads((HOOKS / name).read_text())
+    call = ToolCall(name=payload["tool_name"], input=payload["tool_input"], response=payload.get("tool_response"),
+                    tool_use_id=payload.get("tool_use_id"), cwd=payload["cwd"])
+    return call, payload["cwd"]
+
+
+@pytest.mark.parametrize(
+    ("fixture", "kind", "files_read", "files_modified"),
+    [
+        ("post_tool_use_read.json", "discovery", ("src/math_utils.py",), ()),
+        ("post_tool_use_edit.json", "change", (), ("src/math_utils.py",)),
+        ("post_tool_use_bash.json", "discovery", ("tests/test_math_utils.py",), ()),
+        ("gemini_after_tool.json", "discovery", ("src/math_utils.py",), ()),
+    ],
+)
+def test_recorded_hook_payloads(fixture: str, kind: str, files_read: tuple[str, ...],
+                                files_modified: tuple[str, ...]) -> None:
+    call, cwd = hook_call(fixture)
+    obs = only(observe([call], cwd=cwd))
+    assert (obs.type, obs.files_read, obs.files_modified) == (kind, files_read, files_modified)
+    assert_well_formed([obs])
+
+
+def test_edit_hook_payload_names_the_added_function() -> None:
+    call, cwd = hook_call("post_tool_use_edit.json")
+    obs = only(observe([call], cwd=cwd))
+    assert obs.title == "Edited src/math_utils.py: added multiply_numbers"
+
+
+# ------------------------------------------------------------------------------------------------- more corners
+
+
+def test_runner_wrappers_are_seen_through() -> None:
+    obs = only(observe([bash("uv run --frozen python -m pytest tests/x.py -q", stdout="1 passed in 0.1s")]))
+    assert obs.files_read == ("tests/x.py",)
+    assert "tests passed" in obs.facts
+
+
+def test_an_interrupted_command() -> None:
+    call = ToolCall(name="Bash", input={"command": "sleep 100"}, response={"stdout": "", "interrupted": True})
+    obs = only(observe([call]))
+    assert obs.title == "Command interrupted: `sleep 100`"
+    assert "ran `sleep 100` → interrupted" in obs.facts
+
+
+def test_a_test_summary_line_is_not_repeated_as_the_error() -> None:
+    obs = only(observe([bash("npm test", stdout="Tests:       1 failed, 2 passed, 3 total", code=1)]))
+    assert "ran `npm test` → 1 failed, 2 passed" in obs.facts
+    assert not any(fact.startswith("error:") for fact in obs.facts)
+
+
+def test_identical_calls_without_ids_are_placed_at_the_end_of_the_turn() -> None:
+    status = bash("git status", stdout="clean")
+    turn = make_turn([bash("pytest", stdout="1 failed in 0.1s", code=1), status, edit("/repo/a.py"), status])
+    assert [o.title for o in OfflineExtractor().observe(turn, [status]).observations] == ["Ran `git status` → ok"]
+
+
+def test_summary_accepts_observations_from_any_compressor() -> None:
+    observations = [
+        Observation(type="decision", title="Chose SQLite over Postgres", facts=("single file, no server",)),
+        Observation(type="bugfix", title="Fixed off-by-one in pager", facts=("error: IndexError in page()",),
+                    files_modified=("pager.py",)),
+        Observation(type="discovery", title="Read the pager", files_read=("pager.py",)),
+    ]
+    summary = OfflineExtractor().summarize(make_turn(), observations).summary
+    assert summary is not None
+    assert summary.learned == "Chose SQLite over Postgres; Fixed off-by-one in pager; error: IndexError in page()"
+    assert summary.completed == "Fixed off-by-one in pager"
+    assert summary.investigated == "Read the pager"
+    assert (summary.files_read, summary.files_modified) == (("pager.py",), ("pager.py",))

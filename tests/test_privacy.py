@@ -1,0 +1,390 @@
+"""Privacy rules: <private> removal, secret redaction and scrubbing of whole events.
+
+Every fake secret is assembled from pieces so this file never holds a string shaped like a real credential."""
+
+from __future__ import annotations
+
+import random
+from collections import namedtuple
+
+import pytest
+
+from memcairn.capture.privacy import (
+    PATTERN_NAMES,
+    is_entirely_private,
+    placeholder,
+    redact_secrets,
+    redact_with_counts,
+    scrub,
+    strip_private,
+)
+
+
+def mixed(length: int) -> str:
+    """A token-like run of letters and digits of the given length."""
+    return ("a1B2c3D4e5F6g7H8i9J0kLmN" * 20)[:length]
+
+
+PEM_BODY = "MIIEow" + mixed(58) + "\n" + mixed(64) + "\n" + mixed(20) + "=="
+PEM = "-----BEGIN " + "RSA PRIVATE KEY-----\n" + PEM_BODY + "\n-----END " + "RSA PRIVATE KEY-----"
+JWT = "eyJ" + "hbGciOiJIUzI1NiJ9" + "." + "eyJ" + "zdWIiOiIxMjM0NTY3ODkwIn0" + "." + "dozjgNryP4J3jVmN" + mixed(27)
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiCY" + "EXAMPLEKEY"
+AZURE_KEY = mixed(86) + "=="
+
+# (placeholder type, text holding a fake secret, the part that must disappear)
+EXAMPLES: list[tuple[str, str, str]] = [
+    ("private_key", "key:\n" + PEM + "\ndone", PEM_BODY),
+    ("private_key", "-----BEGIN " + "OPENSSH PRIVATE KEY-----\n" + mixed(70) + "\n", mixed(70)),
+    ("private_key", '{"key": "-----BEGIN ' + "PRIVATE KEY-----\\n" + mixed(64) + '\\n-----END PRIVATE KEY-----\\n"}',
+     mixed(64)),
+    ("jwt", "token " + JWT + " expires", JWT),
+    ("anthropic_api_key", "ANTHROPIC=" + "sk-ant-" + "api03-" + mixed(40), "api03-" + mixed(40)),
+    ("anthropic_api_key", "use sk-ant-" + "admin01-" + mixed(30) + " here", "admin01-" + mixed(30)),
+    ("openai_api_key", "key is " + "sk-" + "proj-" + mixed(48), "proj-" + mixed(48)),
+    ("openai_api_key", "openai.api_key = sk-" + mixed(48), mixed(48)),
+    ("github_token", "git push https://" + "ghp_" + mixed(36) + "@github.com/o/r", "ghp_" + mixed(36)),
+    ("github_token", "GH_TOKEN=" + "ghs_" + mixed(36), "ghs_" + mixed(36)),
+    ("github_token", "oauth " + "gho_" + mixed(36) + " user " + "ghu_" + mixed(36) + " ref " + "ghr_" + mixed(36),
+     mixed(36)),
+    ("github_fine_grained_token", "github_pat_" + "11ABCDEFG0" + "_" + mixed(59), mixed(59)),
+    ("gitlab_token", "glpat-" + mixed(20), mixed(20)),
+    ("slack_webhook", "POST https://hooks.slack.com/services/" + "T0000AB12/B0000CD34/" + mixed(24),
+     "T0000AB12/B0000CD34/" + mixed(24)),
+    ("slack_token", "SLACK=" + "xoxb-" + "123456789012-1234567890123-" + mixed(24), mixed(24)),
+    ("slack_token", "xoxp-" + "123456789012-" + mixed(30), mixed(30)),
+    ("stripe_key", "stripe.api_key = 'sk_" + "live_" + mixed(24) + "'", mixed(24)),
+    ("stripe_key", "rk_" + "live_" + mixed(24) + " and sk_" + "test_" + mixed(26), mixed(24)),
+    ("stripe_key", "STRIPE_WEBHOOK=" + "whsec_" + mixed(32), mixed(32)),
+    ("google_api_key", "https://maps.googleapis.com/api?key=" + "AIza" + "Sy" + mixed(33) + "&q=x", "Sy" + mixed(33)),
+    ("aws_access_key", "aws_access_key_id = " + "AKIA" + "IOSFODNN7EXAMPLE", "AKIA" + "IOSFODNN7EXAMPLE"),
+    ("aws_access_key", "creds ASIA" + "ZXCVBNMASDFGHJKL" + " rotated", "ASIA" + "ZXCVBNMASDFGHJKL"),
+    ("aws_secret_key", "[default]\naws_secret_access_key = " + AWS_SECRET + "\n", AWS_SECRET),
+    ("aws_secret_key", '{"SecretAccessKey": "' + AWS_SECRET + '", "SessionToken": null}', AWS_SECRET),
+    ("azure_storage_key",
+     "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=" + AZURE_KEY + ";EndpointSuffix=core.windows.net",
+     AZURE_KEY),
+    ("npm_token", "//registry.npmjs.org/:_authToken=" + "npm_" + mixed(36), mixed(36)),
+    ("huggingface_token", "login --token " + "hf_" + mixed(34), mixed(34)),
+    ("sendgrid_api_key", "SG." + mixed(22) + "." + mixed(43), mixed(43)),
+    ("pypi_token", "password = " + "pypi-" + "AgEIcHlwaS5vcmc" + mixed(70), mixed(70)),
+    ("url_credentials", "DATABASE_URL=postgres://admin:" + "S3cr3tPa55" + "@db.internal:5432/app", "S3cr3tPa55"),
+    ("url_credentials", "redis://:" + "hunter22" + "@cache:6379/0", "hunter22"),
+    ("bearer_token", "curl -H 'Authorization: Bearer " + mixed(32) + "' https://api", mixed(32)),
+    ("bearer_token", "Authorization: token " + mixed(40), mixed(40)),
+    ("basic_auth", "Authorization: Basic " + "YWRtaW46aHVudGVyMg" + "==", "YWRtaW46aHVudGVyMg"),
+    ("basic_auth", "curl -s -u admin:" + "hunter2" + " https://example.com", "hunter2"),
+    ("secret_assignment", 'password = "' + "correct-horse" + '"', "correct-horse"),
+    ("secret_assignment", '{"api_key": "' + "abc123def" + '"}', "abc123def"),
+    ("secret_assignment", "SECRET_TOKEN: " + "s3cr3t-" + "value", "s3cr3t-value"),
+    ("secret_assignment", "export DB_PASSWORD=" + "changeme", "changeme"),
+    ("secret_assignment", "db:\n  password: " + "supersecretpw" + "\n", "supersecretpw"),
+    ("secret_assignment", "password: str = '" + "s3cret" + "'", "s3cret"),
+    ("secret_assignment", "X-Api-Key: " + "abcd" + "1234efgh", "abcd1234efgh"),
+    ("secret_assignment", "const clientSecret = `" + "abc" + "xyz`;", "abcxyz"),
+    ("secret_assignment", "mysql --password=" + "hunter2" + "hunter2 db", "hunter2hunter2"),
+    ("secret_assignment", 'cmd = "mysql --password=' + "hunter2" + 'hunter2 db"', "hunter2hunter2"),
+    ("secret_assignment", "helm install --set=secret=" + "abc" + "123456", "abc123456"),
+    ("secret_assignment", "token: Optional[Dict[str, Any]] = '" + "abc" + "'", "abc"),
+    ("secret_assignment", "X-Api-Key: " + "abcd" + "1234efgh, password = '" + "xyz" + "'", "abcd1234efgh"),
+    ("secret_assignment", "$password = '" + "pa55" + "';", "pa55"),
+    ("secret_assignment", "if password == '" + "letmein1" + "':", "letmein1"),
+    ("secret_assignment", "GET /cb?access_token=" + "q1w2e3r4t5" + "&state=x", "q1w2e3r4t5"),
+]
+
+
+@pytest.mark.parametrize(("name", "text", "secret"), EXAMPLES, ids=[f"{n}-{i}" for i, (n, _, _) in enumerate(EXAMPLES)])
+def test_each_pattern_redacts_its_example(name: str, text: str, secret: str) -> None:
+    redacted, counts = redact_with_counts(text)
+    assert counts.get(name, 0) >= 1, (redacted, counts)
+    assert placeholder(name) in redacted
+    assert secret not in redacted
+
+
+def test_pattern_names_are_many_unique_and_all_exercised() -> None:
+    assert len(PATTERN_NAMES) >= 15
+    assert len(set(PATTERN_NAMES)) == len(PATTERN_NAMES)
+    assert set(PATTERN_NAMES) == {name for name, _, _ in EXAMPLES}
+
+
+@pytest.mark.parametrize("name", PATTERN_NAMES)
+def test_placeholders_are_left_alone(name: str) -> None:
+    marker = placeholder(name)
+    assert marker == f"[REDACTED:{name}]"
+    for text in (marker, f"password = {marker}", f'"token": "{marker}"', f"Bearer {marker}", f"https://u:{marker}@h"):
+        assert redact_with_counts(text) == (text, {})
+
+
+def test_context_around_a_secret_is_kept() -> None:
+    assert redact_secrets("postgres://admin:" + "S3cr3tPa55" + "@db.internal:5432/app") == (
+        "postgres://admin:[REDACTED:url_credentials]@db.internal:5432/app"
+    )
+    assert redact_secrets("Authorization: Bearer " + mixed(32)) == "Authorization: Bearer [REDACTED:bearer_token]"
+    assert redact_secrets("https://hooks.slack.com/services/" + "T0/B0/" + mixed(24)) == (
+        "https://hooks.slack.com/services/[REDACTED:slack_webhook]"
+    )
+    assert redact_secrets("AccountName=acct;AccountKey=" + AZURE_KEY + ";EndpointSuffix=x") == (
+        "AccountName=acct;AccountKey=[REDACTED:azure_storage_key];EndpointSuffix=x"
+    )
+    assert redact_secrets("password = '" + "hunter2" + "'  # old") == "password = '[REDACTED:secret_assignment]'  # old"
+    assert redact_secrets("export DB_PASSWORD=" + "changeme") == "export DB_PASSWORD=[REDACTED:secret_assignment]"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("password: str = 'abc'", "password: str = '[REDACTED:secret_assignment]'"),
+        ("api_key: str | None = 'abc'", "api_key: str | None = '[REDACTED:secret_assignment]'"),
+        (
+            "X-Api-Key: abcd1234efgh, password = 'xyz'",
+            "X-Api-Key: [REDACTED:secret_assignment], password = '[REDACTED:secret_assignment]'",
+        ),
+        ('cmd = "mysql --password=hunter2hunter2 db"', 'cmd = "mysql --password=[REDACTED:secret_assignment] db"'),
+        ("--set=secret=abc123456", "--set=secret=[REDACTED:secret_assignment]"),
+        ("GET /cb?access_token=q1w2e3r4t5&state=x", "GET /cb?access_token=[REDACTED:secret_assignment]&state=x"),
+        ("db_password=changemeplease", "db_password=[REDACTED:secret_assignment]"),
+        ("  password: Changeme", "  password: Changeme"),
+    ],
+)
+def test_assignment_readings(text: str, expected: str) -> None:
+    assert redact_secrets(text) == expected
+
+
+def test_specific_types_win_over_generic_rules() -> None:
+    redacted, counts = redact_with_counts('api_key = "' + "sk-ant-" + "api03-" + mixed(40) + '"')
+    assert redacted == 'api_key = "[REDACTED:anthropic_api_key]"'
+    assert counts == {"anthropic_api_key": 1}
+    redacted, counts = redact_with_counts("Authorization: Bearer " + JWT)
+    assert redacted == "Authorization: Bearer [REDACTED:jwt]"
+    assert counts == {"jwt": 1}
+
+
+def test_counts_add_up_per_type() -> None:
+    text = "\n".join(["ghp_" + mixed(36), "ghs_" + mixed(36), "AKIA" + "IOSFODNN7EXAMPLE", "nothing here"])
+    redacted, counts = redact_with_counts(text)
+    assert counts == {"github_token": 2, "aws_access_key": 1}
+    assert redacted.endswith("nothing here")
+
+
+NEGATIVES = [
+    "password = getpass()",
+    "password = getpass.getpass('Password: ')",
+    "token = None",
+    "token_count = 5",
+    "max_tokens = 4096",
+    "secret = 42",
+    'api_key = os.environ["OPENAI_API_KEY"]',
+    'token = request.headers.get("Authorization")',
+    "password_hash = hash_password(raw_password)",
+    "secret_key = get_random_secret_key()",
+    "token = generate_token",
+    "token = self._token",
+    "    token = refresh_token",
+    "client = Client(api_key=settings_api_key)",
+    'headers = {"Authorization": f"Bearer {token}"}',
+    'headers = {"Authorization": "Bearer " + token}',
+    "curl -H \"Authorization: Bearer $API_TOKEN\" https://api",
+    'password = "${DB_PASSWORD}"',
+    "password: {{ vault_password }}",
+    "password: SecretStr",
+    "def login(user: str, password: str) -> None:",
+    "token: Optional[str] = None",
+    "    api_key: str | None = None",
+    "interface Session { token: string; expiresAt: number }",
+    '"token": null, "password": ""',
+    "access_token_url = 'https://example.com/oauth/token'",
+    "for token in tokens:",
+    "if not token: return",
+    "bypass = 'abcdefghij'",
+    "PWD=/home/user/project",
+    "isPrivate = True",
+    "import secrets",
+    "The bearer of this letter is a friend.",
+    "use sk-learn estimators",
+    "sk-circle-bounce-delay-animation",
+    "task-ant-runner-configuration",
+    "AKIA is the prefix of an access key id",
+    "docker run -u 1000:1000 image",
+    "git clone ssh://git@github.com/org/repo.git",
+    "git@github.com:org/repo.git",
+    "http://localhost:8080/path?x=1",
+    "http://[::1]:8080/",
+    "mailto:someone@example.com",
+    "Authorization: Basic realm",
+    "eyJ is how base64 JSON starts",
+    "-----BEGIN CERTIFICATE-----",
+    "<privateer>not a tag</privateer>",
+]
+
+
+@pytest.mark.parametrize("text", NEGATIVES)
+def test_ordinary_code_is_not_redacted(text: str) -> None:
+    assert redact_with_counts(text) == (text, {})
+
+
+def test_a_realistic_source_file_is_untouched() -> None:
+    source = '''import getpass
+import os
+
+from pydantic import SecretStr
+
+
+class Settings:
+    password: SecretStr
+    token: str | None = None
+    token_count: int = 5
+    max_tokens = 4096
+
+    def login(self, password: str | None = None) -> str:
+        password = password or getpass.getpass()
+        token = self.client.authenticate(user=self.user, password=password)
+        self.token = token
+        headers = {"Authorization": f"Bearer {token}"}
+        api_key = os.environ.get("API_KEY", "")
+        return self.request("GET", "/me", headers=headers, api_key=api_key)
+'''
+    assert redact_secrets(source) == source
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# <private> tags
+# ------------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("no tags at all", "no tags at all"),
+        ("a <private>x</private> b", "a b"),
+        ("key=<private>v</private>;", "key=;"),
+        ("one <private>x</private> two <private>y</private> three", "one two three"),
+        ("p1\n\n<private>line 1\nline 2\n</private>\n\np2", "p1\n\np2"),
+        ("a\n    <private>x</private>\n    b", "a\n    b"),
+        ("<PRIVATE>x</Private>  hi", "hi"),
+        ("hi < private >x</ PRIVATE > there", "hi there"),
+        ('<private reason="keys">x</private>kept', "kept"),
+        ("keep this <private>but not\nany of this", "keep this"),
+        ("a<private>1<private>2</private>3</private>b", "ab"),
+        ("a <private>1 <private>2</private> 3 never closed", "a"),
+        ("stray </private> closing", "stray closing"),
+        ("<private/> self closing", "self closing"),
+        ("  indented <private>x</private>\n", "  indented\n"),
+        ("<private>x</private> <private>y</private>", ""),
+    ],
+)
+def test_strip_private(text: str, expected: str) -> None:
+    assert strip_private(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("<private>everything</private>", True),
+        ("  <private>a</private>\n<PRIVATE>b</PRIVATE>  ", True),
+        ("<private>never closed", True),
+        ("<private>a</private> visible", False),
+        ("plain text", False),
+        ("", False),
+        ("   ", False),
+        ("</private>", False),
+    ],
+)
+def test_is_entirely_private(text: str, expected: bool) -> None:
+    assert is_entirely_private(text) is expected
+
+
+def test_private_text_never_reaches_redaction_output() -> None:
+    text = "run it <private>with password=" + "hunter2hunter2" + " and ghp_" + mixed(36) + "</private> now"
+    assert scrub(text) == "run it now"
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# scrub
+# ------------------------------------------------------------------------------------------------------------------
+
+
+def test_scrub_walks_nested_structures_and_copies() -> None:
+    Point = namedtuple("Point", "label value")
+    token = "ghp_" + mixed(36)
+    event = {
+        "tool_name": "Bash",
+        "tool_input": {"command": "export GH_TOKEN=" + token, "args": ["-v", "<private>me</private>", 3]},
+        "tool_response": ("ok", {"password": "plain words", "nested": [["AKIA" + "IOSFODNN7EXAMPLE"]]}),
+        "point": Point("Bearer " + mixed(30), 1.5),
+        "password = '" + "kept-as-key" + "'": None,
+        "count": 7,
+        "flag": True,
+        "raw": b"password=hunter2hunter2",
+    }
+    cleaned = scrub(event)
+    assert cleaned["tool_input"]["command"] == "export GH_TOKEN=[REDACTED:github_token]"
+    assert cleaned["tool_input"]["args"] == ["-v", "", 3]
+    assert cleaned["tool_response"] == ("ok", {"password": "plain words", "nested": [["[REDACTED:aws_access_key]"]]})
+    assert isinstance(cleaned["tool_response"], tuple)
+    assert cleaned["point"] == Point("Bearer [REDACTED:bearer_token]", 1.5)
+    assert isinstance(cleaned["point"], Point)
+    assert "password = 'kept-as-key'" in cleaned
+    assert (cleaned["count"], cleaned["flag"], cleaned["raw"]) == (7, True, b"password=hunter2hunter2")
+    assert event["tool_input"]["command"].endswith(token)
+    assert cleaned["tool_input"] is not event["tool_input"]
+
+
+def test_scrub_leaves_non_strings_alone() -> None:
+    for value in (None, 0, 1.5, True, b"bytes"):
+        assert scrub(value) is value
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Idempotence and robustness
+# ------------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", [text for _, text, _ in EXAMPLES] + NEGATIVES)
+def test_redaction_is_idempotent(text: str) -> None:
+    once = redact_secrets(text)
+    assert redact_secrets(once) == once
+    assert scrub(scrub(text)) == scrub(text)
+
+
+def test_redaction_is_idempotent_on_random_mixtures() -> None:
+    rng = random.Random(1234)
+    pieces = [text for _, text, _ in EXAMPLES] + NEGATIVES
+    glue = [" ", "\n", "", "=", ": ", '"', "'", "/", "@", ":", ",", "\t", "x", "_"]
+    for _ in range(300):
+        text = "".join(rng.choice(pieces) + rng.choice(glue) for _ in range(rng.randint(2, 6)))
+        once = redact_secrets(text)
+        assert redact_secrets(once) == once, text
+
+
+def _random_megabyte(rng: random.Random) -> str:
+    alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 \n\t-_=:/.@\"'<>[](){};,+"
+    lures = [
+        "sk-", "sk-ant-", "ghp_", "eyJ", "AKIA", "AIza", "xoxb-", "glpat-", "SG.", "hf_", "npm_", "pypi-AgE",
+        "-----BEGIN RSA PRIVATE KEY-----", "password=", "token: ", "api_key = \"", "https://u:", "Bearer ",
+        "Authorization: Basic ", "curl -u a:", "AccountKey=", "aws_secret_access_key=", "<private>", "</private>",
+    ]
+    parts: list[str] = []
+    size = 0
+    while size < 1_000_000:
+        part = rng.choice(lures) if rng.random() < 0.05 else "".join(rng.choices(alphabet, k=rng.randint(1, 40)))
+        parts.append(part)
+        size += len(part)
+    return "".join(parts)
+
+
+@pytest.mark.timeout(120)
+def test_megabyte_inputs_finish() -> None:
+    rng = random.Random(7)
+    inputs = [
+        _random_megabyte(rng),
+        "a-" * 500_000,
+        "sk-" * 333_334,
+        "eyJ" + "a" * 999_997,
+        "-----BEGIN RSA PRIVATE KEY-----\n" * 31_000,
+        "https://" + "a:" * 499_996,
+        "password=" * 111_112,
+        "<private>" * 111_112,
+        "Bearer " * 142_858,
+        "x" * 1_000_000,
+    ]
+    for text in inputs:
+        assert isinstance(scrub(text), str)
