@@ -767,3 +767,67 @@ def test_make_compressor(tmp_path: Path) -> None:
     assert isinstance(openai, LlmCompressor) and openai.name == "openai"
     with pytest.raises(ConfigError, match="'gemini'.*offline, anthropic, claude-cli, openai"):
         make_compressor(settings_for(tmp_path, capture_backend="gemini"), ledger)
+
+
+# -- through the capture pipeline, with the store as the ledger ------------------------------------------------
+
+def _pipeline_events(store: Any) -> None:
+    from memcairn.capture.admission import admit
+
+    base = {"session_id": "llm-1", "cwd": "/work/pager", "project": "pager", "platform_source": "claude-code"}
+    events = [
+        ("session_init", {**base, "event": "user_prompt",
+                          "prompt": "Fix the pager <private>my phone is 555-0100</private> losing the last page"}),
+        ("observation", {**base, "event": "tool_use", "tool_name": "Edit", "tool_use_id": "t1",
+                         "tool_input": {"file_path": "/work/pager/src/pager.py", "old_string": "a // b",
+                                        "new_string": "-(-a // b)"},
+                         "tool_response": {"filePath": "/work/pager/src/pager.py"}}),
+        ("summarize", {**base, "event": "stop", "last_assistant_message": "Pages round up now."}),
+    ]
+    settings = Settings(home=Path("/nonexistent"))
+    for event_type, body in events:
+        admitted = admit(event_type, body, settings)
+        store.enqueue_ingest_event("llm-1", "claude-code", event_type, admitted.body, body.get("tool_use_id"))
+
+
+def _pipeline(store: Any, stub: Stub, monkeypatch: pytest.MonkeyPatch, **overrides: Any) -> Any:
+    from memcairn.capture.pipeline import CapturePipeline
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    settings = Settings(home=Path("/nonexistent"), capture_backend="anthropic", llm_base_url=stub.url,
+                        capture_batch_wait_seconds=0, llm_timeout_seconds=5, **overrides)
+    return CapturePipeline(store, settings, compressor=make_compressor(settings, store))
+
+
+def test_the_pipeline_stores_what_the_model_answered_and_records_its_cost(store: Any, stub: Stub,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from memcairn.models import ItemFilter
+
+    _pipeline_events(store)
+    stub.reply(anthropic_body(GOOD, 300, 80)).reply(anthropic_body(SUMMARY, 200, 60))
+    report = _pipeline(store, stub, monkeypatch).process_pending()
+    assert report.fallbacks == 0 and report.observations == 1 and report.summaries == 1
+    sent = json.dumps([r["body"] for r in stub.requests])
+    assert "555-0100" not in sent and "losing the last page" in sent  # private parts never reach the model
+    items = store.list_items(ItemFilter(kinds=["observation", "summary"]), limit=10)
+    assert {i.metadata["compressor"] for i in items} == {"anthropic"}
+    assert store.tokens_spent(session_id="llm-1") == 300 + 80 + 200 + 60
+
+
+def test_garbage_from_the_model_falls_back_and_warns(store: Any, stub: Stub, monkeypatch: pytest.MonkeyPatch) -> None:
+    _pipeline_events(store)
+    stub.reply(anthropic_body("Sure! I looked at the edit and it seems fine.")).reply(
+        {"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}}, status=429)
+    report = _pipeline(store, stub, monkeypatch).process_pending()
+    assert sorted(report.fallback_reasons) == ["prose", "quota"]
+    assert report.observations >= 1 and report.summaries == 1  # nothing lost
+    notices = store.take_capture_notices(["pager"])
+    assert any("without the structured XML" in n for n in notices) and any("rate limit" in n for n in notices)
+
+
+def test_a_reached_cap_sends_nothing_and_says_so(store: Any, stub: Stub, monkeypatch: pytest.MonkeyPatch) -> None:
+    _pipeline_events(store)
+    store.record_usage(Usage("anthropic", "claude-haiku-4-5", 900, 200), "llm-1")
+    report = _pipeline(store, stub, monkeypatch, llm_session_token_cap=1000).process_pending()
+    assert stub.requests == [] and set(report.fallback_reasons) == {"budget"}
+    assert any("token cap" in n for n in store.take_capture_notices(["pager"]))
