@@ -259,6 +259,75 @@ def test_an_unscoped_empty_semantic_leg_stays_hybrid(mem_store: Store, corpus: d
     assert result.strategy == "hybrid" and result.fallback_reason is None and len(result.hits) == 3
 
 
+# -- mode: the legs per request ------------------------------------------------------------------------------
+def test_mode_keyword_never_consults_the_mirror_and_is_no_fallback(mem_store: Store, corpus: dict[str, int]) -> None:
+    mirror = FixedMirror({corpus["c"]: 0.1, corpus["a"]: 0.3})
+    result = SearchService(mem_store, mirror).search(query="zebra", mode="keyword", now=NOW)
+    assert (result.strategy, result.fallback_reason) == ("keyword", None) and result.mirror_available
+    assert ids(result) == [corpus["a"], corpus["b"], corpus["d"]]
+    assert all(set(h.legs) == {"keyword"} for h in result.hits)
+    assert "keyword only, as asked" in result.notes and mirror.queries == []
+    without_mirror = SearchService(mem_store, None).search(query="zebra", mode="keyword")
+    assert (without_mirror.strategy, without_mirror.fallback_reason) == ("keyword", None)
+    assert not any("unavailable" in n for n in without_mirror.notes)
+
+
+def test_mode_semantic_runs_the_semantic_leg_alone(mem_store: Store, corpus: dict[str, int]) -> None:
+    mirror = FixedMirror({corpus["c"]: 0.1, corpus["a"]: 0.3, corpus["b"]: 0.6})
+    result = SearchService(mem_store, mirror).search(query="zebra", mode="semantic", now=NOW)
+    assert (result.strategy, result.fallback_reason) == ("semantic", None)
+    assert ids(result) == [corpus["c"], corpus["a"], corpus["b"]]  # d matches the keyword leg only
+    assert all(set(h.legs) == {"semantic"} for h in result.hits)
+    assert "semantic only, as asked" in result.notes
+
+
+def test_mode_semantic_without_a_usable_mirror_falls_back_to_keyword(mem_store: Store,
+                                                                     corpus: dict[str, int]) -> None:
+    down = SearchService(mem_store, None).search(query="zebra", mode="semantic")
+    assert (down.strategy, down.fallback_reason) == ("keyword", "vector_unavailable")
+    assert ids(down) == [corpus["a"], corpus["b"], corpus["d"]]
+    assert not any("as asked" in n for n in down.notes)
+    failing = SearchService(mem_store, FixedMirror({}, fail=True)).search(query="zebra", mode="semantic")
+    assert (failing.strategy, failing.fallback_reason) == ("keyword", "vector_error")
+    assert ids(failing) == [corpus["a"], corpus["b"], corpus["d"]]
+
+
+def test_mode_auto_is_the_default_and_an_explicit_mode_wins_over_the_service_legs(mem_store: Store,
+                                                                                  corpus: dict[str, int]) -> None:
+    mirror = FixedMirror({corpus["c"]: 0.1})
+    assert SearchRequest(query="zebra", mode=" AUTO ") == SearchRequest(query="zebra", mode="") == \
+        SearchRequest(query="zebra")
+    assert SearchRequest(mode="Keyword").mode == "keyword"
+    assert SearchService(mem_store, mirror).search(query="zebra", mode="auto").strategy == "hybrid"
+    keyword_only = SearchService(mem_store, mirror, legs=("keyword",))
+    assert keyword_only.search(query="zebra").strategy == "keyword"
+    assert keyword_only.search(query="zebra", mode="semantic").strategy == "semantic"
+    assert SearchService(mem_store, mirror, legs=("semantic",)).search(query="zebra", mode="keyword").strategy \
+        == "keyword"
+    assert SearchRequest.from_mapping({"q": "zebra", "mode": "semantic"}).mode == "semantic"
+
+
+def test_mode_without_query_text_is_filter_only_and_says_so(mem_store: Store, corpus: dict[str, int]) -> None:
+    mirror = FixedMirror({corpus["c"]: 0.1})
+    result = SearchService(mem_store, mirror).search(mode="semantic")
+    assert result.strategy == "filter_only" and len(result.hits) == 4 and mirror.queries == []
+    assert any("mode semantic needs a query" in n for n in result.notes)
+
+
+def test_mode_with_an_unknown_project_plans_the_strategy_of_that_mode(mem_store: Store,
+                                                                      corpus: dict[str, int]) -> None:
+    result = SearchService(mem_store, FixedMirror({})).search(query="zebra", projects="nowhere", mode="semantic")
+    assert (result.strategy, result.hits) == ("semantic", [])
+    assert SearchService(mem_store, None).search(query="zebra", projects="nowhere", mode="keyword").fallback_reason \
+        is None
+
+
+@pytest.mark.parametrize("value", ["hybrid", "fuzzy", 3, ["keyword"]])
+def test_an_unknown_mode_is_refused_listing_the_accepted_ones(mem_store: Store, value: object) -> None:
+    with pytest.raises(ValidationError, match="auto, keyword, semantic"):
+        SearchService(mem_store).search(query="zebra", mode=value)
+
+
 # -- recency window ----------------------------------------------------------------------------------------
 @pytest.fixture
 def aged(mem_store: Store) -> tuple[int, int, FixedMirror]:

@@ -569,3 +569,49 @@ def test_private_prompts_and_excluded_projects_store_nothing(cfg: Settings, tmp_
         assert private.json()["status"] == "accepted"
         payload = json.dumps([e.payload for e in store_of(app).session_events("unknown", "y")])
         assert "salary" not in payload and '"private": true' in payload
+
+
+def test_search_mode_picks_the_legs_per_request(client: TestClient, app: Any) -> None:
+    add(app, kind="observation", title="Zebra crossing fix", narrative="the zebra crossing handler was wrong")
+    add(app, kind="observation", title="Chart colours", narrative="the dashboard palette was changed")
+    runner = app.state.worker.runner
+    runner.nudge()
+    assert runner.wait_idle(10)
+
+    def search(**params: str) -> dict[str, Any]:
+        response = client.get("/api/search", params={"query": "zebra crossing", "format": "json", **params})
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    auto = search()
+    assert auto["strategy"] == "hybrid" and search(mode="auto")["strategy"] == "hybrid"
+    keyword = search(mode="keyword")
+    assert (keyword["strategy"], keyword["fallback_reason"]) == ("keyword", None)
+    assert "keyword only, as asked" in keyword["notes"]
+    assert all(set(r["legs"]) == {"keyword"} for r in keyword["results"]) and keyword["results"]
+    semantic = search(mode="Semantic")
+    assert (semantic["strategy"], semantic["fallback_reason"]) == ("semantic", None)
+    assert all(set(r["legs"]) == {"semantic"} for r in semantic["results"]) and semantic["results"]
+    index = client.get("/api/search", params={"query": "zebra", "mode": "keyword"}).json()
+    assert index["format"] == "index" and index["strategy"] == "keyword"
+    body = assert_error(client.get("/api/search", params={"query": "zebra", "mode": "fuzzy"}), 400, "invalid_request")
+    assert "auto, keyword, semantic" in body["detail"]
+
+
+def test_search_mode_semantic_without_a_mirror_is_keyword_with_the_reason(cfg: Settings) -> None:
+    runtime = open_runtime(cfg, with_mirror=False)
+    try:
+        runtime.store.add_item(NewItem(project="demo", kind="observation", title="Zebra crossing fix"))
+        app = make_app(runtime, cfg)
+        with TestClient(app, base_url=BASE) as c:
+            wait_ready(app)
+            found = c.get("/api/search", params={"query": "zebra", "mode": "semantic", "format": "json"}).json()
+            assert (found["strategy"], found["fallback_reason"]) == ("keyword", "vector_unavailable")
+            assert len(found["results"]) == 1
+            asked = c.get("/api/search", params={"query": "zebra", "mode": "keyword", "format": "json"}).json()
+            assert (asked["strategy"], asked["fallback_reason"]) == ("keyword", None)
+            spec = c.get("/openapi.json").json()["paths"]["/api/search"]["get"]["parameters"]
+            mode = next(p for p in spec if p["name"] == "mode")
+            assert set(mode["schema"]["enum"]) == {"", "auto", "keyword", "semantic"}
+    finally:
+        runtime.close()

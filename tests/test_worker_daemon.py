@@ -274,3 +274,31 @@ def test_run_refuses_a_public_bind_without_a_token(env: dict[str, str]) -> None:
     for command in (("worker", "run"), ("worker", "start")):
         result = cli(exposed, *command, timeout=20)
         assert result.returncode == 2 and "MEMCAIRN_TOKEN" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_accepted_connections_turn_nagle_off(cfg: Settings) -> None:
+    """Without TCP_NODELAY every answer after the first on a keep-alive connection waits for a delayed ACK."""
+    import asyncio
+
+    sock = daemon._bind(cfg)
+
+    async def accept_one() -> int:
+        accepted: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+        def on_connect(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            option = writer.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+            accepted.set_result(option)
+            writer.close()
+
+        server = await asyncio.start_server(on_connect, sock=sock)
+        async with server:
+            _, writer = await asyncio.open_connection("127.0.0.1", cfg.port)
+            option = await asyncio.wait_for(accepted, 10)
+            writer.close()
+            return option
+
+    try:
+        assert sock.proto == socket.IPPROTO_TCP
+        assert asyncio.run(accept_one()) != 0
+    finally:
+        sock.close()

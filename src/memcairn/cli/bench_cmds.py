@@ -168,3 +168,35 @@ def bench_hooks(items: int, runs: int, projects: int, home: Path | None) -> None
     click.echo(f"{result['items']:,} items in {result['projects']} project(s); mirror {result['mirror']}; "
                f"hook command: {result['command']}; context {result['context_chars']:,} characters")
     click.echo(render_table(result["rows"]))
+
+
+@bench.command("worker")
+@click.option("--items", default=100_000, show_default=True, help="Synthetic observations in the store.")
+@click.option("--clients", default=8, show_default=True, type=click.IntRange(min=1),
+              help="Concurrent loopback clients, each with its own keep-alive connection.")
+@click.option("--requests", default=400, show_default=True, type=click.IntRange(min=1),
+              help="Requests per scenario, shared by the clients.")
+@click.option("--projects", default=20, show_default=True, type=click.IntRange(min=1),
+              help="Projects the items are spread over (when the store is built).")
+@click.option("--home", type=click.Path(file_okay=False, path_type=Path),
+              help="Build (or reuse) the store and its mirror here and keep them [default: a temporary directory].")
+@click.option("--model", help="Embedding model of the mirror and the worker [default: the embedding_model setting].")
+@click.option("--cache", "cache_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Embedding cache file [default: MEMCAIRN_HOME/bench-cache/embeddings.sqlite].")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), help="Also write results here.")
+def bench_worker(items: int, clients: int, requests: int, projects: int, home: Path | None, model: str | None,
+                 cache_path: Path | None, json_out: Path | None) -> None:
+    """A real worker process under concurrent loopback clients: context injection, keyword, hybrid and
+    filter-only search, timeline; throughput, median, p95 and max per scenario, and the worker's memory.
+
+    Example:
+
+        memcairn bench worker --items 100000 --clients 8 --home ~/.cache/memcairn-bench-worker
+    """
+    from memcairn.bench import worker
+
+    result = worker.run(items, clients=clients, requests=requests, home=home, projects=projects, model=model,
+                        cache_path=cache_path, log=lambda m: click.echo(m, err=True))
+    click.echo(worker.render(result))
+    if json_out:
+        json_out.write_text(json.dumps(result, indent=2))

@@ -8,7 +8,8 @@ was refused with a ``ValidationError`` that says what to type instead:
 - dates accept an ISO date (``2026-12-01``; as an end date it means the end of that day), an ISO datetime
   with or without a zone (no zone = the ``tz`` given, else local time), epoch seconds or milliseconds, or a
   relative time before ``now`` (``30m``, ``24h``, ``7d``, ``2w``);
-- ``limit`` out of 1..100 and ``offset`` out of 0..1000 are clamped, and the clamp is said in ``notes``.
+- ``limit`` out of 1..100 and ``offset`` out of 0..1000 are clamped, and the clamp is said in ``notes``;
+- ``mode`` accepts ``auto`` (or nothing), ``keyword`` or ``semantic``, in any case.
 
 Everything else a request carries is plain data: the search service decides what to do with it.
 """
@@ -29,6 +30,8 @@ MIN_LIMIT, MAX_LIMIT, DEFAULT_LIMIT = 1, 100, 20
 MAX_OFFSET = 1000
 ORDERS = ("relevance", "newest", "oldest")
 FUSIONS = ("rrf", "minmax")
+# Which legs a query runs: ``auto`` = the service's choice (hybrid when the mirror is up), or one leg alone.
+MODES = ("auto", "keyword", "semantic")
 
 KIND_ALIASES = {
     **{k: k for k in KINDS},
@@ -145,6 +148,24 @@ def parse_kinds(value: str | Sequence[str] | None) -> tuple[str, ...] | None:
     return tuple(wanted) or None
 
 
+def parse_mode(value: Any) -> str | None:
+    """``keyword`` or ``semantic``; None for ``auto``, empty or None (the service's own choice).
+
+    Raises:
+        ValidationError: anything else.
+    """
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValidationError(f"mode must be text, got {value!r}; use {', '.join(MODES)}")
+    mode = value.strip().lower()
+    if mode in ("", "auto"):
+        return None
+    if mode not in MODES:
+        raise ValidationError(f"unknown mode {value!r}; use {', '.join(MODES)}")
+    return mode
+
+
 def _strings(value: str | Sequence[str] | None, what: str) -> tuple[str, ...] | None:
     if value is None:
         return None
@@ -186,8 +207,10 @@ class SearchRequest:
     normalised on construction; ``notes`` collects what was adjusted on the way.
 
     ``order`` None means relevance with query text and newest without. ``fusion`` and
-    ``recency_boost_half_life_days`` None mean the service's defaults. ``now`` (epoch ms) is the moment
-    the recency window and relative dates count back from; None = the time of the search.
+    ``recency_boost_half_life_days`` None mean the service's defaults. ``mode`` None (also given as
+    ``auto``) lets the service choose the legs; ``keyword`` or ``semantic`` runs that leg alone. ``now``
+    (epoch ms) is the moment the recency window and relative dates count back from; None = the time of the
+    search.
     """
 
     query: str = ""
@@ -205,6 +228,7 @@ class SearchRequest:
     order: str | None = None
     fusion: str | None = None
     recency_boost_half_life_days: float | None = None
+    mode: str | None = None
     now: int | None = None
     tz: tzinfo | None = field(default=None, compare=False, repr=False)
     notes: tuple[str, ...] = ()
@@ -245,6 +269,7 @@ class SearchRequest:
         if fusion is not None and fusion not in FUSIONS:
             raise ValidationError(f"unknown fusion {self.fusion!r}; use {' or '.join(FUSIONS)}")
         put(self, "fusion", fusion)
+        put(self, "mode", parse_mode(self.mode))
         half_life = self.recency_boost_half_life_days
         if half_life is not None:
             if isinstance(half_life, bool) or not isinstance(half_life, int | float) or not half_life >= 0:

@@ -7,7 +7,7 @@ from typing import Any
 
 from memcairn.models import KINDS, MemoryItem
 
-STRATEGIES = ("filter_only", "hybrid", "keyword")
+STRATEGIES = ("filter_only", "hybrid", "keyword", "semantic")
 FALLBACK_REASONS = ("vector_unavailable", "vector_error", "platform_scoped_zero")
 
 

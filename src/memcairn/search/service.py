@@ -12,9 +12,12 @@ Three strategies, chosen per request and always named in the result:
   search scoped by platform found nothing semantically (``platform_scoped_zero``: vectors written before
   the platform was recorded cannot match, so the scoped keyword leg answers alone).
 
-``legs`` (a service setting, for benchmarks and diagnostics) restricts a query to one leg: ``("semantic",)``
-runs the semantic leg alone through the same hydration, filters and window (falling back to keyword when it
-cannot run, as above); ``("keyword",)`` never consults the mirror. The strategy names what ran.
+A request's ``mode`` picks the legs per query: ``auto`` (None) runs the service's ``legs`` (both by default,
+so hybrid when the mirror is up); ``semantic`` runs the semantic leg alone through the same hydration, filters
+and window (strategy ``semantic``, falling back to keyword with a reason when it cannot run, as above);
+``keyword`` never consults the mirror (strategy ``keyword``, no fallback reason: nothing fell back). An explicit
+mode wins over the service's ``legs``, a setting for benchmarks and diagnostics that restricts every ``auto``
+query the same way. The strategy names what ran.
 
 The recency window (off by default: 0) drops *semantic* hits older than ``now - window`` unless the request
 names a date range, which then applies instead. Both defaults were measured with ``memcairn bench
@@ -101,9 +104,9 @@ class SearchService:
         elif fields:
             req = replace(req, **fields)
         started = time.perf_counter()
-        run = _Run(req, now=req.now if req.now is not None else now_ms())
+        run = _Run(req, now=req.now if req.now is not None else now_ms(), legs=self._legs_for(req))
         if req.projects and not self._check_projects(req.projects, run.notes):
-            run.strategy, run.fallback_reason = self._planned_strategy(req)
+            run.strategy, run.fallback_reason = self._planned_strategy(req, run.legs)
         elif not req.query:
             self._filter_only(run)
         else:
@@ -156,14 +159,18 @@ class SearchService:
             notes.append(unknown_projects_note(unknown, known))
         return len(unknown) < len(names)
 
-    def _planned_strategy(self, req: SearchRequest) -> tuple[str, str | None]:
+    def _legs_for(self, req: SearchRequest) -> tuple[str, ...]:
+        """The legs a query runs: the one its mode names, else the service's ``legs``."""
+        return (req.mode,) if req.mode is not None else self.legs
+
+    def _planned_strategy(self, req: SearchRequest, legs: Sequence[str]) -> tuple[str, str | None]:
         if not req.query:
             return "filter_only", None
-        if "semantic" not in self.legs:
+        if "semantic" not in legs:
             return "keyword", None
         if not self.mirror_available:
             return "keyword", "vector_unavailable"
-        return ("hybrid" if "keyword" in self.legs else "semantic"), None
+        return ("hybrid" if "keyword" in legs else "semantic"), None
 
     def _filter(self, req: SearchRequest) -> ItemFilter:
         return ItemFilter(
@@ -178,6 +185,8 @@ class SearchService:
         run.strategy = "filter_only"
         if req.order == "relevance":
             run.notes.append("no query text: ordered newest first")
+        if req.mode is not None:
+            run.notes.append(f"no query text: filters only (mode {req.mode} needs a query)")
         items = self.store.list_items(self._filter(req), order=req.resolved_order, limit=req.limit,
                                       offset=req.offset)
         run.hits = [SearchHit(item, 0.0, {}) for item in items]
@@ -197,10 +206,10 @@ class SearchService:
             legs["keyword"] = [(item.id, score) for item, score in keyword]
             run.keyword_count = len(keyword)
 
-        if "keyword" in self.legs:
+        if "keyword" in run.legs:
             keyword_leg()
         run.strategy = "keyword"
-        semantic = self._semantic_leg(run, flt, pool) if "semantic" in self.legs else None
+        semantic = self._semantic_leg(run, flt, pool) if "semantic" in run.legs else None
         if semantic is not None:
             missing = [i for i, _ in semantic if i not in items]
             items.update((i.id, i) for i in self.store.get_items(missing))
@@ -211,10 +220,12 @@ class SearchService:
                 run.notes.append(f"semantic search found nothing for platform {req.platform_source!r}; "
                                  "keyword results only")
             else:
-                run.strategy = "hybrid" if "keyword" in self.legs else "semantic"
+                run.strategy = "hybrid" if "keyword" in run.legs else "semantic"
                 legs["semantic"] = semantic
         if run.strategy == "keyword" and "keyword" not in legs:  # the semantic leg alone could not answer
             keyword_leg()
+        if req.mode is not None and run.strategy == req.mode:
+            run.notes.append(f"{req.mode} only, as asked")
 
         method = req.fusion or self.fusion
         scores = fusion.fuse(method, legs, weights=self.weights)
@@ -288,9 +299,10 @@ class SearchService:
 class _Run:
     """The mutable state of one search on its way to a ``SearchResult``."""
 
-    def __init__(self, req: SearchRequest, now: int) -> None:
+    def __init__(self, req: SearchRequest, now: int, legs: tuple[str, ...] = LEGS) -> None:
         self.req = req
         self.now = now
+        self.legs = legs  # the legs this query may run (its mode, else the service's)
         self.notes: list[str] = list(req.notes)
         self.strategy = "filter_only"
         self.fallback_reason: str | None = None

@@ -479,6 +479,7 @@ async def search(request: Request) -> Response:
         limit=_param(request, "limit") or 20,
         offset=_param(request, "offset") or 0,
         order=_param(request, "orderBy"),
+        mode=_param(request, "mode"),
     )
     result = await state.call(state.search.search, req)
     out = result.to_dict()

@@ -341,9 +341,15 @@ def status(cfg: Settings | None = None) -> dict[str, Any]:
 
 # -- run --------------------------------------------------------------------------------------------
 def _bind(cfg: Settings) -> socket.socket:
-    infos = socket.getaddrinfo(cfg.host, cfg.port, type=socket.SOCK_STREAM)
-    family, _, _, _, address = infos[0]
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    """The listening socket, created with an explicit TCP protocol number.
+
+    asyncio turns Nagle's algorithm off only for sockets whose ``proto`` is ``IPPROTO_TCP``; connections
+    accepted from a ``proto=0`` socket keep it on, and every answer after the first on a keep-alive
+    connection then waits ~40 ms for the client's delayed ACK.
+    """
+    infos = socket.getaddrinfo(cfg.host, cfg.port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
+    family, _, proto, _, address = infos[0]
+    sock = socket.socket(family, socket.SOCK_STREAM, proto or socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(address)

@@ -100,6 +100,10 @@ SEARCH_PARAMS = (
     Param("limit", {"type": "integer"}, "Results per page; clamped to 1..100 (default 20)"),
     Param("offset", {"type": "integer"}, "Results to skip; clamped to 0..1000"),
     Param("orderBy", {"type": "string", "enum": ["", "relevance", "newest", "oldest"]}, "Empty = the default"),
+    Param("mode", {"type": "string", "enum": ["", "auto", "keyword", "semantic"]},
+          "Which legs answer a query: auto (default: hybrid when the vector mirror is up, else keyword with a "
+          "fallback_reason), keyword (the keyword leg alone), semantic (the semantic leg alone; keyword with a "
+          "fallback_reason when the mirror is down)"),
     FORMAT,
 )
 
