@@ -445,3 +445,24 @@ def test_arguments_event_names_and_transport_helpers() -> None:
         "session-end", None]
     assert quote("a/b c,ü") == "a%2Fb%20c%2C%C3%BC"
     assert _dechunk(b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n") == b"hello world"
+
+
+def test_capture_notices_reach_the_person_without_terminal_output(env: dict[str, str], project: Path,
+                                                                  workers: Workers, isolated_home: Path) -> None:
+    from memcairn import context
+    from memcairn.hooks import events
+
+    assert events.NOTICE_PREFIX == context.NOTICE_PREFIX
+    seed(isolated_home, NewItem(project="calc", kind="observation", type="feature", title="multiply_numbers added"))
+    store = Store(isolated_home / "memcairn.db")
+    try:
+        store.add_capture_notice("llm_cap", "the daily token cap of 10,000 was reached; the offline extractor "
+                                 "takes over until tomorrow", project="calc")
+    finally:
+        store.close()
+    workers.start(env)
+    out, _ = hook(env, "session-start", payload("session_start", project))
+    model = out["hookSpecificOutput"]["additionalContext"]
+    assert "daily token cap" in model and "multiply_numbers added" in model
+    assert out["systemMessage"].startswith("memcairn notice: ") and "daily token cap" in out["systemMessage"]
+    assert "multiply_numbers added" not in out["systemMessage"]  # only the warning, not the whole digest

@@ -445,7 +445,7 @@ def test_codex_install_appends_one_block_and_uninstall_restores_the_exact_bytes(
     text = config.read_text()
     assert text.startswith(config_text)  # the user's bytes come first, unchanged
     parsed = tomllib.loads(text)
-    assert parsed["mcp_servers"]["memcairn"] == {"command": EXE, "args": ["mcp"]}
+    assert parsed["mcp_servers"]["memcairn"] == {"command": EXE, "args": ["mcp", "--platform", "codex"]}
     assert {k: v for k, v in parsed.items() if k != "mcp_servers"} == {
         k: v for k, v in tomllib.loads(config_text).items() if k != "mcp_servers"}
     if config_text:

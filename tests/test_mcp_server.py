@@ -385,3 +385,45 @@ def test_every_tool_schema_is_a_closed_object_with_described_properties() -> Non
         for name, prop in spec.input_schema["properties"].items():
             assert prop.get("description"), f"{spec.name}.{name} needs a description"
             assert isinstance(prop.get("type"), str), f"{spec.name}.{name}: one JSON type keeps strict clients happy"
+
+
+# -- Codex: the SessionStart context in the server's instructions ---------------------------------------
+async def _initialize(env: dict[str, str], cwd: Path, *args: str) -> tuple[str | None, tuple[bool, str]]:
+    params = StdioServerParameters(command=MEMCAIRN, args=["mcp", *args], env=env, cwd=str(cwd))
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        init = await session.initialize()
+        result = await session.call_tool("session_start_context", {})
+        return init.instructions, (bool(result.is_error), text_of(result))
+
+
+def test_codex_gets_the_session_start_context_in_the_instructions(env: dict[str, str], worker: WorkerClient,
+                                                                   tmp_path: Path) -> None:
+    """Codex runs hooks only once trusted, so its MCP server announces the context at initialisation."""
+    project = tmp_path.name
+    worker.post_json("/api/memory/save", {"project": project, "type": "decision", "title": "Sessions expire in UTC",
+                                          "text": "Expiry is compared in UTC everywhere."})
+    instructions, (error, tool_text) = anyio.run(_initialize, env, tmp_path, "--platform", "codex")
+    assert instructions is not None and instructions.startswith(WORKFLOW)
+    assert "Sessions expire in UTC" in instructions
+    assert not error and tool_text.strip() in instructions  # exactly the text the tool (and the hook) gives
+
+    plain, _ = anyio.run(_initialize, env, tmp_path)
+    assert plain == WORKFLOW  # other agents get their context from the SessionStart hook
+
+
+def test_startup_instructions_without_a_worker_ask_for_the_tool() -> None:
+    from memcairn.mcp_server import STARTUP_CONTEXT_MISSING, startup_instructions
+
+    def unreachable() -> WorkerClient:
+        raise WorkerUnavailableError("nothing listens on 127.0.0.1:9")
+
+    def slow() -> WorkerClient:
+        time.sleep(5)
+        raise WorkerUnavailableError("too late")
+
+    tools = MemoryTools(WorkerGateway(unreachable), IDENTITY)
+    assert startup_instructions(tools) == f"{WORKFLOW}\n{STARTUP_CONTEXT_MISSING}\n"
+    started = time.monotonic()
+    tools = MemoryTools(WorkerGateway(slow), IDENTITY)
+    assert startup_instructions(tools, timeout=0.3) == f"{WORKFLOW}\n{STARTUP_CONTEXT_MISSING}\n"
+    assert time.monotonic() - started < 3  # bounded: the server starts even when the worker is slow

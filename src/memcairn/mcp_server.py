@@ -27,6 +27,13 @@ uses that memory's own project.
 **Errors** come back as tool errors (``isError``) whose text says what to do, never as a crash: no worker
 (and none could be started), an unknown id, a malformed argument.
 
+**Context at start-up (Codex).** ``memcairn mcp --platform codex`` (what ``memcairn install codex``
+registers) puts the SessionStart context into the server's ``instructions`` at initialisation: Codex runs a
+hook only after the user trusted it in ``/hooks``, so on Codex the context comes through MCP first and the
+SessionStart hook (HTTP) second. Fetching it is bounded (``STARTUP_CONTEXT_SECONDS``, within Codex's
+default 10 s start-up timeout; the worker is started if needed); when it does not arrive in time the
+instructions ask the agent to call ``session_start_context`` instead.
+
 **Lifetime.** The server exits when its stdin closes (the client went away) and, should the pipe stay
 open, when its parent process dies (a daemon thread watches ``os.getppid()``).
 """
@@ -53,6 +60,8 @@ log = logging.getLogger("memcairn.mcp")
 SERVER_NAME = "memcairn"
 ALL_PROJECTS = "*"
 PARENT_POLL_SECONDS = 1.0
+STARTUP_CONTEXT_SECONDS = 6.0
+STARTUP_PLATFORMS = ("codex",)  # agents whose server instructions carry the SessionStart context
 MAX_IDS = 100
 
 WORKFLOW = """\
@@ -70,6 +79,10 @@ records for every hit would.
 Without `project`, every tool works on the current project; `project: "*"` searches every project.
 save_memory stores something worth remembering; forget deletes memories by id.
 """
+
+STARTUP_CONTEXT_HEADING = "What memcairn remembers of this project (the session start context):"
+STARTUP_CONTEXT_MISSING = ("At the start of this session, call session_start_context once: it returns what memcairn "
+                           "remembers of this project (the memory could not be read while this server started).")
 
 T = TypeVar("T")
 
@@ -429,8 +442,30 @@ def error_text(exc: BaseException) -> str:
 
 
 # -- the MCP server ---------------------------------------------------------------------------------
-def build_server(tools: MemoryTools | None = None) -> Any:
-    """The low-level MCP ``Server`` serving ``tools`` (one is made on first use when None)."""
+def startup_instructions(tools: MemoryTools, timeout: float = STARTUP_CONTEXT_SECONDS) -> str:
+    """``WORKFLOW`` followed by the SessionStart context of the current project, fetched within ``timeout``
+    seconds (starting the worker if needed); when it cannot be had in time, a line asking the agent to call
+    ``session_start_context`` instead. Never raises: a server that cannot read memory still starts."""
+    found: dict[str, str] = {}
+
+    def fetch() -> None:
+        try:
+            found["text"] = tools.session_start_context({})
+        except Exception as exc:  # reported in the instructions, never fatal
+            log.warning("no session start context for the instructions: %s", exc)
+
+    worker = threading.Thread(target=fetch, name="memcairn-mcp-startup-context", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    text = found.get("text", "").strip()
+    if not text:
+        return f"{WORKFLOW}\n{STARTUP_CONTEXT_MISSING}\n"
+    return f"{WORKFLOW}\n{STARTUP_CONTEXT_HEADING}\n\n{text}\n"
+
+
+def build_server(tools: MemoryTools | None = None, instructions: str = WORKFLOW) -> Any:
+    """The low-level MCP ``Server`` serving ``tools`` (one is made on first use when None), announcing
+    ``instructions`` at initialisation."""
     import anyio.to_thread
     import mcp.types as types
     from mcp.server import Server
@@ -468,14 +503,14 @@ def build_server(tools: MemoryTools | None = None) -> Any:
             return types.CallToolResult(content=[types.TextContent(text=error_text(exc))], is_error=True)
 
     return Server(SERVER_NAME, version=__version__, title="memcairn memory",
-                  instructions=WORKFLOW, on_list_tools=list_tools, on_call_tool=call_tool)
+                  instructions=instructions, on_list_tools=list_tools, on_call_tool=call_tool)
 
 
-async def serve_stdio(tools: MemoryTools | None = None) -> None:
+async def serve_stdio(tools: MemoryTools | None = None, instructions: str = WORKFLOW) -> None:
     """Serve on stdin/stdout until stdin closes."""
     from mcp.server.stdio import stdio_server
 
-    server = build_server(tools)
+    server = build_server(tools, instructions)
     async with stdio_server() as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
@@ -505,14 +540,23 @@ def watch_parent(interval: float = PARENT_POLL_SECONDS, on_orphaned: Callable[[]
     threading.Thread(target=loop, name="memcairn-mcp-parent-watch", daemon=True).start()
 
 
-def main() -> int:
-    """Run the stdio server (the ``memcairn mcp`` command); logs go to stderr, stdout carries the protocol."""
+def main(platform: str | None = None) -> int:
+    """Run the stdio server (the ``memcairn mcp`` command); logs go to stderr, stdout carries the protocol.
+
+    ``platform`` names the agent that runs the server; for those in ``STARTUP_PLATFORMS`` the instructions
+    carry the SessionStart context (see the module docstring).
+    """
     import anyio
 
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="memcairn mcp: %(levelname)s %(message)s")
     watch_parent()
+    tools: MemoryTools | None = None
+    instructions = WORKFLOW
+    if platform in STARTUP_PLATFORMS:
+        tools = MemoryTools()
+        instructions = startup_instructions(tools)
     try:
-        anyio.run(serve_stdio)
+        anyio.run(serve_stdio, tools, instructions)
     except (KeyboardInterrupt, BrokenPipeError, ConnectionError):
         pass  # the client went away: nothing is left to answer
     except BaseExceptionGroup as group:

@@ -13,7 +13,10 @@ RESTART = {
 
 
 @click.command("mcp")
-def mcp() -> int:
+@click.option("--platform", type=click.Choice(["claude-code", "codex", "gemini-cli"]),
+              help="The agent running the server; with codex, the SessionStart context is also sent in the "
+                   "server's instructions at start-up (Codex runs hooks only once trusted).")
+def mcp(platform: str | None) -> int:
     """Serve the memory tools over MCP on stdin/stdout (what agents' MCP settings run).
 
     Tools: important_workflow, search, timeline, get_observations, session_start_context, save_memory,
@@ -22,11 +25,11 @@ def mcp() -> int:
 
     Example:
 
-        memcairn mcp
+        memcairn mcp --platform codex
     """
     from memcairn.mcp_server import main
 
-    return main()
+    return main(platform)
 
 
 def _echo_report(report, verb_done: str) -> None:  # noqa: ANN001 - memcairn.install.Report, imported lazily

@@ -3,7 +3,9 @@
 - **session-start**: the project chain from ``cwd``; ``GET /api/context/inject`` (the fenced context) and
   ``POST /api/sessions/init`` sent together; the context becomes ``additionalContext``. With the
   ``terminal_output`` setting the person also sees a digest in ``systemMessage`` (the coloured variant and
-  the viewer URL; on Gemini, which shows no colours, the plain text). No worker listening: one is started
+  the viewer URL; on Gemini, which shows no colours, the plain text). Capture warnings (a model that
+  failed, a token cap reached: the context's ``memcairn notice:`` lines) always reach the person in
+  ``systemMessage`` too, terminal output or not. No worker listening: one is started
   (``worker_autostart``) and awaited for at most ``AUTOSTART_WAIT`` seconds, then the session goes on
   without context.
 - **user-prompt-submit**: the prompt goes to ``POST /api/sessions/init``. With the ``prompt_context``
@@ -37,6 +39,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+NOTICE_PREFIX = "memcairn notice: "  # context.NOTICE_PREFIX (the hook path cannot import context)
 CANONICAL = ("session-start", "user-prompt-submit", "pre-tool-use", "post-tool-use", "stop", "session-end")
 ALIASES = {
     "sessionstart": "session-start",
@@ -221,6 +224,10 @@ def session_start(hook: Hook) -> dict[str, Any]:
         person = shown.text() if shown is not None else (text if hook.platform == "gemini-cli" else "")
         if person.strip():
             out["systemMessage"] = f"{person.rstrip()}\n\nView memory live: {hook.worker.base_url}/"
+    else:
+        notices = [line for line in text.splitlines() if line.startswith(NOTICE_PREFIX)]
+        if notices:  # the person must learn that memory fell back or a cap was hit, not only the model
+            out["systemMessage"] = "\n".join(notices)
     return out
 
 

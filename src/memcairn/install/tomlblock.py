@@ -25,7 +25,8 @@ def toml_string(value: str) -> str:
 
 
 def server_block(executable: str) -> str:
-    return (f"{BEGIN}\n[mcp_servers.memcairn]\ncommand = {toml_string(executable)}\nargs = [\"mcp\"]\n{END}\n")
+    return (f"{BEGIN}\n[mcp_servers.memcairn]\ncommand = {toml_string(executable)}\n"
+            f'args = ["mcp", "--platform", "codex"]\n{END}\n')
 
 
 def parse(text: str, path: str) -> dict[str, Any]:
