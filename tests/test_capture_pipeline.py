@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -19,8 +20,13 @@ from memcairn.capture.records import Compressed, CompressionFailed, Observation,
 from memcairn.cli import cli
 from memcairn.config import Settings, load_settings
 from memcairn.context import NOTICE_PREFIX, render_context
+from memcairn.mirror.sync import MirrorSync
 from memcairn.models import ItemFilter
+from memcairn.search import SearchRequest, SearchService
+from memcairn.search.result import SearchResult
 from memcairn.store import Store
+from memcairn.vectors.fake import HashEmbedder
+from memcairn.vectors.memory import InMemoryIndex
 
 FIXTURES = Path(__file__).parent / "fixtures" / "transcripts"
 TRANSCRIPTS = sorted(FIXTURES.glob("*.jsonl"))
@@ -203,6 +209,58 @@ def test_a_session_end_without_stop_still_summarises_the_last_turn(store: Store,
     assert kinds(store).get("summary") == 1
 
 
+def session_row(store: Store) -> dict[str, object]:
+    row = store._conn.execute("SELECT * FROM sessions WHERE platform_source = 'claude-code' AND agent_session_id = ?",
+                              (SESSION,)).fetchone()
+    return dict(row) if row is not None else {}
+
+
+def test_a_session_end_marks_the_session_ended_with_its_event(store: Store, settings: Settings) -> None:
+    one_turn(store, settings)
+    CapturePipeline(store, settings).process_pending()
+    assert session_row(store)["status"] == "active" and session_row(store)["ended_at_epoch"] is None
+    send(store, settings, "session_end", reason="prompt_input_exit", timestamp_ms=1_790_000_000_000)
+    CapturePipeline(store, settings).process_pending()
+    row = session_row(store)
+    assert row["status"] == "completed" and row["ended_at_epoch"] == 1_790_000_000_000
+    assert store.ingest_counts() == {"pending": 0, "done": 7, "failed": 0}
+
+
+def test_a_crash_right_after_a_session_end_commits_leaves_the_session_ended(store: Store,
+                                                                            settings: Settings) -> None:
+    """The event's done mark and the session's end commit together: nothing is left for a crash to split."""
+    send(store, settings, "user_prompt", prompt="Add a coupon field to checkout")
+    send(store, settings, "session_end", reason="exit", timestamp_ms=1_790_000_000_000)
+
+    class PowerCut(BaseException):  # not an Exception: the pipeline's guard must not swallow it
+        pass
+
+    real = store.complete_ingest
+
+    def commit_then_die(*args: object, **kwargs: object) -> object:
+        result = real(*args, **kwargs)
+        if store.ingest_counts()["pending"] == 0:  # the session end's commit went through
+            raise PowerCut
+        return result
+
+    store.complete_ingest = commit_then_die  # type: ignore[method-assign]
+    with pytest.raises(PowerCut):
+        CapturePipeline(store, settings).process_pending()
+    store.complete_ingest = real  # type: ignore[method-assign]
+    assert store.ingest_counts()["pending"] == 0  # done: a restart will not look at it again
+    row = session_row(store)
+    assert row["status"] == "completed" and row["ended_at_epoch"] == 1_790_000_000_000
+    assert CapturePipeline(store, settings).process_pending().events == 0
+
+
+def test_a_session_end_of_a_session_never_seen_creates_it_ended(store: Store, settings: Settings) -> None:
+    send(store, settings, "session_end", reason="exit")
+    CapturePipeline(store, settings).process_pending()
+    row = session_row(store)
+    assert row["status"] == "completed" and row["ended_at_epoch"] is not None
+    assert store.projects()[0].name == "shop"
+
+
 class FailingModel:
     name = "anthropic"
 
@@ -253,9 +311,40 @@ def test_the_sample_transcripts_replay_end_to_end(store: Store, settings: Settin
     assert report.files == 3 and report.skipped_lines == 0
     assert report.prompts == 3 and report.summaries == 3 and report.observations >= 10
     assert store.ingest_counts()["pending"] == 0 and store.ingest_counts()["failed"] == 0
-    # by file and by topic
-    assert store.list_items(ItemFilter(files=["hello.sh"]), limit=5)
-    assert store.keyword_search("rust port", None)
+    sessions = {i.project: i.session for i in store.list_items(ItemFilter(kinds=["prompt"]), limit=10)}
+    coverage, hello, port = (sessions[p] for p in ("tmpw6sk2trg", "tmp74wiyiny", "tmpqwh7888i"))
+    mirror = MirrorSync(store, InMemoryIndex(384), HashEmbedder(), index_key="replay")
+    mirror.sync_pending()
+    keyword, hybrid = SearchService(store), SearchService(store, mirror)
+
+    def titles(result: SearchResult) -> list[str | None]:
+        return [h.item.title for h in result.hits]
+
+    # by file: what the sessions did to a file they really edited
+    by_file = keyword.search(SearchRequest(files=["src/math_utils.py"], kinds=["observation"], limit=10))
+    edit = next(h.item for h in by_file.hits if h.item.title == "Edited src/math_utils.py: added multiply_numbers")
+    assert (edit.type, edit.files_modified, edit.session, edit.prompt_number) == (
+        "change", ["src/math_utils.py"], coverage, 1)
+    assert any("multiply_numbers" in fact for fact in edit.facts) or "multiply_numbers" in (edit.narrative or "")
+    script = keyword.search(SearchRequest(files=["hello.sh"], limit=10))
+    assert {(h.item.kind, h.item.type, h.item.title) for h in script.hits} >= {
+        ("observation", "feature", "Created hello.sh"),
+        ("observation", "discovery", "Ran `chmod +x hello.sh && ./hello.sh`")}
+    created = next(h.item for h in script.hits if h.item.title == "Created hello.sh")
+    assert created.files_modified == ["hello.sh"] and created.session == hello
+    summary = next(h.item for h in script.hits if h.item.kind == "summary")
+    assert summary.request and "hello.sh" in summary.request and summary.files_modified == ["hello.sh"]
+    # by topic: keyword and hybrid queries about what a session did put it at the top
+    for service in (keyword, hybrid):
+        multiply = service.search(SearchRequest(query="multiply numbers", limit=3))
+        assert multiply.strategy == ("hybrid" if service is hybrid else "keyword")
+        assert "Edited src/math_utils.py: added multiply_numbers" in titles(multiply)
+        coverage_run = service.search(SearchRequest(query="llvm-cov coverage", limit=3))
+        assert all(h.item.session == port for h in coverage_run.hits)
+        assert "Ran `cargo llvm-cov --fail-under-lines 100 2>&1`: 29 passed" in titles(coverage_run)
+        shell = service.search(SearchRequest(query="shell script that prints hello world", limit=3))
+        assert shell.hits[0].item.kind == "summary" and shell.hits[0].item.session == hello
+        assert "Created hello.sh" in titles(shell)
     again = import_transcripts(store, settings, TRANSCRIPTS)
     assert (again.events, again.observations, again.summaries, again.prompts) == (0, 0, 0, 0)
 
@@ -266,6 +355,49 @@ def test_reimport_after_the_queue_was_pruned_adds_nothing(store: Store, settings
     assert store.prune_ingest_events(10 ** 15) > 0
     again = import_transcripts(store, settings, TRANSCRIPTS[:1])
     assert again.events > 0 and store.stats()["items"] == items
+
+
+def test_the_background_runner_prunes_processed_events_past_retention_hourly(store: Store,
+                                                                             settings: Settings) -> None:
+    from memcairn.capture.background import PRUNE_EVERY_SECONDS, CaptureRunner
+
+    day_ms = 86_400_000
+    one_turn(store, settings)
+    CapturePipeline(store, settings).process_pending()
+    failed_id, _ = store.enqueue_ingest_event(SESSION, "claude-code", "observation", body("tool_use", **edit("f1")),
+                                              "f1")
+    store.mark_ingest_event(failed_id, "failed", error="kept for doctor")
+    ids = [r[0] for r in store._conn.execute("SELECT id FROM ingest_events WHERE status = 'done' ORDER BY id")]
+    now_ms = int(time.time() * 1000)
+
+    def age(event_ids: list[int], days: float) -> None:
+        marks = ",".join("?" * len(event_ids))
+        store._conn.execute(f"UPDATE ingest_events SET updated_at_epoch = ? WHERE id IN ({marks})",
+                            (now_ms - int(days * day_ms), *event_ids))
+        store._conn.commit()
+
+    age(ids[:2], 8)  # past the 7-day retention
+    age(ids[2:4], 6.9)  # within it
+    age([failed_id], 30)  # failed events stay whatever their age (doctor --fix requeues them)
+    clock = [time.time()]
+    runner = CaptureRunner(CapturePipeline(store, settings), clock=lambda: clock[0])
+    runner.start()
+    try:
+        assert runner.wait_idle(10)
+        left = {r[0]: r[1] for r in store._conn.execute("SELECT id, status FROM ingest_events")}
+        assert set(left) == {*ids[2:], failed_id} and left[failed_id] == "failed"
+        # within the hour nothing more is pruned, even events that have aged past the retention meanwhile
+        age(ids[2:4], 7.5)
+        runner.nudge()
+        assert runner.wait_idle(10)
+        assert {r[0] for r in store._conn.execute("SELECT id FROM ingest_events")} == {*ids[2:], failed_id}
+        clock[0] += PRUNE_EVERY_SECONDS + 1  # an hour later
+        runner.nudge()
+        assert runner.wait_idle(10)
+        assert {r[0] for r in store._conn.execute("SELECT id FROM ingest_events")} == {*ids[4:], failed_id}
+        assert store.ingest_counts() == {"pending": 0, "done": len(ids) - 4, "failed": 1}
+    finally:
+        runner.stop(5)
 
 
 def test_import_transcripts_cli_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

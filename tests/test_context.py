@@ -223,6 +223,47 @@ def test_past_work_counts_every_item_and_follows_changes(story: Store, tmp_path:
     assert shown() == expected()
 
 
+def test_platform_source_narrows_the_context_to_one_agent(story: Store, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = settings(tmp_path)
+    at = DAY1 + 2 * DAY + 60 * MINUTE
+    story.add_items([
+        NewItem(project="webapp", kind="observation", type="feature", title="Codex added a CSV export",
+                session="c1", platform_source="codex", created_at_epoch=at),
+        NewItem(project="webapp", kind="summary", title="CSV export", request="Export the users as CSV",
+                completed="export endpoint", session="c1", platform_source="codex", created_at_epoch=at + MINUTE),
+        NewItem(project="webapp", kind="manual", type="note", title="Staging is reset every Monday",
+                text="Saved by hand, by no agent.", created_at_epoch=at + 2 * MINUTE),
+    ])
+    everything = render(story, cfg)
+    assert all(t in everything for t in ("Codex added a CSV export", "Staging is reset", "Compare token expiry"))
+    codex = render(story, cfg, platform_source="codex")
+    assert "Codex added a CSV export" in codex and "Staging is reset every Monday" in codex
+    assert "## Latest session" in codex and "CSV export" in codex.split("## Latest session")[1]
+    for claude_only in ("Compare token expiry in UTC", "Remember-me", "Fixed early logouts", "Set up the project"):
+        assert claude_only not in codex
+    assert "(3 memories)" in codex  # the past-work count is the agent's too
+    claude = render(story, cfg, platform_source="claude-code")
+    assert "Compare token expiry in UTC" in claude and "Staging is reset every Monday" in claude
+    assert "Codex" not in claude and "CSV export" not in claude
+    assert "(11 memories)" in claude and "(13 memories)" in everything
+    gemini = render(story, cfg, platform_source="gemini-cli")  # only the note no agent recorded
+    assert "Staging is reset every Monday" in gemini and "(1 memory)" in gemini
+    # the scoped count follows additions and deletions like the unscoped one
+    added = story.add_item(NewItem(project="webapp", kind="observation", title="Codex again", session="c1",
+                                   platform_source="codex", created_at_epoch=at + 3 * MINUTE))
+    story.add_item(NewItem(project="webapp", kind="observation", title="Claude again", session="s2",
+                           platform_source="claude-code", created_at_epoch=at + 4 * MINUTE))
+    assert "(4 memories)" in render(story, cfg, platform_source="codex")
+    story.delete_items([added.id])
+    assert "(3 memories)" in render(story, cfg, platform_source="codex")
+    # the window of newest items is the agent's own: the codex summary is found behind a newer claude item
+    monkeypatch.setattr(context, "SCAN_WINDOW", 2)
+    windowed = render(story, cfg, platform_source="codex")
+    assert "## Latest session" in windowed and "CSV export" in windowed.split("## Latest session")[1]
+    assert "Codex added a CSV export" not in windowed  # the third newest of the agent's items
+
+
 def test_recent_rows_are_looked_for_in_a_window_of_the_newest_items(story: Store, tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(context, "SCAN_WINDOW", 4)

@@ -146,7 +146,9 @@ def test_session_start_injects_the_fenced_context(env: dict[str, str], project: 
          NewItem(project="calc", kind="observation", type="bugfix", title="Division by zero guarded in divide()"),
          NewItem(project="calc", kind="summary", request="Add multiply_numbers", learned="tests live in tests/",
                  next_steps="add divide_numbers"),
-         NewItem(project="other", kind="observation", title="Not this project"))
+         NewItem(project="other", kind="observation", title="Not this project"),
+         NewItem(project="calc", kind="observation", type="discovery", title="Codex found the float rounding",
+                 platform_source="codex"))
     client = workers.start(env)
     out, err = hook(env, "session-start", payload("session_start", project))
     context = out["hookSpecificOutput"]["additionalContext"]
@@ -155,6 +157,7 @@ def test_session_start_injects_the_fenced_context(env: dict[str, str], project: 
     assert context.count(OPEN) == 1 and context.count(CLOSE) == 1  # fenced exactly once
     assert "# memcairn memory · project calc ·" in context and "Division by zero guarded" in context
     assert "Next steps: add divide_numbers" in context and "Cost: ~" in context and "get_observations" in context
+    assert "Codex found the float rounding" in context  # what another agent learned in this project, too
     assert "Not this project" not in context and "\x1b" not in context
     init = [e for e in pending(isolated_home) if e.event_type == "session_init"]
     assert len(init) == 1 and init[0].payload["source"] == "startup" and init[0].payload["project"] == "calc"
@@ -251,6 +254,34 @@ def test_pre_tool_use_read_adds_a_file_digest_and_never_blocks(env: dict[str, st
                                              tool_input={"command": "ls"}))[0] == {}
 
 
+def test_an_excluded_project_gets_no_digest(env: dict[str, str], project: Path, workers: Workers,
+                                            isolated_home: Path) -> None:
+    seed(isolated_home,
+         NewItem(project="calc", kind="observation", type="feature", title="multiply_numbers multiplies two numbers",
+                 narrative="Added multiply_numbers to src/math_utils.py with a test.",
+                 files_modified=["src/math_utils.py"]))
+    workers.start(env)
+    read, prompt = payload("pre_tool_use_read", project), payload("user_prompt_submit", project)
+    wanted = {**env, "MEMCAIRN_PROMPT_CONTEXT": "1"}
+    assert "additionalContext" in hook(wanted, "pre-tool-use", read)[0]["hookSpecificOutput"]
+    assert "additionalContext" in hook(wanted, "user-prompt-submit", prompt)[0]["hookSpecificOutput"]
+    for patterns in ("ca*", "other, calc", "calc/*,c?lc"):
+        excluded = {**wanted, "MEMCAIRN_EXCLUDE_PROJECTS": patterns}
+        assert hook(excluded, "pre-tool-use", read)[0] == {}, patterns
+        assert hook(excluded, "user-prompt-submit", {**prompt, "session_id": f"s-{patterns}"})[0] == {}, patterns
+    # a worktree of an excluded project is excluded too (any name of the chain)
+    tree = project.parent / "calc-feature"
+    tree.mkdir()
+    (project / ".git" / "worktrees" / "calc-feature").mkdir(parents=True)
+    (tree / ".git").write_text(f"gitdir: {project / '.git' / 'worktrees' / 'calc-feature'}\n")
+    in_tree = payload("pre_tool_use_read", tree, tool_input={"file_path": str(tree / "src/math_utils.py")})
+    assert "additionalContext" in hook(wanted, "pre-tool-use", in_tree)[0]["hookSpecificOutput"]
+    assert hook({**wanted, "MEMCAIRN_EXCLUDE_PROJECTS": "calc"}, "pre-tool-use", in_tree)[0] == {}
+    # for the excluded project the digests were never asked for: the worker ran only the three searches above
+    served = WorkerClient(port=int(env["MEMCAIRN_PORT"]), token="").get_json("/api/stats")["search"]
+    assert served["searches"] == 3
+
+
 def test_stop_and_session_end_reach_the_summarize_route(env: dict[str, str], project: Path, workers: Workers,
                                                         isolated_home: Path, tmp_path: Path) -> None:
     workers.start(env)
@@ -270,6 +301,50 @@ def test_stop_and_session_end_reach_the_summarize_route(env: dict[str, str], pro
     assert got[("gemini-session", "stop")]["last_assistant_message"] == gemini["prompt_response"]
     end = got[(stop["session_id"], "session_end")]
     assert end["reason"] == "prompt_input_exit" and end["project"] == "calc"
+
+
+def test_a_turn_through_the_real_hooks_becomes_observations_and_a_summary(env: dict[str, str], project: Path,
+                                                                          workers: Workers,
+                                                                          isolated_home: Path) -> None:
+    """End to end: the hook processes queue a turn, the worker's capture thread turns it into memories."""
+    client = workers.start(env)
+    prompt = payload("user_prompt_submit", project)
+    for event, data in (("user-prompt-submit", prompt), ("post-tool-use", payload("post_tool_use_read", project)),
+                        ("post-tool-use", payload("post_tool_use_edit", project)), ("stop", payload("stop", project))):
+        assert hook(env, event, data)[0] == {}
+    deadline = time.monotonic() + 30
+    while True:
+        queue = client.get_json("/api/stats")["ingest"]
+        if queue["done"] == 4 and queue["pending"] == 0:
+            break
+        assert queue["failed"] == 0 and time.monotonic() < deadline, f"the events were not processed: {queue}"
+        time.sleep(0.1)
+    store = Store(isolated_home / "memcairn.db")
+    try:
+        items = store.list_items(limit=50, order="oldest")
+    finally:
+        store.close()
+    assert all(i.project == "calc" and i.session == prompt["session_id"] and i.platform_source == "claude-code"
+               for i in items)
+    by_kind: dict[str, list[Any]] = {}
+    for item in items:
+        by_kind.setdefault(item.kind, []).append(item)
+    assert sorted(by_kind) == ["observation", "prompt", "summary"]
+    assert [i.text for i in by_kind["prompt"]] == [prompt["prompt"]] and by_kind["prompt"][0].prompt_number == 1
+    edits = [o for o in by_kind["observation"] if o.files_modified]
+    assert len(edits) == 1
+    edit = edits[0]
+    assert edit.type == "change" and edit.files_modified == ["src/math_utils.py"] and edit.prompt_number == 1
+    assert "multiply_numbers" in (edit.title or "")
+    reads = [o for o in by_kind["observation"] if o.type == "discovery"]
+    assert reads and all(o.files_read == ["src/math_utils.py"] for o in reads)
+    (summary,) = by_kind["summary"]
+    assert summary.request and summary.request.startswith("Add a function called multiply_numbers")
+    assert summary.files_modified == ["src/math_utils.py"] and summary.prompt_number == 1
+    assert "multiply_numbers" in (summary.completed or "")
+    # and the memory answers the next session's questions: by file, through the worker
+    found = client.get_json("/api/search", {"files": "src/math_utils.py", "format": "json", "project": "calc"})
+    assert edit.id in [r["id"] for r in found["results"]]
 
 
 # -- failing open ---------------------------------------------------------------------------------------

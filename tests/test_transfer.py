@@ -8,6 +8,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from memcairn.cli import cli, run
+from memcairn.config import load_settings
 from memcairn.errors import ValidationError
 from memcairn.models import ItemFilter, NewItem
 from memcairn.store import Store
@@ -219,6 +221,89 @@ def test_claude_mem_item_keeps_project_when_its_session_lives_elsewhere(tmp_path
     assert item.session is None and item.metadata == {"claude_mem_session": "cs-1"}
     prompt = store.list_items(ItemFilter(kinds=["prompt"], session="cs-1"))[0]
     assert prompt.project == "somewhere-else"  # a prompt follows its session
+
+
+GITHUB_TOKEN = "ghp_" + "Z9y8X7w6" * 5
+AWS_KEY = "AKIA" + "IOSFODNN7EXAMPL2"
+
+
+def add_private_rows(path: Path) -> None:
+    """Rows with secrets and <private> blocks in every kind of text claude-mem keeps."""
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "INSERT INTO observations VALUES (20, 'ms-1', 'alpha', ?, 'discovery', ?, ?, ?, ?, '[]', '[]', '[]', "
+            "5, 'h20', NULL, ?)",
+            (f"Cloned with https://bob:{GITHUB_TOKEN}@github.com/acme/app.git",
+             "Deploy keys <private>kept in Bob's drawer</private>",
+             f"uses {AWS_KEY}",
+             json.dumps([f"token {GITHUB_TOKEN}", "<private>door code 1234</private>", "CI runs on push"]),
+             "The deploy script reads the key. <private>Bob's home is 5 Elm St.</private> It then restarts.",
+             MS + 20_000))
+        conn.execute(
+            "INSERT INTO session_summaries VALUES (20, 'ms-1', 'alpha', ?, NULL, ?, 'done', NULL, '[]', '[]', ?, 5, "
+            "?)",
+            ("Rotate the deploy key <private>before Friday's audit</private>", "password = \"hunter2hunter2\"",
+             f"AWS_ACCESS_KEY_ID={AWS_KEY}", MS + 21_000))
+        conn.execute("INSERT INTO user_prompts VALUES (20, 'cs-1', 5, ?, ?)",
+                     (f"use {GITHUB_TOKEN} <private>and tell nobody</private> please", MS + 19_000))
+        conn.execute("INSERT INTO user_prompts VALUES (21, 'cs-1', 6, ?, ?)",
+                     ("<private>entirely my own business</private>", MS + 22_000))
+    conn.close()
+
+
+def test_claude_mem_import_applies_the_privacy_rules(tmp_path: Path, store: Store) -> None:
+    db = make_claude_mem(tmp_path / "claude-mem.db")
+    add_private_rows(db)
+    report = import_file(store, db)
+    assert report["observations"] == 7 and report["summaries"] == 3 and report["prompts"] == 4
+    assert report["skipped"] == 4  # the three odd rows, and the prompt that was entirely private
+    assert any("user_prompts #21" in n and "<private>" in n for n in report["notes"])
+    everything = json.dumps([i.to_dict() for i in store.list_items(ItemFilter(), limit=100)])
+    for secret in (GITHUB_TOKEN, AWS_KEY, "hunter2", "drawer", "1234", "Elm St", "Friday", "tell nobody",
+                   "my own business", "<private>"):
+        assert secret not in everything, secret
+    by_source = {(r[0], r[1]): r[2] for r in store._conn.execute(
+        "SELECT source_table, source_id, memory_item_id FROM memory_sources WHERE source_type = 'claude-mem'")}
+    obs = store.get_item(by_source[("observations", "20")])
+    assert obs.title == "Deploy keys" and obs.subtitle == "uses [REDACTED:aws_access_key]"
+    assert obs.text == "Cloned with https://bob:[REDACTED:github_token]@github.com/acme/app.git"
+    assert obs.facts == ["token [REDACTED:github_token]", "CI runs on push"]
+    assert obs.narrative == "The deploy script reads the key. It then restarts."
+    summary = store.get_item(by_source[("session_summaries", "20")])
+    assert summary.request == "Rotate the deploy key" and summary.learned == 'password = "[REDACTED:secret_assignment]"'
+    assert summary.notes == "AWS_ACCESS_KEY_ID=[REDACTED:aws_access_key]"
+    prompt = store.get_item(by_source[("user_prompts", "20")])
+    assert prompt.text == "use [REDACTED:github_token] please"
+    assert ("user_prompts", "21") not in by_source
+    assert import_file(store, db)["observations"] == 0  # idempotent with the scrubbed rows too
+
+
+def test_claude_mem_import_leaves_out_excluded_projects(tmp_path: Path, store: Store) -> None:
+    db = make_claude_mem(tmp_path / "claude-mem.db")
+    cfg = replace(load_settings(home=tmp_path / "home", environ={}), exclude_projects="gamma, be*, unk*")
+    source = open_source(db)
+    try:
+        report = import_claude_mem(store, source, cfg).to_dict()
+    finally:
+        source.close()
+    # sessions cs-2 (no project: unknown) and cs-5 (gamma); observations #6 (beta), #7 (no project, session
+    # cs-2) and #8 (gamma/wt, merged into gamma); summary #2 (session cs-2); prompts #2 (cs-2) and #3 (orphan)
+    assert report["skipped_excluded"] == 8
+    assert (report["sessions"], report["observations"], report["summaries"], report["prompts"]) == (1, 3, 1, 1)
+    assert report["skipped"] == 3 and report["existing"] == 1
+    assert not any("merged into gamma" in n for n in report["notes"])
+    assert {p.name for p in store.projects()} == {"alpha"}
+    assert {r[0] for r in store._conn.execute("SELECT agent_session_id FROM sessions")} == {"cs-1"}
+    again = CliRunner().invoke(cli, ["import", "claude-mem", str(db), "--json"],
+                               env={"MEMCAIRN_HOME": str(tmp_path / "cli-home"),
+                                    "MEMCAIRN_EXCLUDE_PROJECTS": "gamma,be*,unk*"})
+    assert again.exit_code == 0, again.output
+    data = json.loads(again.output)
+    assert data["skipped_excluded"] == 8 and data["observations"] == 3 and data["sessions"] == 1
+    human = CliRunner().invoke(cli, ["import", "claude-mem", str(db)],
+                               env={"MEMCAIRN_HOME": str(tmp_path / "cli-home"),
+                                    "MEMCAIRN_EXCLUDE_PROJECTS": "gamma,be*,unk*"})
+    assert "8 of excluded projects" in human.output
 
 
 @pytest.mark.parametrize("content", [None, b"this is not a database, just text\n" * 20])

@@ -152,6 +152,30 @@ def test_save_rejects_malformed_bodies(client: TestClient, body: dict[str, Any],
     assert fragment in detail
 
 
+def test_save_strips_private_parts_and_redacts_secrets(client: TestClient, app: Any) -> None:
+    github = "ghp_" + "A1b2C3d4" * 5
+    anthropic = "sk-ant-" + "api03-" + "Q" * 40
+    body = {"project": "demo", "title": "Deploy notes <private>for Alice</private>",
+            "text": f"Deploy with token {github}. <private>The vault PIN is 4711.</private> Then restart.",
+            "facts": [f"key {anthropic}", "<private>home address</private>", "restart takes 30 s"],
+            "concepts": ["deploy"], "metadata": {"note": "<private>salary</private> ok", "auth": f"{github}"}}
+    saved = client.post("/api/memory/save", json=body)
+    assert saved.status_code == 200, saved.text
+    item = client.get(f"/api/memory/{saved.json()['id']}").json()
+    stored = json.dumps(item)
+    for secret in (github, anthropic, "Alice", "4711", "home address", "salary"):
+        assert secret not in stored
+    assert item["title"] == "Deploy notes"
+    assert item["text"] == "Deploy with token [REDACTED:github_token]. Then restart."
+    assert item["facts"] == ["key [REDACTED:anthropic_api_key]", "restart takes 30 s"]
+    assert item["metadata"] == {"note": "ok", "auth": "[REDACTED:github_token]"}
+    # nothing but private text: refused, nothing stored
+    before = store_of(app).count_items()
+    refused = client.post("/api/memory/save", json={"text": "<private>only for me</private>", "project": "demo"})
+    assert "private" in assert_error(refused, 400, "invalid_request")["detail"]
+    assert store_of(app).count_items() == before
+
+
 @pytest.mark.parametrize("raw", [b"", b"not json", b"[1, 2]", b'{"text": NaN}', b"[" * 100_000, b'"\\ud800"',
                                  b'{"text": "\\ud800"}', b"\xff\xfe"])
 def test_bodies_that_are_not_json_objects_are_400(client: TestClient, raw: bytes) -> None:
@@ -256,6 +280,25 @@ def test_context_inject_is_plain_text(client: TestClient, app: Any) -> None:
     assert "Unrelated" not in response.text
     assert "no memories yet" in client.get("/api/context/inject", params={"projects": "nothing"}).text
     assert_error(client.get("/api/context/inject", params={"colors": "maybe"}), 400, "invalid_request")
+
+
+def test_context_inject_narrows_to_the_platform_asked_for(client: TestClient, app: Any) -> None:
+    add(app, kind="observation", title="Claude fixed the parser", project="alpha", platform_source="claude-code",
+        session="c")
+    add(app, kind="observation", title="Codex sped up the build", project="alpha", platform_source="codex",
+        session="x")
+    add(app, kind="manual", text="Release on Tuesdays", title="Release day", project="alpha")
+
+    def context(**params: str) -> str:
+        response = client.get("/api/context/inject", params={"projects": "alpha", **params})
+        assert response.status_code == 200, response.text
+        return response.text
+
+    assert all(t in context() for t in ("Claude fixed the parser", "Codex sped up the build", "Release day"))
+    codex = context(platformSource="codex")
+    assert "Codex sped up the build" in codex and "Release day" in codex and "Claude fixed" not in codex
+    claude = context(platformSource="claude-code", full="true")
+    assert "Claude fixed the parser" in claude and "Release day" in claude and "Codex" not in claude
 
 
 def test_projects_and_stats(client: TestClient, app: Any) -> None:
@@ -405,8 +448,11 @@ def test_viewer_placeholder_and_static_files(cfg: Settings, tmp_path: Path) -> N
 
 
 # -- events -------------------------------------------------------------------------------------------
-async def _sse_events(app: Any, want: int, during: Any) -> list[tuple[str, dict[str, Any]]]:
-    """Drive GET /stream at the ASGI level until ``want`` events arrived, running ``during`` meanwhile."""
+async def _sse_events(app: Any, want: int, during: Any,
+                      until: Any = None) -> list[tuple[str, dict[str, Any]]]:
+    """Drive GET /stream at the ASGI level until ``want`` events arrived (or, with ``until``, until
+    ``until(events)`` is true), running ``during`` meanwhile."""
+    done = until or (lambda got: len(got) >= want)
     received: asyncio.Queue[bytes] = asyncio.Queue()
     disconnect = asyncio.Event()
 
@@ -429,7 +475,7 @@ async def _sse_events(app: Any, want: int, during: Any) -> list[tuple[str, dict[
     buffer = b""
     started = False
     try:
-        while len(events) < want:
+        while not done(events):
             buffer += await asyncio.wait_for(received.get(), timeout=10)
             while b"\n\n" in buffer:
                 block, buffer = buffer.split(b"\n\n", 1)
@@ -470,6 +516,47 @@ def test_stream_delivers_item_added_and_deleted(cfg: Settings) -> None:
     assert added["title"] == "Live" and added["kind"] == "manual" and added["project"] == "demo"
     assert set(added) == {"id", "kind", "type", "title", "project", "created_at_epoch"}
     assert events[2] == ("item_deleted", {"id": added["id"]})
+
+
+def test_stream_reports_capture_processing(cfg: Settings) -> None:
+    app = make_app(None, cfg)
+    base = {"session_id": "s-stream", "cwd": "/work/demo", "project": "demo", "platform_source": "claude-code"}
+
+    async def scenario() -> list[tuple[str, dict[str, Any]]]:
+        async with app.router.lifespan_context(app):
+            while app.state.worker.phase != "ready":
+                await asyncio.sleep(0.01)
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url=BASE) as http:
+
+                async def hook_events() -> None:
+                    await http.post("/api/sessions/init", json={**base, "event": "user_prompt",
+                                                                "prompt": "Pin the compiler flags"})
+                    await http.post("/api/sessions/observations", json={
+                        **base, "event": "tool_use", "tool_name": "Edit", "tool_use_id": "st-1",
+                        "tool_input": {"file_path": "/work/demo/Makefile", "old_string": "cc", "new_string": "cc -O2"},
+                        "tool_response": {"filePath": "/work/demo/Makefile"}})
+                    await http.post("/api/sessions/summarize", json={**base, "event": "stop",
+                                                                     "last_assistant_message": "Pinned -O2."})
+
+                def processed_all(got: list[tuple[str, dict[str, Any]]]) -> bool:
+                    passes = [data for name, data in got if name == "processing"]
+                    return sum(p["events"] for p in passes) >= 3
+
+                return await _sse_events(app, 0, hook_events, until=processed_all)
+
+    events = asyncio.run(scenario())
+    assert events[0][0] == "status"
+    passes = [data for name, data in events if name == "processing"]
+    assert passes and all(set(p) == {"events", "observations", "summaries", "prompts", "fallbacks", "failed",
+                                     "queue"} for p in passes)
+    assert sum(p["events"] for p in passes) == 3 and sum(p["failed"] for p in passes) == 0
+    assert sum(p["prompts"] for p in passes) == 1 and sum(p["summaries"] for p in passes) == 1
+    assert sum(p["observations"] for p in passes) >= 1
+    assert set(passes[-1]["queue"]) == {"pending", "done", "failed", "oldest_pending_epoch"}
+    assert passes[-1]["queue"]["done"] == 3 and passes[-1]["queue"]["pending"] == 0
+    # the items a pass made were announced too, before the pass itself (both come from the capture thread)
+    assert {data["kind"] for name, data in events if name == "item_added"} == {"observation", "prompt", "summary"}
 
 
 def test_broadcaster_disconnects_a_client_that_falls_behind() -> None:

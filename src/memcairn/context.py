@@ -34,7 +34,11 @@ the settings, ``now`` and ``tz``, so the whole text is golden-tested. Plain text
   every item of the project chain) and the MCP tools that reach the rest.
 - An empty project chain gives one line: memory starts after the first session.
 
-Memories of every agent in the chain are shown: ``platform_source`` is accepted, not used as a filter.
+``platform_source`` (``platformSource`` on the route and the MCP tool) narrows the context to one agent's
+memories: the rows, the window they are looked for in and the past-work figure count only items recorded on
+that platform, plus the items recorded by no agent at all (``platform_source`` NULL: notes saved by hand
+through ``/api/memory/save`` or ``save_memory`` without a platform), which belong to every agent. Without it,
+the memories of every agent in the chain are shown.
 
 The past-work figure is counted once per project chain and worker (one scan of the chain's rows: ~0.3 s
 for 100k items in one project) and then kept up to date incrementally (new ids are added; a count that does
@@ -120,20 +124,30 @@ _CHARS = _char_expression()
 @dataclass
 class _Count:
     max_id: int
-    items: int
+    items: int  # of the chain, on the platform (and of no platform) when one is given
     chars: int
+    chain_items: int  # of the chain, every platform: what tells a delete apart from nothing new
 
 
-def _chain_where(project_ids: Sequence[int] | None, *, index: bool = True) -> tuple[str, list[int]]:
+PLATFORM_CLAUSE = "(platform_source = ? OR platform_source IS NULL)"
+
+
+def _chain_where(project_ids: Sequence[int] | None, *, index: bool = True) -> tuple[str, list[Any]]:
     if project_ids is None:
         return "1", []
     column = "project_id" if index else "+project_id"  # "+": let SQLite walk ids instead of the project index
     return f"{column} IN ({', '.join('?' for _ in project_ids)})", list(project_ids)
 
 
+def _platform_where(platform: str | None) -> tuple[str, list[Any]]:
+    return (PLATFORM_CLAUSE, [platform]) if platform else ("1", [])
+
+
 @dataclass
 class _TotalsCache:
-    """Per store and project chain: items and stored characters, kept current by counting new ids only.
+    """Per store, project chain and platform: items and stored characters, kept current by counting new ids
+    only. Deletes are noticed by the chain's count over every platform, which the project index answers
+    alone, so a platform-scoped count costs no more per request than an unscoped one.
 
     The store has no aggregate of stored characters, so these read-only queries are the renderer's own.
     """
@@ -141,44 +155,44 @@ class _TotalsCache:
     lock: threading.Lock = field(default_factory=threading.Lock)
     by_store: weakref.WeakKeyDictionary = field(default_factory=weakref.WeakKeyDictionary)
 
-    def totals(self, store: Any, project_ids: Sequence[int] | None) -> ChainTotals:
+    def totals(self, store: Any, project_ids: Sequence[int] | None, platform: str | None = None) -> ChainTotals:
         if project_ids is not None and not project_ids:
             return ChainTotals(0, 0)
         conn = store._conn
         where, params = _chain_where(project_ids)
-        key = tuple(sorted(project_ids)) if project_ids is not None else None
+        scoped, scoped_params = _platform_where(platform)
+        counted = (f"SELECT COUNT(*), COALESCE(SUM({scoped}), 0), COALESCE(SUM(CASE WHEN {scoped} THEN {_CHARS} "
+                   "ELSE 0 END), 0), COALESCE(MAX(id), 0) FROM memory_items WHERE ")
+        key = (tuple(sorted(project_ids)) if project_ids is not None else None, platform or None)
         with self.lock:
             known = self.by_store.setdefault(store, {}).get(key)
         if known is not None:
             by_id, _ = _chain_where(project_ids, index=False)
-            n, chars, top = conn.execute(
-                f"SELECT COUNT(*), COALESCE(SUM({_CHARS}), 0), MAX(id) FROM memory_items WHERE {by_id} AND id > ?",
-                (*params, known.max_id),
-            ).fetchone()
-            top = max(known.max_id, top or 0)
+            n_all, n, chars, top = conn.execute(f"{counted}{by_id} AND id > ?",
+                                                (*scoped_params, *scoped_params, *params, known.max_id)).fetchone()
+            top = max(known.max_id, top)
             present = conn.execute(f"SELECT COUNT(*) FROM memory_items WHERE {where}", params).fetchone()[0]
-            if present != known.items + n:  # rows added since the delta, or deleted: count up to ``top``
+            if present != known.chain_items + n_all:  # rows added since the delta, or deleted: count up to ``top``
                 present = conn.execute(f"SELECT COUNT(*) FROM memory_items WHERE {where} AND id <= ?",
                                        (*params, top)).fetchone()[0]
-            if present == known.items + n:
-                fresh = _Count(top, present, known.chars + chars)
+            if present == known.chain_items + n_all:
+                fresh = _Count(top, known.items + n, known.chars + chars, present)
                 with self.lock:
                     self.by_store[store][key] = fresh
                 return ChainTotals(fresh.items, fresh.chars)
-        n, chars, top = conn.execute(
-            f"SELECT COUNT(*), COALESCE(SUM({_CHARS}), 0), COALESCE(MAX(id), 0) FROM memory_items WHERE {where}",
-            params,
-        ).fetchone()
+        n_all, n, chars, top = conn.execute(f"{counted}{where}", (*scoped_params, *scoped_params, *params)).fetchone()
         with self.lock:
-            self.by_store[store][key] = _Count(top, n, chars)
+            self.by_store[store][key] = _Count(top, n, chars, n_all)
         return ChainTotals(n, chars)
 
 
 _TOTALS = _TotalsCache()
 
 
-def _window_start(store: Any, project_ids: Sequence[int] | None, items: int) -> int | None:
-    """Epoch at or after which the chain's newest ``SCAN_WINDOW`` items lie (None: the chain is smaller).
+def _window_start(store: Any, project_ids: Sequence[int] | None, items: int,
+                  platform: str | None = None) -> int | None:
+    """Epoch at or after which the chain's newest ``SCAN_WINDOW`` items (of ``platform`` when given) lie (None:
+    the chain is smaller).
 
     "Recent" rows are looked for there only, so a chain without summaries (or without the chosen types)
     does not make every SessionStart walk all of its items.
@@ -189,6 +203,8 @@ def _window_start(store: Any, project_ids: Sequence[int] | None, items: int) -> 
     starts = []
     for pid in project_ids if project_ids is not None else (None,):
         where, params = ("project_id = ?", [pid]) if pid is not None else ("1", [])
+        if platform:
+            where, params = f"{where} AND {PLATFORM_CLAUSE}", [*params, platform]
         row = conn.execute(f"SELECT created_at_epoch FROM memory_items WHERE {where} "
                            "ORDER BY created_at_epoch DESC LIMIT 1 OFFSET ?", (*params, SCAN_WINDOW - 1)).fetchone()
         if row is None:  # this project is small: its items all count
@@ -203,23 +219,26 @@ def _types(settings: Settings) -> list[str] | None:
 
 
 def gather(store: Any, settings: Settings, projects: Sequence[str] | None = None, *,
-           full: bool = False) -> ContextData:
-    """What the context shows, read from the store (the only part of rendering that touches it)."""
+           full: bool = False, platform_source: str | None = None) -> ContextData:
+    """What the context shows, read from the store (the only part of rendering that touches it).
+    ``platform_source`` keeps that agent's items and those of no agent (see the module docstring)."""
     names = tuple(dict.fromkeys(projects)) if projects else None
+    platform = platform_source.strip() if platform_source and platform_source.strip() else None
     n_obs = FULL_MAX_OBSERVATIONS if full else max(0, settings.context_observations)
     n_sum = FULL_MAX_SUMMARIES if full else max(0, settings.context_summaries)
     ids = store.resolve_project_ids(list(names)) if names is not None else None
-    totals = _TOTALS.totals(store, ids)
+    totals = _TOTALS.totals(store, ids, platform)
     observations: list[MemoryItem] = []
     summaries: list[MemoryItem] = []
     if totals.items:
-        since = None if full else _window_start(store, ids, totals.items)
+        since = None if full else _window_start(store, ids, totals.items, platform)
+        scope = ItemFilter(projects=names, date_start=since, platform_source=platform,
+                           platform_source_or_none=True)
         if n_obs:
-            observations = store.list_items(ItemFilter(projects=names, kinds=list(OBSERVATION_KINDS),
-                                                       types=_types(settings), date_start=since), limit=n_obs)
+            observations = store.list_items(replace(scope, kinds=list(OBSERVATION_KINDS), types=_types(settings)),
+                                            limit=n_obs)
         if n_sum:
-            summaries = store.list_items(ItemFilter(projects=names, kinds=["summary"], date_start=since),
-                                         limit=n_sum)
+            summaries = store.list_items(replace(scope, kinds=["summary"]), limit=n_sum)
     return ContextData(names, tuple(observations), tuple(summaries), totals)
 
 
@@ -379,10 +398,9 @@ def render_context(store: Any, settings: Settings, *, projects: Sequence[str] | 
                    now_ms: int | None = None, tz: tzinfo | None = None, notices: Sequence[str] = ()) -> str:
     """The SessionStart context of the project chain ``projects`` (every project when None).
 
-    ``platform_source`` is accepted for the route's sake; the memories of every agent are shown.
-    ``now_ms`` defaults to the current time and ``tz`` to local time.
+    ``platform_source`` narrows it to that agent's memories (and those recorded by no agent); None shows the
+    memories of every agent. ``now_ms`` defaults to the current time and ``tz`` to local time.
     """
-    del platform_source
-    data = gather(store, settings, projects, full=full)
+    data = gather(store, settings, projects, full=full, platform_source=platform_source)
     return render(data, settings, now_ms=int(time.time() * 1000) if now_ms is None else now_ms, tz=tz,
                   colors=colors, full=full, notices=notices)

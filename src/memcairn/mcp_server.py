@@ -181,7 +181,8 @@ TOOLS: tuple[ToolSpec, ...] = (
             "project": _string("Project name. Default: the current project."),
             "projects": {"type": "array", "items": {"type": "string"},
                          "description": "Several projects instead of project."},
-            "platformSource": _string("Only memories from one agent: claude-code, codex or gemini-cli."),
+            "platformSource": _string("Only memories from one agent: claude-code, codex or gemini-cli (notes "
+                                      "saved without an agent are kept)."),
             "full": {"type": "boolean", "default": False, "description": "The full rendering, not the compact one."},
         }},
         read_only=True,

@@ -103,4 +103,6 @@ class ItemFilter:
     date_start: int | None = None  # epoch ms, inclusive
     date_end: int | None = None  # epoch ms, inclusive
     platform_source: str | None = None
+    # with platform_source: also items no agent recorded (platform_source NULL, e.g. notes saved by hand)
+    platform_source_or_none: bool = False
     session: str | None = None

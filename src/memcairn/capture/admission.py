@@ -5,17 +5,21 @@
 - ``<private>`` parts are removed and secrets replaced by typed placeholders everywhere in the body; a prompt
   that was entirely private is kept only as a marker (``private: true``, no text) so that the tool calls of
   its turn are not observed either.
+
+Memories that reach the store without passing through the queue (``POST /api/memory/save``, the claude-mem
+importer) get the same scrubbing through ``scrub_item``.
 """
 
 from __future__ import annotations
 
 import fnmatch
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from memcairn.capture.privacy import is_entirely_private, scrub
 from memcairn.config import Settings
+from memcairn.models import ARRAY_FIELDS, TEXT_FIELDS, NewItem
 from memcairn.store.ingest_state import event_kind
 
 
@@ -54,3 +58,24 @@ def admit(event_type: str, body: dict[str, Any], settings: Settings) -> Admissio
         clean["prompt"] = ""
         clean["private"] = True
     return Admission(clean)
+
+
+def scrub_item(item: NewItem) -> NewItem:
+    """``item`` with private parts removed and secrets redacted in every stored text: the text fields (title,
+    subtitle, text, narrative, the summary sections), the list fields (facts, concepts, files) and the
+    metadata's strings. A text left blank once its private parts are gone becomes None and a blank list
+    element is dropped, so an entirely private memory ends up with no content (validation then refuses it)."""
+    changes: dict[str, Any] = {}
+    for name in TEXT_FIELDS:
+        value = getattr(item, name)
+        if isinstance(value, str):
+            clean = scrub(value)
+            changes[name] = clean if clean.strip() else None
+    for name in ARRAY_FIELDS:
+        values = getattr(item, name)
+        if values and not isinstance(values, str | bytes):
+            changes[name] = [c for c in (scrub(v) if isinstance(v, str) else v for v in values)
+                             if not isinstance(c, str) or c.strip()]
+    if isinstance(item.metadata, dict) and item.metadata:
+        changes["metadata"] = scrub(item.metadata)
+    return replace(item, **changes)

@@ -16,13 +16,18 @@ PRUNE_EVERY_SECONDS = 3600.0
 
 class CaptureRunner:
     """One daemon thread per worker. ``nudge()`` is cheap and safe from any thread; ``on_pass`` hears about
-    every pass that did something (the worker turns it into a ``/stream`` status event)."""
+    every pass that did something (the worker turns it into a ``/stream`` status event). Processed events
+    older than ``ingest_retention_days`` are pruned after a pass at most every ``prune_every_seconds``, as
+    measured by ``clock`` (both injectable for tests)."""
 
     def __init__(self, pipeline: CapturePipeline, *, idle_seconds: float = 30.0,
-                 on_pass: Callable[[CaptureReport], None] | None = None) -> None:
+                 on_pass: Callable[[CaptureReport], None] | None = None,
+                 prune_every_seconds: float = PRUNE_EVERY_SECONDS, clock: Callable[[], float] = time.time) -> None:
         self.pipeline = pipeline
         self.idle_seconds = idle_seconds
         self.on_pass = on_pass
+        self.prune_every_seconds = prune_every_seconds
+        self.clock = clock
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._idle = threading.Event()
@@ -69,8 +74,8 @@ class CaptureRunner:
             self._wake.wait(wait)
 
     def _prune(self) -> None:
-        now = time.time()
-        if now - self._pruned_at < PRUNE_EVERY_SECONDS:
+        now = self.clock()
+        if now - self._pruned_at < self.prune_every_seconds:
             return
         self._pruned_at = now
         days = self.pipeline.settings.ingest_retention_days

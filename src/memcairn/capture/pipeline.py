@@ -3,11 +3,12 @@
 Events are read from ``ingest_events`` in id order, session by session. Tool events of a turn are compressed
 together (up to ``BATCH_MAX``; the last ones wait ``capture_batch_wait_seconds`` for company unless the turn
 ended); a user prompt becomes a prompt item; a stop becomes the turn's summary; a session end closes the
-session (and summarises a last turn that never saw a stop). Whatever a batch produced is committed together
-with the ``done`` mark of its events (``Store.complete_ingest``), so a crash at any point either leaves the
-events pending (they are processed again, from scratch) or has them done with their results — never half,
-never twice. Everything the pipeline needs to know about a turn (its prompt, its earlier tool calls, the
-prompt number) is read back from SQLite, never held in memory between cycles.
+session (and summarises a last turn that never saw a stop). Whatever a batch produced (items, a prompt count,
+the session marked ended) is committed together with the ``done`` mark of its events
+(``Store.complete_ingest``), so a crash at any point either leaves the events pending (they are processed
+again, from scratch) or has them done with their results — never half, never twice. Everything the pipeline
+needs to know about a turn (its prompt, its earlier tool calls, the prompt number) is read back from SQLite,
+never held in memory between cycles.
 
 The configured model compressor is tried first; a failure of any kind (a reply that is not XML, a refusal,
 quota, auth, a token cap) falls back to the offline extractor for that batch and leaves a notice for the
@@ -132,8 +133,10 @@ class CapturePipeline:
                 self.store.mark_ingest_event(event.id, status, error=f"{type(exc).__name__}: {exc}"[:500])
 
     def _commit(self, events: list[IngestEvent], items: list[NewItem], report: CaptureReport,
-                prompt_session: tuple[str, str, str] | None = None) -> None:
-        results = self.store.complete_ingest([e.id for e in events], items, prompt_session=prompt_session)
+                prompt_session: tuple[str, str, str] | None = None,
+                end_session: tuple[str, str, str, int] | None = None) -> None:
+        results = self.store.complete_ingest([e.id for e in events], items, prompt_session=prompt_session,
+                                             end_session=end_session)
         if results is None:  # another processor finished these events first
             return
         report.events += len(events)
@@ -198,9 +201,9 @@ class CapturePipeline:
                                                           event_type="summarize") if e.kind == "stop"]
             if not stops:  # the last turn never saw a stop (the agent was closed mid-turn)
                 items = self._summary_items(turn, event, report)
-        self.store.ensure_session(event.session_id, _project(event), event.platform_source, event.at_epoch)
-        self._commit(events, items, report)
-        self.store.end_session(event.session_id, event.platform_source, ended_at_epoch=event.at_epoch)
+        # the session is marked ended in the transaction that marks the event done: never one without the other
+        self._commit(events, items, report,
+                     end_session=(event.platform_source, event.session_id, _project(event), event.at_epoch))
 
     # -- turns ------------------------------------------------------------------------------------------
     def _turn(self, event: IngestEvent) -> tuple[Turn, IngestEvent | None]:

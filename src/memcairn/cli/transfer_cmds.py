@@ -33,7 +33,8 @@ def import_claude_mem_cmd(db: Path | None, as_json: bool) -> None:
     """Import a claude-mem database, opened read-only.
 
     DB defaults to ~/.claude-mem/claude-mem.db. Sessions, observations, summaries and prompts keep their
-    claude-mem ids as provenance, so running it again adds nothing.
+    claude-mem ids as provenance, so running it again adds nothing. The privacy rules of live capture apply:
+    <private> parts are removed, secrets redacted, and projects in exclude_projects are left out.
 
     Example:
 
@@ -42,18 +43,20 @@ def import_claude_mem_cmd(db: Path | None, as_json: bool) -> None:
     from memcairn.transfer.claude_mem import DEFAULT_PATH, import_claude_mem, open_source
 
     path = (db or DEFAULT_PATH).expanduser()
+    cfg = settings()
     source = open_source(path)  # checked before the store is opened: a bad file writes nothing
     try:
-        with open_store() as store:
-            report = import_claude_mem(store, source)
+        with open_store(cfg) as store:
+            report = import_claude_mem(store, source, cfg)
     finally:
         source.close()
     if as_json:
         emit_json(report.to_dict())
         return
+    excluded = f", {report.skipped_excluded} of excluded projects" if report.skipped_excluded else ""
     click.echo(f"imported {report.sessions} sessions, {report.observations} observations, {report.summaries} "
                f"summaries, {report.prompts} prompts from {path} ({report.existing} already stored, "
-               f"{report.skipped} skipped, {report.warnings} warnings)")
+               f"{report.skipped} skipped{excluded}, {report.warnings} warnings)")
     for note in report.notes:
         click.echo(f"  note: {note}")
 

@@ -10,13 +10,13 @@
   without context.
 - **user-prompt-submit**: the prompt goes to ``POST /api/sessions/init``. With the ``prompt_context``
   setting, the few memories most relevant to the prompt come back as ``additionalContext`` (at most
-  ``PROMPT_DIGEST_TOKENS`` tokens, fenced).
+  ``PROMPT_DIGEST_TOKENS`` tokens, fenced), unless the project is excluded (``exclude_projects``).
 - **post-tool-use**: the tool call goes to ``POST /api/sessions/observations`` and the hook returns as
   soon as the worker has queued it (it never waits for processing). Calls of memcairn's own MCP tools are
   not recorded. Oversized strings are cut so the body stays under the worker's limit.
 - **pre-tool-use**: for ``Read``, when earlier memories touched the file, a digest of at most
   ``READ_DIGEST_ROWS`` rows and ``READ_DIGEST_TOKENS`` tokens as ``additionalContext``; never a permission
-  decision, so the read always goes ahead.
+  decision, so the read always goes ahead. Nothing for an excluded project.
 - **stop**: ``POST /api/sessions/summarize`` with the last assistant message (sent by the agent, else read
   from the end of the transcript).
 - **session-end**: ``POST /api/sessions/summarize`` with ``event: "session_end"`` and the reason, within
@@ -197,7 +197,8 @@ def _autostart(hook: Hook) -> bool:
 
 def session_start(hook: Hook) -> dict[str, Any]:
     ident = hook.identity
-    params = {"projects": ",".join(ident.chain), "platformSource": hook.platform}
+    # No platformSource: a session starts with what every agent learned in this project chain.
+    params = {"projects": ",".join(ident.chain)}
     context = hook.send("GET", "/api/context/inject", params=params, timeout=CONTEXT_TIMEOUT)
     if context is None and hook.refused and hook.settings["worker_autostart"] and _autostart(hook):
         hook.failure, hook.refused = None, False
@@ -258,6 +259,18 @@ def digest(heading: str, rows: list[str], max_tokens: int, max_rows: int) -> str
     return ""
 
 
+def _excluded(hook: Hook) -> bool:
+    """Whether a name of the project chain matches an ``exclude_projects`` glob: such a project is neither
+    captured (the worker refuses its events) nor given memories, so the digests are not even asked for.
+    The same rule as ``memcairn.capture.admission.project_excluded``, with the standard library only."""
+    patterns = [p.strip() for p in str(hook.settings.get("exclude_projects") or "").split(",") if p.strip()]
+    if not patterns:
+        return False
+    from fnmatch import fnmatchcase
+
+    return any(fnmatchcase(name, pattern) for name in hook.identity.chain for pattern in patterns)
+
+
 def _search_digest(hook: Hook, call: Call | None, heading: str, max_tokens: int, max_rows: int) -> str:
     answer = hook.wait(call)
     if answer is None:
@@ -284,7 +297,7 @@ def user_prompt_submit(hook: Hook) -> dict[str, Any]:
     if isinstance(number, int) and not isinstance(number, bool) and 0 <= number <= 1_000_000:
         body["prompt_number"] = number
     search = None
-    if hook.settings["prompt_context"] and prompt.strip():
+    if hook.settings["prompt_context"] and prompt.strip() and not _excluded(hook):
         search = hook.send("GET", "/api/search", timeout=DIGEST_TIMEOUT, params={
             "query": prompt[:PROMPT_QUERY_CHARS], "format": "index", "limit": PROMPT_DIGEST_ROWS,
             "projects": ",".join(hook.identity.chain)})
@@ -360,7 +373,7 @@ def pre_tool_use(hook: Hook) -> dict[str, Any]:
     if hook.platform == "gemini-cli":  # Gemini takes no additionalContext before a tool runs
         return {}
     target = _read_target(hook)
-    if target is None:
+    if target is None or _excluded(hook):
         return {}
     from memcairn.hooks.fence import clean_line
 

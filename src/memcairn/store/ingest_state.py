@@ -128,12 +128,15 @@ class IngestStateMixin:
             )
 
     def complete_ingest(self, event_ids: Sequence[int], items: Sequence[NewItem], *,
-                        prompt_session: tuple[str, str, str] | None = None) -> list[AddResult] | None:
+                        prompt_session: tuple[str, str, str] | None = None,
+                        end_session: tuple[str, str, str, int] | None = None) -> list[AddResult] | None:
         """Store what a batch of events produced and mark the events done, in one transaction.
 
         This is what makes processing exactly-once: the items and the ``done`` marks commit together, and
         when another processor finished any of these events first, nothing is written and None is returned.
         ``prompt_session`` (platform, agent session id, project) counts a prompt on its session.
+        ``end_session`` (platform, agent session id, project, ended at epoch ms) marks the session completed,
+        creating it when it was never seen, in the same transaction: a session end is never done without it.
         """
         checked = [validate_item(item) for item in items]
         ids = [int(i) for i in event_ids]
@@ -155,6 +158,12 @@ class IngestStateMixin:
                         "AND agent_session_id = ?", (platform, session))
                 for item in checked:
                     results.append(self._insert(conn, item))
+                if end_session is not None:
+                    platform, session, project, ended = end_session
+                    self._session_id(conn, self._project_id(conn, project), session, platform, ended)
+                    conn.execute(
+                        "UPDATE sessions SET status = 'completed', ended_at_epoch = ? WHERE platform_source = ? "
+                        "AND agent_session_id = ?", (int(ended), platform, session))
                 conn.execute(
                     f"UPDATE ingest_events SET status = 'done', attempts = attempts + 1, updated_at_epoch = ? "
                     f"WHERE id IN ({marks})", [now, *ids])

@@ -449,7 +449,8 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin):
             clauses.append("m.created_at_epoch <= ?")
             params.append(flt.date_end)
         if flt.platform_source:
-            clauses.append("m.platform_source = ?")
+            clauses.append("(m.platform_source = ? OR m.platform_source IS NULL)" if flt.platform_source_or_none
+                           else "m.platform_source = ?")
             params.append(flt.platform_source)
         if flt.session:
             clauses.append("s.agent_session_id = ?")

@@ -13,6 +13,10 @@ Mapping:
 - ``merged_into_project`` becomes ``Store.merge_project(project, into)``, unless the project is already merged
   elsewhere (the first answer is kept and a note says so).
 - Every row keeps its provenance in memory_sources as ("claude-mem", table, id): importing again adds nothing.
+- The privacy rules of live capture apply: ``<private>`` parts are removed and secrets replaced by typed
+  placeholders in every stored text (``capture.admission.scrub_item``); a row with nothing left is skipped.
+  Rows of projects matching ``exclude_projects`` (with the settings given) are not imported and are counted in
+  ``skipped_excluded``; so are rows that only belong to such a project through their session.
 
 Odd rows: epochs are milliseconds, and a value below 1e11 is taken as seconds. A NULL epoch becomes the start
 of the row's session, or the time of the import when it has none. A NULL project becomes the session's project,
@@ -31,18 +35,20 @@ import json
 import re
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from memcairn.capture.admission import project_excluded, scrub_item
 from memcairn.errors import NotFoundError, ValidationError
 from memcairn.hooks.runner import PLATFORM_ALIASES
-from memcairn.models import DEFAULT_TYPES, NewItem
+from memcairn.models import ARRAY_FIELDS, DEFAULT_TYPES, TEXT_FIELDS, NewItem
 from memcairn.store.transfer_state import TransferSession
 from memcairn.store.validation import validate_item
 
 if TYPE_CHECKING:
+    from memcairn.config import Settings
     from memcairn.store import Store
 
 DEFAULT_PATH = Path("~/.claude-mem/claude-mem.db")
@@ -71,14 +77,16 @@ _PROMPT_COLUMNS = ("content_session_id", "prompt_number", "prompt_text", "create
 @dataclass
 class ClaudeMemReport:
     """Counts of one import: sessions and items created, ``existing`` rows already in the store (imported before,
-    or the same content as a stored memory), ``skipped`` rows that could not be imported, ``warnings`` values
-    that were repaired, and ``notes`` for the reader (missing tables, merges, why rows were skipped)."""
+    or the same content as a stored memory), ``skipped`` rows that could not be imported, ``skipped_excluded``
+    rows of excluded projects left out on purpose, ``warnings`` values that were repaired, and ``notes`` for
+    the reader (missing tables, merges, why rows were skipped)."""
 
     sessions: int = 0
     observations: int = 0
     summaries: int = 0
     prompts: int = 0
     skipped: int = 0
+    skipped_excluded: int = 0
     warnings: int = 0
     existing: int = 0
     notes: list[str] = field(default_factory=list)
@@ -104,12 +112,22 @@ class _SessionRef:
     started: int
 
 
+Excluded = Callable[[Iterable[str | None]], bool]
+
+
+def _no_exclusions(_names: Iterable[str | None]) -> bool:
+    return False
+
+
 @dataclass
 class _Context:
     store: Store
     report: ClaudeMemReport
     by_memory: dict[str, _SessionRef]
     by_content: dict[str, _SessionRef]
+    excluded: Excluded = _no_exclusions
+    excluded_memory: set[str] = field(default_factory=set)  # memory_session_ids of excluded sessions
+    excluded_content: set[str] = field(default_factory=set)  # content_session_ids of excluded sessions
     merges: dict[str, str] = field(default_factory=dict)
     now: int = field(default_factory=lambda: int(time.time() * 1000))
 
@@ -142,15 +160,18 @@ def open_source(path: Path | str | None = None) -> sqlite3.Connection:
     return conn
 
 
-def import_claude_mem(store: Store, source: sqlite3.Connection) -> ClaudeMemReport:
-    """Import every session, observation, summary and prompt of ``source`` (from ``open_source``)."""
+def import_claude_mem(store: Store, source: sqlite3.Connection, settings: Settings | None = None) -> ClaudeMemReport:
+    """Import every session, observation, summary and prompt of ``source`` (from ``open_source``).
+
+    With ``settings``, rows of projects matching its ``exclude_projects`` are left out (``skipped_excluded``).
+    """
     report = ClaudeMemReport()
     tables = {r[0] for r in source.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     for table in TABLES:
         if table not in tables:
             report.notes.append(f"no {table} table (an older claude-mem?): skipped")
-    by_memory, by_content = _import_sessions(store, source, tables, report)
-    ctx = _Context(store, report, by_memory, by_content)
+    ctx = _Context(store, report, {}, {}, excluded=_exclusion(settings))
+    ctx.by_memory, ctx.by_content = _import_sessions(ctx, source, tables)
     if "observations" in tables:
         _import_table(ctx, source, "observations", _OBSERVATION_COLUMNS, "observations", _observation)
     if "session_summaries" in tables:
@@ -159,6 +180,16 @@ def import_claude_mem(store: Store, source: sqlite3.Connection) -> ClaudeMemRepo
         _import_table(ctx, source, "user_prompts", _PROMPT_COLUMNS, "prompts", _prompt)
     _apply_merges(store, ctx.merges, report)
     return report
+
+
+def _exclusion(settings: Settings | None) -> Excluded:
+    if settings is None or not settings.exclude_projects.strip():
+        return _no_exclusions
+
+    def excluded(names: Iterable[str | None]) -> bool:
+        return project_excluded([n for n in names if n], settings)
+
+    return excluded
 
 
 # -- reading the source ---------------------------------------------------------------------------
@@ -254,9 +285,11 @@ def _prompt_number(value: Any) -> int | None:
 
 
 # -- sessions -------------------------------------------------------------------------------------
-def _import_sessions(store: Store, source: sqlite3.Connection, tables: set[str],
-                     report: ClaudeMemReport) -> tuple[dict[str, _SessionRef], dict[str, _SessionRef]]:
-    """Create the sessions; return them by memory_session_id and by content_session_id, as stored."""
+def _import_sessions(ctx: _Context, source: sqlite3.Connection,
+                     tables: set[str]) -> tuple[dict[str, _SessionRef], dict[str, _SessionRef]]:
+    """Create the sessions; return them by memory_session_id and by content_session_id, as stored. Sessions of
+    excluded projects are not created; their ids are kept in the context so that their rows are left out too."""
+    store, report = ctx.store, ctx.report
     now = int(time.time() * 1000)
     records: list[TransferSession] = []
     links: list[tuple[str | None, tuple[str, str], int]] = []
@@ -265,6 +298,13 @@ def _import_sessions(store: Store, source: sqlite3.Connection, tables: set[str],
             agent = _name(row["content_session_id"])
             if agent is None:
                 report.skip("sdk_sessions", row["id"], "no content_session_id")
+                continue
+            if ctx.excluded([_name(row["project"]) or UNKNOWN_PROJECT]):
+                report.skipped_excluded += 1
+                ctx.excluded_content.add(agent)
+                memory = _name(row["memory_session_id"])
+                if memory is not None:
+                    ctx.excluded_memory.add(memory)
                 continue
             platform = normalize_platform(row["platform_source"])
             ended = to_ms(row["completed_at_epoch"])
@@ -284,7 +324,7 @@ def _import_sessions(store: Store, source: sqlite3.Connection, tables: set[str],
             f"GROUP BY {agent_col} ORDER BY MIN({id_col})"
         ):
             agent = _name(agent)
-            if agent is None or agent in known:
+            if agent is None or agent in known or agent in ctx.excluded_content or ctx.excluded([UNKNOWN_PROJECT]):
                 continue
             known.add(agent)
             started = to_ms(first) or now
@@ -325,7 +365,18 @@ def _link(ref: _SessionRef | None, project: str) -> tuple[str | None, str | None
 
 
 # -- rows to items --------------------------------------------------------------------------------
-def _observation(row: sqlite3.Row, ctx: _Context) -> NewItem:
+def _excluded_row(row: sqlite3.Row, ctx: _Context) -> bool:
+    """An observation or summary of an excluded project: by its own project (or the one it was merged into),
+    or, when it names none, by the excluded session it belongs to."""
+    own = _name(row["project"])
+    if own is None:
+        return (_name(row["memory_session_id"]) or "") in ctx.excluded_memory
+    return ctx.excluded([own, _name(row["merged_into_project"])])
+
+
+def _observation(row: sqlite3.Row, ctx: _Context) -> NewItem | None:
+    if _excluded_row(row, ctx):
+        return None
     ref = ctx.by_memory.get(_name(row["memory_session_id"]) or "")
     project = _name(row["project"]) or (ref.project if ref else UNKNOWN_PROJECT)
     session, platform, metadata = _link(ref, project)
@@ -341,7 +392,9 @@ def _observation(row: sqlite3.Row, ctx: _Context) -> NewItem:
     )
 
 
-def _summary(row: sqlite3.Row, ctx: _Context) -> NewItem:
+def _summary(row: sqlite3.Row, ctx: _Context) -> NewItem | None:
+    if _excluded_row(row, ctx):
+        return None
     ref = ctx.by_memory.get(_name(row["memory_session_id"]) or "")
     project = _name(row["project"]) or (ref.project if ref else UNKNOWN_PROJECT)
     session, platform, metadata = _link(ref, project)
@@ -357,10 +410,12 @@ def _summary(row: sqlite3.Row, ctx: _Context) -> NewItem:
     )
 
 
-def _prompt(row: sqlite3.Row, ctx: _Context) -> NewItem:
+def _prompt(row: sqlite3.Row, ctx: _Context) -> NewItem | None:
     agent = _name(row["content_session_id"])
     ref = ctx.by_content.get(agent or "")
     project = ref.project if ref else UNKNOWN_PROJECT
+    if (agent or "") in ctx.excluded_content or ctx.excluded([project]):
+        return None
     session, platform, metadata = _link(ref, project)
     if ref is None and agent is not None:
         metadata = {"claude_mem_session": agent}
@@ -381,11 +436,24 @@ def _note_merge(ctx: _Context, project: str, into: Any) -> None:
         ctx.merges.setdefault(project, target)
 
 
+def _has_content(item: NewItem) -> bool:
+    return any(getattr(item, f) for f in TEXT_FIELDS) or any(
+        v.strip() for f in ARRAY_FIELDS for v in getattr(item, f) if isinstance(v, str))
+
+
 def _import_table(ctx: _Context, source: sqlite3.Connection, table: str, columns: Sequence[str], counter: str,
-                  build: Callable[[sqlite3.Row, _Context], NewItem]) -> None:
+                  build: Callable[[sqlite3.Row, _Context], NewItem | None]) -> None:
     pending: list[NewItem] = []
     for row in _select(source, table, columns):
-        pending.append(build(row, ctx))
+        item = build(row, ctx)
+        if item is None:  # a row of an excluded project
+            ctx.report.skipped_excluded += 1
+            continue
+        clean = scrub_item(item)  # <private> parts and secrets never reach the store
+        if _has_content(item) and not _has_content(clean):
+            ctx.report.skip(table, row["id"], "nothing is left once its <private> parts are removed")
+            continue
+        pending.append(clean)
         if len(pending) >= BATCH_SIZE:
             _add(ctx, table, counter, pending)
     _add(ctx, table, counter, pending)

@@ -36,7 +36,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 import memcairn
-from memcairn.capture.admission import admit, project_excluded
+from memcairn.capture.admission import admit, project_excluded, scrub_item
 from memcairn.capture.llm.compressor import local_day_start_ms
 from memcairn.config import Settings, load_settings
 from memcairn.context import render_context
@@ -593,6 +593,9 @@ async def save_memory(request: Request) -> Response:
         metadata=metadata or {},
         platform_source=_text_field(data, "platform_source", "platformSource", max_chars=100, blank_ok=True),
     )
+    item = scrub_item(item)  # the privacy rules of captured events: <private> parts out, secrets redacted
+    if item.text is None:
+        raise BadRequest("text holds nothing but <private> parts; nothing was saved")
     result = await state.call(runtime.store.add_item, item, write=True)
     return JSON({"id": result.id, "created": result.created})
 

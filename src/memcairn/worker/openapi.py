@@ -171,7 +171,7 @@ OPERATIONS: tuple[Operation, ...] = (
               _text(), params=(
                   Param("projects", _STR, "Project names, comma-separated (default: every project)"),
                   Param("project", _STR, "One project (same as projects)"),
-                  Param("platformSource", _STR, "Only items from this platform"),
+                  Param("platformSource", _STR, "Only items from this platform (and notes recorded by no agent)"),
                   Param("colors", FLAG, "ANSI colours, for the person's terminal (never for the model)"),
                   Param("full", FLAG, "Lift the item limits and the token budget"))),
     Operation("post", "/api/memory/save", "Save a manual memory", _json(_obj(
