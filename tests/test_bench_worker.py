@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from processes import mentioning, processes_of
 
 from memcairn.bench import worker
 from memcairn.cli import run as cli
@@ -33,20 +34,7 @@ COLUMNS = ["scenario", "requests", "errors", "req/s", "median ms", "p95 ms", "ma
 
 def workers_of(home: Path) -> list[int]:
     """Live memcairn processes serving this home."""
-    marker = f"MEMCAIRN_HOME={home}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes()
-            environ = (entry / "environ").read_bytes()
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state != "Z" and b"memcairn" in cmdline and marker in environ.split(b"\0"):
-            found.append(int(entry.name))
-    return found
+    return processes_of(home, mentioning(b"memcairn"))
 
 
 def test_bench_worker_prints_the_table_writes_json_and_leaves_no_worker(

@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client, ClientSession, StdioServerParameters, stdio_client
+from processes import processes_of, with_args
 
 from memcairn.client import WorkerClient
 from memcairn.config import load_settings
@@ -39,22 +40,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def processes_of(home: Path, *words: bytes) -> list[int]:
-    """Live processes whose command line holds every word and whose MEMCAIRN_HOME is ``home``."""
-    marker = f"MEMCAIRN_HOME={home}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-            environ = (entry / "environ").read_bytes().split(b"\0")
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state != "Z" and all(w in argv for w in words) and marker in environ:
-            found.append(int(entry.name))
-    return found
+def processes_with(home: Path, *words: bytes) -> list[int]:
+    """Live processes whose argv holds every word and whose MEMCAIRN_HOME is ``home``."""
+    return processes_of(home, with_args(*words))
 
 
 def wait_for(predicate: Any, timeout: float = 15.0, what: str = "condition") -> Any:
@@ -76,9 +64,9 @@ def env(isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[s
     try:
         daemon.stop(load_settings(), timeout=10)
     finally:
-        for pid in processes_of(isolated_home, b"worker", b"run"):
+        for pid in processes_with(isolated_home, b"worker", b"run"):
             os.kill(pid, signal.SIGKILL)
-        for pid in processes_of(isolated_home, b"mcp"):
+        for pid in processes_with(isolated_home, b"mcp"):
             os.kill(pid, signal.SIGKILL)
 
 
@@ -144,7 +132,7 @@ async def _session_flow(env: dict[str, str], cwd: Path, worker: WorkerClient, er
         seen["forget"] = await call("forget", {"ids": [item_id, 999999]})
         seen["after_forget"] = await call("get_observations", {"ids": [item_id]})
         seen["search_after_forget"] = await call("search", {"query": "token expiry refresh"})
-        seen["mcp_pids"] = processes_of(Path(env["MEMCAIRN_HOME"]), b"mcp")
+        seen["mcp_pids"] = processes_with(Path(env["MEMCAIRN_HOME"]), b"mcp")
     return seen
 
 
@@ -230,7 +218,7 @@ def test_a_full_session_over_stdio_against_a_real_worker(env: dict[str, str], wo
     assert f"#{item_id} " not in seen["search_after_forget"][1]
 
     assert len(seen["mcp_pids"]) == 1
-    wait_for(lambda: not processes_of(Path(env["MEMCAIRN_HOME"]), b"mcp"), what="the server to exit")
+    wait_for(lambda: not processes_with(Path(env["MEMCAIRN_HOME"]), b"mcp"), what="the server to exit")
     assert "Traceback" not in stderr, stderr
 
 

@@ -492,24 +492,27 @@ async def _sse_events(app: Any, want: int, during: Any,
     return events
 
 
-def test_stream_delivers_item_added_and_deleted(cfg: Settings) -> None:
-    app = make_app(None, cfg)
+def _stream_while(app: Any, actions: Any, want: int = 0, until: Any = None) -> list[tuple[str, dict[str, Any]]]:
+    """Start ``app``, read GET /stream and run ``actions(http)`` against the app once the stream is open;
+    the events received (see ``_sse_events`` for ``want`` and ``until``)."""
 
     async def scenario() -> list[tuple[str, dict[str, Any]]]:
         async with app.router.lifespan_context(app):
             while app.state.worker.phase != "ready":
                 await asyncio.sleep(0.01)
-            transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url=BASE) as http:
+            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE) as http:
+                return await _sse_events(app, want, lambda: actions(http), until=until)
 
-                async def writes() -> None:
-                    saved = (await http.post("/api/memory/save", json={"text": "streamed", "title": "Live",
-                                                                      "project": "demo"})).json()
-                    await http.delete(f"/api/memory/{saved['id']}")
+    return asyncio.run(scenario())
 
-                return await _sse_events(app, 3, writes)
 
-    events = asyncio.run(scenario())
+def test_stream_delivers_item_added_and_deleted(cfg: Settings) -> None:
+    async def writes(http: httpx.AsyncClient) -> None:
+        saved = (await http.post("/api/memory/save", json={"text": "streamed", "title": "Live",
+                                                          "project": "demo"})).json()
+        await http.delete(f"/api/memory/{saved['id']}")
+
+    events = _stream_while(make_app(None, cfg), writes, want=3)
     assert events[0][0] == "status" and events[0][1]["ready"] is True
     assert events[1][0] == "item_added"
     added = events[1][1]
@@ -519,33 +522,21 @@ def test_stream_delivers_item_added_and_deleted(cfg: Settings) -> None:
 
 
 def test_stream_reports_capture_processing(cfg: Settings) -> None:
-    app = make_app(None, cfg)
     base = {"session_id": "s-stream", "cwd": "/work/demo", "project": "demo", "platform_source": "claude-code"}
 
-    async def scenario() -> list[tuple[str, dict[str, Any]]]:
-        async with app.router.lifespan_context(app):
-            while app.state.worker.phase != "ready":
-                await asyncio.sleep(0.01)
-            transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url=BASE) as http:
+    async def hook_events(http: httpx.AsyncClient) -> None:
+        await http.post("/api/sessions/init", json={**base, "event": "user_prompt", "prompt": "Pin the compiler flags"})
+        await http.post("/api/sessions/observations", json={
+            **base, "event": "tool_use", "tool_name": "Edit", "tool_use_id": "st-1",
+            "tool_input": {"file_path": "/work/demo/Makefile", "old_string": "cc", "new_string": "cc -O2"},
+            "tool_response": {"filePath": "/work/demo/Makefile"}})
+        await http.post("/api/sessions/summarize", json={**base, "event": "stop",
+                                                         "last_assistant_message": "Pinned -O2."})
 
-                async def hook_events() -> None:
-                    await http.post("/api/sessions/init", json={**base, "event": "user_prompt",
-                                                                "prompt": "Pin the compiler flags"})
-                    await http.post("/api/sessions/observations", json={
-                        **base, "event": "tool_use", "tool_name": "Edit", "tool_use_id": "st-1",
-                        "tool_input": {"file_path": "/work/demo/Makefile", "old_string": "cc", "new_string": "cc -O2"},
-                        "tool_response": {"filePath": "/work/demo/Makefile"}})
-                    await http.post("/api/sessions/summarize", json={**base, "event": "stop",
-                                                                     "last_assistant_message": "Pinned -O2."})
+    def processed_all(got: list[tuple[str, dict[str, Any]]]) -> bool:
+        return sum(data["events"] for name, data in got if name == "processing") >= 3
 
-                def processed_all(got: list[tuple[str, dict[str, Any]]]) -> bool:
-                    passes = [data for name, data in got if name == "processing"]
-                    return sum(p["events"] for p in passes) >= 3
-
-                return await _sse_events(app, 0, hook_events, until=processed_all)
-
-    events = asyncio.run(scenario())
+    events = _stream_while(make_app(None, cfg), hook_events, until=processed_all)
     assert events[0][0] == "status"
     passes = [data for name, data in events if name == "processing"]
     assert passes and all(set(p) == {"events", "observations", "summaries", "prompts", "fallbacks", "failed",

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from processes import mentioning, processes_of
 
 from memcairn.client import WorkerClient, ensure_worker
 from memcairn.config import Settings, load_settings
@@ -36,20 +37,7 @@ def free_port() -> int:
 
 def worker_pids(home: Path) -> list[int]:
     """Live `memcairn worker run` processes (and stand-ins started with -c) serving this home."""
-    marker = f"MEMCAIRN_HOME={home}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes()
-            environ = (entry / "environ").read_bytes()
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state != "Z" and b"memcairn" in cmdline and b"run" in cmdline and marker in environ.split(b"\0"):
-            found.append(int(entry.name))
-    return found
+    return processes_of(home, mentioning(b"memcairn", b"run"))
 
 
 def children_of(pid: int) -> list[int]:
