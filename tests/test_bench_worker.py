@@ -101,7 +101,7 @@ def test_a_bench_killed_mid_run_stops_its_worker(tmp_path: Path, sig: signal.Sig
     home = tmp_path / "bench-home"
     env = {**os.environ, "MEMCAIRN_HOME": str(tmp_path / "cli-home")}
     bench = subprocess.Popen([sys.executable, "-m", "memcairn", "bench", "worker", "--items", "50", "--requests",
-                              "1000000", "--clients", "1", "--model", "hash", "--home", str(home)],
+                              "20000", "--clients", "1", "--model", "hash", "--home", str(home)],
                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 60
