@@ -1,0 +1,306 @@
+"""Sign-bit codes of every document, per project partition: a fast approximate first pass for a KNN.
+
+Each vector becomes one bit per dimension (``x > 0``), packed into ``ceil(d / 64)`` 64-bit words (6 for
+384-d MiniLM, 48 bytes a document). The Hamming distance between two codes tracks the angle between the
+vectors well enough that the true nearest neighbours of a query sit among the few thousand codes
+nearest to its own: `candidates` finds those by scanning every code of the searched partitions (a few
+ms for 300,000 documents), and the caller re-ranks them by exact distance from the float vectors.
+
+Codes are stored word-major (``codes[w]`` holds word ``w`` of every document of a partition), so the
+scan is ``d / 64`` passes of xor + popcount over contiguous arrays. Changes land in a per-partition
+``pending`` dict (rowid -> code, or None for a removal; last change wins) that is folded into the arrays
+by the next `size`/`candidates` of that partition, or once it holds more than 4096 changes and a quarter
+of the partition: single upserts never copy a whole partition.
+
+A scan starts *unbuilt*: changes are recorded while `build` reads the existing rows (from another
+thread, possibly from a snapshot taken after some of those changes), then `build` installs the rows and
+replays the recorded changes over them. Replaying a change the snapshot already holds is harmless, so
+the result is the current state as long as recording started before the snapshot was taken.
+
+The partitions are guarded by the scan's own lock (`build` reads and encodes without it and takes it
+only to install); no method calls out while holding it. A merge replaces a partition's arrays and never
+writes into them, so `candidates` scans them after releasing the lock.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+_BATCH = 1024  # rows encoded at once by build
+_MIN_MERGE = 4096  # pending changes a partition accepts before folding them in without a query
+
+# numpy >= 2 counts bits natively; older ones use a byte table.
+_BITWISE_COUNT: Callable[..., np.ndarray] | None = getattr(np, "bitwise_count", None)
+_POP8 = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)
+
+
+def _popcount(words: np.ndarray) -> np.ndarray:
+    """Set bits of each uint64 of a 1-d array, as uint8."""
+    if _BITWISE_COUNT is not None:
+        return _BITWISE_COUNT(words)
+    return _POP8[words.view(np.uint8)].reshape(-1, 8).sum(axis=1, dtype=np.uint8)
+
+
+class _Partition:
+    __slots__ = ("codes", "pending", "rowids")
+
+    def __init__(self, words: int) -> None:
+        self.rowids = np.empty(0, dtype=np.int64)
+        self.codes = np.empty((words, 0), dtype=np.uint64)
+        self.pending: dict[int, np.ndarray | None] = {}
+
+    def merge(self) -> None:
+        if not self.pending:
+            return
+        changed = np.fromiter(self.pending, dtype=np.int64, count=len(self.pending))
+        keep = ~np.isin(self.rowids, changed)
+        added = [(rowid, code) for rowid, code in self.pending.items() if code is not None]
+        rowids = [self.rowids[keep]]
+        codes = [self.codes[:, keep]]
+        if added:
+            rowids.append(np.fromiter((r for r, _ in added), dtype=np.int64, count=len(added)))
+            codes.append(np.stack([c for _, c in added], axis=1))
+        self.rowids = np.concatenate(rowids)
+        self.codes = np.ascontiguousarray(np.concatenate(codes, axis=1))
+        self.pending = {}
+
+
+class _Filling:
+    """A partition being built: arrays allocated for the expected size, grown by doubling past it."""
+
+    def __init__(self, words: int, expected: int) -> None:
+        capacity = max(int(expected), 256)
+        self.rowids = np.empty(capacity, dtype=np.int64)
+        self.codes = np.empty((words, capacity), dtype=np.uint64)
+        self.n = 0
+
+    def put(self, rowids: np.ndarray, codes: np.ndarray) -> None:
+        end = self.n + len(rowids)
+        if end > len(self.rowids):
+            capacity = max(2 * len(self.rowids), end)
+            grown = np.empty(capacity, dtype=np.int64)
+            grown[: self.n] = self.rowids[: self.n]
+            grown_codes = np.empty((self.codes.shape[0], capacity), dtype=np.uint64)
+            grown_codes[:, : self.n] = self.codes[:, : self.n]
+            self.rowids, self.codes = grown, grown_codes
+        self.rowids[self.n : end] = rowids
+        self.codes[:, self.n : end] = codes.T
+        self.n = end
+
+    def partition(self) -> _Partition:
+        part = _Partition(self.codes.shape[0])
+        if self.n == len(self.rowids):
+            part.rowids, part.codes = self.rowids, self.codes
+        else:
+            part.rowids, part.codes = self.rowids[: self.n].copy(), self.codes[:, : self.n].copy()
+        return part
+
+
+class BinaryScan:
+    """Packed sign bits of every document of an index, partitioned by project (see the module doc)."""
+
+    def __init__(self, dimension: int) -> None:
+        self.dimension = int(dimension)
+        self.words = (self.dimension + 63) // 64
+        self._lock = threading.Lock()
+        self._parts: dict[str, _Partition] = {}
+        self._ready = False
+        self._failed = False
+        self._generation = 0  # bumped by clear/cancel: a build started before it installs nothing
+        self._cancelled = False
+        self._done = threading.Event()
+
+    @classmethod
+    def from_rows(cls, dimension: int, rows: Iterable[tuple[int, str, Any]]) -> BinaryScan:
+        scan = cls(dimension)
+        scan.build(rows)
+        return scan
+
+    # -- state
+
+    @property
+    def ready(self) -> bool:
+        return self._ready
+
+    @property
+    def failed(self) -> bool:
+        return self._failed
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until the build finished (or failed or was cancelled); True when the scan is ready."""
+        self._done.wait(timeout)
+        return self._ready
+
+    # -- encoding
+
+    def encode(self, vectors: Any) -> np.ndarray:
+        """Codes of an ``(m, d)`` array of vectors: ``(m, words)`` uint64."""
+        x = np.asarray(vectors, dtype=np.float32).reshape(-1, self.dimension)
+        bits = np.packbits(x > 0, axis=1)
+        width = self.words * 8
+        if bits.shape[1] != width:
+            bits = np.pad(bits, ((0, 0), (0, width - bits.shape[1])))
+        return np.ascontiguousarray(bits).view(np.uint64)
+
+    # -- building
+
+    def build(self, rows: Iterable[tuple[int, str, Any]], sizes: Mapping[str, int] | None = None) -> bool:
+        """Install every ``(rowid, project, vector)`` row (vector: a sequence of floats or a float32
+        little-endian blob), then replay the changes recorded since this scan was created.
+
+        ``sizes`` (documents per project, when known) lets each partition's arrays be allocated once.
+        Returns False (installing nothing) when `clear` or `cancel` ran meanwhile.
+        """
+        with self._lock:
+            generation = self._generation
+        filling: dict[str, _Filling] = {}
+        batch_ids: list[int] = []
+        batch_projects: list[str] = []
+        batch_vecs: list[Any] = []
+
+        def flush() -> None:
+            codes = self.encode(self._stack(batch_vecs))
+            ids = np.array(batch_ids, dtype=np.int64)
+            names = np.array(batch_projects, dtype=object)
+            for project in dict.fromkeys(batch_projects):
+                if project not in filling:
+                    filling[project] = _Filling(self.words, (sizes or {}).get(project, 0))
+                mask = names == project
+                filling[project].put(ids[mask], codes[mask])
+            batch_ids.clear()
+            batch_projects.clear()
+            batch_vecs.clear()
+
+        for rowid, project, vector in rows:
+            batch_ids.append(int(rowid))
+            batch_projects.append(project)
+            batch_vecs.append(vector)
+            if len(batch_ids) >= _BATCH:
+                flush()
+                if self._cancelled or self._generation != generation:
+                    return False
+        if batch_ids:
+            flush()
+        parts = {project: fill.partition() for project, fill in filling.items()}
+        with self._lock:
+            if self._cancelled or self._generation != generation:
+                return False
+            for project, recorded in self._parts.items():
+                part = parts.setdefault(project, _Partition(self.words))
+                part.pending = recorded.pending
+            self._parts = parts
+            self._ready = True
+            self._done.set()
+        return True
+
+    def fail(self) -> None:
+        """Mark a build as failed (unless `clear` made the scan ready meanwhile)."""
+        with self._lock:
+            if not self._ready:
+                self._failed = True
+            self._done.set()
+
+    def cancel(self) -> None:
+        """Stop a build in progress (or prevent one); the scan is not to be used any more."""
+        with self._lock:
+            self._cancelled = True
+            self._generation += 1
+            self._done.set()
+
+    def clear(self) -> None:
+        """Forget every document: the scan is then ready and empty (a build in progress is abandoned)."""
+        with self._lock:
+            self._generation += 1
+            self._parts = {}
+            self._ready = True
+            self._failed = False
+            self._done.set()
+
+    # -- changes
+
+    def add(self, rows: Sequence[tuple[int, str, Any]]) -> None:
+        """Add documents, or replace the code of a rowid already in their project."""
+        if not rows:
+            return
+        codes = self.encode(self._stack([vector for _, _, vector in rows]))
+        with self._lock:
+            for (rowid, project, _), code in zip(rows, codes, strict=True):
+                self._part(project).pending[int(rowid)] = code
+            self._fold_large()
+
+    def remove(self, rows: Iterable[tuple[int, str]]) -> None:
+        """Remove these ``(rowid, project)`` documents (unknown ones are ignored)."""
+        with self._lock:
+            for rowid, project in rows:
+                self._part(project).pending[int(rowid)] = None
+            self._fold_large()
+
+    # -- queries
+
+    def size(self, projects: Sequence[str] | None = None) -> int:
+        """Documents in these partitions (every partition when None)."""
+        with self._lock:
+            return sum(len(part.rowids) for part in self._merged(projects))
+
+    def candidates(self, vector: Any, projects: Sequence[str] | None, n: int) -> np.ndarray:
+        """Rowids of the ``n`` documents of these partitions (all when None) whose codes are nearest the
+        vector's by Hamming distance (ties at the boundary broken arbitrarily), in no particular order."""
+        query = self.encode(vector)[0]
+        with self._lock:  # a merge replaces a partition's arrays, it never writes into them
+            arrays = [(p.rowids, p.codes) for p in self._merged(projects) if len(p.rowids)]
+        if n <= 0 or not arrays:
+            return np.empty(0, dtype=np.int64)
+        dists = np.concatenate([self._hamming(codes, query) for _, codes in arrays])
+        rowids = np.concatenate([r for r, _ in arrays]) if len(arrays) > 1 else arrays[0][0]
+        if n >= len(rowids):
+            return rowids.copy()
+        # Distances are small integers: a histogram finds the cut-off faster than argpartition.
+        cumulative = np.cumsum(np.bincount(dists, minlength=self.words * 64 + 1))
+        cut = int(np.searchsorted(cumulative, n))  # smallest distance d with count(<= d) >= n
+        below = np.flatnonzero(dists < cut)
+        at = np.flatnonzero(dists == cut)[: n - len(below)]
+        return rowids[np.concatenate([below, at])]
+
+    # -- internals
+
+    @staticmethod
+    def _stack(vectors: Sequence[Any]) -> np.ndarray:
+        if vectors and isinstance(vectors[0], bytes | bytearray | memoryview):
+            return np.frombuffer(b"".join(vectors), dtype="<f4").reshape(len(vectors), -1)
+        return np.asarray(vectors, dtype=np.float32)
+
+    def _part(self, project: str) -> _Partition:
+        part = self._parts.get(project)
+        if part is None:
+            part = self._parts[project] = _Partition(self.words)
+        return part
+
+    def _fold_large(self) -> None:
+        if not self._ready:  # recorded changes must survive until build replays them
+            return
+        for part in self._parts.values():
+            if len(part.pending) > max(_MIN_MERGE, len(part.rowids) // 4):
+                part.merge()
+
+    def _merged(self, projects: Sequence[str] | None) -> list[_Partition]:
+        if projects is None:
+            parts = list(self._parts.values())
+        else:
+            parts = [self._parts[p] for p in dict.fromkeys(projects) if p in self._parts]
+        if self._ready:  # while unbuilt, pending holds the recorded changes build replays
+            for part in parts:
+                part.merge()
+        return parts
+
+    def _hamming(self, codes: np.ndarray, query: np.ndarray) -> np.ndarray:
+        n = codes.shape[1]
+        dist = np.zeros(n, dtype=np.uint16)
+        scratch = np.empty(n, dtype=np.uint64)
+        for w in range(self.words):
+            np.bitwise_xor(codes[w], query[w], out=scratch)
+            dist += _popcount(scratch)
+        return dist

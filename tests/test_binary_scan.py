@@ -1,0 +1,339 @@
+"""The binary scan: sign-bit codes ranked by Hamming distance, and the sqlite-vec queries it serves."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memcairn.vectors import binary_scan as bs
+from memcairn.vectors import sqlite_vec as sv
+from memcairn.vectors.base import VectorRecord
+from memcairn.vectors.binary_scan import BinaryScan
+from memcairn.vectors.sqlite_vec import SqliteVecIndex
+
+DIM = 160  # not a multiple of 64: the last word is padded
+K = 20
+
+
+def unit(x: np.ndarray) -> np.ndarray:
+    return (x / np.linalg.norm(x, axis=-1, keepdims=True)).astype(np.float32)
+
+
+def hamming(codes_of: np.ndarray, q: np.ndarray) -> np.ndarray:
+    return ((codes_of > 0) != (q > 0)).sum(axis=1)
+
+
+def clustered(rng: np.random.Generator, n: int, clusters: int = 40, spread: float = 0.35) -> np.ndarray:
+    centers = unit(rng.standard_normal((clusters, DIM)))
+    return unit(centers[rng.integers(0, clusters, n)] + spread * rng.standard_normal((n, DIM)) / np.sqrt(DIM) * 3)
+
+
+def rec(doc_id: str, vec: np.ndarray, project: str, sqlite_id: int) -> VectorRecord:
+    meta = {"sqlite_id": sqlite_id, "kind": "observation", "project": project}
+    return VectorRecord(id=doc_id, project=project, vector=vec.tolist(), document="text", metadata=meta)
+
+
+# ----------------------------------------------------------------------------- the scan alone
+
+
+@pytest.mark.parametrize("native_popcount", [True, False])
+def test_candidates_are_the_nearest_by_hamming(monkeypatch: pytest.MonkeyPatch, native_popcount: bool) -> None:
+    if not native_popcount:
+        monkeypatch.setattr(bs, "_BITWISE_COUNT", None)
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((3000, DIM)).astype(np.float32)
+    projects = np.array(["a", "b", "c"])[rng.integers(0, 3, len(x))]
+    rowids = np.arange(10, 10 + len(x))
+    scan = BinaryScan.from_rows(DIM, zip(rowids.tolist(), projects.tolist(), x, strict=True))
+    assert scan.ready and scan.size() == 3000
+    assert scan.size(["a", "b"]) == int(np.isin(projects, ["a", "b"]).sum())
+    for wanted in (None, ["a"], ["b", "c", "nowhere"]):
+        mask = np.ones(len(x), bool) if wanted is None else np.isin(projects, wanted)
+        for _ in range(5):
+            q = rng.standard_normal(DIM).astype(np.float32)
+            got = scan.candidates(q, wanted, 150)
+            assert len(got) == 150 == len(set(got.tolist()))
+            assert set(got.tolist()) <= set(rowids[mask].tolist())
+            truth = np.sort(hamming(x[mask], q))[:150]
+            assert np.array_equal(np.sort(hamming(x[got - 10], q)), truth)
+    assert len(scan.candidates(x[0], ["a"], 10**6)) == scan.size(["a"])
+    assert len(scan.candidates(x[0], ["nowhere"], 10)) == 0
+
+
+def test_changes_are_pending_until_a_query_and_last_wins() -> None:
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((100, DIM)).astype(np.float32)
+    scan = BinaryScan.from_rows(DIM, [(i, "a", x[i]) for i in range(100)])
+    arrays = scan._parts["a"].rowids
+    scan.add([(200, "a", x[0]), (5, "a", -x[5])])  # a new rowid, and a replaced code
+    scan.remove([(7, "a"), (8, "b"), (9999, "a")])  # 8 is not in b, 9999 nowhere: ignored
+    scan.add([(7, "b", x[7])])  # a reused rowid in another partition
+    assert scan._parts["a"].rowids is arrays  # nothing copied yet
+    assert scan.size(["a"]) == 100 and scan.size(["b"]) == 1
+    everything = set(scan.candidates(x[0], ["a"], 1000).tolist())
+    assert everything == (set(range(100)) - {7}) | {200}
+    nearest_minus_x5 = scan.candidates(-x[5], ["a"], 1)
+    assert nearest_minus_x5.tolist() == [5]
+    scan.add([(9, "a", x[9])])
+    scan.remove([(9, "a")])
+    assert 9 not in set(scan.candidates(x[9], None, 1000).tolist())
+
+
+def test_build_replays_changes_recorded_while_reading() -> None:
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((50, DIM)).astype(np.float32)
+    scan = BinaryScan(DIM)
+    assert not scan.ready
+    scan.add([(100, "a", x[0])])  # after the snapshot
+    scan.add([(3, "a", x[3])])  # already in the snapshot too
+    scan.remove([(4, "a")])
+    scan.add([(1, "z", x[1])])  # a partition the snapshot does not have
+    blobs = [(i, "a", x[i].astype("<f4").tobytes()) for i in range(50)]  # as read from sqlite
+    assert scan.build(iter(blobs), {"a": 10, "elsewhere": 5})  # a wrong size hint only costs a copy
+    assert scan.ready and scan.wait(0)
+    assert set(scan.candidates(x[0], ["a"], 10**6).tolist()) == (set(range(50)) - {4}) | {100}
+    assert scan.candidates(x[1], ["z"], 5).tolist() == [1]
+
+
+def test_cancel_and_clear() -> None:
+    x = np.ones((3, DIM), np.float32)
+    scan = BinaryScan(DIM)
+    scan.cancel()
+    assert not scan.build([(1, "a", x[0])]) and not scan.ready
+    scan.clear()
+    assert scan.ready and scan.size() == 0
+    scan.add([(1, "a", x[0])])
+    assert scan.size() == 1
+    failed = BinaryScan(DIM)
+    failed.fail()
+    assert failed.failed and not failed.wait(0)
+
+
+# ----------------------------------------------------------------------------- sqlite-vec through the scan
+
+
+@pytest.fixture
+def few_candidates(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Re-rank only max(4 k, 100) candidates so the approximation really approximates."""
+    monkeypatch.setattr(sv, "MIN_CANDIDATES", 100)
+
+
+@pytest.fixture
+def spy(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    calls: list[int] = []
+    original = BinaryScan.candidates
+
+    def candidates(self: BinaryScan, *args: object, **kwargs: object) -> np.ndarray:
+        calls.append(1)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(BinaryScan, "candidates", candidates)
+    return calls
+
+
+def fill(index: SqliteVecIndex, x: np.ndarray, project: str, start: int = 0) -> list[str]:
+    ids = [f"obs_{start + i}_narrative" for i in range(len(x))]
+    index.upsert([rec(ids[i], x[i], project, start + i + 1) for i in range(len(x))])
+    return ids
+
+
+@pytest.fixture
+def loaded(tmp_path: Path) -> tuple[SqliteVecIndex, np.ndarray]:
+    x = clustered(np.random.default_rng(4), 4000)
+    index = SqliteVecIndex(tmp_path / "vectors.sqlite", DIM, scan_threshold=1000)
+    fill(index, x[:2500], "alpha")
+    fill(index, x[2500:], "beta", start=2500)
+    yield index, x
+    index.close()
+
+
+def exact(index: SqliteVecIndex, q: np.ndarray, projects: list[str] | None, k: int = K) -> list:
+    threshold, index.scan_threshold = index.scan_threshold, 10**9
+    try:
+        return index.query(q.tolist(), projects=projects, limit=k)
+    finally:
+        index.scan_threshold = threshold
+
+
+def ready(index: SqliteVecIndex, q: np.ndarray) -> None:
+    index.query(q.tolist(), projects=None, limit=1)  # starts the reader
+    assert index.wait_for_scan(10)
+
+
+def test_scan_answers_like_the_exact_knn(loaded, few_candidates, spy) -> None:
+    index, x = loaded
+    rng = np.random.default_rng(5)
+    queries = unit(x[rng.integers(0, len(x), 30)] + 0.2 * rng.standard_normal((30, DIM)) / np.sqrt(DIM) * 3)
+    assert not index.wait_for_scan(0)
+    first = index.query(queries[0].tolist(), projects=None, limit=K)  # exact while the scan is read
+    assert spy == [] and first == exact(index, queries[0], None)
+    ready(index, queries[0])
+    recalls = []
+    for projects in (None, ["alpha"], ["beta", "alpha"]):
+        for q in queries:
+            want = exact(index, q, projects)
+            got = index.query(q.tolist(), projects=projects, limit=K)
+            assert len(got) == K
+            assert got[0] == want[0]  # same id, distance and metadata
+            truth = {m.id: m.distance for m in want}
+            assert all(m.distance == truth[m.id] for m in got if m.id in truth)
+            assert [m.distance for m in got] == sorted(m.distance for m in got)
+            recalls.append(len({m.id for m in got} & set(truth)) / K)
+    assert len(spy) == 90
+    assert np.mean(recalls) >= 0.95
+
+
+def test_scan_respects_projects_deletes_and_upserts(loaded, spy) -> None:
+    index, x = loaded
+    ready(index, x[0])
+    beta = index.query(x[2600].tolist(), projects=["beta"], limit=50)
+    assert {m.metadata["project"] for m in beta} == {"beta"} and beta[0].id == "obs_2600_narrative"
+    assert {m.metadata["project"] for m in index.query(x[0].tolist(), projects=["alpha"], limit=50)} == {"alpha"}
+
+    top = index.query(x[10].tolist(), projects=None, limit=5)
+    index.delete([top[0].id, top[1].id])
+    index.delete_where_sqlite_ids([top[2].metadata["sqlite_id"]], project=top[2].metadata["project"])
+    after = index.query(x[10].tolist(), projects=None, limit=200)
+    assert not {m.id for m in top[:3]} & {m.id for m in after}
+
+    new = unit(np.random.default_rng(6).standard_normal(DIM))
+    index.upsert([rec("prompt_9001", new, "beta", 9001)])
+    hit = index.query(new.tolist(), projects=["beta"], limit=3)[0]
+    assert hit.id == "prompt_9001" and hit.distance < 1e-5
+    index.upsert([rec("obs_20_narrative", new, "alpha", 21)])  # an existing document moves
+    assert index.query(new.tolist(), projects=["alpha"], limit=1)[0].id == "obs_20_narrative"
+    assert "obs_20_narrative" not in {m.id for m in index.query(x[20].tolist(), projects=["alpha"], limit=5)}
+    assert len(spy) == 7
+    assert index._scan is not None and index._scan.size() == index.count()
+
+
+def test_scan_survives_reset(loaded, spy) -> None:
+    index, x = loaded
+    ready(index, x[0])
+    index.reset()
+    assert index.query(x[0].tolist(), projects=None, limit=5) == []
+    fill(index, x[:1200], "gamma")
+    assert index.wait_for_scan(0)  # still there, kept in step by the upserts
+    calls = len(spy)
+    got = index.query(x[3].tolist(), projects=["gamma"], limit=K)
+    assert len(spy) == calls + 1
+    assert got[0].id == "obs_3_narrative" and got == exact(index, x[3], ["gamma"])
+
+
+def test_exact_path_below_the_threshold(tmp_path: Path, spy) -> None:
+    x = clustered(np.random.default_rng(7), 1500)
+    index = SqliteVecIndex(tmp_path / "vectors.sqlite", DIM, scan_threshold=1000)
+    try:
+        fill(index, x[:900], "alpha")
+        fill(index, x[900:], "beta", start=900)
+        index.query(x[0].tolist(), projects=["alpha"], limit=K)
+        assert index._scan is None and not index.wait_for_scan(0)  # 900 < 1000: nothing started
+        ready(index, x[0])  # 1500 documents in all
+        assert index.query(x[0].tolist(), projects=["alpha"], limit=K)[0].id == "obs_0_narrative"
+        assert spy == []
+        assert index.query(x[0].tolist(), projects=None, limit=K)[0].id == "obs_0_narrative"
+        assert len(spy) == 1
+    finally:
+        index.close()
+
+
+def test_changes_while_the_scan_is_read_are_kept(loaded, monkeypatch: pytest.MonkeyPatch, spy) -> None:
+    index, x = loaded
+    gate = threading.Event()
+    original = BinaryScan.build
+
+    def slow_build(self: BinaryScan, rows, sizes=None) -> bool:
+        rows = list(rows)  # the snapshot is taken ...
+        gate.wait(10)  # ... and the index changes before it is installed
+        return original(self, rows, sizes)
+
+    monkeypatch.setattr(BinaryScan, "build", slow_build)
+    index.query(x[0].tolist(), projects=None, limit=1)
+    new = unit(np.random.default_rng(8).standard_normal(DIM))
+    index.upsert([rec("prompt_77", new, "alpha", 77)])
+    index.delete(["obs_100_narrative"])
+    assert not index.wait_for_scan(0.2)
+    gate.set()
+    assert index.wait_for_scan(10)
+    assert index.query(new.tolist(), projects=None, limit=1)[0].id == "prompt_77"
+    assert "obs_100_narrative" not in {m.id for m in index.query(x[100].tolist(), projects=None, limit=50)}
+    assert len(spy) == 2
+
+
+def test_another_connection_writing_drops_the_scan(loaded, spy) -> None:
+    index, x = loaded
+    ready(index, x[0])
+    other = SqliteVecIndex(index.path, DIM, scan_threshold=10**9)
+    new = unit(np.random.default_rng(9).standard_normal(DIM))
+    try:
+        other.upsert([rec("prompt_5", new, "beta", 5)])
+        other.delete(["obs_0_narrative"])
+    finally:
+        other.close()
+    calls = len(spy)
+    assert index.query(new.tolist(), projects=None, limit=1)[0].id == "prompt_5"  # exact: scan dropped
+    assert index.query(x[0].tolist(), projects=None, limit=1)[0].id != "obs_0_narrative"
+    assert len(spy) == calls and index._scan is None
+
+
+def test_a_failing_reader_keeps_the_exact_path(loaded, monkeypatch: pytest.MonkeyPatch, spy) -> None:
+    index, x = loaded
+
+    def broken(self: BinaryScan, rows, sizes=None) -> bool:
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(BinaryScan, "build", broken)
+    index.query(x[0].tolist(), projects=None, limit=1)
+    assert not index.wait_for_scan(10)
+    for _ in range(2):
+        assert index.query(x[5].tolist(), projects=None, limit=3)[0].id == "obs_5_narrative"
+    assert index._scan is None and spy == []
+
+
+def test_concurrent_queries_and_writes_through_the_scan(loaded, spy) -> None:
+    index, x = loaded
+    ready(index, x[0])
+    errors: list[BaseException] = []
+
+    def writer(offset: int) -> None:
+        try:
+            for i in range(20):
+                first = offset + 5 * i
+                index.upsert([rec(f"manual_{first + j}_text", x[first + j], "alpha", 10_000 + j) for j in range(5)])
+                index.delete([f"obs_{offset + i}_narrative"])
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    def reader(seed: int) -> None:
+        try:
+            rng = np.random.default_rng(seed)
+            for _ in range(20):
+                got = index.query(x[rng.integers(0, len(x))].tolist(), projects=None, limit=K)
+                assert len(got) == K
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(o,)) for o in (0, 1000)]
+    threads += [threading.Thread(target=reader, args=(s,)) for s in (1, 2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert errors == []
+    assert index._scan is not None and index._scan.size() == index.count() == 4000 + 200 - 40
+    assert len(spy) >= 40
+
+
+def test_a_failing_scan_query_falls_back_to_the_exact_knn(loaded, monkeypatch: pytest.MonkeyPatch) -> None:
+    index, x = loaded
+    ready(index, x[0])
+
+    def broken(self: BinaryScan, *args: object) -> np.ndarray:
+        raise MemoryError("no room")
+
+    monkeypatch.setattr(BinaryScan, "candidates", broken)
+    assert index.query(x[7].tolist(), projects=None, limit=K) == exact(index, x[7], None)
+    assert index._scan is None
