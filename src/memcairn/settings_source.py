@@ -19,7 +19,7 @@ from memcairn.errors import ConfigError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterable, Mapping
     from typing import Any
 
 DEFAULT_PORT = 37877
@@ -88,6 +88,17 @@ SETTINGS: tuple[Setting, ...] = (
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 SETTINGS_FILE = "settings.json"
+
+
+def project_excluded(names: Iterable[str], exclude_projects: str) -> bool:
+    """Whether any of ``names`` matches a glob of the ``exclude_projects`` setting (comma-separated): such a
+    project is neither captured nor given memories. Standard library only, for the hooks and the worker alike."""
+    patterns = [part.strip() for part in exclude_projects.split(",") if part.strip()]
+    if not patterns:
+        return False
+    from fnmatch import fnmatchcase
+
+    return any(fnmatchcase(name, pattern) for name in names for pattern in patterns)
 
 
 def tidy_path(path: str) -> str:

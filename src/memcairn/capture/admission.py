@@ -12,7 +12,6 @@ importer) get the same scrubbing through ``scrub_item``.
 
 from __future__ import annotations
 
-import fnmatch
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -20,6 +19,7 @@ from typing import Any
 from memcairn.capture.privacy import is_entirely_private, scrub
 from memcairn.config import Settings
 from memcairn.models import ARRAY_FIELDS, TEXT_FIELDS, NewItem
+from memcairn.settings_source import project_excluded as excluded_by
 from memcairn.store.ingest_state import event_kind
 
 
@@ -34,8 +34,7 @@ def _names(value: str) -> list[str]:
 
 
 def project_excluded(names: Iterable[str], settings: Settings) -> bool:
-    patterns = _names(settings.exclude_projects)
-    return bool(patterns) and any(fnmatch.fnmatchcase(name, p) for name in names for p in patterns)
+    return excluded_by(names, settings.exclude_projects)
 
 
 def event_projects(body: dict[str, Any]) -> list[str]:

@@ -260,15 +260,11 @@ def digest(heading: str, rows: list[str], max_tokens: int, max_rows: int) -> str
 
 
 def _excluded(hook: Hook) -> bool:
-    """Whether a name of the project chain matches an ``exclude_projects`` glob: such a project is neither
-    captured (the worker refuses its events) nor given memories, so the digests are not even asked for.
-    The same rule as ``memcairn.capture.admission.project_excluded``, with the standard library only."""
-    patterns = [p.strip() for p in str(hook.settings.get("exclude_projects") or "").split(",") if p.strip()]
-    if not patterns:
-        return False
-    from fnmatch import fnmatchcase
+    """Whether the project chain is excluded (``exclude_projects``): such a project is neither captured (the
+    worker refuses its events) nor given memories, so the digests are not even asked for."""
+    from memcairn.settings_source import project_excluded
 
-    return any(fnmatchcase(name, pattern) for name in hook.identity.chain for pattern in patterns)
+    return project_excluded(hook.identity.chain, str(hook.settings.get("exclude_projects") or ""))
 
 
 def _search_digest(hook: Hook, call: Call | None, heading: str, max_tokens: int, max_rows: int) -> str:
