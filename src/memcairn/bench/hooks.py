@@ -48,7 +48,8 @@ def hook_command() -> list[str]:
     return [sys.executable, "-m", "memcairn"]
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A loopback port nobody listens on now (for a bench worker)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -114,7 +115,7 @@ def run(items: int = 100_000, runs: int = 40, home: Path | None = None, projects
     project_dir = workdir / "project-00"  # not a git checkout: the project is the directory's name
     project_dir.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMCAIRN_") and k != "PYTHONDONTWRITEBYTECODE"}
-    env.update(MEMCAIRN_HOME=str(home), MEMCAIRN_PORT=str(_free_port()), MEMCAIRN_VECTOR_BACKEND="none",
+    env.update(MEMCAIRN_HOME=str(home), MEMCAIRN_PORT=str(free_port()), MEMCAIRN_VECTOR_BACKEND="none",
                MEMCAIRN_WORKER_AUTOSTART="0")
     started = subprocess.run([sys.executable, "-m", "memcairn", "worker", "start", "--json"], env=env,
                              capture_output=True, text=True, timeout=120)

@@ -27,7 +27,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -40,7 +39,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-from memcairn.bench.hooks import build_store
+from memcairn.bench.hooks import build_store, free_port
 from memcairn.bench.synthetic import synthetic_queries
 from memcairn.bench.timing import percentile
 
@@ -155,12 +154,6 @@ def pick_anchors(db: Path, max_id: int, n: int, seed: int = 5) -> list[int]:
 
 
 # -- the worker process ---------------------------------------------------------------------------------
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def worker_env(home: Path, port: int, model: str) -> dict[str, str]:
     """This process's environment without its memcairn settings, plus the bench worker's own."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMCAIRN_")}
