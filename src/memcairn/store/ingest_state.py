@@ -161,9 +161,7 @@ class IngestStateMixin:
                 if end_session is not None:
                     platform, session, project, ended = end_session
                     self._session_id(conn, self._project_id(conn, project), session, platform, ended)
-                    conn.execute(
-                        "UPDATE sessions SET status = 'completed', ended_at_epoch = ? WHERE platform_source = ? "
-                        "AND agent_session_id = ?", (int(ended), platform, session))
+                    self._close_session(conn, session, platform, "completed", ended)
                 conn.execute(
                     f"UPDATE ingest_events SET status = 'done', attempts = attempts + 1, updated_at_epoch = ? "
                     f"WHERE id IN ({marks})", [now, *ids])

@@ -203,12 +203,17 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin):
     def end_session(self, agent_session_id: str, platform_source: str = "unknown", status: str = "completed",
                     ended_at_epoch: int | None = None) -> bool:
         with atomic(self._conn) as conn:
-            cur = conn.execute(
-                "UPDATE sessions SET status = ?, ended_at_epoch = ? WHERE platform_source = ? "
-                "AND agent_session_id = ?",
-                (status, ended_at_epoch or now_ms(), platform_source, agent_session_id),
-            )
-            return cur.rowcount > 0
+            return self._close_session(conn, agent_session_id, platform_source, status, ended_at_epoch or now_ms())
+
+    @staticmethod
+    def _close_session(conn: sqlite3.Connection, agent_session_id: str, platform_source: str, status: str,
+                       ended_at_epoch: int) -> bool:
+        """Set a session's end status and time inside the caller's transaction; False when there is none."""
+        cur = conn.execute(
+            "UPDATE sessions SET status = ?, ended_at_epoch = ? WHERE platform_source = ? AND agent_session_id = ?",
+            (status, int(ended_at_epoch), platform_source, agent_session_id),
+        )
+        return cur.rowcount > 0
 
     def move_session(self, agent_session_id: str, platform_source: str, project: str) -> None:
         """Move a session to another project; refused by the database once the session has items."""
