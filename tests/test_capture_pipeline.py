@@ -4,6 +4,7 @@ exactly once; private turns, exclusions and model failures; the sample transcrip
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import time
 from collections.abc import Sequence
@@ -417,6 +418,41 @@ def test_import_transcripts_cli_json(tmp_path: Path, monkeypatch: pytest.MonkeyP
     second = runner.invoke(cli, ["import", "transcripts", *copies, "--json"])
     again = json.loads(second.output)
     assert (again["events"], again["observations"], again["summaries"], again["prompts"]) == (0, 0, 0, 0)
+
+
+def test_import_transcripts_shows_a_progress_bar_on_a_terminal(tmp_path: Path) -> None:
+    """Without --json, a person at a terminal sees the import advance file by file (on stderr)."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    env = {**os.environ, "MEMCAIRN_HOME": str(tmp_path / "home"), "MEMCAIRN_EMBEDDING_MODEL": "hash",
+           "MEMCAIRN_WORKER_AUTOSTART": "0", "COLUMNS": "100"}
+    leader, follower = pty.openpty()
+    try:
+        done = subprocess.run([sys.executable, "-m", "memcairn", "import", "transcripts", *map(str, TRANSCRIPTS)],
+                              env=env, stdout=subprocess.PIPE, stderr=follower, timeout=120)
+        os.close(follower)
+        follower = -1
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # the terminal closed: everything was read
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        if follower != -1:
+            os.close(follower)
+        os.close(leader)
+    assert done.returncode == 0
+    text = shown.decode(errors="replace")
+    drawn = re.findall(r"importing transcripts\s+\[[#-]+\]\s+(\d+)%", text)
+    assert drawn[0] == "0" and drawn[-1] == "100" and len(drawn) == len(TRANSCRIPTS) + 1  # once per file
+    assert b"imported 3 transcript files: 3 prompts" in done.stdout
 
 
 def test_doctor_shows_the_queue_and_requeues_failed_events(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
