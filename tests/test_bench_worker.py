@@ -22,6 +22,7 @@ pytestmark = pytest.mark.skipif(not Path("/proc/self").exists(), reason="process
 SCENARIOS = [
     "GET /api/health (the HTTP path alone)",
     "GET /api/context/inject, 1 project",
+    "GET /api/context/inject, 1 project, memo missed",
     "GET /api/search keyword, 1 project",
     "GET /api/search hybrid, 1 project",
     "GET /api/search hybrid, all projects",
@@ -29,7 +30,7 @@ SCENARIOS = [
     "GET /api/timeline, anchor id",
 ]
 COLUMNS = ["scenario", "requests", "errors", "req/s", "median ms", "p95 ms", "max ms", "goal", "met",
-           "claude-mem 13.15.3", "strategies"]
+           "claude-mem 13.15.3", "answers"]
 
 
 def workers_of(home: Path) -> list[int]:
@@ -56,9 +57,14 @@ def test_bench_worker_prints_the_table_writes_json_and_leaves_no_worker(
         assert (row["requests"], row["errors"]) == (40, 0)
         assert isinstance(row["p95 ms"], float) and row["median ms"] <= row["max ms"]
     by_name = {r["scenario"]: r for r in result["rows"]}
-    assert by_name["GET /api/search hybrid, all projects"]["strategies"] == "hybrid 40"
-    assert by_name["GET /api/search keyword, 1 project"]["strategies"] == "keyword 40"
+    assert by_name["GET /api/search hybrid, all projects"]["answers"] == "hybrid 40"
+    assert by_name["GET /api/search keyword, 1 project"]["answers"] == "keyword 40"
     assert by_name["GET /api/context/inject, 1 project"]["goal"] == "p95 ≤ 50 ms"
+    counted = dict(part.rsplit(" ", 1) for part in by_name["GET /api/context/inject, 1 project"]["answers"].split(", "))
+    assert set(counted) <= {"memo", "rendered"} and sum(map(int, counted.values())) == 40
+    missed = by_name["GET /api/context/inject, 1 project, memo missed"]
+    assert missed["answers"] == "rendered 40" and missed["goal"] == "-" and missed["met"] == "-"
+    assert by_name["GET /api/health (the HTTP path alone)"]["answers"] == "-"
     for when in ("after_warmup", "end"):
         assert result["memory"][when]["rss_mb"] > 0 and result["memory"][when]["peak_mb"] > 0
     assert len(result["load_average"]["before"]) == 3
@@ -121,3 +127,18 @@ def test_a_bench_killed_mid_run_stops_its_worker(tmp_path: Path, sig: signal.Sig
             bench.stderr.close()
         for pid in workers_of(home):  # last resort, so a failure leaves nothing running either
             os.kill(pid, signal.SIGKILL)
+
+
+def test_rows_count_how_the_answers_were_made() -> None:
+    work = worker.scenarios(["alpha", "beta"], [1, 2], 4)
+    by_key = {(s.key, s.name): s for s in work}
+    fresh = by_key[("context_fresh", "GET /api/context/inject, 1 project, memo missed")]
+    assert [s.name for s in work][1:3] == ["GET /api/context/inject, 1 project",
+                                           "GET /api/context/inject, 1 project, memo missed"]
+    assert fresh.paths == [f"/api/context/inject?projects={p}&fresh=1" for p in ("alpha", "beta", "alpha", "beta")]
+    outcome = worker.Outcome(latencies_ms=[10.0, 20.0, 30.0, 40.0], answers={"rendered": 1, "memo": 3}, wall_s=1.0)
+    row = worker.row_for(work[1], outcome)
+    assert row["answers"] == "memo 3, rendered 1" and row["goal"] == "p95 ≤ 50 ms"
+    row = worker.row_for(fresh, worker.Outcome(latencies_ms=[5.0], answers={"rendered": 1}, wall_s=1.0))
+    assert (row["answers"], row["goal"], row["met"], row["claude-mem 13.15.3"]) == ("rendered 1", "-", "-", "-")
+    assert worker.row_for(work[0], worker.Outcome(latencies_ms=[1.0], wall_s=1.0))["answers"] == "-"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import subprocess
@@ -299,6 +300,43 @@ def test_context_inject_narrows_to_the_platform_asked_for(client: TestClient, ap
     assert "Codex sped up the build" in codex and "Release day" in codex and "Claude fixed" not in codex
     claude = context(platformSource="claude-code", full="true")
     assert "Claude fixed the parser" in claude and "Release day" in claude and "Codex" not in claude
+
+
+def test_context_inject_answers_from_the_memo_until_the_store_changes(
+        cfg: Settings, tmp_path: Path) -> None:
+    app = make_app(None, dataclasses.replace(cfg, vector_backend="none"), static_dir=tmp_path / "static")
+    with TestClient(app, base_url=BASE) as client:
+        wait_ready(app)
+        add(app, kind="observation", title="Parser handles tabs", project="alpha")
+        assert app.state.worker.capture.wait_idle(10)
+
+        def answers(*params: dict[str, str]) -> list[httpx.Response]:
+            """One answer per params, all within one minute (the memo's key holds the minute)."""
+            for _ in range(3):
+                minute = time.time() // 60
+                out = [client.get("/api/context/inject", params={"projects": "alpha", **p}) for p in params]
+                if time.time() // 60 == minute:
+                    assert all(r.status_code == 200 for r in out)
+                    return out
+            raise AssertionError("the minute kept changing")
+
+        first, second, fresh, third = answers({}, {}, {"fresh": "1"}, {})
+        assert [r.headers["X-Memcairn-Context"] for r in (first, second, fresh, third)] == [
+            "rendered", "memo", "rendered", "memo"]
+        assert first.text == second.text == fresh.text == third.text and "Parser handles tabs" in first.text
+        saved = client.post("/api/memory/save", json={"text": "Ship on Tuesdays", "title": "Release day",
+                                                      "project": "alpha"})
+        assert saved.status_code == 200
+        after, again = answers({}, {})
+        assert after.headers["X-Memcairn-Context"] == "rendered" and "Release day" in after.text
+        assert again.headers["X-Memcairn-Context"] == "memo" and again.text == after.text
+        coloured = answers({"colors": "true"})[0]
+        assert coloured.headers["X-Memcairn-Context"] == "rendered" and "\x1b[" in coloured.text
+        assert_error(client.get("/api/context/inject", params={"fresh": "maybe"}), 400, "invalid_request")
+        store_of(app).add_capture_notice("llm_config", "memory capture: the model is unreachable")
+        noticed = answers({})[0]
+        assert noticed.headers["X-Memcairn-Context"] == "rendered"
+        assert noticed.text.startswith("memcairn notice: memory capture: the model is unreachable")
 
 
 def test_projects_and_stats(client: TestClient, app: Any) -> None:

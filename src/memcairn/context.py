@@ -77,6 +77,8 @@ LEGEND = ("Legend: rows are #id HH:MM type title, by day, oldest first; types: b
 MORE = ("More: search(query) lists matching ids (~50-100 tokens a hit) -> timeline(anchor=id) shows what "
         "happened around one -> get_observations(ids) reads full records; important_workflow explains the order.")
 NOTICE_PREFIX = "memcairn notice: "
+# Every setting the text depends on (``memcairn.context_memo`` keys memoized texts on them): add any new one.
+CONTEXT_SETTINGS = ("context_observations", "context_summaries", "context_token_budget", "context_types")
 EMPTY = "memcairn: no memories yet for {scope}; memory starts after the first session."
 
 # ANSI (the coloured variant only)
@@ -303,11 +305,25 @@ def _tokens(chars: int) -> int:
     return round(chars / 4)
 
 
+def _clock(now: datetime) -> str:
+    return f"{now:%Y-%m-%d %H:%M} {now.tzname() or ''}".rstrip()
+
+
+def clock(now_ms: int, tz: tzinfo | None = None) -> str:
+    """``now`` as the header shows it: the only use of the current time in the text (rows show the items'
+    own times), so two renders of the same data with the same clock are byte-identical."""
+    return _clock(_when(now_ms, tz))
+
+
+def shaping_settings(settings: Settings) -> tuple[Any, ...]:
+    """The settings the text depends on (``CONTEXT_SETTINGS``): part of the key of a memoized text."""
+    return tuple(getattr(settings, name) for name in CONTEXT_SETTINGS)
+
+
 def _body(data: ContextData, shape: _Shape, style: _Style, now: datetime, tz: tzinfo | None,
           here_tokens: int) -> list[str]:
     p = style.paint
-    lines = [p(f"# memcairn memory · {_scope(data.projects)} · {now:%Y-%m-%d %H:%M} {now.tzname() or ''}".rstrip(),
-               BOLD)]
+    lines = [p(f"# memcairn memory · {_scope(data.projects)} · {_clock(now)}", BOLD)]
     if shape.legend:
         lines.append(p(LEGEND, DIM))
     shown = list(reversed(data.observations[:shape.observations]))

@@ -9,10 +9,15 @@
 - **Load**: ``clients`` threads, each with its own keep-alive connection, take requests from one shared work
   list until it is empty; each request's latency is the time from sending it to having read the whole answer.
   The scenarios run one after another: the health route (the floor: HTTP and the event loop alone), context
-  injection, keyword search, hybrid search (one project and all projects), filter-only search and timeline.
+  injection as a client sees it (served from the worker's memo of rendered contexts while the store and the
+  minute stay the same), context injection with ``fresh=1`` (every request renders: what a render costs under
+  load; no goal), keyword search, hybrid search (one project and all projects), filter-only search and
+  timeline.
 - **Table**: requests, errors, throughput, median, p95 and max per scenario beside the goal and, where one
-  exists, the figure measured for claude-mem 13.15.3 on a similar machine; the worker's resident memory
-  (``VmRSS``, peak ``VmHWM``) after the warm-up and at the end.
+  exists, the figure measured for claude-mem 13.15.3 on a similar machine, and the "answers" column: how each
+  answer was made, counted per value (the search ``strategy`` of search answers; ``memo`` / ``rendered`` from
+  the ``X-Memcairn-Context`` header of context answers, so memo hits and misses are reported as measured);
+  the worker's resident memory (``VmRSS``, peak ``VmHWM``) after the warm-up and at the end.
 
 The worker is stopped (SIGTERM, then SIGKILL if it does not exit) whatever happens: an error, Ctrl-C, or a
 SIGTERM or SIGHUP sent to the bench.
@@ -45,6 +50,7 @@ from memcairn.bench.timing import percentile
 
 # The figures of the reference implementation (claude-mem 13.15.3), measured on a similar 2-core machine.
 REFERENCE = {"context": "57 ms (10k obs)", "keyword": "6 ms"}
+CONTEXT_HEADER = "X-Memcairn-Context"  # memo | rendered (memcairn.worker.app)
 GOAL_P95_MS = {"context": 50.0, "hybrid": 100.0}
 GOAL_RSS_MB = 500.0
 MARKER = "bench-worker.json"  # what the mirror of a bench home was built with
@@ -61,7 +67,7 @@ class Scenario:
     key: str  # the goal and reference it is compared with
     name: str
     paths: list[str]
-    check_strategy: str | None = None  # a search strategy at least one answer must report
+    check_strategy: str | None = None  # a search strategy at least one answer must report (in ``answers``)
 
 
 @dataclass
@@ -69,7 +75,7 @@ class Outcome:
     latencies_ms: list[float] = field(default_factory=list)
     errors: int = 0
     sample_errors: list[str] = field(default_factory=list)
-    strategies: dict[str, int] = field(default_factory=dict)
+    answers: dict[str, int] = field(default_factory=dict)  # how the answers were made: strategy / context header
     wall_s: float = 0.0
 
 
@@ -298,7 +304,7 @@ def drive(port: int, paths: Sequence[str], clients: int) -> Outcome:
     work = iter(paths)
     start = threading.Barrier(clients + 1)
 
-    def record(latency: float | None, error: str | None, strategy: str | None) -> None:
+    def record(latency: float | None, error: str | None, answer: str | None) -> None:
         with lock:
             if error is not None:
                 outcome.errors += 1
@@ -306,8 +312,8 @@ def drive(port: int, paths: Sequence[str], clients: int) -> Outcome:
                     outcome.sample_errors.append(error)
             elif latency is not None:
                 outcome.latencies_ms.append(latency)
-            if strategy is not None:
-                outcome.strategies[strategy] = outcome.strategies.get(strategy, 0) + 1
+            if answer is not None:
+                outcome.answers[answer] = outcome.answers.get(answer, 0) + 1
 
     def client() -> None:
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=REQUEST_TIMEOUT)
@@ -331,7 +337,7 @@ def drive(port: int, paths: Sequence[str], clients: int) -> Outcome:
                 if response.status != 200:
                     record(None, f"{path}: HTTP {response.status}: {body[:200]!r}", None)
                     continue
-                record(latency, None, _strategy(body) if path.startswith("/api/search") else None)
+                record(latency, None, _answer(path, response, body))
         finally:
             conn.close()
 
@@ -346,11 +352,16 @@ def drive(port: int, paths: Sequence[str], clients: int) -> Outcome:
     return outcome
 
 
-def _strategy(body: bytes) -> str | None:
-    try:
-        return json.loads(body).get("strategy")
-    except (ValueError, AttributeError):
-        return None
+def _answer(path: str, response: http.client.HTTPResponse, body: bytes) -> str | None:
+    """How the worker made this answer: a search's strategy, a context's ``X-Memcairn-Context`` header."""
+    if path.startswith("/api/context/inject"):
+        return response.getheader(CONTEXT_HEADER)
+    if path.startswith("/api/search"):
+        try:
+            return json.loads(body).get("strategy")
+        except (ValueError, AttributeError):
+            return None
+    return None
 
 
 def scenarios(projects: Sequence[str], anchors: Sequence[int], n: int, seed: int = 23) -> list[Scenario]:
@@ -368,6 +379,8 @@ def scenarios(projects: Sequence[str], anchors: Sequence[int], n: int, seed: int
         Scenario("floor", "GET /api/health (the HTTP path alone)", ["/api/health"] * n),
         Scenario("context", "GET /api/context/inject, 1 project",
                  [f"/api/context/inject?{urlencode({'projects': p})}" for p in one]),
+        Scenario("context_fresh", "GET /api/context/inject, 1 project, memo missed",
+                 [f"/api/context/inject?{urlencode({'projects': p, 'fresh': '1'})}" for p in one]),
         Scenario("keyword", "GET /api/search keyword, 1 project",
                  [search(query=q, project=p, mode="keyword", format="index") for q, p in pairs],
                  check_strategy="keyword"),
@@ -403,7 +416,7 @@ def row_for(scenario: Scenario, outcome: Outcome) -> dict[str, Any]:
         "p95 ms": p95 if p95 is not None else "-",
         "max ms": round(max(samples), 1) if samples else "-",
         "goal": goal, "met": met, "claude-mem 13.15.3": REFERENCE.get(scenario.key, "-"),
-        "strategies": ", ".join(f"{k} {v}" for k, v in sorted(outcome.strategies.items())) or "-",
+        "answers": ", ".join(f"{k} {v}" for k, v in sorted(outcome.answers.items())) or "-",
     }
 
 
@@ -448,9 +461,9 @@ def run(items: int = 100_000, clients: int = 8, requests: int = 400, home: Path 
                 outcome = drive(port, scenario.paths, clients)
                 rows.append(row_for(scenario, outcome))
                 problems += [f"{scenario.name}: {e}" for e in outcome.sample_errors]
-                if scenario.check_strategy and scenario.check_strategy not in outcome.strategies:
+                if scenario.check_strategy and scenario.check_strategy not in outcome.answers:
                     problems.append(f"{scenario.name}: no answer reported strategy {scenario.check_strategy!r} "
-                                    f"(got {outcome.strategies or 'none'})")
+                                    f"(got {outcome.answers or 'none'})")
             at_end = memory_mb(pid)
         load_after = os.getloadavg()
         return {

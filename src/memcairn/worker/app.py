@@ -39,7 +39,7 @@ import memcairn
 from memcairn.capture.admission import admit, project_excluded, scrub_item
 from memcairn.capture.llm.compressor import local_day_start_ms
 from memcairn.config import Settings, load_settings
-from memcairn.context import render_context
+from memcairn.context_memo import Answer, ContextMemo
 from memcairn.errors import MemcairnError, NotFoundError, StoreError, ValidationError
 from memcairn.models import NewItem
 from memcairn.runtime import Runtime, open_runtime
@@ -56,6 +56,9 @@ RUNNER_STOP_SECONDS = 5.0
 # Fields of hook events that must be text when present (the rest of a payload is kept as sent).
 TEXT_PAYLOAD_FIELDS = ("prompt", "last_assistant_message", "tool_name", "transcript_path")
 KIND_ROUTES = {"observation": "observation", "summary": "summary", "prompt": "prompt", "memory": None}
+
+# How /api/context/inject got its text: "memo" (a memoized render) or "rendered" (rendered for this request).
+CONTEXT_HEADER = "X-Memcairn-Context"
 
 RuntimeSource = Runtime | Callable[[Settings], Runtime] | None
 
@@ -146,6 +149,7 @@ class WorkerState:
         self.search: Any = None
         self.runner: Any = None
         self.capture: Any = None
+        self.context_memo: ContextMemo | None = None
         self.phase = "starting"
         self.detail = "waiting to start"
         self.started_at = time.time()
@@ -187,13 +191,15 @@ class WorkerState:
                 runtime.store.add_listener(runner.nudge)
                 runner.start()  # its first pass is the backfill
             capture = self._start_capture(runtime)  # picks up events a crash left pending
+            memo = ContextMemo.for_store(runtime.store)
             with self._cond:
                 abandoned = self.phase != "starting"  # shutdown began while the store was opening
                 if not abandoned:
                     self.runtime, self.search, self.runner = runtime, search, runner
-                    self.capture = capture
+                    self.capture, self.context_memo = capture, memo
                     self.phase, self.detail = "ready", "ready"
             if abandoned:
+                memo.close()
                 capture.stop(RUNNER_STOP_SECONDS)
                 if runner is not None:
                     runner.stop(RUNNER_STOP_SECONDS)
@@ -258,7 +264,10 @@ class WorkerState:
             self.runner.stop(RUNNER_STOP_SECONDS)
         with self._cond:
             runtime, self.runtime = self.runtime, None
+            memo, self.context_memo = self.context_memo, None
             self.phase, self.detail = "stopped", "the worker has stopped"
+        if memo is not None:
+            memo.close()
         if runtime is not None and self._owns_runtime:
             runtime.close()
         log.info("worker stopped")
@@ -639,16 +648,20 @@ async def context_inject(request: Request) -> Response:
     runtime = state.require()
     names = _params(request, "projects", "project")
     platform = _param(request, "platformSource")
-    colors, full = _flag(request, "colors"), _flag(request, "full")
+    colors, full, fresh = _flag(request, "colors"), _flag(request, "full"), _flag(request, "fresh")
     if names and project_excluded(names, state.settings):
         return PlainTextResponse("")
+    memo = state.context_memo
+    if memo is None:  # set with the runtime; a memo that always renders otherwise
+        memo = ContextMemo(None)
 
-    def build() -> str:
+    def build() -> Answer:
         notices = runtime.store.take_capture_notices(names or None)
-        return render_context(runtime.store, state.settings, projects=names, platform_source=platform,
-                              colors=colors, full=full, notices=notices)
+        return memo.render(runtime.store, state.settings, projects=names, platform_source=platform, colors=colors,
+                           full=full, notices=notices, fresh=fresh)
 
-    return PlainTextResponse(await state.call(build))
+    answer = await state.call(build)
+    return PlainTextResponse(answer.text, headers={CONTEXT_HEADER: answer.source})
 
 
 async def stream(request: Request) -> Response:

@@ -57,7 +57,7 @@ class Operation:
     method: str
     path: str
     summary: str
-    ok: dict[str, Any]  # the success response: {"status": int, "schema": ..., "media": ...}
+    ok: dict[str, Any]  # the success response: {"status": int, "schema": ..., "media": ..., "headers"?: ...}
     params: tuple[Param, ...] = ()
     body: dict[str, Any] | None = None
     errors: tuple[int, ...] = (400, 500, 503)
@@ -125,6 +125,11 @@ _SESSION_FIELDS: dict[str, Any] = {
     "cwd": {"type": ["string", "null"], "minLength": 1, "maxLength": 4096, "pattern": r"\S"},
     "platform_source": {"type": ["string", "null"], "maxLength": 100},
 }
+# How /api/context/inject got its text (absent on the empty answer for an excluded project).
+CONTEXT_HEADERS = {"X-Memcairn-Context": {
+    "description": "memo: served from the memo of rendered contexts (the store has not changed since, same "
+                   "parameters, settings and minute); rendered: rendered for this request",
+    "schema": {"type": "string", "enum": ["memo", "rendered"]}}}
 _PROJECT_OR_CWD = [{"required": ["project"]}, {"required": ["cwd"]}]
 
 
@@ -168,12 +173,14 @@ OPERATIONS: tuple[Operation, ...] = (
         for kind in ("observation", "summary", "prompt", "memory")
     ),
     Operation("get", "/api/context/inject", "The SessionStart context for these projects, as text",
-              _text(), params=(
+              {**_text(), "headers": CONTEXT_HEADERS}, params=(
                   Param("projects", _STR, "Project names, comma-separated (default: every project)"),
                   Param("project", _STR, "One project (same as projects)"),
                   Param("platformSource", _STR, "Only items from this platform (and notes recorded by no agent)"),
                   Param("colors", FLAG, "ANSI colours, for the person's terminal (never for the model)"),
-                  Param("full", FLAG, "Lift the item limits and the token budget"))),
+                  Param("full", FLAG, "Lift the item limits and the token budget"),
+                  Param("fresh", FLAG, "Diagnostic: render even when the memo holds this context (the new text is "
+                                       "kept); the text is the same either way"))),
     Operation("post", "/api/memory/save", "Save a manual memory", _json(_obj(
         ("id", "created"), id={"type": "integer"}, created={"type": "boolean"})),
         body={"type": "object", "required": ["text"], "properties": {
@@ -214,6 +221,8 @@ def _responses(op: Operation, secured: bool) -> dict[str, Any]:
     ok = op.ok
     out: dict[str, Any] = {str(ok["status"]): {"description": ok["description"],
                                                "content": {ok["media"]: {"schema": ok["schema"]}}}}
+    if ok.get("headers"):
+        out[str(ok["status"])]["headers"] = ok["headers"]
     codes = set(op.errors) | {403}
     if any(p.location == "path" for p in op.params):
         codes.add(404)
