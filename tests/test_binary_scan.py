@@ -159,7 +159,7 @@ def exact(index: SqliteVecIndex, q: np.ndarray, projects: list[str] | None, k: i
 
 
 def ready(index: SqliteVecIndex, q: np.ndarray) -> None:
-    index.query(q.tolist(), projects=None, limit=1)  # starts the reader
+    index.warm()  # starts the reader (no query: the spy counts queries only)
     assert index.wait_for_scan(10)
 
 
@@ -337,3 +337,115 @@ def test_a_failing_scan_query_falls_back_to_the_exact_knn(loaded, monkeypatch: p
     monkeypatch.setattr(BinaryScan, "candidates", broken)
     assert index.query(x[7].tolist(), projects=None, limit=K) == exact(index, x[7], None)
     assert index._scan is None
+
+
+# ----------------------------------------------------------------------------- schema 1 (vec0) -> 2
+
+
+def _schema_one_file(path: Path, x: np.ndarray) -> None:
+    """A sidecar as schema 1 wrote it: the vectors in a sqlite-vec vec0 table partitioned by project."""
+    import json
+
+    import apsw
+    import sqlite_vec
+
+    conn = apsw.Connection(str(path))
+    conn.enable_load_extension(True)
+    conn.load_extension(sqlite_vec.loadable_path())
+    conn.execute("PRAGMA journal_mode = WAL")
+    with conn:
+        conn.execute("CREATE TABLE mc_meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        conn.executemany("INSERT INTO mc_meta VALUES (?, ?)", [("schema", "1"), ("dimension", str(DIM)),
+                                                                  ("metric", "cosine")])
+        conn.execute("CREATE TABLE mc_docs(rowid INTEGER PRIMARY KEY, project TEXT NOT NULL, doc_id TEXT NOT NULL, "
+                     "kind TEXT, sqlite_id INTEGER, document TEXT NOT NULL, metadata TEXT NOT NULL, "
+                     "UNIQUE(doc_id, project))")
+        conn.execute(f"CREATE VIRTUAL TABLE mc_vectors USING vec0(project TEXT PARTITION KEY, "
+                     f"embedding FLOAT[{DIM}] distance_metric=cosine, chunk_size=256)")
+        for i, vec in enumerate(x):
+            project = "alpha" if i % 2 else "beta"
+            meta = {"sqlite_id": i + 1, "kind": "observation", "project": project}
+            conn.execute("INSERT INTO mc_docs VALUES (?, ?, ?, 'observation', ?, 'text', ?)",
+                         (i + 1, project, f"obs_{i + 1}_narrative", i + 1, json.dumps(meta, sort_keys=True)))
+            conn.execute("INSERT INTO mc_vectors(rowid, project, embedding) VALUES (?, ?, ?)",
+                         (i + 1, project, vec.astype("<f4").tobytes()))
+    conn.close()
+
+
+def test_a_schema_one_file_moves_its_vectors_without_re_embedding(tmp_path: Path) -> None:
+    import apsw
+
+    x = clustered(np.random.default_rng(30), 1300)
+    path = tmp_path / "vectors.sqlite"
+    _schema_one_file(path, x)
+    size_before = path.stat().st_size
+    index = SqliteVecIndex(path, DIM)
+    assert path.stat().st_size < 1.5 * size_before  # compacted after the move, not both copies kept
+    try:
+        assert index.count() == 1300 and index.count("alpha") == 650
+        for i in (0, 1, 777):
+            project = "alpha" if i % 2 else "beta"
+            best = index.query(x[i].tolist(), projects=[project], limit=5)[0]
+            assert best.id == f"obs_{i + 1}_narrative" and best.distance < 1e-5
+            assert best.metadata["sqlite_id"] == i + 1
+        index.upsert([rec("prompt_5000", x[3], "alpha", 5000)])  # the new table takes writes
+        assert {m.id for m in index.query(x[3].tolist(), projects=["alpha"], limit=2)} == {
+            "obs_4_narrative", "prompt_5000"}
+    finally:
+        index.close()
+    conn = apsw.Connection(str(path))
+    try:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert "mc_vectors" not in tables and "mc_embeddings" in tables
+        assert dict(conn.execute("SELECT key, value FROM mc_meta"))["schema"] == str(sv.SCHEMA_VERSION)
+        stored = conn.execute("SELECT embedding FROM mc_embeddings WHERE rowid = 778").fetchone()[0]
+        assert np.array_equal(np.frombuffer(stored, dtype="<f4"), x[777])  # the same bytes, not re-embedded
+    finally:
+        conn.close()
+    SqliteVecIndex(path, DIM).close()  # a second open finds schema 2 and changes nothing
+
+
+def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
+    import apsw
+
+    from memcairn.errors import VectorIndexUnavailableError
+
+    path = tmp_path / "vectors.sqlite"
+    SqliteVecIndex(path, DIM).close()
+    conn = apsw.Connection(str(path))
+    conn.execute("UPDATE mc_meta SET value = ? WHERE key = 'schema'", (str(sv.SCHEMA_VERSION + 1),))
+    conn.close()
+    with pytest.raises(VectorIndexUnavailableError, match="newer memcairn"):
+        SqliteVecIndex(path, DIM)
+
+
+def test_warm_reads_the_scan_before_any_query(tmp_path: Path, spy) -> None:
+    x = clustered(np.random.default_rng(31), 1200)
+    index = SqliteVecIndex(tmp_path / "vectors.sqlite", DIM)
+    try:
+        fill(index, x, "alpha")
+        small = SqliteVecIndex(tmp_path / "small.sqlite", DIM)
+        fill(small, x[:10], "alpha")
+        small.warm()
+        assert small._scan is None  # below the threshold: nothing to read
+        small.close()
+        index.warm()
+        assert index.wait_for_scan(10)
+        assert index.query(x[7].tolist(), projects=["alpha"], limit=3)[0].id == "obs_7_narrative"
+        assert len(spy) == 1
+    finally:
+        index.close()
+
+
+def test_both_paths_report_exact_cosine_distances(loaded) -> None:
+    index, x = loaded
+    q = unit(np.random.default_rng(32).standard_normal(DIM))
+    want = {f"obs_{i}_narrative": 1.0 - float(np.dot(x[i].astype(np.float64), q)) for i in range(len(x))}
+    got_exact = exact(index, q, None, k=50)
+    ready(index, q)
+    got_scan = index.query(q.tolist(), projects=None, limit=50)
+    truth = sorted(want, key=lambda i: (want[i], i))[:50]
+    assert [m.id for m in got_exact] == truth  # the exact path is exact
+    assert len(set(truth) & {m.id for m in got_scan}) >= 45  # the scan's recall: a random query, far from any
+    for got in (got_exact, got_scan):
+        assert all(abs(m.distance - want[m.id]) < 1e-6 for m in got)

@@ -38,7 +38,7 @@ class FixedMirror:
 
 
 class BrokenIndex(InMemoryIndex):
-    def query(self, vector, *, projects, limit):  # noqa: ANN001, ANN201
+    def query(self, vector, *, projects, limit, metadata=True):  # noqa: ANN001, ANN201
         raise VectorIndexUnavailableError("vector index unreachable")
 
 

@@ -190,6 +190,17 @@ def test_metadata_roundtrip_drops_none(index: VectorIndex) -> None:
     assert isinstance(match.metadata["sqlite_id"], int)
 
 
+def test_query_without_metadata_keeps_ids_and_distances(index: VectorIndex) -> None:
+    vectors = unit(np.random.default_rng(33), 12)
+    fill(index, vectors)
+    fill(index, vectors[:4], project="beta", prefix="beta")
+    for projects in (["alpha"], None):
+        full = index.query(vectors[2].tolist(), projects=projects, limit=6)
+        bare = index.query(vectors[2].tolist(), projects=projects, limit=6, metadata=False)
+        assert [(m.id, m.distance) for m in bare] == [(m.id, m.distance) for m in full]
+        assert all(m.metadata for m in full) and not any(m.metadata for m in bare)
+
+
 def test_limit_bounds(index: VectorIndex) -> None:
     vectors = unit(np.random.default_rng(4), 4)
     fill(index, vectors)

@@ -279,7 +279,7 @@ class MirrorSync:
         vec = vector if vector is not None else self.embedder.embed_query(text)
         start = time.perf_counter()
         try:
-            matches = self.index.query(vec, projects=partitions, limit=max(limit * 4, limit))
+            matches = self.index.query(vec, projects=partitions, limit=max(limit * 4, limit), metadata=False)
         except VectorIndexUnavailableError as exc:
             self._degrade(exc)
             raise

@@ -54,8 +54,12 @@ class VectorIndex(Protocol):
         """Remove every document whose metadata ``sqlite_id`` is one of these."""
         ...
 
-    def query(self, vector: Sequence[float], *, projects: Sequence[str] | None, limit: int) -> list[VectorMatch]:
-        """Nearest documents across the given projects (all projects when None), best first."""
+    def query(self, vector: Sequence[float], *, projects: Sequence[str] | None, limit: int,
+              metadata: bool = True) -> list[VectorMatch]:
+        """Nearest documents across the given projects (all projects when None), best first.
+
+        ``metadata=False``: the matches may come without their metadata (a search needs ids and distances
+        only, and reading the metadata of hundreds of documents is a noticeable part of a query)."""
         ...
 
     def max_sqlite_id(self, project: str, kind: str) -> int:

@@ -208,16 +208,18 @@ class ChromaIndex:
                 where = {"sqlite_id": {"$in": wanted[start : start + _BATCH]}}
                 self._on_collection(name, lambda col, where=where: col.delete(where=where), "delete")
 
-    def query(self, vector: Sequence[float], *, projects: Sequence[str] | None, limit: int) -> list[VectorMatch]:
+    def query(self, vector: Sequence[float], *, projects: Sequence[str] | None, limit: int,
+              metadata: bool = True) -> list[VectorMatch]:
         q = as_vector(vector, self.dimension, what="query vector").reshape(1, -1)
         if limit <= 0:
             return []
         names = self._targets(None) if projects is None else list(dict.fromkeys(projects))
         found: list[VectorMatch] = []
+        include = ["distances", "metadatas"] if metadata else ["distances"]
         for name in names:
             result = self._on_collection(
                 name,
-                lambda col: col.query(query_embeddings=q, n_results=int(limit), include=["distances", "metadatas"]),
+                lambda col: col.query(query_embeddings=q, n_results=int(limit), include=include),
                 "query",
             )
             if result is None:

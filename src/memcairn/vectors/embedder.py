@@ -160,6 +160,9 @@ class OnnxEmbedder:
                 # Without the arena, memory goes back after a large batch: about 140 MB resident instead
                 # of about 350 MB after 256 texts, at the same speed.
                 opts.enable_cpu_mem_arena = False
+                # Idle intra-op threads sleep instead of spinning: in the worker, requests run side by side
+                # on few cores, and a spinning pool takes the CPU a concurrent request needs.
+                opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
                 # The weights are stored int8 behind DequantizeLinear; this makes onnxruntime fold them to
                 # float32 once, at load, instead of fusing them into slower 8-bit kernels (see the model's
                 # README.md).

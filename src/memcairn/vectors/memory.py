@@ -163,7 +163,8 @@ class InMemoryIndex:
                     self._matrices.pop(name, None)
             self._drop_empty()
 
-    def query(self, vector: Sequence[float], *, projects: Sequence[str] | None, limit: int) -> list[VectorMatch]:
+    def query(self, vector: Sequence[float], *, projects: Sequence[str] | None, limit: int,
+              metadata: bool = True) -> list[VectorMatch]:
         q = as_vector(vector, self.dimension, what="query vector").astype(np.float64)
         q /= float(np.linalg.norm(q))
         if limit <= 0:
@@ -180,7 +181,7 @@ class InMemoryIndex:
                 best = np.argpartition(distances, k - 1)[:k] if k < len(ids) else range(len(ids))
                 docs = self._docs[name]
                 for i in best:
-                    meta = dict(docs[ids[i]][2])
+                    meta = dict(docs[ids[i]][2]) if metadata else {}
                     matches.append(VectorMatch(id=ids[i], distance=float(distances[i]), metadata=meta))
         return merge_matches(matches, limit)
 

@@ -1,32 +1,35 @@
-"""The default mirror: a sidecar SQLite file (WAL) with a sqlite-vec ``vec0`` table.
+"""The default mirror: a sidecar SQLite file (WAL), the embedded choice (named after the sqlite-vec
+extension whose distance function its exact path uses).
 
-Schema (one file, ``<home>/vectors.sqlite``)::
+Schema 2 (one file, ``<home>/vectors.sqlite``)::
 
     mc_meta(key TEXT PRIMARY KEY, value TEXT)          -- schema, dimension, metric
-    mc_docs(rowid INTEGER PRIMARY KEY,                 -- same rowid as in mc_vectors
+    mc_docs(rowid INTEGER PRIMARY KEY,                 -- same rowid as in mc_embeddings
             project, doc_id, kind, sqlite_id, document, metadata JSON,
             UNIQUE(doc_id, project))
-      index mc_docs_bootstrap(project, kind, sqlite_id) -- max_sqlite_id is one index seek
+      index mc_docs_bootstrap(project, kind, sqlite_id) -- max_sqlite_id is one index seek; a project's rows
       index mc_docs_sqlite_id(sqlite_id)                -- delete_where_sqlite_ids
-    mc_vectors USING vec0(project TEXT PARTITION KEY,
-                          embedding FLOAT[d] distance_metric=cosine, chunk_size=256)
+    mc_embeddings(rowid INTEGER PRIMARY KEY, embedding BLOB)   -- float32, little-endian
 
-The vec0 table holds only what the KNN scan needs: the partition key makes a query for one project
-read only that project's chunks, so no metadata filter runs on the hot path. Everything else lives in
-the plain ``mc_docs`` table, joined by rowid after the scan. A query over several projects runs one
-KNN per project (``k`` each) and merges; a query over every project runs one unpartitioned KNN.
+A query runs in two steps. A `BinaryScan` (``vectors/binary_scan.py``) keeps the sign bits of every vector
+in memory (48 bytes a 384-d document), partitioned by project, and picks the ``clamp(4 k, 1000, 4096)``
+documents of the searched projects nearest by Hamming distance (a few ms for 300,000 documents; a partition
+smaller than that is taken whole, so its answer is exact). Their float vectors are then read by rowid (one
+B-tree seek each, ~4 us: a 1.5 KB row sits in one page) and ranked by exact cosine distance in numpy; the
+best ``k`` are joined to ``mc_docs``. Recall@100 against the exact answer is about 0.99 on real MiniLM
+vectors, and every distance returned is exact.
 
-sqlite-vec's KNN is brute force and its cost grows with ``k``: at 300,000 384-d documents a query over
-every project with ``k = 400`` takes half a second. So once the partitions a query searches hold at
-least ``scan_threshold`` documents (20,000 by default), it runs in two steps instead. A `BinaryScan`
-(``vectors/binary_scan.py``) keeps the sign bits of every vector in memory (48 bytes a document) and
-picks the ``clamp(4 k, 1000, 4096)`` documents nearest by Hamming distance (a few ms for 300,000); those
-are re-ranked by ``vec_distance_cosine`` over their stored float vectors (one rowid lookup each) and
-joined to ``mc_docs`` as in the exact path: same distances, same matches, recall@100 about 0.99 on real
-MiniLM vectors. A background thread reads the scan from the file the first time a query could use it;
-until it is ready, or if reading it fails, queries take the exact path. Upserts, deletes and reset update
-it in step with the tables, under the same lock; a commit by another connection (``PRAGMA data_version``)
-discards it, to be read again later.
+A background thread reads the scan from the file when the index opens with enough documents (`warm`) or
+the first time a query could use it. Until it is ready, or if reading it fails, queries take the *exact
+path*: sqlite-vec's ``vec_distance_cosine`` over every row of the searched projects picks the best ``k``,
+which are ranked by the same numpy code (so both paths report identical distances). Upserts, deletes and
+reset update the scan in step with the tables, under the same lock; a commit by another connection
+(``PRAGMA data_version``) discards it, to be read again later.
+
+Schema 1 kept the vectors in a sqlite-vec ``vec0`` table partitioned by project. Its brute-force KNN cost
+grows with ``k`` (25-35 ms for 15,000 documents at ``k = 400``), and re-ranking candidates through it
+walked the overflow pages of 393 KB chunks (40-70 us a vector). Opening a schema-1 file copies its vectors
+into ``mc_embeddings`` and drops the ``vec0`` table, in one transaction: nothing is re-embedded.
 
 The stdlib ``sqlite3`` of some Pythons cannot load extensions, so this uses apsw. One connection,
 guarded by a lock, serves every thread of the worker.
@@ -44,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 import apsw
+import numpy as np
 import sqlite_vec
 
 from memcairn.errors import VectorIndexUnavailableError
@@ -53,21 +57,17 @@ from memcairn.vectors.memory import as_vector, check_dimension, check_record, la
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
-MAX_K = 4096  # sqlite-vec refuses larger k in a KNN query
+SCHEMA_VERSION = 2
+MAX_K = 4096  # most documents one query returns
 _CHUNK = 500  # ids per IN (...) list, well under SQLite's variable limit
-# vec0 allocates vectors per partition in chunks of this many slots: the default (1024) costs every
-# project 1.5 MB at 384-d however few documents it has; 256 does not slow the KNN scan measurably.
-CHUNK_SIZE = 256
-# Random rowid lookups (the re-ranking of the binary scan's candidates) walk the overflow pages of a
-# 393 KB vec0 chunk: ~40-70 us each through SQLite's small page cache, ~10 us with the file memory-mapped.
-# But every page a lookup touches then counts in the worker's resident memory (VmRSS grows towards the
-# file's size: file-backed, shared with the OS page cache, reclaimable, yet that is what `top` and the
-# worker bench show), so the default leaves mmap off; `mmap_size` turns it on.
+# Bytes of the file SQLite memory-maps. Every page a read touches then counts in the worker's resident
+# memory (file-backed, shared with the OS page cache, reclaimable, yet that is what `top` and the worker
+# bench show), and rowid seeks through the page cache are fast enough, so the default leaves mmap off.
 MMAP_SIZE = 0
 
-# The binary scan (module doc): used when the searched partitions hold at least SCAN_THRESHOLD documents.
-SCAN_THRESHOLD = 20_000
+# The binary scan (module doc) serves queries whose partitions hold at least SCAN_THRESHOLD documents:
+# below that the exact path costs no more than a re-ranking.
+SCAN_THRESHOLD = 1000
 MIN_CANDIDATES = 1000  # candidates re-ranked exactly: clamp(4 k, MIN_CANDIDATES, MAX_CANDIDATES)
 MAX_CANDIDATES = 4096
 SCAN_REBUILD_SECONDS = 60.0  # a new scan is read at most this often (another process keeps writing)
@@ -75,17 +75,7 @@ SCAN_RETRY_SECONDS = 600.0  # after a failed read
 
 _SUFFIXES = ("", "-wal", "-shm", "-journal")
 
-
-def _vec_table_sql(dimension: int) -> str:
-    return (
-        "CREATE VIRTUAL TABLE IF NOT EXISTS mc_vectors USING vec0("
-        "project TEXT PARTITION KEY, "
-        f"embedding FLOAT[{int(dimension)}] distance_metric=cosine, "
-        f"chunk_size={CHUNK_SIZE})"
-    )
-
-
-_DOCS_SQL = (
+_TABLES_SQL = (
     """
     CREATE TABLE IF NOT EXISTS mc_docs(
         rowid INTEGER PRIMARY KEY,
@@ -100,32 +90,32 @@ _DOCS_SQL = (
     """,
     "CREATE INDEX IF NOT EXISTS mc_docs_bootstrap ON mc_docs(project, kind, sqlite_id)",
     "CREATE INDEX IF NOT EXISTS mc_docs_sqlite_id ON mc_docs(sqlite_id)",
+    "CREATE TABLE IF NOT EXISTS mc_embeddings(rowid INTEGER PRIMARY KEY, embedding BLOB NOT NULL)",
 )
 
-_KNN_ONE = """
-    WITH knn AS MATERIALIZED (
-        SELECT rowid, distance FROM mc_vectors WHERE embedding MATCH ? AND k = ? AND project = ?
-    )
-    SELECT d.doc_id, knn.distance, d.metadata FROM knn JOIN mc_docs AS d ON d.rowid = knn.rowid
+# The exact path's choice of rowids (ranked afterwards like the scan's candidates).
+_EXACT_ONE = """
+    SELECT d.rowid FROM mc_docs AS d JOIN mc_embeddings AS e ON e.rowid = d.rowid
+    WHERE d.project = ? ORDER BY vec_distance_cosine(e.embedding, ?) LIMIT ?
 """
+_EXACT_ALL = """
+    SELECT e.rowid FROM mc_embeddings AS e ORDER BY vec_distance_cosine(e.embedding, ?) LIMIT ?
+"""
+# json_each drives one rowid seek per candidate.
+_VECTORS_OF = "SELECT e.rowid, e.embedding FROM json_each(?) AS c JOIN mc_embeddings AS e ON e.rowid = c.value"
+_IDS_OF = "SELECT d.rowid, d.doc_id FROM json_each(?) AS c JOIN mc_docs AS d ON d.rowid = c.value"
+_DOCS_OF = "SELECT d.rowid, d.doc_id, d.metadata FROM json_each(?) AS c JOIN mc_docs AS d ON d.rowid = c.value"
 
-_KNN_ALL = """
-    WITH knn AS MATERIALIZED (
-        SELECT rowid, distance FROM mc_vectors WHERE embedding MATCH ? AND k = ?
-    )
-    SELECT d.doc_id, knn.distance, d.metadata FROM knn JOIN mc_docs AS d ON d.rowid = knn.rowid
-"""
 
-# Exact distances of the scan's candidates: json_each drives one vec0 rowid lookup per candidate (a
-# plain `rowid IN (...)` makes vec0 scan the table); vec_distance_cosine is the KNN's own distance.
-_RERANK = """
-    WITH best AS MATERIALIZED (
-        SELECT c.value AS rowid, vec_distance_cosine(v.embedding, ?) AS distance
-        FROM json_each(?) AS c JOIN mc_vectors AS v ON v.rowid = c.value
-        ORDER BY distance LIMIT ?
-    )
-    SELECT d.doc_id, best.distance, d.metadata FROM best JOIN mc_docs AS d ON d.rowid = best.rowid
-"""
+def cosine_distances(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """``1 - cos`` between each row of ``matrix`` and ``query``, clipped to [0, 2] (float32 arithmetic:
+    about 1e-7 from the float64 value, and a quarter of the time)."""
+    m = np.asarray(matrix, dtype=np.float32)
+    q = np.asarray(query, dtype=np.float32)
+    norms = np.sqrt(np.einsum("ij,ij->i", m, m)) * float(np.linalg.norm(q))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cos = np.where(norms > 0, (m @ q) / norms, 0.0)
+    return np.clip(1.0 - cos, 0.0, 2.0)
 
 
 def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]:
@@ -210,7 +200,7 @@ class SqliteVecIndex:
                     ).fetchone()
                     rowid = old[0] if old else None
                     if rowid is not None:  # the document keeps its rowid
-                        conn.execute("DELETE FROM mc_vectors WHERE rowid = ?", (rowid,))
+                        conn.execute("DELETE FROM mc_embeddings WHERE rowid = ?", (rowid,))
                         conn.execute("DELETE FROM mc_docs WHERE rowid = ?", (rowid,))
                     conn.execute(
                         "INSERT INTO mc_docs(rowid, project, doc_id, kind, sqlite_id, document, metadata) "
@@ -220,8 +210,7 @@ class SqliteVecIndex:
                     if rowid is None:
                         rowid = conn.last_insert_rowid()
                     conn.execute(
-                        "INSERT INTO mc_vectors(rowid, project, embedding) VALUES (?, ?, ?)",
-                        (rowid, project, blob),
+                        "INSERT INTO mc_embeddings(rowid, embedding) VALUES (?, ?)", (rowid, blob)
                     )
                     written.append((rowid, project, blob))
             if self._scan is not None:  # after the commit, before anyone else holds the lock
@@ -233,28 +222,33 @@ class SqliteVecIndex:
     def delete_where_sqlite_ids(self, sqlite_ids: Sequence[int], *, project: str | None = None) -> None:
         self._delete_where("sqlite_id", sorted({int(s) for s in sqlite_ids}), project)
 
-    def query(self, vector: Sequence[float], *, projects: Sequence[str] | None, limit: int) -> list[VectorMatch]:
+    def query(self, vector: Sequence[float], *, projects: Sequence[str] | None, limit: int,
+              metadata: bool = True) -> list[VectorMatch]:
         vec = as_vector(vector, self.dimension, what="query vector")
         blob = vec.astype("<f4").tobytes()
         if limit <= 0:
             return []
         k = min(int(limit), MAX_K)
         wanted = None if projects is None else list(dict.fromkeys(projects))
-        found: list[VectorMatch] = []
         with self._db() as conn:
             scan = self._usable_scan(conn, wanted)
             if scan is not None:
                 try:
-                    return self._scan_query(conn, scan, vec, blob, wanted, k)
+                    return self._scan_query(conn, scan, vec, wanted, k, metadata)
                 except Exception as exc:  # noqa: BLE001 - never worse than the exact path
                     log.warning("binary scan query failed (%s); back to the exact KNN", exc, exc_info=True)
                     self._drop_scan(retry_after=SCAN_RETRY_SECONDS)
             if wanted is None:
-                found.extend(self._matches(conn.execute(_KNN_ALL, (blob, k))))
+                rowids = [r[0] for r in conn.execute(_EXACT_ALL, (blob, k))]
             else:
-                for project in wanted:
-                    found.extend(self._matches(conn.execute(_KNN_ONE, (blob, k, project))))
-        return merge_matches(found, k)
+                rowids = [r[0] for p in wanted for r in conn.execute(_EXACT_ONE, (p, blob, k))]
+            return self._rank(conn, vec, rowids, k, metadata)
+
+    def warm(self) -> None:
+        """Start reading the binary scan now if the index is big enough for it (a long-lived process calls
+        this at start-up, so its first queries do not wait for a scan they would start)."""
+        with self._db() as conn:
+            self._usable_scan(conn, None)
 
     def wait_for_scan(self, timeout: float | None = None) -> bool:
         """Wait for the binary scan being read in the background; True when it is ready to serve.
@@ -287,9 +281,8 @@ class SqliteVecIndex:
     def reset(self) -> None:
         with self._db() as conn:
             with conn:
-                conn.execute("DROP TABLE IF EXISTS mc_vectors")
+                conn.execute("DELETE FROM mc_embeddings")
                 conn.execute("DELETE FROM mc_docs")
-                conn.execute(_vec_table_sql(self.dimension))
                 self._write_meta(conn)
             if self._scan is not None:  # empty now, and kept in step by the upserts that refill it
                 self._scan.clear()
@@ -346,11 +339,15 @@ class SqliteVecIndex:
                         f"vector index {self.path} was written by a newer memcairn (schema "
                         f"{meta['schema']}); `memcairn sync rebuild` recreates it"
                     )
-            for sql in _DOCS_SQL:
+            for sql in _TABLES_SQL:
                 conn.execute(sql)
-            conn.execute(_vec_table_sql(self.dimension))
-            if "dimension" not in meta:
+            moved = int(meta.get("schema", SCHEMA_VERSION)) < 2 and self._from_vec0(conn)
+            if "dimension" not in meta or int(meta.get("schema", SCHEMA_VERSION)) < SCHEMA_VERSION:
                 self._write_meta(conn)
+        if moved:  # the vec0 table's pages are free now: give them back to the disk (once)
+            started = time.perf_counter()
+            conn.execute("VACUUM")
+            log.info("vector index %s compacted in %.1f s", self.path, time.perf_counter() - started)
 
     def _write_meta(self, conn: apsw.Connection) -> None:
         conn.executemany(
@@ -372,7 +369,7 @@ class SqliteVecIndex:
                         sql += " AND project = ?"
                         args.append(project)
                     rows = [(int(r[0]), str(r[1])) for r in conn.execute(sql, args)]
-                    conn.executemany("DELETE FROM mc_vectors WHERE rowid = ?", [(r,) for r, _ in rows])
+                    conn.executemany("DELETE FROM mc_embeddings WHERE rowid = ?", [(r,) for r, _ in rows])
                     conn.executemany("DELETE FROM mc_docs WHERE rowid = ?", [(r,) for r, _ in rows])
                     gone.extend(rows)
             if self._scan is not None and gone:
@@ -402,14 +399,13 @@ class SqliteVecIndex:
         return None
 
     def _scan_query(
-        self, conn: apsw.Connection, scan: BinaryScan, vec: Any, blob: bytes, projects: list[str] | None, k: int
+        self, conn: apsw.Connection, scan: BinaryScan, vec: Any, projects: list[str] | None, k: int, metadata: bool
     ) -> list[VectorMatch]:
         n = min(max(4 * k, MIN_CANDIDATES), MAX_CANDIDATES)
         rowids = scan.candidates(vec, projects, n)
         if not len(rowids):
             return []
-        rows = conn.execute(_RERANK, (blob, json.dumps(rowids.tolist()), k))
-        return merge_matches(self._matches(rows), k)
+        return self._rank(conn, vec, rowids.tolist(), k, metadata)
 
     def _start_scan(self, conn: apsw.Connection) -> None:
         scan = BinaryScan(self.dimension)  # records every change from now on, before the reader's snapshot
@@ -441,7 +437,10 @@ class SqliteVecIndex:
                 conn.execute("PRAGMA busy_timeout = 5000")
                 with conn:  # one read transaction: the sizes and the rows of the same snapshot
                     sizes = dict(conn.execute("SELECT project, count(*) FROM mc_docs GROUP BY project"))
-                    rows = conn.execute("SELECT rowid, project, embedding FROM mc_vectors")
+                    rows = conn.execute(
+                        "SELECT e.rowid, d.project, e.embedding FROM mc_embeddings AS e "
+                        "JOIN mc_docs AS d ON d.rowid = e.rowid"
+                    )
                     built = scan.build(rows, sizes)
             finally:
                 conn.close()
@@ -467,7 +466,44 @@ class SqliteVecIndex:
             int(conn.execute("SELECT count(*) FROM mc_docs WHERE project = ?", (p,)).fetchone()[0]) for p in projects
         )
 
-    @staticmethod
-    def _matches(rows: Any) -> Iterator[VectorMatch]:
-        for doc_id, distance, meta_json in rows:
-            yield VectorMatch(id=doc_id, distance=max(0.0, float(distance)), metadata=json.loads(meta_json))
+    def _rank(
+        self, conn: apsw.Connection, vec: np.ndarray, rowids: Sequence[int], k: int, metadata: bool = True
+    ) -> list[VectorMatch]:
+        """The best ``k`` of these documents by exact cosine distance, joined to their ``mc_docs`` rows."""
+        if not len(rowids):
+            return []
+        ids: list[int] = []
+        blobs: list[bytes] = []
+        for rowid, blob in conn.execute(_VECTORS_OF, (json.dumps(list(rowids)),)):
+            ids.append(rowid)
+            blobs.append(blob)
+        if not ids:
+            return []
+        matrix = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(ids), self.dimension)
+        distances = cosine_distances(matrix, vec)
+        if k < len(ids):
+            best = np.argpartition(distances, k - 1)[:k]
+        else:
+            best = np.arange(len(ids))
+        chosen = {ids[i]: float(distances[i]) for i in best}
+        wanted = json.dumps(list(chosen))
+        if metadata:
+            matches = [VectorMatch(id=doc_id, distance=chosen[rowid], metadata=json.loads(meta_json))
+                       for rowid, doc_id, meta_json in conn.execute(_DOCS_OF, (wanted,))]
+        else:
+            matches = [VectorMatch(id=doc_id, distance=chosen[rowid])
+                       for rowid, doc_id in conn.execute(_IDS_OF, (wanted,))]
+        return merge_matches(matches, k)
+
+    def _from_vec0(self, conn: apsw.Connection) -> bool:
+        """Schema 1 -> 2 (module doc), inside the caller's transaction; True when vectors were moved."""
+        has_vec0 = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'mc_vectors'").fetchone()
+        if not has_vec0:
+            return False
+        started = time.perf_counter()
+        conn.execute("INSERT OR REPLACE INTO mc_embeddings(rowid, embedding) SELECT rowid, embedding FROM mc_vectors")
+        conn.execute("DROP TABLE mc_vectors")
+        moved = conn.execute("SELECT count(*) FROM mc_embeddings").fetchone()[0]
+        log.info("vector index %s: %d vectors moved from the vec0 table to mc_embeddings in %.1f s (schema 2)",
+                 self.path, moved, time.perf_counter() - started)
+        return True

@@ -187,6 +187,13 @@ class WorkerState:
             if runtime.mirror is not None:
                 from memcairn.mirror.background import MirrorRunner
 
+                warm = getattr(runtime.mirror.index, "warm", None)
+                if callable(warm):  # the sqlite-vec index starts reading its binary scan
+                    try:
+                        warm()
+                    except Exception as exc:  # noqa: BLE001 - queries keep the exact path
+                        log.warning("the vector index could not start its scan: %s", exc)
+
                 runner = MirrorRunner(runtime.mirror)
                 runtime.store.add_listener(runner.nudge)
                 runner.start()  # its first pass is the backfill

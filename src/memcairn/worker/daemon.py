@@ -367,6 +367,11 @@ def run_foreground(cfg: Settings | None = None, echo: Callable[[str], None] | No
     """
     import logging
 
+    # numpy's BLAS would start a thread per core for the vector index's small products and spin them while
+    # requests wait; the worker's parallelism comes from serving requests side by side. Set before numpy
+    # is first imported (the store and the mirror import it later); a value the person set is kept.
+    for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(name, "1")
     say = echo or (lambda text: print(text, file=sys.stderr))
     cfg = cfg or load_settings()
     check_bind(cfg)
