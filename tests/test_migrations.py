@@ -96,3 +96,29 @@ def test_the_uniqueness_migration_removes_old_duplicates_keeping_the_oldest(tmp_
         conn.execute("INSERT INTO memory_items(uuid, project_id, kind, type, content_hash, created_at_epoch, "
                      "updated_at_epoch) VALUES ('dup', 1, 'manual', 'note', 'aaa', 9, 0)")
     conn.close()
+
+
+def test_the_scope_migration_rebuilds_the_keyword_index_and_keeps_every_row(tmp_path: Path) -> None:
+    from memcairn.models import ItemFilter, NewItem
+
+    path = tmp_path / "old.db"
+    conn = connect(path)
+    migrate(conn, path, [m for m in MIGRATIONS if m.version < 6])
+    for pid, name in ((1, "alpha"), (2, "beta"), (17, "gamma")):
+        conn.execute("INSERT INTO projects(id, name, created_at_epoch) VALUES (?, ?, 0)", (pid, name))
+    for i, pid in enumerate([1, 1, 2, 17, 17]):
+        conn.execute(
+            "INSERT INTO memory_items(uuid, project_id, kind, type, title, narrative, content_hash, created_at_epoch, "
+            "updated_at_epoch) VALUES (?, ?, 'manual', 'note', ?, 'the parser timeout', ?, ?, 0)",
+            (f"u{i}", pid, f"title {i}", f"h{i}", i))
+    conn.close()
+    with Store(path) as store:
+        assert store.fts_counts() == (5, 5) and store.fts_integrity_ok()
+        sql = store._conn.execute("SELECT sql FROM sqlite_master WHERE name = 'memory_items_fts'").fetchone()[0]
+        assert "fts_scope" in sql
+        hits = store.keyword_ids("parser timeout", ItemFilter(projects=["gamma"]))
+        assert sorted(i for i, _ in hits) == [4, 5]
+        assert len(store.keyword_ids("parser timeout")) == 5
+        store.add_item(NewItem(project="beta", kind="manual", title="parser timeout again"))  # the new triggers
+        assert sorted(i for i, _ in store.keyword_ids("parser", ItemFilter(projects=["beta"]))) == [3, 6]
+        assert store.fts_integrity_ok()

@@ -567,3 +567,21 @@ def test_absurd_dates_are_clear_errors_or_clamped_never_overflows(value) -> None
         assert "not a date" in str(exc)
     else:
         assert result == 0
+
+
+def test_scoped_keyword_search_ranks_only_the_projects_rows(store: Store) -> None:
+    from memcairn.models import ItemFilter
+
+    ids = {name: [add(store, project=name, title=f"cache eviction note {w}") for w in ("red", "green", "blue")]
+           for name in ("one", "two", "three")}
+    store.merge_project("three", "two")
+    two_ids = store.resolve_project_ids(["two"])
+    assert sorted(i for i, _ in store.keyword_ids("eviction", ItemFilter(projects=["two"]))) == sorted(
+        ids["two"] + ids["three"])
+    assert sorted(i for i, _ in store.keyword_ids("eviction", ItemFilter(projects=["one"], kinds=["observation"]))
+                  ) == ids["one"]
+    # a number in the query is text, never the project's own scope token
+    for pid in two_ids:
+        assert store.keyword_ids(str(pid), ItemFilter(projects=["two"])) == []
+        assert store.keyword_ids(f"{pid}", None) == []
+    assert store.keyword_ids("eviction", ItemFilter(projects=["nowhere"])) == []

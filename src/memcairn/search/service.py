@@ -196,14 +196,12 @@ class SearchService:
         order = req.resolved_order
         pool = max(req.offset + req.limit, POOL_MIN if order == "relevance" else TIME_ORDER_POOL)
         flt = self._filter(req)
-        items: dict[int, MemoryItem] = {}
         legs: dict[str, list[tuple[int, float]]] = {}
 
         def keyword_leg() -> None:
             self._note_long_query(req.query, run.notes)
-            keyword = self.store.keyword_search(req.query, flt, limit=pool, order="relevance")
-            items.update((item.id, item) for item, _ in keyword)
-            legs["keyword"] = [(item.id, score) for item, score in keyword]
+            keyword = self.store.keyword_ids(req.query, flt, limit=pool, order="relevance")
+            legs["keyword"] = keyword
             run.keyword_count = len(keyword)
 
         if "keyword" in run.legs:
@@ -211,9 +209,6 @@ class SearchService:
         run.strategy = "keyword"
         semantic = self._semantic_leg(run, flt, pool) if "semantic" in run.legs else None
         if semantic is not None:
-            missing = [i for i, _ in semantic if i not in items]
-            items.update((i.id, i) for i in self.store.get_items(missing))
-            semantic = [(i, s) for i, s in semantic if i in items]  # deleted between the legs
             run.semantic_count = len(semantic)
             if not semantic and req.platform_source:
                 run.strategy, run.fallback_reason = "keyword", "platform_scoped_zero"
@@ -229,7 +224,9 @@ class SearchService:
 
         method = req.fusion or self.fusion
         scores = fusion.fuse(method, legs, weights=self.weights)
-        created = {i: items[i].created_at_epoch for i in scores}
+        # Candidates are fused and ordered by id, score and time; only the page's rows are read whole.
+        created = self.store.created_epochs(list(scores))
+        scores = {i: score for i, score in scores.items() if i in created}  # deleted since a leg saw it
         half_life = req.recency_boost_half_life_days
         if half_life is None:
             half_life = self.recency_boost_half_life_days
@@ -237,9 +234,11 @@ class SearchService:
         ranks = {name: {item_id: LegRank(n, score) for n, (item_id, score) in enumerate(leg, 1)}
                  for name, leg in legs.items()}
         ordered = fusion.order_ids(scores, created, order)[req.offset:req.offset + req.limit]
+        items = {item.id: item for item in self.store.get_items(ordered)}
         run.fusion = method
         run.hits = [
-            SearchHit(items[i], scores[i], {name: r[i] for name, r in ranks.items() if i in r}) for i in ordered
+            SearchHit(items[i], scores[i], {name: r[i] for name, r in ranks.items() if i in r})
+            for i in ordered if i in items
         ]
 
     def _semantic_leg(self, run: _Run, flt: ItemFilter, pool: int) -> list[tuple[int, float]] | None:
@@ -269,7 +268,7 @@ class SearchService:
             run.strategy, run.fallback_reason = "keyword", "vector_error"
             run.notes.append(f"semantic search failed ({exc}); keyword results only")
             return None
-        allowed = self.store.filter_ids([h.item_id for h in hits], semantic_filter)
+        allowed = self.store.created_epochs([h.item_id for h in hits], semantic_filter)
         return [(h.item_id, 1.0 - float(h.distance)) for h in hits if h.item_id in allowed][:pool]
 
     @staticmethod

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 import sqlite3
 
-from memcairn.store.schema import FTS_COLUMNS
+from memcairn.store.schema import FTS_COLUMNS, SCOPE_PREFIX
 
 # A query longer than this many tokens is cut (documented in the README): bm25 over more terms costs time
 # and a wall of pasted text carries no more intent than its first sentences.
@@ -36,9 +36,15 @@ STOPWORDS = frozenset(
     yours yourself yourselves""".split()
 )
 
-# bm25 weights, one per FTS column in declaration order (the two UNINDEXED columns first).
+# bm25 weights, one per FTS column in declaration order (the two UNINDEXED columns and fts_scope first).
 _WEIGHTS = {"title": 4.0, "subtitle": 2.0, "concepts": 2.0, "facts": 1.5, "request": 1.5}
-BM25_WEIGHTS: tuple[float, ...] = (0.0, 0.0, *(_WEIGHTS.get(c, 1.0) for c in FTS_COLUMNS))
+BM25_WEIGHTS: tuple[float, ...] = (0.0, 0.0, 0.0, *(_WEIGHTS.get(c, 1.0) for c in FTS_COLUMNS))
+
+
+def scope_match(match: str, project_ids: list[int]) -> str:
+    """``match`` narrowed to the rows of these projects (``schema.SCOPE_PREFIX``)."""
+    scopes = " OR ".join(_quote(f"{SCOPE_PREFIX}{int(pid)}") for pid in project_ids)
+    return f"({match}) AND fts_scope: ({scopes})"
 
 
 def query_tokens(text: str) -> list[str]:

@@ -12,7 +12,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,8 @@ from memcairn.store.migrations import migrate
 from memcairn.store.mirror_state import MirrorStateMixin
 from memcairn.store.transfer_state import TransferStateMixin
 from memcairn.store.validation import validate_item
+
+PROJECTS_TTL = 1.0  # seconds a read of the projects table serves (see Store._project_rows)
 
 ORDERS = ("relevance", "newest", "oldest")
 
@@ -112,6 +114,7 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin):
         self._conns_lock = threading.Lock()
         self._listeners: list[Listener] = []
         self._project_ids: dict[str, int] = {}
+        self._projects_seen: tuple[float, tuple[tuple[int, str, str | None], ...]] | None = None
         conn = self._conn
         try:
             migrate(conn, self.path)
@@ -178,6 +181,7 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin):
             (name, now_ms()),
         ).fetchone()
         self._project_ids[name] = row[0]
+        self._projects_seen = None  # maybe a new project
         return row[0]
 
     def _session_id(self, conn: sqlite3.Connection, project_id: int, agent_session_id: str,
@@ -237,6 +241,7 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin):
                 raise NotFoundError(f"no project named {source!r}; see `memcairn stats` for the list")
             self._project_id(conn, into)
             conn.execute("UPDATE projects SET merged_into_project = ? WHERE name = ?", (into, source))
+        self._projects_seen = None
 
     def projects(self) -> list[ProjectInfo]:
         rows = self._conn.execute(
@@ -247,19 +252,36 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin):
 
     def project_names(self) -> list[str]:
         """Every project's name, sorted (cheap: no counting, unlike ``projects``)."""
-        return [r[0] for r in self._conn.execute("SELECT name FROM projects ORDER BY name")]
+        return sorted(name for _, name, _ in self._project_rows())
+
+    def _project_rows(self, wanted: Sequence[str] = ()) -> tuple[tuple[int, str, str | None], ...]:
+        """(id, name, merged_into_project) of every project: every search asks for these several times, so
+        they are read at most every ``PROJECTS_TTL`` seconds, at once after this store added or merged a
+        project, and again when one of the ``wanted`` names is missing (another process may have added it).
+        A merge made by another process is therefore seen within ``PROJECTS_TTL``."""
+        seen = self._projects_seen
+        now = time.monotonic()
+        if seen is not None and now - seen[0] < PROJECTS_TTL:
+            names = {name for _, name, _ in seen[1]}
+            if all(w in names for w in wanted):
+                return seen[1]
+        rows = tuple(
+            (r[0], r[1], r[2]) for r in self._conn.execute("SELECT id, name, merged_into_project FROM projects")
+        )
+        self._projects_seen = (now, rows)
+        return rows
 
     def resolve_projects(self, names: Sequence[str]) -> list[tuple[int, str]]:
         """(id, name) of the named projects and of every project merged into them (transitively)."""
-        rows = self._conn.execute("SELECT id, name, merged_into_project FROM projects").fetchall()
+        rows = self._project_rows(names)
         wanted = set(names)
-        merged_into = {r["name"]: r["merged_into_project"] for r in rows}
+        merged_into = {name: into for _, name, into in rows}
         found = []
-        for r in rows:
-            name, hops = r["name"], 0
+        for pid, row_name, _ in rows:
+            name, hops = row_name, 0
             while name is not None and hops < 32:
                 if name in wanted:
-                    found.append((r["id"], r["name"]))
+                    found.append((pid, row_name))
                     break
                 name, hops = merged_into.get(name), hops + 1
         return found
@@ -479,28 +501,49 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin):
         return self._conn.execute(sql, params).fetchone()[0]
 
     def filter_ids(self, ids: Sequence[int], flt: ItemFilter | None) -> set[int]:
-        """The subset of ``ids`` that pass the filter (used to hydrate vector hits)."""
+        """The subset of ``ids`` that pass the filter."""
+        return set(self.created_epochs(ids, flt))
+
+    def created_epochs(self, ids: Sequence[int], flt: ItemFilter | None = None) -> dict[int, int]:
+        """``created_at_epoch`` of each of ``ids`` that exists and passes the filter: what a search needs to
+        fuse and order its candidates before it reads the whole rows of the page it shows."""
         if not ids:
-            return set()
+            return {}
         clauses, params = self._where(flt)
-        out: set[int] = set()
+        joins = ("JOIN projects p ON p.id = m.project_id LEFT JOIN sessions s ON s.id = m.session_id "
+                 if clauses else "")
+        out: dict[int, int] = {}
         for start in range(0, len(ids), 500):
-            chunk = list(ids[start:start + 500])
+            chunk = [int(i) for i in ids[start:start + 500]]
             where = [f"m.id IN ({', '.join('?' for _ in chunk)})", *clauses]
-            sql = ("SELECT m.id FROM memory_items m JOIN projects p ON p.id = m.project_id "
-                   f"LEFT JOIN sessions s ON s.id = m.session_id WHERE {' AND '.join(where)}")
-            out.update(r[0] for r in self._conn.execute(sql, (*chunk, *params)))
+            sql = f"SELECT m.id, m.created_at_epoch FROM memory_items m {joins}WHERE {' AND '.join(where)}"
+            out.update(self._conn.execute(sql, (*chunk, *params)).fetchall())
         return out
 
     def keyword_search(self, query: str, flt: ItemFilter | None = None, *, limit: int = 20, offset: int = 0,
                        order: str = "relevance") -> list[tuple[MemoryItem, float]]:
         """BM25 over the FTS index with filters; scores are higher-is-better. Never raises on text."""
+        hits = self.keyword_ids(query, flt, limit=limit, offset=offset, order=order)
+        items = {i.id: i for i in self.get_items([item_id for item_id, _ in hits])}
+        return [(items[item_id], score) for item_id, score in hits if item_id in items]
+
+    def keyword_ids(self, query: str, flt: ItemFilter | None = None, *, limit: int = 20, offset: int = 0,
+                    order: str = "relevance") -> list[tuple[int, float]]:
+        """`keyword_search` without reading the rows: (item id, score) best first."""
+        project_ids = None
+        if flt is not None and flt.projects is not None:  # narrowed inside the index (schema.SCOPE_PREFIX)
+            project_ids = self.resolve_project_ids(list(flt.projects))
+            if not project_ids:
+                return []
+            flt = replace(flt, projects=None)
         clauses, params = self._where(flt)
         # A filtered search joins every ranked row to its item, so it ranks fewer rows for the same time.
         budget = fts.RANK_BUDGET // 2 if clauses else fts.RANK_BUDGET
         match = fts.plan_match(self._conn, query, self._fts_rows(), budget)
         if match is None:
             return []
+        if project_ids is not None:
+            match = fts.scope_match(match, project_ids)
         score = fts.bm25_expression()
         order_sql = {
             "relevance": "score ASC, id DESC",
@@ -522,8 +565,7 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin):
             rows = self._conn.execute(sql, (match, *params, int(limit), int(offset))).fetchall()
         except sqlite3.OperationalError as exc:  # quoting makes this unreachable; never leak it anyway
             raise StoreError(f"keyword search failed: {exc}") from None
-        items = {i.id: i for i in self.get_items([r["id"] for r in rows])}
-        return [(items[r["id"]], -float(r["score"])) for r in rows if r["id"] in items]
+        return [(r["id"], -float(r["score"])) for r in rows]
 
     def neighbours(self, epoch: int, *, before: int, after: int, flt: ItemFilter | None = None,
                    anchor_id: int | None = None) -> tuple[list[MemoryItem], list[MemoryItem]]:
@@ -545,6 +587,11 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin):
             (*params, epoch, epoch, key, int(after)),
         ).fetchall()
         return [self._row_to_item(r) for r in reversed(earlier)], [self._row_to_item(r) for r in later]
+
+    def data_version(self) -> int:
+        """``PRAGMA data_version`` of this thread's connection: it changes when another connection (of this
+        process or another) commits to the database."""
+        return int(self._conn.execute("PRAGMA data_version").fetchone()[0])
 
     def max_item_id(self) -> int:
         return self._conn.execute("SELECT COALESCE(MAX(id), 0) FROM memory_items").fetchone()[0]

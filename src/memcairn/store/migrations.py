@@ -45,8 +45,8 @@ def migration(version: int, *, rewrites_rows: bool = False) -> Callable:
 @migration(1)
 def m001_create_memory_items(conn: sqlite3.Connection) -> None:
     run_script(conn, schema.CORE_TABLES)
-    run_script(conn, schema.FTS_TABLE)
-    run_script(conn, schema.FTS_TRIGGERS)
+    run_script(conn, schema.FTS_TABLE_V1)
+    run_script(conn, schema.FTS_TRIGGERS_V1)
     run_script(conn, schema.INTEGRITY_TRIGGERS)
 
 
@@ -69,6 +69,17 @@ def m004_ingest_events(conn: sqlite3.Connection) -> None:
 @migration(5)
 def m005_capture_bookkeeping(conn: sqlite3.Connection) -> None:
     run_script(conn, schema.CAPTURE_TABLES)
+
+
+@migration(6)
+def m006_fts_project_scope(conn: sqlite3.Connection) -> None:
+    """The keyword index gains the ``fts_scope`` column (``schema.py``): recreated and rebuilt from the rows
+    (the index is derived data; no row of the store changes)."""
+    run_script(conn, schema.DROP_FTS)
+    run_script(conn, schema.FTS_SOURCE_VIEW)
+    run_script(conn, schema.FTS_TABLE)
+    run_script(conn, schema.FTS_TRIGGERS)
+    conn.execute("INSERT INTO memory_items_fts(memory_items_fts) VALUES ('rebuild')")
 
 
 def _ensure_table(conn: sqlite3.Connection) -> None:

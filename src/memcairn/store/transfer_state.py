@@ -198,6 +198,7 @@ class TransferStateMixin:
         return outcomes
 
     def _import_project(self, conn: sqlite3.Connection, record: TransferProject) -> Outcome:
+        self._projects_seen = None  # may add a project or a merge
         row = conn.execute("SELECT id, merged_into_project FROM projects WHERE name = ?", (record.name,)).fetchone()
         if row is not None:
             if row[1] is None and record.merged_into_project and record.merged_into_project != record.name:

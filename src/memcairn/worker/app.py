@@ -498,13 +498,12 @@ async def search(request: Request) -> Response:
         mode=_param(request, "mode"),
     )
     result = await state.call(state.search.search, req)
-    out = result.to_dict()
     if fmt == "index":
         out = {"format": "index", "text": render_index(result), "strategy": result.strategy,
                "fallback_reason": result.fallback_reason, "notes": list(result.notes), "counts": result.counts,
                "latency_ms": result.latency_ms}
     else:
-        out = {"format": "json", **out}
+        out = {"format": "json", **result.to_dict()}
     return JSON(out)
 
 
