@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -290,5 +291,39 @@ def test_the_runner_mirrors_writes_off_the_request_path(store: Store, embedder: 
             runner.wait_idle(0.1)
             deadline -= 1
         assert mirror.status()["rows"][0]["lag"] == 0
+    finally:
+        runner.stop()
+
+
+def test_idle_looks_pass_only_after_a_commit(store: Store, embedder: CountingEmbedder) -> None:
+    from memcairn.mirror.background import MirrorRunner
+
+    if store.path is None:
+        pytest.skip("needs a database file another connection can write")
+    mirror = MirrorSync(store, InMemoryIndex(embedder.dimension), embedder, index_key="t")
+    passes: list[int] = []
+    original = mirror.sync_pending
+
+    def counted(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        passes.append(1)
+        return original(*args, **kwargs)
+
+    mirror.sync_pending = counted  # type: ignore[method-assign]
+    runner = MirrorRunner(mirror, idle_seconds=0.02)
+    runner.start()
+    try:
+        assert runner.wait_idle(30)
+        time.sleep(0.3)  # ~15 idle looks: the first pass after the backfill, then nothing committed
+        assert len(passes) <= 1
+        other = Store(store.path)  # a writer that does not nudge this runner (another process, say)
+        try:
+            other.add_items(_items(2, project="beta"))
+        finally:
+            other.close()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and mirror.status()["rows"][-1]["lag"]:
+            time.sleep(0.02)
+        assert {r["project"]: r["lag"] for r in mirror.status()["rows"]}["beta"] == 0
+        assert len(passes) >= 1
     finally:
         runner.stop()
