@@ -264,3 +264,28 @@ def test_large_stores_rank_a_bounded_set_and_still_find_the_rare_term(store: Sto
     hits = [i.id for i, _ in store.keyword_search("zanzibar build error failed", limit=5)]
     assert hits[0] == target.id
     assert both.id in hits
+
+
+def test_document_frequencies_are_remembered_for_a_while(store: Store, monkeypatch) -> None:
+    from memcairn.store import fts
+
+    store.add_items([obs(f"cache miss {i}", "the cache missed again") for i in range(5)])
+    cache = fts.FrequencyCache(ttl=60)
+    counted: list[list[str]] = []
+    original = fts._count_documents
+
+    def spy(conn, tokens):  # noqa: ANN001, ANN202
+        counted.append(list(tokens))
+        return original(conn, tokens)
+
+    monkeypatch.setattr(fts, "_count_documents", spy)
+    assert fts._document_frequencies(store._conn, ["cache", "missed", "nowhere"], cache) == [5, 5, 0]
+    assert fts._document_frequencies(store._conn, ["missed", "again"], cache) == [5, 5]
+    assert counted == [["cache", "missed", "nowhere"], ["again"]]  # "missed" came from the cache
+    cache.ttl = 0  # expired: counted again
+    assert fts._document_frequencies(store._conn, ["cache"], cache) == [5]
+    assert counted[-1] == ["cache"]
+    small = fts.FrequencyCache(size=2)
+    small.remember({"a": 1, "b": 2})
+    small.remember({"c": 3})  # over the bound: the old counts go
+    assert small.known(["a", "b", "c"]) == {"c": 3}

@@ -115,6 +115,7 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin):
         self._listeners: list[Listener] = []
         self._project_ids: dict[str, int] = {}
         self._projects_seen: tuple[float, tuple[tuple[int, str, str | None], ...]] | None = None
+        self._frequencies = fts.FrequencyCache()
         conn = self._conn
         try:
             migrate(conn, self.path)
@@ -539,7 +540,7 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin):
         clauses, params = self._where(flt)
         # A filtered search joins every ranked row to its item, so it ranks fewer rows for the same time.
         budget = fts.RANK_BUDGET // 2 if clauses else fts.RANK_BUDGET
-        match = fts.plan_match(self._conn, query, self._fts_rows(), budget)
+        match = fts.plan_match(self._conn, query, self._fts_rows(), budget, self._frequencies)
         if match is None:
             return []
         if project_ids is not None:
