@@ -28,9 +28,11 @@ class FixedMirror:
         self.fail = fail
         self.available = True
         self.queries: list[str] = []
+        self.limits: list[int] = []
 
     def query(self, text: str, *, projects: Sequence[str] | None = None, limit: int = 50) -> list[VectorHit]:
         self.queries.append(text)
+        self.limits.append(limit)
         if self.fail:
             raise VectorIndexUnavailableError("index is down")
         ranked = sorted(self.distances.items(), key=lambda kv: kv[1])[:limit]
@@ -585,3 +587,14 @@ def test_scoped_keyword_search_ranks_only_the_projects_rows(store: Store) -> Non
         assert store.keyword_ids(str(pid), ItemFilter(projects=["two"])) == []
         assert store.keyword_ids(f"{pid}", None) == []
     assert store.keyword_ids("eviction", ItemFilter(projects=["nowhere"])) == []
+
+
+def test_the_semantic_leg_asks_twice_its_pool_only_when_filters_may_drop_hits(mem_store: Store) -> None:
+    ids = [add(mem_store, days_ago=1 + n, title=f"queue note {n}") for n in range(3)]
+    mirror = FixedMirror({i: 0.1 for i in ids})
+    service = SearchService(mem_store, mirror)
+    service.search(query="queue", projects=["p"], limit=20)
+    service.search(query="queue", projects=["p"], limit=80)
+    service.search(query="queue", projects=["p"], types=["bugfix"], limit=20)
+    SearchService(mem_store, mirror, recency_window_days=30).search(query="queue", limit=20, now=NOW)
+    assert mirror.limits == [50, 80, 100, 100]

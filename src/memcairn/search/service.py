@@ -260,9 +260,13 @@ class SearchService:
         if not req.has_date_range and self.recency_window_days > 0:
             start = run.now - int(self.recency_window_days * DAY_MS)
             semantic_filter = replace(flt, date_start=start)
+        # Filters the index does not apply (its partitions are the projects) drop hits after the query, so a
+        # filtered request asks for twice its pool; an unfiltered one gets what it fuses.
+        dropping = replace(semantic_filter, projects=None) != ItemFilter()
+        want = pool * 2 if dropping else pool
         try:
             hits = self.mirror.query(text, projects=list(req.projects) if req.projects else None,
-                                     limit=min(max(pool * 2, 100), MAX_VECTOR_CANDIDATES))
+                                     limit=min(max(want, POOL_MIN), MAX_VECTOR_CANDIDATES))
         except Exception as exc:  # any failure of the mirror degrades to keyword, never fails the search
             log.warning("semantic leg failed, falling back to keyword: %s", exc)
             run.strategy, run.fallback_reason = "keyword", "vector_error"
