@@ -517,7 +517,10 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin):
         for start in range(0, len(ids), 500):
             chunk = [int(i) for i in ids[start:start + 500]]
             where = [f"m.id IN ({', '.join('?' for _ in chunk)})", *clauses]
-            sql = f"SELECT m.id, m.created_at_epoch FROM memory_items m {joins}WHERE {' AND '.join(where)}"
+            # NOT INDEXED: look the ids up by rowid. Left to itself the planner reads the project's index for
+            # a project filter, every row of the project (4.5 ms instead of 0.1 at 5,000 rows a project).
+            sql = (f"SELECT m.id, m.created_at_epoch FROM memory_items m NOT INDEXED {joins}"
+                   f"WHERE {' AND '.join(where)}")
             out.update(self._conn.execute(sql, (*chunk, *params)).fetchall())
         return out
 
