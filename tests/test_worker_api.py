@@ -456,6 +456,34 @@ def test_writes_are_refused_once_draining(client: TestClient, app: Any) -> None:
     assert client.get("/api/health").json()["state"] == "draining"
 
 
+def test_reads_run_at_most_read_threads_at_once_and_writes_do_not_wait_for_them(client: TestClient,
+                                                                                 app: Any) -> None:
+    state = app.state.worker
+    running, peak, lock = [0], [0], threading.Lock()
+    release = threading.Event()
+
+    def slow_read() -> str:
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        release.wait(5)
+        with lock:
+            running[0] -= 1
+        return "read"
+
+    async def scenario() -> tuple[list[Any], Any]:
+        reads = [asyncio.ensure_future(state.call(slow_read)) for _ in range(state.read_threads + 3)]
+        await asyncio.sleep(0.3)
+        write = await asyncio.wait_for(state.call(lambda: "written", write=True), 5)  # not behind the reads
+        assert peak[0] == state.read_threads and not any(r.done() for r in reads)
+        release.set()
+        return await asyncio.gather(*reads), write
+
+    reads, write = client.portal.call(scenario)
+    assert write == "written" and reads == ["read"] * (state.read_threads + 3)
+    assert peak[0] == state.read_threads
+
+
 # -- openapi, viewer ----------------------------------------------------------------------------------
 def test_openapi_describes_every_api_route(client: TestClient, app: Any) -> None:
     doc = client.get("/openapi.json").json()
