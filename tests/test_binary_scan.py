@@ -112,6 +112,31 @@ def test_cancel_and_clear() -> None:
     assert failed.failed and not failed.wait(0)
 
 
+def test_the_shortlist_orders_candidates_by_their_int8_cosine() -> None:
+    rng = np.random.default_rng(11)
+    x = clustered(rng, 2000)
+    projects = ["a" if i % 3 else "b" for i in range(len(x))]
+    scan = BinaryScan.from_rows(DIM, zip(range(1, len(x) + 1), projects, x, strict=True))
+    for wanted in (None, ["a"]):
+        for _ in range(5):
+            q = unit(x[rng.integers(0, len(x))] + 0.3 * rng.standard_normal(DIM) / np.sqrt(DIM) * 3)
+            pool = set(scan.candidates(q, wanted, 300).tolist())
+            short = scan.shortlist(q, wanted, 300, keep=40)
+            assert len(short) == 40 and set(short.tolist()) <= pool
+            exact_cos = {int(r): float(x[r - 1] @ q) for r in pool}
+            got = [exact_cos[int(r)] for r in short]
+            best = sorted(exact_cos.values(), reverse=True)
+            # the int8 estimate is within ~1e-3: the shortlist holds the pool's true best 30 and is ordered
+            assert set(best[:30]) <= set(got)
+            assert all(a >= b - 3e-3 for a, b in zip(got, got[1:], strict=False))
+    # a document added later (pending, then merged) carries its int8 entries too
+    new = unit(rng.standard_normal(DIM))
+    scan.add([(9999, "b", new)])
+    assert scan.shortlist(new, ["b"], 300, keep=1).tolist() == [9999]
+    assert scan.shortlist(new, None, 300, keep=0).tolist() == []
+    assert scan.shortlist(new, ["nowhere"], 300, keep=5).tolist() == []
+
+
 # ----------------------------------------------------------------------------- sqlite-vec through the scan
 
 
@@ -123,14 +148,15 @@ def few_candidates(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def spy(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the queries the scan served."""
     calls: list[int] = []
-    original = BinaryScan.candidates
+    original = BinaryScan.shortlist
 
-    def candidates(self: BinaryScan, *args: object, **kwargs: object) -> np.ndarray:
+    def shortlist(self: BinaryScan, *args: object, **kwargs: object) -> np.ndarray:
         calls.append(1)
         return original(self, *args, **kwargs)
 
-    monkeypatch.setattr(BinaryScan, "candidates", candidates)
+    monkeypatch.setattr(BinaryScan, "shortlist", shortlist)
     return calls
 
 
@@ -331,10 +357,10 @@ def test_a_failing_scan_query_falls_back_to_the_exact_knn(loaded, monkeypatch: p
     index, x = loaded
     ready(index, x[0])
 
-    def broken(self: BinaryScan, *args: object) -> np.ndarray:
+    def broken(self: BinaryScan, *args: object, **kwargs: object) -> np.ndarray:
         raise MemoryError("no room")
 
-    monkeypatch.setattr(BinaryScan, "candidates", broken)
+    monkeypatch.setattr(BinaryScan, "shortlist", broken)
     assert index.query(x[7].tolist(), projects=None, limit=K) == exact(index, x[7], None)
     assert index._scan is None
 

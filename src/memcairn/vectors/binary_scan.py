@@ -4,11 +4,14 @@ Each vector becomes one bit per dimension (``x > 0``), packed into ``ceil(d / 64
 384-d MiniLM, 48 bytes a document). The Hamming distance between two codes tracks the angle between the
 vectors well enough that the true nearest neighbours of a query sit among the few thousand codes
 nearest to its own: `candidates` finds those by scanning every code of the searched partitions (a few
-ms for 300,000 documents), and the caller re-ranks them by exact distance from the float vectors.
+ms for 300,000 documents). Each document also keeps its components as int8 (scaled so the largest is
+127) and a multiplier that turns their dot product with the query into its cosine, within ~1e-3:
+`shortlist` orders the candidates by that and hands the best few to the caller, which reads only those
+float vectors to rank them exactly.
 
 Codes are stored word-major (``codes[w]`` holds word ``w`` of every document of a partition), so the
 scan is ``d / 64`` passes of xor + popcount over contiguous arrays. Changes land in a per-partition
-``pending`` dict (rowid -> code, or None for a removal; last change wins) that is folded into the arrays
+``pending`` dict (rowid -> its entries, or None for a removal; last change wins) that is folded into the arrays
 by the next `size`/`candidates` of that partition, or once it holds more than 4096 changes and a quarter
 of the partition: single upserts never copy a whole partition.
 
@@ -26,7 +29,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -45,59 +48,83 @@ def _popcount(words: np.ndarray) -> np.ndarray:
     return _POP8[words.view(np.uint8)].reshape(-1, 8).sum(axis=1, dtype=np.uint8)
 
 
-class _Partition:
-    __slots__ = ("codes", "pending", "rowids")
+class _Encoded(NamedTuple):
+    """One document's entries: its sign bits, its int8 components and their cosine multiplier."""
 
-    def __init__(self, words: int) -> None:
+    code: np.ndarray  # (words,) uint64
+    q8: np.ndarray  # (d,) int8
+    mult: float  # scale / |x|: cos(q, x) ~= (q . q8) * mult / |q|
+
+
+class _Partition:
+    __slots__ = ("codes", "mult", "pending", "q8", "rowids")
+
+    def __init__(self, words: int, dimension: int) -> None:
         self.rowids = np.empty(0, dtype=np.int64)
         self.codes = np.empty((words, 0), dtype=np.uint64)
-        self.pending: dict[int, np.ndarray | None] = {}
+        self.q8 = np.empty((0, dimension), dtype=np.int8)
+        self.mult = np.empty(0, dtype=np.float32)
+        self.pending: dict[int, _Encoded | None] = {}
 
     def merge(self) -> None:
         if not self.pending:
             return
         changed = np.fromiter(self.pending, dtype=np.int64, count=len(self.pending))
         keep = ~np.isin(self.rowids, changed)
-        added = [(rowid, code) for rowid, code in self.pending.items() if code is not None]
-        rowids = [self.rowids[keep]]
-        codes = [self.codes[:, keep]]
+        added = [(rowid, enc) for rowid, enc in self.pending.items() if enc is not None]
+        rowids, codes, q8, mult = [self.rowids[keep]], [self.codes[:, keep]], [self.q8[keep]], [self.mult[keep]]
         if added:
             rowids.append(np.fromiter((r for r, _ in added), dtype=np.int64, count=len(added)))
-            codes.append(np.stack([c for _, c in added], axis=1))
+            codes.append(np.stack([e.code for _, e in added], axis=1))
+            q8.append(np.stack([e.q8 for _, e in added]))
+            mult.append(np.array([e.mult for _, e in added], dtype=np.float32))
         self.rowids = np.concatenate(rowids)
         self.codes = np.ascontiguousarray(np.concatenate(codes, axis=1))
+        self.q8 = np.concatenate(q8)
+        self.mult = np.concatenate(mult)
         self.pending = {}
 
 
 class _Filling:
     """A partition being built: arrays allocated for the expected size, grown by doubling past it."""
 
-    def __init__(self, words: int, expected: int) -> None:
+    def __init__(self, words: int, dimension: int, expected: int) -> None:
         capacity = max(int(expected), 256)
         self.rowids = np.empty(capacity, dtype=np.int64)
         self.codes = np.empty((words, capacity), dtype=np.uint64)
+        self.q8 = np.empty((capacity, dimension), dtype=np.int8)
+        self.mult = np.empty(capacity, dtype=np.float32)
         self.n = 0
 
-    def put(self, rowids: np.ndarray, codes: np.ndarray) -> None:
+    def put(self, rowids: np.ndarray, codes: np.ndarray, q8: np.ndarray, mult: np.ndarray) -> None:
         end = self.n + len(rowids)
         if end > len(self.rowids):
             capacity = max(2 * len(self.rowids), end)
-            grown = np.empty(capacity, dtype=np.int64)
-            grown[: self.n] = self.rowids[: self.n]
-            grown_codes = np.empty((self.codes.shape[0], capacity), dtype=np.uint64)
-            grown_codes[:, : self.n] = self.codes[:, : self.n]
-            self.rowids, self.codes = grown, grown_codes
+            self.rowids = _grown(self.rowids, self.n, (capacity,))
+            self.codes = _grown(self.codes.T, self.n, (capacity, self.codes.shape[0])).T
+            self.q8 = _grown(self.q8, self.n, (capacity, self.q8.shape[1]))
+            self.mult = _grown(self.mult, self.n, (capacity,))
         self.rowids[self.n : end] = rowids
         self.codes[:, self.n : end] = codes.T
+        self.q8[self.n : end] = q8
+        self.mult[self.n : end] = mult
         self.n = end
 
     def partition(self) -> _Partition:
-        part = _Partition(self.codes.shape[0])
-        if self.n == len(self.rowids):
-            part.rowids, part.codes = self.rowids, self.codes
+        part = _Partition(self.codes.shape[0], self.q8.shape[1])
+        n = self.n
+        if n == len(self.rowids):  # allocated for the size the caller expected: no copy
+            part.rowids, part.q8, part.mult = self.rowids, self.q8, self.mult
         else:
-            part.rowids, part.codes = self.rowids[: self.n].copy(), self.codes[:, : self.n].copy()
+            part.rowids, part.q8, part.mult = self.rowids[:n].copy(), self.q8[:n].copy(), self.mult[:n].copy()
+        part.codes = np.ascontiguousarray(self.codes[:, :n])
         return part
+
+
+def _grown(array: np.ndarray, used: int, shape: tuple[int, ...]) -> np.ndarray:
+    out = np.empty(shape, dtype=array.dtype)
+    out[:used] = array[:used]
+    return out
 
 
 class BinaryScan:
@@ -140,6 +167,22 @@ class BinaryScan:
     def encode(self, vectors: Any) -> np.ndarray:
         """Codes of an ``(m, d)`` array of vectors: ``(m, words)`` uint64."""
         x = np.asarray(vectors, dtype=np.float32).reshape(-1, self.dimension)
+        return self._codes(x)
+
+    def _encode_all(self, vectors: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(codes, int8 components, cosine multipliers) of an ``(m, d)`` array of vectors.
+
+        Each vector is scaled so its largest component is 127 and rounded: ``x ~= scale * q8``. Then
+        ``cos(q, x) ~= (q . q8) * (scale / |x|) / |q|``, within about 1e-3 for 384-d unit vectors."""
+        x = np.asarray(vectors, dtype=np.float32).reshape(-1, self.dimension)
+        peak = np.abs(x).max(axis=1)
+        scale = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
+        q8 = np.rint(x / scale[:, None]).astype(np.int8)
+        norms = np.linalg.norm(x, axis=1)
+        mult = np.where(norms > 0, scale / np.where(norms > 0, norms, 1.0), 0.0).astype(np.float32)
+        return self._codes(x), q8, mult
+
+    def _codes(self, x: np.ndarray) -> np.ndarray:
         bits = np.packbits(x > 0, axis=1)
         width = self.words * 8
         if bits.shape[1] != width:
@@ -163,14 +206,14 @@ class BinaryScan:
         batch_vecs: list[Any] = []
 
         def flush() -> None:
-            codes = self.encode(self._stack(batch_vecs))
+            codes, q8, mult = self._encode_all(self._stack(batch_vecs))
             ids = np.array(batch_ids, dtype=np.int64)
             names = np.array(batch_projects, dtype=object)
             for project in dict.fromkeys(batch_projects):
                 if project not in filling:
-                    filling[project] = _Filling(self.words, (sizes or {}).get(project, 0))
+                    filling[project] = _Filling(self.words, self.dimension, (sizes or {}).get(project, 0))
                 mask = names == project
-                filling[project].put(ids[mask], codes[mask])
+                filling[project].put(ids[mask], codes[mask], q8[mask], mult[mask])
             batch_ids.clear()
             batch_projects.clear()
             batch_vecs.clear()
@@ -190,7 +233,7 @@ class BinaryScan:
             if self._cancelled or self._generation != generation:
                 return False
             for project, recorded in self._parts.items():
-                part = parts.setdefault(project, _Partition(self.words))
+                part = parts.setdefault(project, _Partition(self.words, self.dimension))
                 part.pending = recorded.pending
             self._parts = parts
             self._ready = True
@@ -226,10 +269,10 @@ class BinaryScan:
         """Add documents, or replace the code of a rowid already in their project."""
         if not rows:
             return
-        codes = self.encode(self._stack([vector for _, _, vector in rows]))
+        codes, q8, mult = self._encode_all(self._stack([vector for _, _, vector in rows]))
         with self._lock:
-            for (rowid, project, _), code in zip(rows, codes, strict=True):
-                self._part(project).pending[int(rowid)] = code
+            for n, (rowid, project, _) in enumerate(rows):
+                self._part(project).pending[int(rowid)] = _Encoded(codes[n], q8[n], float(mult[n]))
             self._fold_large()
 
     def remove(self, rows: Iterable[tuple[int, str]]) -> None:
@@ -249,21 +292,56 @@ class BinaryScan:
     def candidates(self, vector: Any, projects: Sequence[str] | None, n: int) -> np.ndarray:
         """Rowids of the ``n`` documents of these partitions (all when None) whose codes are nearest the
         vector's by Hamming distance (ties at the boundary broken arbitrarily), in no particular order."""
+        chosen = self._select(vector, projects, n)
+        if not chosen:
+            return np.empty(0, dtype=np.int64)
+        return np.concatenate([part.rowids[rows] for part, rows in chosen])
+
+    def shortlist(self, vector: Any, projects: Sequence[str] | None, n: int, keep: int) -> np.ndarray:
+        """Of the ``n`` `candidates`, the rowids of the ``keep`` nearest by the int8 cosine (best first):
+        what the caller re-ranks exactly, instead of reading all ``n`` float vectors."""
+        chosen = self._select(vector, projects, n)
+        if not chosen or keep <= 0:
+            return np.empty(0, dtype=np.int64)
+        q = np.asarray(vector, dtype=np.float32).reshape(self.dimension)
+        rowids = np.concatenate([part.rowids[rows] for part, rows in chosen])
+        cos = np.concatenate([(part.q8[rows].astype(np.float32) @ q) * part.mult[rows] for part, rows in chosen])
+        if keep < len(rowids):
+            best = np.argpartition(-cos, keep - 1)[:keep]
+            return rowids[best[np.argsort(-cos[best])]]
+        return rowids[np.argsort(-cos)]
+
+    def _select(self, vector: Any, projects: Sequence[str] | None, n: int) -> list[tuple[_Partition, np.ndarray]]:
+        """The ``n`` documents nearest by Hamming distance, as (partition, row indices) pairs."""
         query = self.encode(vector)[0]
         with self._lock:  # a merge replaces a partition's arrays, it never writes into them
-            arrays = [(p.rowids, p.codes) for p in self._merged(projects) if len(p.rowids)]
-        if n <= 0 or not arrays:
-            return np.empty(0, dtype=np.int64)
-        dists = np.concatenate([self._hamming(codes, query) for _, codes in arrays])
-        rowids = np.concatenate([r for r, _ in arrays]) if len(arrays) > 1 else arrays[0][0]
-        if n >= len(rowids):
-            return rowids.copy()
+            parts = [self._snapshot(p) for p in self._merged(projects) if len(p.rowids)]
+        if n <= 0 or not parts:
+            return []
+        if n >= sum(len(p.rowids) for p in parts):
+            return [(p, np.arange(len(p.rowids))) for p in parts]
+        dists = [self._hamming(p.codes, query) for p in parts]
+        flat = np.concatenate(dists) if len(dists) > 1 else dists[0]
         # Distances are small integers: a histogram finds the cut-off faster than argpartition.
-        cumulative = np.cumsum(np.bincount(dists, minlength=self.words * 64 + 1))
+        cumulative = np.cumsum(np.bincount(flat, minlength=self.words * 64 + 1))
         cut = int(np.searchsorted(cumulative, n))  # smallest distance d with count(<= d) >= n
-        below = np.flatnonzero(dists < cut)
-        at = np.flatnonzero(dists == cut)[: n - len(below)]
-        return rowids[np.concatenate([below, at])]
+        room = n - int(cumulative[cut - 1]) if cut > 0 else n  # how many at the cut-off distance fit
+        chosen = []
+        for part, dist in zip(parts, dists, strict=True):
+            below = np.flatnonzero(dist < cut)
+            at = np.flatnonzero(dist == cut)[:room]
+            room -= len(at)
+            rows = np.concatenate([below, at])
+            if len(rows):
+                chosen.append((part, rows))
+        return chosen
+
+    @staticmethod
+    def _snapshot(part: _Partition) -> _Partition:
+        """The partition's current arrays (a merge replaces them; callers read these after the lock)."""
+        view = _Partition.__new__(_Partition)
+        view.rowids, view.codes, view.q8, view.mult, view.pending = part.rowids, part.codes, part.q8, part.mult, {}
+        return view
 
     # -- internals
 
@@ -276,7 +354,7 @@ class BinaryScan:
     def _part(self, project: str) -> _Partition:
         part = self._parts.get(project)
         if part is None:
-            part = self._parts[project] = _Partition(self.words)
+            part = self._parts[project] = _Partition(self.words, self.dimension)
         return part
 
     def _fold_large(self) -> None:
