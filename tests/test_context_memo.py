@@ -162,13 +162,31 @@ def test_the_settings_that_shape_the_text_are_part_of_the_key(filled: Store, mem
     assert ask(memo, filled, settings(tmp_path, port=1234)) == (base, MEMO)  # not a context setting
 
 
-def test_a_new_minute_renders_again(filled: Store, memo: ContextMemo, tmp_path: Path) -> None:
+def test_a_new_minute_is_served_restamped_byte_identical_to_a_render(filled: Store, memo: ContextMemo,
+                                                                     tmp_path: Path) -> None:
     cfg = settings(tmp_path)
     first, _ = ask(memo, filled, cfg)
     assert "2026-12-03 14:00 UTC" in first
-    text, how = ask(memo, filled, cfg, now_ms=NOW + 40_000)  # 14:01:00
-    assert how == RENDERED and "2026-12-03 14:01 UTC" in text and text == fresh(filled, cfg, now_ms=NOW + 40_000)
-    assert ask(memo, filled, cfg, now_ms=NOW + 99_000) == (text, MEMO)  # 14:01:59
+    for later in (NOW + 40_000, NOW + 99_000, NOW + 3 * 3_600_000 + 5 * MINUTE):  # 14:01, 14:01, 17:05
+        text, how = ask(memo, filled, cfg, now_ms=later)
+        assert how == MEMO and text == fresh(filled, cfg, now_ms=later)
+    assert "2026-12-03 17:05 UTC" in text and "14:00 UTC" not in text.splitlines()[1]
+    colored, _ = ask(memo, filled, cfg, colors=True)
+    again, how = ask(memo, filled, cfg, colors=True, now_ms=NOW + 7 * MINUTE)
+    assert how == MEMO and again == fresh(filled, cfg, colors=True, now_ms=NOW + 7 * MINUTE) != colored
+
+
+def test_restamping_needs_the_clock_in_the_header() -> None:
+    from memcairn.context import restamp
+
+    text = "<memory>\n# memcairn memory · p · 2026-12-03 14:00 UTC\nrow 14:00 UTC\n</memory>\n"
+    assert restamp(text, "2026-12-03 14:00 UTC", "2026-12-03 14:07 UTC") == text.replace(
+        "p · 2026-12-03 14:00", "p · 2026-12-03 14:07")
+    assert restamp(text, "2026-12-03 14:00 UTC", "2026-12-03 14:00 UTC") is text
+    assert restamp(text, "2026-12-03 14:00 UTC", "2026-12-03 14:07 CEST") is None  # another width
+    assert restamp(text, "2026-12-03 13:00 UTC", "2026-12-03 14:07 UTC") is None  # not this text's clock
+    assert restamp("memcairn: no memories yet for p", "2026-12-03 14:00 UTC", "2026-12-03 14:07 UTC") == (
+        "memcairn: no memories yet for p")
 
 
 def test_notices_bypass_the_memo_and_are_shown(filled: Store, memo: ContextMemo, tmp_path: Path) -> None:
@@ -185,15 +203,18 @@ def test_the_memo_is_bounded(filled: Store, tmp_path: Path) -> None:
     cfg = settings(tmp_path)
     memo = ContextMemo.for_store(filled, capacity=3)
     try:
-        for minute in range(5):
-            ask(memo, filled, cfg, now_ms=NOW + minute * MINUTE)
+        def key(n: int) -> dict[str, Any]:  # five different requests
+            return {"projects": ["alpha"] if n % 2 else None, "colors": n >= 2, "full": n >= 4}
+
+        for n in range(5):
+            ask(memo, filled, cfg, **key(n))
         assert len(memo) == 3
-        assert ask(memo, filled, cfg, now_ms=NOW + 4 * MINUTE)[1] == MEMO  # newest kept
-        assert ask(memo, filled, cfg, now_ms=NOW)[1] == RENDERED  # oldest dropped
-        ask(memo, filled, cfg, now_ms=NOW + 2 * MINUTE)  # used: kept over minute 3
-        ask(memo, filled, cfg, now_ms=NOW + 5 * MINUTE)
-        assert ask(memo, filled, cfg, now_ms=NOW + 2 * MINUTE)[1] == MEMO
-        assert ask(memo, filled, cfg, now_ms=NOW + 3 * MINUTE)[1] == RENDERED
+        assert ask(memo, filled, cfg, **key(4))[1] == MEMO  # newest kept
+        assert ask(memo, filled, cfg, **key(0))[1] == RENDERED  # oldest dropped
+        ask(memo, filled, cfg, **key(2))  # used: kept over 3
+        ask(memo, filled, cfg, full=True, projects=["alpha"])
+        assert ask(memo, filled, cfg, **key(2))[1] == MEMO
+        assert ask(memo, filled, cfg, **key(3))[1] == RENDERED
     finally:
         memo.close()
     small = ContextMemo.for_store(filled, max_chars=1)  # no text fits: always rendered, nothing kept

@@ -77,6 +77,7 @@ LEGEND = ("Legend: rows are #id HH:MM type title, by day, oldest first; types: b
 MORE = ("More: search(query) lists matching ids (~50-100 tokens a hit) -> timeline(anchor=id) shows what "
         "happened around one -> get_observations(ids) reads full records; important_workflow explains the order.")
 NOTICE_PREFIX = "memcairn notice: "
+HEADER = "# memcairn memory · "  # the first line of the text, which ends with the clock
 # Every setting the text depends on (``memcairn.context_memo`` keys memoized texts on them): add any new one.
 CONTEXT_SETTINGS = ("context_observations", "context_summaries", "context_token_budget", "context_types")
 EMPTY = "memcairn: no memories yet for {scope}; memory starts after the first session."
@@ -315,6 +316,30 @@ def clock(now_ms: int, tz: tzinfo | None = None) -> str:
     return _clock(_when(now_ms, tz))
 
 
+CLOCK_WIDTH = len("2026-12-03 17:07")  # the fixed-width part of a clock; the zone's name follows
+
+
+def restamp(text: str, old_clock: str, new_clock: str) -> str | None:
+    """``text``, rendered when the header's clock read ``old_clock``, as a render at ``new_clock`` would be;
+    None when that is not a matter of replacing the clock (clocks of different widths).
+
+    The clock is the only use of the current time in the text, and a clock's width is fixed for a zone name,
+    so the budget fitting (which counts characters) and the footer come out the same. A text without the
+    header (the empty-store line, the minimal line) does not show the time at all."""
+    if old_clock == new_clock:
+        return text
+    if len(old_clock) != len(new_clock):
+        return None
+    start = text.find(HEADER)
+    if start < 0:
+        return text
+    end = text.find("\n", start)
+    at = text.rfind(old_clock, start, len(text) if end < 0 else end)
+    if at < 0:
+        return None
+    return text[:at] + new_clock + text[at + len(old_clock):]
+
+
 def shaping_settings(settings: Settings) -> tuple[Any, ...]:
     """The settings the text depends on (``CONTEXT_SETTINGS``): part of the key of a memoized text."""
     return tuple(getattr(settings, name) for name in CONTEXT_SETTINGS)
@@ -323,7 +348,7 @@ def shaping_settings(settings: Settings) -> tuple[Any, ...]:
 def _body(data: ContextData, shape: _Shape, style: _Style, now: datetime, tz: tzinfo | None,
           here_tokens: int) -> list[str]:
     p = style.paint
-    lines = [p(f"# memcairn memory · {_scope(data.projects)} · {_clock(now)}", BOLD)]
+    lines = [p(f"{HEADER}{_scope(data.projects)} · {_clock(now)}", BOLD)]
     if shape.legend:
         lines.append(p(LEGEND, DIM))
     shown = list(reversed(data.observations[:shape.observations]))

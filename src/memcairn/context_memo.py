@@ -8,10 +8,12 @@ on a 2-core machine. Yet the text is a pure function of (see ``memcairn.context`
 - the store's content,
 - the request: projects, ``platform_source``, ``colors``, ``full``,
 - the settings that shape it (``context.CONTEXT_SETTINGS``) and ``tz``,
-- the current time, but only as the header shows it (``context.clock``: minute precision in ``tz``, with the
-  zone's name; rows show the items' own times and nothing is relative to ``now``),
+- the current time, but only as the header's clock shows it (``context.clock``: minute precision in ``tz``,
+  with the zone's name; rows show the items' own times and nothing is relative to ``now``).
 
-so a memoized text served under the same key is byte-identical to a fresh render.
+The key holds the zone's name, not the minute: a text kept from an earlier minute gets the current clock
+in its header (``context.restamp``; same width, so the budget fitting comes out the same), and a memoized
+answer is byte-identical to a fresh render. Otherwise every minute would re-render every project at once.
 
 **The store's change token** is ``PRAGMA data_version`` read on a dedicated read-only connection to the
 store's file (``?mode=ro`` and ``query_only``). SQLite changes that value whenever *another* connection
@@ -45,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from memcairn.config import Settings
-from memcairn.context import clock, render_context, shaping_settings
+from memcairn.context import CLOCK_WIDTH, clock, render_context, restamp, shaping_settings
 
 log = logging.getLogger("memcairn.context")
 
@@ -69,7 +71,7 @@ class ContextMemo:
         self.max_chars = max(1, max_chars)
         self.hits = self.misses = self.bypassed = 0
         self._lock = threading.Lock()
-        self._texts: OrderedDict[Hashable, str] = OrderedDict()
+        self._texts: OrderedDict[Hashable, tuple[str, str]] = OrderedDict()  # key -> (text, its clock)
         self._chars = 0
         self._version: int | None = None  # the token the entries were stored under
         self._warned = False
@@ -133,23 +135,23 @@ class ContextMemo:
                 self._version = value
             return value
 
-    def _get(self, key: tuple[Any, ...]) -> str | None:
+    def _get(self, key: tuple[Any, ...], stamp: str) -> str | None:
         with self._lock:
-            text = self._texts.get(key)
-            if text is not None:
+            entry = self._texts.get(key)
+            if entry is not None:
                 self._texts.move_to_end(key)
-            return text
+        return None if entry is None else restamp(entry[0], entry[1], stamp)
 
-    def _put(self, key: tuple[Any, ...], text: str) -> None:
+    def _put(self, key: tuple[Any, ...], text: str, stamp: str) -> None:
         with self._lock:
             if key[0] != self._version or len(text) > self.max_chars:  # the store moved on meanwhile
                 return
             old = self._texts.pop(key, None)
-            self._chars -= len(old) if old is not None else 0
-            self._texts[key] = text
+            self._chars -= len(old[0]) if old is not None else 0
+            self._texts[key] = (text, stamp)
             self._chars += len(text)
             while len(self._texts) > self.capacity or self._chars > self.max_chars:
-                _, dropped = self._texts.popitem(last=False)
+                _, (dropped, _) = self._texts.popitem(last=False)
                 self._chars -= len(dropped)
 
     def render(self, store: Any, settings: Settings, *, projects: Sequence[str] | None = None,
@@ -170,16 +172,17 @@ class ContextMemo:
                 self.bypassed += 1
             return Answer(build(), RENDERED)
         platform = platform_source.strip() if platform_source and platform_source.strip() else None
+        stamp = clock(now_ms, tz)
         key = (token, tuple(projects) if projects else None, platform, bool(colors), bool(full),
-               clock(now_ms, tz), tz, shaping_settings(settings))
+               stamp[CLOCK_WIDTH:], tz, shaping_settings(settings))
         if not fresh:
-            text = self._get(key)
+            text = self._get(key, stamp)
             if text is not None:
                 with self._lock:
                     self.hits += 1
                 return Answer(text, MEMO)
         text = build()
-        self._put(key, text)
+        self._put(key, text, stamp)
         with self._lock:
             self.misses += 1
         return Answer(text, RENDERED)
