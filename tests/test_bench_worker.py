@@ -29,8 +29,8 @@ SCENARIOS = [
     "GET /api/search filter-only, 1 project",
     "GET /api/timeline, anchor id",
 ]
-COLUMNS = ["scenario", "requests", "errors", "req/s", "median ms", "p95 ms", "max ms", "goal", "met",
-           "claude-mem 13.15.3", "answers"]
+COLUMNS = ["scenario", "requests", "errors", "req/s", "worker CPU ms/req", "median ms", "p95 ms", "max ms", "goal",
+           "met", "claude-mem 13.15.3", "answers"]
 
 
 def workers_of(home: Path) -> list[int]:
@@ -56,6 +56,7 @@ def test_bench_worker_prints_the_table_writes_json_and_leaves_no_worker(
         assert list(row) == COLUMNS
         assert (row["requests"], row["errors"]) == (40, 0)
         assert isinstance(row["p95 ms"], float) and row["median ms"] <= row["max ms"]
+        assert isinstance(row["worker CPU ms/req"], float) and row["worker CPU ms/req"] >= 0
     by_name = {r["scenario"]: r for r in result["rows"]}
     assert by_name["GET /api/search hybrid, all projects"]["answers"] == "hybrid 40"
     assert by_name["GET /api/search keyword, 1 project"]["answers"] == "keyword 40"
@@ -142,3 +143,17 @@ def test_rows_count_how_the_answers_were_made() -> None:
     row = worker.row_for(fresh, worker.Outcome(latencies_ms=[5.0], answers={"rendered": 1}, wall_s=1.0))
     assert (row["answers"], row["goal"], row["met"], row["claude-mem 13.15.3"]) == ("rendered 1", "-", "-", "-")
     assert worker.row_for(work[0], worker.Outcome(latencies_ms=[1.0], wall_s=1.0))["answers"] == "-"
+
+
+def test_the_worker_cpu_per_request_comes_from_proc() -> None:
+    import os
+
+    before = worker.cpu_seconds(os.getpid())
+    sum(i * i for i in range(300_000))  # burn a little CPU
+    after = worker.cpu_seconds(os.getpid())
+    assert before is not None and after is not None and after >= before
+    assert worker.cpu_seconds(2**22 + 12345) is None  # no such process
+    work = worker.scenarios(["alpha"], [1], 2)
+    row = worker.row_for(work[3], worker.Outcome(latencies_ms=[1.0, 2.0], wall_s=1.0, worker_cpu_s=0.05))
+    assert row["worker CPU ms/req"] == 25.0
+    assert worker.row_for(work[3], worker.Outcome(latencies_ms=[1.0], wall_s=1.0))["worker CPU ms/req"] == "-"

@@ -13,7 +13,8 @@
   minute stay the same), context injection with ``fresh=1`` (every request renders: what a render costs under
   load; no goal), keyword search, hybrid search (one project and all projects), filter-only search and
   timeline.
-- **Table**: requests, errors, throughput, median, p95 and max per scenario beside the goal and, where one
+- **Table**: requests, errors, throughput, the worker's CPU time per request (utime + stime from ``/proc``
+  over the scenario: it tells cost from queueing), median, p95 and max per scenario beside the goal and, where one
   exists, the figure measured for claude-mem 13.15.3 on a similar machine, and the "answers" column: how each
   answer was made, counted per value (the search ``strategy`` of search answers; ``memo`` / ``rendered`` from
   the ``X-Memcairn-Context`` header of context answers, so memo hits and misses are reported as measured);
@@ -73,6 +74,7 @@ class Scenario:
 @dataclass
 class Outcome:
     latencies_ms: list[float] = field(default_factory=list)
+    worker_cpu_s: float | None = None  # CPU time the worker process spent while the scenario ran
     errors: int = 0
     sample_errors: list[str] = field(default_factory=list)
     answers: dict[str, int] = field(default_factory=dict)  # how the answers were made: strategy / context header
@@ -281,6 +283,16 @@ def wait_ready(proc: subprocess.Popen, port: int, home: Path, log: Log) -> dict[
     return health
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of a process so far (None where /proc is not available)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def memory_mb(pid: int) -> dict[str, float | None]:
     """``VmRSS`` and ``VmHWM`` (peak) of a process, in MB (None where /proc is not available)."""
     out: dict[str, float | None] = {"rss_mb": None, "peak_mb": None}
@@ -412,6 +424,8 @@ def row_for(scenario: Scenario, outcome: Outcome) -> dict[str, Any]:
     return {
         "scenario": scenario.name, "requests": done, "errors": outcome.errors,
         "req/s": round(done / outcome.wall_s, 1) if outcome.wall_s else 0.0,
+        "worker CPU ms/req": (round(outcome.worker_cpu_s * 1000 / done, 1)
+                              if outcome.worker_cpu_s is not None and done else "-"),
         "median ms": round(statistics.median(samples), 1) if samples else "-",
         "p95 ms": p95 if p95 is not None else "-",
         "max ms": round(max(samples), 1) if samples else "-",
@@ -458,7 +472,11 @@ def run(items: int = 100_000, clients: int = 8, requests: int = 400, home: Path 
             rows, problems = [], []
             for scenario in work:
                 log(f"{scenario.name}: {len(scenario.paths)} requests from {clients} clients ...")
+                cpu_before = cpu_seconds(pid)
                 outcome = drive(port, scenario.paths, clients)
+                cpu_after = cpu_seconds(pid)
+                if cpu_before is not None and cpu_after is not None:
+                    outcome.worker_cpu_s = cpu_after - cpu_before
                 rows.append(row_for(scenario, outcome))
                 problems += [f"{scenario.name}: {e}" for e in outcome.sample_errors]
                 if scenario.check_strategy and scenario.check_strategy not in outcome.answers:
