@@ -266,6 +266,24 @@ def test_large_stores_rank_a_bounded_set_and_still_find_the_rare_term(store: Sto
     assert both.id in hits
 
 
+def test_an_unfiltered_search_ranks_only_the_newest_matches_past_the_cap(store: Store, monkeypatch) -> None:
+    from memcairn.store import fts
+
+    monkeypatch.setattr(fts, "RANK_CAP", 10)
+    best_but_old = store.add_item(obs("deadlock deadlock deadlock", "deadlock in the writer", type="bugfix"))
+    store.add_items([obs(f"note {i}", f"a deadlock was seen once {'padding ' * (i % 7)}") for i in range(29)])
+    newest = store.add_items([obs("deadlock deadlock", "deadlock twice in the reader")])[0]
+    ranked = store.keyword_ids("deadlock", limit=50)
+    assert len(ranked) == 10  # 31 rows match; the cap ranks the 10 newest
+    assert ranked[0][0] == newest.id and best_but_old.id not in [i for i, _ in ranked]
+    assert [s for _, s in ranked] == sorted((s for _, s in ranked), reverse=True)
+    # A filtered search joins every match instead, so the old best row is found there.
+    filtered = store.keyword_ids("deadlock", ItemFilter(types=("bugfix",)), limit=50)
+    assert [i for i, _ in filtered] == [best_but_old.id]
+    monkeypatch.setattr(fts, "RANK_CAP", 3000)
+    assert store.keyword_ids("deadlock", limit=1)[0][0] == best_but_old.id
+
+
 def test_document_frequencies_are_remembered_for_a_while(store: Store, monkeypatch) -> None:
     from memcairn.store import fts
 

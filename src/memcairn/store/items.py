@@ -556,17 +556,26 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin):
         }.get(order, "score ASC, id DESC")
         # Without filters or a time order, rank the index alone: joining every match costs more than bm25.
         needs_join = bool(clauses) or order in ("newest", "oldest")
-        sql = (
-            f"SELECT memory_items_fts.rowid AS id, {score} AS score FROM memory_items_fts "
-            + ("JOIN memory_items m ON m.id = memory_items_fts.rowid "
-               "JOIN projects p ON p.id = m.project_id LEFT JOIN sessions s ON s.id = m.session_id "
-               if needs_join else "")
-            + "WHERE memory_items_fts MATCH ?"
-            + "".join(f" AND {c}" for c in clauses)
-            + f" ORDER BY {order_sql} LIMIT ? OFFSET ?"
-        )
+        if needs_join:
+            sql = (
+                f"SELECT memory_items_fts.rowid AS id, {score} AS score FROM memory_items_fts "
+                "JOIN memory_items m ON m.id = memory_items_fts.rowid "
+                "JOIN projects p ON p.id = m.project_id LEFT JOIN sessions s ON s.id = m.session_id "
+                "WHERE memory_items_fts MATCH ?" + "".join(f" AND {c}" for c in clauses)
+                + f" ORDER BY {order_sql} LIMIT ? OFFSET ?"
+            )
+            args: tuple[Any, ...] = (match, *params, int(limit), int(offset))
+        else:
+            # bm25 runs on the newest RANK_CAP matches at most (fts module doc); the LIMIT keeps SQLite from
+            # flattening the inner query, so bm25 stays beside its MATCH.
+            sql = (
+                f"SELECT id, score FROM (SELECT memory_items_fts.rowid AS id, {score} AS score FROM memory_items_fts "
+                "WHERE memory_items_fts MATCH ? ORDER BY memory_items_fts.rowid DESC LIMIT ?) "
+                f"ORDER BY {order_sql} LIMIT ? OFFSET ?"
+            )
+            args = (match, fts.RANK_CAP, int(limit), int(offset))
         try:
-            rows = self._conn.execute(sql, (match, *params, int(limit), int(offset))).fetchall()
+            rows = self._conn.execute(sql, args).fetchall()
         except sqlite3.OperationalError as exc:  # quoting makes this unreachable; never leak it anyway
             raise StoreError(f"keyword search failed: {exc}") from None
         return [(r["id"], -float(r["score"])) for r in rows]
