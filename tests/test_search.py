@@ -598,3 +598,25 @@ def test_the_semantic_leg_asks_twice_its_pool_only_when_filters_may_drop_hits(me
     service.search(query="queue", projects=["p"], types=["bugfix"], limit=20)
     SearchService(mem_store, mirror, recency_window_days=30).search(query="queue", limit=20, now=NOW)
     assert mirror.limits == [50, 80, 100, 100]
+
+
+def test_the_file_filter_matches_paths_with_backslashes_and_quotes(mem_store: Store) -> None:
+    windows = add(mem_store, days_ago=2, title="Windows fix", files_modified=["C:\\proj\\src\\main.py"])
+    quoted = add(mem_store, days_ago=1, title="Quoted name", files_read=['docs/"draft".md'])
+    service = SearchService(mem_store)
+    assert ids(service.search(files="C:\\proj\\src\\main.py")) == [windows]
+    assert ids(service.search(files="src\\main.py")) == [windows]
+    assert ids(service.search(query="fix", files="proj\\src")) == [windows]
+    assert ids(service.search(files='"draft".md')) == [quoted]
+    assert ids(service.search(files="main.py")) == [windows]
+    assert ids(service.search(files="%")) == []
+
+
+def test_a_long_query_of_stopwords_only_is_cut_and_said(mem_store: Store) -> None:
+    from memcairn.store import fts
+
+    words = sorted(fts.STOPWORDS)[: fts.MAX_QUERY_TOKENS + 8]
+    result = SearchService(mem_store).search(query=" ".join(words))
+    assert f"keyword search uses the first {fts.MAX_QUERY_TOKENS} distinct words of the query" in result.notes
+    short = SearchService(mem_store).search(query=" ".join(words[:5]))
+    assert not any("distinct words" in n for n in short.notes)

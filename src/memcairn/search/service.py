@@ -277,7 +277,8 @@ class SearchService:
 
     @staticmethod
     def _note_long_query(query: str, notes: list[str]) -> None:
-        words = {w.lower() for w in _WORD.findall(query)} - fts.STOPWORDS
+        every = {w.lower() for w in _WORD.findall(query)}
+        words = (every - fts.STOPWORDS) or every  # as fts.query_tokens: stopwords count when nothing else is left
         if len(words) > fts.MAX_QUERY_TOKENS:
             notes.append(f"keyword search uses the first {fts.MAX_QUERY_TOKENS} distinct words of the query")
 

@@ -466,7 +466,9 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin):
         if flt.files:
             parts = []
             for f in flt.files:
-                pattern = f"%{_like_escape(f)}%"
+                # The columns hold JSON arrays, where a backslash or a double quote is escaped
+                # (C:\src is stored as C:\\src): match the path as it is written there.
+                pattern = f"%{_like_escape(serde.dump_array([f])[2:-2])}%"
                 parts.append("(m.files_read LIKE ? ESCAPE '\\' OR m.files_modified LIKE ? ESCAPE '\\')")
                 params += [pattern, pattern]
             clauses.append("(" + " OR ".join(parts) + ")")
