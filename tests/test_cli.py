@@ -108,3 +108,30 @@ def test_the_console_script_runs_in_a_fresh_process(isolated_home: Path) -> None
     assert json.loads(out.stdout)["created"] is True
     out = subprocess.run([str(exe), "--help"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and "memcairn" in out.stdout
+
+
+def _tiny_longmemeval(path: Path) -> Path:
+    path.write_text(json.dumps([{
+        "question_id": "q1", "question_type": "single-session-user", "question": "What breed is my dog?",
+        "question_date": "2023/06/01 (Thu) 10:00", "haystack_session_ids": ["s1"],
+        "haystack_dates": ["2023/05/01 (Mon) 09:00"],
+        "haystack_sessions": [[{"role": "user", "content": "I adopted a beagle."}]], "answer_session_ids": ["s1"],
+    }]))
+    return path
+
+
+def test_bench_longmemeval_refuses_an_unwritable_json_path_before_running(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = _tiny_longmemeval(tmp_path / "lme.json")
+    code, out, err = _run(capsys, "bench", "longmemeval", str(data), "--method", "keyword", "--quiet",
+                          "--json", str(tmp_path / "missing" / "out.json"))
+    assert code == 2 and out == ""  # refused before the run: nothing rendered, no traceback
+    assert "--json" in err and "does not exist" in err
+
+
+def test_bench_longmemeval_refuses_method_with_all_methods(tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    data = _tiny_longmemeval(tmp_path / "lme.json")
+    code, out, err = _run(capsys, "bench", "longmemeval", str(data), "--method", "keyword", "--all-methods")
+    assert code == 2 and out == ""
+    assert "not both" in err

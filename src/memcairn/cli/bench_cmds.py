@@ -3,11 +3,31 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
 from memcairn.bench.timing import render_table
+
+
+def _check_output(path: Path | None) -> None:
+    """Refuse an output file that cannot be written before a run, not after it (the results would be lost)."""
+    if path is None:
+        return
+    parent = path.parent
+    if not parent.is_dir():
+        raise click.BadParameter(f"the directory {str(parent)!r} does not exist", param_hint="'--json'")
+    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise click.BadParameter(f"{str(path)!r} is not writable", param_hint="'--json'")
+
+
+def _write_json(path: Path, value: object) -> None:
+    try:
+        path.write_text(json.dumps(value, indent=2))
+    except OSError as exc:
+        raise click.ClickException(f"could not write {path}: {exc}") from None
 
 
 def _sizes(value: str) -> tuple[int, ...]:
@@ -35,10 +55,11 @@ def bench_store(sizes: str, queries: int, json_out: Path | None) -> None:
     """
     from memcairn.bench import store
 
+    _check_output(json_out)
     rows = store.run(_sizes(sizes), queries=queries)
     click.echo(render_table(rows))
     if json_out:
-        json_out.write_text(json.dumps(rows, indent=2))
+        _write_json(json_out, rows)
 
 
 @bench.command("embed")
@@ -133,6 +154,9 @@ def bench_longmemeval(path: Path, method: str, all_methods: bool, pooled: bool, 
     from memcairn.bench import longmemeval as lme
     from memcairn.config import load_settings
 
+    if all_methods and click.get_current_context().get_parameter_source("method") is ParameterSource.COMMANDLINE:
+        raise click.UsageError("give --method or --all-methods, not both")
+    _check_output(json_out)
     cfg = load_settings()
     opts = lme.Options(
         methods=lme.METHODS if all_methods else (method,), pooled=pooled, granularity=granularity, fusion=fusion,
@@ -144,7 +168,7 @@ def bench_longmemeval(path: Path, method: str, all_methods: bool, pooled: bool, 
     result = lme.run(questions, opts, progress=None if quiet else lambda m: click.echo(m, err=True))
     click.echo(lme.render(result))
     if json_out:
-        json_out.write_text(json.dumps(result, indent=2))
+        _write_json(json_out, result)
 
 
 @bench.command("hooks")
@@ -195,8 +219,9 @@ def bench_worker(items: int, clients: int, requests: int, projects: int, home: P
     """
     from memcairn.bench import worker
 
+    _check_output(json_out)
     result = worker.run(items, clients=clients, requests=requests, home=home, projects=projects, model=model,
                         cache_path=cache_path, log=lambda m: click.echo(m, err=True))
     click.echo(worker.render(result))
     if json_out:
-        json_out.write_text(json.dumps(result, indent=2))
+        _write_json(json_out, result)
