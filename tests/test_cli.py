@@ -42,6 +42,15 @@ def test_add_search_show_round_trip_as_json(capsys: pytest.CaptureFixture[str]) 
     assert records[0]["facts"] == ["tokens are UTC"] and records[0]["files_modified"] == ["auth.py"]
 
 
+def test_show_takes_ids_as_searches_print_them(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(capsys, "add", "--project", "p", "--title", "hash ids", "--json")
+    item = json.loads(out)["id"]
+    code, out, _ = _run(capsys, "show", f"#{item}", "--json")
+    assert code == 0 and [r["id"] for r in json.loads(out)] == [item]
+    code, _, err = _run(capsys, "show", "#x")
+    assert code == 2 and "not an item id" in err
+
+
 def test_show_reports_unknown_ids_with_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = _run(capsys, "show", "424242")
     assert code == 2 and "not found" in err and "Traceback" not in err

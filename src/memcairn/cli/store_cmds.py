@@ -5,8 +5,22 @@ from __future__ import annotations
 import click
 
 from memcairn.cli.common import emit_json, open_store, settings
-from memcairn.errors import NotFoundError
+from memcairn.errors import NotFoundError, ValidationError
 from memcairn.models import KINDS, NewItem
+
+
+class ItemId(click.ParamType):
+    """An item id as searches print it: ``12`` or ``#12``."""
+
+    name = "id"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        from memcairn.search.service import parse_item_id
+
+        try:
+            return parse_item_id(value if isinstance(value, int) else str(value))
+        except ValidationError as exc:
+            self.fail(str(exc), param, ctx)
 
 
 @click.command()
@@ -48,14 +62,14 @@ def add(project: str, kind: str, type_: str | None, title: str | None, subtitle:
 
 
 @click.command()
-@click.argument("ids", nargs=-1, required=True, type=int)
+@click.argument("ids", nargs=-1, required=True, type=ItemId())
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of full records.")
 def show(ids: tuple[int, ...], as_json: bool) -> None:
     """Show full records, in the order asked.
 
     Example:
 
-        memcairn show 12 7 --json
+        memcairn show 12 '#7' --json
     """
     with open_store() as store:
         items = store.get_items(list(ids))
