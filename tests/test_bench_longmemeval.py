@@ -147,6 +147,13 @@ def test_parse_questions_refuses_malformed_records() -> None:
         lme.parse_questions([{**good, "haystack_dates": good["haystack_dates"][:-1]}])
     with pytest.raises(ValidationError, match="turn 0"):
         lme.parse_questions([{**good, "haystack_sessions": [[{"role": "user"}]] * len(good["haystack_dates"])}])
+    sid = good["haystack_session_ids"][1]
+    dates = [*good["haystack_dates"]]
+    dates[1] = "2023/13/45 (Mon) 10:00"
+    with pytest.raises(ValidationError, match=f"question {good['question_id']}, session {sid}: haystack date"):
+        lme.parse_questions([{**good, "haystack_dates": dates}])
+    with pytest.raises(ValidationError, match=f"question {good['question_id']}: question_date"):
+        lme.parse_questions([{**good, "question_date": "yesterday-ish"}])
 
 
 # -- items -------------------------------------------------------------------------------------------------

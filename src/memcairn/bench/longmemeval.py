@@ -123,6 +123,13 @@ def parse_date(value: Any) -> int:
     return parsed
 
 
+def _date(value: Any, where: str) -> int:
+    try:
+        return parse_date(value)
+    except ValidationError as exc:
+        raise ValidationError(f"{where}: {exc}") from None
+
+
 def _turns(raw: Any, where: str) -> tuple[tuple[str, str], ...]:
     if not isinstance(raw, list):
         raise ValidationError(f"{where}: a haystack session must be a list of turns")
@@ -157,11 +164,12 @@ def parse_questions(data: Any) -> list[Question]:
                 and len(ids) == len(dates) == len(raw)):
             raise ValidationError(f"{where}: haystack_session_ids, haystack_dates and haystack_sessions must be "
                                   "lists of the same length")
-        sessions = tuple(Session(str(sid), parse_date(date), _turns(turns, f"{where}, session {sid}"))
+        sessions = tuple(Session(str(sid), _date(date, f"{where}, session {sid}: haystack date"),
+                                 _turns(turns, f"{where}, session {sid}"))
                          for sid, date, turns in zip(ids, dates, raw, strict=True))
         questions.append(Question(
             id=str(rec["question_id"]), type=str(rec["question_type"]), text=str(rec["question"]),
-            now_ms=parse_date(rec["question_date"]), sessions=sessions,
+            now_ms=_date(rec["question_date"], f"{where}: question_date"), sessions=sessions,
             answer_ids=tuple(str(a) for a in rec["answer_session_ids"] or ()),
         ))
     return questions
