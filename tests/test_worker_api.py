@@ -774,3 +774,23 @@ def test_the_workers_model_runs_the_configured_threads_per_call(tmp_path: Path) 
             assert runtime.mirror.embedder.threads == expected
         finally:
             runtime.close()
+
+
+def test_a_token_is_compared_without_surrounding_whitespace(cfg: Settings) -> None:
+    """A token read with a stray space or newline must still match the header, which arrives stripped."""
+    secured = Settings(**{**cfg.__dict__, "host": "0.0.0.0", "token": " s3cret-token\n"})
+    with TestClient(make_app(None, secured), base_url="http://192.168.1.20:37877") as c:
+        assert c.get("/api/health", headers={"Authorization": "Bearer s3cret-token"}).status_code == 200
+        assert_error(c.get("/api/health", headers={"Authorization": "Bearer wrong"}), 401, "unauthorized")
+
+
+def test_the_viewers_own_origin_is_allowed_on_any_loopback_address(cfg: Settings) -> None:
+    bound = Settings(**{**cfg.__dict__, "host": "127.0.0.5"})
+    app = make_app(None, bound)
+    with TestClient(app, base_url=f"http://127.0.0.5:{bound.port}") as c:
+        wait_ready(app)
+        own = c.post("/api/memory/save", json={"text": "saved from the viewer"},
+                     headers={"Origin": f"http://127.0.0.5:{bound.port}"})
+        assert own.status_code == 200 and own.json()["created"] is True, own.text
+        assert_error(c.post("/api/memory/save", json={"text": "x"}, headers={"Origin": "http://evil.example"}),
+                     403, "forbidden_origin")

@@ -290,3 +290,37 @@ def test_accepted_connections_turn_nagle_off(cfg: Settings) -> None:
         assert asyncio.run(accept_one()) != 0
     finally:
         sock.close()
+
+
+def test_another_homes_worker_and_a_recycled_pid_are_left_alone(env: dict[str, str], cfg: Settings,
+                                                                   tmp_path: Path) -> None:
+    """A worker of home A on the port is not home B's: B's start refuses, B's status says not running and B's
+    stop stops nothing; a stale pid file naming a live non-worker memcairn process does not get it killed."""
+    import dataclasses
+
+    ours = daemon.start(cfg)
+    other = dataclasses.replace(cfg, home=tmp_path / "other-home")
+    other.home.mkdir()
+    with pytest.raises(WorkerUnavailableError, match="another home"):
+        daemon.start(other, timeout=10)
+    assert daemon.status(other)["running"] is False
+    assert daemon.stop(other, timeout=5)["stopped"] is False
+    assert daemon.process_alive(ours["pid"]) and daemon.status(cfg)["pid"] == ours["pid"]
+
+    decoy = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "memcairn-mcp"])
+    try:
+        (other.home / "worker.pid").write_text(json.dumps({"pid": decoy.pid, "port": cfg.port, "version": "0.1.0"}))
+        assert daemon.stop(other, timeout=5) == {"stopped": False, "pid": None, "forced": False}
+        assert decoy.poll() is None, "stop killed a process that is not this home's worker"
+        assert not (other.home / "worker.pid").exists()
+    finally:
+        decoy.kill()
+        decoy.wait()
+
+
+def test_start_refuses_an_out_of_range_port_and_a_blank_token(env: dict[str, str]) -> None:
+    for port in ("0", "65536", "99999"):
+        result = cli({**env, "MEMCAIRN_PORT": port}, "worker", "start", timeout=20)
+        assert result.returncode == 2 and "between 1 and 65535" in result.stderr, result.stderr
+    blank = cli({**env, "MEMCAIRN_HOST": "0.0.0.0", "MEMCAIRN_TOKEN": "   "}, "worker", "start", timeout=20)
+    assert blank.returncode == 2 and "MEMCAIRN_TOKEN" in blank.stderr and "Traceback" not in blank.stderr

@@ -33,7 +33,7 @@ from typing import Any
 
 from memcairn.client import WorkerClient, connect_host
 from memcairn.config import Settings, load_settings
-from memcairn.errors import ConfigError, WorkerUnavailableError
+from memcairn.errors import MemcairnError, WorkerUnavailableError
 from memcairn.worker.security import check_bind
 
 PID_FILE = "worker.pid"
@@ -169,11 +169,27 @@ def _client(cfg: Settings, timeout: float = 2.0) -> WorkerClient:
 
 
 def probe(cfg: Settings, timeout: float = 2.0) -> dict[str, Any] | None:
-    """The health answer of the worker on the configured port, or None when no worker answers."""
+    """The health answer of the worker on the configured port, or None when no worker answers (nothing listens,
+    or what listens is not a memcairn worker: its 404 or other answer is no worker's health)."""
     try:
         return _client(cfg, timeout).health()
-    except (WorkerUnavailableError, ConfigError):
+    except MemcairnError:
         return None
+
+
+def serves_this_home(cfg: Settings, info: dict[str, Any]) -> bool:
+    """Whether the worker that answered ``info`` on the port is this home's: a worker of this home holds its lock,
+    and the pid file (when there is one) names that worker. Another home's worker may listen on the same port
+    (``MEMCAIRN_PORT`` set alike); it must not be reported, reused or stopped as this home's."""
+    if not worker_lock_held(cfg):
+        return False
+    recorded = read_pid_file(cfg)
+    return recorded is None or recorded.get("pid") == info.get("pid")
+
+
+def _foreign(cfg: Settings, info: dict[str, Any]) -> str:
+    return (f"port {cfg.port} is served by the memcairn worker of another home (pid {info.get('pid')}), not by "
+            f"the worker of {cfg.home}; set MEMCAIRN_PORT to a free port for this home")
 
 
 def _log_hint(cfg: Settings) -> str:
@@ -258,6 +274,8 @@ def start(cfg: Settings | None = None, timeout: float = START_TIMEOUT) -> dict[s
     check_bind(cfg)
     version = current_version()
     info = probe(cfg)
+    if info is not None and not serves_this_home(cfg, info):
+        raise WorkerUnavailableError(_foreign(cfg, info))
     if info is not None and info.get("version") == version and info.get("ready"):
         return _result("running", info)
     deadline = time.monotonic() + timeout
@@ -266,6 +284,8 @@ def start(cfg: Settings | None = None, timeout: float = START_TIMEOUT) -> dict[s
     try:
         action = "started"
         info = probe(cfg)
+        if info is not None and not serves_this_home(cfg, info):
+            raise WorkerUnavailableError(_foreign(cfg, info))
         if info is not None and info.get("version") != version:
             stop(cfg, timeout=max(1.0, deadline - time.monotonic()), pid=info.get("pid"))
             info, action = None, "replaced"
@@ -299,6 +319,11 @@ def stop(cfg: Settings | None = None, timeout: float = STOP_TIMEOUT, pid: int | 
     Returns ``{"stopped": bool, "pid": int | None, "forced": bool}``.
     """
     cfg = cfg or load_settings()
+    if pid is None and not worker_lock_held(cfg):
+        # No worker of this home runs: a pid file left behind may name a recycled pid (any process, even another
+        # memcairn one), and a worker answering on the port belongs to another home. Stop nothing.
+        clean_stale_pid_file(cfg)
+        return {"stopped": False, "pid": None, "forced": False}
     if pid is None:
         recorded = read_pid_file(cfg)
         if recorded is not None and process_alive(recorded["pid"]) and is_worker_process(recorded["pid"]):
@@ -329,14 +354,17 @@ def status(cfg: Settings | None = None) -> dict[str, Any]:
     """``{"running", "ready", "pid", "port", "version", "state"}`` of the worker of this home."""
     cfg = cfg or load_settings()
     info = probe(cfg)
-    if info is not None:
+    if info is not None and serves_this_home(cfg, info):
         return {"running": True, "ready": bool(info.get("ready")), "pid": info.get("pid"), "port": info.get("port"),
                 "version": info.get("version"), "state": info.get("state")}
     recorded = read_pid_file(cfg)
     if recorded is not None and process_alive(recorded["pid"]) and worker_lock_held(cfg):
         return {"running": True, "ready": False, "pid": recorded["pid"], "port": recorded.get("port"),
                 "version": recorded.get("version"), "state": "not answering"}
-    return {"running": False, "ready": False, "pid": None, "port": cfg.port, "version": None, "state": "stopped"}
+    state = "stopped"
+    if info is not None:
+        state = f"stopped; port {cfg.port} is used by another home's worker (pid {info.get('pid')})"
+    return {"running": False, "ready": False, "pid": None, "port": cfg.port, "version": None, "state": state}
 
 
 # -- run --------------------------------------------------------------------------------------------

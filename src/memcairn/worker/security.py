@@ -43,12 +43,16 @@ def is_loopback_host(host: str) -> bool:
 
 
 def check_bind(cfg: Settings) -> None:
-    """Refuse a non-loopback bind without a token.
+    """Refuse a port outside 1-65535 (the socket layer would silently wrap or randomise it) and a non-loopback
+    bind without a token (a blank token counts as none: no request could ever present it).
 
     Raises:
-        ConfigError: ``host`` is not loopback and no token is configured.
+        ConfigError: the port is out of range, or ``host`` is not loopback and no token is configured.
     """
-    if not is_loopback_host(cfg.host) and not cfg.token:
+    if not isinstance(cfg.port, int) or not 0 < cfg.port < 65536:
+        raise ConfigError(f"the worker port must be between 1 and 65535, got {cfg.port!r}; set MEMCAIRN_PORT to a free "
+                          "port")
+    if not is_loopback_host(cfg.host) and not (cfg.token or "").strip():
         raise ConfigError(
             f"refusing to bind the worker to {cfg.host}: any machine that can reach it could read and write "
             "your memory. Set MEMCAIRN_TOKEN (or \"token\" in settings.json) to a long random secret, or bind "
@@ -73,8 +77,9 @@ def _split_host(value: str) -> tuple[str, str | None]:
 
 def allowed_origins(cfg: Settings) -> frozenset[str]:
     hosts = ["127.0.0.1", "localhost", "[::1]"]
-    if not is_loopback_host(cfg.host) and cfg.host not in ("0.0.0.0", "::"):
-        hosts.append(f"[{cfg.host}]" if ":" in cfg.host else cfg.host)
+    host = cfg.host.strip().strip("[]").lower()
+    if host not in ("0.0.0.0", "::", ""):  # the bound address is the viewer's own origin (also 127.0.0.2, ...)
+        hosts.append(f"[{host}]" if ":" in host else host)
     return frozenset(f"http://{h}:{cfg.port}" for h in hosts)
 
 
@@ -94,7 +99,8 @@ class GuardMiddleware:
         self.port = str(settings.port)
         self.loopback = is_loopback_host(settings.host)
         self.host_names = frozenset({*LOOPBACK_NAMES, settings.host.strip().strip("[]").lower()})
-        self.token = settings.token.encode("utf-8") if (settings.token and not self.loopback) else None
+        token = (settings.token or "").strip()  # a header value arrives stripped, so compare the stripped token
+        self.token = token.encode("utf-8") if (token and not self.loopback) else None
         self.origins = allowed_origins(settings)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
