@@ -30,7 +30,7 @@ def free_port() -> int:
 @pytest.fixture
 def env(isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     settings = {"MEMCAIRN_PORT": str(free_port()), "MEMCAIRN_EMBEDDING_MODEL": "hash",
-                "MEMCAIRN_WORKER_AUTOSTART": "0"}
+                "MEMCAIRN_WORKER_AUTOSTART": "0", "TZ": "UTC"}
     for key, value in settings.items():
         monkeypatch.setenv(key, value)
     return {**os.environ, **settings}
@@ -145,3 +145,29 @@ def test_a_refused_request_is_the_same_error_either_way(worker: WorkerClient) ->
         errors.append((type(missing.exception), str(missing.exception)))
     assert errors[:2] == errors[2:], errors
     assert run(["search", "--since", "yesterday-ish"]) == 2
+
+
+@pytest.fixture
+def tokyo(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """This process in UTC+9 while the worker runs in UTC."""
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_the_worker_reads_and_prints_times_in_the_callers_zone(worker: WorkerClient, tokyo: None,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from datetime import datetime, timedelta
+
+    ids = seed(worker)
+    an_hour_ago = (datetime.now() - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M")  # Tokyo time, no zone
+    commands = [("search", "login"), ("search", "--since", an_hour_ago, "--json"),
+                ("timeline", "--anchor", an_hour_ago, "--before", "0", "--after", "1")]
+    local = {args: invoke(*args, "--local") for args in commands}
+    assert len(json.loads(local[commands[1]])["results"]) == len(ids)  # read in Tokyo time: all are newer
+    assert f"{datetime.now():%H:}" in local[commands[0]]  # rows print Tokyo hours
+    monkeypatch.setattr(search_cmds, "_service", lambda: (_ for _ in ()).throw(AssertionError("in-process")))
+    for args, expected in local.items():
+        assert invoke(*args) == expected, args

@@ -386,6 +386,21 @@ def test_malformed_dates_list_the_accepted_formats(mem_store: Store) -> None:
         service.search(date_start="2026-12-02", date_end="2026-12-01")
 
 
+def test_time_zones_a_caller_may_name() -> None:
+    from zoneinfo import ZoneInfo
+
+    from memcairn.search import local_tz_name, parse_tz
+
+    assert parse_tz("Asia/Tokyo") == ZoneInfo("Asia/Tokyo") and parse_tz(None) is None and parse_tz(" ") is None
+    assert parse_tz("utc") == UTC and parse_tz("Z") == UTC
+    assert parse_tz("+09:00") == timezone(timedelta(hours=9))
+    assert parse_tz("-0530") == timezone(-timedelta(hours=5, minutes=30))
+    for bad in ("Mars/Base", "../../etc/passwd", "+24:00", "+09:60", "9", "nine"):
+        with pytest.raises(ValidationError, match=r"IANA zone name .*UTC.*\+09:00"):
+            parse_tz(bad)
+    assert parse_tz(local_tz_name()) is not None
+
+
 def test_dates_in_every_accepted_form() -> None:
     day = int(datetime(2026, 12, 1, tzinfo=UTC).timestamp() * 1000)
     assert parse_time("2026-12-01", tz=UTC) == day

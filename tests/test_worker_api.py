@@ -245,6 +245,8 @@ def test_search_formats_and_filters(client: TestClient, app: Any) -> None:
     assert [r["id"] for r in typed["results"]] == [a] and typed["strategy"] == "filter_only"
     newest = client.get("/api/search", params={"format": "json", "limit": "2", "orderBy": "newest"}).json()
     assert len(newest["results"]) == 2
+    assert_error(client.get("/api/search", params={"query": "login", "tz": "Mars/Base"}), 400)
+    assert_error(client.get("/api/timeline", params={"anchor": str(a), "tz": "+25:00"}), 400)
     clamped = client.get("/api/search", params={"limit": "500"}).json()
     assert any("clamped" in n for n in clamped["notes"])
     dated = client.get("/api/search", params={"dateStart": "2000-01-01", "dateEnd": "7d", "format": "json"})

@@ -87,6 +87,13 @@ STARTUP_CONTEXT_MISSING = ("At the start of this session, call session_start_con
 T = TypeVar("T")
 
 
+def _local_tz() -> str:
+    """This process's zone (the agent's), so the worker reads dates and prints times as the agent would."""
+    from memcairn.search.request import local_tz_name
+
+    return local_tz_name()
+
+
 class ToolError(Exception):
     """A failure whose message is returned to the agent as the tool's error text."""
 
@@ -340,7 +347,7 @@ class MemoryTools:
             "format": "index", "query": args.get("query"), "limit": args.get("limit"), "offset": args.get("offset"),
             "project": projects, "kind": kind, "obs_type": args.get("obs_type"), "concepts": args.get("concepts"),
             "files": args.get("files"), "dateStart": args.get("dateStart"), "dateEnd": args.get("dateEnd"),
-            "orderBy": args.get("orderBy"), "platformSource": args.get("platformSource"),
+            "orderBy": args.get("orderBy"), "platformSource": args.get("platformSource"), "tz": _local_tz(),
         }
         answer = self.gateway.call(lambda c: c.get_json("/api/search", params))
         text = str(answer.get("text", ""))
@@ -362,7 +369,7 @@ class MemoryTools:
         else:
             projects = list(self.identity.chain)
         params = {"format": "index", "anchor": anchor, "query": query, "depth_before": args.get("depth_before"),
-                  "depth_after": args.get("depth_after"), "project": projects}
+                  "depth_after": args.get("depth_after"), "project": projects, "tz": _local_tz()}
         answer = self.gateway.call(lambda c: c.get_json("/api/timeline", params))
         return str(answer.get("text", ""))
 

@@ -3,8 +3,8 @@
 When this home's worker is running and ready, both commands ask it (``GET /api/search`` and
 ``/api/timeline``): it has the store open and the embedding model and vector mirror warm, where opening
 them in this process costs about a second. Otherwise, or with ``--local``, they search in-process. The
-output is the same either way: the worker renders with the same functions, and the JSON output is built
-from the same dictionaries.
+output is the same either way: the worker renders with the same functions, reads dates and prints times
+in this process's zone (sent as ``tz``), and the JSON output is built from the same dictionaries.
 
 "This home's worker" is the one whose pid is in ``$MEMCAIRN_HOME/worker.pid`` and which answers
 ``/api/health`` on the configured port with that pid, so a worker of another home that happens to listen
@@ -53,6 +53,13 @@ def _service() -> Iterator[SearchService]:
                             mirror_error=runtime.mirror_error)
     finally:
         runtime.close()
+
+
+def _caller_tz() -> str:
+    """This process's zone, sent along so the worker reads dates and prints times as this process would."""
+    from memcairn.search import local_tz_name
+
+    return local_tz_name()
 
 
 def running_worker(cfg: Settings) -> WorkerClient | None:
@@ -160,7 +167,7 @@ def search(query: str, projects: tuple[str, ...], kind: str | None, types: tuple
     params = {"query": query or None, "projects": list(projects), "kind": kind, "type": list(types),
               "concepts": list(concepts), "files": list(files), "dateStart": since, "dateEnd": until,
               "platformSource": platform_source, "limit": limit, "offset": offset, "orderBy": order,
-              "format": "json" if as_json else "index"}
+              "format": "json" if as_json else "index", "tz": _caller_tz()}
     answer = _ask_worker(local, "/api/search", params, projects, types, concepts, files)
     if _worker_output(answer, as_json, search_json):
         return
@@ -198,7 +205,7 @@ def timeline(anchor: str | None, query: str | None, depth_before: int, depth_aft
         memcairn timeline --anchor 42 --before 5 --after 5
     """
     params = {"anchor": anchor, "query": query, "depth_before": depth_before, "depth_after": depth_after,
-              "projects": list(projects), "format": "json" if as_json else "index"}
+              "projects": list(projects), "format": "json" if as_json else "index", "tz": _caller_tz()}
     # A blank anchor or query counts as absent over HTTP; in-process it is refused or matched as given.
     blank = any(v is not None and not v.strip() for v in (anchor, query))
     answer = _ask_worker(local or blank, "/api/timeline", params, projects)

@@ -20,7 +20,7 @@ import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta, tzinfo
+from datetime import UTC, date, datetime, timedelta, timezone, tzinfo
 from typing import Any
 
 from memcairn.errors import ValidationError
@@ -70,6 +70,63 @@ def _local_tz() -> tzinfo:
     tz = datetime.now().astimezone().tzinfo
     assert tz is not None
     return tz
+
+
+_OFFSET = re.compile(r"([+-])(\d{2}):?(\d{2})")
+TZ_FORMATS = "an IANA zone name (Europe/Paris), UTC, or a UTC offset (+09:00, -0530)"
+
+
+def parse_tz(value: str | None) -> tzinfo | None:
+    """The zone a caller reads and writes times in; None (the process's local time) when blank.
+
+    Raises:
+        ValidationError: the value is none of ``TZ_FORMATS``.
+    """
+    text = (value or "").strip()
+    if not text:
+        return None
+    if text.upper() in ("UTC", "Z", "GMT"):
+        return UTC
+    match = _OFFSET.fullmatch(text)
+    if match:
+        sign, hours, minutes = match.groups()
+        offset = timedelta(hours=int(hours), minutes=int(minutes))
+        if offset < timedelta(hours=24) and int(minutes) < 60:
+            return timezone(-offset if sign == "-" else offset)
+    else:
+        from zoneinfo import ZoneInfo
+
+        try:
+            return ZoneInfo(text)
+        except (KeyError, ValueError, OSError):  # not found is a KeyError; a malformed name a ValueError
+            pass
+    raise ValidationError(f"unknown time zone {value!r}; use {TZ_FORMATS}")
+
+
+def local_tz_name() -> str:
+    """This process's local zone as ``parse_tz`` reads it, for a worker that may run in another zone: the
+    IANA name when it can be found (``TZ`` or the ``/etc/localtime`` link), else today's UTC offset."""
+    import os
+    from zoneinfo import ZoneInfo
+
+    candidates = [os.environ.get("TZ", "").lstrip(":")]
+    try:
+        link = os.path.realpath("/etc/localtime")
+        if "zoneinfo/" in link:
+            candidates.append(link.split("zoneinfo/", 1)[1])
+    except OSError:
+        pass
+    for name in candidates:
+        if name and not name.startswith("/"):
+            try:
+                ZoneInfo(name)
+            except (ValueError, OSError, KeyError):
+                continue
+            return name
+    offset = datetime.now().astimezone().utcoffset() or timedelta(0)
+    minutes = int(offset.total_seconds() // 60)
+    sign = "-" if minutes < 0 else "+"
+    return f"{sign}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}"
 
 
 def parse_time(value: Any, *, end_of_day: bool = False, now: int | None = None, tz: tzinfo | None = None,

@@ -500,11 +500,12 @@ async def projects(request: Request) -> Response:
 
 @endpoint
 async def search(request: Request) -> Response:
-    from memcairn.search import SearchRequest, render_index
+    from memcairn.search import SearchRequest, parse_tz, render_index
 
     state = _state(request)
     state.require()
     fmt = _format(request)
+    tz = parse_tz(_param(request, "tz"))
     req = SearchRequest(
         query=_param(request, "query", "q") or "",
         projects=_params(request, "project", "projects"),
@@ -519,10 +520,11 @@ async def search(request: Request) -> Response:
         offset=_param(request, "offset") or 0,
         order=_param(request, "orderBy"),
         mode=_param(request, "mode"),
+        tz=tz,
     )
     result = await state.call(state.search.search, req)
     if fmt == "index":
-        out = {"format": "index", "text": render_index(result), "strategy": result.strategy,
+        out = {"format": "index", "text": render_index(result, tz=tz), "strategy": result.strategy,
                "fallback_reason": result.fallback_reason, "notes": list(result.notes), "counts": result.counts,
                "latency_ms": result.latency_ms}
     else:
@@ -532,18 +534,19 @@ async def search(request: Request) -> Response:
 
 @endpoint
 async def timeline(request: Request) -> Response:
-    from memcairn.search import render_timeline
+    from memcairn.search import parse_tz, render_timeline
 
     state = _state(request)
     state.require()
     fmt = _format(request)
+    tz = parse_tz(_param(request, "tz"))
     result = await state.call(
         state.search.timeline, anchor=_param(request, "anchor"), query=_param(request, "query"),
         depth_before=_param(request, "depth_before") or 10, depth_after=_param(request, "depth_after") or 10,
-        projects=_params(request, "project", "projects"),
+        projects=_params(request, "project", "projects"), tz=tz,
     )
     if fmt == "index":
-        return JSON({"format": "index", "text": render_timeline(result), "anchor_id": result.anchor_id,
+        return JSON({"format": "index", "text": render_timeline(result, tz=tz), "anchor_id": result.anchor_id,
                      "notes": list(result.notes), "strategy": result.strategy})
     return JSON({"format": "json", **result.to_dict()})
 

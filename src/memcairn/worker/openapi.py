@@ -85,6 +85,8 @@ PROJECT_LIST = Param("project", {"type": "array", "items": _STR},
 FORMAT = Param("format", {"type": "string", "enum": ["", "index", "json"]},
                "index (default): Markdown text plus the summary; json: one record per result")
 FLAG = {"type": "string", "enum": ["", "true", "false", "1", "0", "yes", "no", "on", "off"]}
+TZ = Param("tz", _STR, "Zone for dates without one and for the times printed: an IANA name (Europe/Paris), UTC or "
+                       "an offset (+09:00); default: the worker's local time")
 
 SEARCH_PARAMS = (
     Param("query", _STR, "Text to search for; empty = newest items matching the filters"),
@@ -105,6 +107,7 @@ SEARCH_PARAMS = (
           "fallback_reason), keyword (the keyword leg alone), semantic (the semantic leg alone; keyword with a "
           "fallback_reason when the mirror is down)"),
     FORMAT,
+    TZ,
 )
 
 _SEARCH_OK = _obj(("format", "strategy", "notes", "counts"), format=_STR, text=_STR, strategy=_STR,
@@ -158,7 +161,7 @@ OPERATIONS: tuple[Operation, ...] = (
                   Param("query", _STR, "Anchor on the best match for this text instead"),
                   Param("depth_before", {"type": "integer"}, "Items before the anchor, clamped to 0..50"),
                   Param("depth_after", {"type": "integer"}, "Items after the anchor, clamped to 0..50"),
-                  PROJECT_LIST, FORMAT),
+                  PROJECT_LIST, FORMAT, TZ),
               errors=(400, 404, 500, 503)),
     Operation("post", "/api/observations/batch", "Full records for ids, in the order asked, plus the missing ids",
               _json(_obj(("items", "missing"), items={"type": "array", "items": ITEM},
