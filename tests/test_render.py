@@ -138,6 +138,21 @@ def test_titles_are_truncated_and_fall_back_to_text(story: Store) -> None:
     assert file_of(story.get_item(3)) == "auth/session.py"
 
 
+def test_stored_control_characters_never_reach_the_output(mem_store: Store) -> None:
+    mem_store.add_item(NewItem(project="p\x1b[2J", kind="observation", type="bugfix", created_at_epoch=DAY1,
+                               title="\x1b[31mred\x1b[0m title\nsecond line\u202e", narrative="x",
+                               files_modified=["src/\x1b]0;pwned\x07main.py"]))
+    mem_store.add_item(NewItem(project="q", kind="observation", created_at_epoch=DAY1 + MINUTE, title=" \x00 ",
+                               narrative="the narrative stands in"))
+    service = SearchService(mem_store)
+    index = render_index(service.search(now=NOW), tz=UTC)
+    timeline = render_timeline(service.timeline(anchor="1", now=NOW), tz=UTC)
+    for text in (index, timeline):
+        assert not any(ord(c) < 32 and c != "\n" or 0x7f <= ord(c) <= 0x9f or c == "\u202e" for c in text), text
+    assert "[31mred[0m title second line" in index and "the narrative stands in" in index
+    assert "**src/]0;pwnedmain.py**" in timeline and "bugfix" in timeline
+
+
 def test_rendering_follows_the_time_zone_given(story: Store) -> None:
     result = SearchService(story).search(order="oldest", limit=2)
     tokyo = render_index(result, tz=timezone(timedelta(hours=9)))

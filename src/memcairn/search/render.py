@@ -9,7 +9,9 @@
   with ``<- ANCHOR``.
 - ``render_full``: the full records as a JSON list, in the order given.
 
-Every renderer takes ``tz`` (None = local time), so output is deterministic for a given zone.
+Every renderer takes ``tz`` (None = local time), so output is deterministic for a given zone. Stored text
+(titles, types, projects, file names, notes naming them) is printed as one printable line
+(``hooks.fence.clean_line``): an ANSI escape saved in a title must not reach a terminal or pass for markup.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections.abc import Sequence
 from datetime import datetime, tzinfo
 
 from memcairn.errors import ValidationError
+from memcairn.hooks.fence import clean_line
 from memcairn.models import KINDS, MemoryItem
 from memcairn.search.result import SearchResult, Timeline
 
@@ -41,9 +44,7 @@ def display_title(item: MemoryItem, limit: int = TITLE_CHARS) -> str:
     """The item's title, or the first text it has, on one line and at most ``limit`` characters."""
     candidates = (item.title, item.subtitle, item.request, item.text, item.narrative, item.completed,
                   item.learned, *(item.facts or ()))
-    raw = next((c for c in candidates if c and c.strip()), "(untitled)")
-    text = " ".join(raw.split())
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+    return next((line for c in candidates if (line := clean_line(c, limit))), "(untitled)")
 
 
 def token_estimate(item: MemoryItem) -> int:
@@ -51,9 +52,9 @@ def token_estimate(item: MemoryItem) -> int:
 
 
 def _row(item: MemoryItem, tz: tzinfo | None, *, project: bool = False, anchor: bool = False) -> str:
-    parts = [f"- #{item.id} {_dt(item.created_at_epoch, tz):%H:%M} {item.type}", display_title(item)]
+    parts = [f"- #{item.id} {_dt(item.created_at_epoch, tz):%H:%M} {clean_line(item.type)}", display_title(item)]
     if project:
-        parts.append(item.project)
+        parts.append(clean_line(item.project))
     parts.append(f"~{token_estimate(item)} tok")
     return " · ".join(parts) + (" <- ANCHOR" if anchor else "")
 
@@ -75,7 +76,7 @@ def _strategy(strategy: str | None, reason: str | None) -> str:
 
 
 def _notes(notes: Sequence[str]) -> list[str]:
-    return [f"Note: {n}" for n in notes]
+    return [f"Note: {clean_line(n)}" for n in notes]
 
 
 def render_index(result: SearchResult, *, tz: tzinfo | None = None) -> str:
@@ -133,7 +134,7 @@ def render_timeline(timeline: Timeline, *, tz: tzinfo | None = None) -> str:
         this_file = file_of(item)
         if this_file != current_file:
             current_file = this_file
-            lines.append(f"**{this_file}**")
+            lines.append(f"**{clean_line(this_file) or NO_FILE}**")
         lines.append(_row(item, tz, project=show_project, anchor=item.id == timeline.anchor_id))
     return "\n".join(lines) + "\n"
 
