@@ -102,6 +102,24 @@ def test_a_turn_becomes_a_prompt_observations_and_a_summary(store: Store, settin
     assert hits, "the turn is findable by topic"
 
 
+def test_a_session_that_changes_directory_keeps_its_project(store: Store, settings: Settings) -> None:
+    """An agent that cds into another repository mid-session: its later events name that project, yet the
+    session (and the store's rule that an item's session belongs to the item's project) stays in the first."""
+    moved = {"cwd": "/work/api", "project": "api", "projects": ["api"]}
+    send(store, settings, "session_start")
+    send(store, settings, "user_prompt", prompt="Fix the rounding bug in the cart total")
+    send(store, settings, "tool_use", **moved, **edit("m1", "/work/api/prices.py"))
+    send(store, settings, "user_prompt", **moved, prompt="Now the prices endpoint")
+    send(store, settings, "stop", **moved, last_assistant_message="Prices use Decimal too.")
+    send(store, settings, "session_end", **moved)
+    report = CapturePipeline(store, settings).process_pending()
+    assert report.failed == 0 and store.ingest_counts()["pending"] == 0
+    items = store.list_items(ItemFilter(), limit=50)
+    assert {i.project for i in items} == {"shop"} and {i.session for i in items} == {SESSION}
+    assert kinds(store)["prompt"] == 2 and kinds(store)["summary"] == 1
+    assert any("prices.py" in " ".join(i.files_modified) for i in items)
+
+
 def test_processing_twice_changes_nothing(store: Store, settings: Settings) -> None:
     one_turn(store, settings)
     pipeline = CapturePipeline(store, settings)

@@ -151,12 +151,12 @@ class CapturePipeline:
 
     def _session_start(self, events: list[IngestEvent], report: CaptureReport) -> None:
         event = events[0]
-        self.store.ensure_session(event.session_id, _project(event), event.platform_source, event.at_epoch)
+        self.store.ensure_session(event.session_id, self._project(event), event.platform_source, event.at_epoch)
         self._commit(events, [], report)
 
     def _prompt(self, events: list[IngestEvent], report: CaptureReport) -> None:
         event = events[0]
-        project = _project(event)
+        project = self._project(event)
         counted = (event.platform_source, event.session_id, project)
         prompt = event.payload.get("prompt")
         if event.payload.get("private") or not isinstance(prompt, str) or not prompt.strip():
@@ -176,7 +176,7 @@ class CapturePipeline:
             self._commit(events, [], report)  # a private prompt's tool calls are not observed
             return
         calls = [self._call(e) for e in events]
-        compressed = self._compress("observe", turn, calls, report, _project(first))
+        compressed = self._compress("observe", turn, calls, report, turn.project)
         items = [self._observation_item(o, turn, events[-1], i, compressed)
                  for i, o in enumerate(compressed.observations)]
         self._commit(events, items, report)
@@ -203,7 +203,13 @@ class CapturePipeline:
                 items = self._summary_items(turn, event, report)
         # the session is marked ended in the transaction that marks the event done: never one without the other
         self._commit(events, items, report,
-                     end_session=(event.platform_source, event.session_id, _project(event), event.at_epoch))
+                     end_session=(event.platform_source, event.session_id, self._project(event), event.at_epoch))
+
+    def _project(self, event: IngestEvent) -> str:
+        """The session's project once it has one: an agent that changes directory mid-session (into another
+        repository) keeps filing that session's memories where it started, as the store requires (an item's
+        session belongs to the item's project; anything else would be refused and the events lost)."""
+        return self.store.session_project(event.platform_source, event.session_id) or _event_project(event)
 
     # -- turns ------------------------------------------------------------------------------------------
     def _turn(self, event: IngestEvent) -> tuple[Turn, IngestEvent | None]:
@@ -218,7 +224,7 @@ class CapturePipeline:
             self.store.session_prompt_count(event.platform_source, event.session_id) or None)
         cwd = event.payload.get("cwd")
         turn = Turn(
-            session_id=event.session_id, platform_source=event.platform_source, project=_project(event),
+            session_id=event.session_id, platform_source=event.platform_source, project=self._project(event),
             prompt=prompt if isinstance(prompt, str) else None, prompt_number=number,
             cwd=cwd if isinstance(cwd, str) else None, tools=tuple(self._call(e) for e in earlier),
             started_at_epoch=prompt_event.at_epoch if prompt_event is not None else event.at_epoch,
@@ -293,7 +299,7 @@ class CapturePipeline:
         ]
 
 
-def _project(event: IngestEvent) -> str:
+def _event_project(event: IngestEvent) -> str:
     name = event.payload.get("project")
     if isinstance(name, str) and name.strip():
         return name.strip()

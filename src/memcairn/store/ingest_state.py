@@ -178,6 +178,15 @@ class IngestStateMixin:
         ).fetchone()
         return int(row[0]) if row else 0
 
+    def session_project(self, platform_source: str, session_id: str) -> str | None:
+        """The project a session was recorded in (its first event's), None when it has no row yet."""
+        row = self._conn.execute(
+            "SELECT p.name FROM sessions s JOIN projects p ON p.id = s.project_id "
+            "WHERE s.platform_source = ? AND s.agent_session_id = ?",
+            (platform_source, session_id),
+        ).fetchone()
+        return str(row[0]) if row else None
+
     def session_events(self, platform_source: str, session_id: str, *, after_id: int = 0,
                        before_id: int | None = None, event_type: str | None = None) -> list[IngestEvent]:
         """Events of one session in order, between two ids (exclusive), of one queue type if given."""
