@@ -332,6 +332,27 @@ def test_bad_calls_come_back_as_tool_errors_the_agent_can_act_on(name: str, argu
     assert error and text.startswith(expected), text
 
 
+@pytest.mark.parametrize(("name", "arguments", "expected"), [
+    ("search", {"query": "q" * 200_000}, "search takes at most 10,000 characters of arguments in all; query alone"),
+    ("search", {"files": "é," * 6_000}, "search takes at most 10,000 characters of arguments in all; files alone"),
+    ("timeline", {"query": "q" * 200_000}, "timeline takes at most 10,000 characters of arguments in all"),
+    ("session_start_context", {"projects": ["p"] * 20_000}, "session_start_context takes at most 10,000 characters"),
+    ("save_memory", {"text": "x", "project": "a,b"}, "a memory belongs to one project; give one name, not a list"),
+])
+def test_oversized_arguments_and_project_lists_are_refused_before_the_worker(name: str, arguments: dict[str, Any],
+                                                                             expected: str) -> None:
+    """An argument too long for the worker's request line would read as a dead worker (a reset connection)."""
+    tools = MemoryTools(WorkerGateway(_unavailable), IDENTITY)
+    error, text = anyio.run(_call_in_process, tools, name, arguments)
+    assert error and text.startswith(expected), text
+
+
+def test_a_project_of_only_commas_means_the_current_project_not_every_project() -> None:
+    tools = MemoryTools(WorkerGateway(_unavailable), IDENTITY)
+    assert tools._projects(",") == tools._projects(" , ") == ["demo"]
+    assert tools._projects("*") is None and tools._projects("a,b") == ["a", "b"]
+
+
 def test_the_workflow_needs_no_worker() -> None:
     tools = MemoryTools(WorkerGateway(_unavailable), IDENTITY)
     assert anyio.run(_call_in_process, tools, "important_workflow", {}) == (False, WORKFLOW)

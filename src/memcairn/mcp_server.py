@@ -63,6 +63,11 @@ PARENT_POLL_SECONDS = 1.0
 STARTUP_CONTEXT_SECONDS = 6.0
 STARTUP_PLATFORMS = ("codex",)  # agents whose server instructions carry the SessionStart context
 MAX_IDS = 100
+# search, timeline and session_start_context send their arguments in the request's URL, and the worker refuses
+# a request line over about 128 KB (it resets the connection, which reads as a dead worker); 10,000 characters
+# stay under it even when every character is percent-encoded as three UTF-8 bytes.
+URL_TOOLS = ("search", "timeline", "session_start_context")
+MAX_URL_ARG_CHARS = 10_000
 
 WORKFLOW = """\
 memcairn memory is read in three steps, cheapest first. Follow them in order.
@@ -255,6 +260,13 @@ def _check_arguments(spec: ToolSpec, arguments: Mapping[str, Any] | None) -> dic
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise ToolError(f'{name} must be a list of text, e.g. ["first", "second"]')
         args[name] = value
+    if spec.name in URL_TOOLS:
+        sizes = {n: len(v) if isinstance(v, str) else sum(len(x) + 1 for x in v)
+                 for n, v in args.items() if isinstance(v, str | list)}
+        if sum(sizes.values()) > MAX_URL_ARG_CHARS:
+            longest = max(sizes, key=lambda n: sizes[n])
+            raise ToolError(f"{spec.name} takes at most {MAX_URL_ARG_CHARS:,} characters of arguments in all; "
+                            f"{longest} alone is {sizes[longest]:,}: shorten it")
     return args
 
 
@@ -334,6 +346,8 @@ class MemoryTools:
         if value is None or value == [] or (isinstance(value, str) and not value.strip()):
             return list(self.identity.chain)
         names = _split(value)
+        if not names:  # only commas and spaces: the default, not every project
+            return list(self.identity.chain)
         return None if ALL_PROJECTS in names else names
 
     def important_workflow(self, args: dict[str, Any]) -> str:
@@ -402,6 +416,8 @@ class MemoryTools:
         project = args.get("project") or self.identity.name
         if project == ALL_PROJECTS:
             raise ToolError('a memory belongs to one project; give its name instead of "*"')
+        if "," in args.get("project", ""):  # search would read it as several projects and never find the memory
+            raise ToolError(f"a memory belongs to one project; give one name, not a list ({project!r})")
         body = {"text": args["text"], "title": args.get("title"), "type": args.get("type"), "project": project}
         answer = self.gateway.call(lambda c: c.post_json("/api/memory/save", {k: v for k, v in body.items()
                                                                                 if v is not None}))
