@@ -208,6 +208,20 @@ def test_excluded_projects_and_skipped_tools_are_not_captured(store: Store, sett
     assert send(store, allowed, "tool_use", **edit("e1")) is not None
 
 
+
+def test_exclusions_apply_to_the_project_the_pipeline_files_an_event_under(tmp_path: Path,
+                                                                           settings: Settings) -> None:
+    """An event that names its project with stray spaces, or only by its directory, is still excluded."""
+    (tmp_path / "secret").mkdir()
+    excluded = replace(settings, exclude_projects="secret")
+    spaced = {"event": "user_prompt", "session_id": "x1", "project": "secret ", "prompt": "hello"}
+    by_cwd = {"event": "user_prompt", "session_id": "x2", "cwd": str(tmp_path / "secret"), "prompt": "hello"}
+    for sent in (spaced, by_cwd):
+        assert admit("session_init", sent, excluded).body is None, sent
+        assert admit("session_init", sent, settings).body is not None  # nothing excluded: both are captured
+    named = {**by_cwd, "project": "shop"}  # a named project wins over the directory, as in the pipeline
+    assert admit("session_init", named, excluded).body is not None
+
 def test_tool_events_wait_for_their_batch_then_flush(store: Store, settings: Settings) -> None:
     waiting = replace(settings, capture_batch_wait_seconds=3600)
     send(store, waiting, "user_prompt", prompt="Refactor the cart")
@@ -491,3 +505,32 @@ def test_doctor_shows_the_queue_and_requeues_failed_events(tmp_path: Path, monke
     assert "[FIXD] failed capture events: requeued 1" in fixed.output
     with Store(cfg.db_path) as store:
         assert store.ingest_counts()["pending"] == 1
+
+
+def test_a_prompt_over_the_field_limit_is_cut_not_lost(store: Store, settings: Settings) -> None:
+    """The ingest route takes bodies up to 1 MiB, the store 256 KiB a field: a long pasted prompt must not fail."""
+    from memcairn.store.validation import MAX_FIELD_BYTES
+
+    prompt = "START " + "ünïcödé log line\n" * 30_000 + " FINISH"
+    assert len(prompt.encode("utf-8")) > MAX_FIELD_BYTES
+    send(store, settings, "user_prompt", prompt=prompt)
+    report = CapturePipeline(store, settings).drain()
+    assert report.failed == 0 and store.ingest_counts()["failed"] == 0
+    [item] = store.list_items(ItemFilter(kinds=["prompt"]), limit=10)
+    assert len(item.text.encode("utf-8")) <= MAX_FIELD_BYTES
+    assert item.text.startswith("START ") and item.text.endswith(" FINISH") and "[cut " in item.text
+
+
+def test_a_project_named_by_a_long_directory_is_not_lost(store: Store, settings: Settings) -> None:
+    """Only ``cwd`` given (the route allows 4096 characters) whose last part is longer than a project name may be."""
+    from memcairn.store.validation import MAX_PROJECT_CHARS
+
+    long_cwd = "/nowhere/" + "d" * 240
+    admitted = admit("session_init", {"event": "user_prompt", "session_id": "lc", "cwd": long_cwd,
+                                      "platform_source": "claude-code", "prompt": "hello from a long path"}, settings)
+    assert admitted.body is not None
+    store.enqueue_ingest_event("lc", "claude-code", "session_init", admitted.body)
+    CapturePipeline(store, settings).drain()
+    assert store.ingest_counts()["failed"] == 0
+    [item] = store.list_items(ItemFilter(kinds=["prompt"]), limit=10)
+    assert item.project == "d" * MAX_PROJECT_CHARS

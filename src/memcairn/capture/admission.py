@@ -38,11 +38,21 @@ def project_excluded(names: Iterable[str], settings: Settings) -> bool:
 
 
 def event_projects(body: dict[str, Any]) -> list[str]:
-    names = [body.get("project")]
+    """The project names an event may be filed under, spelled as the pipeline spells them (stripped): the
+    ``project`` and the ``projects`` chain, and, when no project is named, the chain of the project its
+    ``cwd`` names (what the pipeline then files the event under)."""
+    project = body.get("project")
+    names = [project]
     chain = body.get("projects")
     if isinstance(chain, list):
         names += chain
-    return [n for n in names if isinstance(n, str) and n]
+    if not (isinstance(project, str) and project.strip()):
+        cwd = body.get("cwd")
+        if isinstance(cwd, str) and cwd.strip():
+            from memcairn.project import project_from_cwd
+
+            names += list(project_from_cwd(cwd).chain)
+    return [n.strip() for n in names if isinstance(n, str) and n.strip()]
 
 
 def admit(event_type: str, body: dict[str, Any], settings: Settings) -> Admission:

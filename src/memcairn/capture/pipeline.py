@@ -33,11 +33,12 @@ from memcairn.capture.records import (
     ToolCall,
     Turn,
 )
-from memcairn.capture.truncate import cut_value
+from memcairn.capture.truncate import cut_bytes, cut_value
 from memcairn.config import Settings
 from memcairn.models import ItemFilter, NewItem
 from memcairn.store.ingest_state import IngestEvent
 from memcairn.store.items import Store
+from memcairn.store.validation import MAX_FIELD_BYTES, MAX_PROJECT_CHARS
 
 log = logging.getLogger("memcairn.capture")
 
@@ -164,8 +165,9 @@ class CapturePipeline:
             return
         number = _given_number(event) or self.store.session_prompt_count(event.platform_source,
                                                                          event.session_id) + 1
-        item = NewItem(project=project, kind="prompt", type="prompt", text=prompt, prompt_number=number,
-                       session=event.session_id, platform_source=event.platform_source,
+        # a prompt the store could not hold (over its per-field limit) keeps its head and tail, not nothing
+        item = NewItem(project=project, kind="prompt", type="prompt", text=cut_bytes(prompt, MAX_FIELD_BYTES),
+                       prompt_number=number, session=event.session_id, platform_source=event.platform_source,
                        created_at_epoch=event.at_epoch, source=_source(event))
         self._commit(events, [item], report, prompt_session=counted)
 
@@ -307,7 +309,8 @@ def _event_project(event: IngestEvent) -> str:
     if isinstance(cwd, str) and cwd.strip():
         from memcairn.project import project_from_cwd
 
-        return project_from_cwd(cwd).name
+        # a directory name may be longer than the store takes for a project (the route checks only ``project``)
+        return project_from_cwd(cwd).name[:MAX_PROJECT_CHARS].strip() or "unknown"
     return "unknown"
 
 

@@ -26,6 +26,20 @@ def cut(text: str, limit: int) -> str:
     return text[:head] + _MARKER.format(n=dropped) + (text[-tail:] if tail else "")
 
 
+def cut_bytes(text: str, max_bytes: int) -> str:
+    """``text`` cut as ``cut`` does (marker included) so that its UTF-8 encoding is at most ``max_bytes``."""
+    size = len(text.encode("utf-8", errors="surrogatepass"))
+    chars = len(text)
+    while size > max_bytes and chars > 0:
+        # shrink in proportion to the excess, with room for the marker; strictly fewer characters each round
+        chars = min(chars - 1, chars * (max_bytes - 64) // size)
+        out = cut(text, max(chars, 1))
+        size = len(out.encode("utf-8", errors="surrogatepass"))
+        if size <= max_bytes:
+            return out
+    return text if size <= max_bytes else ""
+
+
 def cut_value(value: Any, limit: int) -> Any:
     """``value`` with every string inside it (dict values and keys left alone, lists, tuples) cut to ``limit``."""
     if isinstance(value, str):
