@@ -472,3 +472,25 @@ def test_default_transcript_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert default_transcript_paths(tmp_path) == sorted(files)
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / ".claude"))
     assert default_transcript_paths() == sorted(files)
+
+
+def test_lone_surrogate_escapes_become_replacement_characters(tmp_path: Path) -> None:
+    """A JSON-escaped lone surrogate (half of a cut emoji) cannot be stored; it must not stop the import."""
+    from memcairn.capture.importer import import_transcripts
+    from memcairn.config import Settings
+    from memcairn.store import Store
+
+    path = Transcript().prompt("cut emoji PLACEHOLDER here").text("ok").write(tmp_path / "surrogate.jsonl")
+    path.write_text(path.read_text(encoding="utf-8").replace("PLACEHOLDER", "\\ud83d and \\udc00 and \\ud83d\\ude00"),
+                    encoding="utf-8")
+    events, stats = _parse(path)
+    assert stats.skipped_lines == 0
+    prompt = next(e.body["prompt"] for e in events if e.body["event"] == "user_prompt")
+    assert prompt == "cut emoji \ufffd and \ufffd and \U0001f600 here"
+    store = Store(tmp_path / "memcairn.db")
+    try:
+        report = import_transcripts(store, Settings(home=tmp_path), [path])
+        assert report.files == 1 and report.prompts == 1 and report.summaries == 1
+        assert store.ingest_counts()["failed"] == 0 and store.ingest_counts()["pending"] == 0
+    finally:
+        store.close()

@@ -557,3 +557,35 @@ def test_claude_mem_before_the_session_id_rename(tmp_path: Path, store: Store) -
     assert any("no session_summaries table" in n for n in report["notes"])
     items = store.list_items(ItemFilter(session="cs-old"), order="oldest")
     assert [(i.kind, i.project) for i in items] == [("observation", "legacy"), ("prompt", "legacy")]
+
+
+def test_claude_mem_text_that_is_not_utf8_is_imported_with_replacement_characters(tmp_path: Path,
+                                                                                  store: Store) -> None:
+    """claude-mem (JavaScript) can store half of a cut emoji: one bad row must not stop the whole import."""
+    db = make_claude_mem(tmp_path / "claude-mem.db")
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE observations SET title = CAST(X'437574206D6F6A69F09F' AS TEXT) WHERE id = 8")
+        conn.execute("INSERT INTO user_prompts VALUES (10, 'cs-1', 3, CAST(X'626164EDA080' AS TEXT), ?)",
+                     (MS + 30,))
+    conn.close()
+    report = import_file(store, db)
+    assert report["observations"] == 6 and report["prompts"] == 4
+    titles = [i.title for i in store.list_items(ItemFilter(kinds=["observation"]), limit=50)]
+    assert "Cut moji\ufffd" in titles
+    texts = [i.text for i in store.list_items(ItemFilter(kinds=["prompt"]), limit=50)]
+    assert any(t and t.startswith("bad\ufffd") for t in texts)
+
+
+def test_import_rejects_a_lone_surrogate_line_and_keeps_the_rest(tmp_path: Path, store: Store) -> None:
+    """``"\\ud800"`` parses as JSON but cannot be stored: that line is malformed, the batch around it is not lost."""
+    store.add_items([NewItem(project="p", kind="manual", title=f"note {n}", text="body") for n in range(3)])
+    out = tmp_path / "e.jsonl"
+    export_to_file(store, out)
+    lines = out.read_text(encoding="utf-8").splitlines()
+    at = next(n for n, line in enumerate(lines) if '"title":"note 1"' in line)
+    lines[at] = lines[at].replace('"title":"note 1"', '"title":"note \\ud800 1"')
+    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with Store(tmp_path / "copy.db") as copy:
+        report = import_jsonl(copy, out)
+        assert report.malformed_lines == [at + 1] and "lone surrogate" in report.errors[0]
+        assert report.items == 2 and copy.count_items() == 2

@@ -33,7 +33,8 @@ Decisions, where the recorded file says less than the live hooks saw:
 - Non-message lines (``queue-operation``, ``summary``, ``system``, ``file-history-snapshot``, ...) are
   ignored. Malformed JSON, JSON that is not an object, and message lines with no usable shape (no session
   id, no message object, no known cwd) are counted in :attr:`ParseStats.skipped_lines`; none is fatal.
-  Bytes that are not UTF-8 are decoded with replacement characters.
+  Bytes that are not UTF-8 are decoded with replacement characters, and so are lone UTF-16 surrogates
+  written as JSON escapes (``"\\ud800"``), which no store could hold.
 
 Every event's body carries ``timestamp_ms``, the original time of the line it comes from (for a tool use:
 the line with its result; for ``stop`` and ``session_end``: the last line of the turn or session).
@@ -43,6 +44,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -67,6 +69,20 @@ INTERRUPTED_PREFIX = "[Request interrupted by user"
 # Whole text blocks that are context attached to a prompt rather than typed by the person.
 CONTEXT_BLOCK_PREFIXES = ("<ide_opened_file>", "<ide_selection>", "<system-reminder>")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# A JSON escape of a surrogate: how a lone one (half of a cut emoji) gets into a line; json.loads keeps it.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _without_surrogates(value: Any) -> Any:
+    """``value`` with every lone surrogate in its strings (keys included) replaced by U+FFFD."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {_without_surrogates(k): _without_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_surrogates(v) for v in value]
+    return value
 
 
 @dataclass(frozen=True)
@@ -276,6 +292,12 @@ class _Replayer:
         if not isinstance(entry, dict):
             self.stats.skipped_lines += 1
             return
+        if _SURROGATE_ESCAPE.search(raw):
+            try:
+                entry = _without_surrogates(entry)
+            except RecursionError:
+                self.stats.skipped_lines += 1
+                return
         if entry.get("type") not in MESSAGE_TYPES or entry.get("isSidechain") is True:
             return
         message = entry.get("message")

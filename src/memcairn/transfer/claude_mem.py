@@ -147,6 +147,9 @@ def open_source(path: Path | str | None = None) -> sqlite3.Connection:
     try:
         conn = sqlite3.connect(f"{target.resolve().as_uri()}?mode=ro", uri=True)
         conn.row_factory = sqlite3.Row
+        # text claude-mem wrote that is not valid UTF-8 (half of a cut emoji) is read with replacement characters
+        # rather than stopping the import at that row
+        conn.text_factory = _decode_text
         conn.execute("PRAGMA query_only = ON")
         names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     except sqlite3.DatabaseError as exc:
@@ -201,6 +204,10 @@ def _expr(have: set[str], name: str) -> str:
         return "rowid"
     legacy = _LEGACY_NAMES.get(name)
     return legacy if legacy in have else "NULL"
+
+
+def _decode_text(raw: bytes) -> str:
+    return raw.decode("utf-8", errors="replace")
 
 
 def _have(conn: sqlite3.Connection, table: str) -> set[str]:

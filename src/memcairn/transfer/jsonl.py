@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -39,6 +40,7 @@ _ITEM_FIELDS = (
     "platform_source", "content_hash", "created_at_epoch", "updated_at_epoch", "sources",
 )
 _END = object()
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 @dataclass
@@ -189,7 +191,13 @@ def import_jsonl(store: Store, path: Path) -> ImportReport:
 
 
 def _decode(raw: bytes) -> Any:
-    return json.loads(raw.decode("utf-8"))
+    obj = json.loads(raw.decode("utf-8"))
+    if _SURROGATE_ESCAPE.search(raw):  # json.loads keeps a lone "\ud800", which no store can hold
+        try:
+            json.dumps(obj, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError("text that is not valid Unicode (a lone surrogate)") from None
+    return obj
 
 
 def _reason(exc: BaseException) -> str:
