@@ -263,8 +263,8 @@ def test_claude_code_install_keeps_everything_and_uninstall_restores_the_exact_b
     doc = json.loads(settings.read_text())
     ours = our_handlers(doc)
     assert ours == {
-        "SessionStart": [("startup|resume|clear|compact", {"type": "command", "command": f"{EXE} hook session-start",
-                                                           "timeout": 30})],
+        "SessionStart": [("startup|resume|clear|compact|fork",
+                          {"type": "command", "command": f"{EXE} hook session-start", "timeout": 30})],
         "UserPromptSubmit": [(None, {"type": "command", "command": f"{EXE} hook user-prompt-submit", "timeout": 10})],
         "PostToolUse": [("*", {"type": "command", "command": f"{EXE} hook post-tool-use", "timeout": 10,
                                "async": True})],

@@ -39,7 +39,8 @@ class AgentSpec:
 
 
 CLAUDE_CODE = AgentSpec("claude-code", "Claude Code", (
-    HookSpec("SessionStart", "session-start", 30, matcher="startup|resume|clear|compact"),
+    # fork: a forked session (Claude Code 2.1.214+; earlier versions call it resume and ignore the name)
+    HookSpec("SessionStart", "session-start", 30, matcher="startup|resume|clear|compact|fork"),
     HookSpec("UserPromptSubmit", "user-prompt-submit", 10),
     HookSpec("PostToolUse", "post-tool-use", 10, matcher="*", run_async=True),
     HookSpec("PreToolUse", "pre-tool-use", 5, matcher="Read"),
