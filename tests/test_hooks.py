@@ -371,6 +371,19 @@ def test_missing_fields_unknown_events_and_a_dead_worker_fail_open(env: dict[str
     assert out == {} and "memory is off" in err and time.monotonic() - start < 5
 
 
+def test_a_setting_that_cannot_be_used_is_told_to_the_person(env: dict[str, str], project: Path,
+                                                             isolated_home: Path) -> None:
+    """Stderr of an exit-0 hook is not shown; a bad setting turns memory off on every event, so the session
+    start and each prompt say it in systemMessage (tool calls stay quiet)."""
+    bad = {**env, "MEMCAIRN_PORT": "abc"}
+    for event, name in (("session-start", "session_start"), ("user-prompt-submit", "user_prompt_submit")):
+        out, err = hook(bad, event, payload(name, project))
+        assert "memory is off" in out["systemMessage"] and "MEMCAIRN_PORT" in out["systemMessage"], out
+        assert "nothing recorded" in err
+    out, err = hook(bad, "post-tool-use", payload("post_tool_use_bash", project))
+    assert out == {} and "MEMCAIRN_PORT" in err
+
+
 def test_three_failures_in_a_row_are_said_once_then_a_success_resets(env: dict[str, str], project: Path,
                                                                       workers: Workers, isolated_home: Path) -> None:
     data = payload("post_tool_use_bash", project)

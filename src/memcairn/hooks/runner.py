@@ -110,12 +110,23 @@ def read_payload() -> tuple[dict[str, Any] | None, str | None]:
     return data, None
 
 
+def _tells_person(event: str | None, payload: dict[str, Any] | None) -> bool:
+    """Whether this event may carry a message for the person: the session start and each prompt (not every
+    tool call)."""
+    from memcairn.hooks.events import canonical_event
+
+    given = event or (payload or {}).get("hook_event_name")
+    return canonical_event(given if isinstance(given, str) else None) in ("session-start", "user-prompt-submit")
+
+
 def run_hook(args: list[str]) -> int:
     """Handle one event; always exit 0 with one JSON object on stdout."""
     out: dict[str, Any] = {}
     if os.environ.get("MEMCAIRN_CAPTURE_CHILD"):
         _emit(out)
         return 0
+    event: str | None = None
+    payload: dict[str, Any] | None = None
     try:
         from memcairn.hooks.events import dispatch
 
@@ -128,7 +139,7 @@ def run_hook(args: list[str]) -> int:
         else:
             out = dispatch(event, platform, payload)
     except Exception as exc:  # fail open: the agent's session matters more than this event
-        from memcairn.errors import MemcairnError
+        from memcairn.errors import ConfigError, MemcairnError
 
         kind = "" if isinstance(exc, MemcairnError) else f"unexpected {type(exc).__name__}: "
         warn(f"{kind}{exc}; nothing recorded")
@@ -137,5 +148,9 @@ def run_hook(args: list[str]) -> int:
 
             traceback.print_exc(file=sys.stderr)
         out = {}
+        if isinstance(exc, ConfigError) and _tells_person(event, payload):
+            # a setting memcairn cannot use turns memory off on every event; stderr of an exit-0 hook is not
+            # shown to the person, so say it where they see it (at session start and with each prompt)
+            out = {"systemMessage": f"memcairn: memory is off until this setting is fixed: {exc}"}
     _emit(out if isinstance(out, dict) else {})
     return 0
