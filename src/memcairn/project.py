@@ -4,6 +4,9 @@
 - Inside a git worktree: ``parent/worktree``; reads also cover ``parent``.
 - Outside git: the directory's basename.
 
+A name is at most ``MAX_PROJECT_CHARS`` characters (the store's limit): a longer directory name is cut, so
+an event from such a directory is filed under a name the store takes, not refused.
+
 The ``.git`` entries are read directly instead of running ``git``: a subprocess per hook event would
 cost more than the rest of the hook. For the same reason paths are handled with ``os.path`` and the
 identity is a plain class: ``pathlib`` and ``dataclasses`` would add ~10 ms to every hook's start.
@@ -12,6 +15,12 @@ identity is a plain class: ``pathlib`` and ``dataclasses`` would add ~10 ms to e
 from __future__ import annotations
 
 import os
+
+MAX_PROJECT_CHARS = 200
+
+
+def _name(raw: str) -> str:
+    return raw[:MAX_PROJECT_CHARS].strip() or "root"
 
 
 class ProjectIdentity:
@@ -91,14 +100,14 @@ def project_from_cwd(cwd: str | os.PathLike[str] | None = None) -> ProjectIdenti
         start = os.path.abspath(start)
     entry = _find_git_entry(start)
     if entry is None:
-        name = os.path.basename(start) or "root"
+        name = _name(os.path.basename(start))
         return ProjectIdentity(name, (name,))
     top = os.path.dirname(entry)
     if os.path.isfile(entry):
         main_top = _worktree_main_top(entry)
         if main_top is not None:
-            parent = os.path.basename(main_top) or "root"
-            name = f"{parent}/{os.path.basename(top)}"
+            parent = _name(os.path.basename(main_top))
+            name = _name(f"{parent}/{os.path.basename(top)}")
             return ProjectIdentity(name, (name, parent))
-    name = os.path.basename(top) or "root"
+    name = _name(os.path.basename(top))
     return ProjectIdentity(name, (name,))

@@ -38,7 +38,7 @@ from memcairn.config import Settings
 from memcairn.models import ItemFilter, NewItem
 from memcairn.store.ingest_state import IngestEvent
 from memcairn.store.items import Store
-from memcairn.store.validation import MAX_FIELD_BYTES, MAX_PROJECT_CHARS
+from memcairn.store.validation import MAX_FIELD_BYTES
 
 log = logging.getLogger("memcairn.capture")
 
@@ -205,7 +205,7 @@ class CapturePipeline:
                 items = self._summary_items(turn, event, report)
         # the session is marked ended in the transaction that marks the event done: never one without the other
         self._commit(events, items, report,
-                     end_session=(event.platform_source, event.session_id, self._project(event), event.at_epoch))
+                     end_session=(event.platform_source, event.session_id, turn.project, event.at_epoch))
 
     def _project(self, event: IngestEvent) -> str:
         """The session's project once it has one: an agent that changes directory mid-session (into another
@@ -309,8 +309,7 @@ def _event_project(event: IngestEvent) -> str:
     if isinstance(cwd, str) and cwd.strip():
         from memcairn.project import project_from_cwd
 
-        # a directory name may be longer than the store takes for a project (the route checks only ``project``)
-        return project_from_cwd(cwd).name[:MAX_PROJECT_CHARS].strip() or "unknown"
+        return project_from_cwd(cwd).name
     return "unknown"
 
 

@@ -9,9 +9,9 @@ from dataclasses import replace
 
 from memcairn.errors import ValidationError
 from memcairn.models import ARRAY_FIELDS, DEFAULT_TYPES, KINDS, TEXT_FIELDS, NewItem
+from memcairn.project import MAX_PROJECT_CHARS
 
 MAX_FIELD_BYTES = 256 * 1024
-MAX_PROJECT_CHARS = 200
 _TYPE = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
 
 
