@@ -327,3 +327,64 @@ def test_idle_looks_pass_only_after_a_commit(store: Store, embedder: CountingEmb
         assert len(passes) >= 1
     finally:
         runner.stop()
+
+
+def _wait(condition, seconds: float = 60.0) -> bool:  # noqa: ANN001
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_chroma_server_down_when_the_worker_starts_is_caught_up_once_it_answers(
+        tmp_path: Path, store: Store, embedder: CountingEmbedder) -> None:
+    from chroma_server import ChromaServer
+
+    from memcairn.mirror.background import MirrorRunner
+    from memcairn.vectors.chroma import ChromaIndex
+
+    store.add_items(_items(4))
+    server = ChromaServer(tmp_path / "chroma-data")  # not started: the server is down
+    index = ChromaIndex(embedder.dimension, url=server.url)  # the worker opens its mirror anyway
+    mirror = MirrorSync(store, index, embedder, index_key="chroma:server")
+    runner = MirrorRunner(mirror, retry_seconds=0.1)
+    runner.start()
+    try:
+        assert runner.wait_idle(30)
+        assert mirror.status()["state"] == "degraded" and "is a Chroma server running" in mirror.last_error
+        assert mirror.status()["rows"][0]["lag"] == 4  # the watermark never ran ahead of the mirror
+        server.start()
+        assert _wait(lambda: mirror.available and mirror.status()["rows"][0]["lag"] == 0)
+        assert {h.item_id for h in mirror.query("narrative number 2", limit=4)} <= {1, 2, 3, 4}
+        assert index.count() == 4 * 3
+    finally:
+        runner.stop()
+        index.close()
+        server.stop()
+
+
+def test_a_chroma_server_that_comes_back_empty_is_refilled(
+        tmp_path: Path, store: Store, embedder: CountingEmbedder) -> None:
+    import shutil
+
+    from chroma_server import chroma_server
+
+    from memcairn.vectors.chroma import ChromaIndex
+
+    store.add_items(_items(4))
+    with chroma_server(tmp_path / "chroma-data") as server:
+        index = ChromaIndex(embedder.dimension, url=server.url)
+        try:
+            mirror = MirrorSync(store, index, embedder, index_key="chroma:server")
+            assert mirror.sync_pending().failed_batches == 0 and index.count() == 12
+            server.kill()
+            store.add_items(_items(1, project="beta"))
+            assert mirror.sync_pending().failed_batches == 1 and not mirror.available
+            shutil.rmtree(server.path)  # a container restarted without its volume
+            server.start()
+            assert mirror.sync_pending().failed_batches == 0 and mirror.available
+            assert index.count() == 5 * 3  # the earlier items too, not only the one written meanwhile
+        finally:
+            index.close()

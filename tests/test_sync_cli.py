@@ -61,3 +61,64 @@ def test_rebuild_repairs_a_corrupt_sqlite_vec_file(capsys: pytest.CaptureFixture
     _, err = capsys.readouterr()
     assert code == 2 and "memcairn sync rebuild" in err
     assert _json(capsys, "sync", "rebuild", "--json")["documents"] == 4
+
+
+@pytest.fixture(scope="module")
+def chroma_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    pytest.importorskip("chromadb")
+    from chroma_server import chroma_executable, chroma_server
+
+    if chroma_executable() is None:
+        pytest.skip("the chroma command is not installed")
+    with chroma_server(tmp_path_factory.mktemp("chroma-server") / "data") as server:
+        yield server.url
+
+
+def _use_server(monkeypatch: pytest.MonkeyPatch, url: str) -> None:
+    monkeypatch.setenv("MEMCAIRN_VECTOR_BACKEND", "chroma")
+    monkeypatch.setenv("MEMCAIRN_CHROMA_URL", url)
+
+
+@pytest.mark.parametrize("command", ["status", "backfill", "rebuild"])
+def test_sync_commands_against_a_server_that_is_down_fail_in_one_line(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, isolated_home: Path,
+        command: str) -> None:
+    from chroma_server import free_port
+
+    _use_server(monkeypatch, f"http://127.0.0.1:{free_port()}")
+    _seed(capsys, 1)
+    code = run(["sync", command, "--json"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert err.count("error:") == 1 and "is a Chroma server running there" in err and "Traceback" not in err
+
+
+def test_two_stores_on_one_server_mirror_their_own_items_and_rebuild_only_their_own(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, isolated_home: Path,
+        chroma_url: str) -> None:
+    _use_server(monkeypatch, chroma_url)
+    _seed(capsys, 3)  # store A, project demo
+    assert _json(capsys, "sync", "backfill", "--json")["documents"] == 6
+    monkeypatch.setenv("MEMCAIRN_HOME", str(isolated_home.parent / "home-b"))
+    _seed(capsys, 2)  # store B, the same project, ids 1-2 again
+    assert _json(capsys, "sync", "backfill", "--json")["documents"] == 4
+    assert _json(capsys, "sync", "status", "--json")["rows"][0]["watermark"] == 2
+    assert _json(capsys, "sync", "rebuild", "--json")["documents"] == 4
+    monkeypatch.setenv("MEMCAIRN_HOME", str(isolated_home))
+    assert _json(capsys, "sync", "backfill", "--json")["documents"] == 0  # A's mirror survived B's rebuild
+    assert _json(capsys, "sync", "rebuild", "--json")["documents"] == 6
+
+
+def test_a_backfill_that_left_a_gap_exits_non_zero(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, isolated_home: Path) -> None:
+    from memcairn.mirror.sync import MirrorSync
+
+    _seed(capsys, 2)
+
+    def failing(self: MirrorSync, docs: list, project: str) -> None:  # noqa: ARG001
+        raise RuntimeError("injected batch failure")
+
+    monkeypatch.setattr(MirrorSync, "_write", failing)
+    code = run(["sync", "backfill", "--json"])
+    out, _ = capsys.readouterr()
+    assert code == 1 and json.loads(out)["failed_batches"] == 1

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from chroma_server import chroma_executable, chroma_server, free_port
+from chroma_server import ChromaServer, chroma_executable, chroma_server
 
 from memcairn.errors import ConfigError, EmbeddingError, ValidationError, VectorIndexUnavailableError
 from memcairn.vectors.base import VectorIndex, VectorRecord
@@ -474,11 +474,83 @@ def test_sqlite_vec_file_layout(tmp_path: Path) -> None:
         conn.close()
 
 
-def test_chroma_unreachable_server_is_unavailable() -> None:
+def test_a_chroma_server_down_when_the_index_opens_is_reached_once_it_is_up(tmp_path: Path) -> None:
     pytest.importorskip("chromadb")
-    url = f"http://127.0.0.1:{free_port()}"
-    with pytest.raises(VectorIndexUnavailableError, match="127.0.0.1"):
-        open_index("chroma", home=Path("/nonexistent"), dimension=DIM, chroma_url=url)
+    if chroma_executable() is None:
+        pytest.skip("the chroma command is not installed")
+    server = ChromaServer(tmp_path / "data")
+    index = open_index("chroma", home=tmp_path, dimension=DIM, chroma_url=server.url)  # down: not fatal yet
+    vectors = unit(np.random.default_rng(22), 3)
+    try:
+        with pytest.raises(VectorIndexUnavailableError, match="127.0.0.1.*is a Chroma server running"):
+            index.connect()  # type: ignore[attr-defined]
+        with pytest.raises(VectorIndexUnavailableError, match=server.url):
+            index.query(vectors[0].tolist(), projects=["alpha"], limit=1)
+        server.start()
+        ids = fill(index, vectors)
+        assert index.query(vectors[1].tolist(), projects=["alpha"], limit=1)[0].id == ids[1]
+    finally:
+        index.close()
+        server.stop()
+
+
+def test_two_stores_sharing_a_chroma_server_keep_their_vectors_apart(chroma_url: str, tmp_path: Path) -> None:
+    rng = np.random.default_rng(23)
+    mine, theirs = unit(rng, 4), unit(rng, 4)
+    a = open_index("chroma", home=tmp_path / "a", dimension=DIM, chroma_url=chroma_url)
+    b = open_index("chroma", home=tmp_path / "b", dimension=DIM, chroma_url=chroma_url)
+    try:
+        ids = fill(a, mine)
+        assert fill(b, theirs[:2]) == ids[:2]  # the same document ids: each store numbers its own rows
+        assert a.count("alpha") == 4 and b.count("alpha") == 2
+        assert a.max_sqlite_id("alpha", "observation") == 4 and b.max_sqlite_id("alpha", "observation") == 2
+        best = a.query(mine[0].tolist(), projects=["alpha"], limit=1)[0]
+        assert best.id == ids[0] and best.distance < 1e-4  # still A's vector, not B's
+        destroy_index("chroma", home=tmp_path / "b", chroma_url=chroma_url)  # B rebuilds: A keeps its mirror
+        assert a.count() == 4 and b.count() == 0
+    finally:
+        a.close()
+        b.close()
+        destroy_index("chroma", home=tmp_path / "a", chroma_url=chroma_url)
+
+
+@pytest.mark.parametrize(("status", "content_type", "body", "hint"), [
+    (404, "text/html", "<!DOCTYPE HTML>\n<html>\n<body>\n<h1>Error response</h1>\n</body>\n</html>\n",
+     "HTML page.*is chroma_url right"),
+    (401, "application/json", '{"error": "AuthError", "message": "Unauthorized"}',
+     "CHROMA_CLIENT_AUTH_CREDENTIALS"),
+])
+def test_a_chroma_url_that_is_not_chroma_or_wants_credentials_says_so_in_one_line(
+        tmp_path: Path, status: int, content_type: str, body: str, hint: str) -> None:
+    pytest.importorskip("chromadb")
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Answer(BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            data = body.encode()
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST = _answer
+
+        def log_message(self, *_args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    index = open_index("chroma", home=tmp_path, dimension=DIM, chroma_url=f"http://127.0.0.1:{server.server_port}")
+    try:
+        with pytest.raises(VectorIndexUnavailableError, match=hint) as caught:
+            index.connect()  # type: ignore[attr-defined]
+        assert "\n" not in str(caught.value) and len(str(caught.value)) < 400
+    finally:
+        index.close()
+        server.shutdown()
+        server.server_close()
 
 
 def test_chroma_server_crash_and_restart(tmp_path: Path) -> None:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import click
 
 from memcairn.cli.common import emit_json, settings
-from memcairn.errors import MemcairnError
+from memcairn.errors import MemcairnError, VectorIndexUnavailableError
+
+EXIT_INCOMPLETE = 1  # the run ended but the mirror still lacks something (a failed batch, an unreachable index)
 
 
 def _progress_run(action: str, run, total: int) -> object:  # noqa: ANN001
@@ -34,18 +36,38 @@ def _open(rebuild: bool = False):  # noqa: ANN202
     if cfg.vector_backend == "none":
         raise MemcairnError("the vector mirror is disabled (MEMCAIRN_VECTOR_BACKEND=none)")
     runtime = open_runtime(cfg)
+    if runtime.mirror is not None:
+        try:
+            _reach(runtime.mirror.index)
+        except VectorIndexUnavailableError as exc:
+            runtime.mirror, runtime.mirror_error = None, str(exc)
+        except BaseException:
+            runtime.close()
+            raise
     if runtime.mirror is None and rebuild:
         # The index cannot be opened (corrupt, other dimension): throw it away and start from nothing.
-        destroy_index(cfg.vector_backend, home=cfg.home, chroma_url=cfg.chroma_url or None)
-        runtime.mirror = open_mirror(cfg, runtime.store)
-        runtime._closers.append(runtime.mirror.index.close)
+        try:
+            destroy_index(cfg.vector_backend, home=cfg.home, chroma_url=cfg.chroma_url or None)
+            runtime.mirror = open_mirror(cfg, runtime.store)
+            runtime._closers.append(runtime.mirror.index.close)
+            _reach(runtime.mirror.index)
+        except BaseException:
+            runtime.close()
+            raise
     if runtime.mirror is None:
         runtime.close()
         raise MemcairnError(f"{runtime.mirror_error}")
     return runtime
 
 
-def _report(result, as_json: bool, mirror) -> None:  # noqa: ANN001
+def _reach(index) -> None:  # noqa: ANN001
+    """Fail now, with the backend's reason, when the index cannot be reached (a server opens lazily)."""
+    connect = getattr(index, "connect", None)
+    if callable(connect):
+        connect()
+
+
+def _report(result, as_json: bool, mirror) -> int:  # noqa: ANN001
     status = mirror.status()
     if as_json:
         emit_json({"documents": result.documents, "items": result.items, "failed_batches": result.failed_batches,
@@ -55,11 +77,12 @@ def _report(result, as_json: bool, mirror) -> None:  # noqa: ANN001
                    f"{result.failed_batches} failed batch(es); mirror {status['state']}")
         for err in result.sample_errors:
             click.echo(f"  error: {err}", err=True)
+    return EXIT_INCOMPLETE if result.failed_batches or status["state"] != "ok" else 0
 
 
 @sync.command("backfill")
 @click.option("--json", "as_json", is_flag=True)
-def backfill(as_json: bool) -> None:
+def backfill(as_json: bool) -> int:
     """Mirror every memory the index does not hold yet (never re-embeds what is there).
 
     Example:
@@ -72,14 +95,14 @@ def backfill(as_json: bool) -> None:
         mirror.bootstrap()
         result = (mirror.backfill() if as_json else
                   _progress_run("backfill", lambda cb: mirror.backfill(cb), _lag_items(mirror) * 3))
-        _report(result, as_json, mirror)
+        return _report(result, as_json, mirror)
     finally:
         runtime.close()
 
 
 @sync.command("rebuild")
 @click.option("--json", "as_json", is_flag=True)
-def rebuild(as_json: bool) -> None:
+def rebuild(as_json: bool) -> int:
     """Drop the mirror and refill it from SQLite (also repairs a corrupt or deleted mirror).
 
     Example:
@@ -91,7 +114,7 @@ def rebuild(as_json: bool) -> None:
         mirror = runtime.mirror
         total = runtime.store.stats()["items"] * 3
         result = mirror.rebuild() if as_json else _progress_run("rebuild", lambda cb: mirror.rebuild(cb), total)
-        _report(result, as_json, mirror)
+        return _report(result, as_json, mirror)
     finally:
         runtime.close()
 

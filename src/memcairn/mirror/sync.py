@@ -92,6 +92,7 @@ class MirrorSync:
     def _degrade(self, exc: BaseException) -> None:
         self.state = "degraded"
         self.last_error = str(exc)
+        self._bootstrapped = False  # it may come back without what it held: compare again before catching up
         log.warning("vector mirror degraded: %s", exc)
 
     def _recover(self) -> None:

@@ -7,6 +7,12 @@ One collection per project, named ``mc_<slug>_<hash>`` (Chroma allows only a few
 collection name; the hash keeps two projects with the same slug apart). The real project name and the
 vector dimension live in the collection metadata; the space is cosine.
 
+A server is shared: several memcairn stores (a team, each with its own SQLite) may use one. Document ids
+name SQLite rows, so two stores must never write into one collection: a server index is given the
+store's id (``store_id``), which goes into the hash and the metadata, and it sees, resets and writes only
+its own collections. A server that does not answer when the index is opened is not an error yet: the
+index connects on its first use, so a mirror degrades and catches up instead of staying off.
+
 Chroma trap: a collection opened without an embedding function falls back to Chroma's default model,
 which downloads weights the first time it is called. Every collection here is opened with
 `PrecomputedOnly`, an embedding function that refuses to run: memcairn passes embeddings for every
@@ -41,11 +47,28 @@ _guard_class: type | None = None
 _guard_lock = threading.Lock()
 
 
-def collection_name(project: str) -> str:
+def collection_name(project: str, store_id: str | None = None) -> str:
     """A Chroma-valid collection name for ``project`` (3-63 chars of ``[a-z0-9_-]``, alnum ends)."""
     slug = re.sub(r"[^a-z0-9]+", "-", project.lower()).strip("-")[:40].strip("-") or "project"
-    digest = hashlib.sha256(project.encode("utf-8")).hexdigest()[:10]
+    key = project if store_id is None else f"{store_id}\0{project}"
+    digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:10]
     return f"{PREFIX}{slug}_{digest}"
+
+
+class ServerUnreachableError(VectorIndexUnavailableError):
+    """The Chroma server did not accept the client (down, wrong URL, refused credentials)."""
+
+
+def _one_line(exc: BaseException | str, limit: int = 200) -> str:
+    """An exception as one short line (a wrong URL can answer with a whole HTML page)."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    if text.lower().startswith(("<!doctype", "<html")):
+        text = "the server answered with an HTML page, not the Chroma API"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _is_auth_error(exc: BaseException) -> bool:
+    return type(exc).__name__ in ("ChromaAuthError", "AuthorizationError")
 
 
 def parse_chroma_url(url: str) -> tuple[str, int, bool]:
@@ -133,41 +156,30 @@ class ChromaIndex:
         path: Path | None = None,
         url: str | None = None,
         verify_dimension: bool = True,
+        store_id: str | None = None,
     ) -> None:
         if (path is None) == (url is None):
             raise ConfigError("ChromaIndex needs exactly one of path (embedded) or url (server)")
         self.dimension = check_dimension(dimension)
         self.path = Path(path) if path is not None else None
         self.url = url
+        self.store_id = store_id
         self._where = f"chroma server at {url}" if url else f"chroma store {self.path}"
         self._lock = threading.RLock()
         self._cache: dict[str, Any] = {}
-        chromadb = _import_chromadb()
-        from chromadb.config import Settings
+        self._chromadb = _import_chromadb()
         from chromadb.errors import NotFoundError
 
         self._not_found: type[BaseException] = NotFoundError
         self.embedding_function = precomputed_only_class()()
-        settings = Settings(anonymized_telemetry=False, allow_reset=True)
+        self._verify = verify_dimension
+        self._client: Any = None
+        self._closed = False
+        self._address = parse_chroma_url(url) if url is not None else None
         try:
-            if url is not None:
-                host, port, ssl = parse_chroma_url(url)
-                self._client = chromadb.HttpClient(host=host, port=port, ssl=ssl, settings=settings)
-                self._set_http_timeout()
-            else:
-                assert self.path is not None
-                self.path.mkdir(parents=True, exist_ok=True)
-                self._client = chromadb.PersistentClient(path=str(self.path), settings=settings)
-        except MemcairnError:
-            raise
-        except Exception as exc:
-            raise self._unavailable(exc, "connect") from exc
-        if verify_dimension:
-            try:
-                self._verify_dimensions()
-            except BaseException:
-                self.close()
-                raise
+            self.connect()
+        except ServerUnreachableError:
+            pass  # a server may come up later: the first use connects (and fails until then)
 
     # -- protocol
 
@@ -246,6 +258,14 @@ class ChromaIndex:
         names = self._targets(None)
         return sorted(n for n in names if self._on_collection(n, lambda col: col.count(), "count"))
 
+    def connect(self) -> None:
+        """Reach the store or server now (opening the index tries once; later uses retry).
+
+        Raises:
+            VectorIndexUnavailableError: it cannot be reached, or it holds vectors of another dimension.
+        """
+        self._require_client()
+
     def reset(self) -> None:
         client = self._require_client()
         listed = self._list_collections()
@@ -260,6 +280,11 @@ class ChromaIndex:
                 raise self._unavailable(exc, "reset") from exc
 
     def close(self) -> None:
+        with self._lock:
+            self._closed = True
+        self._drop_client()
+
+    def _drop_client(self) -> None:
         with self._lock:
             client, self._client = getattr(self, "_client", None), None
             self._cache.clear()
@@ -302,24 +327,58 @@ class ChromaIndex:
 
     # -- internals
 
-    def _unavailable(self, exc: BaseException | str, what: str) -> VectorIndexUnavailableError:
-        if self.url:
+    def _unavailable(
+        self, exc: BaseException | str, what: str,
+        cls: type[VectorIndexUnavailableError] = VectorIndexUnavailableError,
+    ) -> VectorIndexUnavailableError:
+        if self.url and isinstance(exc, BaseException) and _is_auth_error(exc):
+            hint = ("the server wants credentials: set CHROMA_CLIENT_AUTH_PROVIDER and "
+                    "CHROMA_CLIENT_AUTH_CREDENTIALS in memcairn's environment")
+        elif self.url:
             hint = "is a Chroma server running there (`chroma run --path DIR --port N`) and is chroma_url right?"
         else:
             hint = "`memcairn sync rebuild` recreates the mirror"
-        return VectorIndexUnavailableError(f"{self._where} is unavailable during {what} ({exc}); {hint}")
+        return cls(f"{self._where} is unavailable during {what} ({_one_line(exc)}); {hint}")
 
     def _require_client(self) -> Any:
-        client = self._client
-        if client is None:
-            raise VectorIndexUnavailableError(f"{self._where}: this index is closed")
-        return client
+        with self._lock:
+            if self._closed:
+                raise VectorIndexUnavailableError(f"{self._where}: this index is closed")
+            if self._client is None:
+                self._client = self._new_client()
+                if self._verify:
+                    try:
+                        self._verify_dimensions()
+                    except BaseException:
+                        self._drop_client()
+                        raise
+            return self._client
 
-    def _set_http_timeout(self) -> None:
+    def _new_client(self) -> Any:
+        from chromadb.config import Settings
+
+        settings = Settings(anonymized_telemetry=False, allow_reset=True)
+        try:
+            if self._address is not None:
+                host, port, ssl = self._address
+                client = self._chromadb.HttpClient(host=host, port=port, ssl=ssl, settings=settings)
+                self._set_http_timeout(client)
+                return client
+            assert self.path is not None
+            self.path.mkdir(parents=True, exist_ok=True)
+            return self._chromadb.PersistentClient(path=str(self.path), settings=settings)
+        except MemcairnError:
+            raise
+        except Exception as exc:
+            cls = ServerUnreachableError if self.url else VectorIndexUnavailableError
+            raise self._unavailable(exc, "connect", cls) from exc
+
+    @staticmethod
+    def _set_http_timeout(client: Any) -> None:
         try:
             import httpx
 
-            self._client._server._session.timeout = httpx.Timeout(60.0, connect=5.0)
+            client._server._session.timeout = httpx.Timeout(60.0, connect=5.0)
         except Exception:  # a client without an httpx session: keep its defaults
             pass
 
@@ -335,7 +394,8 @@ class ChromaIndex:
             name = col if isinstance(col, str) else col.name
             meta = {} if isinstance(col, str) else dict(col.metadata or {})
             project = meta.get("project")
-            if name.startswith(PREFIX) and isinstance(project, str) and collection_name(project) == name:
+            if (name.startswith(PREFIX) and isinstance(project, str) and meta.get("store") == self.store_id
+                    and collection_name(project, self.store_id) == name):
                 out.append((name, project, meta))
         return out
 
@@ -359,11 +419,12 @@ class ChromaIndex:
         if cached is not None:
             return cached
         client = self._require_client()
-        name = collection_name(project)
+        name = collection_name(project, self.store_id)
         if create:
+            owner = {} if self.store_id is None else {"store": self.store_id}
             col = client.get_or_create_collection(
                 name,
-                metadata={"project": project, "dimension": self.dimension},
+                metadata={"project": project, "dimension": self.dimension, **owner},
                 configuration={"hnsw": {"space": "cosine"}},
                 embedding_function=self.embedding_function,
             )
@@ -373,6 +434,11 @@ class ChromaIndex:
             except self._not_found:
                 return None
         meta = col.metadata or {}
+        if meta.get("store") != self.store_id:
+            raise VectorIndexUnavailableError(
+                f"{self._where}: collection {name} belongs to another memcairn store "
+                f"({meta.get('store')!r}, not {self.store_id!r}); refusing to mix their vectors"
+            )
         if meta.get("project") != project:
             raise VectorIndexUnavailableError(
                 f"{self._where}: collection {name} belongs to project {meta.get('project')!r}, "

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
+import uuid
 from pathlib import Path
 
 from memcairn.errors import ConfigError
@@ -12,6 +15,8 @@ BACKENDS = ("sqlite-vec", "chroma", "memory")
 
 SQLITE_VEC_FILE = "vectors.sqlite"
 CHROMA_DIR = "chroma"
+CHROMA_STORE_ID_FILE = "chroma-store-id"
+_STORE_ID = re.compile(r"^[0-9a-f]{32}$")
 
 
 def _normalise(backend: str) -> str:
@@ -19,6 +24,25 @@ def _normalise(backend: str) -> str:
     if name not in BACKENDS:
         raise ConfigError(f"unknown vector backend {backend!r}; valid names: {', '.join(BACKENDS)}")
     return name
+
+
+def chroma_store_id(home: Path) -> str:
+    """This store's name on a shared Chroma server, kept in ``home`` (made once, atomically)."""
+    path = Path(home) / CHROMA_STORE_ID_FILE
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
+        tmp.write_text(uuid.uuid4().hex + "\n", encoding="utf-8")
+        try:
+            os.link(tmp, path)  # fails if another process made it first: theirs is kept
+        except FileExistsError:
+            pass
+        finally:
+            tmp.unlink(missing_ok=True)
+    value = path.read_text(encoding="utf-8").strip()
+    if not _STORE_ID.match(value):
+        raise ConfigError(f"{path} does not hold a store id; delete it and run `memcairn sync rebuild`")
+    return value
 
 
 def open_index(backend: str, *, home: Path, dimension: int, chroma_url: str | None = None) -> VectorIndex:
@@ -38,7 +62,7 @@ def open_index(backend: str, *, home: Path, dimension: int, chroma_url: str | No
     from memcairn.vectors.chroma import ChromaIndex
 
     if chroma_url:
-        return ChromaIndex(dimension, url=chroma_url)
+        return ChromaIndex(dimension, url=chroma_url, store_id=chroma_store_id(home))
     return ChromaIndex(dimension, path=Path(home) / CHROMA_DIR)
 
 
@@ -54,7 +78,7 @@ def destroy_index(backend: str, *, home: Path, chroma_url: str | None = None) ->
         if chroma_url:
             from memcairn.vectors.chroma import ChromaIndex
 
-            index = ChromaIndex(1, url=chroma_url, verify_dimension=False)
+            index = ChromaIndex(1, url=chroma_url, verify_dimension=False, store_id=chroma_store_id(home))
             try:
                 index.reset()
             finally:
