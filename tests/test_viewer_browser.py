@@ -265,3 +265,135 @@ def test_viewer_narrow_dark_layout(worker: httpx.Client, page: Page) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "viewer-narrow-dark.png"), full_page=True)
     assert page.errors == []  # type: ignore[attr-defined]
+
+
+def _dialog_messages(page: Page) -> list[str]:
+    """Dismiss every dialog the page opens; the list collects their messages."""
+    messages: list[str] = []
+
+    def dismiss(dialog: Any) -> None:
+        messages.append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", dismiss)
+    return messages
+
+
+def test_viewer_names_untitled_memories_and_bounds_long_titles(worker: httpx.Client, page: Page) -> None:
+    """A memory without a title (a prompt has only its text) is named by its text, loaded or live; a 50,000
+    character title neither makes a row a page long nor floods the heading and the confirmation."""
+    untitled = _save(worker, project="viewer-test", text="Fix the login redirect loop in auth.py", type="note")
+    long_title = "W" * 50_000 + " end"
+    huge = _save(worker, project="viewer-test", title=long_title, text="a very long title", type="note")
+    page.goto(str(worker.base_url.join("/")))
+    _wait_until_loaded(page)
+    expect(_row(page, "#feed", untitled)).to_contain_text("Fix the login redirect loop in auth.py")
+
+    live = _save(worker, project="viewer-test", text="Live note without a title", type="note")
+    expect(_row(page, "#feed", live)).to_contain_text("Live note without a title", timeout=SSE_DEADLINE_MS)
+
+    box = _row(page, "#feed", huge).bounding_box()
+    assert box is not None and box["height"] < 200
+    _row(page, "#feed", huge).click()
+    expect(page.locator("#detail [data-field='title']")).to_have_count(1)
+    assert len(page.locator("#detail-heading").inner_text()) <= 400
+    assert page.locator("#detail [data-field='title'] .prose").inner_text() == long_title
+    messages = _dialog_messages(page)
+    page.locator("#delete-button").click()
+    expect(_row(page, "#feed", huge)).to_be_visible()
+    assert len(messages) == 1 and len(messages[0]) < 500
+    assert page.errors == []  # type: ignore[attr-defined]
+
+
+def test_viewer_search_error_shows_the_workers_reason(worker: httpx.Client, page: Page) -> None:
+    """A refused search shows the worker's explanation, not its error code."""
+    page.route("**/api/search?*query=*", lambda route: route.continue_(url=route.request.url + "&kind=bogus"))
+    page.goto(str(worker.base_url.join("/")))
+    _wait_until_loaded(page)
+    page.locator("#search-input").fill("anything")
+    page.locator("#search-input").press("Enter")
+    expect(page.locator("#search-meta")).to_contain_text("Search failed")
+    expect(page.locator("#search-meta")).to_contain_text("unknown kind 'bogus'")
+
+
+def test_viewer_feed_loads_once_the_worker_is_ready(worker: httpx.Client, page: Page) -> None:
+    """A page opened (or reconnected) while the worker still starts gets 503 for the feed; it asks again."""
+    item_id = _save(worker, project="viewer-test", title="Waiting for readiness", text="x", type="note")
+    refused: list[str] = []
+
+    def not_ready_once(route: Any) -> None:
+        if refused:
+            route.continue_()
+            return
+        refused.append(route.request.url)
+        route.fulfill(status=503, content_type="application/json", headers={"Retry-After": "1"},
+                      body='{"error": "not_ready", "detail": "opening the store"}')
+
+    page.route("**/api/search?*", not_ready_once)
+    page.goto(str(worker.base_url.join("/")))
+    expect(page.locator("#feed-meta")).to_contain_text("opening the store")
+    expect(_row(page, "#feed", item_id)).to_be_visible()
+    expect(page.locator("#feed-meta")).to_have_text("1 shown")
+    assert len(refused) == 1
+
+
+def test_viewer_project_filter_includes_merged_projects(worker: httpx.Client, page: Page, tmp_path: Path) -> None:
+    """Memories of a project merged into another answer to both names, in the feed as in the worker."""
+    from memcairn.store import Store
+
+    old = _save(worker, project="viewer-old-name", title="Recorded before the rename", text="x", type="note")
+    new = _save(worker, project="viewer-new-name", title="Recorded after the rename", text="y", type="note")
+    store = Store(tmp_path / "worker-home" / "memcairn.db")
+    try:
+        store.merge_project("viewer-old-name", "viewer-new-name")
+    finally:
+        store.close()
+    time.sleep(1.2)  # the worker rereads the projects table at most every second
+    page.goto(str(worker.base_url.join("/")))
+    _wait_until_loaded(page)
+    project_filter = page.locator("#project-filter")
+    expect(project_filter.locator('option[value="viewer-new-name"]')).to_have_count(1)
+    project_filter.select_option("viewer-new-name")
+    _wait_until_loaded(page)
+    expect(_row(page, "#feed", new)).to_be_visible()
+    expect(_row(page, "#feed", old)).to_be_visible()
+    expect(page.locator("#feed-meta")).to_have_text("2 shown")
+
+
+def test_viewer_reconnects_after_the_page_cache_restores_it(worker: httpx.Client, page: Page) -> None:
+    """Leaving the page closes its stream; coming back through the back/forward cache opens it again."""
+    page.goto(str(worker.base_url.join("/")))
+    _wait_until_loaded(page)
+    page.evaluate("window.dispatchEvent(new PageTransitionEvent('pagehide', { persisted: true }))")
+    page.evaluate("window.dispatchEvent(new PageTransitionEvent('pageshow', { persisted: true }))")
+    _wait_until_loaded(page)
+    item_id = _save(worker, project="viewer-test", title="Saved after coming back", text="z", type="note")
+    expect(_row(page, "#feed", item_id)).to_be_visible(timeout=SSE_DEADLINE_MS)
+
+
+def test_viewer_delete_by_keyboard_keeps_the_focus_in_the_list(worker: httpx.Client, page: Page) -> None:
+    """Enter on a row, Tab to Delete, Enter, confirm: the focus lands on the next row, also when the stream's
+    item_deleted reaches the page before the DELETE answer does."""
+    older = _save(worker, project="viewer-test", title="Stays", text="kept", type="note")
+    newer = _save(worker, project="viewer-test", title="Goes", text="deleted", type="note")
+
+    def answer_late(route: Any) -> None:
+        response = route.fetch()
+        time.sleep(0.5)  # the item_deleted event is on the page by now
+        route.fulfill(response=response)
+
+    page.route("**/api/memory/*", lambda route: answer_late(route) if route.request.method == "DELETE"
+               else route.continue_())
+    page.goto(str(worker.base_url.join("/")))
+    _wait_until_loaded(page)
+    _row(page, "#feed", newer).locator(".row-button").focus()
+    page.keyboard.press("Enter")
+    expect(page.locator("#detail-heading")).to_have_text("Goes")
+    expect(page.locator("#detail-heading")).to_be_focused()
+    page.keyboard.press("Tab")
+    expect(page.locator("#delete-button")).to_be_focused()
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.keyboard.press("Enter")
+    expect(page.locator(f'[data-item-id="{newer}"]')).to_have_count(0)
+    expect(page.locator("#worker-status")).to_contain_text(f"Deleted memory #{newer}")
+    expect(_row(page, "#feed", older).locator(".row-button")).to_be_focused()

@@ -585,7 +585,8 @@ def test_stream_delivers_item_added_and_deleted(cfg: Settings) -> None:
     assert events[1][0] == "item_added"
     added = events[1][1]
     assert added["title"] == "Live" and added["kind"] == "manual" and added["project"] == "demo"
-    assert set(added) == {"id", "kind", "type", "title", "project", "created_at_epoch"}
+    assert set(added) == {"id", "kind", "type", "title", "display_title", "project", "created_at_epoch"}
+    assert added["display_title"] == "Live"
     assert events[2] == ("item_deleted", {"id": added["id"]})
 
 

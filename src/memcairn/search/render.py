@@ -23,9 +23,8 @@ from datetime import datetime, tzinfo
 from memcairn.errors import ValidationError
 from memcairn.hooks.fence import clean_line
 from memcairn.models import KINDS, MemoryItem
-from memcairn.search.result import SearchResult, Timeline
+from memcairn.search.result import SearchResult, Timeline, display_title
 
-TITLE_CHARS = 90
 NO_FILE = "(no file)"
 _KIND_WORDS = {
     "observation": ("observation", "observations"),
@@ -38,13 +37,6 @@ NEXT_STEP = "Next: a timeline around an #id shows what happened then; fetch full
 
 def _dt(epoch_ms: int, tz: tzinfo | None) -> datetime:
     return datetime.fromtimestamp(epoch_ms / 1000, tz)
-
-
-def display_title(item: MemoryItem, limit: int = TITLE_CHARS) -> str:
-    """The item's title, or the first text it has, on one line and at most ``limit`` characters."""
-    candidates = (item.title, item.subtitle, item.request, item.text, item.narrative, item.completed,
-                  item.learned, *(item.facts or ()))
-    return next((line for c in candidates if (line := clean_line(c, limit))), "(untitled)")
 
 
 def token_estimate(item: MemoryItem) -> int:

@@ -5,7 +5,25 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from memcairn.hooks.fence import clean_line
 from memcairn.models import KINDS, MemoryItem
+
+TITLE_CHARS = 90
+UNTITLED = "(untitled)"
+
+
+def display_title(item: MemoryItem, limit: int = TITLE_CHARS, default: str = UNTITLED) -> str:
+    """The item's title, or the first text it has, on one line and at most ``limit`` characters."""
+    candidates = (item.title, item.subtitle, item.request, item.text, item.narrative, item.completed,
+                  item.learned, *(item.facts or ()))
+    return next((line for c in candidates if (line := clean_line(c, limit))), default)
+
+
+def item_row(item: MemoryItem) -> dict[str, Any]:
+    """The fields a list of items shows per row (``display_title`` labels a memory without a title)."""
+    return {"id": item.id, "kind": item.kind, "type": item.type, "title": item.title,
+            "display_title": display_title(item, default=""), "project": item.project,
+            "created_at_epoch": item.created_at_epoch}
 
 STRATEGIES = ("filter_only", "hybrid", "keyword", "semantic")
 FALLBACK_REASONS = ("vector_unavailable", "vector_error", "platform_scoped_zero")
@@ -28,8 +46,7 @@ class SearchHit:
     def to_dict(self) -> dict[str, Any]:
         i = self.item
         return {
-            "id": i.id, "kind": i.kind, "type": i.type, "title": i.title, "project": i.project,
-            "created_at_epoch": i.created_at_epoch, "score": round(self.score, 6),
+            **item_row(i), "score": round(self.score, 6),
             "legs": {name: {"rank": leg.rank, "score": round(leg.score, 6)} for name, leg in self.legs.items()},
         }
 
@@ -80,8 +97,7 @@ class Timeline:
             "anchor_id": self.anchor_id, "anchor_epoch": self.anchor_epoch, "anchor": self.anchor_label,
             "strategy": self.strategy, "fallback_reason": self.fallback_reason, "notes": list(self.notes),
             "results": [
-                {"id": i.id, "kind": i.kind, "type": i.type, "title": i.title, "project": i.project,
-                 "created_at_epoch": i.created_at_epoch, "anchor": i.id == self.anchor_id}
+                {**item_row(i), "anchor": i.id == self.anchor_id}
                 for i in self.items
             ],
         }

@@ -14,6 +14,8 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from memcairn.search.result import item_row
+
 log = logging.getLogger("memcairn.worker")
 
 DEFAULT_QUEUE_SIZE = 256
@@ -126,8 +128,7 @@ class Broadcaster:
 
 
 def item_event(item: Any) -> dict[str, Any]:
-    return {"id": item.id, "kind": item.kind, "type": item.type, "title": item.title, "project": item.project,
-            "created_at_epoch": item.created_at_epoch}
+    return item_row(item)
 
 
 class StoreEventBridge:

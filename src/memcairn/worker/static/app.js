@@ -8,6 +8,9 @@
   const FEED_MAX = 300; // the feed keeps at most this many rows; the oldest go first
   const SEARCH_LIMIT = 50;
   const RECONNECT_MS = 5000;
+  const RETRY_MS = 2000; // a feed that could not load (worker starting, restarting) is asked for again
+  const ROW_TITLE_CHARS = 240; // a title may be 256 KiB; rows and the heading show the start of it
+  const HEADING_CHARS = 400;
   const KNOWN_TYPES = ['discovery', 'bugfix', 'feature', 'refactor', 'change', 'decision', 'summary', 'prompt', 'note'];
   const TEXT_SECTIONS = [
     ['text', 'Text'],
@@ -65,6 +68,7 @@
     selectedId: null,
     record: null, // the full record shown in the detail panel
     projects: new Map(), // name -> item count (null when unknown)
+    merges: new Map(), // project name -> the project it was merged into (its memories answer to both)
     types: new Set(KNOWN_TYPES),
     seq: { feed: 0, search: 0, detail: 0, projects: 0 },
     source: null,
@@ -136,6 +140,19 @@
     return text || `(untitled ${item.kind || 'memory'} #${item.id})`;
   }
 
+  function cut(text, limit) {
+    return text.length > limit ? `${text.slice(0, limit - 1).trimEnd()}…` : text;
+  }
+
+  function firstText(record) {
+    for (const field of ['subtitle', 'request', 'text', 'narrative', 'completed', 'learned', 'investigated',
+      'next_steps', 'notes']) {
+      const line = str(record[field]).replace(/\s+/g, ' ').trim();
+      if (line) return line.slice(0, HEADING_CHARS + 1);
+    }
+    return '';
+  }
+
   function compareNewest(a, b) {
     return (b.created || 0) - (a.created || 0) || Number(b.id) - Number(a.id) || (a.id < b.id ? 1 : -1);
   }
@@ -153,7 +170,7 @@
       const text = await response.text();
       try {
         const data = JSON.parse(text);
-        detail = str(data.error || data.detail || data.message || '');
+        detail = str(data.detail || data.message || data.error || '');
       } catch (_) {
         detail = text.slice(0, 200);
       }
@@ -185,8 +202,18 @@
     };
   }
 
+  function inProject(item, wanted) {
+    // A filter on a project includes the projects merged into it, also transitively (as the worker does).
+    let name = item.project;
+    for (let hops = 0; name && hops < 32; hops++) {
+      if (name === wanted) return true;
+      name = state.merges.get(name);
+    }
+    return false;
+  }
+
   function matches(item, f = filters()) {
-    return (!f.project || item.project === f.project) && (!f.kind || item.kind === f.kind) && (!f.type || item.type === f.type);
+    return (!f.project || inProject(item, f.project)) && (!f.kind || item.kind === f.kind) && (!f.type || item.type === f.type);
   }
 
   function filterParams(params) {
@@ -206,7 +233,7 @@
       showScore && item.score !== null ? el('span', { className: 'row-score', text: `score ${item.score.toFixed(3)}` }) : null,
       timeElement(item.created),
     ]);
-    const title = el('span', { className: 'row-title', text: titleOf(item) });
+    const title = el('span', { className: 'row-title', text: cut(titleOf(item), ROW_TITLE_CHARS) });
     const button = el('button', { className: 'row-button', attrs: { type: 'button' } }, [top, title]);
     const row = el('li', {
       className: 'row',
@@ -322,8 +349,20 @@
     updateFeedMeta();
   }
 
+  let feedRetryTimer = null;
+
+  function retryLater(error) {
+    clearTimeout(feedRetryTimer);
+    if (error.status !== undefined && error.status < 500) return; // a request the worker refuses stays refused
+    feedRetryTimer = setTimeout(() => {
+      loadFeed();
+      loadProjects();
+    }, RETRY_MS);
+  }
+
   async function loadFeed() {
     const seq = ++state.seq.feed;
+    clearTimeout(feedRetryTimer);
     state.pending = [];
     ui.feed.setAttribute('aria-busy', 'true');
     const params = filterParams(new URLSearchParams({ limit: String(FEED_LIMIT), format: 'json' }));
@@ -336,6 +375,7 @@
       ui.feed.removeAttribute('aria-busy');
       state.feedError = `Could not load the feed (${error.message}).`;
       updateFeedMeta();
+      retryLater(error);
       return;
     }
     if (seq !== state.seq.feed) return;
@@ -427,11 +467,14 @@
       } else if (entry && typeof entry === 'object') {
         const name = str(entry.name || entry.project);
         if (!name) continue;
+        if (entry.merged_into_project) state.merges.set(name, str(entry.merged_into_project));
+        else state.merges.delete(name);
         const count = entry.items ?? entry.count ?? entry.total;
         state.projects.set(name, typeof count === 'number' ? count : null);
       }
     }
     renderProjectOptions();
+    applyFeedFilter();
   }
 
   let projectsTimer = null;
@@ -572,11 +615,16 @@
     }
   }
 
+  function recordItem(record, id) {
+    return normalize({ display_title: firstText(record), ...record, id: record.id ?? id });
+  }
+
   function renderDetail(record, id) {
     state.record = record;
-    const item = normalize({ ...record, id: record.id ?? id });
+    const item = recordItem(record, id);
     noteItem(item);
-    ui.detailHeading.textContent = titleOf(item);
+    const heading = titleOf(item);
+    ui.detailHeading.textContent = cut(heading, HEADING_CHARS);
     clear(ui.detailBody);
 
     const meta = el('dl', { className: 'record-meta' });
@@ -606,6 +654,12 @@
     if (str(record.subtitle).trim()) ui.detailBody.append(el('p', { className: 'subtitle', text: record.subtitle }));
 
     let sections = 0;
+    if (heading.length > HEADING_CHARS && heading === item.title.trim()) {
+      ui.detailBody.append(el('section', { className: 'record-section', attrs: { 'data-field': 'title' } }, [
+        el('h3', { text: 'Title' }),
+        el('div', { className: 'prose', text: heading }),
+      ]));
+    }
     for (const [field, label] of TEXT_SECTIONS) {
       const value = str(record[field]).trim();
       if (!value) continue;
@@ -648,7 +702,9 @@
     state.feed.delete(id);
     state.results = state.results.filter((item) => item.id !== id);
     const nextFocus = focusTargetAfter(id);
-    let hadFocus = false;
+    // Focus in the panel of the memory going away (its Delete button) moves on with the rows, whichever of
+    // the DELETE answer and the stream's item_deleted arrives first.
+    let hadFocus = state.selectedId === id && ui.detail.contains(document.activeElement);
     for (const row of rowsFor(id)) {
       if (row.contains(document.activeElement)) hadFocus = true;
       row.remove();
@@ -678,8 +734,11 @@
     const record = state.record;
     const id = state.selectedId;
     if (!record || id === null) return;
-    const title = titleOf(normalize({ ...record, id }));
+    const title = cut(titleOf(recordItem(record, id)), ROW_TITLE_CHARS);
     if (!window.confirm(`Delete memory #${id} “${title}”?\nThis cannot be undone.`)) return;
+    // Disabling the button takes the focus from it; note where it goes next before any row can vanish.
+    const hadFocus = document.activeElement === ui.deleteButton;
+    const next = focusTargetAfter(id);
     ui.deleteButton.disabled = true;
     let response;
     try {
@@ -687,13 +746,14 @@
       if (!response.ok && response.status !== 404) throw await readError(response);
     } catch (error) {
       ui.deleteButton.disabled = false;
+      if (hadFocus && !ui.deleteButton.hidden) ui.deleteButton.focus();
       showStatusMessage(`Could not delete #${id}: ${error.message}`, true);
       return;
     }
-    const rowHadFocus = document.activeElement === ui.deleteButton;
-    const next = focusTargetAfter(id);
     removeItem(id);
-    if (rowHadFocus && next) next.focus();
+    if (hadFocus && (!document.activeElement || document.activeElement === document.body)) {
+      (next.isConnected ? next : ui.searchInput).focus();
+    }
     showStatusMessage(`Deleted memory #${id}.`);
     refreshProjectsSoon();
   }
@@ -864,6 +924,13 @@
   window.addEventListener('pagehide', () => {
     if (state.source) state.source.close();
     state.source = null;
+  });
+  window.addEventListener('pageshow', (event) => {
+    if (!event.persisted || state.source) return;
+    // Back from the browser's page cache: the stream was closed on the way out, so open it and catch up.
+    state.hadError = true;
+    setConnection('connecting', 'Connecting…');
+    connect();
   });
 
   renderTypeOptions();
