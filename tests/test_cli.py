@@ -144,3 +144,48 @@ def test_bench_longmemeval_refuses_method_with_all_methods(tmp_path: Path,
     code, out, err = _run(capsys, "bench", "longmemeval", str(data), "--method", "keyword", "--all-methods")
     assert code == 2 and out == ""
     assert "not both" in err
+
+
+def test_doctor_reports_a_file_that_is_not_a_database_as_a_problem(capsys: pytest.CaptureFixture[str],
+                                                                     isolated_home: Path) -> None:
+    isolated_home.mkdir(parents=True)
+    (isolated_home / "memcairn.db").write_bytes(b"garbage" * 1000)
+    code, out, err = _run(capsys, "doctor")
+    assert code == 1 and "Traceback" not in out + err
+    assert "[FAIL] open the database" in out and "not a readable memcairn database" in out
+    code, out, _ = _run(capsys, "doctor", "--json")
+    assert code == 1 and json.loads(out)["healthy"] is False
+    assert (isolated_home / "memcairn.db").read_bytes() == b"garbage" * 1000  # never touched
+
+
+def test_doctor_reports_a_damaged_page_as_a_problem_without_a_traceback(capsys: pytest.CaptureFixture[str],
+                                                                        isolated_home: Path) -> None:
+    import sqlite3
+
+    for i in range(60):
+        _run(capsys, "add", "--project", "p", "--title", f"note {i}", "--text", "lorem ipsum " * 40)
+    path = isolated_home / "memcairn.db"
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    page = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'memory_items'").fetchone()[0]
+    conn.close()
+    with path.open("r+b") as f:
+        f.seek((page - 1) * 4096)
+        f.write(b"\xa5" * 4096)
+    for args in (["doctor"], ["doctor", "--fix"]):
+        code, out, err = _run(capsys, *args)
+        assert code == 1, out + err
+        assert "[FAIL] sqlite quick_check" in out and ".recover" in out and "Traceback" not in out + err
+
+
+def test_doctor_reports_a_database_from_a_newer_memcairn_as_a_problem(capsys: pytest.CaptureFixture[str],
+                                                                      isolated_home: Path) -> None:
+    import sqlite3
+
+    _run(capsys, "add", "--project", "p", "--title", "x")
+    conn = sqlite3.connect(isolated_home / "memcairn.db")
+    conn.execute("INSERT INTO _memcairn_migrations VALUES (999, 'm999_future', 0)")
+    conn.commit()
+    conn.close()
+    code, out, err = _run(capsys, "doctor")
+    assert code == 1 and "newer memcairn" in out and "Traceback" not in out + err

@@ -122,3 +122,119 @@ def test_the_scope_migration_rebuilds_the_keyword_index_and_keeps_every_row(tmp_
         store.add_item(NewItem(project="beta", kind="manual", title="parser timeout again"))  # the new triggers
         assert sorted(i for i, _ in store.keyword_ids("parser", ItemFilter(projects=["beta"]))) == [3, 6]
         assert store.fts_integrity_ok()
+
+
+def _v1_database_with_duplicates(path: Path) -> None:
+    """A database as the first memcairn left it: schema version 1, three rows of which two share a hash."""
+    conn = connect(path)
+    migrate(conn, path, [m for m in MIGRATIONS if m.version == 1])
+    conn.execute("INSERT INTO projects(id, name, created_at_epoch) VALUES (1, 'p', 0)")
+    for i, h in enumerate(["aaa", "aaa", "bbb"]):
+        conn.execute(
+            "INSERT INTO memory_items(uuid, project_id, kind, type, title, content_hash, created_at_epoch, "
+            "updated_at_epoch) VALUES (?, 1, 'manual', 'note', ?, ?, ?, 0)", (f"u{i}", f"t{i}", h, i))
+    conn.close()
+
+
+def _items_in(path: Path) -> int:
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute("SELECT COUNT(*) FROM memory_items").fetchone()[0]
+    finally:
+        conn.close()
+
+
+def test_an_existing_file_at_the_backup_name_is_never_overwritten(tmp_path: Path) -> None:
+    path = tmp_path / "my memories ü" / "memcairn.db"
+    path.parent.mkdir()
+    _v1_database_with_duplicates(path)
+    older = path.with_name("memcairn.db.bak-2")
+    older.write_bytes(b"an older copy the user keeps" * 100)  # not even SQLite: must stay untouched
+    taken = path.with_name("memcairn.db.bak-2.1")
+    sqlite3.connect(taken).close()  # an empty database from an earlier attempt: also kept
+    with Store(path) as store:
+        assert store.count_items() == 2
+    assert older.read_bytes() == b"an older copy the user keeps" * 100
+    assert _items_in(path.with_name("memcairn.db.bak-2.2")) == 3  # the rows as they were before the dedupe
+
+
+def test_a_migrator_that_lost_the_race_keeps_the_winners_backup(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two processes open an old database at once: both read version 1, one migrates. The other must not
+    take its own "backup" of the already migrated file over the winner's copy of the original rows."""
+    from memcairn.store import migrations
+
+    path = tmp_path / "memcairn.db"
+    _v1_database_with_duplicates(path)
+    Store(path).close()  # the winner: migrated, its backup holds the three original rows
+    assert _items_in(path.with_name("memcairn.db.bak-2")) == 3
+
+    real = migrations.applied_versions
+    calls = []
+
+    def stale_first_read(conn: sqlite3.Connection) -> set[int]:
+        calls.append(1)
+        return {1} if len(calls) == 1 else real(conn)  # what the loser read before the winner committed
+
+    monkeypatch.setattr(migrations, "applied_versions", stale_first_read)
+    conn = connect(path)
+    assert migrate(conn, path) == []
+    conn.close()
+    assert _items_in(path.with_name("memcairn.db.bak-2")) == 3
+    assert not path.with_name("memcairn.db.bak-2.1").exists()
+
+
+def test_a_backup_that_cannot_be_written_stops_the_migration_and_names_the_copy(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memcairn.store import migrations
+
+    path = tmp_path / "memcairn.db"
+    _v1_database_with_duplicates(path)
+    unwritable = tmp_path / "gone" / "memcairn.db.bak-2"  # its directory does not exist: SQLite cannot create it
+    monkeypatch.setattr(migrations, "_free_backup_path", lambda db_path, version: unwritable)
+    with pytest.raises(StoreError, match="backup copy .*gone.*migration 2"):
+        Store(path)
+    conn = connect(path)
+    assert [r[0] for r in conn.execute("SELECT version FROM _memcairn_migrations")] == [1]
+    assert conn.execute("SELECT COUNT(*) FROM memory_items").fetchone()[0] == 3
+    conn.close()
+    monkeypatch.undo()
+    with Store(path) as store:  # once the copy can be written, the migration completes
+        assert store.count_items() == 2
+
+
+def test_a_migration_killed_half_way_leaves_the_previous_version_and_completes_on_the_next_open(
+        tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    path = tmp_path / "memcairn.db"
+    conn = connect(path)
+    migrate(conn, path, [m for m in MIGRATIONS if m.version < 6])
+    conn.execute("INSERT INTO projects(id, name, created_at_epoch) VALUES (1, 'p', 0)")
+    conn.executemany(
+        "INSERT INTO memory_items(uuid, project_id, kind, type, title, content_hash, created_at_epoch, "
+        "updated_at_epoch) VALUES (?, 1, 'manual', 'note', 'zebra', ?, 0, 0)", [(f"u{i}", f"h{i}") for i in range(50)])
+    conn.close()
+    script = (
+        "import os, sys\n"
+        "from memcairn.store import migrations, Store\n"
+        "real = migrations.m006_fts_project_scope\n"
+        "def dying(conn):\n"
+        "    real(conn)\n"
+        "    os.kill(os.getpid(), 9)  # the migration ran, its transaction did not commit\n"
+        "migrations.MIGRATIONS[-1] = migrations.Migration(6, 'm006_fts_project_scope', dying)\n"
+        "Store(sys.argv[1])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, timeout=60,
+                          env={**os.environ})
+    assert done.returncode == -9, done.stderr
+    conn = connect(path)
+    assert [r[0] for r in conn.execute("SELECT version FROM _memcairn_migrations")] == [1, 2, 3, 4, 5]
+    fts_sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'memory_items_fts'").fetchone()[0]
+    assert "fts_scope" not in fts_sql
+    conn.close()
+    with Store(path) as store:
+        assert store.count_items() == 50 and len(store.keyword_ids("zebra", limit=100)) == 50
+        assert store.fts_integrity_ok()

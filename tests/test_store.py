@@ -307,3 +307,85 @@ def test_document_frequencies_are_remembered_for_a_while(store: Store, monkeypat
     small.remember({"a": 1, "b": 2})
     small.remember({"c": 3})  # over the bound: the old counts go
     assert small.known(["a", "b", "c"]) == {"c": 3}
+
+
+def _damage_page_of(path: Path, table: str) -> None:
+    """Overwrite the root page of ``table`` with garbage, as a bad sector or a torn write would."""
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    page = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)).fetchone()[0]
+    size = conn.execute("PRAGMA page_size").fetchone()[0]
+    conn.close()
+    with path.open("r+b") as f:
+        f.seek((page - 1) * size)
+        f.write(b"\xa5" * size)
+
+
+def test_a_damaged_keyword_index_page_gives_an_error_naming_the_path(tmp_path: Path) -> None:
+    path = tmp_path / "memcairn.db"
+    with Store(path) as store:
+        store.add_items([obs(f"note {i}", "some narrative " * 20) for i in range(50)])
+    _damage_page_of(path, "memory_items_fts_docsize")  # read by the drift check on open
+    with pytest.raises(StoreError, match=str(path)):
+        Store(path)
+
+
+def _make_read_only(path: Path) -> None:
+    import os
+    import subprocess
+
+    path.chmod(0o444)
+    if os.geteuid() == 0:  # root ignores permissions; the immutable flag binds root too
+        if subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode != 0:
+            pytest.skip("cannot make a file read-only for root here")
+
+
+def test_a_read_only_database_file_is_refused_on_open_not_at_the_first_write(tmp_path: Path) -> None:
+    import subprocess
+
+    path = tmp_path / "memcairn.db"
+    with Store(path) as store:
+        store.add_item(obs("kept", "x"))
+    _make_read_only(path)
+    try:
+        with pytest.raises(StoreError, match="cannot write .*permissions"):
+            Store(path)
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], capture_output=True)
+        path.chmod(0o644)
+    with Store(path) as store:
+        assert store.count_items() == 1
+
+
+def test_a_database_locked_past_the_busy_timeout_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memcairn.store import db
+
+    path = tmp_path / "memcairn.db"
+    Store(path).close()
+    monkeypatch.setattr(db, "BUSY_TIMEOUT_MS", 200)
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(StoreError, match="locked by another process"):
+            Store(path)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+
+def test_the_keyword_index_check_does_not_call_a_locked_database_a_bad_index(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memcairn.store import db
+
+    monkeypatch.setattr(db, "BUSY_TIMEOUT_MS", 200)
+    with Store(tmp_path / "memcairn.db") as store:
+        store.add_item(obs("kept", "x"))
+        holder = sqlite3.connect(tmp_path / "memcairn.db", isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+        try:
+            with pytest.raises(sqlite3.OperationalError, match="locked"):
+                store.fts_integrity_ok()
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        assert store.fts_integrity_ok()

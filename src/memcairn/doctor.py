@@ -41,52 +41,87 @@ def _capture_checks(store: Any, fix: bool) -> list[dict[str, str]]:
     return checks
 
 
-def run_checks(cfg: Settings, *, fix: bool = False) -> dict[str, Any]:
-    from memcairn.store import Store
+def _damaged(db_path: object) -> str:
+    return (f"the file is damaged and `memcairn doctor --fix` cannot repair it: copy it aside, then restore a "
+            f"memcairn.db.bak-* copy or salvage the rows with `sqlite3 '{db_path}' .recover | sqlite3 recovered.db`")
 
-    checks: list[dict[str, str]] = []
-    store = Store(cfg.db_path, check_fts=False)
+
+def _file_check(store: Any) -> dict[str, str]:
+    """SQLite's own check of the file's pages; a damaged file raises instead of answering."""
+    import sqlite3
+
     try:
         result = store.quick_check()
-        checks.append(_check("sqlite quick_check", "ok" if result == "ok" else "problem", result))
+    except sqlite3.DatabaseError as exc:
+        return _check("sqlite quick_check", "problem", f"{exc}; {_damaged(store.path)}")
+    if result != "ok":
+        return _check("sqlite quick_check", "problem", f"{result}; {_damaged(store.path)}")
+    return _check("sqlite quick_check", "ok", result)
 
-        missing = store.missing_triggers()
-        if not missing:
-            checks.append(_check("schema triggers", "ok", "FTS sync and integrity triggers present"))
-        elif fix:
-            store.repair_triggers()
-            checks.append(_check("schema triggers", "fixed", f"recreated {', '.join(missing)}"))
+
+def _index_checks(store: Any, fix: bool) -> list[dict[str, str]]:
+    """The schema's triggers and the keyword index (row count, then FTS5's own integrity-check)."""
+    checks: list[dict[str, str]] = []
+    missing = store.missing_triggers()
+    if not missing:
+        checks.append(_check("schema triggers", "ok", "FTS sync and integrity triggers present"))
+    elif fix:
+        store.repair_triggers()
+        checks.append(_check("schema triggers", "fixed", f"recreated {', '.join(missing)}"))
+    else:
+        checks.append(_check("schema triggers", "problem",
+                             f"missing {', '.join(missing)}; run `memcairn doctor --fix`"))
+
+    items, indexed = store.fts_counts()
+    if items == indexed:
+        checks.append(_check("keyword index row count", "ok", f"{items} rows indexed"))
+    elif fix:
+        store.rebuild_fts()
+        checks.append(_check("keyword index row count", "fixed",
+                             f"{indexed} indexed vs {items} stored; rebuilt from memory_items"))
+    else:
+        checks.append(_check("keyword index row count", "problem",
+                             f"{indexed} indexed vs {items} stored; run `memcairn doctor --fix`"))
+
+    if fix:
+        if store.fts_integrity_ok():
+            checks.append(_check("keyword index content", "ok", "FTS5 integrity-check passed"))
         else:
-            checks.append(_check("schema triggers", "problem",
-                                 f"missing {', '.join(missing)}; run `memcairn doctor --fix`"))
-
-        items, indexed = store.fts_counts()
-        if items == indexed:
-            checks.append(_check("keyword index row count", "ok", f"{items} rows indexed"))
-        elif fix:
             store.rebuild_fts()
-            checks.append(_check("keyword index row count", "fixed",
-                                 f"{indexed} indexed vs {items} stored; rebuilt from memory_items"))
-        else:
-            checks.append(_check("keyword index row count", "problem",
-                                 f"{indexed} indexed vs {items} stored; run `memcairn doctor --fix`"))
-
-        if fix:
-            if store.fts_integrity_ok():
-                checks.append(_check("keyword index content", "ok", "FTS5 integrity-check passed"))
-            else:
-                store.rebuild_fts()
-                ok = store.fts_integrity_ok()
-                checks.append(_check("keyword index content", "fixed" if ok else "problem",
-                                     "index disagreed with stored rows; rebuilt"
-                                     + ("" if ok else " but the check still fails")))
-        else:
             ok = store.fts_integrity_ok()
-            checks.append(_check("keyword index content", "ok" if ok else "problem",
-                                 "FTS5 integrity-check passed" if ok
-                                 else "index disagrees with stored rows; run `memcairn doctor --fix`"))
-        checks += _capture_checks(store, fix)
-    finally:
-        store.close()
+            checks.append(_check("keyword index content", "fixed" if ok else "problem",
+                                 "index disagreed with stored rows; rebuilt"
+                                 + ("" if ok else " but the check still fails")))
+    else:
+        ok = store.fts_integrity_ok()
+        checks.append(_check("keyword index content", "ok" if ok else "problem",
+                             "FTS5 integrity-check passed" if ok
+                             else "index disagrees with stored rows; run `memcairn doctor --fix`"))
+    return checks
+
+
+def run_checks(cfg: Settings, *, fix: bool = False) -> dict[str, Any]:
+    """Every check in turn; a database that cannot be opened or read is reported as a problem, not raised."""
+    import sqlite3
+
+    from memcairn.errors import StoreError
+    from memcairn.store import Store
+    from memcairn.store.db import describe_open_error
+
+    checks: list[dict[str, str]] = []
+    try:
+        store = Store(cfg.db_path, check_fts=False)
+    except StoreError as exc:
+        checks.append(_check("open the database", "problem", str(exc)))
+    else:
+        try:
+            checks.append(_file_check(store))
+            if checks[-1]["status"] == "ok":  # a damaged file would fail every other check
+                checks += _index_checks(store, fix)
+                checks += _capture_checks(store, fix)
+        except sqlite3.DatabaseError as exc:
+            checks.append(_check("checks interrupted", "problem", describe_open_error(str(cfg.db_path), exc)))
+        finally:
+            store.close()
     healthy = all(c["status"] != "problem" for c in checks)
     return {"healthy": healthy, "db_path": str(cfg.db_path), "checks": checks}

@@ -56,6 +56,11 @@ def describe_open_error(path: str, exc: sqlite3.Error) -> str:
                 "start fresh, or restore a memcairn.db.bak-* copy")
     if "readonly" in text or "unable to open" in text or "permission" in text.lower():
         return f"cannot write {path} ({text}); check its permissions or set MEMCAIRN_HOME elsewhere"
+    if "locked" in text:
+        return (f"{path} stayed locked by another process for {BUSY_TIMEOUT_MS // 1000} s ({text}); wait for "
+                "a running import or export to finish, or stop a stuck memcairn process, and try again")
+    if "disk is full" in text:
+        return f"{path}: the disk is full ({text}); free some space and try again"
     return f"{path}: {text}"
 
 

@@ -116,17 +116,16 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin):
         self._project_ids: dict[str, int] = {}
         self._projects_seen: tuple[float, tuple[tuple[int, str, str | None], ...]] | None = None
         self._frequencies = fts.FrequencyCache()
-        conn = self._conn
         try:
-            migrate(conn, self.path)
+            migrate(self._conn, self.path)
+            if check_fts:
+                self.fts_drift_check()
         except sqlite3.DatabaseError as exc:
             self.close()
             raise StoreError(describe_open_error(self._target, exc)) from None
-        except Exception:
+        except BaseException:
             self.close()
             raise
-        if check_fts:
-            self.fts_drift_check()
 
     # -- connections ------------------------------------------------------------------------------
     @property
@@ -662,10 +661,17 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin):
         return True
 
     def fts_integrity_ok(self) -> bool:
-        """FTS5's own check of the index against the table: catches equal counts with wrong content."""
+        """FTS5's own check of the index against the table: catches equal counts with wrong content.
+
+        Raises:
+            sqlite3.Error: the check could not run (the database is locked, read-only, ...): that says nothing
+                about the index.
+        """
         try:
             self._conn.execute("INSERT INTO memory_items_fts(memory_items_fts, rank) VALUES ('integrity-check', 1)")
-        except sqlite3.DatabaseError:
+        except sqlite3.DatabaseError as exc:
+            if (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF != sqlite3.SQLITE_CORRUPT:  # index disagrees
+                raise
             return False
         return True
 
@@ -685,4 +691,10 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin):
             run_script(conn, schema.MIRROR_TRIGGERS)
 
     def quick_check(self) -> str:
-        return self._conn.execute("PRAGMA quick_check").fetchone()[0]
+        """``ok``, or SQLite's first findings about a damaged file, on one line.
+
+        Raises:
+            sqlite3.DatabaseError: the file is too damaged for the check itself to run.
+        """
+        rows = [r[0] for r in self._conn.execute("PRAGMA quick_check(5)")]
+        return "; ".join(line for row in rows for line in str(row).splitlines() if not line.startswith("***"))

@@ -2,7 +2,9 @@
 
 A migration registered with ``rewrites_rows=True`` (it updates or deletes existing rows) is preceded by a
 copy of the database file, ``memcairn.db.bak-<version>``, whenever the database holds any memory: a
-migration bug must never be able to destroy a user's history unrecoverably.
+migration bug must never be able to destroy a user's history unrecoverably. The copy is taken under the
+migration's write lock (so it is exactly the state the migration starts from, also when two processes race
+to migrate) and never replaces an existing file (an older copy gets ``.bak-<version>.1``, ``.2``, ...).
 """
 
 from __future__ import annotations
@@ -103,13 +105,44 @@ def _has_rows(conn: sqlite3.Connection) -> bool:
     return bool(exists) and conn.execute("SELECT EXISTS (SELECT 1 FROM memory_items)").fetchone()[0] == 1
 
 
-def backup_database(conn: sqlite3.Connection, db_path: Path, version: int) -> Path:
-    target = db_path.with_name(f"{db_path.name}.bak-{version}")
-    dest = sqlite3.connect(str(target))
+def _free_backup_path(db_path: Path, version: int) -> Path:
+    """``<db>.bak-<version>``, or the first ``<db>.bak-<version>.<n>`` that is free: a copy is never overwritten."""
+    base = db_path.with_name(f"{db_path.name}.bak-{version}")
+    target, n = base, 0
+    while any(Path(f"{target}{suffix}").exists() for suffix in ("", "-journal", "-wal", "-shm")):
+        n += 1
+        target = base.with_name(f"{base.name}.{n}")
+    return target
+
+
+def backup_database(db_path: Path, version: int) -> Path:
+    """Copy the committed database into a new file next to it and return its path.
+
+    Called while the migrating connection holds the write lock and has changed nothing yet: a second
+    connection reads exactly the state the migration starts from (a connection cannot back itself up from
+    inside its own write transaction).
+
+    Raises:
+        StoreError: the copy could not be written (full disk, unwritable directory); nothing was migrated.
+    """
+    target = _free_backup_path(db_path, version)
     try:
-        conn.backup(dest)
-    finally:
-        dest.close()
+        source = sqlite3.connect(str(db_path))
+        try:
+            dest = sqlite3.connect(str(target))
+            try:
+                source.backup(dest)
+            finally:
+                dest.close()
+        finally:
+            source.close()
+    except sqlite3.Error as exc:
+        for suffix in ("", "-journal"):
+            Path(f"{target}{suffix}").unlink(missing_ok=True)
+        raise StoreError(
+            f"could not write the backup copy {target} that migration {version} needs ({exc}); the database "
+            f"was not changed: free some disk space or make {target.parent} writable, and run again"
+        ) from None
     return target
 
 
@@ -118,11 +151,15 @@ def migrate(conn: sqlite3.Connection, db_path: Path | None, migrations: list[Mig
 
     Raises:
         SchemaTooNewError: the database records a version this memcairn does not know.
-        StoreError: a migration failed (it was rolled back; earlier ones stay applied).
+        StoreError: a migration failed (it was rolled back; earlier ones stay applied), or its backup copy
+            could not be written.
+        sqlite3.DatabaseError: the file cannot be written (read-only) or read (not a database, damaged).
     """
     plan = migrations if migrations is not None else MIGRATIONS
     with atomic(conn):
         done = applied_versions(conn)
+        # A read-only file would open fine and fail at the first write; make it fail here, at once.
+        conn.execute(f"UPDATE {MIGRATIONS_TABLE} SET version = version WHERE 0")
     known = {m.version for m in plan}
     newer = sorted(v for v in done if v not in known and v > max(known))
     if newer:
@@ -134,12 +171,12 @@ def migrate(conn: sqlite3.Connection, db_path: Path | None, migrations: list[Mig
     for m in plan:
         if m.version in done:
             continue
-        if m.rewrites_rows and db_path is not None and _has_rows(conn):
-            backup_database(conn, db_path, m.version)
         try:
             with atomic(conn):
                 if m.version in applied_versions(conn):  # another process won the race
                     continue
+                if m.rewrites_rows and db_path is not None and _has_rows(conn):
+                    backup_database(db_path, m.version)
                 m.apply(conn)
                 conn.execute(
                     f"INSERT INTO {MIGRATIONS_TABLE}(version, name, applied_at_epoch) VALUES (?, ?, ?)",
