@@ -178,6 +178,36 @@ def test_doctor_reports_a_damaged_page_as_a_problem_without_a_traceback(capsys: 
         assert "[FAIL] sqlite quick_check" in out and ".recover" in out and "Traceback" not in out + err
 
 
+def test_a_page_damaged_under_a_command_gives_one_line_not_a_traceback(capsys: pytest.CaptureFixture[str],
+                                                                       isolated_home: Path) -> None:
+    import sqlite3
+
+    for i in range(60):
+        _run(capsys, "add", "--project", "p", "--title", f"note {i}", "--text", "lorem ipsum " * 40)
+    path = isolated_home / "memcairn.db"
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    leaves = [r[0] for r in conn.execute(
+        "SELECT pageno FROM dbstat WHERE name = 'memory_items' AND pagetype = 'leaf'")] if _has_dbstat(conn) else []
+    conn.close()
+    if not leaves:
+        pytest.skip("this SQLite has no dbstat table to find a data page")
+    with path.open("r+b") as f:
+        f.seek((leaves[-1] - 1) * 4096)
+        f.write(b"\xa5" * 4096)
+    code, out, err = _run(capsys, "show", *[str(i) for i in range(1, 61)])
+    assert code == 2 and "Traceback" not in out + err, out + err
+    assert err.startswith("error: ") and "malformed" in err and "memcairn doctor" in err
+
+
+def _has_dbstat(conn: object) -> bool:
+    try:
+        conn.execute("SELECT 1 FROM dbstat LIMIT 1")  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - a build without SQLITE_ENABLE_DBSTAT_VTAB
+        return False
+    return True
+
+
 def test_doctor_reports_a_database_from_a_newer_memcairn_as_a_problem(capsys: pytest.CaptureFixture[str],
                                                                       isolated_home: Path) -> None:
     import sqlite3

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import sys
 from typing import Any
 
@@ -29,8 +30,19 @@ def emit_json(value: Any) -> None:
     click.echo(json.dumps(value, ensure_ascii=False, indent=2, default=str))
 
 
+def _database_error(exc: sqlite3.DatabaseError) -> str:
+    from memcairn.store.db import describe_open_error
+
+    try:
+        path = str(load_settings().db_path)
+    except MemcairnError:
+        path = "the database"
+    return describe_open_error(path, exc)
+
+
 def run_guarded(group: click.Group, args: list[str]) -> int:
-    """Run the CLI; a MemcairnError becomes one line on stderr and exit code 2, never a traceback."""
+    """Run the CLI; a MemcairnError or an SQLite error becomes one line on stderr and exit code 2, never a
+    traceback."""
     try:
         rv = group.main(args=args, prog_name="memcairn", standalone_mode=False)
     except click.exceptions.Exit as exc:
@@ -46,6 +58,9 @@ def run_guarded(group: click.Group, args: list[str]) -> int:
         return EXIT_USER_ERROR
     except MemcairnError as exc:
         click.echo(f"error: {exc}", err=True)
+        return EXIT_USER_ERROR
+    except sqlite3.DatabaseError as exc:  # a page damaged or locked while the command ran
+        click.echo(f"error: {_database_error(exc)}; `memcairn doctor` checks the file", err=True)
         return EXIT_USER_ERROR
     except KeyboardInterrupt:
         return 130
