@@ -598,3 +598,137 @@ def test_every_agent_spec_names_known_hook_verbs() -> None:
     assert hook_command("/a b/memcairn", CODEX, "stop") == "'/a b/memcairn' hook stop --platform codex"
     assert hook_command(EXE, GEMINI, "stop").endswith("--platform gemini-cli")
     assert hook_command(EXE, CLAUDE_CODE, "stop") == f"{EXE} hook stop"
+
+
+# -- a demanding user's setups ----------------------------------------------------------------------
+def test_an_executable_not_named_memcairn_is_refused(home: Path, tmp_path: Path) -> None:
+    # its hooks would not be recognised as ours: every install would add them again, uninstall would leave them
+    before = snapshot(home)
+    with pytest.raises(ConfigError, match="must be named memcairn"):
+        install("codex", "/opt/tools/bin/mc")
+    assert snapshot(home) == before
+
+
+def test_the_cli_resolves_a_bare_or_home_relative_executable(home: Path, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    bin_dir = home / "bin"
+    exe = write(bin_dir / "memcairn", "#!/bin/sh\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.chdir(tmp_path)
+    for given in ("memcairn", "~/bin/memcairn"):
+        assert run(["install", "gemini", "--executable", given]) == 0
+        doc = json.loads((home / ".gemini" / "settings.json").read_text())
+        assert doc["mcpServers"]["memcairn"]["command"] == str(exe)  # not <cwd>/memcairn nor <cwd>/~/bin/...
+        assert our_handlers(doc)["AfterAgent"][0][1]["command"].startswith(f"{exe} hook stop")
+    capsys.readouterr()
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert run(["install", "gemini", "--executable", "memcairn"]) == 2
+    assert "not on PATH" in capsys.readouterr().err
+    assert run(["install", "gemini", "--executable", str(tmp_path / "missing" / "memcairn"), "--dry-run"]) == 0
+    assert "warning:" in capsys.readouterr().err
+
+
+def test_a_read_only_file_is_refused_before_anything_is_written(home: Path, isolated_home: Path,
+                                                                tmp_path: Path) -> None:
+    settings = write(home / ".claude" / "settings.json", CLAUDE_SETTINGS)
+    settings.chmod(0o600)
+    claude_json = write(home / ".claude.json", CLAUDE_JSON)
+    claude_json.chmod(0o444)
+    before = snapshot(home, isolated_home)
+    with pytest.raises(ConfigError, match=r"\.claude\.json is read-only.*nothing was changed"):
+        install("claude-code", EXE)
+    assert snapshot(home, isolated_home) == before  # settings.json was not written either
+    assert claude_json.stat().st_mode & 0o777 == 0o444
+
+    real = write(tmp_path / "store" / "settings.json", GEMINI_SETTINGS)  # e.g. a link into a read-only store
+    real.chmod(0o444)
+    (home / ".gemini").mkdir()
+    (home / ".gemini" / "settings.json").symlink_to(real)
+    with pytest.raises(ConfigError, match=rf"-> {real}\) is read-only"):
+        install("gemini", EXE)
+    assert real.read_text() == GEMINI_SETTINGS
+
+    claude_json.chmod(0o644)
+    install("claude-code", EXE)
+    assert settings.stat().st_mode & 0o777 == 0o600  # a private file stays private
+
+
+def test_a_failed_write_is_one_clear_error(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memcairn.install import core
+
+    write(home / ".claude" / "settings.json", CLAUDE_SETTINGS)
+    write(home / ".claude.json", CLAUDE_JSON)
+    real_write = core.write_text
+
+    def failing(path: Path, text: str) -> None:
+        if path.name == ".claude.json":
+            raise OSError(28, "No space left on device", str(path))
+        real_write(path, text)
+
+    monkeypatch.setattr(core, "write_text", failing)
+    with pytest.raises(ConfigError, match=r"cannot write .*\.claude\.json: No space left on device "
+                                          r"\(already changed: .*settings\.json\)"):
+        install("claude-code", EXE)
+    monkeypatch.setattr(core, "write_text", real_write)
+    install("claude-code", EXE)  # the retry completes what was left
+    uninstall("claude-code")
+    assert (home / ".claude" / "settings.json").read_text() == CLAUDE_SETTINGS
+    assert (home / ".claude.json").read_text() == CLAUDE_JSON
+
+
+def test_windows_line_endings_are_kept(home: Path) -> None:
+    crlf = GEMINI_SETTINGS.replace("\n", "\r\n")
+    settings = write(home / ".gemini" / "settings.json", crlf)
+    install("gemini", EXE)
+    text = settings.read_bytes().decode()
+    assert text.count("\r\n") == text.count("\n") and our_handlers(json.loads(text))
+    assert detect_style('{"a": 1}\r\n').dump({"a": 1}) == '{"a": 1}\r\n'
+    uninstall("gemini")
+    assert settings.read_bytes() == crlf.encode()
+
+
+@pytest.mark.parametrize("platform", ["claude-code", "gemini"])
+def test_keys_the_user_added_to_our_server_survive_a_reinstall(home: Path, platform: str) -> None:
+    path = home / (".claude.json" if platform == "claude-code" else ".gemini/settings.json")
+    install(platform, "/old/venv/bin/memcairn")
+    doc = json.loads(path.read_text())
+    doc["mcpServers"]["memcairn"]["env"] = {"MEMCAIRN_HOME": "/data/memcairn"}
+    doc["mcpServers"]["memcairn"]["timeout"] = 60000
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+
+    install(platform, EXE)  # memcairn moved to another environment
+    entry = json.loads(path.read_text())["mcpServers"]["memcairn"]
+    assert entry["command"] == EXE and entry["args"] == ["mcp"]
+    assert entry["env"] == {"MEMCAIRN_HOME": "/data/memcairn"} and entry["timeout"] == 60000
+    assert not install(platform, EXE).changed
+    uninstall(platform)
+    assert "memcairn" not in json.loads(path.read_text()).get("mcpServers", {}) if path.exists() else True
+
+
+def test_lines_the_user_added_inside_the_codex_block_survive_a_reinstall(home: Path) -> None:
+    config = write(home / ".codex" / "config.toml", CODEX_CONFIG)
+    install("codex", "/old/venv/bin/memcairn")
+    text = config.read_text().replace('args = ["mcp", "--platform", "codex"]\n',
+                                      'args = ["mcp", "--platform", "codex"]\nstartup_timeout_sec = 30\n'
+                                      '\n[mcp_servers.memcairn.env]\nMEMCAIRN_HOME = "/data/memcairn"\n')
+    config.write_text(text)
+
+    install("codex", EXE)
+    server = tomllib.loads(config.read_text())["mcp_servers"]["memcairn"]
+    assert server == {"command": EXE, "args": ["mcp", "--platform", "codex"], "startup_timeout_sec": 30,
+                      "env": {"MEMCAIRN_HOME": "/data/memcairn"}}
+    assert config.read_text().startswith(CODEX_CONFIG)
+    assert not install("codex", EXE).changed
+    uninstall("codex")
+    assert config.read_text() == CODEX_CONFIG
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("{}\n", '{\n  "a": [\n    1\n  ]\n}\n'),  # a settings file holding only {} gets the new-file layout
+    ('{"a": 1}', '{"a": [1], "b": 2}'),  # one key, no comma to copy: the key's spacing decides
+    ('{"a":1}', '{"a":[1],"b":2}'),
+])
+def test_the_style_of_a_file_with_little_to_go_on(text: str, expected: str) -> None:
+    assert detect_style(text).dump(json.loads(expected)) == expected

@@ -72,11 +72,13 @@ def install(agent: str, dry_run: bool, executable: str | None) -> None:
 
     from memcairn.install import AGENTS, memcairn_executable
     from memcairn.install import install as run_install
-    from memcairn.install.specs import hook_command
+    from memcairn.install.specs import hook_command, resolve_executable
 
-    exe = os.path.abspath(executable) if executable else memcairn_executable()
+    exe = resolve_executable(executable) if executable else memcairn_executable()
     report = run_install(agent, exe, dry_run=dry_run)
     _echo_report(report, "updated")
+    if not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
+        click.echo(f"warning: {exe} is not an executable file (yet); the hooks fail until it is", err=True)
     if not dry_run:
         spec = AGENTS[agent]
         events = ", ".join(h.event for h in spec.hooks)

@@ -24,8 +24,17 @@ from typing import Any
 
 from memcairn.errors import ConfigError
 from memcairn.install import jsonedit, tomlblock
-from memcairn.install.files import InstallState, backup, read_text, remove_file, sha256, unified_diff, write_text
-from memcairn.install.specs import AGENTS, CLAUDE_CODE, CODEX, GEMINI, AgentSpec, hook_group
+from memcairn.install.files import (
+    InstallState,
+    backup,
+    check_writable,
+    read_text,
+    remove_file,
+    sha256,
+    unified_diff,
+    write_text,
+)
+from memcairn.install.specs import AGENTS, CLAUDE_CODE, CODEX, GEMINI, AgentSpec, check_executable, hook_group
 
 PLATFORMS = tuple(AGENTS)
 RETRIES = 3
@@ -225,6 +234,9 @@ def _run(platform: str, action: str, executable: str, dry_run: bool,
             report.changes.append(plan(target, read_text(target.path), state.get(target.path)))
         if dry_run or not report.changed:
             return report
+        for change in report.changes:
+            if change.changed:
+                check_writable(change.path)
         try:
             for change in report.changes:
                 if change.changed:
@@ -232,6 +244,11 @@ def _run(platform: str, action: str, executable: str, dry_run: bool,
         except _ChangedMeanwhile:
             state.save()
             continue  # the agent rewrote a file while we worked: plan again from what is there now
+        except OSError as exc:
+            state.save()
+            done = [str(c.path) for c in report.changes if c.changed and str(c.path) in state.files]
+            raise ConfigError(f"cannot write {exc.filename or 'a settings file'}: {exc.strerror or exc}"
+                              + (f" (already changed: {', '.join(done)})" if done else "")) from None
         state.save()
         return report
     raise ConfigError(f"the {platform} settings kept changing while memcairn was writing them; close the agent "
@@ -245,6 +262,7 @@ def install(platform: str, executable: str, *, dry_run: bool = False) -> Report:
         ConfigError: an unknown platform, or a file that cannot be parsed or safely changed (nothing is
             written then).
     """
+    check_executable(executable)
     report = _run(platform, "install", executable, dry_run, _plan_install)
     if platform == CODEX.platform:
         report.notes.append("Codex runs a new or changed hook only after you trust it: open /hooks in Codex and "

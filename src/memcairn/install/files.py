@@ -69,6 +69,29 @@ def _mode_of(path: Path) -> int | None:
         return None
 
 
+def _nearest_dir(path: Path) -> Path:
+    while not path.is_dir() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def check_writable(path: Path) -> None:
+    """
+    Raises:
+        ConfigError: the file (or the file a symlink points to) is read-only, or a directory where it,
+            its temporary copy or its backup goes cannot be written.
+    """
+    real = Path(os.path.realpath(path))
+    shown = f"{path} (-> {real})" if real != Path(os.path.abspath(path)) else str(path)
+    mode = _mode_of(real)
+    if mode is not None and (not mode & 0o200 or not os.access(real, os.W_OK)):
+        raise ConfigError(f"{shown} is read-only; make it writable (chmod u+w) or add memcairn's entries by "
+                          "hand, nothing was changed")
+    for folder in {_nearest_dir(real.parent), _nearest_dir(Path(os.path.abspath(path)).parent)}:
+        if not os.access(folder, os.W_OK):
+            raise ConfigError(f"cannot write in {folder} (for {shown}); nothing was changed")
+
+
 def write_text(path: Path, text: str) -> None:
     """Replace the file's content atomically (through a symlink; parent directories are made)."""
     real = Path(os.path.realpath(path))

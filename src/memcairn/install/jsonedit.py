@@ -28,11 +28,13 @@ class JsonStyle:
     key_separator: str = ": "
     ensure_ascii: bool = False
     trailing_newline: bool = True
+    newline: str = "\n"  # "\r\n" for a file written on Windows
 
     def dump(self, value: Any) -> str:
         text = json.dumps(value, indent=self.indent, ensure_ascii=self.ensure_ascii,
                           separators=(self.item_separator, self.key_separator))
-        return text + "\n" if self.trailing_newline else text
+        text = text + "\n" if self.trailing_newline else text
+        return text.replace("\n", self.newline)  # json.dumps escapes newlines inside strings
 
 
 DEFAULT_STYLE = JsonStyle()
@@ -43,12 +45,15 @@ def detect_style(text: str) -> JsonStyle:
     if not text.strip():
         return DEFAULT_STYLE
     trailing = text.endswith("\n")
+    newline = "\r\n" if "\r\n" in text else "\n"
     ensure_ascii = text.isascii() and re.search(r"\\u(?!00[0-7])[0-9a-fA-F]{4}", text) is not None
     body = text.strip()
+    if re.fullmatch(r"\{\s*\}", body):  # an empty object says nothing: write it as a new file
+        return JsonStyle(trailing_newline=trailing, newline=newline)
     if "\n" not in body:
-        item = ", " if re.search(r",\s", body) else ","
         key = ": " if re.search(r'":\s', body) else ":"
-        return JsonStyle(None, item, key, ensure_ascii, trailing)
+        item = ", " if re.search(r",\s", body) else "," if "," in body else key.replace(":", ",")
+        return JsonStyle(None, item, key, ensure_ascii, trailing, newline)
     indent: int | str = 2
     for line in body.splitlines()[1:]:
         stripped = line.lstrip(" \t")
@@ -57,7 +62,7 @@ def detect_style(text: str) -> JsonStyle:
             indent = lead if "\t" in lead else len(lead)
             break
     key = ": " if re.search(r'":\s', body) or not re.search(r'":\S', body) else ":"
-    return JsonStyle(indent, ",", key, ensure_ascii, trailing)
+    return JsonStyle(indent, ",", key, ensure_ascii, trailing, newline)
 
 
 def parse_object(text: str | None, path: str) -> dict[str, Any]:
@@ -168,7 +173,8 @@ def remove_hooks(doc: dict[str, Any]) -> dict[str, Any]:
 
 def apply_server(doc: dict[str, Any], entry: dict[str, Any], where: str) -> tuple[dict[str, Any], list[Path_], Any]:
     """A copy of ``doc`` with ``mcpServers.memcairn = entry``; also the containers created and the entry it
-    replaced (None when there was none).
+    replaced (None when there was none). Keys the user added to a command entry (``env``, ``timeout``,
+    ``trust``...) are kept; ``entry``'s keys win.
 
     Raises:
         ConfigError: ``mcpServers`` is not an object.
@@ -177,7 +183,8 @@ def apply_server(doc: dict[str, Any], entry: dict[str, Any], where: str) -> tupl
     created: list[Path_] = []
     servers = _container(out, ("mcpServers",), dict, created, where)
     previous = servers.get(SERVER_KEY)
-    servers[SERVER_KEY] = entry
+    keep = isinstance(previous, dict) and "command" in previous  # not a url server that happens to be named so
+    servers[SERVER_KEY] = {**previous, **entry} if keep else entry
     return out, created, previous
 
 

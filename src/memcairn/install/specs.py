@@ -101,6 +101,33 @@ def is_memcairn_command(command: Any) -> bool:
     return len(argv) >= 2 and Path(argv[0]).stem == COMMAND_NAME and argv[1] == "hook"
 
 
+def check_executable(executable: str) -> None:
+    """
+    Raises:
+        ConfigError: ``executable`` is not named ``memcairn``: its hooks could not be recognised later, so
+            a second install would add them again and uninstall would leave them.
+    """
+    if Path(executable).stem != COMMAND_NAME:
+        raise ConfigError(f"the executable must be named {COMMAND_NAME} (a symlink of that name will do), not "
+                          f"{Path(executable).name!r}; nothing was changed")
+
+
+def resolve_executable(given: str) -> str:
+    """The absolute path of ``--executable``: ``~`` expanded, a bare name looked up on PATH.
+
+    Raises:
+        ConfigError: a bare name that is not on PATH, or a command not named ``memcairn``.
+    """
+    path = os.path.expanduser(given)
+    if os.sep not in path and (os.altsep is None or os.altsep not in path):
+        found = shutil.which(path)
+        if found is None:
+            raise ConfigError(f"{given!r} is not on PATH; pass the command's full path, nothing was changed")
+        path = found
+    check_executable(path)
+    return os.path.abspath(path)
+
+
 def memcairn_executable() -> str:
     """The absolute path of the running ``memcairn`` command, for hooks and MCP entries to call.
 

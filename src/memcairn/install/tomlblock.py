@@ -29,6 +29,22 @@ def server_block(executable: str) -> str:
             f'args = ["mcp", "--platform", "codex"]\n{END}\n')
 
 
+def _user_lines(old_block: str) -> str:
+    """The lines the user added inside our block (``env``, ``startup_timeout_sec``, an ``.env`` table...):
+    all but the markers and, in our table, its header, ``command`` and ``args``."""
+    kept, in_ours = [], False
+    for line in old_block.splitlines(keepends=True)[1:-1]:
+        stripped = line.strip()
+        if stripped.startswith("["):
+            in_ours = stripped == "[mcp_servers.memcairn]"
+            if in_ours:
+                continue
+        elif in_ours and re.match(r"(command|args)\s*=", stripped):
+            continue
+        kept.append(line if line.endswith("\n") else line + "\n")
+    return "".join(kept)
+
+
 def parse(text: str, path: str) -> dict[str, Any]:
     """
     Raises:
@@ -53,7 +69,8 @@ def separator_for(text: str) -> str:
 
 
 def add_block(text: str | None, block: str, path: str) -> tuple[str, str]:
-    """``text`` with ``block`` in place of ours (or appended); also the separator that was appended.
+    """``text`` with ``block`` in place of ours (or appended); also the separator that was appended. Lines
+    the user added inside our block are kept.
 
     Raises:
         ConfigError: the file is not valid TOML, already defines ``mcp_servers.memcairn`` outside our
@@ -68,6 +85,9 @@ def add_block(text: str | None, block: str, path: str) -> tuple[str, str]:
         raise ConfigError(f"{path} already defines [mcp_servers.memcairn] outside memcairn's block; remove "
                           "that table (or keep it and skip this step), nothing was changed")
     if match:
+        extra = _user_lines(match.group(0))
+        if extra and block.endswith(f"{END}\n"):
+            block = block[: -len(END) - 1] + extra + f"{END}\n"
         new = text[: match.start()] + block + text[match.end():]
         separator = ""
     else:
