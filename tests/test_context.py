@@ -272,3 +272,31 @@ def test_recent_rows_are_looked_for_in_a_window_of_the_newest_items(story: Store
     text = render(story, settings(tmp_path))
     assert "Remember-me login" in text and "Fixed early logouts" not in text  # older than the 4 newest items
     assert "(10 memories)" in text  # the past-work count still covers everything
+
+
+def test_fitting_many_rows_to_the_budget_renders_a_few_times_not_once_a_row(mem_store: Store, tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """``context_observations`` of several hundred used to cost one render per dropped row (~12 s for 1,000
+    rows): past the hook's timeout, so the session started with no memory at all."""
+    mem_store.add_items([NewItem(project="webapp", kind="observation", type="feature", title=f"Step {n} " + "w " * 40,
+                                 created_at_epoch=DAY1 + n * MINUTE) for n in range(1200)])
+    mem_store.add_items([NewItem(project="webapp", kind="summary", session=f"s{n}", request=f"Session {n}",
+                                 learned="l " * 400, created_at_epoch=DAY1 + 2000 * MINUTE + n) for n in range(30)])
+    calls = 0
+    body = context._body
+
+    def counted(*args: object, **kwargs: object) -> list[str]:
+        nonlocal calls
+        calls += 1
+        return body(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(context, "_body", counted)
+    for budget in (60, 200, 2000, 3000):
+        cfg = settings(tmp_path, context_observations=1000, context_summaries=30, context_token_budget=budget)
+        calls = 0
+        text = render(mem_store, cfg)
+        assert calls <= 40 and len(text) <= budget * 4, (budget, calls)
+        rows = [line for line in text.splitlines() if line.startswith("#") and " Step " in line]
+        if rows:  # the newest rows were kept, and one more would not have fitted
+            assert rows[-1].split()[4] == "1199"
+            assert len(text) + len(rows[0]) + 1 > budget * 4

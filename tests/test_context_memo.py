@@ -249,3 +249,39 @@ def test_the_memo_never_writes(filled: Store, memo: ContextMemo, tmp_path: Path)
     ask(memo, filled, settings(tmp_path))
     with pytest.raises(sqlite3.OperationalError):
         memo._conn.execute("CREATE TABLE nope (x)")  # read-only connection
+
+
+def test_the_route_takes_the_caller_s_zone_whole_project_names_and_a_lower_budget(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import time
+
+    from starlette.testclient import TestClient
+
+    from memcairn.config import load_settings
+    from memcairn.worker.app import make_app
+
+    monkeypatch.setenv("MEMCAIRN_EMBEDDING_MODEL", "hash")
+    monkeypatch.setenv("MEMCAIRN_VECTOR_BACKEND", "none")
+    app = make_app(None, load_settings(), static_dir=tmp_path / "static")
+    with TestClient(app, base_url="http://127.0.0.1:37877") as client:
+        while app.state.worker.phase == "starting":
+            time.sleep(0.01)
+        store = app.state.worker.runtime.store
+        late = int(datetime(2026, 12, 1, 20, 30, tzinfo=UTC).timestamp() * 1000)
+        for project in ("a,b", "a", "b"):
+            put(store, f"Work in {project} " + "x" * 300, project=project, created_at_epoch=late)
+
+        def get(**params: str) -> str:
+            response = client.get("/api/context/inject", params=params)
+            assert response.status_code == 200, response.text
+            return response.text
+
+        tokyo, utc = get(project="a,b", tz="Asia/Tokyo"), get(project="a,b", tz="UTC")
+        assert "### 2026-12-02\n" in tokyo and " 05:30 " in tokyo and "### 2026-12-01\n" in utc
+        assert "Work in a,b" in tokyo and "Work in a " not in tokyo and "Work in b " not in tokyo
+        assert "Work in a " in get(projects="a,b")  # the list form still splits on commas
+        small = get(project="a,b", tz="UTC", maxTokens="150")
+        assert len(small) <= 600 and "Work in a,b" not in small
+        assert get(project="a,b", tz="UTC", maxTokens="1000000") == utc  # a lower budget only, never higher
+        for bad in ({"tz": "Mars/Olympus"}, {"maxTokens": "many"}, {"maxTokens": "0"}):
+            assert client.get("/api/context/inject", params=bad).status_code == 400

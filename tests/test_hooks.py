@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -554,3 +555,50 @@ def test_capture_notices_reach_the_person_without_terminal_output(env: dict[str,
     assert "daily token cap" in model and "multiply_numbers added" in model
     assert out["systemMessage"].startswith("memcairn notice: ") and "daily token cap" in out["systemMessage"]
     assert "multiply_numbers added" not in out["systemMessage"]  # only the warning, not the whole digest
+
+
+def test_session_start_shows_times_in_the_agent_s_zone_not_the_worker_s(env: dict[str, str], project: Path,
+                                                                        workers: Workers,
+                                                                        isolated_home: Path) -> None:
+    """The hook runs in the person's zone; a worker started elsewhere (a service, another shell) must not move
+    the day headers and times of the rows."""
+    late = int(datetime(2026, 12, 1, 20, 30, tzinfo=UTC).timestamp() * 1000)
+    seed(isolated_home, NewItem(project="calc", kind="observation", type="bugfix", title="Late fix",
+                                created_at_epoch=late))
+    workers.start({**env, "TZ": "UTC"})
+    out, _ = hook({**env, "TZ": "Asia/Tokyo"}, "session-start", payload("session_start", project))
+    context = out["hookSpecificOutput"]["additionalContext"]
+    assert "### 2026-12-02\n" in context and " 05:30 bugfix Late fix" in context, context  # 05:30 JST
+    assert " JST\n" in context.split("# memcairn memory · ", 1)[1]
+    out, _ = hook({**env, "TZ": "Etc/Nowhere"}, "session-start", payload("session_start", project))
+    assert " 20:30 bugfix Late fix" in out["hookSpecificOutput"]["additionalContext"]  # unknown zone: the offset
+
+
+def test_session_start_stays_under_claude_code_s_inline_limit(env: dict[str, str], project: Path,
+                                                              workers: Workers, isolated_home: Path) -> None:
+    """Claude Code moves an additionalContext over 10,000 characters to a file, so a large budget setting
+    must not make the context spill; Gemini and Codex get the budget as set."""
+    seed(isolated_home, *(NewItem(project="calc", kind="observation", type="feature", title=f"Step {n} " + "x" * 80,
+                                  created_at_epoch=1_790_000_000_000 + n * 60_000) for n in range(200)))
+    big = {**env, "MEMCAIRN_CONTEXT_TOKEN_BUDGET": "8000", "MEMCAIRN_CONTEXT_OBSERVATIONS": "200"}
+    workers.start(big)
+    out, _ = hook(big, "session-start", payload("session_start", project))
+    context = out["hookSpecificOutput"]["additionalContext"]
+    assert len(context.encode("utf-16-le")) // 2 <= events.CLAUDE_CONTEXT_CHARS < 10_000
+    assert context.rstrip().endswith(CLOSE) and "Step 199 " in context
+    gemini, _ = hook(big, "SessionStart", payload("session_start", project), "--platform", "gemini-cli")
+    assert len(gemini["hookSpecificOutput"]["additionalContext"]) > 10_000
+
+
+def test_a_project_name_with_a_comma_reads_only_its_own_memories(env: dict[str, str], tmp_path: Path,
+                                                                 workers: Workers, isolated_home: Path) -> None:
+    top = tmp_path / "client,server"
+    (top / ".git").mkdir(parents=True)
+    seed(isolated_home, NewItem(project="client,server", kind="observation", title="Own memory"),
+         NewItem(project="client", kind="observation", title="Memory of project client"),
+         NewItem(project="server", kind="observation", title="Memory of project server"))
+    workers.start(env)
+    out, _ = hook(env, "session-start", payload("session_start", top))
+    context = out["hookSpecificOutput"]["additionalContext"]
+    assert "Own memory" in context and "project client,server ·" in context
+    assert "Memory of project" not in context

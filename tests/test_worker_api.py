@@ -236,8 +236,13 @@ def test_search_formats_and_filters(client: TestClient, app: Any) -> None:
     add(app, kind="summary", request="token work", completed="login fixed", project="other")
     index = client.get("/api/search", params={"query": "login token"}).json()
     assert index["format"] == "index" and f"#{a}" in index["text"] and index["strategy"] in ("hybrid", "keyword")
-    full = client.get("/api/search", params={"query": "login", "format": "json", "project": "demo,web"}).json()
+    full = client.get("/api/search", params={"query": "login", "format": "json", "projects": "demo,web"}).json()
     assert {r["project"] for r in full["results"]} == {"demo", "web"}
+    whole = client.get("/api/search", params={"query": "login", "format": "json", "project": "demo,web"}).json()
+    assert whole["results"] == [] and "unknown project 'demo,web'" in whole["notes"][0]  # one name, comma and all
+    twice = client.get("/api/search?query=login&offset=true&offset=")
+    assert_error(twice, 400)
+    assert "offset was given 2 times" in twice.json()["detail"]
     repeated = client.get("/api/search?query=login&format=json&project=demo&project=web").json()
     assert {r["id"] for r in repeated["results"]} == {r["id"] for r in full["results"]}
     typed = client.get("/api/search", params={"obs_type": "bugfix", "format": "json", "concepts": "auth",

@@ -51,7 +51,7 @@ from __future__ import annotations
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, tzinfo
 from typing import Any
@@ -382,6 +382,30 @@ def _body(data: ContextData, shape: _Shape, style: _Style, now: datetime, tz: tz
     return lines
 
 
+def _fit(shape: _Shape, fits: Callable[[], bool]) -> bool:
+    """Shrink ``shape`` as ``_Shape.shrink`` does, one step at a time, until ``fits``; False if nothing fits.
+
+    The text grows with every row, so the number of observation rows (then of session rows) that fits is
+    found by bisection: a few renders instead of one per dropped row, with the same result."""
+    if fits():
+        return True
+    for name in ("observations", "earlier"):
+        top = getattr(shape, name)
+        setattr(shape, name, 0)
+        if top and fits():
+            low, high = 0, top - 1  # ``low`` fits, ``top`` does not
+            while low < high:
+                middle = (low + high + 1) // 2
+                setattr(shape, name, middle)
+                low, high = (middle, high) if fits() else (low, middle - 1)
+            setattr(shape, name, low)
+            return True
+    while shape.shrink():  # the latest session's sections, then the legend
+        if fits():
+            return True
+    return False
+
+
 def _minimal(data: ContextData) -> str:
     totals = data.totals
     return (f"memcairn memory · {_scope(data.projects)}: {totals.items:,} memories (~{totals.tokens:,} tokens); "
@@ -419,10 +443,9 @@ def _render(data: ContextData, settings: Settings, *, now_ms: int, tz: tzinfo | 
 
     # Fit with the widest count the footer can show, then settle the count on the final text.
     worst = _tokens(limit) if limit is not None else 10 ** 9
-    while limit is not None and len(plain_text(worst)) > limit:
-        if not shape.shrink():
-            small = fence(_minimal(data)) + "\n"
-            return ("" if len(small) > limit else small) if not colors else (_minimal(data) + "\n")
+    if limit is not None and not _fit(shape, lambda: len(plain_text(worst)) <= limit):
+        small = fence(_minimal(data)) + "\n"
+        return ("" if len(small) > limit else small) if not colors else (_minimal(data) + "\n")
     here = worst
     for _ in range(4):
         settled = _tokens(len(plain_text(here)))

@@ -406,8 +406,8 @@ class MemoryTools:
     def session_start_context(self, args: dict[str, Any]) -> str:
         chosen = args.get("projects") or args.get("project")
         projects = self._projects(chosen)
-        params = {"projects": projects, "platformSource": args.get("platformSource"),
-                  "full": "true" if args.get("full") else None}
+        params = {"project": projects, "platformSource": args.get("platformSource"),
+                  "full": "true" if args.get("full") else None, "tz": _local_tz()}
         return self.gateway.call(lambda c: c.get_text("/api/context/inject", params))
 
     def save_memory(self, args: dict[str, Any]) -> str:

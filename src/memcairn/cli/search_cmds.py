@@ -164,7 +164,7 @@ def search(query: str, projects: tuple[str, ...], kind: str | None, types: tuple
 
         memcairn search "login token expiry" --project demo --since 30d --limit 10
     """
-    params = {"query": query or None, "projects": list(projects), "kind": kind, "type": list(types),
+    params = {"query": query or None, "project": list(projects), "kind": kind, "type": list(types),
               "concepts": list(concepts), "files": list(files), "dateStart": since, "dateEnd": until,
               "platformSource": platform_source, "limit": limit, "offset": offset, "orderBy": order,
               "format": "json" if as_json else "index", "tz": _caller_tz()}
@@ -205,7 +205,7 @@ def timeline(anchor: str | None, query: str | None, depth_before: int, depth_aft
         memcairn timeline --anchor 42 --before 5 --after 5
     """
     params = {"anchor": anchor, "query": query, "depth_before": depth_before, "depth_after": depth_after,
-              "projects": list(projects), "format": "json" if as_json else "index", "tz": _caller_tz()}
+              "project": list(projects), "format": "json" if as_json else "index", "tz": _caller_tz()}
     # A blank anchor or query counts as absent over HTTP; in-process it is refused or matched as given.
     blank = any(v is not None and not v.strip() for v in (anchor, query))
     answer = _ask_worker(local or blank, "/api/timeline", params, projects)

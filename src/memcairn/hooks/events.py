@@ -1,6 +1,7 @@
 """What each hook event does. Every handler returns the JSON object the agent reads (``{}`` for nothing).
 
-- **session-start**: the project chain from ``cwd``; ``GET /api/context/inject`` (the fenced context) and
+- **session-start**: the project chain from ``cwd``; ``GET /api/context/inject`` (the fenced context, with
+  times in this process's zone, and for Claude Code within its 10,000-character inline limit) and
   ``POST /api/sessions/init`` sent together; the context becomes ``additionalContext``. With the
   ``terminal_output`` setting the person also sees a digest in ``systemMessage`` (the coloured variant and
   the viewer URL; on Gemini, which shows no colours, the plain text). Capture warnings (a model that
@@ -57,6 +58,10 @@ GEMINI_NAMES = {**AGENT_NAMES, "user-prompt-submit": "BeforeAgent", "pre-tool-us
                 "post-tool-use": "AfterTool", "stop": "AfterAgent"}
 
 CONTEXT_TIMEOUT = 3.0
+# Claude Code moves an additionalContext over 10,000 characters (UTF-16 units) into a file: stay under it, with
+# room for characters outside the BMP, which it counts twice.
+CLAUDE_CONTEXT_CHARS = 9_600
+ZONE_DIRS = ("/usr/share/zoneinfo", "/usr/lib/zoneinfo", "/usr/share/lib/zoneinfo", "/etc/zoneinfo")
 INGEST_TIMEOUT = 1.5
 DIGEST_TIMEOUT = 1.0
 SESSION_END_TIMEOUT = 1.0
@@ -195,10 +200,36 @@ def _autostart(hook: Hook) -> bool:
     return False
 
 
+def local_zone() -> str:
+    """This process's zone (the person's) as the worker's ``tz`` parameter reads it: the IANA name from ``TZ``
+    or the ``/etc/localtime`` link when the zone files hold it, else the current UTC offset. Without
+    ``zoneinfo``, whose import would cost every session start more than this."""
+    given = os.environ.get("TZ")
+    if given is None:
+        try:
+            given = os.path.realpath("/etc/localtime")
+        except OSError:
+            given = ""
+    name = given.lstrip(":").split("zoneinfo/", 1)[-1]
+    if name and not name.startswith("/") and ".." not in name.split("/") and any(
+            os.path.isfile(os.path.join(d, name)) for d in ZONE_DIRS):
+        return name
+    minutes = time.localtime().tm_gmtoff // 60
+    return f"{'-' if minutes < 0 else '+'}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}"
+
+
+def _context_params(hook: Hook, **params: Any) -> dict[str, Any]:
+    """The context route's parameters: the project chain (each name its own ``project``), times in this
+    process's zone, and under Claude Code's inline limit."""
+    params.update(project=list(hook.identity.chain), tz=local_zone())
+    if hook.platform == "claude-code":
+        params["maxTokens"] = CLAUDE_CONTEXT_CHARS // 4
+    return params
+
+
 def session_start(hook: Hook) -> dict[str, Any]:
-    ident = hook.identity
     # No platformSource: a session starts with what every agent learned in this project chain.
-    params = {"projects": ",".join(ident.chain)}
+    params = _context_params(hook)
     context = hook.send("GET", "/api/context/inject", params=params, timeout=CONTEXT_TIMEOUT)
     if context is None and hook.refused and hook.settings["worker_autostart"] and _autostart(hook):
         hook.failure, hook.refused = None, False
@@ -208,7 +239,7 @@ def session_start(hook: Hook) -> dict[str, Any]:
     terminal = hook.settings["terminal_output"]
     coloured = None
     if terminal and hook.platform != "gemini-cli":
-        coloured = hook.send("GET", "/api/context/inject", params={**params, "colors": "true"},
+        coloured = hook.send("GET", "/api/context/inject", params=_context_params(hook, colors="true"),
                              timeout=CONTEXT_TIMEOUT)
     init = None
     if hook.text("session_id"):
@@ -296,7 +327,7 @@ def user_prompt_submit(hook: Hook) -> dict[str, Any]:
     if hook.settings["prompt_context"] and prompt.strip() and not _excluded(hook):
         search = hook.send("GET", "/api/search", timeout=DIGEST_TIMEOUT, params={
             "query": prompt[:PROMPT_QUERY_CHARS], "format": "index", "limit": PROMPT_DIGEST_ROWS,
-            "projects": ",".join(hook.identity.chain)})
+            "project": list(hook.identity.chain)})
     init = hook.send("POST", "/api/sessions/init", body=body, timeout=INGEST_TIMEOUT)
     text = _search_digest(hook, search, "Memories that may relate to this prompt (most relevant first):",
                           PROMPT_DIGEST_TOKENS, PROMPT_DIGEST_ROWS) if search is not None else ""
@@ -374,7 +405,7 @@ def pre_tool_use(hook: Hook) -> dict[str, Any]:
     from memcairn.hooks.fence import clean_line
 
     call = hook.send("GET", "/api/search", timeout=DIGEST_TIMEOUT, params={
-        "files": target, "format": "index", "limit": READ_DIGEST_ROWS, "projects": ",".join(hook.identity.chain)})
+        "files": target, "format": "index", "limit": READ_DIGEST_ROWS, "project": list(hook.identity.chain)})
     text = _search_digest(hook, call, f"Earlier sessions touched {clean_line(target, 200)} (newest first):",
                           READ_DIGEST_TOKENS, READ_DIGEST_ROWS)
     return _context_output(hook, text)

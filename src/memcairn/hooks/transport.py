@@ -63,7 +63,9 @@ def quote(value: str) -> str:
 
 
 def query(params: dict[str, Any]) -> str:
-    pairs = [f"{quote(k)}={quote(str(v))}" for k, v in params.items() if v is not None and v != ""]
+    """``?k=v&...``; a list or tuple value repeats its key once per element."""
+    pairs = [f"{quote(k)}={quote(str(v))}" for k, value in params.items()
+             for v in (value if isinstance(value, list | tuple) else (value,)) if v is not None and v != ""]
     return ("?" + "&".join(pairs)) if pairs else ""
 
 

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
@@ -401,10 +402,17 @@ def _text_list(data: dict[str, Any], name: str) -> list[str]:
 
 
 def _param(request: Request, *names: str) -> str | None:
+    """The one value of a single-valued parameter (the first of ``names`` given); None when absent.
+
+    Raises:
+        BadRequest: the parameter is given more than once (which value was meant cannot be known).
+    """
     for name in names:
-        value = request.query_params.get(name)
-        if value is not None and value.strip():
-            return value.strip()
+        values = request.query_params.getlist(name)
+        if len(values) > 1:
+            raise BadRequest(f"{name} was given {len(values)} times; give it once")
+        if values and values[0].strip():
+            return values[0].strip()
     return None
 
 
@@ -415,6 +423,13 @@ def _params(request: Request, *names: str) -> list[str] | None:
         for value in request.query_params.getlist(name):
             out += [v.strip() for v in value.split(",") if v.strip()]
     return list(dict.fromkeys(out)) or None
+
+
+def _projects(request: Request) -> list[str] | None:
+    """``projects`` is a comma-separated list; each ``project`` is one whole name, so a name holding a comma
+    (a directory named ``client,server``) is not read as other projects."""
+    whole = [v.strip() for v in request.query_params.getlist("project") if v.strip()]
+    return list(dict.fromkeys([*(_params(request, "projects") or []), *whole])) or None
 
 
 def _flag(request: Request, name: str) -> bool:
@@ -508,7 +523,7 @@ async def search(request: Request) -> Response:
     tz = parse_tz(_param(request, "tz"))
     req = SearchRequest(
         query=_param(request, "query", "q") or "",
-        projects=_params(request, "project", "projects"),
+        projects=_projects(request),
         kinds=_params(request, "kind", "kinds"),
         types=_params(request, "type", "obs_type"),
         concepts=_params(request, "concepts", "concept"),
@@ -543,7 +558,7 @@ async def timeline(request: Request) -> Response:
     result = await state.call(
         state.search.timeline, anchor=_param(request, "anchor"), query=_param(request, "query"),
         depth_before=_param(request, "depth_before") or 10, depth_after=_param(request, "depth_after") or 10,
-        projects=_params(request, "project", "projects"), tz=tz,
+        projects=_projects(request), tz=tz,
     )
     if fmt == "index":
         return JSON({"format": "index", "text": render_timeline(result, tz=tz), "anchor_id": result.anchor_id,
@@ -674,13 +689,31 @@ def _ingest(event_type: str, *required: str) -> Endpoint:
     return endpoint(accept)
 
 
+def _context_settings(request: Request, settings: Settings) -> Settings:
+    """The settings with the budget lowered to ``maxTokens`` (an agent's own size limit); never raised."""
+    value = _param(request, "maxTokens")
+    if value is None:
+        return settings
+    try:
+        cap = int(value)
+    except ValueError:
+        raise BadRequest(f"maxTokens must be a whole number, got {value!r}") from None
+    if cap < 1:
+        raise BadRequest("maxTokens must be at least 1")
+    return dataclasses.replace(settings, context_token_budget=min(settings.context_token_budget, cap))
+
+
 @endpoint
 async def context_inject(request: Request) -> Response:
+    from memcairn.search import parse_tz
+
     state = _state(request)
     runtime = state.require()
-    names = _params(request, "projects", "project")
+    names = _projects(request)
     platform = _param(request, "platformSource")
     colors, full, fresh = _flag(request, "colors"), _flag(request, "full"), _flag(request, "fresh")
+    tz = parse_tz(_param(request, "tz"))
+    settings = _context_settings(request, state.settings)
     if names and project_excluded(names, state.settings):
         return PlainTextResponse("")
     memo = state.context_memo
@@ -689,8 +722,8 @@ async def context_inject(request: Request) -> Response:
 
     def build() -> Answer:
         notices = runtime.store.take_capture_notices(names or None)
-        return memo.render(runtime.store, state.settings, projects=names, platform_source=platform, colors=colors,
-                           full=full, notices=notices, fresh=fresh)
+        return memo.render(runtime.store, settings, projects=names, platform_source=platform, colors=colors,
+                           full=full, tz=tz, notices=notices, fresh=fresh)
 
     answer = await state.call(build)
     return PlainTextResponse(answer.text, headers={CONTEXT_HEADER: answer.source})

@@ -80,8 +80,11 @@ def _obj(required: tuple[str, ...] = (), **properties: Any) -> dict[str, Any]:
 
 
 ID_PARAM = Param("id", {"type": "integer", "minimum": 1, "maximum": MAX_ITEM_ID}, "Item id", location="path")
-PROJECT_LIST = Param("project", {"type": "array", "items": _STR},
-                     "Only these projects (repeat the parameter or separate names with commas)")
+PROJECT_PARAMS = (
+    Param("project", {"type": "array", "items": _STR},
+          "Only this project, its whole name (a comma is part of it); repeat the parameter for several"),
+    Param("projects", _STR, "Only these projects, names separated by commas"),
+)
 FORMAT = Param("format", {"type": "string", "enum": ["", "index", "json"]},
                "index (default): Markdown text plus the summary; json: one record per result")
 FLAG = {"type": "string", "enum": ["", "true", "false", "1", "0", "yes", "no", "on", "off"]}
@@ -90,7 +93,7 @@ TZ = Param("tz", _STR, "Zone for dates without one and for the times printed: an
 
 SEARCH_PARAMS = (
     Param("query", _STR, "Text to search for; empty = newest items matching the filters"),
-    PROJECT_LIST,
+    *PROJECT_PARAMS,
     Param("kind", _STR, "observation(s), summary/summaries, prompt(s), manual or all (comma-separated allowed)"),
     Param("type", _STR, "Only these types, comma-separated (e.g. bugfix,decision)"),
     Param("obs_type", _STR, "Same as type"),
@@ -161,7 +164,7 @@ OPERATIONS: tuple[Operation, ...] = (
                   Param("query", _STR, "Anchor on the best match for this text instead"),
                   Param("depth_before", {"type": "integer"}, "Items before the anchor, clamped to 0..50"),
                   Param("depth_after", {"type": "integer"}, "Items after the anchor, clamped to 0..50"),
-                  PROJECT_LIST, FORMAT, TZ),
+                  *PROJECT_PARAMS, FORMAT, TZ),
               errors=(400, 404, 500, 503)),
     Operation("post", "/api/observations/batch", "Full records for ids, in the order asked, plus the missing ids",
               _json(_obj(("items", "missing"), items={"type": "array", "items": ITEM},
@@ -178,8 +181,12 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("get", "/api/context/inject", "The SessionStart context for these projects, as text",
               {**_text(), "headers": CONTEXT_HEADERS}, params=(
                   Param("projects", _STR, "Project names, comma-separated (default: every project)"),
-                  Param("project", _STR, "One project (same as projects)"),
+                  Param("project", _STR, "One project, its whole name (a comma is part of it); may repeat"),
                   Param("platformSource", _STR, "Only items from this platform (and notes recorded by no agent)"),
+                  Param("tz", _STR, "Zone of the day headers and times: an IANA name (Europe/Paris), UTC or an "
+                                    "offset (+09:00); default: the worker's local time"),
+                  Param("maxTokens", {"type": "integer", "minimum": 1},
+                        "Lower the token budget for this answer (an agent's own size limit); never raises it"),
                   Param("colors", FLAG, "ANSI colours, for the person's terminal (never for the model)"),
                   Param("full", FLAG, "Lift the item limits and the token budget"),
                   Param("fresh", FLAG, "Diagnostic: render even when the memo holds this context (the new text is "
