@@ -90,10 +90,13 @@ class MemoryLedger:
 class Stub:
     url: str = ""
     requests: list[dict[str, Any]] = field(default_factory=list)
-    replies: list[tuple[int, Any, float]] = field(default_factory=list)
+    replies: list[tuple[int, Any, float, dict[str, str], float]] = field(default_factory=list)
 
-    def reply(self, body: Any, status: int = 200, delay: float = 0.0) -> Stub:
-        self.replies.append((status, body, delay))
+    def reply(self, body: Any, status: int = 200, delay: float = 0.0, headers: dict[str, str] | None = None,
+              trickle: float = 0.0) -> Stub:
+        """Queue an answer: ``body`` as JSON (bytes and str as they are), after ``delay`` seconds, with extra
+        ``headers``; ``trickle`` sends the body one byte at a time that many seconds apart."""
+        self.replies.append((status, body, delay, headers or {}, trickle))
         return self
 
 
@@ -105,16 +108,25 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(int(self.headers.get("content-length") or 0))
         stub.requests.append({"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()},
                               "body": json.loads(raw)})
-        status, body, delay = stub.replies.pop(0) if stub.replies else (500, {"error": "no reply queued"}, 0.0)
+        status, body, delay, headers, trickle = (
+            stub.replies.pop(0) if stub.replies else (500, {"error": "no reply queued"}, 0.0, {}, 0.0))
         if delay:
             time.sleep(delay)
-        data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+        data = body if isinstance(body, bytes) else body.encode() if isinstance(body, str) else \
+            json.dumps(body).encode()
         try:
             self.send_response(status)
             self.send_header("content-type", "application/json")
             self.send_header("content-length", str(len(data)))
+            for name, value in headers.items():
+                self.send_header(name, value)
             self.end_headers()
-            self.wfile.write(data)
+            if not trickle:
+                self.wfile.write(data)
+            for index in range(len(data) if trickle else 0):
+                self.wfile.write(data[index:index + 1])
+                self.wfile.flush()
+                time.sleep(trickle)
         except OSError:
             pass
 
@@ -831,3 +843,215 @@ def test_a_reached_cap_sends_nothing_and_says_so(store: Any, stub: Stub, monkeyp
     report = _pipeline(store, stub, monkeypatch, llm_session_token_cap=1000).process_pending()
     assert stub.requests == [] and set(report.fallback_reasons) == {"budget"}
     assert any("token cap" in n for n in store.take_capture_notices(["pager"]))
+
+
+# -- servers and CLIs misbehaving --------------------------------------------------------------------------------
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _two_sessions(store: Any) -> None:
+    """``_pipeline_events`` for two sessions: a prompt, a tool call and a stop each."""
+    from memcairn.capture.admission import admit
+
+    settings = Settings(home=Path("/nonexistent"))
+    for session in ("llm-1", "llm-2"):
+        base = {"session_id": session, "cwd": "/work/pager", "project": "pager", "platform_source": "claude-code"}
+        for event_type, body in (
+            ("session_init", {**base, "event": "user_prompt", "prompt": "Fix the pager"}),
+            ("observation", {**base, "event": "tool_use", "tool_name": "Edit", "tool_use_id": f"{session}-t1",
+                             "tool_input": {"file_path": "/work/pager/src/pager.py"}, "tool_response": "ok"}),
+            ("summarize", {**base, "event": "stop", "last_assistant_message": "Pages round up now."}),
+        ):
+            admitted = admit(event_type, body, settings)
+            store.enqueue_ingest_event(session, "claude-code", event_type, admitted.body, body.get("tool_use_id"))
+
+
+def _store_pipeline(store: Any, stub: Stub, monkeypatch: pytest.MonkeyPatch, timeout: float | None = None) -> Any:
+    from memcairn.capture.pipeline import CapturePipeline
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    settings = Settings(home=Path("/nonexistent"), capture_backend="anthropic", llm_base_url=stub.url,
+                        capture_batch_wait_seconds=0, llm_timeout_seconds=5)
+    compressor = LlmCompressor(AnthropicClient(settings, timeout=timeout), store, settings, "anthropic")
+    return CapturePipeline(store, settings, compressor=compressor)
+
+
+def test_a_hanging_server_costs_one_timeout_not_one_per_batch(store: Any, stub: Stub,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    _two_sessions(store)
+    for _ in range(4):
+        stub.reply(anthropic_body(GOOD), delay=1.5)
+    started = time.monotonic()
+    report = _store_pipeline(store, stub, monkeypatch, timeout=0.3).process_pending()
+    assert time.monotonic() - started < 1.0
+    assert len(stub.requests) == 1  # the later batches did not wait out a timeout each
+    assert report.fallback_reasons == ["timeout"] * 4
+    assert report.observations == 2 and report.summaries == 2  # nothing lost
+    assert store.ingest_counts()["pending"] == 0 and store.ingest_counts()["failed"] == 0
+    assert len([n for n in store.take_capture_notices(["pager"]) if "timed out" in n]) == 1
+
+
+def test_a_wrong_key_is_told_once_and_every_event_falls_back(store: Any, stub: Stub,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    _two_sessions(store)
+    for _ in range(4):
+        stub.reply({"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}},
+                   status=401)
+    report = _store_pipeline(store, stub, monkeypatch).process_pending()
+    assert len(stub.requests) == 1 and report.fallback_reasons == ["auth"] * 4
+    assert report.observations == 2 and report.summaries == 2
+    assert store.ingest_counts()["pending"] == 0 and store.ingest_counts()["failed"] == 0
+    notices = store.take_capture_notices(["pager"])
+    assert len(notices) == 1 and "check the API key" in notices[0]
+
+
+def test_retry_after_is_honoured_then_the_model_is_called_again(stub: Stub, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = FakeClock()
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
+    settings = settings_for(tmp_path, llm_base_url=stub.url)
+    compressor = LlmCompressor(AnthropicClient(settings), MemoryLedger(), settings, clock=clock)
+    stub.reply({"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}}, status=429,
+               headers={"retry-after": "120"})
+    stub.reply(anthropic_body(GOOD))
+    with pytest.raises(CompressionFailed) as info:
+        compressor.observe(turn_with(), [edit_call()])
+    assert info.value.reason == "quota"
+    clock.now += 119
+    with pytest.raises(CompressionFailed) as info:
+        compressor.observe(turn_with(), [edit_call()])
+    assert info.value.reason == "quota" and "slow down" in info.value.detail
+    assert len(stub.requests) == 1
+    clock.now += 2
+    assert len(compressor.observe(turn_with(), [edit_call()]).observations) == 1
+    assert len(stub.requests) == 2
+
+
+def test_retry_after_header_forms() -> None:
+    from memcairn.capture.llm.clients import retry_after_seconds
+
+    assert retry_after_seconds("30") == 30.0
+    assert retry_after_seconds(None) is None and retry_after_seconds("soon") is None
+    assert retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT", now=1445412480 - 60) == 60.0
+
+
+def test_a_trickling_server_is_bounded_by_the_timeout(stub: Stub, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    stub.reply(anthropic_body("<skip/>"), trickle=0.02)  # each byte well within the socket timeout
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
+    started = time.monotonic()
+    with pytest.raises(CompressionFailed) as info:
+        AnthropicClient(settings_for(tmp_path, llm_base_url=stub.url), timeout=0.3).complete("s", "u", 10)
+    assert info.value.reason == "timeout"
+    assert time.monotonic() - started < 2.0
+
+
+def test_a_byte_that_is_not_utf8_spoils_one_character_not_the_reply(stub: Stub, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    body = json.dumps(anthropic_body("<observation><title>caf\u00e9 pager</title></observation>"), ensure_ascii=False)
+    stub.reply(body.encode().replace(b"caf\xc3\xa9", b"caf\xe9"))  # Latin-1, not UTF-8
+    result = anthropic_compressor(stub, tmp_path, MemoryLedger(), monkeypatch).observe(turn_with(), [edit_call()])
+    assert [o.title for o in result.observations] == ["caf\ufffd pager"]
+
+
+def test_characters_xml_forbids_are_dropped_not_the_observation() -> None:
+    reply = ("<observation><title>red \x1b[31mFAILED\x1b[0m test</title><facts><fact>a\x00b</fact></facts>"
+             "</observation><observation><title>half \ud83d a pair</title></observation>")
+    assert [(o.title, o.facts) for o in parse_observations(reply)] == [
+        ("red [31mFAILED[0m test", ("ab",)), ("half a pair", ())]
+
+
+def test_one_reply_adds_a_bounded_number_of_bounded_observations() -> None:
+    from memcairn.capture.llm.xmlparse import MAX_LIST_ITEMS, MAX_OBSERVATIONS, MAX_TEXT_CHARS
+
+    many = "".join(f"<observation><title>finding {i}</title></observation>" for i in range(2000))
+    assert len(parse_observations(many)) == MAX_OBSERVATIONS
+    facts = "".join(f"<fact>fact {i}</fact>" for i in range(500))
+    [big] = parse_observations(f"<observation><title>t</title><narrative>{'n' * 400_000}</narrative>"
+                               f"<facts>{facts}</facts></observation>")
+    assert big.narrative is not None and len(big.narrative) < MAX_TEXT_CHARS + 100
+    assert len(big.facts) == MAX_LIST_ITEMS
+
+
+@pytest.mark.parametrize(("base", "path"), [
+    ("/v1", "/v1/chat/completions"),
+    ("", "/v1/chat/completions"),  # a bare host, as Ollama's docs give it
+    ("/v1/chat/completions", "/v1/chat/completions"),  # the full endpoint
+    ("/openai/v1/", "/openai/v1/chat/completions"),
+])
+def test_openai_base_url_forms(stub: Stub, tmp_path: Path, base: str, path: str) -> None:
+    stub.reply(openai_body("<skip/>"))
+    OpenAIClient(settings_for(tmp_path, llm_base_url=stub.url + base)).complete("s", "u", 10)
+    assert stub.requests[0]["path"] == path
+
+
+@pytest.mark.parametrize(("base", "path"), [
+    ("", "/v1/messages"), ("/v1", "/v1/messages"), ("/v1/messages", "/v1/messages"),
+    ("/gateway/anthropic", "/gateway/anthropic/v1/messages"),
+])
+def test_anthropic_base_url_forms(stub: Stub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, base: str,
+                                  path: str) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
+    stub.reply(anthropic_body("<skip/>"))
+    AnthropicClient(settings_for(tmp_path, llm_base_url=stub.url + base)).complete("s", "u", 10)
+    assert stub.requests[0]["path"] == path
+
+
+@pytest.mark.parametrize("body", [
+    {"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}},
+    {"error": {"message": "No auth credentials found", "code": 401, "type": "unauthorized"}},
+])
+def test_an_auth_error_answered_with_200_is_auth(stub: Stub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 body: dict[str, Any]) -> None:
+    stub.reply(body)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
+    client: Any = (AnthropicClient(settings_for(tmp_path, llm_base_url=stub.url)) if body.get("type") == "error"
+                   else OpenAIClient(settings_for(tmp_path, llm_base_url=stub.url + "/v1")))
+    with pytest.raises(CompressionFailed) as info:
+        client.complete("s", "u", 10)
+    assert info.value.reason == "auth"
+
+
+def _process_gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return True
+    return state in ("Z", "X")
+
+
+def test_a_hanging_claude_wrapper_leaves_no_process_behind(tmp_path: Path) -> None:
+    pid_file = tmp_path / "child.pid"
+    script = tmp_path / "claude"
+    script.write_text(f"#!/bin/sh\nsleep 30 &\necho $! > {pid_file}\nwait\n", encoding="utf-8")
+    script.chmod(0o755)
+    started = time.monotonic()
+    with pytest.raises(CompressionFailed) as info:
+        cli_compressor(tmp_path, MemoryLedger(), str(script), timeout=0.5).observe(turn_with(), [edit_call()])
+    assert info.value.reason == "timeout" and time.monotonic() - started < 5
+    pid = int(pid_file.read_text())
+    try:
+        deadline = time.monotonic() + 3
+        while not _process_gone(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _process_gone(pid)
+    finally:
+        if not _process_gone(pid):
+            os.kill(pid, 9)
+
+
+def test_a_summary_cut_by_the_token_limit_keeps_its_complete_sections(stub: Stub, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    cut_off = SUMMARY[:SUMMARY.index("Switched to")]  # stopped inside <completed>
+    stub.reply(anthropic_body(cut_off, stop_reason="max_tokens"))
+    result = anthropic_compressor(stub, tmp_path, MemoryLedger(), monkeypatch).summarize(turn_with(), [])
+    assert result.summary is not None
+    assert result.summary.learned == "page_count used floor division" and result.summary.completed is None
+    with pytest.raises(CompressionFailed):
+        parse_summary("<summary><request>Fix the pa")

@@ -74,7 +74,8 @@ SETTINGS: tuple[Setting, ...] = (
             "What turns tool use into observations: offline | anthropic | claude-cli | openai."),
     Setting("llm_model", "", "Model for the LLM backend; empty = the backend's small fast default."),
     Setting("llm_base_url", "",
-            "Base URL of the LLM API (Anthropic default https://api.anthropic.com; required for openai)."),
+            "Base URL of the LLM API (Anthropic default https://api.anthropic.com; required for openai): a host "
+            "(http://localhost:11434), its /v1, or the full endpoint URL."),
     Setting("llm_api_key_env", "",
             "Environment variable holding the API key; empty = ANTHROPIC_API_KEY or OPENAI_API_KEY."),
     Setting("claude_cli", "claude", "The claude executable used by the claude-cli backend."),

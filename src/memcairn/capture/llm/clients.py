@@ -12,10 +12,14 @@ import http.client
 import json
 import os
 import re
+import signal
 import subprocess
 import tempfile
+import time
 import urllib.error
+import urllib.parse
 import urllib.request
+from email.utils import parsedate_to_datetime
 from typing import Any, Protocol
 
 from memcairn.capture.records import CompressionFailed, Usage
@@ -38,6 +42,9 @@ _CLI_DISALLOWED_TOOLS = (
     "WebFetch", "WebSearch", "Task", "TodoWrite", "ExitPlanMode", "SlashCommand", "Skill",
 )
 _ERROR_BODY_CHARS = 2000
+# A reply asked for with max_tokens of a few thousand is some kilobytes; a body far larger is not one.
+MAX_BODY_BYTES = 8 * 1024 * 1024
+_READ_CHUNK = 64 * 1024
 
 
 class LlmClient(Protocol):
@@ -55,6 +62,14 @@ class ReplyFailed(CompressionFailed):
     def __init__(self, reason: str, detail: str, usage: Usage | None = None) -> None:
         super().__init__(reason, detail)
         self.usage = usage
+
+
+class ServerFailed(CompressionFailed):
+    """A failure a server answered; ``retry_after`` is how many seconds it asked to be left alone, if it said."""
+
+    def __init__(self, reason: str, detail: str, retry_after: float | None = None) -> None:
+        super().__init__(reason, detail)
+        self.retry_after = retry_after
 
 
 def estimate_tokens(*texts: str) -> int:
@@ -91,23 +106,61 @@ def _error_text(raw: bytes) -> str:
 
 
 _QUOTA_BODY_RE = re.compile(r"overloaded|credit balance|insufficient_quota|rate[ _-]?limit|quota", re.IGNORECASE)
+# error types an API names a refused key with, also when a proxy relays the error object with HTTP 200
+_AUTH_BODY_RE = re.compile(r"authentication_error|permission_error|invalid_api_key|\bunauthori[sz]ed\b",
+                           re.IGNORECASE)
 
 
-def http_failure(status: int, text: str, label: str) -> CompressionFailed:
+def http_failure(status: int, text: str, label: str, retry_after: float | None = None) -> ServerFailed:
     """The failure an HTTP error status (and its body text) stands for."""
     detail = f"{label} answered HTTP {status}: {text}" if text else f"{label} answered HTTP {status}"
-    if status in (401, 403):
-        return CompressionFailed("auth", detail)
+    if status in (401, 403) or _AUTH_BODY_RE.search(text):
+        return ServerFailed("auth", detail, retry_after)
     if status in (429, 503, 529) or _QUOTA_BODY_RE.search(text):
-        return CompressionFailed("quota", detail)
+        return ServerFailed("quota", detail, retry_after)
     if status in (408, 504):
-        return CompressionFailed("timeout", detail)
-    return CompressionFailed("error", detail)
+        return ServerFailed("timeout", detail, retry_after)
+    return ServerFailed("error", detail, retry_after)
+
+
+def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
+    """Seconds a ``Retry-After`` header asks for (a number of seconds or an HTTP date); None when absent or
+    unreadable."""
+    if not value or not value.strip():
+        return None
+    try:
+        seconds = float(value.strip())
+    except ValueError:
+        try:
+            when = parsedate_to_datetime(value.strip())
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:
+            return None
+        seconds = when.timestamp() - (time.time() if now is None else now)
+    return max(seconds, 0.0) if seconds == seconds else None  # NaN is no answer
 
 
 def _is_timeout(exc: BaseException) -> bool:
     reason = getattr(exc, "reason", None)
     return isinstance(exc, TimeoutError) or isinstance(reason, TimeoutError) or "timed out" in str(reason or "")
+
+
+def _read_body(response: Any, deadline: float, timeout: float, label: str) -> bytes:
+    """The whole body, read piece by piece: a server trickling bytes cannot hold the call past ``deadline``
+    (the socket timeout bounds only each read), nor send more than ``MAX_BODY_BYTES``."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        if time.monotonic() > deadline:
+            raise CompressionFailed("timeout", f"{label} did not finish its answer within {timeout:g} s")
+        chunk = response.read1(_READ_CHUNK)
+        if not chunk:
+            return b"".join(chunks)
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise CompressionFailed("error", f"{label} answered more than {MAX_BODY_BYTES:,} bytes")
+        chunks.append(chunk)
 
 
 def post_json(url: str, headers: dict[str, str], body: dict[str, Any], timeout: float, label: str) -> dict[str, Any]:
@@ -116,24 +169,27 @@ def post_json(url: str, headers: dict[str, str], body: dict[str, Any], timeout: 
         url, data=json.dumps(body).encode("utf-8"), method="POST",
         headers={"content-type": "application/json", "accept": "application/json", **headers},
     )
+    deadline = time.monotonic() + timeout
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
-            raw = response.read()
+            raw = _read_body(response, deadline, timeout, label)
     except urllib.error.HTTPError as exc:
+        retry_after = retry_after_seconds(exc.headers.get("retry-after") if exc.headers else None)
         try:
-            text = _error_text(exc.read())
+            text = _error_text(exc.read(_ERROR_BODY_CHARS * 4))
         except (OSError, http.client.HTTPException):
             text = ""
         finally:
             exc.close()
-        raise http_failure(exc.code, text, label) from None
+        raise http_failure(exc.code, text, label, retry_after) from None
     except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
         if _is_timeout(exc):
             raise CompressionFailed("timeout", f"{label} did not answer within {timeout:g} s") from None
         reason = getattr(exc, "reason", None) or exc
         raise CompressionFailed("error", f"cannot reach {label} at {url}: {reason}") from None
     try:
-        payload = json.loads(raw)
+        # a byte that is not UTF-8 (a local server cutting a character in two) spoils one character, not the reply
+        payload = json.loads(raw.decode("utf-8-sig", errors="replace"))
     except ValueError:
         raise CompressionFailed("error", f"{label} answered something that is not JSON: "
                                          f"{_one_line(raw[:200].decode('utf-8', 'replace'))}") from None
@@ -148,6 +204,15 @@ def _int(value: Any) -> int:
 
 # -- Anthropic ---------------------------------------------------------------------------------------------------
 
+def anthropic_url(base: str) -> str:
+    """The messages endpoint for a base URL: the host (``https://api.anthropic.com``), a gateway path, one
+    ending in ``/v1``, or the full endpoint as copied from the API reference."""
+    base = base.strip().rstrip("/")
+    if base.endswith("/messages"):
+        return base
+    return base + ("/messages" if base.endswith("/v1") else "/v1/messages")
+
+
 class AnthropicClient:
     """The Anthropic Messages API (``POST /v1/messages``); the key comes from ``llm_api_key_env`` or
     ``ANTHROPIC_API_KEY``."""
@@ -158,8 +223,7 @@ class AnthropicClient:
         self.settings = settings
         self.model = settings.llm_model.strip() or ANTHROPIC_DEFAULT_MODEL
         self.timeout = float(timeout if timeout is not None else settings.llm_timeout_seconds)
-        base = (settings.llm_base_url.strip() or ANTHROPIC_DEFAULT_URL).rstrip("/")
-        self.url = base + ("/messages" if base.endswith("/v1") else "/v1/messages")
+        self.url = anthropic_url(settings.llm_base_url.strip() or ANTHROPIC_DEFAULT_URL)
 
     def complete(self, system: str, user: str, max_tokens: int) -> tuple[str, Usage]:
         env_name, key = _api_key(self.settings, "ANTHROPIC_API_KEY")
@@ -188,6 +252,17 @@ class AnthropicClient:
 
 # -- OpenAI-compatible -------------------------------------------------------------------------------------------
 
+def openai_url(base: str) -> str:
+    """The chat-completions endpoint for a base URL: one ending in ``/v1`` (or another API path), a bare host
+    (the servers' ``/v1`` is added), or the full endpoint as copied from a server's documentation."""
+    base = base.strip().rstrip("/")
+    if base.endswith("/chat/completions"):
+        return base
+    if urllib.parse.urlsplit(base).path in ("", "/"):
+        base += "/v1"
+    return base + "/chat/completions"
+
+
 class OpenAIClient:
     """An OpenAI-compatible ``POST {llm_base_url}/chat/completions``. The base URL is required (for example
     ``http://127.0.0.1:11434/v1`` for Ollama); the bearer key (``llm_api_key_env`` or ``OPENAI_API_KEY``) is
@@ -205,7 +280,7 @@ class OpenAIClient:
         self.settings = settings
         self.model = settings.llm_model.strip() or OPENAI_DEFAULT_MODEL
         self.timeout = float(timeout if timeout is not None else settings.llm_timeout_seconds)
-        self.url = base + "/chat/completions"
+        self.url = openai_url(base)
 
     def complete(self, system: str, user: str, max_tokens: int) -> tuple[str, Usage]:
         env_name, key = _api_key(self.settings, "OPENAI_API_KEY")
@@ -285,10 +360,7 @@ class ClaudeCliClient:
 
     def complete(self, system: str, user: str, max_tokens: int) -> tuple[str, Usage]:
         try:
-            done = subprocess.run(
-                self.argv(system), input=user, capture_output=True, text=True, encoding="utf-8", errors="replace",
-                timeout=self.timeout, env=self.child_env(), cwd=tempfile.gettempdir(), check=False,
-            )
+            done = self._run(system, user)
         except subprocess.TimeoutExpired:
             raise CompressionFailed("timeout", f"claude did not answer within {self.timeout:g} s") from None
         except (FileNotFoundError, NotADirectoryError):
@@ -314,6 +386,21 @@ class ClaudeCliClient:
             raise ReplyFailed("error", f"claude stopped with {result.get('subtype')}", usage)
         return text, usage
 
+    def _run(self, system: str, user: str) -> subprocess.CompletedProcess[str]:
+        """Run ``claude`` in a process group of its own: on a timeout the whole group is killed, so a wrapper
+        script's node process (or anything else it started) does not linger, still holding the pipes open."""
+        with subprocess.Popen(
+            self.argv(system), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            encoding="utf-8", errors="replace", env=self.child_env(), cwd=tempfile.gettempdir(),
+            start_new_session=True,
+        ) as process:
+            try:
+                stdout, stderr = process.communicate(user, timeout=self.timeout)
+            except BaseException:  # the timeout, or the worker stopping mid-call
+                _kill_group(process)
+                raise
+        return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
     def _usage(self, result: dict[str, Any], system: str, user: str, text: str) -> Usage:
         model_usage = result.get("modelUsage")
         model = next(iter(model_usage), self.model) if isinstance(model_usage, dict) and model_usage else self.model
@@ -323,6 +410,15 @@ class ClaudeCliClient:
         tokens_in = sum(_int(raw.get(key)) for key in
                         ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
         return Usage(self.name, model, tokens_in, _int(raw.get("output_tokens")))
+
+
+def _kill_group(process: subprocess.Popen[str]) -> None:
+    """Kill ``process`` and everything in its process group, then reap it."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        process.kill()
+    process.wait()
 
 
 def _cli_result(stdout: str) -> dict[str, Any] | None:

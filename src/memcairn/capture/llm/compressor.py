@@ -3,16 +3,27 @@
 Before a call the ledger says what was spent (by this session, and by all sessions since local midnight);
 a reached cap fails with reason ``budget`` before anything is sent. After a call its usage is recorded, also
 when the reply turns out unusable, since the tokens were spent all the same.
+
+A call that timed out, was rate limited or refused its key pauses the model for a while (the server's
+``Retry-After`` when it sent one): the calls meanwhile fail at once with the same reason, so the queue falls
+back to the offline extractor instead of waiting out a timeout per batch or hammering a server that said no.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
 
-from memcairn.capture.llm.clients import AnthropicClient, ClaudeCliClient, LlmClient, OpenAIClient, ReplyFailed
+from memcairn.capture.llm.clients import (
+    AnthropicClient,
+    ClaudeCliClient,
+    LlmClient,
+    OpenAIClient,
+    ReplyFailed,
+    ServerFailed,
+)
 from memcairn.capture.llm.prompt import observe_messages, summary_messages
 from memcairn.capture.llm.xmlparse import parse_observations, parse_summary
 from memcairn.capture.records import (
@@ -32,6 +43,9 @@ from memcairn.errors import ConfigError
 OBSERVE_MAX_TOKENS = 4096
 SUMMARY_MAX_TOKENS = 2048
 BACKENDS: tuple[str, ...] = ("offline", "anthropic", "claude-cli", "openai")
+PAUSE_REASONS = frozenset({"timeout", "quota", "auth"})
+PAUSE_SECONDS = 60.0  # without a Retry-After
+MAX_PAUSE_SECONDS = 900.0
 
 
 def local_day_start_ms(now: float | None = None) -> int:
@@ -45,11 +59,14 @@ class LlmCompressor:
     """The ``Compressor`` protocol over an ``LlmClient``. A cap of zero or less means no cap."""
 
     def __init__(self, client: LlmClient, ledger: UsageLedger, settings: Settings,
-                 backend_name: str | None = None) -> None:
+                 backend_name: str | None = None, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.client = client
         self.ledger = ledger
         self.settings = settings
         self.name = backend_name or client.name
+        self.clock = clock
+        self._paused_until = 0.0
+        self._pause_cause: CompressionFailed | None = None
 
     def observe(self, turn: Turn, calls: Sequence[ToolCall]) -> Compressed:
         if not calls:
@@ -81,13 +98,34 @@ class LlmCompressor:
                 raise CompressionFailed(
                     "budget", f"daily token cap reached: {spent} of llm_daily_token_cap {daily_cap} spent today")
 
+    def check_pause(self) -> None:
+        """Raise the failure that paused the model while the pause lasts, without calling it."""
+        cause = self._pause_cause
+        remaining = self._paused_until - self.clock()
+        if cause is not None and remaining > 0:
+            raise CompressionFailed(cause.reason, f"not calling the model for {remaining:.0f} s more after: "
+                                                  f"{cause.detail}")
+
+    def _pause_after(self, failure: CompressionFailed) -> None:
+        if failure.reason not in PAUSE_REASONS:
+            return
+        asked = failure.retry_after if isinstance(failure, ServerFailed) else None
+        seconds = min(asked if asked is not None else PAUSE_SECONDS, MAX_PAUSE_SECONDS)
+        self._paused_until = self.clock() + seconds
+        self._pause_cause = failure
+
     def _call(self, session_id: str, system: str, user: str, max_tokens: int) -> tuple[str, Usage]:
         self.check_budget(session_id)
+        self.check_pause()
         try:
             reply, usage = self.client.complete(system, user, max_tokens)
         except ReplyFailed as exc:
             if exc.usage is not None:
                 self.ledger.record_usage(exc.usage, session_id)
+            self._pause_after(exc)
+            raise
+        except CompressionFailed as exc:
+            self._pause_after(exc)
             raise
         self.ledger.record_usage(usage, session_id)
         return reply, usage

@@ -14,6 +14,7 @@ import re
 import xml.etree.ElementTree as ET
 
 from memcairn.capture.records import CONCEPTS, CompressionFailed, Observation, Summary
+from memcairn.capture.truncate import cut
 from memcairn.models import OBSERVATION_TYPES, SUMMARY_SECTIONS
 
 _KNOWN_TAGS = (
@@ -22,11 +23,20 @@ _KNOWN_TAGS = (
 )
 _OBSERVATION_RE = re.compile(r"<observation\b[^>]*>.*?</observation\s*>", re.DOTALL | re.IGNORECASE)
 _SUMMARY_RE = re.compile(r"<summary\b[^>]*>.*?</summary\s*>", re.DOTALL | re.IGNORECASE)
+_SUMMARY_OPEN_RE = re.compile(r"<summary\b[^>]*>", re.IGNORECASE)
+_SECTION_CLOSE_RE = re.compile(r"</(?:" + "|".join((*SUMMARY_SECTIONS, "files_read", "files_modified")) + r")\s*>",
+                               re.IGNORECASE)
 _SKIP_RE = re.compile(r"<skip\s*/>|<skip\s*>.*?</skip\s*>|<observations\s*/>|<observations\s*>\s*</observations\s*>",
                       re.DOTALL | re.IGNORECASE)
 _ENTITY_RE = re.compile(r"&(#[0-9]+;|#x[0-9a-fA-F]+;|[A-Za-z][A-Za-z0-9]*;)?")
 _STRAY_LT_RE = re.compile(r"<(?!/?(?:" + "|".join(_KNOWN_TAGS) + r")\b[^<>]*>|!\[CDATA\[|!--)", re.IGNORECASE)
 _XML_ENTITIES = {"amp", "lt", "gt", "quot", "apos"}
+# Characters XML 1.0 does not allow (control characters a model echoes from a terminal, lone surrogates).
+_ILLEGAL_XML_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+# Bounds on what one reply may add: the prompt asks for one to three observations per batch.
+MAX_OBSERVATIONS = 20
+MAX_TEXT_CHARS = 4000  # a subtitle, narrative, fact or summary section
+MAX_LIST_ITEMS = 50  # facts, files, concepts
 
 # Names models use for a type outside the vocabulary, mapped to the closest allowed one.
 _TYPE_ALIASES = {
@@ -93,6 +103,7 @@ def _repair(fragment: str) -> str:
 
 
 def _parse_element(fragment: str) -> ET.Element:
+    fragment = _ILLEGAL_XML_RE.sub("", fragment)
     for candidate in (fragment, _repair(fragment)):
         try:
             root = ET.fromstring(candidate)
@@ -109,7 +120,7 @@ def _text_of(element: ET.Element | None) -> str | None:
     if element is None:
         return None
     text = " ".join("".join(element.itertext()).split())
-    return text or None
+    return cut(text, MAX_TEXT_CHARS) or None
 
 
 def _dedupe(items: list[str]) -> tuple[str, ...]:
@@ -131,8 +142,8 @@ def _list_of(parent: ET.Element, container: str, item: str, *, split_commas: boo
             continue
         raw = "".join(box.itertext())
         pieces = re.split(r"[\n,]" if split_commas else r"\n", raw)
-        values += [" ".join(piece.strip().lstrip("-*•").split()) for piece in pieces]
-    return _dedupe(values)
+        values += [cut(" ".join(piece.strip().lstrip("-*•").split()), MAX_TEXT_CHARS) for piece in pieces]
+    return _dedupe(values)[:MAX_LIST_ITEMS]
 
 
 def _normalize_name(raw: str) -> str:
@@ -224,6 +235,8 @@ def parse_observations(reply: str) -> list[Observation]:
         observation = _observation(root)
         if observation is not None:
             observations.append(observation)
+            if len(observations) >= MAX_OBSERVATIONS:
+                break
     if observations or is_skip(text):
         return observations
     if broken:
@@ -239,12 +252,13 @@ def parse_summary(reply: str) -> Summary | None:
     """
     text = _strip_fences(reply)
     match = _SUMMARY_RE.search(text)
-    if match is None:
+    fragment = match.group(0) if match is not None else _cut_summary(text)
+    if fragment is None:
         if is_skip(text):
             return None
         raise classify_reply(reply)
     try:
-        root = _parse_element(match.group(0))
+        root = _parse_element(fragment)
     except _Unparsable:
         raise CompressionFailed("prose", "the summary element could not be parsed even after repair") from None
     sections = {name: _text_of(root.find(name)) for name in SUMMARY_SECTIONS}
@@ -255,3 +269,14 @@ def parse_summary(reply: str) -> Summary | None:
         files_read=_list_of(root, "files_read", "file", split_commas=True),
         files_modified=_list_of(root, "files_modified", "file", split_commas=True),
     )
+
+
+def _cut_summary(text: str) -> str | None:
+    """A summary the token limit cut off, closed after its last complete section; None when there is none."""
+    opened = _SUMMARY_OPEN_RE.search(text)
+    if opened is None:
+        return None
+    closes = list(_SECTION_CLOSE_RE.finditer(text, opened.end()))
+    if not closes:
+        return None
+    return text[opened.start():closes[-1].end()] + "</summary>"
