@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import os
@@ -110,6 +111,13 @@ def fingerprint(path: Path) -> tuple[str, int]:
     return hashlib.sha256(path.read_bytes()).hexdigest(), path.stat().st_mtime_ns
 
 
+def row_id(source_id: str) -> str:
+    """The claude-mem row id of a provenance id ``<database key>:<row id>``."""
+    key, _, row = source_id.partition(":")
+    assert len(key) == 12, source_id
+    return row
+
+
 def import_file(store: Store, path: Path) -> dict[str, Any]:
     source = open_source(path)
     try:
@@ -150,9 +158,9 @@ def test_claude_mem_import_maps_rows_and_is_idempotent(tmp_path: Path, store: St
     conn = store._conn
     sources = conn.execute(
         "SELECT source_table, source_id, memory_item_id FROM memory_sources WHERE source_type = 'claude-mem' "
-        "ORDER BY source_table, CAST(source_id AS INTEGER)"
+        "ORDER BY id"
     ).fetchall()
-    by_source = {(r[0], r[1]): r[2] for r in sources}
+    by_source = {(r[0], row_id(r[1])): r[2] for r in sources}
     assert set(by_source) == {
         *(("observations", str(i)) for i in (1, 2, 3, 5, 6, 7, 8)),
         ("session_summaries", "1"), ("session_summaries", "2"),
@@ -262,7 +270,7 @@ def test_claude_mem_import_applies_the_privacy_rules(tmp_path: Path, store: Stor
     for secret in (GITHUB_TOKEN, AWS_KEY, "hunter2", "drawer", "1234", "Elm St", "Friday", "tell nobody",
                    "my own business", "<private>"):
         assert secret not in everything, secret
-    by_source = {(r[0], r[1]): r[2] for r in store._conn.execute(
+    by_source = {(r[0], row_id(r[1])): r[2] for r in store._conn.execute(
         "SELECT source_table, source_id, memory_item_id FROM memory_sources WHERE source_type = 'claude-mem'")}
     obs = store.get_item(by_source[("observations", "20")])
     assert obs.title == "Deploy keys" and obs.subtitle == "uses [REDACTED:aws_access_key]"
@@ -411,7 +419,7 @@ def test_export_import_round_trip_is_exact_and_idempotent(tmp_path: Path, store:
                                                     key=["project", "session", "item"].index)
     item = next(r for r in records if r["record"] == "item" and r["title"] == "Token expiry zanzibar")
     assert item["session"] == ["claude-code", "cs-1"] and item["facts"] == ["tokens are UTC"]
-    assert {s["source_id"] for s in item["sources"]} == {"1", "2"}
+    assert {row_id(s["source_id"]) for s in item["sources"]} == {"1", "2"}
 
     with Store(tmp_path / "copy.db") as copy:
         report = import_jsonl(copy, out)
@@ -589,3 +597,125 @@ def test_import_rejects_a_lone_surrogate_line_and_keeps_the_rest(tmp_path: Path,
         report = import_jsonl(copy, out)
         assert report.malformed_lines == [at + 1] and "lone surrogate" in report.errors[0]
         assert report.items == 2 and copy.count_items() == 2
+
+
+# -- audit: defects found in import and export ------------------------------------------------------------------
+def test_a_second_claude_mem_database_with_the_same_row_ids_is_imported(tmp_path: Path, store: Store) -> None:
+    """Row ids are only unique inside one claude-mem database: another machine's database (or claude-mem started
+    afresh) reuses ids 1, 2, 3... and its rows must not be taken for rows imported already."""
+    import_file(store, make_claude_mem(tmp_path / "laptop.db"))
+    other = tmp_path / "desktop.db"
+    with sqlite3.connect(other) as conn:
+        conn.executescript(CLAUDE_MEM_SCHEMA)
+        conn.execute("INSERT INTO sdk_sessions VALUES (1, 'cs-desk', 'ms-desk', 'alpha', 'claude', NULL, ?, NULL, "
+                     "'active')", (MS,))
+        conn.execute("INSERT INTO observations VALUES (1, 'ms-desk', 'alpha', NULL, 'discovery', 'Desktop finding', "
+                     "NULL, '[]', 'Seen on the desktop', '[]', '[]', '[]', 1, 'd1', NULL, ?)", (MS + 1,))
+        conn.execute("INSERT INTO session_summaries VALUES (1, 'ms-desk', 'alpha', 'Desktop request', NULL, NULL, "
+                     "NULL, NULL, '[]', '[]', NULL, 1, ?)", (MS + 2,))
+        conn.execute("INSERT INTO user_prompts VALUES (1, 'cs-desk', 1, 'a desktop prompt', ?)", (MS + 3,))
+    conn.close()
+    report = import_file(store, other)
+    assert (report["sessions"], report["observations"], report["summaries"], report["prompts"]) == (1, 1, 1, 1)
+    assert report["existing"] == 0
+    assert [i.title for i in store.list_items(ItemFilter(session="cs-desk", kinds=["observation"]))] == [
+        "Desktop finding"]
+    again = import_file(store, other)  # still idempotent per database
+    assert (again["observations"], again["summaries"], again["prompts"], again["existing"]) == (0, 0, 0, 3)
+    assert import_file(store, tmp_path / "laptop.db")["observations"] == 0
+
+
+def test_claude_mem_iso_and_fractional_timestamps(tmp_path: Path, store: Store) -> None:
+    """Epochs may be ISO strings or fractional seconds; when the epoch is missing the ISO created_at is used."""
+    assert to_ms("2024-01-15T10:00:00.123Z") == 1_705_312_800_123
+    assert to_ms("2024-01-15 10:00:00") == 1_705_312_800_000  # naive: UTC, as claude-mem writes it
+    assert to_ms("2024-01-15T11:00:00+01:00") == 1_705_312_800_000
+    assert to_ms(1_700_000_000.25) == 1_700_000_000_250
+    assert to_ms("1969-12-31T00:00:00Z") is None and to_ms("not a date") is None and to_ms(float("nan")) is None
+    db = tmp_path / "iso.db"
+    with sqlite3.connect(db) as conn:
+        conn.executescript("""
+            CREATE TABLE sdk_sessions (id INTEGER PRIMARY KEY, content_session_id TEXT, memory_session_id TEXT,
+                project TEXT, started_at TEXT, started_at_epoch INTEGER, completed_at TEXT,
+                completed_at_epoch INTEGER, status TEXT);
+            CREATE TABLE observations (id INTEGER PRIMARY KEY, memory_session_id TEXT, project TEXT, text TEXT,
+                type TEXT, created_at TEXT, created_at_epoch INTEGER);
+        """)
+        conn.execute("INSERT INTO sdk_sessions VALUES (1, 'cs-iso', 'ms-iso', 'p', '2024-01-15T09:00:00.000Z', NULL,"
+                     " '2024-01-15T12:00:00.000Z', NULL, 'completed')")
+        conn.execute("INSERT INTO observations VALUES (1, 'ms-iso', 'p', 'iso epoch', 'change', NULL, "
+                     "'2024-01-15T10:00:00.123Z')")
+        conn.execute("INSERT INTO observations VALUES (2, 'ms-iso', 'p', 'only created_at', 'change', "
+                     "'2024-01-15T10:30:00.000Z', NULL)")
+    conn.close()
+    import_file(store, db)
+    times = {i.text: i.created_at_epoch for i in store.list_items(ItemFilter(), limit=10)}
+    assert times == {"iso epoch": 1_705_312_800_123, "only created_at": 1_705_314_600_000}
+    row = store._conn.execute("SELECT started_at_epoch, ended_at_epoch FROM sessions").fetchone()
+    assert tuple(row) == (1_705_309_200_000, 1_705_320_000_000)
+
+
+def test_export_to_stdout_is_utf8_whatever_the_locale(tmp_path: Path) -> None:
+    """The format is UTF-8: `memcairn export -o - > file` under a non-UTF-8 console encoding (a Windows code page,
+    PYTHONIOENCODING) must not stop at the first emoji with a traceback and half a file."""
+    home = tmp_path / "home"
+    with Store(home / "memcairn.db") as store:
+        store.add_item(NewItem(project="p", kind="manual", title="party 🎉 ünï", text="body"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMCAIRN_")}
+    env.update(MEMCAIRN_HOME=str(home), PYTHONIOENCODING="ascii")
+    exe = Path(sys.executable).with_name("memcairn")
+    out = subprocess.run([str(exe), "export", "--output", "-"], capture_output=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr.decode(errors="replace")
+    assert "party 🎉 ünï" in out.stdout.decode("utf-8") and b"\r\n" not in out.stdout
+    target = tmp_path / "piped.jsonl"
+    target.write_bytes(out.stdout)
+    with Store(tmp_path / "copy.db") as copy:
+        assert import_jsonl(copy, target).items == 1
+
+
+def test_gzip_export_and_import(tmp_path: Path, store: Store) -> None:
+    """An export to a .gz path is compressed, and `import jsonl` reads a gzip'd export (also one made with gzip)."""
+    populate(store, tmp_path)
+    packed = tmp_path / "backup.jsonl.gz"
+    counts = export_to_file(store, packed)
+    assert packed.read_bytes()[:2] == b"\x1f\x8b"
+    with Store(tmp_path / "copy.db") as copy:
+        report = import_jsonl(copy, packed)
+        assert report.items == counts["items"] == 13 and report.malformed == 0 and report.notes == []
+        assert snapshot(copy) == snapshot(store)
+    plain = tmp_path / "plain.jsonl"
+    export_to_file(store, plain)
+    assert plain.read_bytes()[:1] == b"{"
+    cut = tmp_path / "cut.jsonl.gz"
+    cut.write_bytes(gzip.compress(plain.read_bytes())[:-400])
+    result = CliRunner().invoke(cli, ["import", "jsonl", str(cut), "--json"],
+                                env={"MEMCAIRN_HOME": str(tmp_path / "cut-home")})
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert 0 < data["items"] < 13 and any("cut short" in n for n in data["notes"])
+
+
+def test_a_damaged_claude_mem_database_is_blamed_not_the_store(tmp_path: Path, isolated_home: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """A page of the claude-mem file that SQLite cannot read must not be reported as a damaged memcairn.db (with
+    the advice to move the store aside)."""
+    db = tmp_path / "claude-mem.db"
+    with sqlite3.connect(db) as conn:
+        conn.executescript(CLAUDE_MEM_SCHEMA)
+        conn.executemany("INSERT INTO observations (id, project, text, type, created_at_epoch) VALUES (?, 'p', ?, "
+                         "'change', ?)", [(n, f"row {n} " + "y" * 300, MS) for n in range(1, 3000)])
+    conn.close()
+    data = bytearray(db.read_bytes())
+    data[4096 * 100:4096 * 101] = b"\xab" * 4096  # a page in the middle of the observations
+    db.write_bytes(bytes(data))
+    code = run(["import", "claude-mem", str(db)])
+    _, err = capsys.readouterr()
+    assert code == 2 and "Traceback" not in err
+    assert "claude-mem database" in err and "observations" in err and "malformed" in err
+    assert "memcairn.db" not in err and "move it aside" not in err
+    with Store(isolated_home / "memcairn.db") as store:
+        imported = store.count_items()
+    assert 0 < imported < 2999  # the rows read before the damaged page are kept
+    code = run(["import", "claude-mem", str(db), "--json"])  # a second run adds nothing twice
+    with Store(isolated_home / "memcairn.db") as store:
+        assert store.count_items() == imported

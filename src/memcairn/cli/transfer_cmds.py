@@ -117,7 +117,7 @@ def _transcript_files(paths: tuple[Path, ...]) -> list[Path]:
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
 def import_jsonl_cmd(file: Path, as_json: bool) -> None:
-    """Import a file written by `memcairn export`.
+    """Import a file written by `memcairn export` (plain or gzip'd).
 
     Items whose uuid is already stored are left alone, so importing the same file twice adds nothing.
 
@@ -146,19 +146,20 @@ def import_jsonl_cmd(file: Path, as_json: bool) -> None:
               help="File to write ('-' for standard output).")
 @click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON (on stderr with --output -).")
 def export(output: Path, as_json: bool) -> None:
-    """Export every project, session, memory and its provenance as JSON Lines.
+    """Export every project, session, memory and its provenance as JSON Lines (UTF-8).
 
-    `memcairn import jsonl FILE` reads it back, with the same uuids and timestamps.
+    `memcairn import jsonl FILE` reads it back, with the same uuids and timestamps. An output path ending in
+    .gz is gzip-compressed.
 
     Example:
 
         memcairn export --output backup.jsonl
     """
-    from memcairn.transfer.jsonl import export_jsonl, export_to_file
+    from memcairn.transfer.jsonl import export_to_file, export_to_stdout
 
     to_stdout = str(output) == "-"
     with open_store() as store:
-        counts = export_jsonl(store, sys.stdout) if to_stdout else export_to_file(store, output)
+        counts = export_to_stdout(store) if to_stdout else export_to_file(store, output)
     if as_json and not to_stdout:
         emit_json(counts)
     elif as_json:

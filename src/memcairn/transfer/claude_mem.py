@@ -12,18 +12,23 @@ Mapping:
   find their session through ``memory_session_id``.
 - ``merged_into_project`` becomes ``Store.merge_project(project, into)``, unless the project is already merged
   elsewhere (the first answer is kept and a note says so).
-- Every row keeps its provenance in memory_sources as ("claude-mem", table, id): importing again adds nothing.
+- Every row keeps its provenance in memory_sources as ("claude-mem", table, "<database key>:<id>"): importing
+  again adds nothing. Row ids only mean something inside one database, so the key (``database_key``, a digest
+  of the database's oldest row) keeps a second claude-mem database (another machine, or claude-mem started
+  afresh) from looking imported already.
 - The privacy rules of live capture apply: ``<private>`` parts are removed and secrets replaced by typed
   placeholders in every stored text (``capture.admission.scrub_item``); a row with nothing left is skipped.
   Rows of projects matching ``exclude_projects`` (with the settings given) are not imported and are counted in
   ``skipped_excluded``; so are rows that only belong to such a project through their session.
 
-Odd rows: epochs are milliseconds, and a value below 1e11 is taken as seconds. A NULL epoch becomes the start
-of the row's session, or the time of the import when it has none. A NULL project becomes the session's project,
-or "unknown". A JSON array column that does not parse keeps its text as a one-element list, and an unusable
-type falls back to the kind's default; both are counted in ``warnings``. A row with no content, or one that
-validation refuses (a field over 256 KiB), is counted in ``skipped``. When an observation's project differs from
-the project its session lives in, it is stored without the session (kept as ``metadata.claude_mem_session``).
+Odd rows: epochs are milliseconds, and a value below 1e11 is taken as seconds; an ISO 8601 string (UTC unless it
+names a zone) is read as such. A NULL epoch falls back to the row's ISO ``created_at`` (``started_at``,
+``completed_at``), then to the start of the row's session, or the time of the import when it has none. A NULL
+project becomes the session's project, or "unknown". A JSON array column that does not parse keeps its text as a
+one-element list, and an unusable type falls back to the kind's default; both are counted in ``warnings``. A row
+with no content, or one that validation refuses (a field over 256 KiB), is counted in ``skipped``. When an
+observation's project differs from the project its session lives in, it is stored without the session (kept as
+``metadata.claude_mem_session``).
 
 This works on the store file directly, also while a worker runs (SQLite WAL); the worker's vector mirror picks
 the new items up through its watermark, since they get ids above it.
@@ -31,12 +36,16 @@ the new items up through its watermark, since they get ids above it.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -65,13 +74,19 @@ _MAX_REASONS = 5
 _LEGACY_NAMES = {"content_session_id": "claude_session_id", "memory_session_id": "sdk_session_id"}
 
 _SESSION_COLUMNS = ("content_session_id", "memory_session_id", "project", "platform_source", "started_at_epoch",
-                    "completed_at_epoch", "status")
+                    "completed_at_epoch", "started_at", "completed_at", "status")
 _OBSERVATION_COLUMNS = ("memory_session_id", "project", "text", "type", "title", "subtitle", "facts", "narrative",
                         "concepts", "files_read", "files_modified", "prompt_number", "merged_into_project",
-                        "created_at_epoch")
+                        "created_at_epoch", "created_at")
 _SUMMARY_COLUMNS = ("memory_session_id", "project", "request", "investigated", "learned", "completed", "next_steps",
-                    "files_read", "files_edited", "notes", "prompt_number", "merged_into_project", "created_at_epoch")
-_PROMPT_COLUMNS = ("content_session_id", "prompt_number", "prompt_text", "created_at_epoch")
+                    "files_read", "files_edited", "notes", "prompt_number", "merged_into_project", "created_at_epoch",
+                    "created_at")
+_PROMPT_COLUMNS = ("content_session_id", "prompt_number", "prompt_text", "created_at_epoch", "created_at")
+# What identifies a database: the first of these rows it holds (its oldest), columns later writes do not change.
+_KEY_ROWS = (("sdk_sessions", ("content_session_id", "started_at_epoch", "started_at")),
+             ("observations", ("memory_session_id", "created_at_epoch", "created_at")),
+             ("session_summaries", ("memory_session_id", "created_at_epoch", "created_at")),
+             ("user_prompts", ("content_session_id", "created_at_epoch", "created_at")))
 
 
 @dataclass
@@ -130,6 +145,10 @@ class _Context:
     excluded_content: set[str] = field(default_factory=set)  # content_session_ids of excluded sessions
     merges: dict[str, str] = field(default_factory=dict)
     now: int = field(default_factory=lambda: int(time.time() * 1000))
+    key: str = ""  # database_key of the source: the prefix of every provenance id
+
+    def source(self, table: str, row_id: Any) -> tuple[str, str, str]:
+        return SOURCE_TYPE, table, f"{self.key}:{row_id}"
 
 
 def open_source(path: Path | str | None = None) -> sqlite3.Connection:
@@ -173,7 +192,7 @@ def import_claude_mem(store: Store, source: sqlite3.Connection, settings: Settin
     for table in TABLES:
         if table not in tables:
             report.notes.append(f"no {table} table (an older claude-mem?): skipped")
-    ctx = _Context(store, report, {}, {}, excluded=_exclusion(settings))
+    ctx = _Context(store, report, {}, {}, excluded=_exclusion(settings), key=database_key(source, tables))
     ctx.by_memory, ctx.by_content = _import_sessions(ctx, source, tables)
     if "observations" in tables:
         _import_table(ctx, source, "observations", _OBSERVATION_COLUMNS, "observations", _observation)
@@ -196,6 +215,37 @@ def _exclusion(settings: Settings | None) -> Excluded:
 
 
 # -- reading the source ---------------------------------------------------------------------------
+@contextmanager
+def _reading(table: str) -> Iterator[None]:
+    """An SQLite error while reading the source is about the claude-mem file, not the store: say so (the CLI
+    would otherwise describe it as a damaged memcairn.db)."""
+    try:
+        yield
+    except sqlite3.DatabaseError as exc:
+        raise ValidationError(
+            f"cannot read {table} of the claude-mem database ({exc}); the rows read before were imported and "
+            "the memcairn store is fine. Repair a copy of the claude-mem file (sqlite3's .recover) and import "
+            "that: rows already imported are not added twice"
+        ) from None
+
+
+def database_key(conn: sqlite3.Connection, tables: set[str] | None = None) -> str:
+    """12 hex digits naming this claude-mem database, from its oldest row (its first session's id and start), so
+    the same database gives the same key on every run while another one, reusing the same row ids, does not."""
+    if tables is None:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    for table, columns in _KEY_ROWS:
+        if table not in tables:
+            continue
+        have = _have(conn, table)
+        exprs = ", ".join(_expr(have, c) for c in ("id", *columns))
+        with _reading(table):
+            row = conn.execute(f"SELECT {exprs} FROM {table} ORDER BY {_expr(have, 'id')} LIMIT 1").fetchone()
+        if row is not None:
+            return hashlib.sha256(json.dumps([table, *row], default=str).encode()).hexdigest()[:12]
+    return "empty"
+
+
 def _expr(have: set[str], name: str) -> str:
     """SQL for a column: itself, its pre-rename name, or NULL when this claude-mem never had it."""
     if name in have:
@@ -218,22 +268,38 @@ def _select(conn: sqlite3.Connection, table: str, wanted: Sequence[str]) -> Iter
     """Rows in id order with the wanted columns; a column an older claude-mem lacks reads as NULL."""
     have = _have(conn, table)
     cols = ", ".join(f"{_expr(have, c)} AS {c}" for c in ("id", *wanted))
-    cursor = conn.execute(f"SELECT {cols} FROM {table} ORDER BY id")
-    while rows := cursor.fetchmany(BATCH_SIZE):
-        yield from rows
+    with _reading(table):
+        cursor = conn.execute(f"SELECT {cols} FROM {table} ORDER BY id")
+        while rows := cursor.fetchmany(BATCH_SIZE):
+            yield from rows
 
 
 def to_ms(value: Any) -> int | None:
-    """Epoch milliseconds from a stored epoch; seconds (below 1e11) are converted, junk and NULL give None."""
+    """Epoch milliseconds from a stored epoch; seconds (below 1e11) are converted, an ISO 8601 string is read
+    (UTC unless it names a zone), junk, NULL and times before 1970 give None."""
     if value is None or isinstance(value, bool):
         return None
     try:
-        number = int(float(value))
+        number = float(value)
     except (TypeError, ValueError, OverflowError):
+        return _iso_ms(value)
+    if not math.isfinite(number) or number < 0:
         return None
-    if number < 0:
+    return round(number * 1000) if number < _SECONDS_BELOW else int(number)
+
+
+def _iso_ms(value: Any) -> int | None:
+    text = _text(value)
+    if not text or not text.strip():
         return None
-    return number * 1000 if number < _SECONDS_BELOW else number
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    ms = round(moment.timestamp() * 1000)
+    return ms if ms >= 0 else None
 
 
 def normalize_platform(value: Any) -> str:
@@ -314,8 +380,8 @@ def _import_sessions(ctx: _Context, source: sqlite3.Connection,
                     ctx.excluded_memory.add(memory)
                 continue
             platform = normalize_platform(row["platform_source"])
-            ended = to_ms(row["completed_at_epoch"])
-            started = to_ms(row["started_at_epoch"]) or ended or now
+            ended = to_ms(row["completed_at_epoch"]) or to_ms(row["completed_at"])
+            started = to_ms(row["started_at_epoch"]) or to_ms(row["started_at"]) or ended or now
             status = row["status"] if row["status"] in STATUSES else ("completed" if ended else "active")
             records.append(TransferSession(_name(row["project"]) or UNKNOWN_PROJECT, {
                 "agent_session_id": agent, "platform_source": platform, "started_at_epoch": started,
@@ -326,10 +392,12 @@ def _import_sessions(ctx: _Context, source: sqlite3.Connection,
     if "user_prompts" in tables:  # prompts whose session claude-mem no longer has still name a real session
         have = _have(source, "user_prompts")
         agent_col, created_col, id_col = (_expr(have, c) for c in ("content_session_id", "created_at_epoch", "id"))
-        for agent, first in source.execute(
-            f"SELECT {agent_col}, MIN({created_col}) FROM user_prompts WHERE {agent_col} IS NOT NULL "
-            f"GROUP BY {agent_col} ORDER BY MIN({id_col})"
-        ):
+        with _reading("user_prompts"):
+            firsts = source.execute(
+                f"SELECT {agent_col}, MIN({created_col}) FROM user_prompts WHERE {agent_col} IS NOT NULL "
+                f"GROUP BY {agent_col} ORDER BY MIN({id_col})"
+            ).fetchall()
+        for agent, first in firsts:
             agent = _name(agent)
             if agent is None or agent in known or agent in ctx.excluded_content or ctx.excluded([UNKNOWN_PROJECT]):
                 continue
@@ -395,7 +463,7 @@ def _observation(row: sqlite3.Row, ctx: _Context) -> NewItem | None:
         concepts=_array(row["concepts"], ctx.report), files_read=_array(row["files_read"], ctx.report),
         files_modified=_array(row["files_modified"], ctx.report), metadata=metadata,
         prompt_number=_prompt_number(row["prompt_number"]), session=session, platform_source=platform,
-        created_at_epoch=_created(row, ref, ctx), source=(SOURCE_TYPE, "observations", str(row["id"])),
+        created_at_epoch=_created(row, ref, ctx), source=ctx.source("observations", row["id"]),
     )
 
 
@@ -413,7 +481,7 @@ def _summary(row: sqlite3.Row, ctx: _Context) -> NewItem | None:
         files_read=_array(row["files_read"], ctx.report), files_modified=_array(row["files_edited"], ctx.report),
         metadata=metadata, prompt_number=_prompt_number(row["prompt_number"]), session=session,
         platform_source=platform, created_at_epoch=_created(row, ref, ctx),
-        source=(SOURCE_TYPE, "session_summaries", str(row["id"])),
+        source=ctx.source("session_summaries", row["id"]),
     )
 
 
@@ -429,12 +497,12 @@ def _prompt(row: sqlite3.Row, ctx: _Context) -> NewItem | None:
     return NewItem(
         project=project, kind="prompt", type="prompt", text=_text(row["prompt_text"]), metadata=metadata,
         prompt_number=_prompt_number(row["prompt_number"]), session=session, platform_source=platform,
-        created_at_epoch=_created(row, ref, ctx), source=(SOURCE_TYPE, "user_prompts", str(row["id"])),
+        created_at_epoch=_created(row, ref, ctx), source=ctx.source("user_prompts", row["id"]),
     )
 
 
 def _created(row: sqlite3.Row, ref: _SessionRef | None, ctx: _Context) -> int:
-    return to_ms(row["created_at_epoch"]) or (ref.started if ref else ctx.now)
+    return to_ms(row["created_at_epoch"]) or to_ms(row["created_at"]) or (ref.started if ref else ctx.now)
 
 
 def _note_merge(ctx: _Context, project: str, into: Any) -> None:
@@ -451,18 +519,22 @@ def _has_content(item: NewItem) -> bool:
 def _import_table(ctx: _Context, source: sqlite3.Connection, table: str, columns: Sequence[str], counter: str,
                   build: Callable[[sqlite3.Row, _Context], NewItem | None]) -> None:
     pending: list[NewItem] = []
-    for row in _select(source, table, columns):
-        item = build(row, ctx)
-        if item is None:  # a row of an excluded project
-            ctx.report.skipped_excluded += 1
-            continue
-        clean = scrub_item(item)  # <private> parts and secrets never reach the store
-        if _has_content(item) and not _has_content(clean):
-            ctx.report.skip(table, row["id"], "nothing is left once its <private> parts are removed")
-            continue
-        pending.append(clean)
-        if len(pending) >= BATCH_SIZE:
-            _add(ctx, table, counter, pending)
+    try:
+        for row in _select(source, table, columns):
+            item = build(row, ctx)
+            if item is None:  # a row of an excluded project
+                ctx.report.skipped_excluded += 1
+                continue
+            clean = scrub_item(item)  # <private> parts and secrets never reach the store
+            if _has_content(item) and not _has_content(clean):
+                ctx.report.skip(table, row["id"], "nothing is left once its <private> parts are removed")
+                continue
+            pending.append(clean)
+            if len(pending) >= BATCH_SIZE:
+                _add(ctx, table, counter, pending)
+    except ValidationError:  # the source cannot be read further: keep what was read before
+        _add(ctx, table, counter, pending)
+        raise
     _add(ctx, table, counter, pending)
 
 
@@ -498,7 +570,7 @@ def _add(ctx: _Context, table: str, counter: str, pending: list[NewItem]) -> Non
 
 
 def _row_id(item: NewItem) -> str:
-    return item.source[2] if item.source else "?"
+    return item.source[2].rpartition(":")[2] if item.source else "?"
 
 
 def _apply_merges(store: Store, merges: dict[str, str], report: ClaudeMemReport) -> None:

@@ -2,7 +2,9 @@
 
 The first line is ``{"record": "header", "format": "memcairn-export", "version": 1, "exported_at": <ms>}``;
 then ``project``, ``session`` and ``item`` records (in that order, each in id order); the last line is
-``{"record": "end", "projects": n, "sessions": n, "items": n}``, so a file without it was cut short.
+``{"record": "end", "projects": n, "sessions": n, "items": n}``, so a file without it was cut short. The text is
+UTF-8 also on standard output; an export to a ``.gz`` path is gzip-compressed, and an import reads a gzip'd file
+(found by its magic bytes) as well as a plain one.
 
 An item keeps its uuid, content hash, timestamps and memory_sources rows: importing an export into an empty
 store reproduces the store, and importing it into a store that already holds those uuids adds nothing.
@@ -12,10 +14,14 @@ vector mirror of the receiving store rebuilds itself from the imported items.
 
 from __future__ import annotations
 
+import gzip
+import io
 import json
 import os
 import re
+import sys
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -40,6 +46,7 @@ _ITEM_FIELDS = (
     "platform_source", "content_hash", "created_at_epoch", "updated_at_epoch", "sources",
 )
 _END = object()
+_GZIP_MAGIC = b"\x1f\x8b"
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
@@ -93,12 +100,28 @@ def export_jsonl(store: Store, out: IO[str]) -> dict[str, int]:
     return counts
 
 
+def export_to_stdout(store: Store) -> dict[str, int]:
+    """Export to standard output as UTF-8, whatever encoding the console or ``PYTHONIOENCODING`` would give."""
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is None:
+        return export_jsonl(store, sys.stdout)
+    sys.stdout.flush()
+    out = io.TextIOWrapper(buffer, encoding="utf-8", newline="\n")
+    try:
+        counts = export_jsonl(store, out)
+        out.flush()
+    finally:
+        out.detach()  # standard output stays open
+    return counts
+
+
 def export_to_file(store: Store, path: Path) -> dict[str, int]:
-    """Export to ``path`` through a temporary file, so a failed export never leaves half a file behind."""
+    """Export to ``path`` (gzip-compressed when it ends in ``.gz``) through a temporary file, so a failed export
+    never leaves half a file behind."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.partial")
     try:
-        with open(tmp, "w", encoding="utf-8", newline="\n") as out:
+        with _open_for_writing(tmp, compress=path.suffix == ".gz") as out:
             counts = export_jsonl(store, out)
         os.replace(tmp, path)
     except OSError as exc:
@@ -108,6 +131,12 @@ def export_to_file(store: Store, path: Path) -> dict[str, int]:
         tmp.unlink(missing_ok=True)
         raise
     return counts
+
+
+def _open_for_writing(path: Path, *, compress: bool) -> IO[str]:
+    if compress:
+        return gzip.open(path, "wt", encoding="utf-8", newline="\n")
+    return open(path, "w", encoding="utf-8", newline="\n")
 
 
 def _write(out: IO[str], record: dict[str, Any]) -> None:
@@ -140,12 +169,12 @@ def read_header(path: Path) -> dict[str, Any]:
         ValidationError: the file is missing, unreadable, empty, or not a memcairn export of version 1.
     """
     try:
-        with open(path, "rb") as fh:
+        with _open_for_reading(path) as fh:
             for raw in fh:
                 if raw.strip():
                     return _check_header(_decode(raw), path)
-    except OSError as exc:
-        raise ValidationError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except (OSError, EOFError) as exc:
+        raise ValidationError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
     except ValueError:
         raise ValidationError(f"{path} is not a memcairn export: its first line is not JSON") from None
     raise ValidationError(f"{path} is empty, not a memcairn export")
@@ -161,9 +190,9 @@ def import_jsonl(store: Store, path: Path) -> ImportReport:
     report = ImportReport()
     batch: list[tuple[int, TransferRecord]] = []
     seen_end = False
-    with open(path, "rb") as fh:
+    with _open_for_reading(path) as fh:
         header_line = True
-        for lineno, raw in enumerate(fh, 1):
+        for lineno, raw in _lines(fh, report):
             if not raw.strip():
                 continue
             if header_line:
@@ -188,6 +217,24 @@ def import_jsonl(store: Store, path: Path) -> ImportReport:
     if not seen_end:
         report.notes.append("the file has no end record after its last line: it may have been cut short")
     return report
+
+
+def _open_for_reading(path: Path) -> IO[bytes]:
+    """The file's bytes, decompressed when it is gzip'd."""
+    with open(path, "rb") as fh:
+        magic = fh.read(2)
+    return gzip.open(path, "rb") if magic == _GZIP_MAGIC else open(path, "rb")
+
+
+def _lines(fh: IO[bytes], report: ImportReport) -> Iterator[tuple[int, bytes]]:
+    """Numbered lines; a compressed file that breaks off (cut short, damaged) ends them with a note."""
+    lineno = 0
+    try:
+        for lineno, raw in enumerate(fh, 1):
+            yield lineno, raw
+    except (OSError, EOFError) as exc:
+        report.notes.append(f"reading stopped after line {lineno}: the compressed data is damaged or cut short "
+                            f"({exc})")
 
 
 def _decode(raw: bytes) -> Any:
