@@ -283,5 +283,5 @@ def test_the_route_takes_the_caller_s_zone_whole_project_names_and_a_lower_budge
         small = get(project="a,b", tz="UTC", maxTokens="150")
         assert len(small) <= 600 and "Work in a,b" not in small
         assert get(project="a,b", tz="UTC", maxTokens="1000000") == utc  # a lower budget only, never higher
-        for bad in ({"tz": "Mars/Olympus"}, {"maxTokens": "many"}, {"maxTokens": "0"}):
+        for bad in ({"tz": "Mars/Olympus"}, {"maxTokens": "many"}, {"maxTokens": "0"}, {"maxTokens": ""}):
             assert client.get("/api/context/inject", params=bad).status_code == 400

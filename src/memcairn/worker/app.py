@@ -691,11 +691,14 @@ def _ingest(event_type: str, *required: str) -> Endpoint:
 
 def _context_settings(request: Request, settings: Settings) -> Settings:
     """The settings with the budget lowered to ``maxTokens`` (an agent's own size limit); never raised."""
-    value = _param(request, "maxTokens")
-    if value is None:
+    values = request.query_params.getlist("maxTokens")
+    if not values:
         return settings
+    if len(values) > 1:
+        raise BadRequest(f"maxTokens was given {len(values)} times; give it once")
+    value = values[0]
     try:
-        cap = int(value)
+        cap = int(value)  # blank is a mistake here, not "absent": only an agent's hook sends it
     except ValueError:
         raise BadRequest(f"maxTokens must be a whole number, got {value!r}") from None
     if cap < 1:
