@@ -31,3 +31,15 @@ def mem_store():
     s = Store(":memory:")
     yield s
     s.close()
+
+
+@pytest.fixture(scope="module")
+def chroma_url(tmp_path_factory: pytest.TempPathFactory):
+    """A real `chroma run` on 127.0.0.1 for one test module (skipped where Chroma is not installed)."""
+    pytest.importorskip("chromadb")
+    from chroma_server import chroma_executable, chroma_server
+
+    if chroma_executable() is None:
+        pytest.skip("the chroma command is not installed")
+    with chroma_server(tmp_path_factory.mktemp("chroma-server") / "data") as server:
+        yield server.url

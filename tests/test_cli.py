@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -160,18 +161,10 @@ def test_doctor_reports_a_file_that_is_not_a_database_as_a_problem(capsys: pytes
 
 def test_doctor_reports_a_damaged_page_as_a_problem_without_a_traceback(capsys: pytest.CaptureFixture[str],
                                                                         isolated_home: Path) -> None:
-    import sqlite3
-
-    for i in range(60):
-        _run(capsys, "add", "--project", "p", "--title", f"note {i}", "--text", "lorem ipsum " * 40)
-    path = isolated_home / "memcairn.db"
-    conn = sqlite3.connect(path)
-    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn = _sixty_notes(capsys, isolated_home)
     page = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'memory_items'").fetchone()[0]
     conn.close()
-    with path.open("r+b") as f:
-        f.seek((page - 1) * 4096)
-        f.write(b"\xa5" * 4096)
+    _overwrite_page(isolated_home / "memcairn.db", page)
     for args in (["doctor"], ["doctor", "--fix"]):
         code, out, err = _run(capsys, *args)
         assert code == 1, out + err
@@ -180,29 +173,36 @@ def test_doctor_reports_a_damaged_page_as_a_problem_without_a_traceback(capsys: 
 
 def test_a_page_damaged_under_a_command_gives_one_line_not_a_traceback(capsys: pytest.CaptureFixture[str],
                                                                        isolated_home: Path) -> None:
-    import sqlite3
-
-    for i in range(60):
-        _run(capsys, "add", "--project", "p", "--title", f"note {i}", "--text", "lorem ipsum " * 40)
-    path = isolated_home / "memcairn.db"
-    conn = sqlite3.connect(path)
-    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn = _sixty_notes(capsys, isolated_home)
     leaves = [r[0] for r in conn.execute(
         "SELECT pageno FROM dbstat WHERE name = 'memory_items' AND pagetype = 'leaf'")] if _has_dbstat(conn) else []
     conn.close()
     if not leaves:
         pytest.skip("this SQLite has no dbstat table to find a data page")
-    with path.open("r+b") as f:
-        f.seek((leaves[-1] - 1) * 4096)
-        f.write(b"\xa5" * 4096)
+    _overwrite_page(isolated_home / "memcairn.db", leaves[-1])
     code, out, err = _run(capsys, "show", *[str(i) for i in range(1, 61)])
     assert code == 2 and "Traceback" not in out + err, out + err
     assert err.startswith("error: ") and "malformed" in err and "memcairn doctor" in err
 
 
-def _has_dbstat(conn: object) -> bool:
+def _sixty_notes(capsys: pytest.CaptureFixture[str], home: Path) -> sqlite3.Connection:
+    """A store of 60 notes, checkpointed into the main file; a connection to it for finding pages."""
+    for i in range(60):
+        _run(capsys, "add", "--project", "p", "--title", f"note {i}", "--text", "lorem ipsum " * 40)
+    conn = sqlite3.connect(home / "memcairn.db")
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return conn
+
+
+def _overwrite_page(path: Path, page: int) -> None:
+    with path.open("r+b") as f:
+        f.seek((page - 1) * 4096)
+        f.write(b"\xa5" * 4096)
+
+
+def _has_dbstat(conn: sqlite3.Connection) -> bool:
     try:
-        conn.execute("SELECT 1 FROM dbstat LIMIT 1")  # type: ignore[attr-defined]
+        conn.execute("SELECT 1 FROM dbstat LIMIT 1")
     except Exception:  # noqa: BLE001 - a build without SQLITE_ENABLE_DBSTAT_VTAB
         return False
     return True
@@ -210,8 +210,6 @@ def _has_dbstat(conn: object) -> bool:
 
 def test_doctor_reports_a_database_from_a_newer_memcairn_as_a_problem(capsys: pytest.CaptureFixture[str],
                                                                       isolated_home: Path) -> None:
-    import sqlite3
-
     _run(capsys, "add", "--project", "p", "--title", "x")
     conn = sqlite3.connect(isolated_home / "memcairn.db")
     conn.execute("INSERT INTO _memcairn_migrations VALUES (999, 'm999_future', 0)")

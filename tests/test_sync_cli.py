@@ -63,17 +63,6 @@ def test_rebuild_repairs_a_corrupt_sqlite_vec_file(capsys: pytest.CaptureFixture
     assert _json(capsys, "sync", "rebuild", "--json")["documents"] == 4
 
 
-@pytest.fixture(scope="module")
-def chroma_url(tmp_path_factory: pytest.TempPathFactory) -> str:
-    pytest.importorskip("chromadb")
-    from chroma_server import chroma_executable, chroma_server
-
-    if chroma_executable() is None:
-        pytest.skip("the chroma command is not installed")
-    with chroma_server(tmp_path_factory.mktemp("chroma-server") / "data") as server:
-        yield server.url
-
-
 def _use_server(monkeypatch: pytest.MonkeyPatch, url: str) -> None:
     monkeypatch.setenv("MEMCAIRN_VECTOR_BACKEND", "chroma")
     monkeypatch.setenv("MEMCAIRN_CHROMA_URL", url)

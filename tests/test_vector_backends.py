@@ -54,15 +54,6 @@ def fill(index: VectorIndex, vectors: np.ndarray, *, project: str = "alpha", pre
 # ----------------------------------------------------------------------------- fixtures
 
 
-@pytest.fixture(scope="module")
-def chroma_url(tmp_path_factory: pytest.TempPathFactory) -> str:
-    pytest.importorskip("chromadb")
-    if chroma_executable() is None:
-        pytest.skip("the chroma command is not installed")
-    with chroma_server(tmp_path_factory.mktemp("chroma-server") / "data") as server:
-        yield server.url
-
-
 @pytest.fixture(autouse=True)
 def no_chroma_default_embedding(monkeypatch: pytest.MonkeyPatch):
     """Chroma's default embedding function (which downloads a model) must never run."""
