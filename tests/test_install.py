@@ -630,6 +630,13 @@ def test_the_cli_resolves_a_bare_or_home_relative_executable(home: Path, tmp_pat
     assert "warning:" in capsys.readouterr().err
 
 
+def test_install_says_a_home_set_for_the_command_alone_does_not_reach_the_hooks(
+        home: Path, isolated_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["install", "gemini"]) == 0  # isolated_home sets MEMCAIRN_HOME
+    err = capsys.readouterr().err
+    assert "MEMCAIRN_HOME is set here" in err and "MEMCAIRN_PORT" not in err
+
+
 def test_a_read_only_file_is_refused_before_anything_is_written(home: Path, isolated_home: Path,
                                                                 tmp_path: Path) -> None:
     settings = write(home / ".claude" / "settings.json", CLAUDE_SETTINGS)

@@ -86,6 +86,11 @@ def install(agent: str, dry_run: bool, executable: str | None) -> None:
         click.echo(f"MCP server memcairn: {exe} mcp")
         for note in report.notes:
             click.echo(note)
+        for name in ("MEMCAIRN_HOME", "MEMCAIRN_PORT"):
+            if os.environ.get(name):
+                click.echo(f"note: {name} is set here, but the hooks and the MCP server read the agent's own "
+                           f"environment: set {name} where {agent} starts (your shell profile), or they use the "
+                           "default", err=True)
         if report.changed:
             click.echo(RESTART[agent])
 
