@@ -533,6 +533,7 @@ def test_arguments_event_names_and_transport_helpers() -> None:
         "session-start", "session-start", "user-prompt-submit", "post-tool-use", "stop", "pre-tool-use",
         "session-end", None]
     assert quote("a/b c,ü") == "a%2Fb%20c%2C%C3%BC"
+    assert quote("half \ud83d") == "half%20%3F"  # a lone surrogate (a prompt cut inside an emoji) cannot fail
     assert _dechunk(b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n") == b"hello world"
 
 
@@ -602,3 +603,82 @@ def test_a_project_name_with_a_comma_reads_only_its_own_memories(env: dict[str, 
     context = out["hookSpecificOutput"]["additionalContext"]
     assert "Own memory" in context and "project client,server ·" in context
     assert "Memory of project" not in context
+
+
+# -- agents' real contracts: what they send, what they show ---------------------------------------------
+def test_a_lone_surrogate_or_an_oversized_text_is_cut_not_lost(env: dict[str, str], project: Path, workers: Workers,
+                                                               isolated_home: Path) -> None:
+    """Claude Code cuts long tool output by UTF-16 units, so half an emoji arrives as a ``\\ud83d`` escape; a
+    pasted log can make a prompt larger than the worker takes. Both used to cost the event."""
+    workers.start(env)
+    cut = payload("post_tool_use_bash", project, tool_response={"stdout": "ok \ud83d", "stderr": ""})
+    assert "\\ud83d" in json.dumps(cut)  # as the agent sends it: an escape in valid JSON
+    out, err = hook(env, "post-tool-use", cut)
+    assert out == {} and "Unicode" not in err, err
+    prompt = payload("user_prompt_submit", project, session_id="big-prompt", prompt="log line\n" * 250_000)
+    assert hook(env, "user-prompt-submit", prompt)[0] == {}
+    stop = payload("stop", project, session_id="big-prompt", last_assistant_message="done \ud83d " + "y" * 2_000_000)
+    out, err = hook(env, "stop", stop)
+    assert out == {} and "refused" not in err and "Unicode" not in err, err
+    got = {(e.session_id, e.event_type): e.payload for e in pending(isolated_home)}
+    assert got[(cut["session_id"], "observation")]["tool_response"]["stdout"] == "ok ?"
+    assert "characters cut by memcairn" in got[("big-prompt", "session_init")]["prompt"]
+    message = got[("big-prompt", "summarize")]["last_assistant_message"]
+    assert message.startswith("done ? yyy") and "characters cut by memcairn" in message
+
+
+def test_codex_never_gets_ansi_in_what_it_shows_the_person(env: dict[str, str], project: Path, workers: Workers,
+                                                           isolated_home: Path) -> None:
+    """Codex prints a hook's systemMessage as a plain TUI line: escape codes would reach the screen raw."""
+    seed(isolated_home, NewItem(project="calc", kind="observation", type="feature", title="multiply_numbers added"))
+    workers.start(env)
+    shown = {**env, "MEMCAIRN_TERMINAL_OUTPUT": "1"}
+    codex, _ = hook(shown, "session-start", payload("session_start", project), "--platform", "codex")
+    assert "multiply_numbers added" in codex["systemMessage"] and "View memory live" in codex["systemMessage"]
+    assert not any(c < " " and c != "\n" for c in codex["systemMessage"]), codex["systemMessage"]
+    assert codex["hookSpecificOutput"] == {"hookEventName": "SessionStart",
+                                           "additionalContext": codex["hookSpecificOutput"]["additionalContext"]}
+
+
+def test_gemini_calls_of_memcairn_s_own_mcp_tools_are_not_recorded(env: dict[str, str], project: Path,
+                                                                    workers: Workers, isolated_home: Path) -> None:
+    """Gemini CLI before the ``mcp_`` prefix names an MCP tool ``search`` or ``memcairn__search``; its
+    ``mcp_context`` says which server the tool belongs to."""
+    workers.start(env)
+    context = {"server_name": "memcairn", "tool_name": "search", "command": "/usr/bin/memcairn", "args": ["mcp"]}
+    for name in ("search", "memcairn__timeline", "mcp_memcairn_get_observations"):
+        own = payload("gemini_after_tool", project, tool_name=name, mcp_context={**context, "tool_name": name},
+                      tool_input={"query": "divide"}, tool_response={"llmContent": "#12 Division guarded"})
+        assert hook(env, "AfterTool", own, "--platform", "gemini-cli")[0] == {}
+    other = payload("gemini_after_tool", project, tool_name="search", tool_input={"q": "x"},
+                    mcp_context={**context, "server_name": "docs"})
+    assert hook(env, "AfterTool", other, "--platform", "gemini-cli")[0] == {}
+    recorded = [e for e in pending(isolated_home) if e.event_type == "observation"]
+    assert [e.payload["tool_input"] for e in recorded] == [{"q": "x"}]  # another server's tool: recorded
+
+
+def test_the_answer_stays_json_and_exit_0_with_a_home_that_is_not_utf8(env: dict[str, str], project: Path,
+                                                                       tmp_path: Path) -> None:
+    """The third failure in a row names the logs folder in systemMessage; a home path that is not UTF-8 made
+    the hook exit 1 with nothing on stdout (Claude Code then shows a hook error)."""
+    odd = {**env, "MEMCAIRN_HOME": os.fsdecode(bytes(tmp_path) + b"/m\xe9moire")}
+    data = payload("post_tool_use_bash", project)
+    messages = [hook(odd, "post-tool-use", data)[0].get("systemMessage") for _ in range(3)]
+    assert messages[2] is not None and "memory is off" in messages[2] and "m?moire" in messages[2]
+
+
+def test_the_stop_fallback_skips_a_subagent_s_lines(tmp_path: Path) -> None:
+    """Claude Code before 2.1.47 sends no last_assistant_message; older releases also wrote subagents' lines
+    (``isSidechain: true``) into the session's transcript, which may end with one when Stop fires."""
+    lines = [{"type": "user", "message": {"role": "user", "content": "go"}},
+             {"type": "assistant", "isSidechain": False,
+              "message": {"id": "m1", "content": [{"type": "text", "text": "the main answer"}]}},
+             {"type": "assistant", "isSidechain": True,
+              "message": {"id": "s1", "content": [{"type": "text", "text": "a subagent's report"}]}},
+             {"type": "assistant", "isSidechain": False,
+              "message": {"id": "m1", "content": [{"type": "text", "text": "continued"}]}},
+             {"type": "assistant", "isSidechain": True,
+              "message": {"id": "s2", "content": [{"type": "text", "text": "another subagent line"}]}}]
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    assert last_assistant_text(str(path)) == "the main answer\n\ncontinued"

@@ -4,9 +4,9 @@
   times in this process's zone, and for Claude Code within its 10,000-character inline limit) and
   ``POST /api/sessions/init`` sent together; the context becomes ``additionalContext``. With the
   ``terminal_output`` setting the person also sees a digest in ``systemMessage`` (the coloured variant and
-  the viewer URL; on Gemini, which shows no colours, the plain text). Capture warnings (a model that
-  failed, a token cap reached: the context's ``memcairn notice:`` lines) always reach the person in
-  ``systemMessage`` too, terminal output or not. No worker listening: one is started
+  the viewer URL; on Codex and Gemini, which print it without interpreting colours, the plain text). Capture
+  warnings (a model that failed, a token cap reached: the context's ``memcairn notice:`` lines) always reach
+  the person in ``systemMessage`` too, terminal output or not. No worker listening: one is started
   (``worker_autostart``) and awaited for at most ``AUTOSTART_WAIT`` seconds, then the session goes on
   without context.
 - **user-prompt-submit**: the prompt goes to ``POST /api/sessions/init``. With the ``prompt_context``
@@ -34,7 +34,7 @@ import time
 
 from memcairn.hooks import state
 from memcairn.hooks.runner import warn
-from memcairn.hooks.transport import Call, Response, Unreachable, Worker
+from memcairn.hooks.transport import Call, Response, Unreachable, Worker, encode_json
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -73,7 +73,8 @@ READ_DIGEST_TOKENS = 400
 READ_DIGEST_ROWS = 5
 MAX_BODY_BYTES = 900_000  # the worker refuses bodies over 1 MiB
 STRING_CAPS = (16_000, 4_000, 1_000, 200)
-OWN_TOOL_PREFIXES = ("mcp__memcairn__", "mcp__plugin_memcairn_", "mcp_memcairn_")
+OWN_TOOL_PREFIXES = ("mcp__memcairn__", "mcp__plugin_memcairn_", "mcp_memcairn_", "memcairn__")
+MCP_SERVER_NAME = "memcairn"  # the key the installers give memcairn's MCP server
 NO_MATCH = "No memories matched"
 
 
@@ -238,7 +239,7 @@ def session_start(hook: Hook) -> dict[str, Any]:
         return {}
     terminal = hook.settings["terminal_output"]
     coloured = None
-    if terminal and hook.platform != "gemini-cli":
+    if terminal and hook.platform == "claude-code":  # Codex and Gemini print systemMessage as it is: no ANSI
         coloured = hook.send("GET", "/api/context/inject", params=_context_params(hook, colors="true"),
                              timeout=CONTEXT_TIMEOUT)
     init = None
@@ -253,7 +254,7 @@ def session_start(hook: Hook) -> dict[str, Any]:
     hook.wait(init)
     out = _context_output(hook, text)
     if terminal:
-        person = shown.text() if shown is not None else (text if hook.platform == "gemini-cli" else "")
+        person = shown.text() if shown is not None else (text if hook.platform != "claude-code" else "")
         if person.strip():
             out["systemMessage"] = f"{person.rstrip()}\n\nView memory live: {hook.worker.base_url}/"
     else:
@@ -328,7 +329,7 @@ def user_prompt_submit(hook: Hook) -> dict[str, Any]:
         search = hook.send("GET", "/api/search", timeout=DIGEST_TIMEOUT, params={
             "query": prompt[:PROMPT_QUERY_CHARS], "format": "index", "limit": PROMPT_DIGEST_ROWS,
             "project": list(hook.identity.chain)})
-    init = hook.send("POST", "/api/sessions/init", body=body, timeout=INGEST_TIMEOUT)
+    init = hook.send("POST", "/api/sessions/init", raw=_encode(body, ("prompt",)), timeout=INGEST_TIMEOUT)
     text = _search_digest(hook, search, "Memories that may relate to this prompt (most relevant first):",
                           PROMPT_DIGEST_TOKENS, PROMPT_DIGEST_ROWS) if search is not None else ""
     hook.wait(init)
@@ -345,18 +346,23 @@ def _shrink(value: Any, cap: int) -> Any:
     return value
 
 
-def _encode(body: dict[str, Any]) -> bytes:
-    import json
-
-    raw = json.dumps(body, ensure_ascii=False).encode("utf-8")
+def _encode(body: dict[str, Any], names: tuple[str, ...] = ("tool_response", "tool_input")) -> bytes:
+    """``body`` as JSON under the worker's size limit: the strings of ``names`` are cut shorter until it fits."""
+    raw = encode_json(body)
     for cap in STRING_CAPS:
         if len(raw) <= MAX_BODY_BYTES:
             break
-        for name in ("tool_response", "tool_input"):
+        for name in names:
             if name in body:
                 body[name] = _shrink(body[name], cap)
-        raw = json.dumps(body, ensure_ascii=False).encode("utf-8")
+        raw = encode_json(body)
     return raw
+
+
+def _own_mcp_server(context: Any) -> bool:
+    """Whether Gemini's ``mcp_context`` names memcairn's MCP server: Gemini CLI releases before the ``mcp_``
+    prefix name an MCP tool by its bare name (``search``) or ``<server>__<tool>``, so only this tells."""
+    return isinstance(context, dict) and context.get("server_name") == MCP_SERVER_NAME
 
 
 def post_tool_use(hook: Hook) -> dict[str, Any]:
@@ -366,7 +372,7 @@ def post_tool_use(hook: Hook) -> dict[str, Any]:
     if not isinstance(tool, str):
         warn("tool_name is not text; nothing recorded")
         return {}
-    if tool.startswith(OWN_TOOL_PREFIXES):
+    if tool.startswith(OWN_TOOL_PREFIXES) or _own_mcp_server(hook.payload.get("mcp_context")):
         return {}
     body = {**hook.base_body("tool_use"), "tool_name": tool}
     for name in ("tool_input", "tool_response", "duration_ms"):
@@ -426,7 +432,8 @@ def stop(hook: Hook) -> dict[str, Any]:
         body["last_assistant_message"] = message
     if isinstance(hook.payload.get("stop_hook_active"), bool):
         body["stop_hook_active"] = hook.payload["stop_hook_active"]
-    hook.wait(hook.send("POST", "/api/sessions/summarize", body=body, timeout=INGEST_TIMEOUT))
+    hook.wait(hook.send("POST", "/api/sessions/summarize", raw=_encode(body, ("last_assistant_message",)),
+                        timeout=INGEST_TIMEOUT))
     return {}
 
 

@@ -48,7 +48,8 @@ def warn(message: str) -> None:
 
 
 def _emit(out: dict[str, Any]) -> None:
-    data = (json.dumps(out, ensure_ascii=False) + "\n").encode("utf-8")
+    # "replace": a lone surrogate (a MEMCAIRN_HOME path that is not UTF-8, in a notice) must not cost the exit 0
+    data = (json.dumps(out, ensure_ascii=False) + "\n").encode("utf-8", "replace")
     try:
         sys.stdout.flush()
         sys.stdout.buffer.write(data)

@@ -3,7 +3,8 @@
 Used by the Stop hook only when the agent did not send ``last_assistant_message`` (Claude Code before
 2.1.47). The transcript format is internal to Claude Code; what is relied on here is small: an
 ``assistant`` line carries ``message.id`` and ``message.content`` blocks, one message may span several
-consecutive lines (one block a line), and text blocks are ``{"type": "text", "text": ...}``.
+consecutive lines (one block a line), text blocks are ``{"type": "text", "text": ...}``, and a subagent's lines
+carry ``isSidechain: true``.
 
 At most ``max_bytes`` from the end are read, in blocks, so a long session costs no more than a short one.
 Standard library only.
@@ -62,8 +63,8 @@ def last_assistant_text(path: str, *, max_bytes: int = MAX_BYTES, max_chars: int
                 entry = json.loads(raw)
             except ValueError:
                 continue
-            if not isinstance(entry, dict):
-                continue
+            if not isinstance(entry, dict) or entry.get("isSidechain") is True:
+                continue  # a subagent's line (older Claude Code wrote them into the session's file) is not the answer
             message = entry.get("message")
             is_assistant = entry.get("type") == "assistant" and isinstance(message, dict)
             if found:

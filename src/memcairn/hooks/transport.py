@@ -57,9 +57,15 @@ class Response:
         return self.text()[:200]
 
 
+def encode_json(value: Any) -> bytes:
+    """``value`` as UTF-8 JSON. A lone surrogate (an agent that cut a tool's output inside an emoji sends one as
+    a ``\\udXXX`` escape) becomes ``?``: strict UTF-8 would refuse it and the event would be lost."""
+    return json.dumps(value, ensure_ascii=False).encode("utf-8", "replace")
+
+
 def quote(value: str) -> str:
-    """Percent-encoding of a query value (RFC 3986 unreserved characters stay)."""
-    return "".join(chr(b) if b in _SAFE else f"%{b:02X}" for b in value.encode("utf-8"))
+    """Percent-encoding of a query value (RFC 3986 unreserved characters stay; a lone surrogate becomes ``?``)."""
+    return "".join(chr(b) if b in _SAFE else f"%{b:02X}" for b in value.encode("utf-8", "replace"))
 
 
 def query(params: dict[str, Any]) -> str:
@@ -165,8 +171,7 @@ class Worker:
         """Connect and send; raise ``Unreachable`` when nothing listens. ``raw`` is an encoded JSON body."""
         deadline = time.monotonic() + timeout
         target = path + (query(params) if params else "")
-        data = raw if raw is not None else (None if body is None else
-                                            json.dumps(body, ensure_ascii=False).encode("utf-8"))
+        data = raw if raw is not None else (None if body is None else encode_json(body))
         host = f"[{self.host}]" if ":" in self.host else self.host
         head = [f"{method} {target} HTTP/1.1", f"Host: {host}:{self.port}", "Connection: close",
                 "Accept: application/json, text/plain"]
