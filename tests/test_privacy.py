@@ -73,6 +73,7 @@ EXAMPLES: list[tuple[str, str, str]] = [
     ("bearer_token", "Authorization: token " + mixed(40), mixed(40)),
     ("basic_auth", "Authorization: Basic " + "YWRtaW46aHVudGVyMg" + "==", "YWRtaW46aHVudGVyMg"),
     ("basic_auth", "curl -s -u admin:" + "hunter2" + " https://example.com", "hunter2"),
+    ("cli_secret", "docker login -u me --password " + "Hunter2pw" + " ghcr.io", "Hunter2pw"),
     ("secret_assignment", 'password = "' + "correct-horse" + '"', "correct-horse"),
     ("secret_assignment", '{"api_key": "' + "abc123def" + '"}', "abc123def"),
     ("secret_assignment", "SECRET_TOKEN: " + "s3cr3t-" + "value", "s3cr3t-value"),
@@ -265,7 +266,8 @@ class Settings:
         ("keep this <private>but not\nany of this", "keep this"),
         ("a<private>1<private>2</private>3</private>b", "ab"),
         ("a <private>1 <private>2</private> 3 never closed", "a"),
-        ("stray </private> closing", "stray closing"),
+        ("stray </private> closing", "closing"),
+        ("</private> closing", "closing"),
         ("<private/> self closing", "self closing"),
         ("  indented <private>x</private>\n", "  indented\n"),
         ("<private>x</private> <private>y</private>", ""),
@@ -388,3 +390,119 @@ def test_megabyte_inputs_finish() -> None:
     ]
     for text in inputs:
         assert isinstance(scrub(text), str)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Secrets in the shapes tool calls carry them
+# ------------------------------------------------------------------------------------------------------------------
+
+PKCS8_HEAD = "-----BEGIN " + "PRIVATE KEY-----"
+CERT_HEAD = "-----BEGIN " + "CERTIFICATE-----"
+
+
+def _b64(text: str) -> str:
+    import base64
+
+    return base64.b64encode(text.encode()).decode()
+
+
+PKCS8_B64 = _b64(PKCS8_HEAD + "\n" + mixed(64) + "\n")
+EC_B64 = _b64("-----BEGIN " + "EC PRIVATE KEY-----\n" + mixed(50))
+OPENSSH_B64 = _b64("-----BEGIN " + "OPENSSH PRIVATE KEY-----\n" + mixed(300))
+JS_PEM = "const key = '" + PKCS8_HEAD + "\\n' +\n  '" + mixed(64) + "\\n' +\n  '-----END PRIVATE KEY-----';"
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        # `aws secretsmanager get-secret-value`, `docker inspect`, logs: JSON inside a JSON string
+        ('"SecretString": "{\\"username\\":\\"admin\\",\\"password\\":\\"' + "Xk9" + 'pw\\"}"', "Xk9pw"),
+        ('{\\"api_key\\": \\"' + mixed(32) + '\\", \\"region\\": \\"eu\\"}', mixed(32)),
+        ('{\\"SecretAccessKey\\":\\"' + AWS_SECRET + '\\"}', AWS_SECRET),
+        ('{\\"headers\\": {\\"Authorization\\": \\"' + mixed(30) + '\\"}}', mixed(30)),
+        # a key written as string literals in source code (Python, JS, Go)
+        ('KEY = ("' + PKCS8_HEAD + '\\n"\n    "' + mixed(64) + '\\n"\n    "' + mixed(40) + '\\n"\n'
+         '    "-----END PRIVATE KEY-----\\n")', mixed(64)),
+        (JS_PEM, mixed(64)),
+        ('lines = ["' + PKCS8_HEAD + '", "' + mixed(64) + '", "' + mixed(20) + '"]', mixed(64)),
+        # a base64-encoded private key: kubeconfig `client-key-data`, a Kubernetes TLS secret, `base64 key.pem`
+        ("    client-key-data: " + PKCS8_B64, PKCS8_B64[30:]),
+        ("  tls.key: " + EC_B64, EC_B64[40:]),
+        ("$ base64 id_rsa\n" + "\n".join(OPENSSH_B64[i : i + 76] for i in range(0, 440, 76)), OPENSSH_B64[228:304]),
+        # passwords and tokens given to a command line as separate arguments
+        ("docker login -u me --password " + "Hunter2pw" + " ghcr.io", "Hunter2pw"),
+        ("vercel deploy --prod --token " + mixed(24), mixed(24)),
+        ("gh api --api-key '" + mixed(20) + "' /user", mixed(20)),
+        ("keytool -list -keystore ks.jks -storepass " + "chang3it", "chang3it"),
+        ("mysql -uroot -p" + "Hunter2pw" + " -e 'select 1' app", "Hunter2pw"),
+        ("sshpass -p '" + "Hunter2pw" + "' ssh deploy@host", "Hunter2pw"),
+        ("echo x && docker login registry.example.com -u ci -p " + "Hunter2pw", "Hunter2pw"),
+        # short values in .env files and shell assignments
+        ("PGPASSWORD=" + "hunter2" + " psql -h db", "hunter2"),
+        ("DB_PASSWORD=" + "s3cr3t" + "\nDB_HOST=localhost", "s3cr3t"),
+        ("export REDIS_PASSWORD=" + "abc12" + "\n", "abc12"),
+    ],
+)
+def test_secrets_in_tool_call_shapes_are_redacted(text: str, secret: str) -> None:
+    redacted = redact_secrets(text)
+    assert secret not in redacted, redacted
+    assert "[REDACTED:" in redacted
+    assert redact_secrets(redacted) == redacted
+
+
+def test_context_of_command_line_secrets_is_kept() -> None:
+    assert redact_secrets("docker login -u me --password " + "Hunter2pw" + " ghcr.io") == (
+        "docker login -u me --password [REDACTED:cli_secret] ghcr.io"
+    )
+    assert redact_secrets("mysql -uroot -p" + "Hunter2pw" + " app") == "mysql -uroot -p[REDACTED:cli_secret] app"
+    assert redact_secrets("PGPASSWORD=" + "hunter2" + " psql") == "PGPASSWORD=[REDACTED:secret_assignment] psql"
+    kube = "client-certificate-data: " + _b64(CERT_HEAD + "\n" + mixed(64)) + "\nclient-key-data: " + _b64(
+        PKCS8_HEAD + "\n" + mixed(64))
+    assert redact_secrets(kube) == (
+        "client-certificate-data: " + _b64(CERT_HEAD + "\n" + mixed(64)) + "\nclient-key-data: [REDACTED:private_key]"
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "docker build --secret id=npmrc,src=.npmrc .",
+        "docker login --password-stdin ghcr.io",
+        'gh auth login --token "$GH_TOKEN"',
+        "cli --token $(cat token.txt)",
+        "cli --password --verbose",
+        "  --token TOKEN        the API token to use",
+        "pass the --password flag, or the --api-key option.",
+        "mysql -u root -p app_db",
+        "mysql -h db -p -e 'select 1'",
+        "ssh -p 2222 host",
+        "docker run -p 8080:80 image",
+        "MAX_TOKENS=4096",
+        "MAX_TOKEN=4096",
+        "SECRET=true",
+        "PASSWORD=",
+        "commit 3f786850e387550fdab836ed7e6dc881de23001b",
+        "token 3f786850e387550fdab836ed7e6dc881de23001b",
+        "session_id=550e8400-e29b-41d4-a716-446655440000",
+        "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+        "certificate-authority-data: " + _b64(CERT_HEAD + "\n" + mixed(64)),
+        '{\\"token\\": null, \\"password\\": \\"\\"}',
+        '{\\"token_count\\": 5}',
+    ],
+)
+def test_ordinary_command_lines_and_identifiers_are_kept(text: str) -> None:
+    assert redact_with_counts(text) == (text, {})
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # the second half of a private block read on its own (Read with an offset, `tail`, a chunked response)
+        ("more private lines\npassword is hunter2\n</private>\nvisible", "visible"),
+        ("x <private>a</private> y\nsecret tail</private> z", "z"),
+    ],
+)
+def test_a_closing_tag_without_its_opening_hides_what_precedes_it(text: str, expected: str) -> None:
+    assert strip_private(text) == expected
+    assert is_entirely_private(text) is False
+    assert is_entirely_private("only this was private </private>") is True

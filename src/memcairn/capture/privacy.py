@@ -2,7 +2,8 @@
 
 Two steps, in this order: text the user fenced with ``<private>…</private>`` is dropped, then anything that looks
 like a credential is replaced by a typed placeholder such as ``[REDACTED:github_token]``. Both fail closed: an
-unclosed ``<private>`` hides everything after it, and a truncated private key is still redacted.
+unclosed ``<private>`` hides everything after it, a ``</private>`` never opened everything before it, and a
+truncated private key is still redacted.
 
 Every pattern is written so that its cost stays linear in the input (bounded quantifiers wherever a match could
 start at many positions), and patterns are compiled on first use to keep the import cheap.
@@ -10,6 +11,7 @@ start at many positions), and patterns are compiled on first use to keep the imp
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Callable
 from functools import cache
@@ -18,6 +20,16 @@ from typing import Any, NamedTuple
 _PLACEHOLDER_START = "[REDACTED:"
 _NOT_PLACEHOLDER = r"(?!\[REDACTED:)"
 _MAX_PASSES = 3
+# A command-line argument that may be a secret: not an option, a variable, a substitution or a template, a
+# ``name=value`` spec (``docker build --secret id=x,src=f``), a help text's metavar (``--token TOKEN``) nor prose
+# (``the --token flag``); and the arguments between a command and its ``-p``.
+_CLI_STOPS = r"\s\"'`;|&<>"
+_CLI_VALUE = (
+    rf"(?![-$%{{<(`]){_NOT_PLACEHOLDER}(?![A-Za-z_]\w*=[^=])(?![A-Z][A-Z_]*+(?![^{_CLI_STOPS}]))"
+    r"(?!(?i:flags?|options?|arguments?|parameters?|values?|switch(?:es)?)\b)"
+    rf"[^{_CLI_STOPS}]{{3,256}}"
+)
+_CLI_ARGUMENTS = r"\b(?:[^\s;|&]|[ \t](?!-p)){0,300}+[ \t]"
 
 # (placeholder type, pattern, flags). A pattern with a ``secret`` group has only that group replaced, so the
 # context around it (a header name, a URL's scheme and host) survives; otherwise the whole match is replaced.
@@ -26,7 +38,7 @@ _RULES: tuple[tuple[str, str, int], ...] = (
     (
         "private_key",
         r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"
-        r"(?:[A-Za-z0-9+/=\s:,.\\]|-(?!----))*"
+        r"(?:[A-Za-z0-9+/=\s:,.\\]|-(?!----)|[\"'`][\s+,]{0,80}+[\"'`])*"
         r"(?:-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----)?",
         0,
     ),
@@ -51,7 +63,7 @@ _RULES: tuple[tuple[str, str, int], ...] = (
     ("aws_access_key", r"\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|ANPA|ANVA|APKA|AROA|ASCA)[A-Z0-9]{16}\b", 0),
     (
         "aws_secret_key",
-        r"\b(?:aws[_-]?)?secret[_-]?access[_-]?key[\"']?[ \t]*(?::=|=>|[:=])[ \t]*[\"']?"
+        r"\b(?:aws[_-]?)?secret[_-]?access[_-]?key\\?[\"']?[ \t]*(?::=|=>|[:=])[ \t]*\\?[\"']?"
         r"(?P<secret>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])",
         re.IGNORECASE,
     ),
@@ -77,18 +89,37 @@ _RULES: tuple[tuple[str, str, int], ...] = (
     ),
     (
         "bearer_token",
-        r"\bauthorization[\"']?[ \t]*[:=][ \t]*[\"']?(?:token[ \t]+)?(?P<secret>[A-Za-z0-9._~+/-]{16,}=*)",
+        r"\bauthorization\\?[\"']?[ \t]*[:=][ \t]*\\?[\"']?(?:token[ \t]+)?(?P<secret>[A-Za-z0-9._~+/-]{16,}=*)",
         re.IGNORECASE,
     ),
     (
         "basic_auth",
-        r"\bauthorization[\"']?[ \t]*[:=][ \t]*[\"']?basic[ \t]+(?P<secret>[A-Za-z0-9+/]{6,}={0,2})",
+        r"\bauthorization\\?[\"']?[ \t]*[:=][ \t]*\\?[\"']?basic[ \t]+(?P<secret>[A-Za-z0-9+/]{6,}={0,2})",
         re.IGNORECASE,
     ),
     (
         "basic_auth",
         r"curl\b(?:(?![ \t](?:-u|--user)[ \t=])[^\n;|&]){0,300}[ \t](?:-u|--user)(?:[ \t]+|=)[\"']?[^\s:\"']{1,128}:"
         rf"(?P<secret>{_NOT_PLACEHOLDER}[^\s\"']{{1,256}})",
+        0,
+    ),
+    (
+        "cli_secret",
+        r"(?<![\w-])--?(?:(?:[A-Za-z0-9]{1,20}[_-]){0,4}"
+        r"(?i:pass(?:word|wd|phrase)?|token|secret|(?:api|access|private|auth|secret|client)[_-]?key)"
+        r"|(?:src|dest)?(?:store|key)pass)"
+        rf"[ \t]+[\"']?(?P<secret>{_CLI_VALUE})",
+        0,
+    ),
+    (
+        "cli_secret",
+        rf"\b(?:mysql|mysqldump|mysqladmin|mariadb(?:-dump|-admin)?){_CLI_ARGUMENTS}-p[\"']?(?P<secret>{_CLI_VALUE})",
+        0,
+    ),
+    (
+        "cli_secret",
+        rf"\b(?:sshpass|(?:docker|podman|buildah|skopeo|helm[ \t]+registry)[ \t]+login){_CLI_ARGUMENTS}-p"
+        rf"(?:[ \t]+|=)?[\"']?(?P<secret>{_CLI_VALUE})",
         0,
     ),
 )
@@ -114,15 +145,20 @@ def _tag_pattern() -> re.Pattern[str]:
 
 
 def _private_spans(text: str) -> tuple[list[tuple[int, int]], bool]:
-    """Spans to remove, and whether an opening tag was seen. Tags nest; an opening tag never closed hides the rest
-    of the text; a stray closing tag or a self-closing ``<private/>`` is removed on its own."""
+    """Spans to remove, and whether private text was seen. Tags nest and fail closed: an opening tag never closed
+    hides the rest of the text, and a closing tag never opened hides everything before it (the text is the end of
+    a private part whose start was cut off: a file read from an offset, the tail of an output). A self-closing
+    ``<private/>`` is removed on its own."""
     spans: list[tuple[int, int]] = []
     depth, start, opened = 0, 0, False
     for match in _tag_pattern().finditer(text):
         closing = match.group(1) == "/"
         self_closing = not closing and match.group(0).endswith("/>")
         if depth == 0:
-            if closing or self_closing:
+            if closing:
+                opened = opened or bool(text[: match.start()].strip())
+                spans = [(0, match.end())]
+            elif self_closing:
                 spans.append(match.span())
             else:
                 depth, start, opened = 1, match.start(), True
@@ -209,7 +245,8 @@ _ANNOTATION = (
 )
 _SEPARATOR_AND_VALUE = (
     r"(?P<sep>[ \t]*(?:===?|:=|=>|=|:)[ \t]*)"
-    r"(?:(?=(?P<quoted>(?:[bBrRuU]{1,2})?\"[^\"\n]{1,512}\"|(?:[bBrRuU]{1,2})?'[^'\n]{1,512}'|`[^`\n]{1,512}`))"
+    r"(?:(?=(?P<quoted>(?:[bBrRuU]{1,2})?\"[^\"\n]{1,512}\"|\\\"(?:[^\"\\\n]|\\[^\"\n]){1,512}?\\\""
+    r"|(?:[bBrRuU]{1,2})?'[^'\n]{1,512}'|`[^`\n]{1,512}`))"
     rf"|(?P<bare>[^{_VALUE_STOPS}]{{1,512}}+))"
 )
 
@@ -228,8 +265,8 @@ def _assignment_regexes() -> _AssignmentRegexes:
     filter (the key's last two letters must end one of the key words); the full key check runs in Python.
     ``plain`` finds every candidate; ``annotated`` rereads one as ``key: Type = value`` when it holds no secret."""
     return _AssignmentRegexes(
-        plain=re.compile(rf"{_KEY}(?P<quote>[\"']?){_SEPARATOR_AND_VALUE}"),
-        annotated=re.compile(rf"{_KEY}(?P<quote>[\"']?){_ANNOTATION}{_SEPARATOR_AND_VALUE}"),
+        plain=re.compile(rf"{_KEY}(?P<quote>\\?[\"']?){_SEPARATOR_AND_VALUE}"),
+        annotated=re.compile(rf"{_KEY}(?P<quote>\\?[\"']?){_ANNOTATION}{_SEPARATOR_AND_VALUE}"),
         key_suffix=re.compile(rf"(?:^|[_.-]|(?<=[a-z0-9])(?=[A-Z]))(?i:{_KEY_WORDS})$"),
         identifier=re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*"),
         line_end=re.compile(r"[ \t]*(?:#[^\n]*)?(?:\r?\n|\Z)"),
@@ -272,14 +309,26 @@ def _quoted_is_secret(inner: str) -> bool:
     return bool(stripped) and not stripped.startswith((_PLACEHOLDER_START, "$", "{", "%(", "<", "#{"))
 
 
+_ENV_MIN_LENGTH = 4
+_ENV_LITERALS = frozenset({"true", "false", "none", "null", "nil", "unset", "empty"})
+
+
+def _is_env_literal(value: str) -> bool:
+    return value.isdigit() or value.lower() in _ENV_LITERALS
+
+
 def _bare_is_secret(match: re.Match[str], text: str, value: str, end: int) -> bool:
     """An unquoted value is a secret when it is long enough and does not read as code: a call, an index, an
-    attribute, a variable reference, or (outside env and YAML lines) a plain identifier without digits."""
-    if len(value) < 8 or value.startswith(("$", "%")) or text[end : end + 1] in ("(", "["):
+    attribute, a variable reference, or (outside env and YAML lines) a plain identifier without digits. In an
+    env line (``PGPASSWORD=hunter2``) a shorter value counts too, unless it is a number or a literal."""
+    env_style = _is_env_style(match, text)
+    if len(value) < (_ENV_MIN_LENGTH if env_style else 8) or value.startswith(("$", "%")):
+        return False
+    if text[end : end + 1] in ("(", "[") or (env_style and len(value) < 8 and _is_env_literal(value)):
         return False
     if _assignment_regexes().identifier.fullmatch(value) is None:
         return True
-    if _is_env_style(match, text):
+    if env_style:
         return True
     if "." in value:
         return False
@@ -289,16 +338,27 @@ def _bare_is_secret(match: re.Match[str], text: str, value: str, end: int) -> bo
     return not looks_like_type and _is_yaml_style(match, text, end)
 
 
+def _is_secret_key(key: str) -> bool:
+    """Whether ``key`` names a secret: it ends in a key word (``db_password``, ``apiKey``), or it is an upper-case
+    environment name that runs one in (``PGPASSWORD``, ``NPMTOKEN``)."""
+    if key.lower() == "pwd":
+        return False
+    if _assignment_regexes().key_suffix.search(key) is not None:
+        return True
+    return key.isupper() and key.endswith(("PASSWORD", "PASSWD", "SECRET", "TOKEN"))
+
+
 def _assignment_secret_span(match: re.Match[str], text: str) -> tuple[int, int] | None:
     key = match.group("key")
-    if key.lower() == "pwd" or _assignment_regexes().key_suffix.search(key) is None:
+    if not _is_secret_key(key):
         return None
     quoted = match.group("quoted")
     if quoted is not None:
         start = match.start("quoted")
         quote_at = next(i for i, char in enumerate(quoted) if char in "\"'`")
-        inner = quoted[quote_at + 1 : -1]
-        return (start + quote_at + 1, start + len(quoted) - 1) if _quoted_is_secret(inner) else None
+        closing = 2 if quoted.startswith("\\") else 1  # JSON inside a JSON string: \"value\"
+        inner = quoted[quote_at + 1 : -closing]
+        return (start + quote_at + 1, start + len(quoted) - closing) if _quoted_is_secret(inner) else None
     value, start = match.group("bare"), match.start("bare")
     end = start + len(value)
     return (start, end) if _bare_is_secret(match, text, value, end) else None
@@ -358,6 +418,41 @@ def _replacement(marker: str, has_secret_group: bool) -> Callable[[re.Match[str]
 
 
 @cache
+def _encoded_pem_pattern() -> re.Pattern[str]:
+    """Base64 of a PEM block (``LS0tLS1CRUdJTi`` is ``-----BEGIN``) on one line, as in a kubeconfig's
+    ``client-key-data``, or wrapped (``base64 key.pem``): later lines are taken while they are base64 alone."""
+    return re.compile(
+        r"(?<![A-Za-z0-9+/])LS0tLS1CRUdJTi[A-Za-z0-9+/]{0,65536}+={0,2}"
+        r"(?:\r?\n[ \t]{0,16}+[A-Za-z0-9+/]{16,200}+={0,2}(?![^\r\n]))*+"
+    )
+
+
+def _is_encoded_private_key(encoded: str) -> bool:
+    head = re.sub(r"\s", "", encoded)[:60]
+    try:
+        decoded = base64.b64decode(head[: len(head) // 4 * 4])
+    except ValueError:
+        return False
+    return b"PRIVATE KEY" in decoded
+
+
+def _redact_encoded_keys(text: str) -> tuple[str, int]:
+    """Replace the base64 of private keys (never of certificates or public keys) with the private key placeholder."""
+    if "LS0tLS1CRUdJTi" not in text:
+        return text, 0
+    marker, count = placeholder("private_key"), 0
+
+    def replace(match: re.Match[str]) -> str:
+        nonlocal count
+        if not _is_encoded_private_key(match.group(0)):
+            return match.group(0)
+        count += 1
+        return marker
+
+    return _encoded_pem_pattern().sub(replace, text), count
+
+
+@cache
 def _compiled_rules() -> tuple[tuple[str, re.Pattern[str], Callable[[re.Match[str]], str]], ...]:
     rules = []
     for name, source, flags in _RULES:
@@ -373,6 +468,10 @@ def _redact_once(text: str, counts: dict[str, int]) -> tuple[str, bool]:
         if hits:
             counts[name] = counts.get(name, 0) + hits
             changed = True
+    text, hits = _redact_encoded_keys(text)
+    if hits:
+        counts["private_key"] = counts.get("private_key", 0) + hits
+        changed = True
     text, hits = _redact_assignments(text)
     if hits:
         counts[_ASSIGNMENT_NAME] = counts.get(_ASSIGNMENT_NAME, 0) + hits
