@@ -88,8 +88,9 @@ def bm25_expression(table: str = "memory_items_fts") -> str:
 
 RANK_BUDGET = 8000
 # Rows an unfiltered search ranks at most: the newest matches (module doc). bm25 costs about 2 us a row;
-# pooled LongMemEval keyword metrics were identical with caps of 1,000, 2,000 and 3,000.
-RANK_CAP = 2000
+# pooled LongMemEval keyword and hybrid metrics were identical with caps of 1,000, 2,000 and 3,000, and 1,000
+# ranks an unfiltered query of common words over 100k items in 2.1 ms instead of 3.4 (median).
+RANK_CAP = 1000
 
 
 def _ensure_vocab_tables(conn: sqlite3.Connection) -> None:
