@@ -436,3 +436,77 @@ def test_startup_instructions_without_a_worker_ask_for_the_tool() -> None:
     tools = MemoryTools(WorkerGateway(slow), IDENTITY)
     assert startup_instructions(tools, timeout=0.3) == f"{WORKFLOW}\n{STARTUP_CONTEXT_MISSING}\n"
     assert time.monotonic() - started < 3  # bounded: the server starts even when the worker is slow
+
+
+# -- bounded output and a server older than the installed package ----------------------------------------
+class _BatchClient:
+    """Answers ``/api/observations/batch`` with the records it holds."""
+
+    def __init__(self, records: dict[int, dict[str, Any]]) -> None:
+        self.records = records
+
+    def post_json(self, path: str, body: Any) -> Any:
+        ids = body["ids"]
+        return {"items": [self.records[i] for i in ids if i in self.records],
+                "missing": [i for i in ids if i not in self.records]}
+
+
+def test_get_observations_stays_bounded_and_says_what_was_cut() -> None:
+    """A saved memory may hold 256 KiB; a hundred of them would flood the agent's context."""
+    from memcairn.mcp_server import MAX_FIELD_CHARS, MAX_RECORDS_CHARS
+
+    records = {i: {"id": i, "kind": "manual", "title": f"big {i}", "text": "word " * 50_000,
+                   "facts": ["fact " * 4_000]} for i in range(1, 101)}
+    records[1] = {"id": 1, "kind": "manual", "title": "small", "text": "short"}
+    tools = MemoryTools(WorkerGateway(lambda: _BatchClient(records)), IDENTITY)  # type: ignore[arg-type, return-value]
+    error, text = anyio.run(_call_in_process, tools, "get_observations", {"ids": [*range(1, 101)]})
+    assert not error and len(text) < MAX_RECORDS_CHARS + 2 * MAX_FIELD_CHARS
+    out = json.loads(text)
+    shown = [r["id"] for r in out["items"]]
+    assert shown[0] == 1 and out["items"][0]["text"] == "short"
+    assert shown + out["not_included"] == list(range(1, 101)) and out["truncated"] == shown[1:]
+    big = out["items"][1]
+    assert big["text"].endswith("… [cut: 242,000 more characters]") and len(big["text"]) < MAX_FIELD_CHARS + 40
+    assert big["facts"][0].endswith("[cut: 12,000 more characters]")
+    assert "call get_observations again with the not_included ids" in out["note"] and "were cut" in out["note"]
+
+    error, text = anyio.run(_call_in_process, tools, "get_observations", {"ids": [1]})
+    assert (error, json.loads(text)) == (False, {"items": [records[1]]})  # a small record is untouched
+
+
+STALE_SERVER = ("import sys, memcairn; memcairn.__version__ = '0.0.1+old'; from memcairn.entry import main; "
+                "sys.exit(main(['mcp']))")
+
+
+async def _stale_session(env: dict[str, str], cwd: Path, errlog: Any) -> list[tuple[bool, str]]:
+    params = StdioServerParameters(command=sys.executable, args=["-c", STALE_SERVER], env=env, cwd=str(cwd))
+    results = []
+    async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        for arguments in ({"text": "saved by a server older than the package"}, {"text": "and once more"}):
+            with anyio.fail_after(20):
+                result = await session.call_tool("save_memory", arguments)
+            results.append((bool(result.is_error), text_of(result)))
+    return results
+
+
+def test_a_server_older_than_the_installed_package_uses_the_installed_worker(env: dict[str, str],
+                                                                            worker: WorkerClient,
+                                                                            tmp_path: Path) -> None:
+    """After an upgrade the agent's server keeps its old version; it must not replace the new worker with its
+    own (which it never gets: a worker started now runs the new files) on every call."""
+    cfg = load_settings()
+    before = daemon.probe(cfg)
+    assert before is not None
+    with open(tmp_path / "mcp-stderr.log", "w") as errlog:
+        results = anyio.run(_stale_session, env, tmp_path, errlog)
+    assert [error for error, _ in results] == [False, False], results
+    assert all(text.startswith("Saved as #") for _, text in results)
+    assert daemon.probe(cfg)["pid"] == before["pid"]  # the installed version's worker kept running
+    assert "restart the MCP server" in (tmp_path / "mcp-stderr.log").read_text()
+
+    daemon.stop(cfg, timeout=10)  # and with no worker, the installed package starts its own
+    with open(tmp_path / "mcp-stderr.log", "w") as errlog:
+        results = anyio.run(_stale_session, env, tmp_path, errlog)
+    assert [error for error, _ in results] == [False, False], results
+    assert daemon.probe(cfg)["version"] == daemon.current_version()

@@ -43,15 +43,18 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
+import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 from memcairn import __version__
-from memcairn.client import WorkerClient, ensure_worker
+from memcairn.client import START_TIMEOUT, WorkerClient, ensure_worker
 from memcairn.errors import ConfigError, MemcairnError, NotFoundError, ValidationError, WorkerUnavailableError
 from memcairn.project import ProjectIdentity, project_from_cwd
 
@@ -68,6 +71,11 @@ MAX_IDS = 100
 # stay under it even when every character is percent-encoded as three UTF-8 bytes.
 URL_TOOLS = ("search", "timeline", "session_start_context")
 MAX_URL_ARG_CHARS = 10_000
+# get_observations answers into the agent's context: a saved memory may hold 256 KiB in one field, and Claude Code
+# refuses a tool result over 25,000 tokens. A field is cut past MAX_FIELD_CHARS, and records past
+# MAX_RECORDS_CHARS in all are left for another call (their ids are listed).
+MAX_FIELD_CHARS = 8_000
+MAX_RECORDS_CHARS = 60_000
 
 WORKFLOW = """\
 memcairn memory is read in three steps, cheapest first. Follow them in order.
@@ -290,12 +298,72 @@ def _compact(record: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in record.items() if v not in (None, "", [], {})}
 
 
+def _cut(value: Any) -> tuple[Any, bool]:
+    """``value`` with every text over ``MAX_FIELD_CHARS`` (also in a list) cut and marked; whether one was."""
+    if isinstance(value, str) and len(value) > MAX_FIELD_CHARS:
+        return f"{value[:MAX_FIELD_CHARS]}… [cut: {len(value) - MAX_FIELD_CHARS:,} more characters]", True
+    if isinstance(value, list):
+        parts = [_cut(v) for v in value]
+        return [v for v, _ in parts], any(cut for _, cut in parts)
+    return value, False
+
+
+def _bounded(record: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """A record with its long fields cut (see ``_cut``); whether any was."""
+    out: dict[str, Any] = {}
+    any_cut = False
+    for key, value in record.items():
+        out[key], cut = _cut(value)
+        any_cut = any_cut or cut
+    return out, any_cut
+
+
 # -- the worker -------------------------------------------------------------------------------------
+def installed_version() -> str | None:
+    """The version a worker started now would run: the ``__version__`` in the package's file on disk, which an
+    upgrade rewrites while this long-lived process keeps the one it imported. None when it cannot be read."""
+    import memcairn
+
+    try:
+        source = Path(memcairn.__file__ or "").read_text(encoding="utf-8")
+    except OSError:
+        return None
+    found = re.search(r'^__version__ = "([^"]+)"', source, re.MULTILINE)
+    return found.group(1) if found else None
+
+
+def connect_worker() -> WorkerClient:
+    """``ensure_worker``, unless memcairn was upgraded (or downgraded) while this server ran.
+
+    ``ensure_worker`` replaces a worker of another version than this process's and waits for one of this
+    process's version, which a worker started from the upgraded files never reports: a stale server would stop
+    the up-to-date worker on every connection and fail after the start timeout. The installed package decides
+    instead (``memcairn worker start`` run from it), and its output stays off this server's stdout.
+    """
+    from memcairn.config import load_settings
+    from memcairn.worker.daemon import current_version
+
+    installed = installed_version()
+    if installed is None or installed == current_version():
+        return ensure_worker()
+    log.warning("memcairn %s is installed but this server runs %s; restart the MCP server to use the new version",
+                installed, current_version())
+    try:
+        done = subprocess.run([sys.executable, "-m", "memcairn", "worker", "start"], stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True, timeout=START_TIMEOUT + 5)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise WorkerUnavailableError(f"`memcairn worker start` failed: {exc}") from None
+    if done.returncode != 0:
+        detail = done.stderr.strip()[-500:] or f"exit code {done.returncode}"
+        raise WorkerUnavailableError(f"`memcairn worker start` failed: {detail}")
+    return WorkerClient(settings=load_settings())
+
+
 class WorkerGateway:
     """The worker, reached lazily: started (if needed) on first use, and once more after a lost connection."""
 
     def __init__(self, ensure: Callable[[], WorkerClient] | None = None) -> None:
-        self._ensure = ensure or ensure_worker
+        self._ensure = ensure or connect_worker
         self._client: WorkerClient | None = None
         self._lock = threading.Lock()
 
@@ -397,10 +465,35 @@ class MemoryTools:
 
     def get_observations(self, args: dict[str, Any]) -> str:
         answer = self.gateway.call(lambda c: c.post_json("/api/observations/batch", {"ids": args["ids"]}))
-        out: dict[str, Any] = {"items": [_compact(i) for i in answer.get("items", [])]}
+        items: list[dict[str, Any]] = []
+        truncated: list[Any] = []
+        left: list[Any] = []
+        size = 0
+        for raw in answer.get("items", []):
+            record, cut = _bounded(_compact(raw))
+            cost = len(json.dumps(record, ensure_ascii=False))
+            if left or (items and size + cost > MAX_RECORDS_CHARS):
+                left.append(record.get("id"))  # kept in order: the rest go to the next call
+                continue
+            items.append(record)
+            size += cost
+            if cut:
+                truncated.append(record.get("id"))
+        out: dict[str, Any] = {"items": items}
+        notes: list[str] = []
         if answer.get("missing"):
             out["missing"] = answer["missing"]
-            out["note"] = "no memory has the missing ids; they may have been deleted"
+            notes.append("no memory has the missing ids; they may have been deleted")
+        if truncated:
+            out["truncated"] = truncated
+            notes.append(f"fields over {MAX_FIELD_CHARS:,} characters of the truncated ids were cut where marked "
+                         "(the stored memories are whole)")
+        if left:
+            out["not_included"] = left
+            notes.append(f"the records passed {MAX_RECORDS_CHARS:,} characters; call get_observations again with "
+                         "the not_included ids")
+        if notes:
+            out["note"] = "; ".join(notes)
         return json.dumps(out, ensure_ascii=False)
 
     def session_start_context(self, args: dict[str, Any]) -> str:
