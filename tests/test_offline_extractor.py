@@ -816,3 +816,72 @@ def test_summary_accepts_observations_from_any_compressor() -> None:
     assert summary.completed == "Fixed off-by-one in pager"
     assert summary.investigated == "Read the pager"
     assert (summary.files_read, summary.files_modified) == (("pager.py",), ("pager.py",))
+
+
+# ------------------------------------------------------------------------------------- defects found on real sessions
+
+
+@pytest.mark.parametrize("response", [
+    "User rejected tool use",  # Claude Code's toolUseResult when the user declines the call
+    "The user doesn't want to proceed with this tool use. The tool use was rejected (eg. if it was a file edit, "
+    "the new_string was NOT written to the file).",
+    "[Request interrupted by user for tool use]",
+    "Error: [Request interrupted by user for tool use]",
+])
+def test_a_declined_or_interrupted_edit_changed_nothing(response: str) -> None:
+    call = ToolCall(name="Edit", input={"file_path": "/repo/a.py", "old_string": "x", "new_string": "y"},
+                    response=response)
+    obs = only(observe([call]))
+    assert obs.files_modified == ()
+    assert obs.type == "discovery"
+    assert not obs.title.startswith("Edited")
+
+
+def test_a_declined_shell_command_is_not_reported_as_done() -> None:
+    call = ToolCall(name="Bash", input={"command": "rm -rf build"}, response="User rejected tool use")
+    obs = only(observe([call]))
+    assert obs.files_modified == ()
+    assert obs.title == "Command interrupted: `rm -rf build`"
+    assert "ran `rm -rf build` → interrupted" in obs.facts
+
+
+def test_ansi_colours_are_dropped_from_outcomes() -> None:
+    colored = "\x1b[0m\x1b[1m\x1b[38;5;9merror[E0308]\x1b[0m\x1b[1m: mismatched types\x1b[0m\n"
+    obs = only(observe([bash("cargo build", stderr=colored, code=101)]))
+    assert "error: error[E0308]: mismatched types" in obs.facts
+    jest = "\x1b[1mTests:\x1b[22m  \x1b[1m\x1b[31m1 failed\x1b[39m\x1b[22m, \x1b[1m\x1b[32m3 passed\x1b[39m\x1b[22m"
+    obs = only(observe([bash("npx jest", stdout=jest, code=1)]))
+    assert obs.title == "Ran `npx jest`: 1 failed, 3 passed"
+    assert not any("\x1b" in fact for fact in obs.facts)
+
+
+def test_tool_error_markup_is_not_kept_in_the_error_fact() -> None:
+    call = ToolCall(name="Edit", input={"file_path": "/repo/a.py", "old_string": "x", "new_string": "y"},
+                    response="<tool_use_error>String to replace not found in file.\nString: x</tool_use_error>")
+    obs = only(observe([call]))
+    assert "error: String to replace not found in file." in obs.facts
+    assert not any("tool_use_error" in fact for fact in obs.facts)
+
+
+def test_titles_are_not_cut_mid_word() -> None:
+    command = "git add src/math_utils.py tests/test_math_utils.py && git commit -m 'Add multiply'"
+    obs = only(observe([bash(command, stdout="[main 1a2b3c4] Add multiply\n 2 files changed")]))
+    assert len(obs.title) <= TITLE_MAX
+    assert obs.title == "Ran `git add src/math_utils.py…`"
+    names = "\n".join(f"fn {name}() {{}}" for name in ("is_valid_email", "test_is_valid_email_valid", "a", "b"))
+    write = ToolCall(name="Write", input={"file_path": "/repo/src/validation.rs", "content": names},
+                     response={"type": "create"})
+    title = only(observe([write])).title
+    assert len(title) <= TITLE_MAX
+    assert title == "Created src/validation.rs: added is_valid_email (+3 more)"
+
+
+def test_names_a_file_defines_are_not_taken_for_lessons() -> None:
+    content = "struct NegativeInputError;\nimpl Error for NegativeInputError {}\nfn fmt() {}\n"
+    write = ToolCall(name="Write", input={"file_path": "/repo/src/math.rs", "content": content},
+                     response={"type": "create"})
+    extractor = OfflineExtractor()
+    turn = make_turn([write])
+    summary = extractor.summarize(turn, extractor.observe(turn, [write]).observations).summary
+    assert summary is not None
+    assert summary.learned is None

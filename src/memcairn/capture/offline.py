@@ -69,6 +69,13 @@ _ERROR_LINE = re.compile(
     re.IGNORECASE,
 )
 _WARNING_LINE = re.compile(r"deprecat|warning:", re.IGNORECASE)
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+_TOOL_ERROR_TAG = re.compile(r"</?tool_use_error>")
+# Claude Code's results for a call the user declined or stopped: it never ran, or not to its end.
+_DECLINED = re.compile(
+    r"\s*(?:Error:\s*)?(?:Exit code \d+\s*)?(?:User rejected tool use|The user doesn't want to proceed with this "
+    r"tool use|\[Request interrupted by user)"
+)
 _SUMMARY_LINE_MAX = 400  # result lines of test runners are short; longer lines are not searched for one
 _NEXT_CUE = re.compile(
     r"\b(?:next|todo|remaining|remains|should|need to|needs to|still|follow[- ]up)\b", re.IGNORECASE
@@ -78,6 +85,7 @@ _LEARNED_CUE = re.compile(
     re.IGNORECASE,
 )
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_NAME_FACTS = ("defines ", "adds ", "touches ")  # names of code, not lessons (``defines ParseError``)
 
 
 # ----------------------------------------------------------------------------------------------- small text helpers
@@ -88,7 +96,11 @@ def _clip(text: str | None, limit: int) -> str:
     flat = " ".join(str(text or "").split())
     if len(flat) <= limit:
         return flat
-    return flat[: max(limit - 1, 0)].rstrip() + "…"
+    cut = flat[: max(limit - 1, 0)]
+    space = cut.rfind(" ")
+    if space >= limit // 2 and not flat[len(cut)].isspace():
+        cut = cut[:space]  # a whole word, not part of one, when that keeps at least half
+    return cut.rstrip() + "…"
 
 
 def _first_sentences(text: str | None, limit: int) -> str:
@@ -241,11 +253,17 @@ def _flag_failure(response: Any) -> tuple[bool, int | None, bool]:
     return flagged, code, response.get("interrupted") is True
 
 
+def _declined(response: Any) -> bool:
+    """The call was declined by the user or interrupted (Claude Code writes a notice instead of a result)."""
+    return isinstance(response, str) and bool(_DECLINED.match(response))
+
+
 def _outcome(response: Any, command_like: bool = True) -> _Outcome:
     """How a call ended. Output text is only searched for exit codes, test results, tracebacks and warnings
     when it is a command's output (``command_like``): a file that was read may contain any of these."""
-    text = _response_text(response)
+    text = _TOOL_ERROR_TAG.sub("", _ANSI.sub("", _response_text(response)))
     flagged, code, interrupted = _flag_failure(response)
+    interrupted = interrupted or _declined(response)
     if isinstance(response, str) and re.match(r"\s*(?:Error:|<tool_use_error>)", response):
         flagged = True
     if code is None and command_like:
@@ -1179,7 +1197,6 @@ def _gotcha(outcome: _Outcome) -> list[str]:
 def _edit_draft(action: _Action, evidence: _FixEvidence | None) -> _Draft:
     files = action.writes
     target = _listing(files, 2) if files else "a file"
-    detail = f": added {_listing(action.names, 2)}" if action.names else ""
     if action.moves_only:
         kind, verb = "refactor", "Moved"
     elif action.created and action.family in ("write", "patch"):
@@ -1188,6 +1205,7 @@ def _edit_draft(action: _Action, evidence: _FixEvidence | None) -> _Draft:
         kind, verb = "bugfix", "Fixed"
     else:
         kind, verb = "change", "Deleted" if action.deletes_only else "Edited"
+    detail = _added(action.names, f"{verb} {target}")
     if action.moves_only and action.hints:
         title = action.hints[0][0].upper() + action.hints[0][1:]
     elif action.family == "shell" and kind == "change" and not action.deletes_only:
@@ -1206,6 +1224,16 @@ def _edit_draft(action: _Action, evidence: _FixEvidence | None) -> _Draft:
     if evidence is not None and kind == "bugfix":
         _add_fix(draft, evidence)
     return draft
+
+
+def _added(names: Sequence[str], title: str) -> str:
+    """``: added a, b (+3 more)``, naming one only when two would not fit a title after ``title``."""
+    detail = ""
+    for shown in (2, 1):
+        detail = f": added {_listing(names, shown)}" if names else ""
+        if len(title) + len(detail) <= TITLE_MAX:
+            break
+    return detail
 
 
 def _add_fix(draft: _Draft, evidence: _FixEvidence) -> None:
@@ -1311,8 +1339,9 @@ def _other_draft(action: _Action) -> _Draft:
 
 def _failed_edit_draft(action: _Action) -> _Draft:
     target = _listing(action.writes, 2) if action.writes else "a file"
+    ended = "interrupted" if action.outcome.interrupted else "failed"
     return _Draft(
-        type="discovery", title=f"Edit of {target} failed", action_text=f"tried to change {target}",
+        type="discovery", title=f"Edit of {target} {ended}", action_text=f"tried to change {target}",
         facts=[*action.hints, *_outcome_facts(action.outcome)], outcome_text="The tool reported an error.",
         files_read=list(action.writes),
     )
@@ -1381,7 +1410,7 @@ def _draft_for(action: _Action, evidence: _FixEvidence | None, actions: Sequence
         return _edit_draft(action, evidence)
     if action.family == "shell":
         draft = _shell_draft(action, actions)
-        draft.files_modified = list(action.writes)
+        draft.files_modified = [] if action.outcome.interrupted else list(action.writes)
         return draft
     if action.family == "task":
         return _task_draft(action)
@@ -1412,7 +1441,8 @@ def _summary(turn: Turn, observations: Sequence[Observation]) -> Summary | None:
     done = [o for o in observations if o.type in ("bugfix", "feature", "change", "refactor")]
     learned = [o.title for o in observations if o.type in ("bugfix", "decision")]
     learned += [fact for o in observations for fact in o.facts
-                if _LEARNED_CUE.search(fact) and fact not in ("tests passed", "tests failed")][:6]
+                if _LEARNED_CUE.search(fact) and fact not in ("tests passed", "tests failed")
+                and not fact.startswith(_NAME_FACTS)][:6]
     return Summary(
         request=_clip(prompt, 300) or None,
         investigated=_joined(o.title for o in looked),
