@@ -273,8 +273,9 @@ def test_deleting_files_is_a_change_titled_deleted() -> None:
 def test_displayed_commands_drop_the_project_directory_and_fold_commit_heredocs() -> None:
     command = "git add /repo/a.py && git commit -m \"$(cat <<'EOF'\nAdd a\n\nBody\nEOF\n)\""
     obs = only(observe([bash(command, stdout="[main 1a2b3c] Add a\n 1 file changed")]))
-    assert obs.title == 'Ran `git add a.py && git commit -m "Add a"`'
+    assert obs.type == "change" and obs.title == "Committed: Add a"  # the message, not the command line
     assert "committed: Add a" in obs.facts
+    assert 'ran `git add a.py && git commit -m "Add a"`' in obs.narrative
 
 
 def test_read_only_shell_commands_join_the_lookups() -> None:
@@ -642,9 +643,11 @@ def test_coverage_fix_transcript() -> None:
     explored = observations[0]
     assert explored.type == "discovery"
     assert explored.files_read == ("**/*.py", "src/math_utils.py", "tests/test_math_utils.py")
-    edits = [o for o in observations if o.type == "change"]
+    edits = [o for o in observations if o.type == "change" and o.files_modified]
     assert [o.files_modified for o in edits] == [("src/math_utils.py",), ("tests/test_math_utils.py",),
                                                  (".gitignore",)]
+    assert any(o.type == "change" and o.title == "Committed: Add multiply_numbers function with test"
+               for o in observations)
     assert "adds multiply_numbers" in edits[0].facts
     tests = next(o for o in observations if "pytest" in o.title)
     assert "ran `python -m pytest tests/test_math_utils.py -v` → 2 passed" in tests.facts
@@ -864,8 +867,8 @@ def test_tool_error_markup_is_not_kept_in_the_error_fact() -> None:
 
 
 def test_titles_are_not_cut_mid_word() -> None:
-    command = "git add src/math_utils.py tests/test_math_utils.py && git commit -m 'Add multiply'"
-    obs = only(observe([bash(command, stdout="[main 1a2b3c4] Add multiply\n 2 files changed")]))
+    command = "git add src/math_utils.py tests/test_math_utils.py && git diff --stat --cached"
+    obs = only(observe([bash(command, stdout=" 2 files changed")]))
     assert len(obs.title) <= TITLE_MAX
     assert obs.title == "Ran `git add src/math_utils.py…`"
     names = "\n".join(f"fn {name}() {{}}" for name in ("is_valid_email", "test_is_valid_email_valid", "a", "b"))

@@ -1273,7 +1273,10 @@ def _shell_draft(action: _Action, actions: Sequence[_Action]) -> _Draft:
         draft.title = f"Command failed{code}: {shown}"
     commit = re.search(r"^\[[^\]\n]+\] (.+)$", outcome.text[:2000], re.MULTILINE)
     if commit and "commit" in (action.command or ""):
-        draft.facts.append(f"committed: {_clip(commit.group(1), 160)}")
+        message = _clip(commit.group(1), 160)
+        draft.facts.append(f"committed: {message}")
+        if outcome.ok:  # the commit message says what the work was better than the command line does
+            draft.type, draft.title = "change", _clip(f"Committed: {message}", TITLE_MAX)
     if not draft.outcome_text:
         draft.outcome_text = f"Outcome: {outcome.label()}." if outcome.status != "unknown" else ""
     return draft
