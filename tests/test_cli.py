@@ -217,3 +217,8 @@ def test_doctor_reports_a_database_from_a_newer_memcairn_as_a_problem(capsys: py
     conn.close()
     code, out, err = _run(capsys, "doctor")
     assert code == 1 and "newer memcairn" in out and "Traceback" not in out + err
+
+
+def test_show_an_id_too_large_for_sqlite_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _run(capsys, "show", "9" * 25)
+    assert code == 2 and "not an item id" in err and "Traceback" not in err

@@ -84,3 +84,49 @@ def test_settings_file_errors_name_the_file(isolated_home: Path, content: str, m
     with pytest.raises(ConfigError, match=message) as raised:
         load_settings()
     assert str(isolated_home / "settings.json") in str(raised.value)
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ('{"port": true}', "port must be a whole number, got True"),
+    ('{"context_token_budget": 2.7}', "context_token_budget must be a whole number, got 2.7"),
+    ('{"port": 0}', "port must be between 1 and 65535, got 0"),
+    ('{"port": 70000}', "port must be between 1 and 65535, got 70000"),
+    ('{"context_token_budget": -5}', "context_token_budget must be 0 or more, got -5"),
+    ('{"llm_model": null}', "llm_model must be a string, got None"),
+    ('{"vector_backend": false}', "vector_backend must be a string, got False"),
+    ('{"token": ["a"]}', "token must be a string, got \\['a'\\]"),
+    ('{"exclude_projects": ["a", 1]}', "exclude_projects must be a string or a list of strings"),
+])
+def test_a_value_of_the_wrong_type_or_range_in_the_file_is_an_error(isolated_home: Path, content: str,
+                                                                     message: str) -> None:
+    isolated_home.mkdir(parents=True)
+    (isolated_home / "settings.json").write_text(content)
+    with pytest.raises(ConfigError, match=message):
+        load_settings()
+
+
+def test_comma_separated_settings_take_a_json_list_and_whole_floats_are_numbers(isolated_home: Path) -> None:
+    isolated_home.mkdir(parents=True)
+    (isolated_home / "settings.json").write_text(json.dumps({
+        "exclude_projects": ["secret-*", "scratch"], "skip_tools": ["Read"], "context_types": [],
+        "context_token_budget": 3000.0, "token": 12345}))
+    cfg = load_settings()
+    assert (cfg.exclude_projects, cfg.skip_tools, cfg.context_types) == ("secret-*,scratch", "Read", "")
+    assert cfg.context_token_budget == 3000 and cfg.token == "12345"
+
+
+def test_a_bad_range_from_the_environment_names_the_variable(isolated_home: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMCAIRN_PORT", "0")
+    with pytest.raises(ConfigError, match="MEMCAIRN_PORT: port must be between 1 and 65535"):
+        load_settings()
+
+
+def test_a_relative_memcairn_home_is_made_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hooks run in each project's directory: a relative home must not give every project its own store."""
+    from memcairn.settings_source import memcairn_home, read_values
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MEMCAIRN_HOME", "rel/home/")
+    assert load_settings().home == tmp_path / "rel" / "home"
+    assert read_values()["home"] == memcairn_home() == str(tmp_path / "rel" / "home")

@@ -116,10 +116,28 @@ def tidy_path(path: str) -> str:
     return lead + "/".join(p for p in path.split("/") if p and p != ".") or "."
 
 
+def _env_home(raw: str) -> str:
+    """``raw`` (a ``MEMCAIRN_HOME``) with ``~`` expanded and, when relative, put under the current directory:
+    hooks run in each project's directory, and a relative home would give every project a store of its own."""
+    path = os.path.expanduser(raw)
+    if not os.path.isabs(path):
+        try:
+            path = os.path.join(os.getcwd(), path)
+        except OSError:  # the current directory was removed: keep the path as given
+            pass
+    return tidy_path(path)
+
+
 def memcairn_home(environ: Mapping[str, str] | None = None) -> str:
-    """``$MEMCAIRN_HOME`` (``~`` expanded), else ``~/.memcairn``, as a string."""
+    """``$MEMCAIRN_HOME`` (``~`` expanded, made absolute), else ``~/.memcairn``, as a string."""
     raw = (os.environ if environ is None else environ).get("MEMCAIRN_HOME")
-    return tidy_path(os.path.expanduser(raw) if raw else os.path.join(os.path.expanduser("~"), ".memcairn"))
+    return _env_home(raw) if raw else tidy_path(os.path.join(os.path.expanduser("~"), ".memcairn"))
+
+
+LIST_SETTINGS = frozenset({"context_types", "exclude_projects", "skip_tools"})
+"""Comma-separated settings, which ``settings.json`` may also give as a JSON list of strings."""
+INT_RANGES: dict[str, tuple[int, int | None]] = {"port": (1, 65535)}
+"""Bounds (lowest, highest or None) of whole-number settings; any other must be 0 or more."""
 
 
 def coerce(name: str, value: Any, default: Any, origin: str) -> Any:
@@ -134,10 +152,26 @@ def coerce(name: str, value: Any, default: Any, origin: str) -> Any:
             return False
         raise ConfigError(f"{origin}: {name} must be true or false, got {value!r}")
     if isinstance(default, int):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
         try:
-            return int(value)
+            if isinstance(value, (bool, float)):
+                raise TypeError
+            number = int(value)
         except (TypeError, ValueError):
             raise ConfigError(f"{origin}: {name} must be a whole number, got {value!r}") from None
+        low, high = INT_RANGES.get(name, (0, None))
+        if high is not None and not low <= number <= high:
+            raise ConfigError(f"{origin}: {name} must be between {low} and {high}, got {number}")
+        if number < low:
+            raise ConfigError(f"{origin}: {name} must be {low} or more, got {number}")
+        return number
+    if name in LIST_SETTINGS and isinstance(value, list):
+        if not all(isinstance(part, str) for part in value):
+            raise ConfigError(f"{origin}: {name} must be a string or a list of strings, got {value!r}")
+        return ",".join(value)
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise ConfigError(f"{origin}: {name} must be a string, got {value!r}")
     return str(value)
 
 
@@ -155,7 +189,7 @@ def read_values(home: str | os.PathLike[str] | None = None,
     if home:
         base = tidy_path(os.fspath(home))
     elif env.get("MEMCAIRN_HOME"):
-        base = tidy_path(os.path.expanduser(env["MEMCAIRN_HOME"]))
+        base = _env_home(env["MEMCAIRN_HOME"])
     else:
         base = memcairn_home()
     values: dict[str, Any] = {s.name: s.default for s in SETTINGS}
