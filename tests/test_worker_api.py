@@ -643,6 +643,38 @@ def test_broadcaster_disconnects_a_client_that_falls_behind() -> None:
     assert chunks[0].startswith("retry:") and len(chunks) == 1  # overflowed: ended without a backlog
 
 
+def test_a_bulk_write_ends_streams_instead_of_dropping_events() -> None:
+    """More changes in one commit than one notification carries: every client is told to reload (its stream
+    ends, the viewer reconnects and reloads), not sent the first 200 and silently left without the rest."""
+    from memcairn.worker.events import MAX_ITEMS_PER_NOTIFY, Broadcaster, StoreEventBridge
+
+    class Items:
+        def get_items(self, ids: list[int]) -> list[NewItem]:
+            return []
+
+    async def scenario() -> tuple[list[str], list[str]]:
+        hub = Broadcaster(queue_size=10 * MAX_ITEMS_PER_NOTIFY)
+        hub.bind(asyncio.get_running_loop())
+        bridge = StoreEventBridge(Items(), hub)
+        streams = [hub.stream(heartbeat=0.05) for _ in range(2)]
+        firsts = [await s.__anext__() for s in streams]  # both subscribed
+        bridge("deleted", [1, 2])
+        bridge("deleted", list(range(10, 11 + MAX_ITEMS_PER_NOTIFY)))
+        chunks: list[list[str]] = []
+        for first, stream in zip(firsts, streams, strict=True):
+            got = [first]
+            async for chunk in stream:
+                got.append(chunk)
+                assert len(got) < 50, "the stream went on after a bulk write"
+            chunks.append(got)
+        assert hub.subscribers == 0
+        return chunks[0], chunks[1]
+
+    for chunks in asyncio.run(asyncio.wait_for(scenario(), timeout=10)):
+        deleted = [c for c in chunks if c.startswith("event: item_deleted")]
+        assert len(deleted) <= 2  # at most the small commit's events (a reload covers them too), then the end
+
+
 # -- logs, client, imports ----------------------------------------------------------------------------
 def test_log_rotation_caps_disk_use(tmp_path: Path) -> None:
     from memcairn.worker.logs import LOGGERS, setup_logging

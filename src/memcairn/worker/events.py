@@ -3,7 +3,8 @@
 The store calls its listeners on the writing thread right after a commit; ``StoreEventBridge`` turns the
 ids into small JSON records and hands them to the ``Broadcaster`` on the event loop. Each client has a
 bounded queue: a client that falls that far behind is disconnected (``EventSource`` reconnects by itself
-and the viewer reloads), so a stuck browser tab can never make the worker hold memory without limit.
+and the viewer reloads), so a stuck browser tab can never make the worker hold memory without limit. A
+commit of more than ``MAX_ITEMS_PER_NOTIFY`` items (an import) ends every stream the same way.
 """
 
 from __future__ import annotations
@@ -74,10 +75,20 @@ class Broadcaster:
             try:
                 client.queue.put_nowait((event, data))
             except asyncio.QueueFull:
-                client.overflowed = True
-                self._drain(client)
-                client.queue.put_nowait(_CLOSE)
+                self._disconnect(client)
                 log.info("an event-stream client fell %d events behind; disconnected it", self.queue_size)
+
+    def resync(self) -> None:
+        """End every stream now (too many changes at once to send one by one): each client reconnects and
+        reloads, as after falling behind."""
+        for client in list(self._clients):
+            if not client.overflowed:
+                self._disconnect(client)
+
+    def _disconnect(self, client: _Client) -> None:
+        client.overflowed = True
+        self._drain(client)
+        client.queue.put_nowait(_CLOSE)
 
     @staticmethod
     def _drain(client: _Client) -> None:
@@ -102,6 +113,9 @@ class Broadcaster:
 
     def publish_threadsafe(self, event: str, data: Any) -> None:
         self._call(self.publish, event, data)
+
+    def resync_threadsafe(self) -> None:
+        self._call(self.resync)
 
     def close_threadsafe(self) -> None:
         self._call(self.close)
@@ -142,7 +156,10 @@ class StoreEventBridge:
         name = EVENT_NAMES.get(event)
         if name is None or not self.broadcaster.subscribers:
             return
-        ids = list(ids)[:MAX_ITEMS_PER_NOTIFY]
+        ids = list(ids)
+        if len(ids) > MAX_ITEMS_PER_NOTIFY:  # a bulk write: one event each would flood every client
+            self.broadcaster.resync_threadsafe()
+            return
         if event == "deleted":
             records: list[dict[str, Any]] = [{"id": i} for i in ids]
         else:
