@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 Kind = Literal["observation", "summary", "prompt", "manual"]
 KINDS: tuple[str, ...] = ("observation", "summary", "prompt", "manual")
+MAX_ITEM_ID = 2**63 - 1  # the largest SQLite INTEGER
 ARRAY_FIELDS: tuple[str, ...] = ("facts", "concepts", "files_read", "files_modified")
 SUMMARY_SECTIONS: tuple[str, ...] = ("request", "investigated", "learned", "completed", "next_steps", "notes")
 TEXT_FIELDS: tuple[str, ...] = ("title", "subtitle", "text", "narrative", *SUMMARY_SECTIONS)

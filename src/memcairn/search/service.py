@@ -39,7 +39,7 @@ from datetime import tzinfo
 from typing import Any
 
 from memcairn.errors import ValidationError
-from memcairn.models import ItemFilter, MemoryItem
+from memcairn.models import MAX_ITEM_ID, ItemFilter, MemoryItem
 from memcairn.search import fusion
 from memcairn.search.request import SearchRequest, now_ms
 from memcairn.search.result import LegRank, SearchHit, SearchResult, Timeline
@@ -330,10 +330,10 @@ def parse_item_id(value: int | str) -> int:
     Raises:
         ValidationError: anything else.
     """
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+    if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= MAX_ITEM_ID:
         return value
     if isinstance(value, str):
         match = re.fullmatch(r"\s*#?(\d+)\s*", value)
-        if match and int(match.group(1)) > 0:
+        if match and 0 < int(match.group(1)) <= MAX_ITEM_ID:  # beyond it SQLite cannot even compare
             return int(match.group(1))
     raise ValidationError(f"{value!r} is not an item id; use a number such as 12 or #12")

@@ -401,18 +401,24 @@ def _text_list(data: dict[str, Any], name: str) -> list[str]:
     return value
 
 
-def _param(request: Request, *names: str) -> str | None:
-    """The one value of a single-valued parameter (the first of ``names`` given); None when absent.
+def _raw_param(request: Request, name: str) -> str | None:
+    """The one value of a single-valued parameter as sent (blank included); None when absent.
 
     Raises:
         BadRequest: the parameter is given more than once (which value was meant cannot be known).
     """
+    values = request.query_params.getlist(name)
+    if len(values) > 1:
+        raise BadRequest(f"{name} was given {len(values)} times; give it once")
+    return values[0] if values else None
+
+
+def _param(request: Request, *names: str) -> str | None:
+    """The value of the first of ``names`` given and not blank, stripped; None when absent."""
     for name in names:
-        values = request.query_params.getlist(name)
-        if len(values) > 1:
-            raise BadRequest(f"{name} was given {len(values)} times; give it once")
-        if values and values[0].strip():
-            return values[0].strip()
+        value = _raw_param(request, name)
+        if value is not None and value.strip():
+            return value.strip()
     return None
 
 
@@ -691,12 +697,9 @@ def _ingest(event_type: str, *required: str) -> Endpoint:
 
 def _context_settings(request: Request, settings: Settings) -> Settings:
     """The settings with the budget lowered to ``maxTokens`` (an agent's own size limit); never raised."""
-    values = request.query_params.getlist("maxTokens")
-    if not values:
+    value = _raw_param(request, "maxTokens")
+    if value is None:
         return settings
-    if len(values) > 1:
-        raise BadRequest(f"maxTokens was given {len(values)} times; give it once")
-    value = values[0]
     try:
         cap = int(value)  # blank is a mistake here, not "absent": only an agent's hook sends it
     except ValueError:

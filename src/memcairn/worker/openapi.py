@@ -11,9 +11,9 @@ from typing import Any
 
 import memcairn
 from memcairn.config import Settings
+from memcairn.models import MAX_ITEM_ID
 from memcairn.worker.security import is_loopback_host
 
-MAX_ITEM_ID = 2**63 - 1
 MAX_BATCH_IDS = 500
 
 ERROR = {"$ref": "#/components/schemas/Error"}
