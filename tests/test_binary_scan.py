@@ -137,6 +137,30 @@ def test_the_shortlist_orders_candidates_by_their_int8_cosine() -> None:
     assert scan.shortlist(new, ["nowhere"], 300, keep=5).tolist() == []
 
 
+def test_a_shortlist_per_owner_keeps_each_owners_best_document() -> None:
+    rng = np.random.default_rng(12)
+    x = clustered(rng, 1500)
+    owners = [1 + i // 3 for i in range(len(x))]  # three documents a row, as narrative + facts
+    scan = BinaryScan.from_rows(DIM, zip(range(1, len(x) + 1), ["a"] * len(x), x, owners, strict=True))
+    for _ in range(5):
+        q = unit(x[rng.integers(0, len(x))] + 0.3 * rng.standard_normal(DIM) / np.sqrt(DIM) * 3)
+        pool = scan.candidates(q, None, 400).tolist()
+        short = scan.shortlist(q, None, 400, keep=30, per_owner=True).tolist()
+        assert len(short) == 30
+        assert len({owners[r - 1] for r in short}) == 30  # thirty different rows
+        best_of: dict[int, float] = {}
+        for r in pool:
+            best_of[owners[r - 1]] = max(best_of.get(owners[r - 1], -2.0), float(x[r - 1] @ q))
+        for r in short:  # each is its row's best candidate, to the int8 estimate's ~1e-3
+            assert float(x[r - 1] @ q) >= best_of[owners[r - 1]] - 3e-3
+        assert set(sorted(best_of, key=best_of.get, reverse=True)[:20]) <= {owners[r - 1] for r in short}
+    # rows without an owner are their own group; an added document joins its owner's group
+    scan.add([(5000, "a", x[0], 1), (5001, "a", -x[0])])
+    got = scan.shortlist(x[0], None, 400, keep=5, per_owner=True).tolist()
+    assert got[0] in (1, 5000) and not {1, 5000} <= set(got)
+    assert 5001 in scan.shortlist(-x[0], None, 400, keep=1, per_owner=True).tolist()
+
+
 # ----------------------------------------------------------------------------- sqlite-vec through the scan
 
 
@@ -210,6 +234,45 @@ def test_scan_answers_like_the_exact_knn(loaded, few_candidates, spy) -> None:
             recalls.append(len({m.id for m in got} & set(truth)) / K)
     assert len(spy) == 90
     assert np.mean(recalls) >= 0.95
+
+
+def test_a_query_per_row_gives_each_rows_nearest_document(tmp_path: Path, spy) -> None:
+    rng = np.random.default_rng(13)
+    x = clustered(rng, 3000)
+    owner = [1 + i // 3 for i in range(len(x))]  # documents 3r, 3r+1, 3r+2 belong to row r + 1
+    index = SqliteVecIndex(tmp_path / "vectors.sqlite", DIM, scan_threshold=1000)
+    try:
+        index.upsert([rec(f"obs_{owner[i]}_fact_{i % 3}", x[i], "alpha", owner[i]) for i in range(len(x))])
+        queries = unit(x[rng.integers(0, len(x), 10)] + 0.2 * rng.standard_normal((10, DIM)) / np.sqrt(DIM) * 3)
+
+        def truth(q: np.ndarray) -> list[tuple[int, float]]:
+            best: dict[int, float] = {}
+            for i, d in enumerate(1.0 - x @ q):
+                best[owner[i]] = min(best.get(owner[i], 9.0), float(d))
+            return sorted(best.items(), key=lambda kv: kv[1])[:K]
+
+        def rows_of(matches: list) -> list[int]:
+            return [m.metadata["sqlite_id"] for m in matches]
+
+        index.scan_threshold = 10**9
+        for q in queries:  # the exact path
+            got = index.query(q.tolist(), projects=["alpha"], limit=K, per_row=True)
+            assert rows_of(got) == [r for r, _ in truth(q)]
+            assert [m.distance for m in got] == pytest.approx([d for _, d in truth(q)], abs=1e-5)
+        assert spy == []
+        index.scan_threshold = 1000
+        ready(index, queries[0])
+        recalls = []
+        for q in queries:  # the scan's path
+            got = index.query(q.tolist(), projects=None, limit=K, per_row=True, metadata=False)
+            assert len(got) == K
+            want = truth(q)
+            ids = [int(m.id.split("_")[1]) for m in got]
+            assert len(set(ids)) == K and ids[0] == want[0][0]
+            recalls.append(len(set(ids) & {r for r, _ in want}) / K)
+        assert len(spy) == len(queries) and np.mean(recalls) >= 0.95
+    finally:
+        index.close()
 
 
 def test_scan_respects_projects_deletes_and_upserts(loaded, spy) -> None:

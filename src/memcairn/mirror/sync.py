@@ -280,7 +280,10 @@ class MirrorSync:
         vec = vector if vector is not None else self.embedder.embed_query(text)
         start = time.perf_counter()
         try:
-            matches = self.index.query(vec, projects=partitions, limit=max(limit * 4, limit), metadata=False)
+            if getattr(self.index, "queries_per_row", False):  # the index keeps each item's best document itself
+                matches = self.index.query(vec, projects=partitions, limit=limit, metadata=False, per_row=True)
+            else:  # an item has several documents: ask for more, keep each item's first
+                matches = self.index.query(vec, projects=partitions, limit=limit * 4, metadata=False)
         except VectorIndexUnavailableError as exc:
             self._degrade(exc)
             raise

@@ -7,7 +7,8 @@ nearest to its own: `candidates` finds those by scanning every code of the searc
 ms for 300,000 documents). Each document also keeps its components as int8 (scaled so the largest is
 127) and a multiplier that turns their dot product with the query into its cosine, within ~1e-3:
 `shortlist` orders the candidates by that and hands the best few to the caller, which reads only those
-float vectors to rank them exactly.
+float vectors to rank them exactly. Each document also names its owner, the SQLite row it is a field of, so
+a shortlist can keep one document per row.
 
 Codes are stored word-major (``codes[w]`` holds word ``w`` of every document of a partition), so the
 scan is ``d / 64`` passes of xor + popcount over contiguous arrays. Changes land in a per-partition
@@ -49,21 +50,23 @@ def _popcount2d(words: np.ndarray) -> np.ndarray:
 
 
 class _Encoded(NamedTuple):
-    """One document's entries: its sign bits, its int8 components and their cosine multiplier."""
+    """One document's entries: its sign bits, its int8 components, their cosine multiplier and its owner."""
 
     code: np.ndarray  # (words,) uint64
     q8: np.ndarray  # (d,) int8
     mult: float  # scale / |x|: cos(q, x) ~= (q . q8) * mult / |q|
+    owner: int  # the row the document belongs to (see `owner_of`)
 
 
 class _Partition:
-    __slots__ = ("codes", "mult", "pending", "q8", "rowids")
+    __slots__ = ("codes", "mult", "owners", "pending", "q8", "rowids")
 
     def __init__(self, words: int, dimension: int) -> None:
         self.rowids = np.empty(0, dtype=np.int64)
         self.codes = np.empty((words, 0), dtype=np.uint64)
         self.q8 = np.empty((0, dimension), dtype=np.int8)
         self.mult = np.empty(0, dtype=np.float32)
+        self.owners = np.empty(0, dtype=np.int64)
         self.pending: dict[int, _Encoded | None] = {}
 
     def merge(self) -> None:
@@ -72,16 +75,19 @@ class _Partition:
         changed = np.fromiter(self.pending, dtype=np.int64, count=len(self.pending))
         keep = ~np.isin(self.rowids, changed)
         added = [(rowid, enc) for rowid, enc in self.pending.items() if enc is not None]
-        rowids, codes, q8, mult = [self.rowids[keep]], [self.codes[:, keep]], [self.q8[keep]], [self.mult[keep]]
+        rowids, codes, q8 = [self.rowids[keep]], [self.codes[:, keep]], [self.q8[keep]]
+        mult, owners = [self.mult[keep]], [self.owners[keep]]
         if added:
             rowids.append(np.fromiter((r for r, _ in added), dtype=np.int64, count=len(added)))
             codes.append(np.stack([e.code for _, e in added], axis=1))
             q8.append(np.stack([e.q8 for _, e in added]))
             mult.append(np.array([e.mult for _, e in added], dtype=np.float32))
+            owners.append(np.array([e.owner for _, e in added], dtype=np.int64))
         self.rowids = np.concatenate(rowids)
         self.codes = np.ascontiguousarray(np.concatenate(codes, axis=1))
         self.q8 = np.concatenate(q8)
         self.mult = np.concatenate(mult)
+        self.owners = np.concatenate(owners)
         self.pending = {}
 
 
@@ -94,9 +100,11 @@ class _Filling:
         self.codes = np.empty((words, capacity), dtype=np.uint64)
         self.q8 = np.empty((capacity, dimension), dtype=np.int8)
         self.mult = np.empty(capacity, dtype=np.float32)
+        self.owners = np.empty(capacity, dtype=np.int64)
         self.n = 0
 
-    def put(self, rowids: np.ndarray, codes: np.ndarray, q8: np.ndarray, mult: np.ndarray) -> None:
+    def put(self, rowids: np.ndarray, codes: np.ndarray, q8: np.ndarray, mult: np.ndarray,
+            owners: np.ndarray) -> None:
         end = self.n + len(rowids)
         if end > len(self.rowids):
             capacity = max(2 * len(self.rowids), end)
@@ -104,21 +112,30 @@ class _Filling:
             self.codes = _grown(self.codes.T, self.n, (capacity, self.codes.shape[0])).T
             self.q8 = _grown(self.q8, self.n, (capacity, self.q8.shape[1]))
             self.mult = _grown(self.mult, self.n, (capacity,))
+            self.owners = _grown(self.owners, self.n, (capacity,))
         self.rowids[self.n : end] = rowids
         self.codes[:, self.n : end] = codes.T
         self.q8[self.n : end] = q8
         self.mult[self.n : end] = mult
+        self.owners[self.n : end] = owners
         self.n = end
 
     def partition(self) -> _Partition:
         part = _Partition(self.codes.shape[0], self.q8.shape[1])
         n = self.n
         if n == len(self.rowids):  # allocated for the size the caller expected: no copy
-            part.rowids, part.q8, part.mult = self.rowids, self.q8, self.mult
+            part.rowids, part.q8, part.mult, part.owners = self.rowids, self.q8, self.mult, self.owners
         else:
-            part.rowids, part.q8, part.mult = self.rowids[:n].copy(), self.q8[:n].copy(), self.mult[:n].copy()
+            part.rowids, part.q8 = self.rowids[:n].copy(), self.q8[:n].copy()
+            part.mult, part.owners = self.mult[:n].copy(), self.owners[:n].copy()
         part.codes = np.ascontiguousarray(self.codes[:, :n])
         return part
+
+
+def owner_of(rowid: int, owner: int | None) -> int:
+    """The key that groups a document with the other documents of its row: the row's id when known, else
+    a key of the document's own (negative, so it never equals a row id)."""
+    return int(owner) if owner is not None else -int(rowid)
 
 
 def _grown(array: np.ndarray, used: int, shape: tuple[int, ...]) -> np.ndarray:
@@ -191,9 +208,9 @@ class BinaryScan:
 
     # -- building
 
-    def build(self, rows: Iterable[tuple[int, str, Any]], sizes: Mapping[str, int] | None = None) -> bool:
-        """Install every ``(rowid, project, vector)`` row (vector: a sequence of floats or a float32
-        little-endian blob), then replay the changes recorded since this scan was created.
+    def build(self, rows: Iterable[Sequence[Any]], sizes: Mapping[str, int] | None = None) -> bool:
+        """Install every ``(rowid, project, vector[, owner])`` row (vector: a sequence of floats or a float32
+        little-endian blob; owner: see `owner_of`), then replay the changes recorded since this scan was created.
 
         ``sizes`` (documents per project, when known) lets each partition's arrays be allocated once.
         Returns False (installing nothing) when `clear` or `cancel` ran meanwhile.
@@ -204,24 +221,28 @@ class BinaryScan:
         batch_ids: list[int] = []
         batch_projects: list[str] = []
         batch_vecs: list[Any] = []
+        batch_owners: list[int] = []
 
         def flush() -> None:
             codes, q8, mult = self._encode_all(self._stack(batch_vecs))
             ids = np.array(batch_ids, dtype=np.int64)
+            owners = np.array(batch_owners, dtype=np.int64)
             names = np.array(batch_projects, dtype=object)
             for project in dict.fromkeys(batch_projects):
                 if project not in filling:
                     filling[project] = _Filling(self.words, self.dimension, (sizes or {}).get(project, 0))
                 mask = names == project
-                filling[project].put(ids[mask], codes[mask], q8[mask], mult[mask])
+                filling[project].put(ids[mask], codes[mask], q8[mask], mult[mask], owners[mask])
             batch_ids.clear()
             batch_projects.clear()
             batch_vecs.clear()
+            batch_owners.clear()
 
-        for rowid, project, vector in rows:
-            batch_ids.append(int(rowid))
-            batch_projects.append(project)
-            batch_vecs.append(vector)
+        for row in rows:
+            batch_ids.append(int(row[0]))
+            batch_projects.append(row[1])
+            batch_vecs.append(row[2])
+            batch_owners.append(owner_of(row[0], row[3] if len(row) > 3 else None))
             if len(batch_ids) >= _BATCH:
                 flush()
                 if self._cancelled or self._generation != generation:
@@ -265,14 +286,16 @@ class BinaryScan:
 
     # -- changes
 
-    def add(self, rows: Sequence[tuple[int, str, Any]]) -> None:
-        """Add documents, or replace the code of a rowid already in their project."""
+    def add(self, rows: Sequence[Sequence[Any]]) -> None:
+        """Add ``(rowid, project, vector[, owner])`` documents, or replace the entries of a rowid already in
+        their project."""
         if not rows:
             return
-        codes, q8, mult = self._encode_all(self._stack([vector for _, _, vector in rows]))
+        codes, q8, mult = self._encode_all(self._stack([row[2] for row in rows]))
         with self._lock:
-            for n, (rowid, project, _) in enumerate(rows):
-                self._part(project).pending[int(rowid)] = _Encoded(codes[n], q8[n], float(mult[n]))
+            for n, row in enumerate(rows):
+                owner = owner_of(row[0], row[3] if len(row) > 3 else None)
+                self._part(row[1]).pending[int(row[0])] = _Encoded(codes[n], q8[n], float(mult[n]), owner)
             self._fold_large()
 
     def remove(self, rows: Iterable[tuple[int, str]]) -> None:
@@ -297,15 +320,25 @@ class BinaryScan:
             return np.empty(0, dtype=np.int64)
         return np.concatenate([part.rowids[rows] for part, rows in chosen])
 
-    def shortlist(self, vector: Any, projects: Sequence[str] | None, n: int, keep: int) -> np.ndarray:
+    def shortlist(self, vector: Any, projects: Sequence[str] | None, n: int, keep: int, *,
+                  per_owner: bool = False) -> np.ndarray:
         """Of the ``n`` `candidates`, the rowids of the ``keep`` nearest by the int8 cosine (best first):
-        what the caller re-ranks exactly, instead of reading all ``n`` float vectors."""
+        what the caller re-ranks exactly, instead of reading all ``n`` float vectors.
+
+        ``per_owner`` keeps only the best candidate of each owner (the row its documents belong to), so
+        ``keep`` documents name ``keep`` different rows."""
         chosen = self._select(vector, projects, n)
         if not chosen or keep <= 0:
             return np.empty(0, dtype=np.int64)
         q = np.asarray(vector, dtype=np.float32).reshape(self.dimension)
         rowids = np.concatenate([part.rowids[rows] for part, rows in chosen])
         cos = np.concatenate([(part.q8[rows].astype(np.float32) @ q) * part.mult[rows] for part, rows in chosen])
+        if per_owner:
+            owners = np.concatenate([part.owners[rows] for part, rows in chosen])
+            order = np.argsort(-cos, kind="stable")
+            _, first = np.unique(owners[order], return_index=True)  # each owner's best, by position in order
+            best = order[np.sort(first)]
+            rowids, cos = rowids[best], cos[best]
         if keep < len(rowids):
             best = np.argpartition(-cos, keep - 1)[:keep]
             return rowids[best[np.argsort(-cos[best])]]
@@ -340,7 +373,8 @@ class BinaryScan:
     def _snapshot(part: _Partition) -> _Partition:
         """The partition's current arrays (a merge replaces them; callers read these after the lock)."""
         view = _Partition.__new__(_Partition)
-        view.rowids, view.codes, view.q8, view.mult, view.pending = part.rowids, part.codes, part.q8, part.mult, {}
+        view.rowids, view.codes, view.q8, view.mult = part.rowids, part.codes, part.q8, part.mult
+        view.owners, view.pending = part.owners, {}
         return view
 
     # -- internals

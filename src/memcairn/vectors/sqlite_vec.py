@@ -17,7 +17,10 @@ It picks the ``clamp(8 k, 2000, 8192)`` documents of the searched projects neare
 few ms for 300,000 documents; a partition smaller than that is taken whole), then orders those by the
 int8 cosine (within ~1e-3 of the true one) and keeps the best ``k + max(k / 4, 32)``. Only their float
 vectors are read by rowid (one B-tree seek each, ~4 us: a 1.5 KB row sits in one page) and ranked by
-exact cosine in numpy; the best ``k`` are joined to ``mc_docs``. At 300,000 MiniLM documents (15,000 a
+exact cosine in numpy; the best ``k`` are joined to ``mc_docs``. A query *per row* (the mirror's: one hit
+per item, whose narrative and facts are separate documents) keeps each row's best candidate before the
+shortlist, so ``k`` items cost ``k + margin`` float reads, not the ~4 ``k`` documents they would fill.
+The scan runs outside the connection's lock (it has its own): two queries scan side by side. At 300,000 MiniLM documents (15,000 a
 project) a one-project query for 200 documents takes ~4 ms with recall 0.998 against the exact answer,
 and every distance returned is exact. The scan costs 444 bytes a 384-d document in memory (444 MB per
 million documents).
@@ -78,6 +81,8 @@ MAX_CANDIDATES = 8192
 # the int8 estimate is within ~1e-3, so the margin holds any document near the k-th.
 SHORTLIST_MARGIN = 4
 MIN_MARGIN = 32
+# A query per row looks PER_ROW_DEPTH times deeper (a row has several documents: narrative, facts, ...).
+PER_ROW_DEPTH = 4
 SCAN_REBUILD_SECONDS = 60.0  # a new scan is read at most this often (another process keeps writing)
 SCAN_RETRY_SECONDS = 600.0  # after a failed read
 
@@ -111,8 +116,9 @@ _EXACT_ALL = """
 """
 # json_each drives one rowid seek per candidate.
 _VECTORS_OF = "SELECT e.rowid, e.embedding FROM json_each(?) AS c JOIN mc_embeddings AS e ON e.rowid = c.value"
-_IDS_OF = "SELECT d.rowid, d.doc_id FROM json_each(?) AS c JOIN mc_docs AS d ON d.rowid = c.value"
-_DOCS_OF = "SELECT d.rowid, d.doc_id, d.metadata FROM json_each(?) AS c JOIN mc_docs AS d ON d.rowid = c.value"
+_IDS_OF = "SELECT d.rowid, d.doc_id, d.sqlite_id FROM json_each(?) AS c JOIN mc_docs AS d ON d.rowid = c.value"
+_DOCS_OF = ("SELECT d.rowid, d.doc_id, d.sqlite_id, d.metadata FROM json_each(?) AS c "
+            "JOIN mc_docs AS d ON d.rowid = c.value")
 
 
 def cosine_distances(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
@@ -182,6 +188,8 @@ class SqliteVecIndex:
 
     # -- protocol
 
+    queries_per_row = True  # `query(per_row=True)`: the nearest document of each SQLite row
+
     def upsert(self, records: Sequence[VectorRecord]) -> None:
         rows = []
         for record in last_wins(records):
@@ -199,7 +207,7 @@ class SqliteVecIndex:
             )
         if not rows:
             return
-        written: list[tuple[int, str, bytes]] = []  # (rowid, project, vector) for the binary scan
+        written: list[tuple[int, str, bytes, int | None]] = []  # (rowid, project, vector, owner): the scan's
         with self._db() as conn:
             with conn:
                 for project, doc_id, kind, sqlite_id, document, meta_json, blob in rows:
@@ -220,7 +228,7 @@ class SqliteVecIndex:
                     conn.execute(
                         "INSERT INTO mc_embeddings(rowid, embedding) VALUES (?, ?)", (rowid, blob)
                     )
-                    written.append((rowid, project, blob))
+                    written.append((rowid, project, blob, sqlite_id))
             if self._scan is not None:  # after the commit, before anyone else holds the lock
                 self._scan.add(written)
 
@@ -231,7 +239,9 @@ class SqliteVecIndex:
         self._delete_where("sqlite_id", sorted({int(s) for s in sqlite_ids}), project)
 
     def query(self, vector: Sequence[float], *, projects: Sequence[str] | None, limit: int,
-              metadata: bool = True) -> list[VectorMatch]:
+              metadata: bool = True, per_row: bool = False) -> list[VectorMatch]:
+        """The ``limit`` nearest documents, nearest first; with ``per_row``, only the nearest document of each
+        SQLite row (``sqlite_id``), so ``limit`` documents name ``limit`` rows."""
         vec = as_vector(vector, self.dimension, what="query vector")
         blob = vec.astype("<f4").tobytes()
         if limit <= 0:
@@ -240,17 +250,24 @@ class SqliteVecIndex:
         wanted = None if projects is None else list(dict.fromkeys(projects))
         with self._db() as conn:
             scan = self._usable_scan(conn, wanted)
-            if scan is not None:
-                try:
-                    return self._scan_query(conn, scan, vec, wanted, k, metadata)
-                except Exception as exc:  # noqa: BLE001 - never worse than the exact path
-                    log.warning("binary scan query failed (%s); back to the exact KNN", exc, exc_info=True)
-                    self._drop_scan(retry_after=SCAN_RETRY_SECONDS)
+        if scan is not None:
+            try:
+                return self._scan_query(scan, vec, wanted, k, metadata, per_row)
+            except VectorIndexUnavailableError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - never worse than the exact path
+                log.warning("binary scan query failed (%s); back to the exact KNN", exc, exc_info=True)
+                with self._lock:
+                    if self._scan is scan:
+                        self._drop_scan(retry_after=SCAN_RETRY_SECONDS)
+        with self._db() as conn:
+            # Per row, a row's other documents may fill the first k: look further, as the scan does.
+            depth = min(k * PER_ROW_DEPTH, MAX_K) if per_row else k
             if wanted is None:
-                rowids = [r[0] for r in conn.execute(_EXACT_ALL, (blob, k))]
+                rowids = [r[0] for r in conn.execute(_EXACT_ALL, (blob, depth))]
             else:
-                rowids = [r[0] for p in wanted for r in conn.execute(_EXACT_ONE, (p, blob, k))]
-            return self._rank(conn, vec, rowids, k, metadata)
+                rowids = [r[0] for p in wanted for r in conn.execute(_EXACT_ONE, (p, blob, depth))]
+            return self._rank(conn, vec, rowids, k, metadata, per_row=per_row)
 
     def warm(self) -> None:
         """Start reading the binary scan now if the index is big enough for it (a long-lived process calls
@@ -383,7 +400,7 @@ class SqliteVecIndex:
             if self._scan is not None and gone:
                 self._scan.remove(gone)
 
-    # -- the binary scan (module doc); every method here runs under _lock
+    # -- the binary scan (module doc); every method here but the shortlist of `_scan_query` runs under _lock
 
     def _usable_scan(self, conn: apsw.Connection, projects: list[str] | None) -> BinaryScan | None:
         """The scan when it is ready and these partitions are big enough for it; starts reading it
@@ -407,13 +424,18 @@ class SqliteVecIndex:
         return None
 
     def _scan_query(
-        self, conn: apsw.Connection, scan: BinaryScan, vec: Any, projects: list[str] | None, k: int, metadata: bool
+        self, scan: BinaryScan, vec: Any, projects: list[str] | None, k: int, metadata: bool, per_row: bool
     ) -> list[VectorMatch]:
-        n = min(max(CANDIDATES_PER_K * k, MIN_CANDIDATES), MAX_CANDIDATES)
-        rowids = scan.shortlist(vec, projects, n, keep=k + max(k // SHORTLIST_MARGIN, MIN_MARGIN))
+        """The scan's shortlist, ranked exactly. The scan has a lock of its own, so two queries scan side by
+        side; only the ranking holds the connection."""
+        # Per row, k rows stand for about PER_ROW_DEPTH k documents: the candidates are as many as for those.
+        n = min(max(CANDIDATES_PER_K * k * (PER_ROW_DEPTH if per_row else 1), MIN_CANDIDATES), MAX_CANDIDATES)
+        keep = k + max(k // SHORTLIST_MARGIN, MIN_MARGIN)
+        rowids = scan.shortlist(vec, projects, n, keep=keep, per_owner=per_row)
         if not len(rowids):
             return []
-        return self._rank(conn, vec, rowids.tolist(), k, metadata)
+        with self._db() as conn:
+            return self._rank(conn, vec, rowids.tolist(), k, metadata)
 
     def _start_scan(self, conn: apsw.Connection) -> None:
         scan = BinaryScan(self.dimension)  # records every change from now on, before the reader's snapshot
@@ -446,7 +468,7 @@ class SqliteVecIndex:
                 with conn:  # one read transaction: the sizes and the rows of the same snapshot
                     sizes = dict(conn.execute("SELECT project, count(*) FROM mc_docs GROUP BY project"))
                     rows = conn.execute(
-                        "SELECT e.rowid, d.project, e.embedding FROM mc_embeddings AS e "
+                        "SELECT e.rowid, d.project, e.embedding, d.sqlite_id FROM mc_embeddings AS e "
                         "JOIN mc_docs AS d ON d.rowid = e.rowid"
                     )
                     built = scan.build(rows, sizes)
@@ -475,9 +497,11 @@ class SqliteVecIndex:
         )
 
     def _rank(
-        self, conn: apsw.Connection, vec: np.ndarray, rowids: Sequence[int], k: int, metadata: bool = True
+        self, conn: apsw.Connection, vec: np.ndarray, rowids: Sequence[int], k: int, metadata: bool = True, *,
+        per_row: bool = False,
     ) -> list[VectorMatch]:
-        """The best ``k`` of these documents by exact cosine distance, joined to their ``mc_docs`` rows."""
+        """The best ``k`` of these documents by exact cosine distance, joined to their ``mc_docs`` rows
+        (``per_row``: the best of each ``sqlite_id`` only)."""
         if not len(rowids):
             return []
         ids: list[int] = []
@@ -489,19 +513,29 @@ class SqliteVecIndex:
             return []
         matrix = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(ids), self.dimension)
         distances = cosine_distances(matrix, vec)
-        if k < len(ids):
+        if k < len(ids) and not per_row:  # per row, every candidate is read: which k survive depends on rows
             best = np.argpartition(distances, k - 1)[:k]
         else:
             best = np.arange(len(ids))
         chosen = {ids[i]: float(distances[i]) for i in best}
         wanted = json.dumps(list(chosen))
+        rows: list[tuple[Any, VectorMatch]] = []
         if metadata:
-            matches = [VectorMatch(id=doc_id, distance=chosen[rowid], metadata=json.loads(meta_json))
-                       for rowid, doc_id, meta_json in conn.execute(_DOCS_OF, (wanted,))]
+            for rowid, doc_id, sqlite_id, meta_json in conn.execute(_DOCS_OF, (wanted,)):
+                rows.append((sqlite_id, VectorMatch(doc_id, chosen[rowid], json.loads(meta_json))))
         else:
-            matches = [VectorMatch(id=doc_id, distance=chosen[rowid])
-                       for rowid, doc_id in conn.execute(_IDS_OF, (wanted,))]
-        return merge_matches(matches, k)
+            for rowid, doc_id, sqlite_id in conn.execute(_IDS_OF, (wanted,)):
+                rows.append((sqlite_id, VectorMatch(doc_id, chosen[rowid])))
+        if not per_row:
+            return merge_matches([match for _, match in rows], k)
+        rows.sort(key=lambda row: (row[1].distance, row[1].id))
+        seen: set[Any] = set()
+        kept = []
+        for sqlite_id, match in rows:
+            if sqlite_id is None or sqlite_id not in seen:
+                seen.add(sqlite_id)
+                kept.append(match)
+        return kept[:k]
 
     def _from_vec0(self, conn: apsw.Connection) -> bool:
         """Schema 1 -> 2 (module doc), inside the caller's transaction; True when vectors were moved."""
