@@ -91,6 +91,30 @@ def test_a_paraphrase_is_closer_than_an_unrelated_sentence(model: OnnxEmbedder) 
     assert dot(fix, bug) > dot(fix, bread) + 0.2
 
 
+def test_the_8_bit_kernels_stay_within_a_cosine_of_0_998_of_the_float32_weights(model: OnnxEmbedder) -> None:
+    """The session multiplies in int8 (MatMulNBits); the same file with its weights unfolded to float32 is the
+    reference the model's README verified against PyTorch."""
+    import numpy as np
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.add_session_config_entry("session.disable_quant_qdq", "1")
+    opts.log_severity_level = 3
+    reference = ort.InferenceSession(str(model.model_dir / "model.onnx"), sess_options=opts,
+                                     providers=["CPUExecutionProvider"])
+    texts = ["ok", "fix", "busy_timeout 30000", "Le chat dort sur le canapé.", "数据库连接池的配置", "🎉 shipped!",
+             "Traceback (most recent call last):\n  File \"app.py\", line 3, in <module>\nKeyError: 'port'",
+             "def double(x: int) -> int:\n    return 2 * x", "how does the importer handle connection pooling",
+             "The worker drains in-flight writes before it stops, so no hook event is lost. " * 12]
+    got = model.embed_documents(texts)
+    for text, vec in zip(texts, got, strict=True):
+        enc = model._tokenizer.encode(text[:2000])
+        ids = np.array([enc.ids], dtype=np.int64)
+        feed = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
+        want = reference.run(None, feed)[0][0]
+        assert dot(vec, want.tolist()) >= 0.998, text
+
+
 def test_outputs_come_back_in_input_order_for_mixed_lengths(model: OnnxEmbedder) -> None:
     texts = [
         "a long note " * 80,

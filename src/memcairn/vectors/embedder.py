@@ -163,10 +163,12 @@ class OnnxEmbedder:
                 # Idle intra-op threads sleep instead of spinning: in the worker, requests run side by side
                 # on few cores, and a spinning pool takes the CPU a concurrent request needs.
                 opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-                # The weights are stored int8 behind DequantizeLinear; this makes onnxruntime fold them to
-                # float32 once, at load, instead of fusing them into slower 8-bit kernels (see the model's
-                # README.md).
-                opts.add_session_config_entry("session.disable_quant_qdq", "1")
+                # The weights are stored int8 behind DequantizeLinear. onnxruntime fuses each into an 8-bit
+                # MatMulNBits kernel that keeps them int8 in memory and multiplies in int8 (accuracy level 4):
+                # a short query takes 3 ms instead of 4.6 with the weights unfolded to float32, a batch of
+                # long texts 20% less, 30 MB less resident, vectors within cosine 0.9986 of the float32
+                # path (the model's README.md).
+                opts.add_session_config_entry("session.qdq_matmulnbits_accuracy_level", "4")
                 session = ort.InferenceSession(
                     str(self.model_dir / "model.onnx"), sess_options=opts, providers=["CPUExecutionProvider"]
                 )
