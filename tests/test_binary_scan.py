@@ -112,6 +112,24 @@ def test_cancel_and_clear() -> None:
     assert failed.failed and not failed.wait(0)
 
 
+def test_nearest_picks_the_n_smallest_distances_earliest_first_on_ties() -> None:
+    rng = np.random.default_rng(21)
+
+    def reference(dist: np.ndarray, n: int) -> list[int]:
+        return sorted(np.argsort(dist, kind="stable")[:n].tolist())
+
+    cases = [rng.binomial(384, 0.5, 100_000).astype(np.uint16),  # long: the sampled cut-off
+             rng.binomial(384, 0.5, 3000).astype(np.uint16),  # short: counted whole
+             np.full(50_000, 7, dtype=np.uint16)]  # every distance tied
+    misjudged = np.full(100_000, 300, dtype=np.uint16)
+    misjudged[:320:16] = 5  # the sample sees 20 close ones, the rest lie between its points
+    misjudged[1::16][:500] = 6
+    cases.append(misjudged)
+    for dist in cases:
+        for n in (1, 100, 2000):
+            assert bs.nearest(dist, n, 384).tolist() == reference(dist, n)
+
+
 def test_the_shortlist_orders_candidates_by_their_int8_cosine() -> None:
     rng = np.random.default_rng(11)
     x = clustered(rng, 2000)

@@ -35,6 +35,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 _BATCH = 1024  # rows encoded at once by build
+_SAMPLE_STRIDE = 16  # `nearest` estimates the cut-off from every 16th distance of a long array
 _MIN_MERGE = 4096  # pending changes a partition accepts before folding them in without a query
 
 # numpy >= 2 counts bits natively; older ones use a byte table.
@@ -130,6 +131,35 @@ class _Filling:
             part.mult, part.owners = self.mult[:n].copy(), self.owners[:n].copy()
         part.codes = np.ascontiguousarray(self.codes[:, :n])
         return part
+
+
+def nearest(dist: np.ndarray, n: int, top: int) -> np.ndarray:
+    """Positions, ascending, of the ``n`` smallest of ``dist`` (integers in 0..top; ties at the cut-off go to
+    the earliest positions).
+
+    Distances are small integers, so a histogram finds the cut-off faster than a partition. On a long array
+    the histogram of every `_SAMPLE_STRIDE`-th value first bounds the cut-off generously, and only the values
+    under that bound are counted exactly: the same answer, without converting every distance for
+    ``bincount``."""
+    pool: np.ndarray | None = None
+    if len(dist) > _SAMPLE_STRIDE * n:
+        sample = np.cumsum(np.bincount(dist[::_SAMPLE_STRIDE], minlength=top + 1))
+        bound = int(np.searchsorted(sample, 2 * n // _SAMPLE_STRIDE + 1))
+        pool = np.flatnonzero(dist <= bound)
+        if len(pool) < n:  # the sample misjudged the spread: count everything
+            pool = None
+    values = dist if pool is None else dist[pool]
+    cumulative = np.cumsum(np.bincount(values, minlength=top + 1))
+    cut = int(np.searchsorted(cumulative, n))  # smallest distance d with count(<= d) >= n
+    room = n - int(cumulative[cut - 1]) if cut > 0 else n  # how many at the cut-off distance fit
+    below = np.flatnonzero(values < cut)
+    at = np.flatnonzero(values == cut)[:room]
+    chosen = np.sort(np.concatenate([below, at]))
+    return chosen if pool is None else pool[chosen]
+
+
+def _joined(arrays: list[np.ndarray]) -> np.ndarray:
+    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
 
 
 def owner_of(rowid: int, owner: int | None) -> int:
@@ -318,7 +348,7 @@ class BinaryScan:
         chosen = self._select(vector, projects, n)
         if not chosen:
             return np.empty(0, dtype=np.int64)
-        return np.concatenate([part.rowids[rows] for part, rows in chosen])
+        return _joined([part.rowids[rows] for part, rows in chosen])
 
     def shortlist(self, vector: Any, projects: Sequence[str] | None, n: int, keep: int, *,
                   per_owner: bool = False) -> np.ndarray:
@@ -331,10 +361,11 @@ class BinaryScan:
         if not chosen or keep <= 0:
             return np.empty(0, dtype=np.int64)
         q = np.asarray(vector, dtype=np.float32).reshape(self.dimension)
-        rowids = np.concatenate([part.rowids[rows] for part, rows in chosen])
-        cos = np.concatenate([(part.q8[rows].astype(np.float32) @ q) * part.mult[rows] for part, rows in chosen])
+        rowids = _joined([part.rowids[rows] for part, rows in chosen])
+        q8 = _joined([part.q8[rows] for part, rows in chosen])  # one conversion and product for all
+        cos = (q8.astype(np.float32) @ q) * _joined([part.mult[rows] for part, rows in chosen])
         if per_owner:
-            owners = np.concatenate([part.owners[rows] for part, rows in chosen])
+            owners = _joined([part.owners[rows] for part, rows in chosen])
             order = np.argsort(-cos, kind="stable")
             _, first = np.unique(owners[order], return_index=True)  # each owner's best, by position in order
             best = order[np.sort(first)]
@@ -355,19 +386,13 @@ class BinaryScan:
             return [(p, np.arange(len(p.rowids))) for p in parts]
         dists = [self._hamming(p.codes, query) for p in parts]
         flat = np.concatenate(dists) if len(dists) > 1 else dists[0]
-        # Distances are small integers: a histogram finds the cut-off faster than argpartition.
-        cumulative = np.cumsum(np.bincount(flat, minlength=self.words * 64 + 1))
-        cut = int(np.searchsorted(cumulative, n))  # smallest distance d with count(<= d) >= n
-        room = n - int(cumulative[cut - 1]) if cut > 0 else n  # how many at the cut-off distance fit
-        chosen = []
-        for part, dist in zip(parts, dists, strict=True):
-            below = np.flatnonzero(dist < cut)
-            at = np.flatnonzero(dist == cut)[:room]
-            room -= len(at)
-            rows = np.concatenate([below, at])
-            if len(rows):
-                chosen.append((part, rows))
-        return chosen
+        picked = nearest(flat, n, self.words * 64)
+        if len(parts) == 1:
+            return [(parts[0], picked)]
+        starts = np.cumsum([0] + [len(d) for d in dists])
+        bounds = np.searchsorted(picked, starts)
+        return [(part, picked[bounds[i]:bounds[i + 1]] - starts[i])
+                for i, part in enumerate(parts) if bounds[i + 1] > bounds[i]]
 
     @staticmethod
     def _snapshot(part: _Partition) -> _Partition:

@@ -20,10 +20,10 @@ vectors are read by rowid (one B-tree seek each, ~4 us: a 1.5 KB row sits in one
 exact cosine in numpy; the best ``k`` are joined to ``mc_docs``. A query *per row* (the mirror's: one hit
 per item, whose narrative and facts are separate documents) keeps each row's best candidate before the
 shortlist, so ``k`` items cost ``k + margin`` float reads, not the ~4 ``k`` documents they would fill.
-The scan runs outside the connection's lock (it has its own): two queries scan side by side. At 300,000 MiniLM documents (15,000 a
-project) a one-project query for 200 documents takes ~4 ms with recall 0.998 against the exact answer,
-and every distance returned is exact. The scan costs 444 bytes a 384-d document in memory (444 MB per
-million documents).
+The scan runs outside the connection's lock (it has its own): two queries scan side by side. At 300,000
+MiniLM documents (15,000 a project) a one-project query for 200 documents takes ~4 ms with recall 0.998
+against the exact answer, and every distance returned is exact. The scan costs 452 bytes a 384-d document
+in memory (452 MB per million documents).
 
 A background thread reads the scan from the file when the index opens with enough documents (`warm`) or
 the first time a query could use it. Until it is ready, or if reading it fails, queries take the *exact
