@@ -224,8 +224,10 @@ class SearchService:
 
         method = req.fusion or self.fusion
         scores = fusion.fuse(method, legs, weights=self.weights)
-        # Candidates are fused and ordered by id, score and time; only the page's rows are read whole.
-        created = self.store.created_epochs(list(scores))
+        # Candidates are fused and ordered by id, score and time; only the page's rows are read whole. The
+        # semantic leg read the times of its hits already; the keyword leg's others are read here.
+        created = {i: run.created[i] for i in scores if i in run.created}
+        created.update(self.store.created_epochs([i for i in scores if i not in run.created]))
         scores = {i: score for i, score in scores.items() if i in created}  # deleted since a leg saw it
         half_life = req.recency_boost_half_life_days
         if half_life is None:
@@ -273,6 +275,7 @@ class SearchService:
             run.notes.append(f"semantic search failed ({exc}); keyword results only")
             return None
         allowed = self.store.created_epochs([h.item_id for h in hits], semantic_filter)
+        run.created.update(allowed)
         return [(h.item_id, 1.0 - float(h.distance)) for h in hits if h.item_id in allowed][:pool]
 
     @staticmethod
@@ -315,6 +318,7 @@ class _Run:
         self.keyword_count = 0
         self.semantic_count = 0
         self.query_truncated = False
+        self.created: dict[int, int] = {}  # created_at_epoch of items already read, by id
 
 
 def unknown_projects_note(unknown: Sequence[str], known: Sequence[str]) -> str:
