@@ -24,6 +24,24 @@ def log_path(cfg: Settings) -> Path:
     return cfg.logs_dir / LOG_FILE
 
 
+class CappedRotatingFileHandler(RotatingFileHandler):
+    """``RotatingFileHandler`` that also caps the file without backups: the standard one never rolls over
+    when ``backupCount`` is 0 (it reopens the file for appending), so ``log_backups = 0`` grew the log without
+    bound. Here the file then starts over empty instead."""
+
+    def doRollover(self) -> None:  # noqa: N802 - the logging API's name
+        if self.backupCount > 0:
+            super().doRollover()
+            return
+        if self.stream:
+            self.stream.close()
+            self.stream = None  # type: ignore[assignment]
+        with open(self.baseFilename, "w", encoding=self.encoding):
+            pass  # truncate
+        if not self.delay:
+            self.stream = self._open()
+
+
 class BackgroundHandler(QueueHandler):
     """Hands each record to a thread that writes it: a request thread never waits for the file, its lock,
     the flush or the rollover checks (several ``stat`` calls a line), which cost more than a search's own
@@ -47,7 +65,7 @@ def setup_logging(cfg: Settings, level: int = logging.INFO) -> BackgroundHandler
     """Send the worker's loggers to the rotating file, through a writer thread (idempotent: an earlier
     handler is closed and replaced). The handler is closed at exit, so queued lines reach the file."""
     cfg.logs_dir.mkdir(parents=True, exist_ok=True)
-    file_handler = RotatingFileHandler(log_path(cfg), maxBytes=max(1024, cfg.log_max_bytes),
+    file_handler = CappedRotatingFileHandler(log_path(cfg), maxBytes=max(1024, cfg.log_max_bytes),
                                        backupCount=max(0, cfg.log_backups), encoding="utf-8")
     file_handler.setFormatter(logging.Formatter(FORMAT))
     handler = BackgroundHandler(file_handler)
