@@ -324,3 +324,78 @@ def test_start_refuses_an_out_of_range_port_and_a_blank_token(env: dict[str, str
         assert result.returncode == 2 and "between 1 and 65535" in result.stderr, result.stderr
     blank = cli({**env, "MEMCAIRN_HOST": "0.0.0.0", "MEMCAIRN_TOKEN": "   "}, "worker", "start", timeout=20)
     assert blank.returncode == 2 and "MEMCAIRN_TOKEN" in blank.stderr and "Traceback" not in blank.stderr
+
+
+def test_log_rotation_caps_the_log_without_backups(cfg: Settings) -> None:
+    """``log_backups = 0`` must still cap worker.log at ``log_max_bytes`` (the standard handler never rotates then)."""
+    import dataclasses
+    import logging
+
+    from memcairn.worker import logs
+
+    capped = dataclasses.replace(cfg, log_backups=0, log_max_bytes=4096)
+    handler = logs.setup_logging(capped)
+    try:
+        log = logging.getLogger("memcairn.worker")
+        for i in range(400):
+            log.info("line %d %s", i, "x" * 60)
+    finally:
+        for name in logs.LOGGERS:
+            logging.getLogger(name).removeHandler(handler)
+            logging.getLogger(name).propagate = True
+        handler.close()
+    files = sorted(p.name for p in capped.logs_dir.iterdir())
+    assert files == ["worker.log"]
+    assert 0 < logs.log_path(capped).stat().st_size <= 4096
+    assert "line 399" in logs.log_path(capped).read_text()
+
+
+def test_an_unusable_logs_directory_is_one_clear_error(env: dict[str, str], cfg: Settings) -> None:
+    cfg.home.mkdir(parents=True, exist_ok=True)
+    cfg.logs_dir.write_text("not a directory")
+    with pytest.raises(WorkerUnavailableError, match="cannot write its logs"):
+        daemon.spawn(cfg)
+    for command, code in ((("worker", "start", "--timeout", "10"), 2), (("worker", "run"), 1)):
+        result = cli(env, *command, timeout=30)
+        assert result.returncode == code, result.stderr
+        assert "cannot write its logs" in result.stderr and "Traceback" not in result.stderr
+    assert worker_pids(cfg.home) == []
+
+
+def test_start_names_why_the_worker_could_not_listen(env: dict[str, str], cfg: Settings) -> None:
+    """The port held by another program (bound, not listening: the probe is refused at once) or a host that is
+    not this machine's: ``start`` says so instead of only pointing at the log files."""
+    blocker = socket.socket()
+    blocker.bind(("127.0.0.1", cfg.port))
+    try:
+        with pytest.raises(WorkerUnavailableError, match="another program uses the port"):
+            daemon.start(cfg, timeout=20)
+    finally:
+        blocker.close()
+    foreign = cli({**env, "MEMCAIRN_HOST": "192.0.2.1", "MEMCAIRN_TOKEN": "a-long-random-secret"}, "worker", "run",
+                  timeout=30)
+    assert foreign.returncode == 1 and "check MEMCAIRN_HOST" in foreign.stderr
+    assert "another program uses the port" not in foreign.stderr
+
+
+def test_worker_commands_refuse_a_negative_or_endless_timeout(env: dict[str, str], cfg: Settings) -> None:
+    """``stop --timeout -1`` used to SIGKILL at once (no drain); ``start --timeout nan`` could wait for ever."""
+    running = daemon.start(cfg)
+    for command in ("stop", "start", "restart"):
+        for value in ("-1", "nan", "inf"):
+            result = cli(env, "worker", command, "--timeout", value, timeout=30)
+            assert result.returncode == 2 and "--timeout" in result.stderr, (command, value, result.stderr)
+    assert daemon.status(cfg)["pid"] == running["pid"]
+
+
+def test_start_while_the_last_worker_shuts_down_starts_a_new_one(env: dict[str, str], cfg: Settings) -> None:
+    """A start that finds the lock held by a worker on its way out (SIGTERM just sent, port already closed) must
+    not wait its whole timeout for that worker: once the lock is free it starts one."""
+    leaving = daemon._try_flock(daemon.lock_path(cfg))  # stands in for a worker that is shutting down
+    assert leaving is not None
+    threading.Timer(1.0, os.close, (leaving,)).start()
+    began = time.monotonic()
+    result = daemon.start(cfg, timeout=10)
+    assert result["action"] == "started" and result["ready"]
+    assert time.monotonic() - began < 8
+    assert daemon.status(cfg)["pid"] == result["pid"]

@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import math
+
 import click
 
 from memcairn.cli.common import emit_json, settings
+
+
+def _seconds(_ctx: click.Context, param: click.Parameter, value: float) -> float:
+    """A wait of 0 or more finite seconds: a negative one killed the worker at once without letting it drain
+    (``stop``) or gave up on a worker it had just spawned (``start``), and NaN never timed out."""
+    if not math.isfinite(value) or value < 0:
+        raise click.BadParameter(f"must be a number of seconds, 0 or more, got {value}", param=param)
+    return value
 
 
 @click.group()
@@ -30,7 +40,8 @@ def run_cmd() -> int:
 
 
 @worker.command("start")
-@click.option("--timeout", default=30.0, show_default=True, type=float, help="Seconds to wait for readiness.")
+@click.option("--timeout", default=30.0, show_default=True, type=float, callback=_seconds,
+              help="Seconds to wait for readiness.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def start_cmd(timeout: float, as_json: bool) -> None:
     """Start the worker in the background and wait until it is ready.
@@ -54,7 +65,7 @@ def start_cmd(timeout: float, as_json: bool) -> None:
 
 
 @worker.command("stop")
-@click.option("--timeout", default=30.0, show_default=True, type=float,
+@click.option("--timeout", default=30.0, show_default=True, type=float, callback=_seconds,
               help="Seconds to let it finish in-flight writes before it is killed.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def stop_cmd(timeout: float, as_json: bool) -> None:
@@ -76,7 +87,8 @@ def stop_cmd(timeout: float, as_json: bool) -> None:
 
 
 @worker.command("restart")
-@click.option("--timeout", default=30.0, show_default=True, type=float, help="Seconds for each of stop and start.")
+@click.option("--timeout", default=30.0, show_default=True, type=float, callback=_seconds,
+              help="Seconds for each of stop and start.")
 def restart_cmd(timeout: float) -> None:
     """Stop the worker (if running) and start a new one.
 

@@ -20,6 +20,7 @@ This module imports only the standard library (and memcairn's stdlib-only module
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -196,6 +197,36 @@ def _log_hint(cfg: Settings) -> str:
     return f"see {cfg.logs_dir / 'worker.log'} and {cfg.logs_dir / STDERR_FILE}"
 
 
+def logs_unusable(cfg: Settings, exc: OSError) -> WorkerUnavailableError:
+    """The error for a logs directory the worker cannot write (a file in its place, no permission, disk full)."""
+    return WorkerUnavailableError(
+        f"the worker cannot write its logs in {cfg.logs_dir} ({exc.strerror or exc}); make that a writable "
+        "directory (or free disk space) and start the worker again"
+    )
+
+
+def _stderr_size(cfg: Settings) -> int:
+    try:
+        return (cfg.logs_dir / STDERR_FILE).stat().st_size
+    except OSError:
+        return 0
+
+
+def _exit_reason(cfg: Settings, offset: int) -> str:
+    """The last line the spawned worker printed to its stderr file after ``offset`` (why it exited), or ''."""
+    try:
+        with open(cfg.logs_dir / STDERR_FILE, "rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            if size < offset:  # truncated at this start
+                offset = 0
+            fh.seek(max(offset, size - 4096))
+            tail = fh.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    lines = [line.strip() for line in tail.splitlines() if line.strip()]
+    return lines[-1][:500] if lines else ""
+
+
 # -- start ------------------------------------------------------------------------------------------
 def worker_command() -> list[str]:
     return [sys.executable, "-m", "memcairn", "worker", "run"]
@@ -203,17 +234,23 @@ def worker_command() -> list[str]:
 
 def spawn(cfg: Settings) -> subprocess.Popen:
     """Start ``memcairn worker run`` detached from this process's session and terminal."""
-    cfg.logs_dir.mkdir(parents=True, exist_ok=True)
     stderr_path = cfg.logs_dir / STDERR_FILE
     mode = "ab"
     try:
+        cfg.logs_dir.mkdir(parents=True, exist_ok=True)
         if stderr_path.stat().st_size > cfg.log_max_bytes:
             mode = "wb"
     except FileNotFoundError:
         pass
+    except OSError as exc:
+        raise logs_unusable(cfg, exc) from None
     for done in [p for p in _SPAWNED if p.poll() is not None]:
         _SPAWNED.remove(done)
-    with open(stderr_path, mode) as stderr:
+    try:
+        stderr = open(stderr_path, mode)  # noqa: SIM115 - closed right after the child inherited it
+    except OSError as exc:
+        raise logs_unusable(cfg, exc) from None
+    with stderr:
         proc = subprocess.Popen(worker_command(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=stderr, start_new_session=True, close_fds=True, cwd=str(cfg.home))
     _SPAWNED.append(proc)
@@ -237,8 +274,10 @@ def _result(action: str, info: dict[str, Any]) -> dict[str, Any]:
             "ready": bool(info.get("ready"))}
 
 
-def _wait_ready(cfg: Settings, deadline: float, proc: subprocess.Popen | None) -> dict[str, Any]:
-    """Poll until a worker of the installed version is ready; fail fast if the spawned one crashed."""
+def _wait_ready(cfg: Settings, deadline: float, proc: subprocess.Popen | None,
+                stderr_offset: int = 0) -> dict[str, Any]:
+    """Poll until a worker of the installed version is ready; fail fast if the spawned one crashed (naming
+    the last line it printed after ``stderr_offset`` of its stderr file: the reason)."""
     client = _client(cfg, timeout=1.0)
     version = current_version()
     while True:
@@ -250,10 +289,18 @@ def _wait_ready(cfg: Settings, deadline: float, proc: subprocess.Popen | None) -
             raise WorkerUnavailableError(f"the worker could not start; {_log_hint(cfg)}")
         if proc is not None and proc.poll() is not None:
             if proc.returncode != 0:
+                reason = _exit_reason(cfg, stderr_offset)
                 raise WorkerUnavailableError(
-                    f"the worker exited with code {proc.returncode} while starting; {_log_hint(cfg)}"
+                    f"the worker exited with code {proc.returncode} while starting"
+                    f"{f' ({reason})' if reason else ''}; {_log_hint(cfg)}"
                 )
             proc = None  # it found another worker holding the lock: wait for that one instead
+        if info is None and proc is None and not worker_lock_held(cfg):
+            # The worker waited for is gone (it was shutting down when this start began, or the one that held the
+            # lock exited): start one, or this start would wait out its whole timeout for nothing.
+            clean_stale_pid_file(cfg)
+            stderr_offset = _stderr_size(cfg)
+            proc = spawn(cfg)
         if time.monotonic() > deadline:
             raise WorkerUnavailableError(
                 f"the worker did not become ready on port {cfg.port} in time; {_log_hint(cfg)}"
@@ -297,8 +344,9 @@ def start(cfg: Settings | None = None, timeout: float = START_TIMEOUT) -> dict[s
             # A worker of this home serves another port (the setting changed): replace it.
             stop(cfg, timeout=max(1.0, deadline - time.monotonic()))
             action = "replaced"
+        offset = _stderr_size(cfg)
         proc = None if worker_lock_held(cfg) else spawn(cfg)
-        return _result(action, _wait_ready(cfg, deadline, proc))
+        return _result(action, _wait_ready(cfg, deadline, proc, offset))
     finally:
         os.close(lock_fd)
 
@@ -427,14 +475,21 @@ def run_foreground(cfg: Settings | None = None, echo: Callable[[str], None] | No
     try:
         from memcairn.worker.logs import setup_logging
 
-        setup_logging(cfg)
+        try:
+            setup_logging(cfg)
+        except OSError as exc:
+            say(f"error: {logs_unusable(cfg, exc)}")
+            return 1
         log = logging.getLogger("memcairn.worker")
         try:
             sock = _bind(cfg)
         except OSError as exc:
             log.error("cannot listen on %s:%s: %s", cfg.host, cfg.port, exc)
-            say(f"error: cannot listen on {cfg.host}:{cfg.port} ({exc.strerror or exc}); another program uses "
-                "the port: set MEMCAIRN_PORT to a free one")
+            if exc.errno == errno.EADDRINUSE:
+                advice = "another program uses the port: set MEMCAIRN_PORT to a free one"
+            else:
+                advice = f"check MEMCAIRN_HOST ({cfg.host!r} must be an address of this machine) and MEMCAIRN_PORT"
+            say(f"error: cannot listen on {cfg.host}:{cfg.port} ({exc.strerror or exc}); {advice}")
             return 1
         write_pid_file(cfg, {"pid": os.getpid(), "port": cfg.port, "host": cfg.host, "version": current_version(),
                              "started_at": int(time.time())})
