@@ -133,6 +133,32 @@ def test_malformed_anchors_list_the_accepted_forms(mem_store: Store, timeline_st
         SearchService(mem_store).timeline(anchor=anchor)
 
 
+@pytest.mark.parametrize("anchor", ["99999999999999999999999", "#99999999999999999999", "S99999999999999999999",
+                                    2**63, "0", "S0"])
+def test_an_id_no_item_can_have_is_a_clear_error_never_an_overflow(mem_store: Store, timeline_store: dict[str, int],
+                                                                   anchor: object) -> None:
+    with pytest.raises(ValidationError, match="is not an item id; use an item id"):
+        SearchService(mem_store).timeline(anchor=anchor)
+
+
+def test_a_timestamp_anchor_with_nothing_around_it_does_not_claim_to_show_anything(mem_store: Store) -> None:
+    empty = SearchService(mem_store).timeline(anchor="2026-12-01T00:00:00Z")
+    assert empty.items == [] and empty.notes == ["no memory at or after 2026-12-01T00:00:00Z, and none before it"]
+    mem_store.add_item(NewItem(project="p", kind="manual", title="early", created_at_epoch=T0))
+    none_asked = SearchService(mem_store).timeline(anchor="2027-01-01T00:00:00Z", depth_before=0)
+    assert none_asked.items == [] and "depth_before 0 shows none before it" in none_asked.notes[0]
+
+
+def test_cli_timeline_with_an_absurd_id_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMCAIRN_VECTOR_BACKEND", "none")
+    run(["add", "--project", "demo", "--title", "first"])
+    capsys.readouterr()
+    assert run(["timeline", "--local", "--anchor", "99999999999999999999999"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: anchor '99999999999999999999999' is not an item id") and "Traceback" not in err
+
+
 def test_projects_limit_the_slice_and_refuse_an_outside_anchor(mem_store: Store,
                                                                timeline_store: dict[str, int]) -> None:
     service = SearchService(mem_store)

@@ -24,7 +24,7 @@ from datetime import tzinfo
 from typing import TYPE_CHECKING
 
 from memcairn.errors import NotFoundError, ValidationError
-from memcairn.models import ItemFilter, MemoryItem
+from memcairn.models import MAX_ITEM_ID, ItemFilter, MemoryItem
 from memcairn.search.request import SearchRequest, clamp, parse_time
 from memcairn.search.result import Timeline
 
@@ -87,7 +87,12 @@ def build_timeline(service: SearchService, *, anchor: int | str | None = None, q
         if item is None:
             earlier, later = store.neighbours(epoch, before=before, after=after + 1, flt=flt)
             if not later:
-                notes.append(f"no memory at or after {anchor}; showing the ones before it")
+                if earlier:
+                    notes.append(f"no memory at or after {anchor}; showing the ones before it")
+                elif before:
+                    notes.append(f"no memory at or after {anchor}, and none before it")
+                else:
+                    notes.append(f"no memory at or after {anchor}, and depth_before 0 shows none before it")
                 return Timeline(None, epoch, earlier, notes, anchor_label=label)
             first = later[0]
             return Timeline(first.id, first.created_at_epoch, earlier + later, notes, anchor_label=label)
@@ -110,18 +115,16 @@ def _resolve_anchor(store, anchor: int | str | None, tz: tzinfo | None,  # noqa:
     if isinstance(anchor, bool) or not isinstance(anchor, int | str):
         raise ValidationError(f"anchor {anchor!r} is not understood; use {ANCHOR_FORMS}")
     if isinstance(anchor, int):
-        if anchor <= 0:
-            raise ValidationError(f"anchor {anchor} is not an item id; use {ANCHOR_FORMS}")
-        item = _get(store, anchor)
+        item = _get(store, _item_id(anchor, anchor))
         return item, item.created_at_epoch, ""
     text = anchor.strip()
     match = _ID.fullmatch(text)
     if match:
-        item = _get(store, int(match.group(1)))
+        item = _get(store, _item_id(int(match.group(1)), anchor))
         return item, item.created_at_epoch, ""
     match = _SUMMARY.fullmatch(text)
     if match:
-        item_id = int(match.group(1))
+        item_id = _item_id(int(match.group(1)), anchor)
         found = store.get_items([item_id])
         if not found:
             raise NotFoundError(f"no summary with id {item_id}")
@@ -137,6 +140,14 @@ def _resolve_anchor(store, anchor: int | str | None, tz: tzinfo | None,  # noqa:
     if epoch is None:
         raise ValidationError(f"anchor {anchor!r} is not understood; use {ANCHOR_FORMS}")
     return None, epoch, f"first memory at or after {text}"
+
+
+def _item_id(number: int, anchor: int | str) -> int:
+    """``number`` when it can be an item id (1..MAX_ITEM_ID: beyond it SQLite cannot even compare), else a
+    ValidationError naming the anchor as given."""
+    if 0 < number <= MAX_ITEM_ID:
+        return number
+    raise ValidationError(f"anchor {anchor!r} is not an item id; use {ANCHOR_FORMS}")
 
 
 def _get(store, item_id: int) -> MemoryItem:  # noqa: ANN001
