@@ -449,6 +449,24 @@ def test_unknown_order_is_refused_and_relevance_without_query_is_newest(mem_stor
     assert ids(result)[0] == corpus["d"] and "no query text: ordered newest first" in result.notes
 
 
+@pytest.mark.parametrize(("field", "value"), [("order", 5), ("order", ["newest"]), ("fusion", 2), ("fusion", True)])
+def test_an_order_or_fusion_that_is_not_text_is_refused_not_dropped(field: str, value: object) -> None:
+    with pytest.raises(ValidationError, match=f"unknown {field} "):
+        SearchRequest(query="zebra", **{field: value})  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match=f"unknown {field} "):
+        SearchRequest.from_mapping({"q": "zebra", {"order": "orderBy"}.get(field, field): value})
+
+
+def test_several_platforms_or_sessions_are_refused_not_cut_to_the_first(mem_store: Store) -> None:
+    add(mem_store, platform_source="codex", title="from codex")
+    add(mem_store, platform_source="cursor", title="from cursor")
+    with pytest.raises(ValidationError, match="give one platform, not 2: 'cursor', 'codex'"):
+        SearchService(mem_store).search(platform_source=["cursor", "codex"])
+    with pytest.raises(ValidationError, match="give one session"):
+        SearchRequest(session=("a", "b"))
+    assert SearchRequest(platform_source=["codex", " codex "]).platform_source == "codex"
+
+
 def test_a_very_long_query_is_cut_for_the_semantic_leg_and_said(mem_store: Store, corpus: dict[str, int]) -> None:
     mirror = FixedMirror({corpus["a"]: 0.2})
     words = " ".join(f"word{i}" for i in range(1000)) + " zebra"
@@ -635,3 +653,37 @@ def test_a_long_query_of_stopwords_only_is_cut_and_said(mem_store: Store) -> Non
     assert f"keyword search uses the first {fts.MAX_QUERY_TOKENS} distinct words of the query" in result.notes
     short = SearchService(mem_store).search(query=" ".join(words[:5]))
     assert not any("distinct words" in n for n in short.notes)
+
+
+@pytest.mark.parametrize("text", ["!!!???", "*", "🎉", '"" ()'])
+def test_a_query_without_a_word_says_the_keyword_leg_had_nothing_to_match(mem_store: Store, text: str) -> None:
+    add(mem_store, title="Emoji 🎉 support")
+    result = SearchService(mem_store).search(query=text)
+    assert result.hits == [] and result.strategy == "keyword"
+    assert any(n.startswith("the query holds no word to match") for n in result.notes)
+    assert not any("no word" in n for n in SearchService(mem_store).search(query="emoji").notes)
+
+
+def test_local_dates_follow_the_local_rules_of_that_date_not_todays_offset(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+    from zoneinfo import ZoneInfo
+
+    if not hasattr(time, "tzset"):
+        pytest.skip("needs time.tzset")
+    monkeypatch.setenv("TZ", "Europe/Paris")
+    time.tzset()
+    try:
+        def utc(*args: int) -> int:
+            return int(datetime(*args, tzinfo=UTC).timestamp() * 1000)
+
+        # Summer (+02:00) and winter (+01:00) both hold, whichever half of the year the test runs in.
+        assert parse_time("2026-07-01") == utc(2026, 6, 30, 22)
+        assert parse_time("2026-12-01") == utc(2026, 11, 30, 23)
+        assert parse_time("2026-07-01T12:00") == utc(2026, 7, 1, 10)
+        assert parse_time("2026-03-29", end_of_day=True) == utc(2026, 3, 29, 22) - 1  # a 23-hour day
+        # ... and the same as the zone named (what a worker is sent), so both doors filter alike.
+        paris = ZoneInfo("Europe/Paris")
+        assert parse_time("2026-07-01", end_of_day=True) == parse_time("2026-07-01", end_of_day=True, tz=paris)
+    finally:
+        monkeypatch.undo()
+        time.tzset()

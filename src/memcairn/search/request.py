@@ -66,12 +66,6 @@ def now_ms() -> int:
 _MAX_EPOCH_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: SQLite integers and datetime both hold it
 
 
-def _local_tz() -> tzinfo:
-    tz = datetime.now().astimezone().tzinfo
-    assert tz is not None
-    return tz
-
-
 _OFFSET = re.compile(r"([+-])(\d{2}):?(\d{2})")
 TZ_FORMATS = "an IANA zone name (Europe/Paris), UTC, or a UTC offset (+09:00, -0530)"
 
@@ -141,7 +135,9 @@ def parse_time(value: Any, *, end_of_day: bool = False, now: int | None = None, 
     if isinstance(value, bool):
         raise ValidationError(f"{what} {value!r} is not a date; use {DATE_FORMATS}")
     if isinstance(value, datetime):
-        dt = value if value.tzinfo else value.replace(tzinfo=tz or _local_tz())
+        # No zone and no ``tz``: a naive datetime's timestamp() applies the local rules of that date (DST
+        # included), as the renderers print it; today's fixed offset would be an hour off half the year.
+        dt = value if value.tzinfo or tz is None else value.replace(tzinfo=tz)
         return int(dt.timestamp() * 1000)
     if isinstance(value, date):
         return _day_bound(value, end_of_day, tz)
@@ -173,7 +169,7 @@ def parse_time(value: Any, *, end_of_day: bool = False, now: int | None = None, 
 
 
 def _day_bound(day: date, end_of_day: bool, tz: tzinfo | None) -> int:
-    start = datetime(day.year, day.month, day.day, tzinfo=tz or _local_tz())
+    start = datetime(day.year, day.month, day.day, tzinfo=tz)  # naive = local time of that day (see parse_time)
     if end_of_day:
         return int((start + timedelta(days=1)).timestamp() * 1000) - 1
     return int(start.timestamp() * 1000)
@@ -237,6 +233,18 @@ def _strings(value: str | Sequence[str] | None, what: str) -> tuple[str, ...] | 
     return tuple(out) or None
 
 
+def _one(value: str | Sequence[str] | None, what: str) -> str | None:
+    """The single value of a filter that takes one (a platform, a session); None when blank.
+
+    Raises:
+        ValidationError: not text, or several values (only the first would have been used).
+    """
+    values = _strings(value, what)
+    if values and len(values) > 1:
+        raise ValidationError(f"give one {what}, not {len(values)}: {', '.join(repr(v) for v in values)}")
+    return values[0] if values else None
+
+
 def _integer(value: Any, what: str) -> int:
     if isinstance(value, bool):
         raise ValidationError(f"{what} must be a whole number, got {value!r}")
@@ -247,6 +255,23 @@ def _integer(value: Any, what: str) -> int:
     if isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value):
         return int(value)
     raise ValidationError(f"{what} must be a whole number, got {value!r}")
+
+
+def _choice(value: Any, what: str, choices: Sequence[str], sep: str = ", ") -> str | None:
+    """One of ``choices`` (stripped, any case); None when None or blank.
+
+    Raises:
+        ValidationError: anything else, also a value that is not text (an ``orderBy`` of 5 must not quietly
+            become the default order).
+    """
+    if value is None:
+        return None
+    name = value.strip().lower() if isinstance(value, str) else value
+    if name == "":
+        return None
+    if name not in choices:
+        raise ValidationError(f"unknown {what} {value!r}; use {sep.join(choices)}")
+    return name
 
 
 def clamp(value: Any, low: int, high: int, what: str, notes: list[str]) -> int:
@@ -304,10 +329,8 @@ class SearchRequest:
         put(self, "types", _strings(self.types, "type"))
         put(self, "concepts", _strings(self.concepts, "concept"))
         put(self, "files", _strings(self.files, "file"))
-        platform = _strings(self.platform_source, "platform")
-        put(self, "platform_source", platform[0] if platform else None)
-        session = _strings(self.session, "session")
-        put(self, "session", session[0] if session else None)
+        put(self, "platform_source", _one(self.platform_source, "platform"))
+        put(self, "session", _one(self.session, "session"))
         if self.now is not None:
             put(self, "now", parse_time(self.now, what="now"))
         start = parse_time(self.date_start, now=self.now, tz=self.tz, what="start date")
@@ -318,14 +341,8 @@ class SearchRequest:
         put(self, "date_end", end)
         put(self, "limit", clamp(self.limit, MIN_LIMIT, MAX_LIMIT, "limit", notes))
         put(self, "offset", clamp(self.offset, 0, MAX_OFFSET, "offset", notes))
-        order = self.order.strip().lower() if isinstance(self.order, str) and self.order.strip() else None
-        if order is not None and order not in ORDERS:
-            raise ValidationError(f"unknown order {self.order!r}; use {', '.join(ORDERS)}")
-        put(self, "order", order)
-        fusion = self.fusion.strip().lower() if isinstance(self.fusion, str) and self.fusion.strip() else None
-        if fusion is not None and fusion not in FUSIONS:
-            raise ValidationError(f"unknown fusion {self.fusion!r}; use {' or '.join(FUSIONS)}")
-        put(self, "fusion", fusion)
+        put(self, "order", _choice(self.order, "order", ORDERS))
+        put(self, "fusion", _choice(self.fusion, "fusion", FUSIONS, " or "))
         put(self, "mode", parse_mode(self.mode))
         half_life = self.recency_boost_half_life_days
         if half_life is not None:

@@ -282,7 +282,10 @@ class SearchService:
     def _note_long_query(query: str, notes: list[str]) -> None:
         every = {w.lower() for w in _WORD.findall(query)}
         words = (every - fts.STOPWORDS) or every  # as fts.query_tokens: stopwords count when nothing else is left
-        if len(words) > fts.MAX_QUERY_TOKENS:
+        if not words:  # only punctuation, symbols or emoji: the keyword leg has nothing to match
+            notes.append("the query holds no word to match (only punctuation or symbols), so keyword search "
+                         "found nothing")
+        elif len(words) > fts.MAX_QUERY_TOKENS:
             notes.append(f"keyword search uses the first {fts.MAX_QUERY_TOKENS} distinct words of the query")
 
     def _finish(self, run: _Run, started: float) -> SearchResult:
