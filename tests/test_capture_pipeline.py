@@ -234,6 +234,31 @@ def test_tool_events_wait_for_their_batch_then_flush(store: Store, settings: Set
     assert kinds(store)["observation"] >= 1
 
 
+def test_a_turn_that_goes_on_after_its_stop_keeps_one_summary_the_later_one(store: Store, settings: Settings) -> None:
+    """A stop hook can make the agent continue after Stop; the turn stops again with ``stop_hook_active``."""
+    one_turn(store, settings)
+    CapturePipeline(store, settings).process_pending()
+    first = store.list_items(ItemFilter(kinds=["summary"]), limit=5)
+    assert len(first) == 1
+    send(store, settings, "tool_use", **edit("t4", "/work/shop/refunds.py"))
+    send(store, settings, "stop", stop_hook_active=True,
+         last_assistant_message="Refunds now round with Decimal too; both totals are covered by tests.")
+    report = CapturePipeline(store, settings).process_pending()
+    assert report.failed == 0
+    summaries = store.list_items(ItemFilter(kinds=["summary"]), limit=5)
+    assert len(summaries) == 1 and summaries[0].id != first[0].id
+    assert summaries[0].prompt_number == 1
+    assert "refunds.py" in " ".join(summaries[0].files_modified)
+    # the earlier one is gone from keyword search too (both were about the rounding bug)
+    assert {i for i, _ in store.keyword_ids("rounding", ItemFilter(kinds=["summary"]))} == {summaries[0].id}
+    # the next turn's summary is its own
+    send(store, settings, "user_prompt", prompt="Now add a coupon field")
+    send(store, settings, "tool_use", **edit("t5", "/work/shop/checkout.py"))
+    send(store, settings, "stop", last_assistant_message="Coupon field added.")
+    CapturePipeline(store, settings).process_pending()
+    assert sorted(s.prompt_number for s in store.list_items(ItemFilter(kinds=["summary"]), limit=5)) == [1, 2]
+
+
 def test_a_session_end_without_stop_still_summarises_the_last_turn(store: Store, settings: Settings) -> None:
     send(store, settings, "user_prompt", prompt="Add a coupon field to checkout")
     send(store, settings, "tool_use", **edit("c1", "/work/shop/checkout.py"))

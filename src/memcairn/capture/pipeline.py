@@ -135,9 +135,9 @@ class CapturePipeline:
 
     def _commit(self, events: list[IngestEvent], items: list[NewItem], report: CaptureReport,
                 prompt_session: tuple[str, str, str] | None = None,
-                end_session: tuple[str, str, str, int] | None = None) -> None:
+                end_session: tuple[str, str, str, int] | None = None, replaces: Sequence[int] = ()) -> None:
         results = self.store.complete_ingest([e.id for e in events], items, prompt_session=prompt_session,
-                                             end_session=end_session)
+                                             end_session=end_session, replaces=replaces)
         if results is None:  # another processor finished these events first
             return
         report.events += len(events)
@@ -191,7 +191,12 @@ class CapturePipeline:
             return
         message = event.payload.get("last_assistant_message")
         turn = replace(turn, last_assistant_message=message if isinstance(message, str) else None)
-        self._commit(events, self._summary_items(turn, event, report), report)
+        items = self._summary_items(turn, event, report)
+        # A stop hook (this agent's or another plugin's) can make the agent go on after a Stop: the turn then
+        # stops again (Claude Code says `stop_hook_active`). Its new summary, made from the whole turn,
+        # supersedes the earlier one instead of sitting beside it.
+        earlier = self._turn_summaries(turn) if items else []
+        self._commit(events, items, report, replaces=earlier)
 
     def _session_end(self, events: list[IngestEvent], report: CaptureReport) -> None:
         event = events[0]
@@ -289,6 +294,14 @@ class CapturePipeline:
             platform_source=turn.platform_source, created_at_epoch=event.at_epoch,
             metadata=_produced_by(self, compressed), source=_source(event),
         )]
+
+    def _turn_summaries(self, turn: Turn) -> list[int]:
+        """Ids of the summaries already made for this turn (by an earlier Stop of a turn that went on)."""
+        if turn.prompt_number is None:
+            return []
+        items = self.store.list_items(ItemFilter(session=turn.session_id, kinds=["summary"],
+                                                 platform_source=turn.platform_source), order="newest", limit=50)
+        return [i.id for i in items if i.prompt_number == turn.prompt_number]
 
     def _turn_observations(self, turn: Turn) -> list[Observation]:
         items = self.store.list_items(ItemFilter(session=turn.session_id, kinds=["observation"],

@@ -129,7 +129,8 @@ class IngestStateMixin:
 
     def complete_ingest(self, event_ids: Sequence[int], items: Sequence[NewItem], *,
                         prompt_session: tuple[str, str, str] | None = None,
-                        end_session: tuple[str, str, str, int] | None = None) -> list[AddResult] | None:
+                        end_session: tuple[str, str, str, int] | None = None,
+                        replaces: Sequence[int] = ()) -> list[AddResult] | None:
         """Store what a batch of events produced and mark the events done, in one transaction.
 
         This is what makes processing exactly-once: the items and the ``done`` marks commit together, and
@@ -137,11 +138,14 @@ class IngestStateMixin:
         ``prompt_session`` (platform, agent session id, project) counts a prompt on its session.
         ``end_session`` (platform, agent session id, project, ended at epoch ms) marks the session completed,
         creating it when it was never seen, in the same transaction: a session end is never done without it.
+        ``replaces`` names items the new ones supersede (a continued turn's earlier summary): they are deleted in
+        the same transaction, unless one of them is what an item deduplicated to.
         """
         checked = [validate_item(item) for item in items]
         ids = [int(i) for i in event_ids]
         now = int(time.time() * 1000)
         results: list[AddResult] = []
+        deleted: list[int] = []
         try:
             with atomic(self._conn) as conn:
                 marks = ",".join("?" * len(ids))
@@ -158,6 +162,10 @@ class IngestStateMixin:
                         "AND agent_session_id = ?", (platform, session))
                 for item in checked:
                     results.append(self._insert(conn, item))
+                kept = {r.id for r in results}
+                for old in dict.fromkeys(int(i) for i in replaces):
+                    if old not in kept and conn.execute("DELETE FROM memory_items WHERE id = ?", (old,)).rowcount:
+                        deleted.append(old)
                 if end_session is not None:
                     platform, session, project, ended = end_session
                     self._session_id(conn, self._project_id(conn, project), session, platform, ended)
@@ -168,6 +176,8 @@ class IngestStateMixin:
         except BaseException:
             self._project_ids.clear()
             raise
+        if deleted:
+            self._notify("deleted", deleted)
         self._notify("added", [r.id for r in results if r.created])
         return results
 
