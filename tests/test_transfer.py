@@ -492,6 +492,18 @@ def test_import_refuses_wrong_header(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert not any(isolated_home.glob("*.db"))
 
 
+def test_export_keeps_an_existing_file_unless_forced(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                    isolated_home: Path) -> None:
+    out = tmp_path / "backup.jsonl"
+    out.write_text("yesterday's backup\n", encoding="utf-8")
+    code = run(["export", "--output", str(out)])
+    _, err = capsys.readouterr()
+    assert code == 2 and "already exists" in err and "--force" in err and "Traceback" not in err
+    assert out.read_text(encoding="utf-8") == "yesterday's backup\n"
+    assert run(["export", "--output", str(out), "--force"]) == 0
+    assert out.read_text(encoding="utf-8").startswith('{"record":"header"')
+
+
 def test_export_and_import_through_the_cli(tmp_path: Path) -> None:
     runner = CliRunner()
     db = make_claude_mem(tmp_path / "claude-mem.db")
@@ -504,6 +516,7 @@ def test_export_and_import_through_the_cli(tmp_path: Path) -> None:
 
     result = runner.invoke(cli, ["export", "--output", "-"])
     assert result.exit_code == 0 and result.output.splitlines()[0].startswith('{"record":"header"')
+
 
     result = runner.invoke(cli, ["import", "jsonl", str(out), "--json"])
     assert result.exit_code == 0, result.output

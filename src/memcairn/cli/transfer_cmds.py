@@ -144,20 +144,25 @@ def import_jsonl_cmd(file: Path, as_json: bool) -> None:
 @click.command("export")
 @click.option("--output", "-o", required=True, type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
               help="File to write ('-' for standard output).")
+@click.option("--force", is_flag=True, help="Replace the output file when it exists.")
 @click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON (on stderr with --output -).")
-def export(output: Path, as_json: bool) -> None:
+def export(output: Path, force: bool, as_json: bool) -> None:
     """Export every project, session, memory and its provenance as JSON Lines (UTF-8).
 
     `memcairn import jsonl FILE` reads it back, with the same uuids and timestamps. An output path ending in
-    .gz is gzip-compressed.
+    .gz is gzip-compressed. An existing file is replaced only with --force (and only once the new export is
+    complete).
 
     Example:
 
         memcairn export --output backup.jsonl
     """
+    from memcairn.errors import ValidationError
     from memcairn.transfer.jsonl import export_to_file, export_to_stdout
 
     to_stdout = str(output) == "-"
+    if not to_stdout and output.exists() and not force:
+        raise ValidationError(f"{output} already exists; pass --force to replace it, or choose another --output")
     with open_store() as store:
         counts = export_to_stdout(store) if to_stdout else export_to_file(store, output)
     if as_json and not to_stdout:
