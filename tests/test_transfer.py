@@ -504,6 +504,20 @@ def test_export_keeps_an_existing_file_unless_forced(tmp_path: Path, capsys: pyt
     assert out.read_text(encoding="utf-8").startswith('{"record":"header"')
 
 
+def test_an_export_saved_with_a_byte_order_mark_imports(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                       isolated_home: Path) -> None:
+    db = make_claude_mem(tmp_path / "claude-mem.db")
+    assert run(["import", "claude-mem", str(db)]) == 0
+    out = tmp_path / "backup.jsonl"
+    assert run(["export", "--output", str(out)]) == 0
+    marked = tmp_path / "edited.jsonl"
+    marked.write_bytes(b"\xef\xbb\xbf" + out.read_bytes().replace(b"\n", b"\r\n"))  # as Notepad saves it
+    capsys.readouterr()
+    assert run(["import", "jsonl", str(marked), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["malformed"] == 0 and report["existing"] > 11
+
+
 def test_export_and_import_through_the_cli(tmp_path: Path) -> None:
     runner = CliRunner()
     db = make_claude_mem(tmp_path / "claude-mem.db")

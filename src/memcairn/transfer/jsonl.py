@@ -238,7 +238,8 @@ def _lines(fh: IO[bytes], report: ImportReport) -> Iterator[tuple[int, bytes]]:
 
 
 def _decode(raw: bytes) -> Any:
-    obj = json.loads(raw.decode("utf-8"))
+    # utf-8-sig: an export opened and saved by an editor that adds a byte-order mark is still an export
+    obj = json.loads(raw.decode("utf-8-sig"))
     if _SURROGATE_ESCAPE.search(raw):  # json.loads keeps a lone "\ud800", which no store can hold
         try:
             json.dumps(obj, ensure_ascii=False).encode("utf-8")
