@@ -90,6 +90,15 @@ EXAMPLES: list[tuple[str, str, str]] = [
     ("secret_assignment", "$password = '" + "pa55" + "';", "pa55"),
     ("secret_assignment", "if password == '" + "letmein1" + "':", "letmein1"),
     ("secret_assignment", "GET /cb?access_token=" + "q1w2e3r4t5" + "&state=x", "q1w2e3r4t5"),
+    ("netrc_password", "machine api.example.com login alice password " + "Sup3r" + "Pw9", "Sup3rPw9"),
+    ("netrc_password", "machine build-host\n  login ci\n  password " + "t0k" + "en77", "t0ken77"),
+    ("netrc_password", "default login anonymous password " + "guest" + "123", "guest123"),
+    ("docker_auth", '{"auths": {"registry.example.com": {"auth": "' + "YWxpY2U6" + "U3VwM3JQdzk=" + '"}}}',
+     "YWxpY2U6U3VwM3JQdzk="),
+    ("xml_secret", "<server><id>central</id><password>" + "Sup3r" + "Pw9</password></server>", "Sup3rPw9"),
+    ("xml_secret", "<keyStorePassword>" + "chang" + "eit2</keyStorePassword>", "changeit2"),
+    ("cookie", "Cookie: sessionid=" + mixed(24) + "; csrftoken=" + mixed(16), mixed(24)),
+    ("cookie", "curl -H 'Set-Cookie: session=" + mixed(30) + "; Path=/; HttpOnly' https://x", mixed(30)),
 ]
 
 
@@ -214,6 +223,12 @@ NEGATIVES = [
     "eyJ is how base64 JSON starts",
     "-----BEGIN CERTIFICATE-----",
     "<privateer>not a tag</privateer>",
+    "the machine learning password reset flow",
+    "by default password length is 12",
+    "<password>${env.MAVEN_PASSWORD}</password>",
+    '"auth": "oauth2"',
+    "Cookie: none yet, the banner comes first",
+    "the cookie banner fires before consent",
 ]
 
 

@@ -103,6 +103,30 @@ _RULES: tuple[tuple[str, str, int], ...] = (
         rf"(?P<secret>{_NOT_PLACEHOLDER}[^\s\"']{{1,256}})",
         0,
     ),
+    (  # ~/.netrc and _netrc: "machine HOST login USER password SECRET", on one line or several
+        "netrc_password",
+        r"\b(?:machine[ \t]+(?:[^\s.]{1,63}\.[^\s]{1,200}|[^\s]{1,253}(?=\s+login\b))|default(?=\s+login\b))"
+        r"(?:\s+(?:login|account|port)[ \t]+[^\s]{1,256}){0,3}"
+        rf"\s+password[ \t]+(?P<secret>{_NOT_PLACEHOLDER}[^\s]{{1,256}})",
+        0,
+    ),
+    (  # ~/.docker/config.json: "auth" is base64 of user:password
+        "docker_auth",
+        r"\\?\"auth\\?\"[ \t]*:[ \t]*\\?\"(?P<secret>[A-Za-z0-9+/]{12,}={0,2})\\?\"",
+        0,
+    ),
+    (  # Maven settings.xml and other XML: <password>SECRET</password>, never a ${property} reference
+        "xml_secret",
+        r"<(?P<tag>[\w.-]{0,40}(?:password|passphrase|passwd|secret|token|api[_-]?key))>"
+        rf"(?P<secret>{_NOT_PLACEHOLDER}(?!\$\{{)[^<\s][^<]{{0,511}})</(?P=tag)>",
+        re.IGNORECASE,
+    ),
+    (  # an HTTP Cookie / Set-Cookie header: the whole value (session ids are bearer credentials)
+        "cookie",
+        r"\b(?:set-)?cookie\\?[\"']?[ \t]*:[ \t]*"
+        rf"(?P<secret>{_NOT_PLACEHOLDER}(?=[^\r\n\"'`=]{{1,128}}=)[^\r\n\"'`]{{1,4096}})",
+        re.IGNORECASE,
+    ),
     (
         "cli_secret",
         r"(?<![\w-])--?(?:(?:[A-Za-z0-9]{1,20}[_-]){0,4}"
