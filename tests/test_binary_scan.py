@@ -556,3 +556,58 @@ def test_both_paths_report_exact_cosine_distances(loaded) -> None:
     assert len(set(truth) & {m.id for m in got_scan}) >= 45  # the scan's recall: a random query, far from any
     for got in (got_exact, got_scan):
         assert all(abs(m.distance - want[m.id]) < 1e-6 for m in got)
+
+
+def test_a_query_per_row_stays_per_row_when_rowids_are_reused_during_the_shortlist(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The shortlist runs outside the connection's lock: a rowid it names can be deleted and reused by another
+    document of a row it already holds before the ranking reads it. The answer stays one document a row."""
+    rng = np.random.default_rng(21)
+    x = clustered(rng, 3000)
+    owner = [1 + i // 3 for i in range(len(x))]
+    index = SqliteVecIndex(tmp_path / "vectors.sqlite", DIM, scan_threshold=1000)
+    try:
+        index.upsert([rec(f"obs_{owner[i]}_fact_{i % 3}", x[i], "alpha", owner[i]) for i in range(len(x))])
+        ready(index, x[0])
+        q = x[-1]  # the document with the largest rowid is the nearest
+        original = BinaryScan.shortlist
+
+        def shortlist(self: BinaryScan, *args: object, **kwargs: object) -> np.ndarray:
+            rowids = original(self, *args, **kwargs)
+            with index._db() as conn:
+                last = conn.execute("SELECT max(rowid) FROM mc_docs").fetchone()[0]
+                other = conn.execute("SELECT sqlite_id FROM mc_docs WHERE rowid = ?", (int(rowids[1]),)).fetchone()[0]
+            assert int(rowids[0]) == last
+            # meanwhile (another thread): the newest document goes, and a row already listed gets a new one,
+            # which takes the freed rowid
+            index.delete([f"obs_{owner[-1]}_fact_{(len(x) - 1) % 3}"], project="alpha")
+            index.upsert([rec(f"obs_{other}_fact_9", q, "alpha", other)])
+            return rowids
+
+        monkeypatch.setattr(BinaryScan, "shortlist", shortlist)
+        got = index.query(q.tolist(), projects=["alpha"], limit=K, per_row=True)
+        rows = [m.metadata["sqlite_id"] for m in got]
+        assert len(rows) == len(set(rows)), rows
+    finally:
+        index.close()
+
+
+@pytest.mark.parametrize("projects", [None, ["alpha"]])
+def test_an_exact_query_per_row_finds_k_rows_when_rows_have_many_documents(tmp_path: Path, projects) -> None:
+    """A row with many documents (a long field's chunks) must not leave the exact path short of rows."""
+    rng = np.random.default_rng(22)
+    centers = unit(rng.standard_normal((60, DIM)))
+    chunks = 12
+    index = SqliteVecIndex(tmp_path / "vectors.sqlite", DIM, scan_threshold=10**9)
+    try:
+        x = unit(np.repeat(centers, chunks, axis=0) + 0.01 * rng.standard_normal((len(centers) * chunks, DIM)))
+        index.upsert([rec(f"obs_{i // chunks + 1}_narrative_c{i % chunks}", x[i], "alpha", i // chunks + 1)
+                      for i in range(len(x))])
+        got = index.query(centers[0].tolist(), projects=projects, limit=K, per_row=True)
+        rows = [m.metadata["sqlite_id"] for m in got]
+        assert len(rows) == K and len(set(rows)) == K
+        best = (1.0 - x @ centers[0]).reshape(len(centers), chunks).min(axis=1)
+        assert rows == (np.argsort(best, kind="stable")[:K] + 1).tolist()
+    finally:
+        index.close()

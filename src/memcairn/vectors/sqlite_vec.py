@@ -121,6 +121,18 @@ _DOCS_OF = ("SELECT d.rowid, d.doc_id, d.sqlite_id, d.metadata FROM json_each(?)
             "JOIN mc_docs AS d ON d.rowid = c.value")
 
 
+def _one_per_row(rows: Sequence[tuple[Any, VectorMatch]]) -> list[VectorMatch]:
+    """The matches nearest first (ties by id), each row's (``sqlite_id``) best only; a document without a row
+    stands for itself."""
+    seen: set[Any] = set()
+    kept: list[VectorMatch] = []
+    for sqlite_id, match in sorted(rows, key=lambda row: (row[1].distance, row[1].id)):
+        if sqlite_id is None or sqlite_id not in seen:
+            seen.add(sqlite_id)
+            kept.append(match)
+    return kept
+
+
 def cosine_distances(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
     """``1 - cos`` between each row of ``matrix`` and ``query``, clipped to [0, 2] (float32 arithmetic:
     about 1e-7 from the float64 value, and a quarter of the time)."""
@@ -261,13 +273,18 @@ class SqliteVecIndex:
                     if self._scan is scan:
                         self._drop_scan(retry_after=SCAN_RETRY_SECONDS)
         with self._db() as conn:
-            # Per row, a row's other documents may fill the first k: look further, as the scan does.
+            # Per row, a row's other documents may fill the first k: look further, as the scan does, and further
+            # still while the documents read name fewer than k rows and more documents remain.
             depth = min(k * PER_ROW_DEPTH, MAX_K) if per_row else k
-            if wanted is None:
-                rowids = [r[0] for r in conn.execute(_EXACT_ALL, (blob, depth))]
-            else:
-                rowids = [r[0] for p in wanted for r in conn.execute(_EXACT_ONE, (p, blob, depth))]
-            return self._rank(conn, vec, rowids, k, metadata, per_row=per_row)
+            while True:
+                if wanted is None:
+                    found = [[r[0] for r in conn.execute(_EXACT_ALL, (blob, depth))]]
+                else:
+                    found = [[r[0] for r in conn.execute(_EXACT_ONE, (p, blob, depth))] for p in wanted]
+                matches = self._rank(conn, vec, [r for part in found for r in part], k, metadata, per_row=per_row)
+                if not per_row or len(matches) >= k or depth >= MAX_K or all(len(f) < depth for f in found):
+                    return matches
+                depth = min(depth * PER_ROW_DEPTH, MAX_K)
 
     def warm(self) -> None:
         """Start reading the binary scan now if the index is big enough for it (a long-lived process calls
@@ -434,8 +451,8 @@ class SqliteVecIndex:
         rowids = scan.shortlist(vec, projects, n, keep=keep, per_owner=per_row)
         if not len(rowids):
             return []
-        with self._db() as conn:
-            return self._rank(conn, vec, rowids.tolist(), k, metadata)
+        with self._db() as conn:  # per_row again: rowids may have been deleted and reused since the shortlist
+            return self._rank(conn, vec, rowids.tolist(), k, metadata, per_row=per_row)
 
     def _start_scan(self, conn: apsw.Connection) -> None:
         scan = BinaryScan(self.dimension)  # records every change from now on, before the reader's snapshot
@@ -513,29 +530,32 @@ class SqliteVecIndex:
             return []
         matrix = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(ids), self.dimension)
         distances = cosine_distances(matrix, vec)
-        if k < len(ids) and not per_row:  # per row, every candidate is read: which k survive depends on rows
-            best = np.argpartition(distances, k - 1)[:k]
-        else:
-            best = np.arange(len(ids))
-        chosen = {ids[i]: float(distances[i]) for i in best}
-        wanted = json.dumps(list(chosen))
-        rows: list[tuple[Any, VectorMatch]] = []
-        if metadata:
-            for rowid, doc_id, sqlite_id, meta_json in conn.execute(_DOCS_OF, (wanted,)):
-                rows.append((sqlite_id, VectorMatch(doc_id, chosen[rowid], json.loads(meta_json))))
-        else:
-            for rowid, doc_id, sqlite_id in conn.execute(_IDS_OF, (wanted,)):
-                rows.append((sqlite_id, VectorMatch(doc_id, chosen[rowid])))
         if not per_row:
-            return merge_matches([match for _, match in rows], k)
-        rows.sort(key=lambda row: (row[1].distance, row[1].id))
-        seen: set[Any] = set()
-        kept = []
-        for sqlite_id, match in rows:
-            if sqlite_id is None or sqlite_id not in seen:
-                seen.add(sqlite_id)
-                kept.append(match)
+            best = np.argpartition(distances, k - 1)[:k] if k < len(ids) else np.arange(len(ids))
+            return merge_matches([m for _, m in self._joined(conn, ids, distances, best, metadata)], k)
+        # Per row: the best k documents first; when they name fewer than k rows (a row's other documents, or
+        # rowids reused since a shortlist was taken), every candidate.
+        order = np.argsort(distances, kind="stable")
+        rows = self._joined(conn, ids, distances, order[:k], metadata)
+        kept = _one_per_row(rows)
+        if len(kept) < k < len(ids):
+            kept = _one_per_row(rows + self._joined(conn, ids, distances, order[k:], metadata))
         return kept[:k]
+
+    @staticmethod
+    def _joined(
+        conn: apsw.Connection, ids: Sequence[int], distances: np.ndarray, chosen: np.ndarray, metadata: bool
+    ) -> list[tuple[Any, VectorMatch]]:
+        """(sqlite_id, match) of the chosen documents, joined to their ``mc_docs`` rows."""
+        if not len(chosen):
+            return []
+        dist = {ids[i]: float(distances[i]) for i in chosen}
+        wanted = json.dumps(list(dist))
+        if metadata:
+            return [(sqlite_id, VectorMatch(doc_id, dist[rowid], json.loads(meta_json)))
+                    for rowid, doc_id, sqlite_id, meta_json in conn.execute(_DOCS_OF, (wanted,))]
+        return [(sqlite_id, VectorMatch(doc_id, dist[rowid]))
+                for rowid, doc_id, sqlite_id in conn.execute(_IDS_OF, (wanted,))]
 
     def _from_vec0(self, conn: apsw.Connection) -> bool:
         """Schema 1 -> 2 (module doc), inside the caller's transaction; True when vectors were moved."""
