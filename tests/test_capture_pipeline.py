@@ -259,6 +259,16 @@ def test_a_turn_that_goes_on_after_its_stop_keeps_one_summary_the_later_one(stor
     assert sorted(s.prompt_number for s in store.list_items(ItemFilter(kinds=["summary"]), limit=5)) == [1, 2]
 
 
+def test_a_second_stop_without_stop_hook_active_replaces_nothing(store: Store, settings: Settings) -> None:
+    """Its prompt may have been lost (a hook that failed): it must not replace the previous turn's summary."""
+    one_turn(store, settings)
+    CapturePipeline(store, settings).process_pending()
+    send(store, settings, "tool_use", **edit("t6", "/work/shop/coupons.py"))
+    send(store, settings, "stop", last_assistant_message="Coupons validated.")
+    CapturePipeline(store, settings).process_pending()
+    assert kinds(store)["summary"] == 2
+
+
 def test_a_session_end_without_stop_still_summarises_the_last_turn(store: Store, settings: Settings) -> None:
     send(store, settings, "user_prompt", prompt="Add a coupon field to checkout")
     send(store, settings, "tool_use", **edit("c1", "/work/shop/checkout.py"))

@@ -193,9 +193,10 @@ class CapturePipeline:
         turn = replace(turn, last_assistant_message=message if isinstance(message, str) else None)
         items = self._summary_items(turn, event, report)
         # A stop hook (this agent's or another plugin's) can make the agent go on after a Stop: the turn then
-        # stops again (Claude Code says `stop_hook_active`). Its new summary, made from the whole turn,
-        # supersedes the earlier one instead of sitting beside it.
-        earlier = self._turn_summaries(turn) if items else []
+        # stops again with `stop_hook_active`. Its new summary, made from the whole turn, supersedes the earlier
+        # one instead of sitting beside it. Only then: a Stop whose prompt never reached the queue takes the
+        # previous turn's number, and must not replace that turn's summary.
+        earlier = self._turn_summaries(turn) if items and event.payload.get("stop_hook_active") is True else []
         self._commit(events, items, report, replaces=earlier)
 
     def _session_end(self, events: list[IngestEvent], report: CaptureReport) -> None:
