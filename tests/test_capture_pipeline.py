@@ -269,6 +269,35 @@ def test_a_second_stop_without_stop_hook_active_replaces_nothing(store: Store, s
     assert kinds(store)["summary"] == 2
 
 
+def test_a_continued_turn_whose_prompt_was_lost_keeps_the_previous_turn_s_summary(store: Store,
+                                                                                   settings: Settings) -> None:
+    """Turn 2's prompt never reached the queue, so its summaries share turn 1's number: a Stop with
+    ``stop_hook_active`` supersedes only its own turn's earlier summary, never turn 1's."""
+    one_turn(store, settings)
+    CapturePipeline(store, settings).process_pending()
+    turn_one = store.list_items(ItemFilter(kinds=["summary"]), limit=5)
+    send(store, settings, "tool_use", **edit("t7", "/work/shop/coupons.py"))
+    send(store, settings, "stop", last_assistant_message="Coupons validated.")
+    send(store, settings, "tool_use", **edit("t8", "/work/shop/coupons.py"))
+    send(store, settings, "stop", stop_hook_active=True, last_assistant_message="Coupons validated and tested.")
+    assert CapturePipeline(store, settings).process_pending().failed == 0
+    summaries = store.list_items(ItemFilter(kinds=["summary"]), order="oldest", limit=5)
+    assert [s.id for s in summaries][:1] == [turn_one[0].id] and len(summaries) == 2
+    assert "coupons.py" in summaries[1].files_modified
+
+
+def test_a_continued_turn_of_a_session_without_prompts_keeps_one_summary(store: Store, settings: Settings) -> None:
+    """No prompt ever reached the queue (no prompt hook): the turn has no number, and still one summary."""
+    send(store, settings, "tool_use", **edit("n1", "/work/shop/cart.py"))
+    send(store, settings, "stop", last_assistant_message="Totals use Decimal.")
+    CapturePipeline(store, settings).process_pending()
+    assert kinds(store)["summary"] == 1
+    send(store, settings, "tool_use", **edit("n2", "/work/shop/refunds.py"))
+    send(store, settings, "stop", stop_hook_active=True, last_assistant_message="Refunds use Decimal too.")
+    assert CapturePipeline(store, settings).process_pending().failed == 0
+    assert kinds(store)["summary"] == 1
+
+
 def test_a_session_end_without_stop_still_summarises_the_last_turn(store: Store, settings: Settings) -> None:
     send(store, settings, "user_prompt", prompt="Add a coupon field to checkout")
     send(store, settings, "tool_use", **edit("c1", "/work/shop/checkout.py"))

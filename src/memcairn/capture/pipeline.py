@@ -194,9 +194,9 @@ class CapturePipeline:
         items = self._summary_items(turn, event, report)
         # A stop hook (this agent's or another plugin's) can make the agent go on after a Stop: the turn then
         # stops again with `stop_hook_active`. Its new summary, made from the whole turn, supersedes the earlier
-        # one instead of sitting beside it. Only then: a Stop whose prompt never reached the queue takes the
-        # previous turn's number, and must not replace that turn's summary.
-        earlier = self._turn_summaries(turn) if items and event.payload.get("stop_hook_active") is True else []
+        # one instead of sitting beside it. Only then, and only the summaries of this turn's earlier Stops: a
+        # turn whose prompt never reached the queue shares the previous turn's number (or has none).
+        earlier = self._turn_summaries(turn, event, prompt_event) if items and _continued(event) else []
         self._commit(events, items, report, replaces=earlier)
 
     def _session_end(self, events: list[IngestEvent], report: CaptureReport) -> None:
@@ -296,13 +296,27 @@ class CapturePipeline:
             metadata=_produced_by(self, compressed), source=_source(event),
         )]
 
-    def _turn_summaries(self, turn: Turn) -> list[int]:
-        """Ids of the summaries already made for this turn (by an earlier Stop of a turn that went on)."""
-        if turn.prompt_number is None:
+    def _turn_summaries(self, turn: Turn, event: IngestEvent, prompt_event: IngestEvent | None) -> list[int]:
+        """Ids of the summaries made by the earlier Stops of the turn ``event`` continues.
+
+        That turn's Stops are the one right before ``event``, and before it those it continued in turn: the
+        chain ends at a Stop without ``stop_hook_active`` (the turn's first) or at the turn's prompt. A summary
+        is named by what its Stop gave it: the turn's number and the Stop's time.
+        """
+        after = prompt_event.id if prompt_event is not None else 0
+        stops = [e for e in self.store.session_events(event.platform_source, event.session_id, after_id=after,
+                                                       before_id=event.id, event_type="summarize")
+                 if e.kind == "stop"]
+        times: set[int] = set()
+        for stop in reversed(stops):
+            times.add(stop.at_epoch)
+            if not _continued(stop):
+                break
+        if not times:
             return []
         items = self.store.list_items(ItemFilter(session=turn.session_id, kinds=["summary"],
                                                  platform_source=turn.platform_source), order="newest", limit=50)
-        return [i.id for i in items if i.prompt_number == turn.prompt_number]
+        return [i.id for i in items if i.prompt_number == turn.prompt_number and i.created_at_epoch in times]
 
     def _turn_observations(self, turn: Turn) -> list[Observation]:
         items = self.store.list_items(ItemFilter(session=turn.session_id, kinds=["observation"],
@@ -325,6 +339,11 @@ def _event_project(event: IngestEvent) -> str:
 
         return project_from_cwd(cwd).name
     return "unknown"
+
+
+def _continued(event: IngestEvent) -> bool:
+    """A Stop of a turn that went on because a stop hook asked it to (it stopped before)."""
+    return event.payload.get("stop_hook_active") is True
 
 
 def _given_number(event: IngestEvent | None) -> int | None:
