@@ -504,6 +504,45 @@ def test_export_keeps_an_existing_file_unless_forced(tmp_path: Path, capsys: pyt
     assert out.read_text(encoding="utf-8").startswith('{"record":"header"')
 
 
+def test_an_interrupted_export_leaves_the_existing_file_whole(tmp_path: Path, store: Store,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    populate(store, tmp_path)
+    out = tmp_path / "backup.jsonl"
+    out.write_text("yesterday's backup\n", encoding="utf-8")
+    rows = store.export_items
+
+    def cut_short() -> Any:
+        yield next(iter(rows()))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(store, "export_items", cut_short)
+    with pytest.raises(KeyboardInterrupt):
+        export_to_file(store, out)
+    assert out.read_text(encoding="utf-8") == "yesterday's backup\n"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+def test_an_export_uses_its_own_temporary_file_and_syncs_it_before_the_rename(
+        tmp_path: Path, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file that happens to carry the temporary-looking name is not the export's to overwrite or delete, and
+    the new file's bytes are on disk before it takes the old one's place (else a crash can leave it empty)."""
+    populate(store, tmp_path)
+    steps: list[str] = []
+    real_fsync, real_replace = os.fsync, os.replace
+    monkeypatch.setattr(os, "fsync", lambda fd: (steps.append("fsync"), real_fsync(fd))[1])
+    monkeypatch.setattr(os, "replace", lambda a, b: (steps.append("replace"), real_replace(a, b))[1])
+    for name in ("backup.jsonl", "backup.jsonl.gz"):
+        bystander = tmp_path / f".{name}.partial"
+        bystander.write_text("someone else's\n", encoding="utf-8")
+        steps.clear()
+        counts = export_to_file(store, tmp_path / name)
+        assert steps == ["fsync", "replace"]
+        assert bystander.read_text(encoding="utf-8") == "someone else's\n"
+        with Store(tmp_path / f"{name}.db") as copy:
+            assert import_jsonl(copy, tmp_path / name).items == counts["items"] > 11
+    assert gzip.open(tmp_path / "backup.jsonl.gz", "rt", encoding="utf-8").readline().startswith('{"record":"header"')
+
+
 def test_an_export_saved_with_a_byte_order_mark_imports(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                        isolated_home: Path) -> None:
     db = make_claude_mem(tmp_path / "claude-mem.db")

@@ -19,6 +19,7 @@ import io
 import json
 import os
 import re
+import secrets
 import sys
 import time
 from collections.abc import Iterator
@@ -116,27 +117,44 @@ def export_to_stdout(store: Store) -> dict[str, int]:
 
 
 def export_to_file(store: Store, path: Path) -> dict[str, int]:
-    """Export to ``path`` (gzip-compressed when it ends in ``.gz``) through a temporary file, so a failed export
-    never leaves half a file behind."""
+    """Export to ``path`` (gzip-compressed when it ends in ``.gz``) through a temporary file beside it, synced
+    to disk before it replaces ``path``: a failed or interrupted export (or a crash) never leaves half a file,
+    nor an empty one, where a complete one was."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.partial")
+    # a name of its own (created exclusively), so a concurrent export or a user's file is never taken over
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.partial")
+    created = False
     try:
-        with _open_for_writing(tmp, compress=path.suffix == ".gz") as out:
-            counts = export_jsonl(store, out)
+        with open(tmp, "xb") as raw:
+            created = True
+            counts = _export_into(store, raw, compress=path.suffix == ".gz", name=path.name)
+            raw.flush()
+            os.fsync(raw.fileno())
         os.replace(tmp, path)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
+        if created:
+            tmp.unlink(missing_ok=True)
         raise ValidationError(f"cannot write {path}: {exc.strerror or exc}") from None
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        if created:
+            tmp.unlink(missing_ok=True)
         raise
     return counts
 
 
-def _open_for_writing(path: Path, *, compress: bool) -> IO[str]:
-    if compress:
-        return gzip.open(path, "wt", encoding="utf-8", newline="\n")
-    return open(path, "w", encoding="utf-8", newline="\n")
+def _export_into(store: Store, raw: IO[bytes], *, compress: bool, name: str) -> dict[str, int]:
+    """Write the export into the open binary file ``raw`` and leave it open, for the caller to sync."""
+    # the gzip header names the file the export will be (not the temporary one), as gzip.open(path) would
+    packed = gzip.GzipFile(filename=name, mode="wb", fileobj=raw) if compress else None
+    out = io.TextIOWrapper(packed if packed is not None else raw, encoding="utf-8", newline="\n")
+    try:
+        counts = export_jsonl(store, out)
+        out.flush()
+    finally:
+        out.detach()
+    if packed is not None:
+        packed.close()  # writes the gzip trailer; ``raw`` stays open
+    return counts
 
 
 def _write(out: IO[str], record: dict[str, Any]) -> None:
