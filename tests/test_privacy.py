@@ -99,6 +99,9 @@ EXAMPLES: list[tuple[str, str, str]] = [
     ("xml_secret", "<keyStorePassword>" + "chang" + "eit2</keyStorePassword>", "changeit2"),
     ("cookie", "Cookie: sessionid=" + mixed(24) + "; csrftoken=" + mixed(16), mixed(24)),
     ("cookie", "curl -H 'Set-Cookie: session=" + mixed(30) + "; Path=/; HttpOnly' https://x", mixed(30)),
+    ("cookie", 'headers = {"Cookie": "sessionid=' + mixed(24) + '"}', mixed(24)),
+    ("cookie", "requests.get(url, headers={'cookie': 'sid=" + mixed(20) + "; theme=dark'})", mixed(20)),
+    ("xml_secret", "<server>\n  <password>\n    " + "Sup3r" + "Pw9\n  </password>\n</server>", "Sup3rPw9"),
 ]
 
 
@@ -228,6 +231,8 @@ NEGATIVES = [
     "<password>${env.MAVEN_PASSWORD}</password>",
     '"auth": "oauth2"',
     "Cookie: none yet, the banner comes first",
+    '"cookie": "none yet"',
+    "<password>\n  ${env.MAVEN_PASSWORD}\n</password>",
     "the cookie banner fires before consent",
 ]
 

@@ -115,15 +115,17 @@ _RULES: tuple[tuple[str, str, int], ...] = (
         r"\\?\"auth\\?\"[ \t]*:[ \t]*\\?\"(?P<secret>[A-Za-z0-9+/]{12,}={0,2})\\?\"",
         0,
     ),
-    (  # Maven settings.xml and other XML: <password>SECRET</password>, never a ${property} reference
+    (  # Maven settings.xml and other XML: <password>SECRET</password>, never a ${property} reference; a
+        # pretty-printed element keeps its indentation
         "xml_secret",
-        r"<(?P<tag>[\w.-]{0,40}(?:password|passphrase|passwd|secret|token|api[_-]?key))>"
-        rf"(?P<secret>{_NOT_PLACEHOLDER}(?!\$\{{)[^<\s][^<]{{0,511}})</(?P=tag)>",
+        r"<(?P<tag>[\w.-]{0,40}(?:password|passphrase|passwd|secret|token|api[_-]?key))>\s{0,80}"
+        rf"(?P<secret>{_NOT_PLACEHOLDER}(?!\$\{{)[^<\s](?:[^<]{{0,510}}[^<\s])?)\s{{0,80}}</(?P=tag)>",
         re.IGNORECASE,
     ),
-    (  # an HTTP Cookie / Set-Cookie header: the whole value (session ids are bearer credentials)
+    (  # an HTTP Cookie / Set-Cookie header: the whole value (session ids are bearer credentials), also as a
+        # quoted key and value in code or JSON ({"Cookie": "sid=..."})
         "cookie",
-        r"\b(?:set-)?cookie\\?[\"']?[ \t]*:[ \t]*"
+        r"\b(?:set-)?cookie\\?[\"']?[ \t]*:[ \t]*\\?[\"']?"
         rf"(?P<secret>{_NOT_PLACEHOLDER}(?=[^\r\n\"'`=]{{1,128}}=)[^\r\n\"'`]{{1,4096}})",
         re.IGNORECASE,
     ),
