@@ -284,3 +284,110 @@ def test_the_defaults_the_benchmark_chose(mem_store: Store) -> None:
     assert service.recency_boost_half_life_days is None
     assert load_settings(environ={}).recency_window_days == 0
     assert lme.DEFAULT_GRANULARITY == "turn"
+
+
+# -- robustness to inputs: any file in the LongMemEval format, clear errors for the rest ----------------------
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_a_byte_order_mark_and_jsonl_are_read(tmp_path: Path) -> None:
+    records = synthetic_records()
+    bom = _write(tmp_path / "bom.json", "\ufeff" + json.dumps(records))
+    assert [q.id for q in lme.load_questions(bom)] == ["q_bakery", "q_guitar", "q_bakery_abs"]
+    jsonl = _write(tmp_path / "lme.jsonl", "\n".join(json.dumps(r) for r in records) + "\n\n")
+    assert [q.id for q in lme.load_questions(jsonl, limit=2)] == ["q_bakery", "q_guitar"]
+    broken = _write(tmp_path / "broken.jsonl", json.dumps(records[0]) + "\n" + json.dumps(records[1]) + "\n{oops\n")
+    with pytest.raises(ValidationError, match="line 3"):
+        lme.load_questions(broken)
+    with pytest.raises(ValidationError, match="is not JSON"):
+        lme.load_questions(_write(tmp_path / "prose.json", "hello world"))
+    latin = tmp_path / "latin.json"
+    latin.write_bytes(b"[\xe9]")
+    with pytest.raises(ValidationError, match="not UTF-8"):
+        lme.load_questions(latin)
+
+
+def test_dates_with_seconds_and_before_1970() -> None:
+    assert lme.parse_date("2023/05/20 (Sat) 02:21:30") == lme.parse_date("2023/05/20 (Sat) 02:21") + 30_000
+    with pytest.raises(ValidationError, match="before 1970"):
+        lme.parse_date("1969/12/31 (Wed) 23:59")
+
+
+def test_fields_of_the_wrong_shape_name_the_record_and_the_question() -> None:
+    good = synthetic_records()[0]
+    cases = [
+        ({"answer_session_ids": "a_bakery"}, "record 1, question q_bakery: answer_session_ids must be a list"),
+        ({"answer_session_ids": 5}, "record 1, question q_bakery: answer_session_ids must be a list"),
+        ({"question": None}, "record 1, question q_bakery: question must be a non-empty string"),
+        ({"haystack_session_ids": ["", *good["haystack_session_ids"][1:]]},
+         "record 1, question q_bakery, session 0: the haystack session id must be a non-empty string"),
+    ]
+    for change, message in cases:
+        with pytest.raises(ValidationError, match=message):
+            lme.parse_questions([synthetic_records()[1], {**good, **change}])
+    with pytest.raises(ValidationError, match=r"record 0 \(question q_bakery\) lacks haystack_dates"):
+        lme.parse_questions([{k: v for k, v in good.items() if k != "haystack_dates"}])
+    # answers that are numbers or lists, numeric ids and turns with extra keys or no role are all accepted
+    numeric = {**good, "question_id": 7, "answer": 3, "haystack_sessions": [
+        [{"content": "no role here", "extra": 1}], *good["haystack_sessions"][1:]]}
+    first, second = lme.parse_questions([numeric, {**good, "answer": ["a", 1]}])
+    assert first.id == "7" and first.sessions[0].turns == (("user", "no role here"),)
+    assert second.answer_ids == ("a_bakery",)
+
+
+def test_oversized_messages_are_cut_into_pieces_not_refused() -> None:
+    from memcairn.store.validation import validate_item
+
+    long = "word " * 60_000  # 300,000 bytes: over the store's 256 KiB per field
+    session = lme.Session("big", 1_000, (("user", "short question"), ("assistant", long), ("assistant", long),
+                                         ("user", long)))
+    for granularity in lme.GRANULARITIES:
+        items = lme.session_items(session, granularity)
+        for item in items:
+            validate_item(item)  # raises on an oversized field
+        stored = "".join(t for i in items for t in (i.narrative or "", i.text or "", *(i.facts or ())))
+        expected = "short question" + long.strip() * (3 if granularity != "user" else 1)
+        assert stored.replace("\n\n", "") == expected, granularity
+
+
+def test_repeated_question_ids_and_differing_pooled_sessions_lose_nothing(capsys: pytest.CaptureFixture[str]) -> None:
+    bakery = _record("q1", "single-session-user", "Which bakery does my cousin Ines run?", {
+        **FILLER, "a": [_turn("user", "My cousin Ines opened a sourdough bakery in Leeds.")]}, ["a"])
+    # the same question id again, and a session id "a" whose contents differ
+    dog = _record("q1", "single-session-user", "What is my dog called?", {
+        **FILLER, "a": [_turn("user", "My dog is called Biscuit, a beagle.")]}, ["a"])
+    questions = lme.parse_questions([bakery, dog])
+    for pooled in (False, True):
+        messages: list[str] = []
+        result = lme.run(questions, lme.Options(methods=("keyword",), pooled=pooled), progress=messages.append)
+        keyword = result["keyword"]
+        assert keyword["overall"]["n"] == 2 and keyword["overall"]["recall_any@1"] == 1.0, pooled
+        assert [d["gold_ranks"] for d in keyword["questions"]] == [[1], [1]]
+        if pooled:
+            assert "1 more version(s) of a session id" in messages[0]
+
+
+def test_answer_sessions_outside_the_haystack_are_named() -> None:
+    record = _record("q1", "multi-session", "Which bakery?", {**FILLER}, ["nowhere", "f_garden"])
+    messages: list[str] = []
+    lme.run(lme.parse_questions([record]), lme.Options(methods=("keyword",)), progress=messages.append)
+    assert messages[0].startswith("warning: 1 question(s)") and "q1 (nowhere)" in messages[0]
+
+
+def test_the_command_reports_bad_input_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = _write(tmp_path / "bad.json", json.dumps([{**synthetic_records()[0], "answer_session_ids": 5}]))
+    assert cli_run(["bench", "longmemeval", str(bad), "--method", "keyword"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == "error: record 0, question q_bakery: answer_session_ids must be a list of session ids, got 5"
+
+
+def test_nothing_to_score_still_writes_well_formed_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = _write(tmp_path / "abs.json", json.dumps(synthetic_records()[2:]))
+    out = tmp_path / "out.json"
+    assert cli_run(["bench", "longmemeval", str(data), "--method", "keyword", "--quiet", "--json", str(out)]) == 0
+    assert "0 of 1 questions scored" in capsys.readouterr().out
+    result = json.loads(out.read_text())
+    assert set(result["keyword"]) >= {"overall", "by_type", "timing"}
+    assert result["keyword"]["overall"] == {"n": 0} and result["keyword"]["by_type"] == {}

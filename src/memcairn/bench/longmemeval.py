@@ -61,6 +61,7 @@ from memcairn.models import NewItem
 from memcairn.search import SearchRequest, SearchService
 from memcairn.search.request import parse_time
 from memcairn.store import Store
+from memcairn.store.validation import MAX_FIELD_BYTES
 
 METHODS = ("keyword", "semantic", "hybrid")
 GRANULARITIES = ("round", "session", "turn", "user")
@@ -70,12 +71,14 @@ KS = (1, 3, 5, 10)
 METRICS = tuple(f"{name}@{k}" for name in ("recall_any", "recall_all", "ndcg_any") for k in KS)
 TABLE_METRICS = ("recall_any@1", "recall_any@3", "recall_any@5", "recall_any@10", "recall_all@5",
                  "recall_all@10", "ndcg_any@5", "ndcg_any@10")
+_FIELD_BUDGET = MAX_FIELD_BYTES - 64  # bytes of a stored field (JSON-encoded for facts), with some room
+_PIECE_CHARS = MAX_FIELD_BYTES // 8  # a piece of an oversized message: at most 6 bytes a character as JSON
 PROJECT = "longmemeval"
 PLATFORM = "longmemeval"
 ITEM_TYPE = "conversation"
 HITS_PER_QUERY = 100  # the service's most per page: enough to fill the top 10 distinct sessions
 TOP_SESSIONS = max(KS)
-_DATE = re.compile(r"^\s*(\d{4})/(\d{1,2})/(\d{1,2})\s*(?:\([A-Za-z]+\))?\s*(?:(\d{1,2}):(\d{2}))?\s*$")
+_DATE = re.compile(r"^\s*(\d{4})/(\d{1,2})/(\d{1,2})\s*(?:\([A-Za-z]+\))?\s*(?:(\d{1,2}):(\d{2})(?::(\d{2}))?)?\s*$")
 
 Progress = Callable[[str], None]
 
@@ -112,11 +115,14 @@ def parse_date(value: Any) -> int:
     if isinstance(value, str):
         match = _DATE.match(value)
         if match:
-            year, month, day, hour, minute = (int(g) if g else 0 for g in match.groups())
+            year, month, day, hour, minute, second = (int(g) if g else 0 for g in match.groups())
             try:
-                return int(datetime(year, month, day, hour, minute, tzinfo=UTC).timestamp() * 1000)
+                parsed = int(datetime(year, month, day, hour, minute, second, tzinfo=UTC).timestamp() * 1000)
             except ValueError:
                 raise ValidationError(f"{value!r} is not a calendar date") from None
+            if parsed < 0:
+                raise ValidationError(f"{value!r} is before 1970, which the store cannot hold")
+            return parsed
     parsed = parse_time(value, tz=UTC, what="date")
     if parsed is None:
         raise ValidationError("a date is empty")
@@ -141,14 +147,23 @@ def _turns(raw: Any, where: str) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
+def _text(value: Any, where: str, what: str) -> str:
+    """A non-empty string (numbers are taken as their text, as LongMemEval's ids and answers sometimes are)."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float) or not str(value).strip():
+        raise ValidationError(f"{where}: {what} must be a non-empty string, got {json.dumps(value)[:60]}")
+    return str(value)
+
+
 def parse_questions(data: Any) -> list[Question]:
     """Questions from parsed LongMemEval JSON (a list of records).
 
     Raises:
-        ValidationError: a record lacks a field or its lists disagree in length.
+        ValidationError: a record lacks a field, a field has the wrong shape or its lists disagree in length;
+            the message names the record's index and question id.
     """
     if not isinstance(data, list):
-        raise ValidationError("a LongMemEval file holds a JSON list of question records")
+        raise ValidationError("a LongMemEval file holds a JSON list of question records (or one record a line, "
+                              f"JSONL), not a JSON {type(data).__name__}")
     questions = []
     for n, rec in enumerate(data):
         where = f"record {n}"
@@ -157,36 +172,75 @@ def parse_questions(data: Any) -> list[Question]:
         missing = [k for k in ("question_id", "question_type", "question", "question_date", "haystack_session_ids",
                                "haystack_dates", "haystack_sessions", "answer_session_ids") if k not in rec]
         if missing:
-            raise ValidationError(f"{where} lacks {', '.join(missing)}")
-        where = f"question {rec['question_id']}"
+            qid = rec.get("question_id")
+            raise ValidationError(f"{where}{f' (question {qid})' if qid is not None else ''} lacks "
+                                  f"{', '.join(missing)}")
+        qid = _text(rec["question_id"], where, "question_id")
+        where = f"record {n}, question {qid}"
         ids, dates, raw = rec["haystack_session_ids"], rec["haystack_dates"], rec["haystack_sessions"]
         if not (isinstance(ids, list) and isinstance(dates, list) and isinstance(raw, list)
                 and len(ids) == len(dates) == len(raw)):
             raise ValidationError(f"{where}: haystack_session_ids, haystack_dates and haystack_sessions must be "
                                   "lists of the same length")
-        sessions = tuple(Session(str(sid), _date(date, f"{where}, session {sid}: haystack date"),
-                                 _turns(turns, f"{where}, session {sid}"))
-                         for sid, date, turns in zip(ids, dates, raw, strict=True))
+        gold = rec["answer_session_ids"]
+        if gold is None:
+            gold = []
+        if not isinstance(gold, list):
+            raise ValidationError(f"{where}: answer_session_ids must be a list of session ids, got "
+                                  f"{json.dumps(gold)[:60]}")
+        sessions = []
+        for m, (sid, date, turns) in enumerate(zip(ids, dates, raw, strict=True)):
+            sid = _text(sid, f"{where}, session {m}", "the haystack session id")
+            sessions.append(Session(sid, _date(date, f"{where}, session {sid}: haystack date"),
+                                    _turns(turns, f"{where}, session {sid}")))
         questions.append(Question(
-            id=str(rec["question_id"]), type=str(rec["question_type"]), text=str(rec["question"]),
-            now_ms=_date(rec["question_date"], f"{where}: question_date"), sessions=sessions,
-            answer_ids=tuple(str(a) for a in rec["answer_session_ids"] or ()),
+            id=qid, type=_text(rec["question_type"], where, "question_type"),
+            text=_text(rec["question"], where, "question"),
+            now_ms=_date(rec["question_date"], f"{where}: question_date"), sessions=tuple(sessions),
+            answer_ids=tuple(_text(a, where, "an answer session id") for a in gold),
         ))
     return questions
 
 
+def read_records(path: str | Path) -> Any:
+    """The parsed content of a LongMemEval file: JSON (a UTF-8 byte-order mark is allowed), or JSONL (one
+    record a line).
+
+    Raises:
+        ValidationError: the file cannot be read, is not UTF-8 or is neither JSON nor JSONL.
+    """
+    try:
+        text = Path(path).read_bytes().decode("utf-8-sig")
+    except OSError as exc:
+        raise ValidationError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ValidationError(f"{path} is not UTF-8 text (byte {exc.start}); a LongMemEval file is JSON") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        first = exc
+    lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+    if first.msg != "Extra data" or len(lines) < 2:
+        raise ValidationError(f"{path} is not JSON: {first.msg} at line {first.lineno}, column {first.colno}")
+    records = []
+    for n, line in lines:  # JSONL: one record a line
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise ValidationError(f"{path} is neither JSON nor JSONL: line {n}: {exc.msg} at column {exc.colno}"
+                                  ) from None
+    return records
+
+
 def load_questions(path: str | Path, limit: int | None = None) -> list[Question]:
-    """The first ``limit`` questions (all when None) of a LongMemEval JSON file.
+    """The first ``limit`` questions (all when None) of a LongMemEval JSON or JSONL file.
 
     Raises:
         ValidationError: the file cannot be read or is not in the LongMemEval format.
     """
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ValidationError(f"cannot read {path}: {exc}") from None
+    data = read_records(path)
     if isinstance(data, list) and limit is not None:
-        data = data[:limit]
+        data = data[:max(limit, 0)]
     return parse_questions(data)
 
 
@@ -263,23 +317,46 @@ def check_granularity(granularity: str) -> str:
     return ",".join(parts)
 
 
+def _size(text: str) -> int:
+    """Bytes of ``text`` as the store counts a list element (JSON, UTF-8), which is never less than as text."""
+    return len(json.dumps(text, ensure_ascii=False).encode("utf-8", errors="surrogatepass"))
+
+
+def _pieces(text: str) -> list[str]:
+    """``text``, cut into consecutive pieces only when it is over the store's limit for one field."""
+    if _size(text) <= _FIELD_BUDGET:
+        return [text]
+    return [text[i:i + _PIECE_CHARS] for i in range(0, len(text), _PIECE_CHARS)]
+
+
 def session_items(session: Session, granularity: str = DEFAULT_GRANULARITY) -> list[NewItem]:
     """The memory items one haystack session becomes (see the module docstring); several granularities
-    separated by commas (``session,turn``) store the items of each."""
+    separated by commas (``session,turn``) store the items of each.
+
+    Nothing is dropped for its size: a message over the store's 256 KiB per field becomes consecutive pieces
+    (as if several messages), and a session or a round of replies too long for one field continues in another
+    item."""
     granularity = check_granularity(granularity)
     if "," in granularity:
         return [item for g in granularity.split(",") for item in session_items(session, g)]
     base = {"project": PROJECT, "session": session.id, "platform_source": PLATFORM}
-    turns = [(role, text.strip()) for role, text in session.turns if text.strip()]
+    turns = [(role, piece) for role, text in session.turns if text.strip() for piece in _pieces(text.strip())]
 
     def at(n: int) -> int:  # keeps the order of a session's items in time (1 ms per turn)
         return session.epoch_ms + n
 
     if granularity == "session":
-        if not turns:
-            return []
-        return [NewItem(**base, kind="observation", type=ITEM_TYPE, facts=[t for _, t in turns], created_at_epoch=at(0),
-                        metadata={"session_id": session.id})]
+        groups: list[tuple[int, list[str]]] = []  # (first turn, messages), each group within one field
+        size = 0
+        for n, (_, text) in enumerate(turns):
+            if not groups or size + _size(text) + 2 > _FIELD_BUDGET:
+                groups.append((n, []))
+                size = 2
+            groups[-1][1].append(text)
+            size += _size(text) + 2
+        return [NewItem(**base, kind="observation", type=ITEM_TYPE, facts=facts, created_at_epoch=at(n),
+                        metadata={"session_id": session.id} if n == 0 else {"session_id": session.id, "turn": n})
+                for n, facts in groups]
     if granularity in ("turn", "user"):
         items = []
         for n, (role, text) in enumerate(turns):
@@ -292,11 +369,14 @@ def session_items(session: Session, granularity: str = DEFAULT_GRANULARITY) -> l
                                      metadata=meta))
         return items
     rounds: list[tuple[int, str | None, list[str]]] = []  # (first turn, user message, replies)
+    size = 0  # bytes of the last round's replies, joined
     for n, (role, text) in enumerate(turns):
-        if role == "user" or not rounds:
+        if role == "user" or not rounds or size + _size(text) + 2 > _FIELD_BUDGET:
             rounds.append((n, text if role == "user" else None, [] if role == "user" else [text]))
+            size = 0 if role == "user" else _size(text)
         else:
             rounds[-1][2].append(text)
+            size += _size(text) + 2
     items = []
     for n, user, replies in rounds:
         reply = "\n\n".join(replies) or None
@@ -437,11 +517,12 @@ class _Bench:
         }
         return {m: make[m]() for m in o.methods}
 
-    def ask(self, services: dict[str, SearchService], question: Question,
-            ranked: dict[str, dict[str, list[str]]]) -> None:
+    def ask(self, services: dict[str, SearchService], n: int, question: Question,
+            ranked: dict[str, dict[int, list[str]]]) -> None:
+        """Rankings are kept by the question's index: ids may repeat in a file."""
         for method, service in services.items():
             sessions, ms = _search(service, question, self.opts)
-            ranked[method][question.id] = sessions
+            ranked[method][n] = sessions
             self.clock.query_ms.setdefault(method, []).append(ms)
 
 
@@ -453,29 +534,42 @@ def run(questions: Sequence[Question], opts: Options, progress: Progress | None 
     if opts.index not in INDEXES:
         raise ValidationError(f"unknown index {opts.index!r}; use {', '.join(INDEXES)}")
     opts.granularity = check_granularity(opts.granularity)
-    ranked: dict[str, dict[str, list[str]]] = {m: {} for m in opts.methods}
+    ranked: dict[str, dict[int, list[str]]] = {m: {} for m in opts.methods}
+    unreachable = [f"{q.id} ({', '.join(missing)})" for q in questions if q.scored
+                   and (missing := _missing_gold(q, questions if opts.pooled else (q,)))]
+    if unreachable and progress is not None:
+        progress(f"warning: {len(unreachable)} question(s) name answer sessions that no haystack holds, so they "
+                 f"count as misses: {'; '.join(unreachable[:5])}{' ...' if len(unreachable) > 5 else ''}")
     started = time.perf_counter()
     with _Bench(opts, progress) as bench, tempfile.TemporaryDirectory(prefix="memcairn-lme-") as tmp:
         if opts.pooled:
-            pool: dict[str, Session] = {}
-            for q in questions:
-                for s in q.sessions:
-                    pool.setdefault(s.id, s)
-            bench.progress(f"pooled store: {len(pool)} sessions")
-            store, mirror = bench.build(list(pool.values()), Path(tmp))
+            # Sessions are deduplicated by id and content: a session id whose contents differ between questions
+            # keeps every version (their items share the id, so a hit on either counts for it).
+            pool = list(dict.fromkeys(s for q in questions for s in q.sessions))
+            variants = len(pool) - len({s.id for s in pool})
+            bench.progress(f"pooled store: {len(pool)} sessions" + (
+                f" ({variants} more version(s) of a session id whose contents differ between questions)"
+                if variants else ""))
+            try:
+                store, mirror = bench.build(pool, Path(tmp))
+            except ValidationError as exc:
+                raise ValidationError(f"pooled store: {exc}") from None
             try:
                 services = bench.services(store, mirror)
-                for q in questions:
-                    bench.ask(services, q, ranked)
+                for n, q in enumerate(questions):
+                    bench.ask(services, n, q, ranked)
             finally:
                 _close(store, mirror)
         else:
             for n, q in enumerate(questions, 1):
                 workdir = Path(tmp) / f"q{n}"
                 t0 = time.perf_counter()
-                store, mirror = bench.build(q.sessions, workdir)
                 try:
-                    bench.ask(bench.services(store, mirror), q, ranked)
+                    store, mirror = bench.build(q.sessions, workdir)
+                except ValidationError as exc:
+                    raise ValidationError(f"record {n - 1}, question {q.id}: {exc}") from None
+                try:
+                    bench.ask(bench.services(store, mirror), n - 1, q, ranked)
                 finally:
                     _close(store, mirror)
                     shutil.rmtree(workdir, ignore_errors=True)
@@ -488,7 +582,8 @@ def run(questions: Sequence[Question], opts: Options, progress: Progress | None 
     settings = _settings(opts, questions)
     out: dict[str, Any] = {}
     for method in opts.methods:
-        pairs = [(q.type, score_ranking(ranked[method][q.id], q.answer_ids)) for q in questions if q.scored]
+        pairs = [(q.type, score_ranking(ranked[method][n], q.answer_ids))
+                 for n, q in enumerate(questions) if q.scored]
         result = aggregate(pairs)
         lat = bench.clock.query_ms.get(method, [])
         result["timing"] = {**timing,
@@ -496,9 +591,15 @@ def run(questions: Sequence[Question], opts: Options, progress: Progress | None 
                             "query_p95_ms": round(percentile(lat, 95), 2) if lat else None,
                             "queries": len(lat)}
         result["settings"] = settings
-        result["questions"] = [_detail(q, ranked[method][q.id]) for q in questions]
+        result["questions"] = [_detail(q, ranked[method][n]) for n, q in enumerate(questions)]
         out[method] = result
     return out
+
+
+def _missing_gold(question: Question, searched: Sequence[Question]) -> list[str]:
+    """The answer session ids of ``question`` that none of the ``searched`` questions' haystacks holds."""
+    held = {s.id for q in searched for s in q.sessions}
+    return [sid for sid in question.answer_ids if sid not in held]
 
 
 def _detail(question: Question, ranked: list[str]) -> dict[str, Any]:
