@@ -131,13 +131,11 @@ def export_to_file(store: Store, path: Path) -> dict[str, int]:
             raw.flush()
             os.fsync(raw.fileno())
         os.replace(tmp, path)
-    except OSError as exc:
+    except BaseException as exc:
         if created:
             tmp.unlink(missing_ok=True)
-        raise ValidationError(f"cannot write {path}: {exc.strerror or exc}") from None
-    except BaseException:
-        if created:
-            tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise ValidationError(f"cannot write {path}: {exc.strerror or exc}") from None
         raise
     return counts
 

@@ -168,6 +168,11 @@ def owner_of(rowid: int, owner: int | None) -> int:
     return int(owner) if owner is not None else -int(rowid)
 
 
+def _row_owner(row: Sequence[Any]) -> int:
+    """The owner of a ``(rowid, project, vector[, owner])`` row."""
+    return owner_of(row[0], row[3] if len(row) > 3 else None)
+
+
 def _grown(array: np.ndarray, used: int, shape: tuple[int, ...]) -> np.ndarray:
     out = np.empty(shape, dtype=array.dtype)
     out[:used] = array[:used]
@@ -272,7 +277,7 @@ class BinaryScan:
             batch_ids.append(int(row[0]))
             batch_projects.append(row[1])
             batch_vecs.append(row[2])
-            batch_owners.append(owner_of(row[0], row[3] if len(row) > 3 else None))
+            batch_owners.append(_row_owner(row))
             if len(batch_ids) >= _BATCH:
                 flush()
                 if self._cancelled or self._generation != generation:
@@ -324,8 +329,7 @@ class BinaryScan:
         codes, q8, mult = self._encode_all(self._stack([row[2] for row in rows]))
         with self._lock:
             for n, row in enumerate(rows):
-                owner = owner_of(row[0], row[3] if len(row) > 3 else None)
-                self._part(row[1]).pending[int(row[0])] = _Encoded(codes[n], q8[n], float(mult[n]), owner)
+                self._part(row[1]).pending[int(row[0])] = _Encoded(codes[n], q8[n], float(mult[n]), _row_owner(row))
             self._fold_large()
 
     def remove(self, rows: Iterable[tuple[int, str]]) -> None:

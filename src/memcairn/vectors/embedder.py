@@ -166,7 +166,7 @@ class OnnxEmbedder:
                 # The weights are stored int8 behind DequantizeLinear. onnxruntime fuses each into an 8-bit
                 # MatMulNBits kernel that keeps them int8 in memory and multiplies in int8 (accuracy level 4):
                 # a short query takes 3 ms instead of 4.6 with the weights unfolded to float32, a batch of
-                # long texts 20% less, 30 MB less resident, vectors within cosine 0.9986 of the float32
+                # long texts 20% less, about 25 MB less resident, vectors within cosine 0.9986 of the float32
                 # path (the model's README.md).
                 opts.add_session_config_entry("session.qdq_matmulnbits_accuracy_level", "4")
                 session = ort.InferenceSession(
