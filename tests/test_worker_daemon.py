@@ -350,6 +350,49 @@ def test_log_rotation_caps_the_log_without_backups(cfg: Settings) -> None:
     assert "line 399" in logs.log_path(capped).read_text()
 
 
+def test_the_stderr_file_is_cut_to_its_tail_while_the_worker_runs(tmp_path: Path) -> None:
+    """A long-running worker's stderr file (native libraries' warnings, stray tracebacks) stays under
+    ``log_max_bytes``: cut to its recent whole lines, and later writes still land at its end."""
+    from memcairn.worker import logs
+
+    path = tmp_path / daemon.STDERR_FILE
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)  # as spawn hands it to the worker
+    try:
+        stop = logs.watch_stderr_file(path, 4096, interval=0.02, fd=fd)
+        try:
+            for i in range(300):
+                os.write(fd, f"warning {i} {'x' * 60}\n".encode())
+            deadline = time.monotonic() + 5
+            while path.stat().st_size > 4096 and time.monotonic() < deadline:
+                time.sleep(0.02)
+        finally:
+            stop.set()
+        os.write(fd, b"after the cut\n")
+    finally:
+        os.close(fd)
+    data = path.read_bytes()
+    assert len(data) <= 4096 + 100 and b"\0" not in data  # no hole where the old content was
+    lines = data.decode().splitlines()
+    assert lines[0].startswith("[memcairn: earlier output cut") and lines[-1] == "after the cut"
+    assert lines[-2].startswith("warning 299 ") and all(line.startswith("warning ") for line in lines[1:-1])
+
+
+def test_only_the_workers_own_appended_stderr_file_is_cut(tmp_path: Path) -> None:
+    """A file opened without O_APPEND (a hole would follow the cut) or another file than ``path`` (a foreground
+    worker's stderr the person chose) is left alone."""
+    from memcairn.worker import logs
+
+    path, other = tmp_path / daemon.STDERR_FILE, tmp_path / "mine.log"
+    for target, flags in ((path, os.O_WRONLY), (other, os.O_WRONLY | os.O_APPEND)):
+        fd = os.open(target, flags | os.O_CREAT)
+        try:
+            os.write(fd, b"y" * 10_000)
+            assert not logs.trim_stderr_file(path, 4096, fd)
+        finally:
+            os.close(fd)
+        assert target.stat().st_size == 10_000
+
+
 def test_an_unusable_logs_directory_is_one_clear_error(env: dict[str, str], cfg: Settings) -> None:
     cfg.home.mkdir(parents=True, exist_ok=True)
     cfg.logs_dir.write_text("not a directory")

@@ -8,7 +8,8 @@ Files under ``MEMCAIRN_HOME``:
   rename) once the port is bound and removed at exit. A pid file whose lock is free is stale.
 - ``worker.start.lock``: serialises ``start`` calls, so two racing starts spawn one worker.
 - ``logs/worker.log``: the rotating log (``logs.py``); ``logs/worker-stderr.log``: what a crash prints
-  before logging is set up (truncated at each start once larger than ``log_max_bytes``).
+  before logging is set up (emptied at a start once larger than ``log_max_bytes``, and cut to its recent tail
+  while the worker runs: ``logs.watch_stderr_file``).
 
 ``start`` replaces a running worker of another version than the installed package (after an upgrade).
 ``stop`` sends SIGTERM, lets the worker drain (writes in flight finish, new ones get 503), and sends
@@ -235,11 +236,10 @@ def worker_command() -> list[str]:
 def spawn(cfg: Settings) -> subprocess.Popen:
     """Start ``memcairn worker run`` detached from this process's session and terminal."""
     stderr_path = cfg.logs_dir / STDERR_FILE
-    mode = "ab"
     try:
         cfg.logs_dir.mkdir(parents=True, exist_ok=True)
         if stderr_path.stat().st_size > cfg.log_max_bytes:
-            mode = "wb"
+            os.truncate(stderr_path, 0)  # appended to below either way: the running worker trims it (logs.py)
     except FileNotFoundError:
         pass
     except OSError as exc:
@@ -247,7 +247,7 @@ def spawn(cfg: Settings) -> subprocess.Popen:
     for done in [p for p in _SPAWNED if p.poll() is not None]:
         _SPAWNED.remove(done)
     try:
-        stderr = open(stderr_path, mode)  # noqa: SIM115 - closed right after the child inherited it
+        stderr = open(stderr_path, "ab")  # noqa: SIM115 - closed right after the child inherited it
     except OSError as exc:
         raise logs_unusable(cfg, exc) from None
     with stderr:
@@ -473,13 +473,14 @@ def run_foreground(cfg: Settings | None = None, echo: Callable[[str], None] | No
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        from memcairn.worker.logs import setup_logging
+        from memcairn.worker.logs import setup_logging, watch_stderr_file
 
         try:
             setup_logging(cfg)
         except OSError as exc:
             say(f"error: {logs_unusable(cfg, exc)}")
             return 1
+        watch_stderr_file(cfg.logs_dir / STDERR_FILE, cfg.log_max_bytes)
         log = logging.getLogger("memcairn.worker")
         try:
             sock = _bind(cfg)

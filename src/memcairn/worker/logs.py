@@ -2,13 +2,22 @@
 old files kept, so the logs never take more than ``(log_backups + 1) * log_max_bytes`` of disk.
 
 Request lines are not logged: URLs carry search text, which belongs in the store, not in a log file.
+
+A spawned worker's stderr goes to ``logs/worker-stderr.log`` (what a crash prints before logging is set up,
+native libraries' warnings, a thread's uncaught traceback). `watch_stderr_file` keeps that file under
+``log_max_bytes`` too while the worker runs, cutting it to its recent tail.
 """
 
 from __future__ import annotations
 
 import atexit
+import fcntl
 import logging
+import os
 import queue
+import stat
+import threading
+import time
 from logging.handlers import QueueHandler, QueueListener, RotatingFileHandler
 from pathlib import Path
 
@@ -18,6 +27,7 @@ LOG_FILE = "worker.log"
 FORMAT = "%(asctime)s %(levelname)s %(name)s [%(process)d] %(message)s"
 LOGGERS = ("memcairn", "uvicorn", "uvicorn.error")
 HANDLER_NAME = "memcairn-worker-file"
+STDERR_CHECK_SECONDS = 30.0  # how often a running worker checks the size of its stderr file
 
 
 def log_path(cfg: Settings) -> Path:
@@ -84,3 +94,44 @@ def setup_logging(cfg: Settings, level: int = logging.INFO) -> BackgroundHandler
     logging.getLogger("uvicorn.access").disabled = True
     atexit.register(handler.close)
     return handler
+
+
+def trim_stderr_file(path: Path, max_bytes: int, fd: int = 2) -> bool:
+    """Cut the file behind ``fd`` to its last quarter of ``max_bytes`` (whole lines, after a marker line) once
+    it is larger than ``max_bytes``; True when it did.
+
+    Only when ``fd`` is ``path`` itself, a regular file opened for appending (as `daemon.spawn` opens it):
+    the writes that follow then land at the new end. A foreground worker's stderr (a terminal, a pipe, a
+    file of the person's own) is never touched.
+    """
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size <= max_bytes:
+            return False
+        if not os.path.samestat(st, os.stat(path)) or not fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_APPEND:
+            return False
+        keep = max(0, max_bytes // 4)
+        with open(path, "rb") as fh:
+            fh.seek(max(0, st.st_size - keep))
+            tail = fh.read(keep)
+        if len(tail) == keep and b"\n" in tail:  # start at a whole line
+            tail = tail[tail.index(b"\n") + 1:]
+        marker = time.strftime("[memcairn: earlier output cut at %Y-%m-%d %H:%M:%S to keep this file small]\n")
+        os.ftruncate(fd, 0)
+        os.write(fd, marker.encode() + tail)
+        return True
+    except OSError:
+        return False
+
+
+def watch_stderr_file(path: Path, max_bytes: int, interval: float = STDERR_CHECK_SECONDS,
+                      fd: int = 2) -> threading.Event:
+    """Run `trim_stderr_file` every ``interval`` seconds in a daemon thread until the returned event is set."""
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.wait(interval):
+            trim_stderr_file(path, max_bytes, fd)
+
+    threading.Thread(target=watch, name="memcairn-stderr-cap", daemon=True).start()
+    return stop
