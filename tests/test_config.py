@@ -130,3 +130,29 @@ def test_a_relative_memcairn_home_is_made_absolute(tmp_path: Path, monkeypatch: 
     monkeypatch.setenv("MEMCAIRN_HOME", "rel/home/")
     assert load_settings().home == tmp_path / "rel" / "home"
     assert read_values()["home"] == memcairn_home() == str(tmp_path / "rel" / "home")
+
+
+def test_memcairn_settings_shows_each_value_and_where_it_came_from(isolated_home: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """`memcairn settings` lists every setting with its value and origin (the environment beats the file), and
+    never prints a token."""
+    from click.testing import CliRunner
+
+    from memcairn.cli import cli
+
+    isolated_home.mkdir(parents=True)
+    (isolated_home / "settings.json").write_text(json.dumps({"port": 40001, "log_backups": 1}))
+    monkeypatch.setenv("MEMCAIRN_PORT", "40002")
+    monkeypatch.setenv("MEMCAIRN_TOKEN", "s3cret-token")
+    listed = CliRunner().invoke(cli, ["settings", "--json"])
+    assert listed.exit_code == 0, listed.output
+    rows = {row["name"]: row for row in json.loads(listed.output)}
+    assert list(rows) == ["home", *(s.name for s in SETTINGS)]
+    assert rows["home"]["value"] == str(isolated_home)
+    assert (rows["port"]["value"], rows["port"]["from"]) == (40002, "MEMCAIRN_PORT")
+    assert (rows["log_backups"]["value"], rows["log_backups"]["from"]) == (1, str(isolated_home / "settings.json"))
+    assert (rows["host"]["from"], rows["host"]["variable"]) == ("default", "MEMCAIRN_HOST")
+    text = CliRunner().invoke(cli, ["settings"])
+    assert text.exit_code == 0 and "port = 40002  (from MEMCAIRN_PORT)" in text.output
+    assert "s3cret" not in listed.output + text.output
+    assert all(s.help.split()[0] in text.output for s in SETTINGS)

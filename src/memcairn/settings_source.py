@@ -175,12 +175,13 @@ def coerce(name: str, value: Any, default: Any, origin: str) -> Any:
     return str(value)
 
 
-def read_values(home: str | os.PathLike[str] | None = None,
-                environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+def read_values(home: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None,
+                origins: dict[str, str] | None = None) -> dict[str, Any]:
     """Every setting's value by name, plus ``home`` (a string), from the environment, the file and the defaults.
 
     ``home`` overrides ``MEMCAIRN_HOME``; ``environ`` replaces ``os.environ`` for the ``MEMCAIRN_<NAME>``
-    variables (and for ``MEMCAIRN_HOME`` when it holds one).
+    variables (and for ``MEMCAIRN_HOME`` when it holds one). ``origins``, when given, receives where each
+    value came from: ``default``, the settings file's path or the variable's name.
 
     Raises:
         ConfigError: a value has the wrong type or the settings file is not a JSON object.
@@ -193,6 +194,8 @@ def read_values(home: str | os.PathLike[str] | None = None,
     else:
         base = memcairn_home()
     values: dict[str, Any] = {s.name: s.default for s in SETTINGS}
+    origin = origins if origins is not None else {}
+    origin.update({s.name: "default" for s in SETTINGS})
     settings_file = os.path.join(base, SETTINGS_FILE)
     if os.path.exists(settings_file):
         try:
@@ -206,10 +209,13 @@ def read_values(home: str | os.PathLike[str] | None = None,
             if key not in BY_NAME:
                 raise ConfigError(f"{settings_file}: unknown setting {key!r}; known: {', '.join(sorted(BY_NAME))}")
             values[key] = coerce(key, value, BY_NAME[key].default, settings_file)
+            origin[key] = settings_file
     for setting in SETTINGS:
         variable = f"MEMCAIRN_{setting.name.upper()}"
         raw = env.get(variable)
         if raw is not None and raw != "":
             values[setting.name] = coerce(setting.name, raw, setting.default, variable)
+            origin[setting.name] = variable
     values["home"] = base
+    origin["home"] = "MEMCAIRN_HOME" if not home and env.get("MEMCAIRN_HOME") else ("argument" if home else "default")
     return values

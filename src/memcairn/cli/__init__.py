@@ -12,6 +12,7 @@ from memcairn.cli.common import run_guarded
 from memcairn.cli.demo_cmd import demo
 from memcairn.cli.integration_cmds import install, mcp, uninstall
 from memcairn.cli.search_cmds import search, timeline
+from memcairn.cli.settings_cmd import settings_cmd
 from memcairn.cli.store_cmds import add, db, doctor, show, stats
 from memcairn.cli.sync_cmds import sync
 from memcairn.cli.transfer_cmds import export, import_group
@@ -24,7 +25,7 @@ def cli() -> None:
     """memcairn: persistent, searchable memory for coding agents.
 
     Data lives under MEMCAIRN_HOME (default ~/.memcairn). Every setting can also come from a
-    MEMCAIRN_<NAME> environment variable.
+    MEMCAIRN_<NAME> environment variable; `memcairn settings` lists them with their values.
 
     Example:
 
@@ -33,7 +34,7 @@ def cli() -> None:
 
 
 for command in (add, search, timeline, show, stats, doctor, db, demo, bench, sync, worker, mcp, install, uninstall,
-                import_group, export):
+                import_group, export, settings_cmd):
     cli.add_command(command)
 
 
