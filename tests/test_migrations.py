@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from memcairn.errors import StoreError
+from memcairn.models import NewItem
 from memcairn.store import Store
 from memcairn.store.db import connect
 from memcairn.store.migrations import MIGRATIONS, Migration, migrate
@@ -17,7 +18,7 @@ EXPECTED_TRIGGERS = {"memory_items_ai", "memory_items_ad", "memory_items_au",
                      "sessions_project_update"}
 EXPECTED_INDEXES = {"ix_sessions_project", "ix_memory_items_project_time", "ix_memory_items_time",
                     "ix_memory_items_session", "ux_memory_items_project_hash", "ux_memory_sources_source",
-                    "ix_memory_sources_item"}
+                    "ix_memory_sources_item", "ix_memory_items_project_kind_time"}
 
 
 def _names(conn: sqlite3.Connection, kind: str) -> set[str]:
@@ -224,7 +225,8 @@ def test_a_migration_killed_half_way_leaves_the_previous_version_and_completes_o
         "def dying(conn):\n"
         "    real(conn)\n"
         "    os.kill(os.getpid(), 9)  # the migration ran, its transaction did not commit\n"
-        "migrations.MIGRATIONS[-1] = migrations.Migration(6, 'm006_fts_project_scope', dying)\n"
+        "at = [m.version for m in migrations.MIGRATIONS].index(6)\n"
+        "migrations.MIGRATIONS[at] = migrations.Migration(6, 'm006_fts_project_scope', dying)\n"
         "Store(sys.argv[1])\n"
     )
     done = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, timeout=60,
@@ -238,3 +240,26 @@ def test_a_migration_killed_half_way_leaves_the_previous_version_and_completes_o
     with Store(path) as store:
         assert store.count_items() == 50 and len(store.keyword_ids("zebra", limit=100)) == 50
         assert store.fts_integrity_ok()
+
+
+def test_the_newest_summaries_of_a_project_without_any_are_a_seek(tmp_path: Path) -> None:
+    """Listing one kind of a project's newest rows uses the (project, kind, time) index, so a project of
+    thousands of observations and no summary answers at once instead of walking every row; a database of
+    version 6 gains the index on open."""
+    from memcairn.store.items import ItemFilter
+
+    path = tmp_path / "memcairn.db"
+    conn = connect(path)
+    migrate(conn, path, [m for m in MIGRATIONS if m.version <= 6])
+    conn.close()
+    with Store(path) as store:
+        assert "ix_memory_items_project_kind_time" in _names(store._conn, "index")
+        for i in range(300):
+            store.add_item(NewItem(project="p", kind="observation", title=f"t{i}", narrative=f"n{i}"))
+        reads: list[int] = []
+        store._conn.set_progress_handler(lambda: reads.append(1), 100)  # one call per 100 VM steps
+        try:
+            assert store.list_items(ItemFilter(projects=["p"], kinds=["summary"]), limit=10) == []
+        finally:
+            store._conn.set_progress_handler(None, 0)
+        assert len(reads) < 5, len(reads)  # walking the 300 rows takes thousands of steps

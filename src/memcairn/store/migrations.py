@@ -84,6 +84,12 @@ def m006_fts_project_scope(conn: sqlite3.Connection) -> None:
     conn.execute("INSERT INTO memory_items_fts(memory_items_fts) VALUES ('rebuild')")
 
 
+@migration(7)
+def m007_kind_time_index(conn: sqlite3.Connection) -> None:
+    """An index for the newest rows of one kind in a project (``schema.KIND_TIME_INDEX``)."""
+    run_script(conn, schema.KIND_TIME_INDEX)
+
+
 def _ensure_table(conn: sqlite3.Connection) -> None:
     conn.execute(
         f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} ("

@@ -237,6 +237,13 @@ CREATE INDEX IF NOT EXISTS ix_ingest_events_status ON ingest_events(status, id);
 # m005: capture bookkeeping. ``source_key`` makes a replayed event (an imported transcript line) a no-op;
 # ``llm_usage`` records what each model call cost, for the per-session and per-day caps; ``capture_notices``
 # holds warnings (a model that failed, a cap reached) until the next SessionStart has shown them.
+# The newest rows of one kind in a project (the SessionStart context's summaries, a kind-filtered listing)
+# are a seek here; through ix_memory_items_project_time a project without that kind walked all its rows
+# (10 ms at 5,000 items).
+KIND_TIME_INDEX = """
+CREATE INDEX IF NOT EXISTS ix_memory_items_project_kind_time ON memory_items(project_id, kind, created_at_epoch);
+"""
+
 CAPTURE_TABLES = """
 ALTER TABLE ingest_events ADD COLUMN source_key TEXT;
 ALTER TABLE ingest_events ADD COLUMN error TEXT;
