@@ -284,6 +284,15 @@ def test_an_unfiltered_search_ranks_only_the_newest_matches_past_the_cap(store: 
     assert store.keyword_ids("deadlock", limit=1)[0][0] == best_but_old.id
 
 
+def test_the_default_cap_still_finds_an_old_best_match_among_thousands(store: Store) -> None:
+    """The cap bounds pathological queries; it must not hide old memories from a word that a few thousand
+    newer rows also hold (a cap of 1,000 lost most pooled LongMemEval keyword recall)."""
+    best_but_old = store.add_item(obs("retry storm retry storm", "a retry storm in the uploader"))
+    store.add_items([obs(f"note {i}", f"one retry in job {i} {'padding ' * (i % 5)}") for i in range(2500)])
+    assert store.keyword_ids("retry storm", limit=5)[0][0] == best_but_old.id
+    assert store.keyword_ids("retry", limit=5)[0][0] == best_but_old.id
+
+
 def test_document_frequencies_are_remembered_for_a_while(store: Store, monkeypatch) -> None:
     from memcairn.store import fts
 

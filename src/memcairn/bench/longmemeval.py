@@ -445,7 +445,8 @@ class _Clock:
 
 
 def _search(service: SearchService, question: Question, opts: Options) -> tuple[list[str], float]:
-    req = SearchRequest(query=question.text, projects=[PROJECT], platform_source=PLATFORM, limit=HITS_PER_QUERY,
+    # Scoped as an agent's search is (a project, no other filter): a filter takes another keyword path.
+    req = SearchRequest(query=question.text, projects=[PROJECT], limit=HITS_PER_QUERY,
                         now=question.now_ms, fusion=opts.fusion,
                         recency_boost_half_life_days=opts.recency_boost_half_life_days)
     started = time.perf_counter()
