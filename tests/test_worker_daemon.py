@@ -117,6 +117,10 @@ def test_start_status_stop(env: dict[str, str], cfg: Settings) -> None:
     assert again["action"] == "running" and again["pid"] == result["pid"]
     second_run = cli(env, "worker", "run", timeout=20)
     assert second_run.returncode == 0 and "already running" in second_run.stderr
+    restarted = json.loads(cli(env, "worker", "restart", "--json").stdout)
+    assert restarted["stopped"] == {"stopped": True, "pid": result["pid"], "forced": False}
+    assert restarted["started"]["action"] == "started" and restarted["started"]["pid"] != result["pid"]
+    result = restarted["started"]
 
     stream = http.client.HTTPConnection("127.0.0.1", cfg.port, timeout=10)  # an open event stream must not
     stream.request("GET", "/stream")                                         # hold up the shutdown

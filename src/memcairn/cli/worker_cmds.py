@@ -89,7 +89,8 @@ def stop_cmd(timeout: float, as_json: bool) -> None:
 @worker.command("restart")
 @click.option("--timeout", default=30.0, show_default=True, type=float, callback=_seconds,
               help="Seconds for each of stop and start.")
-def restart_cmd(timeout: float) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output: what stop and start did.")
+def restart_cmd(timeout: float, as_json: bool) -> None:
     """Stop the worker (if running) and start a new one.
 
     Example:
@@ -99,8 +100,11 @@ def restart_cmd(timeout: float) -> None:
     from memcairn.worker.daemon import start, stop
 
     cfg = settings()
-    stop(cfg, timeout=timeout)
+    stopped = stop(cfg, timeout=timeout)
     result = start(cfg, timeout=timeout)
+    if as_json:
+        emit_json({"stopped": stopped, "started": result})
+        return
     click.echo(f"worker started: pid {result['pid']}, port {result['port']}, version {result['version']}")
 
 
