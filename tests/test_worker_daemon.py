@@ -144,6 +144,13 @@ def test_start_status_stop(env: dict[str, str], cfg: Settings) -> None:
     assert "worker ready" in (cfg.logs_dir / "worker.log").read_text()
 
 
+def test_status_and_stop_create_nothing_where_no_worker_ever_ran(env: dict[str, str], cfg: Settings) -> None:
+    assert not cfg.home.exists()
+    assert cli(env, "worker", "status", "--json").returncode == 1
+    assert json.loads(cli(env, "worker", "stop", "--json").stdout)["stopped"] is False
+    assert not cfg.home.exists()
+
+
 def test_racing_starts_leave_one_worker(env: dict[str, str], cfg: Settings) -> None:
     procs = [subprocess.Popen([sys.executable, "-m", "memcairn", "worker", "start", "--json"], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]

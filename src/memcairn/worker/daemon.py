@@ -148,6 +148,8 @@ def _try_flock(path: Path, exclusive: bool = True) -> int | None:
 
 def worker_lock_held(cfg: Settings) -> bool:
     """True while a worker process of this home is alive (it holds ``worker.lock``)."""
+    if not lock_path(cfg).exists():  # no worker ever ran here: a probe creates nothing (not even the home)
+        return False
     fd = _try_flock(lock_path(cfg))
     if fd is None:
         return True
