@@ -662,6 +662,23 @@ def test_a_read_only_file_is_refused_before_anything_is_written(home: Path, isol
     assert settings.stat().st_mode & 0o777 == 0o600  # a private file stays private
 
 
+def test_an_unwritable_memcairn_home_is_refused_before_the_agent_s_files_change(
+        home: Path, isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without its install record, uninstall could not give the original bytes back: the folder of the record
+    is checked with the agent's files, before any of them is written (root ignores modes, so os.access is
+    what the test takes away)."""
+    from memcairn.install import files
+
+    write(home / ".gemini" / "settings.json", GEMINI_SETTINGS)
+    isolated_home.mkdir()
+    before = snapshot(home, isolated_home)
+    real_access = os.access
+    monkeypatch.setattr(files.os, "access", lambda path, mode: Path(path) != isolated_home and real_access(path, mode))
+    with pytest.raises(ConfigError, match=rf"cannot write in {isolated_home}"):
+        install("gemini", EXE)
+    assert snapshot(home, isolated_home) == before
+
+
 def test_a_failed_write_is_one_clear_error(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from memcairn.install import core
 
@@ -696,6 +713,19 @@ def test_windows_line_endings_are_kept(home: Path) -> None:
     assert settings.read_bytes() == crlf.encode()
 
 
+def test_a_lone_surrogate_escape_in_claude_json_is_kept_escaped(home: Path, isolated_home: Path) -> None:
+    # Claude Code keeps prompt history in ~/.claude.json; JSON.stringify writes a string cut inside an emoji
+    # as a "\\ud83d" escape, which Python reads as a lone surrogate that UTF-8 cannot encode
+    text = CLAUDE_JSON.replace('"numStartups"', '"lastPrompt": "cut \\ud83d here \u00e9",\n  "numStartups"', 1)
+    assert '"cut \\ud83d here \u00e9"' in text
+    claude_json = write(home / ".claude.json", text)
+    install("claude-code", EXE)
+    installed = claude_json.read_text(encoding="utf-8")
+    assert '"cut \\ud83d here \u00e9"' in installed and json.loads(installed)["mcpServers"]["memcairn"]
+    uninstall("claude-code")
+    assert claude_json.read_text(encoding="utf-8") == text
+
+
 @pytest.mark.parametrize("platform", ["claude-code", "gemini"])
 def test_keys_the_user_added_to_our_server_survive_a_reinstall(home: Path, platform: str) -> None:
     path = home / (".claude.json" if platform == "claude-code" else ".gemini/settings.json")
@@ -712,6 +742,25 @@ def test_keys_the_user_added_to_our_server_survive_a_reinstall(home: Path, platf
     assert not install(platform, EXE).changed
     uninstall(platform)
     assert "memcairn" not in json.loads(path.read_text()).get("mcpServers", {}) if path.exists() else True
+
+
+def test_a_codex_config_with_windows_line_endings_stays_crlf_and_uninstalls(home: Path) -> None:
+    crlf = CODEX_CONFIG.replace("\n", "\r\n")
+    config = write(home / ".codex" / "config.toml", crlf)
+    install("codex", EXE)
+    text = config.read_bytes().decode()
+    assert text.count("\r\n") == text.count("\n")  # no bare LF lines mixed into the user's CRLF file
+    assert not install("codex", EXE).changed
+    uninstall("codex")
+    assert config.read_bytes() == crlf.encode()
+
+    # a file made CRLF after the install (a Windows editor, git's autocrlf) still has a block we recognise
+    config.write_bytes(CODEX_CONFIG.encode())
+    install("codex", EXE)
+    config.write_bytes(config.read_bytes().replace(b"\n", b"\r\n"))
+    assert not install("codex", EXE).changed
+    uninstall("codex")
+    assert config.read_bytes() == crlf.encode()
 
 
 def test_lines_the_user_added_inside_the_codex_block_survive_a_reinstall(home: Path) -> None:

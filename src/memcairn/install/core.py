@@ -237,6 +237,7 @@ def _run(platform: str, action: str, executable: str, dry_run: bool,
         for change in report.changes:
             if change.changed:
                 check_writable(change.path)
+        check_writable(state.path)  # without the record, uninstall cannot give back the original bytes
         try:
             for change in report.changes:
                 if change.changed:

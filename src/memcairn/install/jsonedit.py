@@ -19,6 +19,7 @@ from memcairn.install.specs import is_memcairn_command
 SERVER_KEY = "memcairn"
 
 Path_ = tuple[str, ...]  # a key path inside the document, e.g. ("hooks", "Stop")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,9 @@ class JsonStyle:
     def dump(self, value: Any) -> str:
         text = json.dumps(value, indent=self.indent, ensure_ascii=self.ensure_ascii,
                           separators=(self.item_separator, self.key_separator))
+        # A lone surrogate (read from a "\\ud83d" escape, as JSON.stringify writes a string cut inside an emoji)
+        # cannot be written as UTF-8: keep it the escape it was.
+        text = _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
         text = text + "\n" if self.trailing_newline else text
         return text.replace("\n", self.newline)  # json.dumps escapes newlines inside strings
 

@@ -2,7 +2,8 @@
 
 Python can read TOML (``tomllib``) but not write it, so the installer does not rewrite the file: it
 appends one block between two marker comments and later removes exactly that block. ``tomllib`` checks
-the file before and after.
+the file before and after. The block is written in the file's line endings, and found in either (an editor or
+git's ``autocrlf`` may convert the file after the install).
 """
 
 from __future__ import annotations
@@ -16,7 +17,12 @@ from memcairn.errors import ConfigError
 
 BEGIN = "# >>> memcairn: added by `memcairn install codex`; `memcairn uninstall codex` removes this block >>>"
 END = "# <<< memcairn <<<"
-_BLOCK = re.compile(rf"^{re.escape(BEGIN)}\n.*?^{re.escape(END)}\n?", re.MULTILINE | re.DOTALL)
+_BLOCK = re.compile(rf"^{re.escape(BEGIN)}\r?\n.*?^{re.escape(END)}(?:\r?\n)?", re.MULTILINE | re.DOTALL)
+
+
+def newline_of(text: str) -> str:
+    """The line ending ``text`` uses: CRLF when it has any (a file written on Windows), else LF."""
+    return "\r\n" if "\r\n" in text else "\n"
 
 
 def toml_string(value: str) -> str:
@@ -41,7 +47,7 @@ def _user_lines(old_block: str) -> str:
                 continue
         elif in_ours and re.match(r"(command|args)\s*=", stripped):
             continue
-        kept.append(line if line.endswith("\n") else line + "\n")
+        kept.append(line.rstrip("\r\n") + "\n")
     return "".join(kept)
 
 
@@ -65,7 +71,8 @@ def separator_for(text: str) -> str:
     """What goes between existing text and an appended block: a blank line (after a newline if missing)."""
     if not text:
         return ""
-    return "\n" if text.endswith("\n") else "\n\n"
+    newline = newline_of(text)
+    return newline if text.endswith("\n") else newline * 2
 
 
 def add_block(text: str | None, block: str, path: str) -> tuple[str, str]:
@@ -77,6 +84,7 @@ def add_block(text: str | None, block: str, path: str) -> tuple[str, str]:
             block, or would not be valid with the block.
     """
     text = text or ""
+    newline = newline_of(text)
     match = find_block(text)
     outside = text[: match.start()] + text[match.end():] if match else text
     existing = parse(outside, path)
@@ -88,11 +96,11 @@ def add_block(text: str | None, block: str, path: str) -> tuple[str, str]:
         extra = _user_lines(match.group(0))
         if extra and block.endswith(f"{END}\n"):
             block = block[: -len(END) - 1] + extra + f"{END}\n"
-        new = text[: match.start()] + block + text[match.end():]
+        new = text[: match.start()] + block.replace("\n", newline) + text[match.end():]
         separator = ""
     else:
         separator = separator_for(text)
-        new = text + separator + block
+        new = text + separator + block.replace("\n", newline)
     try:
         tomllib.loads(new)
     except tomllib.TOMLDecodeError as exc:
@@ -108,10 +116,12 @@ def remove_block(text: str, separator: str | None) -> str:
     if match is None:
         return text
     before, after = text[: match.start()], text[match.end():]
+    newline = newline_of(text)
     if separator is None:
-        separator = "\n" if before.endswith("\n\n") else ""
+        separator = newline if before.endswith(newline * 2) else ""
+    separator = separator.replace("\r\n", "\n").replace("\n", newline)  # the file may have been converted since
     if not after and separator and before.endswith(separator):
         before = before[: -len(separator)]
-    elif after and separator and before.endswith("\n\n"):
-        before = before[:-1]  # the block's own blank line; what follows starts on a line of its own
+    elif after and separator and before.endswith(newline * 2):
+        before = before[: -len(newline)]  # the block's own blank line; what follows starts on a line of its own
     return before + after
