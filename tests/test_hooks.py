@@ -385,6 +385,39 @@ def test_a_setting_that_cannot_be_used_is_told_to_the_person(env: dict[str, str]
     assert out == {} and "MEMCAIRN_PORT" in err
 
 
+def test_another_program_on_the_worker_s_port_is_not_taken_for_memory(env: dict[str, str], project: Path,
+                                                                      isolated_home: Path) -> None:
+    """A development server given memcairn's port answers 200 with its own page: that page must not become
+    the agent's session context, and the failure counts like a dead worker."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Page(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+            body = b"<!doctype html><title>my app</title>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_POST = do_GET
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        other = {**env, "MEMCAIRN_PORT": str(server.server_port)}
+        out, err = hook(other, "session-start", payload("session_start", project))
+        assert out == {} and "not a memcairn worker" in err
+        assert state.read(str(isolated_home))["failures"] == 1
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def test_three_failures_in_a_row_are_said_once_then_a_success_resets(env: dict[str, str], project: Path,
                                                                       workers: Workers, isolated_home: Path) -> None:
     data = payload("post_tool_use_bash", project)

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 NOTICE_PREFIX = "memcairn notice: "  # context.NOTICE_PREFIX (the hook path cannot import context)
+CONTEXT_HEADER = "x-memcairn-context"  # worker.app.CONTEXT_HEADER, lower-cased as transport.Response keeps names
 CANONICAL = ("session-start", "user-prompt-submit", "pre-tool-use", "post-tool-use", "stop", "session-end")
 ALIASES = {
     "sessionstart": "session-start",
@@ -159,6 +160,13 @@ class Hook:
             return None
         return response
 
+    def not_the_worker(self) -> None:
+        """Another program answers on the worker's port: its answers are not memory, so this event counts as a
+        failure (and the person learns memory is off) instead of a success."""
+        self.answered = False
+        self._failed(f"what answers on {self.worker.base_url} is not a memcairn worker (does another program "
+                     f"use port {self.worker.port}?)")
+
     def _failed(self, reason: str, refused: bool = False) -> None:
         self.refused = self.refused or refused
         if self.failure is None:
@@ -249,9 +257,12 @@ def session_start(hook: Hook) -> dict[str, Any]:
             body["source"] = hook.text("source")
         init = hook.send("POST", "/api/sessions/init", body=body, timeout=INGEST_TIMEOUT)
     answer = hook.wait(context)
-    text = answer.text() if answer is not None else ""
     shown = hook.wait(coloured) if coloured is not None else None
     hook.wait(init)
+    if answer is not None and CONTEXT_HEADER not in answer.headers:  # every context answer of the worker has it
+        hook.not_the_worker()
+        answer = shown = None
+    text = answer.text() if answer is not None else ""
     out = _context_output(hook, text)
     if terminal:
         person = shown.text() if shown is not None else (text if hook.platform != "claude-code" else "")
