@@ -785,3 +785,38 @@ def test_a_damaged_claude_mem_database_is_blamed_not_the_store(tmp_path: Path, i
     code = run(["import", "claude-mem", str(db), "--json"])  # a second run adds nothing twice
     with Store(isolated_home / "memcairn.db") as store:
         assert store.count_items() == imported
+
+
+def test_claude_mem_json_arrays_holding_half_an_emoji_are_imported(tmp_path: Path, store: Store) -> None:
+    """JavaScript's JSON.stringify writes half of a cut emoji as a ``\\ud83d`` escape; it parses to a lone surrogate
+    that SQLite cannot take. The import must not stop there: the half becomes a replacement character."""
+    db = make_claude_mem(tmp_path / "claude-mem.db")
+    with sqlite3.connect(db) as conn:
+        conn.execute("""UPDATE observations SET facts = '["cut emoji \\ud83d", "whole \\ud83d\\ude00"]' WHERE id = 1""")
+        conn.execute("""UPDATE session_summaries SET files_edited = '["a\\udc00.py"]' WHERE id = 1""")
+    conn.close()
+    report = import_file(store, db)
+    assert (report["observations"], report["summaries"]) == (6, 2)
+    facts = {i.title: i.facts for i in store.list_items(ItemFilter(kinds=["observation"]), limit=50)}
+    assert facts["Token expiry zanzibar"] == ["cut emoji \ufffd", "whole 😀"]
+    summary = store.list_items(ItemFilter(kinds=["summary"], projects=["alpha"]), limit=5)[0]
+    assert summary.files_modified == ["a\ufffd.py"]
+
+
+def test_claude_mem_numbers_out_of_range_do_not_stop_the_import(tmp_path: Path, store: Store) -> None:
+    """An epoch or prompt number SQLite (or a date) cannot hold, or a JSON column nested past the parser's depth, is
+    junk like any other: the row is imported with the fallback, not the whole import ended by a traceback."""
+    db = make_claude_mem(tmp_path / "claude-mem.db")
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE observations SET created_at_epoch = 1e20, prompt_number = 9e999 WHERE id = 1")
+        conn.execute("UPDATE observations SET prompt_number = 99999999999999999999 WHERE id = 3")
+        conn.execute("UPDATE observations SET facts = ? WHERE id = 8", ("[" * 100_000,))
+        conn.execute("UPDATE sdk_sessions SET started_at_epoch = 1e25 WHERE id = 5")
+    conn.close()
+    report = import_file(store, db)
+    assert (report["sessions"], report["observations"], report["summaries"], report["prompts"]) == (4, 6, 2, 3)
+    items = {i.title: i for i in store.list_items(ItemFilter(kinds=["observation"]), limit=50)}
+    assert items["Token expiry zanzibar"].created_at_epoch == MS  # its session's start
+    assert items["Token expiry zanzibar"].prompt_number is None and items["Bad json row"].prompt_number is None
+    assert items["Worktree work"].facts == ["[" * 100_000]
+    assert to_ms(1_700_000_000_000_000) is None  # microseconds: past the year 9999 as milliseconds

@@ -68,7 +68,10 @@ UNKNOWN_PROJECT = "unknown"
 BATCH_SIZE = 500
 STATUSES = ("active", "completed", "failed")
 _SECONDS_BELOW = 100_000_000_000  # 1e11 ms is 1973; 1e11 s is the year 5138
+_MAX_MS = 253_402_300_799_999  # the end of the year 9999, the last instant a date can show
+_MAX_INT = 2**63 - 1  # the largest integer SQLite stores
 _TYPE_JUNK = re.compile(r"[^a-z0-9_-]+")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _MAX_REASONS = 5
 # Column names before claude-mem's migration 17 renamed them.
 _LEGACY_NAMES = {"content_session_id": "claude_session_id", "memory_session_id": "sdk_session_id"}
@@ -276,7 +279,7 @@ def _select(conn: sqlite3.Connection, table: str, wanted: Sequence[str]) -> Iter
 
 def to_ms(value: Any) -> int | None:
     """Epoch milliseconds from a stored epoch; seconds (below 1e11) are converted, an ISO 8601 string is read
-    (UTC unless it names a zone), junk, NULL and times before 1970 give None."""
+    (UTC unless it names a zone), junk, NULL and times before 1970 or after 9999 give None."""
     if value is None or isinstance(value, bool):
         return None
     try:
@@ -285,7 +288,8 @@ def to_ms(value: Any) -> int | None:
         return _iso_ms(value)
     if not math.isfinite(number) or number < 0:
         return None
-    return round(number * 1000) if number < _SECONDS_BELOW else int(number)
+    ms = round(number * 1000) if number < _SECONDS_BELOW else int(number)
+    return ms if ms <= _MAX_MS else None
 
 
 def _iso_ms(value: Any) -> int | None:
@@ -324,19 +328,22 @@ def _name(value: Any) -> str | None:
 
 
 def _array(value: Any, report: ClaudeMemReport) -> list[str]:
+    """A JSON array column as strings. JavaScript writes half of a cut emoji as a ``\\ud83d`` escape, which parses
+    to a lone surrogate that cannot be stored: it becomes a replacement character, as in the text columns."""
     text = _text(value)
     if text is None or not text.strip():
         return []
     try:
         parsed = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
         report.warnings += 1
         return [text]
     if parsed is None:
         return []
     if not isinstance(parsed, list):
         parsed = [parsed]
-    return [v if isinstance(v, str) else json.dumps(v, ensure_ascii=False) for v in parsed if v is not None]
+    values = [v if isinstance(v, str) else json.dumps(v, ensure_ascii=False) for v in parsed if v is not None]
+    return [_SURROGATE.sub("\ufffd", v) for v in values]
 
 
 def _type(value: Any, kind: str, report: ClaudeMemReport) -> str:
@@ -352,9 +359,9 @@ def _type(value: Any, kind: str, report: ClaudeMemReport) -> str:
 def _prompt_number(value: Any) -> int | None:
     try:
         number = int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
-    return number if number >= 0 else None
+    return number if 0 <= number <= _MAX_INT else None
 
 
 # -- sessions -------------------------------------------------------------------------------------
