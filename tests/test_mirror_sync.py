@@ -388,3 +388,32 @@ def test_a_chroma_server_that_comes_back_empty_is_refilled(
             assert index.count() == 5 * 3  # the earlier items too, not only the one written meanwhile
         finally:
             index.close()
+
+
+class PoisonEmbedder(CountingEmbedder):
+    """Refuses any text naming the poison (a model that fails on one input, again and again)."""
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        if any("poison" in t for t in texts):
+            raise RuntimeError("the model failed on this text")
+        return super().embed_documents(texts)
+
+
+def test_an_edit_that_cannot_be_embedded_stays_queued_without_stopping_the_rest(store: Store) -> None:
+    """An edit replayed from the outbox that fails is retried next pass, like a failed batch; it must not end the
+    pass with an exception that keeps every later write (here another project's) out of the mirror."""
+    embedder = PoisonEmbedder(HashEmbedder())
+    a, b = (r.id for r in store.add_items(_items(2)))
+    mirror = MirrorSync(store, InMemoryIndex(embedder.dimension), embedder, index_key="t")
+    mirror.sync_pending()
+    store.update_item(a, narrative="poison narrative")
+    store.update_item(b, narrative="a fine new narrative")
+    store.add_items(_items(2, project="beta"))
+    result = mirror.sync_pending()
+    assert result.failed_batches == 1 and f"item {a}" in result.sample_errors[0]
+    assert {r["project"]: r["lag"] for r in mirror.status()["rows"]} == {"alpha": 0, "beta": 0}
+    assert f"obs_{b}_narrative" in _doc_ids(mirror.index) and store.outbox_size() == 1  # a's edit waits
+    store.update_item(a, narrative="an antidote narrative")
+    assert mirror.sync_pending().failed_batches == 0 and store.outbox_size() == 0
+    hit = mirror.query("an antidote narrative", projects=["alpha"], limit=1)[0]
+    assert hit.item_id == a

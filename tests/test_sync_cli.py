@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 from pathlib import Path
@@ -111,3 +112,61 @@ def test_a_backfill_that_left_a_gap_exits_non_zero(
     code = run(["sync", "backfill", "--json"])
     out, _ = capsys.readouterr()
     assert code == 1 and json.loads(out)["failed_batches"] == 1
+
+
+def _seed_big(isolated_home: Path, n: int) -> None:
+    """``n`` memories straight into the store, each large enough for the mirror file to span many pages."""
+    from memcairn.models import NewItem
+    from memcairn.store import Store
+
+    with Store(isolated_home / "memcairn.db") as store:
+        store.add_items([NewItem(project="demo", kind="observation", title=f"title {i}",
+                                 narrative=" ".join(f"word{i}x{j}" for j in range(150))) for i in range(n)])
+
+
+def test_rebuild_repairs_a_sqlite_vec_file_damaged_past_the_pages_opening_reads(
+        capsys: pytest.CaptureFixture[str], isolated_home: Path) -> None:
+    """Opening reads only the first pages: with a page further in broken, `sync rebuild` (which every error names
+    as the cure) must still start afresh rather than fail on clearing the broken file."""
+    _seed_big(isolated_home, 200)
+    written = _json(capsys, "sync", "backfill", "--json")["documents"]
+    path = isolated_home / "vectors.sqlite"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2:len(data) * 3 // 4] = b"\xab" * (len(data) * 3 // 4 - len(data) // 2)
+    path.write_bytes(bytes(data))
+    for p in isolated_home.glob("vectors.sqlite-*"):
+        p.unlink()
+    result = _json(capsys, "sync", "rebuild", "--json")
+    assert result["documents"] == written and result["state"] == "ok"
+    assert _json(capsys, "sync", "backfill", "--json")["documents"] == 0
+
+
+def test_a_rebuild_whose_model_cannot_load_keeps_the_mirror(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, isolated_home: Path) -> None:
+    """A model setting that cannot load also leaves the mirror unopened; rebuild must say so and not delete the
+    vectors first, since it cannot refill them."""
+    if importlib.util.find_spec("sentence_transformers") is not None:
+        pytest.skip("sentence-transformers is installed: the model name would be looked up online")
+    _seed(capsys, 3)
+    assert _json(capsys, "sync", "backfill", "--json")["documents"] == 6
+    before = (isolated_home / "vectors.sqlite").stat().st_ino
+    monkeypatch.setenv("MEMCAIRN_EMBEDDING_MODEL", "sentence-transformers/all-MiniLM-L6-v2")
+    code = run(["sync", "rebuild", "--json"])
+    _, err = capsys.readouterr()
+    assert code == 2 and "sentence-transformers" in err and "Traceback" not in err
+    monkeypatch.setenv("MEMCAIRN_EMBEDDING_MODEL", "hash")
+    assert (isolated_home / "vectors.sqlite").stat().st_ino == before
+    assert _json(capsys, "sync", "backfill", "--json")["documents"] == 0
+
+
+def test_status_after_the_mirror_was_removed_by_hand_shows_the_lag(
+        capsys: pytest.CaptureFixture[str], isolated_home: Path) -> None:
+    """The watermarks say everything is mirrored, but the file is gone: status must show the lag, not 0."""
+    _seed(capsys, 3)
+    _json(capsys, "sync", "backfill", "--json")
+    for p in isolated_home.glob("vectors.sqlite*"):
+        p.unlink()
+    row = _json(capsys, "sync", "status", "--json")["rows"][0]
+    assert (row["watermark"], row["max_id"], row["lag"]) == (0, 3, 3)
+    assert _json(capsys, "sync", "backfill", "--json")["documents"] == 6
+    assert _json(capsys, "sync", "status", "--json")["rows"][0]["lag"] == 0

@@ -29,8 +29,7 @@ def sync() -> None:
 
 
 def _open(rebuild: bool = False):  # noqa: ANN202
-    from memcairn.runtime import open_mirror, open_runtime
-    from memcairn.vectors.factory import destroy_index
+    from memcairn.runtime import open_runtime
 
     cfg = settings()
     if cfg.vector_backend == "none":
@@ -47,10 +46,7 @@ def _open(rebuild: bool = False):  # noqa: ANN202
     if runtime.mirror is None and rebuild:
         # The index cannot be opened (corrupt, other dimension): throw it away and start from nothing.
         try:
-            destroy_index(cfg.vector_backend, home=cfg.home, chroma_url=cfg.chroma_url or None)
-            runtime.mirror = open_mirror(cfg, runtime.store)
-            runtime._closers.append(runtime.mirror.index.close)
-            _reach(runtime.mirror.index)
+            _replace_index(runtime)
         except BaseException:
             runtime.close()
             raise
@@ -58,6 +54,27 @@ def _open(rebuild: bool = False):  # noqa: ANN202
         runtime.close()
         raise MemcairnError(f"{runtime.mirror_error}")
     return runtime
+
+
+def _replace_index(runtime) -> None:  # noqa: ANN001
+    """Throw the mirror away, even one that cannot be opened or read, and open an empty one in its place.
+
+    The model is loaded first: a model that cannot load (a setting naming one not installed) makes the
+    mirror unavailable too, and must not cost the vectors already there when the rebuild cannot run anyway.
+    """
+    from memcairn.runtime import open_embedder, open_mirror
+    from memcairn.vectors.factory import destroy_index
+
+    cfg = runtime.settings
+    embedder = runtime.mirror.embedder if runtime.mirror is not None else open_embedder(cfg)
+    if runtime.mirror is not None:
+        index, runtime.mirror = runtime.mirror.index, None
+        runtime._closers.remove(index.close)
+        index.close()
+    destroy_index(cfg.vector_backend, home=cfg.home, chroma_url=cfg.chroma_url or None)
+    runtime.mirror = open_mirror(cfg, runtime.store, embedder)
+    runtime._closers.append(runtime.mirror.index.close)
+    _reach(runtime.mirror.index)
 
 
 def _reach(index) -> None:  # noqa: ANN001
@@ -111,10 +128,19 @@ def rebuild(as_json: bool) -> int:
     """
     runtime = _open(rebuild=True)
     try:
-        mirror = runtime.mirror
         total = runtime.store.stats()["items"] * 3
-        result = mirror.rebuild() if as_json else _progress_run("rebuild", lambda cb: mirror.rebuild(cb), total)
-        return _report(result, as_json, mirror)
+
+        def run() -> object:
+            mirror = runtime.mirror
+            return mirror.rebuild() if as_json else _progress_run("rebuild", lambda cb: mirror.rebuild(cb), total)
+
+        try:
+            result = run()
+        except VectorIndexUnavailableError:
+            # Opening reads only the file's first pages: a page broken further in shows when the rebuild clears it.
+            _replace_index(runtime)
+            result = run()
+        return _report(result, as_json, runtime.mirror)
     finally:
         runtime.close()
 
@@ -130,6 +156,7 @@ def status(as_json: bool) -> None:
     """
     runtime = _open()
     try:
+        runtime.mirror.bootstrap()  # a mirror removed or restored by hand: the lag is what the index lacks now
         data = runtime.mirror.status()
     finally:
         runtime.close()

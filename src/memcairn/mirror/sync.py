@@ -156,8 +156,15 @@ class MirrorSync:
             result.merge(self.sync_kind(project, kind, progress))
         return result
 
-    def drain_outbox(self) -> int:
-        """Replay edits and deletes recorded by the store's triggers; return how many entries were applied."""
+    def drain_outbox(self, result: SyncResult | None = None) -> int:
+        """Replay edits and deletes recorded by the store's triggers; return how many entries were applied.
+
+        An edit whose documents cannot be written (the model or the index refused them) stays in the outbox and
+        is counted in ``result``: like a failed batch, it is retried on the next pass instead of stopping the
+        pass, so one such edit does not keep every other write out of the mirror. Later entries wait for that
+        next pass (the outbox is read from its oldest entry).
+        """
+        result = result if result is not None else SyncResult()
         applied = 0
         while True:
             entries = self.store.outbox(200)
@@ -168,15 +175,24 @@ class MirrorSync:
             for e in deleted:
                 self.index.delete_where_sqlite_ids([e.item_id], project=e.project or None)
             live = {i.id: i for i in self.store.get_items([e.item_id for e in updated])}
+            failed: set[int] = set()
             for e in updated:
                 self.index.delete_where_sqlite_ids([e.item_id], project=e.project or None)
                 item = live.get(e.item_id)
-                if item is not None and item.id <= self.store.watermarks(self.index_key).get(
-                    (item.project, item.kind), 0
-                ):
+                if item is None or item.id > self.store.watermarks(self.index_key).get((item.project, item.kind), 0):
+                    continue
+                try:
                     self._write(documents_for(item), item.project)
-            self.store.ack_outbox([e.id for e in entries])
-            applied += len(entries)
+                except VectorIndexUnavailableError:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - kept for the next pass, reported like a failed batch
+                    failed.add(e.id)
+                    result.error(f"{item.project}/{item.kind} edit of item {item.id}: {exc}")
+                    log.warning("mirror edit failed (item %s): %s", item.id, exc)
+            self.store.ack_outbox([e.id for e in entries if e.id not in failed])
+            applied += len(entries) - len(failed)
+            if failed:
+                return applied
 
     def bootstrap(self) -> None:
         """Align watermarks with what the index really holds (see the module docstring)."""
@@ -194,7 +210,7 @@ class MirrorSync:
         try:
             if not self._bootstrapped:
                 self.bootstrap()
-            self.drain_outbox()
+            self.drain_outbox(result)
             marks = self.store.watermarks(self.index_key)
             lagging = sorted({p for (p, k), top in self.store.mirror_extent().items() if top > marks.get((p, k), 0)})
             with self._write_lock:
@@ -215,7 +231,7 @@ class MirrorSync:
             result = SyncResult()
             try:
                 self.bootstrap()
-                self.drain_outbox()
+                self.drain_outbox(result)
             except VectorIndexUnavailableError as exc:
                 self._degrade(exc)
                 result.error(str(exc))
