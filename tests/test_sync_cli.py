@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -136,8 +137,18 @@ def test_rebuild_repairs_a_sqlite_vec_file_damaged_past_the_pages_opening_reads(
     path.write_bytes(bytes(data))
     for p in isolated_home.glob("vectors.sqlite-*"):
         p.unlink()
-    result = _json(capsys, "sync", "rebuild", "--json")
+    from memcairn.config import load_settings
+    from memcairn.worker import daemon
+
+    held = daemon._try_flock(daemon.lock_path(load_settings()))  # as a running worker holds it
+    try:
+        assert run(["sync", "rebuild", "--json"]) == 0
+        out, err = capsys.readouterr()
+    finally:
+        os.close(held)
+    result = json.loads(out)
     assert result["documents"] == written and result["state"] == "ok"
+    assert "memcairn worker restart" in err  # that worker still has the old file open
     assert _json(capsys, "sync", "backfill", "--json")["documents"] == 0
 
 

@@ -75,6 +75,16 @@ def _replace_index(runtime) -> None:  # noqa: ANN001
     runtime.mirror = open_mirror(cfg, runtime.store, embedder)
     runtime._closers.append(runtime.mirror.index.close)
     _reach(runtime.mirror.index)
+    _note_running_worker(cfg)
+
+
+def _note_running_worker(cfg) -> None:  # noqa: ANN001
+    """A running worker keeps the mirror it opened (a file replaced here stays open there): say to restart it."""
+    from memcairn.worker.daemon import worker_lock_held
+
+    if worker_lock_held(cfg):
+        click.echo("note: the mirror was replaced while a worker runs for this home; it keeps the old one open "
+                   "until `memcairn worker restart`", err=True)
 
 
 def _reach(index) -> None:  # noqa: ANN001
