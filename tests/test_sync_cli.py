@@ -181,3 +181,20 @@ def test_status_after_the_mirror_was_removed_by_hand_shows_the_lag(
     assert (row["watermark"], row["max_id"], row["lag"]) == (0, 3, 3)
     assert _json(capsys, "sync", "backfill", "--json")["documents"] == 6
     assert _json(capsys, "sync", "status", "--json")["rows"][0]["lag"] == 0
+
+
+def test_a_model_change_of_the_same_dimension_is_caught_and_rebuild_re_embeds(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, isolated_home: Path) -> None:
+    """hash and the bundled MiniLM are both 384-d: a mirror filled by one must not answer the other's queries
+    (their vectors do not compare). Search says why it ran keyword only; `sync rebuild` re-embeds."""
+    monkeypatch.setenv("MEMCAIRN_EMBEDDING_MODEL", "hash")
+    _seed(capsys, 3)
+    assert _json(capsys, "sync", "backfill", "--json")["documents"] == 6
+    monkeypatch.setenv("MEMCAIRN_EMBEDDING_MODEL", "all-MiniLM-L6-v2-int8")
+    found = _json(capsys, "search", "narrative", "--project", "demo", "--json")
+    assert found["strategy"] == "keyword" and found["fallback_reason"] == "vector_unavailable"
+    assert any("'hash-384'" in note and "sync rebuild" in note for note in found["notes"]), found["notes"]
+    assert run(["sync", "status", "--json"]) != 0
+    assert "'hash-384'" in capsys.readouterr().err
+    assert _json(capsys, "sync", "rebuild", "--json")["documents"] == 6
+    assert _json(capsys, "search", "narrative", "--project", "demo", "--json")["strategy"] == "hybrid"

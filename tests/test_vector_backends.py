@@ -101,8 +101,8 @@ class Opener:
     def backend(self) -> str:
         return {"memory": "memory", "sqlite-vec": "sqlite-vec"}.get(self.kind, "chroma")
 
-    def __call__(self, dimension: int = DIM) -> VectorIndex:
-        index = open_index(self.backend, home=self.home, dimension=dimension, chroma_url=self.url)
+    def __call__(self, dimension: int = DIM, model: str | None = None) -> VectorIndex:
+        index = open_index(self.backend, home=self.home, dimension=dimension, chroma_url=self.url, model=model)
         self.opened.append(index)
         return index
 
@@ -382,6 +382,30 @@ def test_dimension_mismatch_is_rejected(opener: Opener) -> None:
         assert fresh.count() == 0
         fill(fresh, unit(rng, 2, dim=32))
         assert fresh.count() == 2
+
+
+def test_vectors_of_another_model_of_the_same_dimension_are_refused(opener: Opener) -> None:
+    """Two models' vectors do not compare even when their dimensions agree: the index records its model and
+    refuses to serve another one; one written before models were recorded takes the first model named."""
+    if opener.kind not in PERSISTENT:
+        pytest.skip("nothing persists")
+    rng = np.random.default_rng(17)
+    legacy = opener()  # no model named: as written by an older memcairn
+    fill(legacy, unit(rng, 2))
+    legacy.close()
+    adopted = opener(model="model-a")
+    assert adopted.count() == 2
+    fill(adopted, unit(rng, 2), project="other")  # a partition made now records the model itself
+    adopted.close()
+    with pytest.raises(VectorIndexUnavailableError, match=r"'model-a'.*'model-b'.*memcairn sync rebuild"):
+        opener(model="model-b").count()
+    same = opener(model="model-a")
+    assert same.count() == 4
+    same.close()
+    destroy_index(opener.backend, home=opener.home, chroma_url=opener.url)
+    fresh = opener(model="model-b")
+    fill(fresh, unit(rng, 2))
+    assert fresh.count() == 2
 
 
 def test_bad_records_are_rejected_before_writing(index: VectorIndex) -> None:

@@ -63,7 +63,7 @@ def open_mirror(cfg: Settings, store: Store, embedder: Any = None,  # noqa: ANN2
 
     embedder = embedder or open_embedder(cfg, embedding_threads)
     index = open_index(cfg.vector_backend, home=cfg.home, dimension=embedder.dimension,
-                       chroma_url=cfg.chroma_url or None)
+                       chroma_url=cfg.chroma_url or None, model=embedder.model_id)
     return MirrorSync(store, index, embedder, index_key=index_key(cfg))
 
 

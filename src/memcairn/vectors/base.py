@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from memcairn.errors import VectorIndexUnavailableError
+
 
 @dataclass(frozen=True)
 class VectorRecord:
@@ -92,3 +94,11 @@ class Embedder(Protocol):
 
     def embed_query(self, text: str) -> list[float]:
         ...
+
+
+def model_mismatch(where: str, stored: str, model: str) -> VectorIndexUnavailableError:
+    """The error for an index whose vectors come from another embedding model than the configured one."""
+    return VectorIndexUnavailableError(
+        f"{where} holds vectors of the embedding model {stored!r}, not of {model!r} (the embedding_model "
+        "setting): they do not compare; `memcairn sync rebuild` re-embeds every memory with the new model"
+    )

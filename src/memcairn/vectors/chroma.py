@@ -4,8 +4,8 @@ This is the only module that imports ``chromadb``, and only when a `ChromaIndex`
 package stays optional (``pip install 'memcairn[chroma]'``).
 
 One collection per project, named ``mc_<slug>_<hash>`` (Chroma allows only a few characters in a
-collection name; the hash keeps two projects with the same slug apart). The real project name and the
-vector dimension live in the collection metadata; the space is cosine.
+collection name; the hash keeps two projects with the same slug apart). The real project name, the
+vector dimension and the embedding model live in the collection metadata; the space is cosine.
 
 A server is shared: several memcairn stores (a team, each with its own SQLite) may use one. Document ids
 name SQLite rows, so two stores must never write into one collection: a server index is given the
@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from memcairn.errors import ConfigError, EmbeddingError, MemcairnError, VectorIndexUnavailableError
-from memcairn.vectors.base import VectorMatch, VectorRecord
+from memcairn.vectors.base import VectorMatch, VectorRecord, model_mismatch
 from memcairn.vectors.memory import as_vector, check_dimension, check_record, last_wins, merge_matches
 
 PREFIX = "mc_"
@@ -157,6 +157,7 @@ class ChromaIndex:
         url: str | None = None,
         verify_dimension: bool = True,
         store_id: str | None = None,
+        model: str | None = None,
     ) -> None:
         if (path is None) == (url is None):
             raise ConfigError("ChromaIndex needs exactly one of path (embedded) or url (server)")
@@ -164,6 +165,7 @@ class ChromaIndex:
         self.path = Path(path) if path is not None else None
         self.url = url
         self.store_id = store_id
+        self.model = model  # the embedding model of the vectors: recorded per collection, checked (factory doc)
         self._where = f"chroma server at {url}" if url else f"chroma store {self.path}"
         self._lock = threading.RLock()
         self._cache: dict[str, Any] = {}
@@ -412,6 +414,13 @@ class ChromaIndex:
                     f"{self._where}: collection {name} (project {project!r}) holds {stored}-d vectors but "
                     f"the embedder gives {self.dimension}-d ones; `memcairn sync rebuild` recreates it"
                 )
+            self._check_model(name, meta)
+
+    def _check_model(self, name: str, meta: dict[str, Any]) -> None:
+        """A collection recorded with another embedding model is refused (one recorded with none is accepted)."""
+        stored = meta.get("model")
+        if self.model and stored is not None and stored != self.model:
+            raise model_mismatch(f"{self._where}: collection {name}", str(stored), self.model)
 
     def _collection(self, project: str, *, create: bool) -> Any | None:
         with self._lock:
@@ -424,7 +433,8 @@ class ChromaIndex:
             owner = {} if self.store_id is None else {"store": self.store_id}
             col = client.get_or_create_collection(
                 name,
-                metadata={"project": project, "dimension": self.dimension, **owner},
+                metadata={"project": project, "dimension": self.dimension, **owner,
+                          **({"model": self.model} if self.model else {})},
                 configuration={"hnsw": {"space": "cosine"}},
                 embedding_function=self.embedding_function,
             )
@@ -449,6 +459,7 @@ class ChromaIndex:
                 f"{self._where}: collection {name} holds {meta.get('dimension')}-d vectors but the embedder "
                 f"gives {self.dimension}-d ones; `memcairn sync rebuild` recreates it"
             )
+        self._check_model(name, meta)
         with self._lock:
             self._cache[project] = col
         return col

@@ -45,9 +45,14 @@ def chroma_store_id(home: Path) -> str:
     return value
 
 
-def open_index(backend: str, *, home: Path, dimension: int, chroma_url: str | None = None) -> VectorIndex:
+def open_index(backend: str, *, home: Path, dimension: int, chroma_url: str | None = None,
+               model: str | None = None) -> VectorIndex:
     """Open the mirror: ``sqlite-vec`` (``home/vectors.sqlite``), ``chroma`` (``home/chroma``, or the
-    server at ``chroma_url``) or ``memory`` (nothing persists)."""
+    server at ``chroma_url``) or ``memory`` (nothing persists).
+
+    ``model`` names the embedding model the vectors come from: a persistent index records it and refuses
+    to open for another one (`base.model_mismatch`), since vectors of two models do not compare, even of the
+    same dimension."""
     name = _normalise(backend)
     if isinstance(dimension, bool) or not isinstance(dimension, int) or dimension <= 0:
         raise ConfigError(f"vector dimension must be a positive integer, got {dimension!r}")
@@ -58,12 +63,12 @@ def open_index(backend: str, *, home: Path, dimension: int, chroma_url: str | No
     if name == "sqlite-vec":
         from memcairn.vectors.sqlite_vec import SqliteVecIndex
 
-        return SqliteVecIndex(Path(home) / SQLITE_VEC_FILE, dimension)
+        return SqliteVecIndex(Path(home) / SQLITE_VEC_FILE, dimension, model=model)
     from memcairn.vectors.chroma import ChromaIndex
 
     if chroma_url:
-        return ChromaIndex(dimension, url=chroma_url, store_id=chroma_store_id(home))
-    return ChromaIndex(dimension, path=Path(home) / CHROMA_DIR)
+        return ChromaIndex(dimension, url=chroma_url, store_id=chroma_store_id(home), model=model)
+    return ChromaIndex(dimension, path=Path(home) / CHROMA_DIR, model=model)
 
 
 def destroy_index(backend: str, *, home: Path, chroma_url: str | None = None) -> None:
@@ -85,3 +90,4 @@ def destroy_index(backend: str, *, home: Path, chroma_url: str | None = None) ->
                 index.close()
         else:
             shutil.rmtree(Path(home) / CHROMA_DIR, ignore_errors=True)
+

@@ -3,7 +3,7 @@ extension whose distance function its exact path uses).
 
 Schema 2 (one file, ``<home>/vectors.sqlite``)::
 
-    mc_meta(key TEXT PRIMARY KEY, value TEXT)          -- schema, dimension, metric
+    mc_meta(key TEXT PRIMARY KEY, value TEXT)          -- schema, dimension, metric, model
     mc_docs(rowid INTEGER PRIMARY KEY,                 -- same rowid as in mc_embeddings
             project, doc_id, kind, sqlite_id, document, metadata JSON,
             UNIQUE(doc_id, project))
@@ -57,7 +57,7 @@ import numpy as np
 import sqlite_vec
 
 from memcairn.errors import VectorIndexUnavailableError
-from memcairn.vectors.base import VectorMatch, VectorRecord
+from memcairn.vectors.base import VectorMatch, VectorRecord, model_mismatch
 from memcairn.vectors.binary_scan import BinaryScan
 from memcairn.vectors.memory import as_vector, check_dimension, check_record, last_wins, merge_matches
 
@@ -166,10 +166,12 @@ class SqliteVecIndex:
     name = "sqlite-vec"
 
     def __init__(
-        self, path: Path, dimension: int, *, scan_threshold: int = SCAN_THRESHOLD, mmap_size: int = MMAP_SIZE
+        self, path: Path, dimension: int, *, scan_threshold: int = SCAN_THRESHOLD, mmap_size: int = MMAP_SIZE,
+        model: str | None = None,
     ) -> None:
         self.path = Path(path)
         self.dimension = check_dimension(dimension)
+        self.model = model  # the embedding model of the vectors: recorded, and checked at open (factory doc)
         self.scan_threshold = int(scan_threshold)
         self.mmap_size = max(0, int(mmap_size))
         self._lock = threading.RLock()
@@ -376,6 +378,8 @@ class SqliteVecIndex:
                         f"vector index {self.path} holds {stored}-d vectors but the embedder gives "
                         f"{self.dimension}-d ones; `memcairn sync rebuild` recreates it"
                     )
+                if self.model and meta.get("model", self.model) != self.model:
+                    raise model_mismatch(f"vector index {self.path}", meta["model"], self.model)
                 if int(meta.get("schema", SCHEMA_VERSION)) > SCHEMA_VERSION:
                     raise VectorIndexUnavailableError(
                         f"vector index {self.path} was written by a newer memcairn (schema "
@@ -386,6 +390,8 @@ class SqliteVecIndex:
             moved = int(meta.get("schema", SCHEMA_VERSION)) < 2 and self._from_vec0(conn)
             if "dimension" not in meta or int(meta.get("schema", SCHEMA_VERSION)) < SCHEMA_VERSION:
                 self._write_meta(conn)
+            elif self.model and "model" not in meta:  # written before models were recorded: this one from now
+                conn.execute("INSERT INTO mc_meta(key, value) VALUES ('model', ?)", (self.model,))
         if moved:  # the vec0 table's pages are free now: give them back to the disk (once)
             started = time.perf_counter()
             conn.execute("VACUUM")
@@ -394,7 +400,8 @@ class SqliteVecIndex:
     def _write_meta(self, conn: apsw.Connection) -> None:
         conn.executemany(
             "INSERT OR REPLACE INTO mc_meta(key, value) VALUES (?, ?)",
-            [("schema", str(SCHEMA_VERSION)), ("dimension", str(self.dimension)), ("metric", "cosine")],
+            [("schema", str(SCHEMA_VERSION)), ("dimension", str(self.dimension)), ("metric", "cosine"),
+             *([("model", self.model)] if self.model else [])],
         )
 
     def _delete_where(self, column: str, values: Sequence[Any], project: str | None) -> None:
