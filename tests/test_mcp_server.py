@@ -324,6 +324,12 @@ IDENTITY = ProjectIdentity("demo", ("demo",))
     ("save_memory", {"text": "x", "project": "*"}, 'a memory belongs to one project; give its name instead of "*"'),
     ("session_start_context", {"full": "yes"}, 'full must be true or false, got "yes"'),
     ("no_such_tool", {}, "no tool named 'no_such_tool'; the tools are: important_workflow, search"),
+    # text that passes ``isdigit`` but not ``int``: a tool error, not "unexpected error in memcairn mcp"
+    ("search", {"limit": "--5"}, 'limit must be a whole number, got "--5"'),
+    ("search", {"limit": "²"}, 'limit must be a whole number, got "²"'),
+    ("get_observations", {"ids": ["²"]}, 'ids must be memory ids (whole numbers such as 12), got "²"'),
+    ("timeline", {"anchor": "²"}, "the memory worker is not running"),
+    ("timeline", {"anchor": "9" * 5_000}, "the memory worker is not running"),
 ])
 def test_bad_calls_come_back_as_tool_errors_the_agent_can_act_on(name: str, arguments: dict[str, Any],
                                                                   expected: str) -> None:
@@ -440,6 +446,22 @@ def test_startup_instructions_without_a_worker_ask_for_the_tool() -> None:
     assert time.monotonic() - started < 3  # bounded: the server starts even when the worker is slow
 
 
+class _SilentClient:
+    """Answers the context route as the worker does for an excluded project: with nothing."""
+
+    def get_text(self, path: str, params: dict[str, Any] | None = None) -> str:
+        return ""
+
+
+def test_an_empty_context_is_explained_and_not_asked_for_again_at_start_up() -> None:
+    from memcairn.mcp_server import NO_CONTEXT, STARTUP_CONTEXT_MISSING, startup_instructions
+
+    tools = MemoryTools(WorkerGateway(lambda: _SilentClient()), IDENTITY)  # type: ignore[arg-type, return-value]
+    assert anyio.run(_call_in_process, tools, "session_start_context", {}) == (False, NO_CONTEXT)
+    instructions = startup_instructions(tools)
+    assert NO_CONTEXT in instructions and STARTUP_CONTEXT_MISSING not in instructions
+
+
 # -- bounded output and a server older than the installed package ----------------------------------------
 class _BatchClient:
     """Answers ``/api/observations/batch`` with the records it holds."""
@@ -474,6 +496,73 @@ def test_get_observations_stays_bounded_and_says_what_was_cut() -> None:
 
     error, text = anyio.run(_call_in_process, tools, "get_observations", {"ids": [1]})
     assert (error, json.loads(text)) == (False, {"items": [records[1]]})  # a small record is untouched
+
+    records[2] = {"id": 2, "kind": "manual", "text": "short", "metadata": {"raw": "word " * 50_000, "n": 3}}
+    error, text = anyio.run(_call_in_process, tools, "get_observations", {"ids": [2]})
+    out = json.loads(text)
+    assert not error and len(text) < 2 * MAX_FIELD_CHARS and out["truncated"] == [2]  # metadata is cut too
+    assert out["items"][0]["metadata"]["raw"].endswith("[cut: 242,000 more characters]")
+    assert out["items"][0]["metadata"]["n"] == 3
+
+
+class _RecordingClient:
+    """Records what the tools send and answers a search with ``rows`` manual notes."""
+
+    def __init__(self, rows: int = 0) -> None:
+        self.rows = rows
+        self.sent: list[tuple[str, Any]] = []
+
+    def get_json(self, path: str, params: dict[str, Any] | None = None) -> Any:
+        self.sent.append((path, params))
+        if path.startswith("/api/memory/"):
+            return {"id": 12, "project": "demo"}
+        return {"text": f"{self.rows} memories\n", "counts": {"manual": self.rows}}
+
+    def post_json(self, path: str, body: Any) -> Any:
+        self.sent.append((path, body))
+        return {"id": 7, "created": True} if path == "/api/memory/save" else {"items": []}
+
+
+def _recorded(name: str, arguments: dict[str, Any], rows: int = 0) -> tuple[bool, str, list[tuple[str, Any]]]:
+    client = _RecordingClient(rows)
+    tools = MemoryTools(WorkerGateway(lambda: client), IDENTITY)  # type: ignore[arg-type, return-value]
+    error, text = anyio.run(_call_in_process, tools, name, arguments)
+    return error, text, client.sent
+
+
+def test_whole_numbers_sent_as_floats_are_taken_as_the_schema_s_integers() -> None:
+    """JSON Schema's "integer" admits 12.0, and some clients send a model's numbers that way."""
+    error, _, sent = _recorded("get_observations", {"ids": [12.0, "#13"]})
+    assert not error and sent == [("/api/observations/batch", {"ids": [12, 13]})]
+    error, _, sent = _recorded("search", {"query": "x", "limit": 5.0, "offset": "10"})
+    assert not error and (sent[0][1]["limit"], sent[0][1]["offset"]) == (5, 10)
+    error, _, sent = _recorded("timeline", {"anchor": 12.0})
+    assert not error and sent[-1][1]["anchor"] == "12"
+    error, text, _ = _recorded("search", {"limit": 2.5})
+    assert error and text == "limit must be a whole number, got 2.5"
+
+
+@pytest.mark.parametrize(("arguments", "rows", "expected", "absent"), [
+    ({"query": "x", "limit": 2}, 2, "(a full page: more may match; call search again with offset 2)", "searched"),
+    ({"query": "x", "limit": 2, "offset": 4}, 2, "call search again with offset 6", "searched"),
+    ({"query": "x"}, 20, "call search again with offset 20", "searched"),  # the default limit
+    ({"query": "x"}, 3, "3 memories", "full page"),
+    ({"query": "x", "limit": 100, "offset": 1000}, 100, "100 memories", "full page"),  # no page past the largest
+    ({"query": "x"}, 0, 'searched project demo, the current one; pass project "*"', "full page"),
+    ({"query": "x", "offset": 40}, 0, "0 memories", "searched project"),  # past the last page: not the project
+])
+def test_search_says_when_a_page_is_full_and_blames_the_project_only_on_the_first_page(
+        arguments: dict[str, Any], rows: int, expected: str, absent: str) -> None:
+    error, text, _ = _recorded("search", arguments, rows)
+    assert not error and expected in text and absent not in text, text
+
+
+def test_save_memory_names_the_project_as_stored() -> None:
+    error, text, sent = _recorded("save_memory", {"text": "a fact", "project": "  spaced  "})
+    assert (error, text) == (False, "Saved as #7 in project spaced.")
+    assert sent == [("/api/memory/save", {"text": "a fact", "project": "spaced"})]
+    error, text, sent = _recorded("save_memory", {"text": "a fact", "project": " * "})
+    assert error and text.startswith('a memory belongs to one project; give its name instead of "*"') and not sent
 
 
 STALE_SERVER = ("import sys, memcairn; memcairn.__version__ = '0.0.1+old'; from memcairn.entry import main; "

@@ -11,7 +11,8 @@ Tools (read-only ones carry ``readOnlyHint``):
 - ``timeline`` -> what happened around an anchor id (or the best match of a query) (``/api/timeline``).
 - ``get_observations`` -> full records for the ids picked from the two above (``/api/observations/batch``);
   ``ids`` is required by the schema, so full records cannot be fetched without filtering first.
-- ``session_start_context`` -> exactly the text the SessionStart hook injects (``/api/context/inject``).
+- ``session_start_context`` -> exactly the text the SessionStart hook injects (``/api/context/inject``), or
+  ``NO_CONTEXT`` (why there is none) when that is empty.
 - ``save_memory`` and ``forget``: write a memory, delete memories by id.
 
 Why three layers: an index row costs about 50-100 tokens, a full record about 500-1000. Reading the index,
@@ -93,6 +94,11 @@ Without `project`, every tool works on the current project; `project: "*"` searc
 save_memory stores something worth remembering; forget deletes memories by id.
 """
 
+# The worker answers an empty text for an excluded project and for a budget too small for any memory (see
+# ``memcairn.context``); an empty tool result would read as a failure, and the start-up instructions would ask
+# for the tool again.
+NO_CONTEXT = ("No session start context: memcairn memory is turned off for this project (exclude_projects), or "
+              "context_token_budget is too small to show any of it.")
 STARTUP_CONTEXT_HEADING = "What memcairn remembers of this project (the session start context):"
 STARTUP_CONTEXT_MISSING = ("At the start of this session, call session_start_context once: it returns what memcairn "
                            "remembers of this project (the memory could not be read while this server started).")
@@ -245,22 +251,23 @@ def _check_arguments(spec: ToolSpec, arguments: Mapping[str, Any] | None) -> dic
         kind = props[name].get("type")
         if kind == "string":
             if isinstance(value, int | float) and not isinstance(value, bool):
-                value = str(value)  # an id given as a number where text is expected
+                number = _whole(value)  # an id given as a number where text is expected: 12.0 reads as "12"
+                value = str(value if number is None else number)
             elif isinstance(value, list) and all(isinstance(v, str) for v in value):
                 value = ",".join(value)  # a list where comma-separated text is expected
             if not isinstance(value, str):
-                raise ToolError(f"{name} must be text, got {json.dumps(value)}")
+                raise ToolError(f"{name} must be text, got {_shown(value)}")
             allowed = props[name].get("enum")
             if allowed and value not in allowed:
                 raise ToolError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
         elif kind == "integer":
-            if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-                value = int(value)
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise ToolError(f"{name} must be a whole number, got {json.dumps(value)}")
+            number = _whole(value)
+            if number is None:
+                raise ToolError(f"{name} must be a whole number, got {_shown(value)}")
+            value = number
         elif kind == "boolean":
             if not isinstance(value, bool):
-                raise ToolError(f"{name} must be true or false, got {json.dumps(value)}")
+                raise ToolError(f"{name} must be true or false, got {_shown(value)}")
         elif kind == "array" and name == "ids":
             value = _ids(value)
         elif kind == "array":
@@ -278,16 +285,41 @@ def _check_arguments(spec: ToolSpec, arguments: Mapping[str, Any] | None) -> dic
     return args
 
 
+def _shown(value: Any) -> str:
+    """An argument as an error message quotes it: JSON, with its non-ASCII text as written ("²", not "\\u00b2")."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _whole(value: Any) -> int | None:
+    """``value`` as a whole number, or None when it is not one.
+
+    Accepted: an int; a float without a fraction (JSON Schema's "integer" admits 12.0, and some clients send
+    numbers that way); text that ``int`` reads ("12", " -3 "). Text is parsed rather than checked with
+    ``isdigit``, which also passes "²" and "--5" that ``int`` then refuses with an exception.
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else None
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:  # not a number, or past int's digit limit
+            return None
+    return None
+
+
 def _ids(value: Any) -> list[int]:
     raw = value if isinstance(value, list) else [value]
     out: list[int] = []
     for entry in raw:
-        if isinstance(entry, str) and entry.strip().lstrip("#").isdigit():
-            entry = int(entry.strip().lstrip("#"))
-        if isinstance(entry, bool) or not isinstance(entry, int) or entry < 1:
-            raise ToolError(f"ids must be memory ids (whole numbers such as 12), got {json.dumps(entry)}; "
+        number = _whole(entry.strip().lstrip("#") if isinstance(entry, str) else entry)
+        if number is None or number < 1:
+            raise ToolError(f"ids must be memory ids (whole numbers such as 12), got {_shown(entry)}; "
                             "call search first to find ids")
-        out.append(entry)
+        out.append(number)
     if len(out) > MAX_IDS:
         raise ToolError(f"at most {MAX_IDS} ids per call; narrow the list down with search or timeline first")
     return list(dict.fromkeys(out))
@@ -299,23 +331,17 @@ def _compact(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def _cut(value: Any) -> tuple[Any, bool]:
-    """``value`` with every text over ``MAX_FIELD_CHARS`` (also in a list) cut and marked; whether one was."""
+    """``value`` (a record, or one of its fields) with every text over ``MAX_FIELD_CHARS`` cut and marked, also
+    inside lists and objects (``metadata`` holds up to 256 KiB as well); whether one was."""
     if isinstance(value, str) and len(value) > MAX_FIELD_CHARS:
         return f"{value[:MAX_FIELD_CHARS]}… [cut: {len(value) - MAX_FIELD_CHARS:,} more characters]", True
     if isinstance(value, list):
         parts = [_cut(v) for v in value]
         return [v for v, _ in parts], any(cut for _, cut in parts)
+    if isinstance(value, dict):
+        fields = {k: _cut(v) for k, v in value.items()}
+        return {k: v for k, (v, _) in fields.items()}, any(cut for _, cut in fields.values())
     return value, False
-
-
-def _bounded(record: dict[str, Any]) -> tuple[dict[str, Any], bool]:
-    """A record with its long fields cut (see ``_cut``); whether any was."""
-    out: dict[str, Any] = {}
-    any_cut = False
-    for key, value in record.items():
-        out[key], cut = _cut(value)
-        any_cut = any_cut or cut
-    return out, any_cut
 
 
 # -- the worker -------------------------------------------------------------------------------------
@@ -397,6 +423,17 @@ def default_identity(environ: Mapping[str, str] | None = None, cwd: str | None =
     return project_from_cwd(root)
 
 
+def _next_offset(args: Mapping[str, Any], rows: int) -> int | None:
+    """The offset of the next page of a search that returned ``rows`` rows, when that page was full (the index
+    does not say whether more match); None otherwise, or when the next page lies past the largest offset.
+    The offset and limit are taken as the worker applies them: clamped, the default when absent."""
+    from memcairn.search.request import DEFAULT_LIMIT, MAX_LIMIT, MAX_OFFSET, MIN_LIMIT  # late, as in _local_tz
+
+    offset = min(max(0, args.get("offset", 0)), MAX_OFFSET)
+    limit = min(max(MIN_LIMIT, args.get("limit", DEFAULT_LIMIT)), MAX_LIMIT)
+    return offset + limit if rows >= limit and offset + limit <= MAX_OFFSET else None
+
+
 def _split(value: str | list[str]) -> list[str]:
     parts = value if isinstance(value, list) else value.split(",")
     return [p.strip() for p in parts if p.strip()]
@@ -433,7 +470,11 @@ class MemoryTools:
         }
         answer = self.gateway.call(lambda c: c.get_json("/api/search", params))
         text = str(answer.get("text", ""))
-        if "project" not in args and not sum((answer.get("counts") or {}).values()):
+        rows = sum((answer.get("counts") or {}).values())
+        following = _next_offset(args, rows)
+        if following is not None:
+            text += f"(a full page: more may match; call search again with offset {following})\n"
+        if "project" not in args and not rows and not args.get("offset"):  # past the last page: not the project
             text += (f"(searched project {', '.join(self.identity.chain)}, the current one; "
                      'pass project "*" to search every project)\n')
         return text
@@ -444,10 +485,12 @@ class MemoryTools:
             raise ToolError("give anchor or query, not both")
         if anchor is None and query is None:
             raise ToolError("give anchor (an id from search, e.g. 12) or query (its best match becomes the anchor)")
+        digits = anchor.strip().lstrip("#Ss") if anchor is not None else ""
+        anchor_id = _whole(digits) if digits.isdecimal() else None
         if "project" in args:
             projects = self._projects(args["project"])
-        elif anchor is not None and anchor.strip().lstrip("#Ss").isdigit():
-            projects = self._anchor_project(int(anchor.strip().lstrip("#Ss")))
+        elif anchor_id is not None:
+            projects = self._anchor_project(anchor_id)
         else:
             projects = list(self.identity.chain)
         params = {"format": "index", "anchor": anchor, "query": query, "depth_before": args.get("depth_before"),
@@ -470,7 +513,7 @@ class MemoryTools:
         left: list[Any] = []
         size = 0
         for raw in answer.get("items", []):
-            record, cut = _bounded(_compact(raw))
+            record, cut = _cut(_compact(raw))
             cost = len(json.dumps(record, ensure_ascii=False))
             if left or (items and size + cost > MAX_RECORDS_CHARS):
                 left.append(record.get("id"))  # kept in order: the rest go to the next call
@@ -501,12 +544,13 @@ class MemoryTools:
         projects = self._projects(chosen)
         params = {"project": projects, "platformSource": args.get("platformSource"),
                   "full": "true" if args.get("full") else None, "tz": _local_tz()}
-        return self.gateway.call(lambda c: c.get_text("/api/context/inject", params))
+        text = self.gateway.call(lambda c: c.get_text("/api/context/inject", params))
+        return text if text.strip() else NO_CONTEXT
 
     def save_memory(self, args: dict[str, Any]) -> str:
         if not args.get("text", "").strip():
             raise ToolError("text is required: the memory to save, as self-contained text")
-        project = args.get("project") or self.identity.name
+        project = args.get("project", "").strip() or self.identity.name  # stored without the spaces
         if project == ALL_PROJECTS:
             raise ToolError('a memory belongs to one project; give its name instead of "*"')
         if "," in args.get("project", ""):  # search would read it as several projects and never find the memory
