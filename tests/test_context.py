@@ -204,6 +204,23 @@ def test_recalled_text_cannot_leave_the_fence(mem_store: Store, tmp_path: Path) 
     assert "\x07" not in coloured and "[2J" in coloured.replace("\x1b", "")
 
 
+def test_piled_up_capture_notices_stay_within_the_budget(story: Store, tmp_path: Path) -> None:
+    """Warnings collected between two sessions are part of the text: they must not push it past its budget."""
+    notices = [f"capture model failed for session {n}: " + "details " * 60 for n in range(40)]
+    cfg = settings(tmp_path, context_token_budget=600)
+    text = render(story, cfg, notices=notices)
+    assert len(text) <= 600 * 4
+    head, _, body = text.partition(OPEN)
+    lines = head.splitlines()
+    assert 1 < len(lines) < 40 and all(line.startswith(context.NOTICE_PREFIX) for line in lines)
+    assert lines[0].startswith("memcairn notice: capture model failed for session 0:")  # the oldest first
+    assert lines[-1] == f"memcairn notice: {41 - len(lines)} more warnings not shown (notices take at most half of " \
+                        "the context's token budget)."
+    assert "## Recent observations" in body and "Token expiry policy: one hour, UTC" in body  # memory still shown
+    assert render(story, cfg, notices=notices[:2]).count(context.NOTICE_PREFIX) == 2  # few notices: all of them
+    assert render(story, cfg, notices=notices, full=True).count(context.NOTICE_PREFIX) == 40
+
+
 # -- the past-work count ----------------------------------------------------------------------------
 def test_past_work_counts_every_item_and_follows_changes(story: Store, tmp_path: Path) -> None:
     cfg = settings(tmp_path)

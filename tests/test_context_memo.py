@@ -8,6 +8,7 @@ import dataclasses
 import sqlite3
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -127,6 +128,24 @@ def test_a_write_from_another_connection_or_process_invalidates(filled: Store, m
     raw.close()
     text, how = ask(memo, filled, cfg)
     assert how == RENDERED and "Renamed by hand" in text and "Parser handles tabs" not in text
+
+
+def test_a_merge_by_another_process_is_not_served_stale(filled: Store, memo: ContextMemo, tmp_path: Path) -> None:
+    """A Store reads the projects table at most once a second, so a render just after another process merged
+    a project still sees it unmerged; that text must not outlive the store's next read of the table."""
+    from memcairn.store.items import PROJECTS_TTL
+
+    cfg = settings(tmp_path)
+    assert "Invoices keep UTC timestamps" not in ask(memo, filled, cfg)[0]
+    other = Store(filled.path)
+    try:
+        other.merge_project("billing", "webapp")
+    finally:
+        other.close()
+    ask(memo, filled, cfg)  # may still be rendered with the table read before the merge
+    time.sleep(PROJECTS_TTL + 0.1)
+    text, _ = ask(memo, filled, cfg)
+    assert "Invoices keep UTC timestamps" in text and text == fresh(filled, cfg)
 
 
 def test_a_delete_invalidates(filled: Store, memo: ContextMemo, tmp_path: Path) -> None:

@@ -26,7 +26,8 @@ the settings, ``now`` and ``tz``, so the whole text is golden-tested. Plain text
 - **Hard budget**: the text never exceeds ``context_token_budget`` tokens (chars / 4). Over it, the oldest
   observation rows go first, then the oldest session rows, then the latest session's sections get shorter
   and finally go, then the legend; if even that does not fit, one fenced line says how much memory there is,
-  and below ~70 tokens nothing is returned (an empty context rather than a broken fence).
+  and below ~70 tokens nothing is returned (an empty context rather than a broken fence). Capture notices,
+  above the fence, take at most half of the budget (the rest are counted in one line).
 - ``full`` lifts the count limits (up to ``FULL_MAX_*``) and the budget: for people and debugging.
 - ``colors`` gives the same rows (chosen under the same budget) with ANSI colours and without the fence,
   for a person's terminal; nothing coloured ever goes to the model.
@@ -77,6 +78,8 @@ LEGEND = ("Legend: rows are #id HH:MM type title, by day, oldest first; types: b
 MORE = ("More: search(query) lists matching ids (~50-100 tokens a hit) -> timeline(anchor=id) shows what "
         "happened around one -> get_observations(ids) reads full records; important_workflow explains the order.")
 NOTICE_PREFIX = "memcairn notice: "
+NOTICE_CHARS = 300  # one notice at most
+MORE_NOTICES = "{count:,} more {noun} not shown (notices take at most half of the context's token budget)."
 HEADER = "# memcairn memory · "  # the first line of the text, which ends with the clock
 # Every setting the text depends on (``memcairn.context_memo`` keys memoized texts on them): add any new one.
 CONTEXT_SETTINGS = ("context_observations", "context_summaries", "context_token_budget", "context_types")
@@ -412,19 +415,38 @@ def _minimal(data: ContextData) -> str:
             "search(query) recalls them.")
 
 
-def notice_lines(notices: Sequence[str]) -> str:
+def notice_lines(notices: Sequence[str], limit: int | None = None) -> str:
     """memcairn's own warnings (a failing model backend, a token cap): outside the fence, since they are not
-    recalled memory; the SessionStart hook also shows them to the person."""
-    return "".join(f"{NOTICE_PREFIX}{clean_line(n, 300)}\n" for n in notices)
+    recalled memory; the SessionStart hook also shows them to the person.
+
+    At most ``limit`` characters (None: all of them): the oldest notices that fit, then one line counting the
+    rest, so that warnings piled up between two sessions cannot push the text past its budget."""
+    lines = [f"{NOTICE_PREFIX}{clean_line(n, NOTICE_CHARS)}\n" for n in notices]
+
+    def more(count: int) -> str:
+        noun = "warning" if count == 1 else "warnings"
+        return f"{NOTICE_PREFIX}{MORE_NOTICES.format(count=count, noun=noun)}\n" if count else ""
+
+    if limit is None or sum(map(len, lines)) <= limit:
+        return "".join(lines)
+    kept: list[str] = []
+    size = 0
+    for line in lines:
+        if size + len(line) + len(more(len(lines) - len(kept) - 1)) > limit:
+            break
+        kept.append(line)
+        size += len(line)
+    return "".join(kept) + more(len(lines) - len(kept))
 
 
 def render(data: ContextData, settings: Settings, *, now_ms: int, tz: tzinfo | None = None, colors: bool = False,
            full: bool = False, notices: Sequence[str] = ()) -> str:
     """The context text for ``data`` (see the module docstring); deterministic for a given ``now_ms``/``tz``."""
-    head = notice_lines(notices)
+    total = max(MIN_BUDGET_TOKENS, settings.context_token_budget)
+    head = notice_lines(notices, None if full else total * 4 // 2)
     if not head:
         return _render(data, settings, now_ms=now_ms, tz=tz, colors=colors, full=full)
-    budget = max(MIN_BUDGET_TOKENS, settings.context_token_budget) - _tokens(len(head)) - 1
+    budget = total - _tokens(len(head)) - 1
     return head + _render(data, replace(settings, context_token_budget=max(1, budget)), now_ms=now_ms, tz=tz,
                           colors=colors, full=full)
 

@@ -5,7 +5,10 @@ Why: rendering costs ~20 ms of CPU on a 100k-item store (most of it SQL), and ev
 (twice: for the model and, in colour, for the person), so a few concurrent clients queue behind each other
 on a 2-core machine. Yet the text is a pure function of (see ``memcairn.context``):
 
-- the store's content,
+- the store's content, and its projects table as the ``Store`` sees it: a ``Store`` keeps its read of that
+  table for up to ``PROJECTS_TTL`` seconds (``Store._project_rows``), so a merge committed by another process
+  reaches its renders a little after the change token moved; with the table in the key, a text rendered from
+  the older read is not served once the store reads the newer one,
 - the request: projects, ``platform_source``, ``colors``, ``full``,
 - the settings that shape it (``context.CONTEXT_SETTINGS``) and ``tz``,
 - the current time, but only as the header's clock shows it (``context.clock``: minute precision in ``tz``,
@@ -174,7 +177,7 @@ class ContextMemo:
         platform = platform_source.strip() if platform_source and platform_source.strip() else None
         stamp = clock(now_ms, tz)
         key = (token, tuple(projects) if projects else None, platform, bool(colors), bool(full),
-               stamp[CLOCK_WIDTH:], tz, shaping_settings(settings))
+               stamp[CLOCK_WIDTH:], tz, shaping_settings(settings), store._project_rows(tuple(projects or ())))
         if not fresh:
             text = self._get(key, stamp)
             if text is not None:
