@@ -276,6 +276,9 @@ def test_timeline(client: TestClient, app: Any) -> None:
     assert_error(client.get("/api/timeline", params={"anchor": "1", "query": "x"}), 400)
     assert_error(client.get("/api/timeline", params={"anchor": "999999"}), 404, "not_found")
     assert_error(client.get("/api/timeline", params={"anchor": "5", "depth_before": "lots"}), 400)
+    for anchor in ("\u00b2", "1" * 5000):  # isdigit passes a superscript two; int() refuses it, and 5,000 digits
+        assert_error(client.get("/api/timeline", params={"anchor": anchor}), 400)
+    assert_error(client.get("/api/search", params={"dateStart": "\u00b2"}), 400)
 
 
 def test_context_inject_is_plain_text(client: TestClient, app: Any) -> None:

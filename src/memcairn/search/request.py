@@ -150,7 +150,9 @@ def parse_time(value: Any, *, end_of_day: bool = False, now: int | None = None, 
     text = value.strip()
     if not text:
         return None
-    if text.isdigit():
+    if text.isascii() and text.isdigit():  # isdigit alone also passes "²", which int() refuses
+        if len(text) > 20:  # past any epoch; int() would refuse a few thousand digits with a ValueError
+            raise ValidationError(f"{what} {value!r} is not a date; use {DATE_FORMATS}")
         return parse_time(int(text), what=what)
     match = _RELATIVE.match(text)
     if match:

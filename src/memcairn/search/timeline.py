@@ -120,11 +120,11 @@ def _resolve_anchor(store, anchor: int | str | None, tz: tzinfo | None,  # noqa:
     text = anchor.strip()
     match = _ID.fullmatch(text)
     if match:
-        item = _get(store, _item_id(int(match.group(1)), anchor))
+        item = _get(store, _item_id(_digits(match.group(1)), anchor))
         return item, item.created_at_epoch, ""
     match = _SUMMARY.fullmatch(text)
     if match:
-        item_id = _item_id(int(match.group(1)), anchor)
+        item_id = _item_id(_digits(match.group(1)), anchor)
         found = store.get_items([item_id])
         if not found:
             raise NotFoundError(f"no summary with id {item_id}")
@@ -140,6 +140,12 @@ def _resolve_anchor(store, anchor: int | str | None, tz: tzinfo | None,  # noqa:
     if epoch is None:
         raise ValidationError(f"anchor {anchor!r} is not understood; use {ANCHOR_FORMS}")
     return None, epoch, f"first memory at or after {text}"
+
+
+def _digits(text: str) -> int:
+    """The number ``text`` writes; one past any item id when it is too long for ``int`` to read (thousands of
+    digits raise there) or for SQLite."""
+    return int(text) if len(text) <= 20 else MAX_ITEM_ID + 1
 
 
 def _item_id(number: int, anchor: int | str) -> int:
