@@ -23,7 +23,7 @@ from processes import processes_of, with_args
 
 from memcairn.client import WorkerClient
 from memcairn.config import load_settings
-from memcairn.errors import WorkerUnavailableError
+from memcairn.errors import WorkerError, WorkerUnavailableError
 from memcairn.mcp_server import TOOLS, WORKFLOW, MemoryTools, WorkerGateway, build_server, default_identity
 from memcairn.project import ProjectIdentity
 from memcairn.worker import daemon
@@ -383,6 +383,21 @@ def test_a_lost_worker_is_started_again_once() -> None:
     tools = MemoryTools(WorkerGateway(lambda: next(clients)), IDENTITY)
     assert anyio.run(_call_in_process, tools, "search", {"query": "x"}) == (False, "1 memory\n")
     assert log == ["/api/search", "/api/search"]
+
+
+def test_a_server_error_is_reported_and_not_retried() -> None:
+    """A 500 means the worker answered: starting it again and repeating the call could repeat a write that
+    went through (a forget would then say the memory it just deleted does not exist)."""
+    calls: list[str] = []
+
+    class Failing:
+        def delete(self, path: str) -> Any:
+            calls.append(path)
+            raise WorkerError("the worker at http://127.0.0.1:9 answered 500 (internal_error): boom")
+
+    tools = MemoryTools(WorkerGateway(lambda: Failing()), IDENTITY)  # type: ignore[arg-type, return-value]
+    failed, text = anyio.run(_call_in_process, tools, "forget", {"ids": [12]})
+    assert failed and "answered 500" in text and len(calls) == 1
 
 
 def test_the_default_project_comes_from_claude_project_dir_then_the_working_directory(tmp_path: Path) -> None:

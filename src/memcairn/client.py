@@ -2,8 +2,8 @@
 
 ``WorkerClient`` speaks JSON over loopback HTTP and turns error answers back into memcairn's exceptions
 (400 -> ``ValidationError``, 404 -> ``NotFoundError``, 401/403 -> ``ConfigError``, no answer or 503 ->
-``WorkerUnavailableError``). ``ensure_worker`` starts a worker when none answers (the same code path as
-``memcairn worker start``) and waits, bounded, until it is ready.
+``WorkerUnavailableError``, another error -> ``WorkerError``). ``ensure_worker`` starts a worker when none
+answers (the same code path as ``memcairn worker start``) and waits, bounded, until it is ready.
 
 Port and token come from the arguments, else the settings (``MEMCAIRN_PORT`` / ``MEMCAIRN_TOKEN`` or
 ``$MEMCAIRN_HOME/settings.json``).
@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from memcairn.config import Settings, load_settings
-from memcairn.errors import ConfigError, NotFoundError, ValidationError, WorkerUnavailableError
+from memcairn.errors import ConfigError, NotFoundError, ValidationError, WorkerError, WorkerUnavailableError
 
 DEFAULT_TIMEOUT = 10.0
 START_TIMEOUT = 30.0
@@ -106,7 +106,7 @@ class WorkerClient:
                               "check MEMCAIRN_TOKEN and MEMCAIRN_PORT")
         if status == 503:
             raise WorkerUnavailableError(f"the worker at {self.base_url} is not ready ({code}): {detail}")
-        raise WorkerUnavailableError(f"the worker at {self.base_url} answered {status} ({code}): {detail}")
+        raise WorkerError(f"the worker at {self.base_url} answered {status} ({code}): {detail}")
 
     def get_json(self, path: str, params: dict[str, Any] | None = None) -> Any:
         return self._decode(*self.request("GET", path, params=params))
@@ -129,7 +129,10 @@ class WorkerClient:
             WorkerUnavailableError: nothing answers, or what answers is not a memcairn worker.
         """
         status, content_type, raw = self.request("GET", "/api/health", timeout=timeout)
-        value = self._decode(status, content_type, raw)
+        try:
+            value = self._decode(status, content_type, raw)
+        except WorkerError as exc:  # health never fails on a worker: what answers is not a usable one
+            raise WorkerUnavailableError(str(exc)) from None
         if not isinstance(value, dict) or value.get("status") != "ok" or "pid" not in value:
             raise WorkerUnavailableError(
                 f"something that is not a memcairn worker answers at {self.base_url}; set MEMCAIRN_PORT to a free port"
@@ -139,7 +142,7 @@ class WorkerClient:
     def ready(self, timeout: float | None = None) -> bool:
         try:
             self._decode(*self.request("GET", "/api/readiness", timeout=timeout))
-        except (WorkerUnavailableError, ConfigError):
+        except (WorkerUnavailableError, WorkerError, ConfigError):
             return False
         return True
 

@@ -50,3 +50,8 @@ class EmbeddingError(MemcairnError):
 
 class WorkerUnavailableError(MemcairnError):
     pass
+
+
+class WorkerError(MemcairnError):
+    """The worker answered, with a server error: a defect to report, not a worker to start again (a retry
+    could repeat a write that went through)."""

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from memcairn.cli.common import emit_json, settings
-from memcairn.errors import ConfigError, MemcairnError, StoreError, WorkerUnavailableError
+from memcairn.errors import ConfigError, MemcairnError, StoreError, WorkerError, WorkerUnavailableError
 
 if TYPE_CHECKING:
     from memcairn.client import WorkerClient
@@ -95,7 +95,7 @@ def _ask_worker(local: bool, path: str, params: dict[str, Any], *lists: tuple[st
         return None
     try:
         answer = client.get_json(path, params=params)
-    except (WorkerUnavailableError, ConfigError) as exc:
+    except (WorkerUnavailableError, WorkerError, ConfigError) as exc:
         click.echo(f"note: {exc}; working in-process instead", err=True)
         return None
     if not isinstance(answer, dict):
