@@ -305,6 +305,35 @@ def _kind(item: MemoryItem) -> str:
     return clean_line(item.type, TYPE_CHARS) or item.kind
 
 
+class _Rows:
+    """Each item's cleaned title and type and each time in ``tz``, worked out once per render: fitting the
+    budget renders the body several times, and cleaning text is most of a render's cost."""
+
+    def __init__(self, tz: tzinfo | None) -> None:
+        self.tz = tz
+        self._titles: dict[int, str] = {}
+        self._kinds: dict[int, str] = {}
+        self._times: dict[int, datetime] = {}
+
+    def title(self, item: MemoryItem) -> str:
+        found = self._titles.get(item.id)
+        if found is None:
+            found = self._titles[item.id] = _title(item)
+        return found
+
+    def kind(self, item: MemoryItem) -> str:
+        found = self._kinds.get(item.id)
+        if found is None:
+            found = self._kinds[item.id] = _kind(item)
+        return found
+
+    def when(self, epoch_ms: int) -> datetime:
+        found = self._times.get(epoch_ms)
+        if found is None:
+            found = self._times[epoch_ms] = _when(epoch_ms, self.tz)
+        return found
+
+
 def _tokens(chars: int) -> int:
     return round(chars / 4)
 
@@ -348,7 +377,7 @@ def shaping_settings(settings: Settings) -> tuple[Any, ...]:
     return tuple(getattr(settings, name) for name in CONTEXT_SETTINGS)
 
 
-def _body(data: ContextData, shape: _Shape, style: _Style, now: datetime, tz: tzinfo | None,
+def _body(data: ContextData, shape: _Shape, style: _Style, now: datetime, rows: _Rows,
           here_tokens: int) -> list[str]:
     p = style.paint
     lines = [p(f"{HEADER}{_scope(data.projects)} · {_clock(now)}", BOLD)]
@@ -359,20 +388,21 @@ def _body(data: ContextData, shape: _Shape, style: _Style, now: datetime, tz: tz
         lines += ["", p(f"## Recent observations ({len(shown)})", BOLD)]
         day = None
         for item in shown:
-            at = _when(item.created_at_epoch, tz)
+            at = rows.when(item.created_at_epoch)
             if f"{at:%Y-%m-%d}" != day:
                 day = f"{at:%Y-%m-%d}"
                 lines.append(p(f"### {day}", BOLD, CYAN))
-            kind = _kind(item)
-            lines.append(f"{p(f'#{item.id}', DIM)} {at:%H:%M} {p(kind, TYPE_COLOURS.get(kind, ''))} {_title(item)}")
+            kind = rows.kind(item)
+            lines.append(f"{p(f'#{item.id}', DIM)} {at:%H:%M} {p(kind, TYPE_COLOURS.get(kind, ''))} {rows.title(item)}")
     latest, earlier = (data.summaries[0], data.summaries[1:1 + shape.earlier]) if data.summaries else (None, ())
     if earlier:
         lines += ["", p(f"## Earlier sessions ({len(earlier)})", BOLD)]
         for item in earlier:
-            lines.append(f"{p(f'#{item.id}', DIM)} {_when(item.created_at_epoch, tz):%Y-%m-%d %H:%M} {_title(item)}")
+            at = rows.when(item.created_at_epoch)
+            lines.append(f"{p(f'#{item.id}', DIM)} {at:%Y-%m-%d %H:%M} {rows.title(item)}")
     if latest is not None:
-        lines += ["", p(f"## Latest session #{latest.id} · {_when(latest.created_at_epoch, tz):%Y-%m-%d %H:%M} · "
-                        f"{_title(latest)}", BOLD)]
+        lines += ["", p(f"## Latest session #{latest.id} · {rows.when(latest.created_at_epoch):%Y-%m-%d %H:%M} · "
+                        f"{rows.title(latest)}", BOLD)]
         cap = SECTION_CAPS[shape.cap]
         for name, label in SECTIONS:
             text = clean_line(getattr(latest, name), cap) if cap else ""
@@ -459,9 +489,10 @@ def _render(data: ContextData, settings: Settings, *, now_ms: int, tz: tzinfo | 
     limit = None if full else max(1, settings.context_token_budget) * 4
     shape = _Shape(len(data.observations), max(0, len(data.summaries) - 1))
     plain = _Style(False)
+    rows = _Rows(tz)
 
     def plain_text(here: int) -> str:
-        return fence("\n".join(_body(data, shape, plain, now, tz, here))) + "\n"
+        return fence("\n".join(_body(data, shape, plain, now, rows, here))) + "\n"
 
     # Fit with the widest count the footer can show, then settle the count on the final text.
     worst = _tokens(limit) if limit is not None else 10 ** 9
@@ -475,7 +506,7 @@ def _render(data: ContextData, settings: Settings, *, now_ms: int, tz: tzinfo | 
             break
         here = settled
     if colors:
-        return "\n".join(_body(data, shape, _Style(True), now, tz, here)) + "\n"
+        return "\n".join(_body(data, shape, _Style(True), now, rows, here)) + "\n"
     return plain_text(here)
 
 
