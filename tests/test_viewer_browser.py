@@ -8,6 +8,7 @@ Screenshots (light and dark) land in ``test-artifacts/``.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -84,24 +85,37 @@ def worker(tmp_path: Path) -> Iterator[httpx.Client]:
     )
     log_path = tmp_path / "worker.log"
     base_url = f"http://127.0.0.1:{port}"
-    with log_path.open("wb") as log, httpx.Client(base_url=base_url, timeout=10, trust_env=False) as client:
-        proc = subprocess.Popen(WORKER_COMMAND, env=env, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT)
+    with log_path.open("ab") as log, httpx.Client(base_url=base_url, timeout=10, trust_env=False) as client:
+        _launch(client, env, tmp_path, log, log_path)
+        client.restart = lambda: _restart(client, env, tmp_path, log, log_path)  # type: ignore[attr-defined]
         try:
-            deadline = time.monotonic() + READY_TIMEOUT_S
-            while True:
-                if proc.poll() is not None:
-                    pytest.fail(f"worker exited with {proc.returncode}:\n{log_path.read_text(errors='replace')}")
-                try:
-                    if client.get("/api/readiness", timeout=2).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                if time.monotonic() > deadline:
-                    pytest.fail(f"worker not ready after {READY_TIMEOUT_S}s:\n{log_path.read_text(errors='replace')}")
-                time.sleep(0.1)
             yield client
         finally:
-            _stop(proc)
+            _stop(client.proc)  # type: ignore[attr-defined]
+
+
+def _launch(client: httpx.Client, env: dict[str, str], cwd: Path, log: Any, log_path: Path) -> subprocess.Popen[bytes]:
+    """Start a worker and wait until it answers ready; ``client.proc`` is the process."""
+    proc = subprocess.Popen(WORKER_COMMAND, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT)
+    client.proc = proc  # type: ignore[attr-defined]
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while True:
+        if proc.poll() is not None:
+            pytest.fail(f"worker exited with {proc.returncode}:\n{log_path.read_text(errors='replace')}")
+        try:
+            if client.get("/api/readiness", timeout=2).status_code == 200:
+                return proc
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline:
+            pytest.fail(f"worker not ready after {READY_TIMEOUT_S}s:\n{log_path.read_text(errors='replace')}")
+        time.sleep(0.1)
+
+
+def _restart(client: httpx.Client, env: dict[str, str], cwd: Path, log: Any, log_path: Path) -> None:
+    """Stop the worker and start a new one on the same port and home (what ``memcairn worker restart`` does)."""
+    _stop(client.proc)  # type: ignore[attr-defined]
+    _launch(client, env, cwd, log, log_path)
 
 
 @pytest.fixture
@@ -397,3 +411,152 @@ def test_viewer_delete_by_keyboard_keeps_the_focus_in_the_list(worker: httpx.Cli
     expect(page.locator(f'[data-item-id="{newer}"]')).to_have_count(0)
     expect(page.locator("#worker-status")).to_contain_text(f"Deleted memory #{newer}")
     expect(_row(page, "#feed", older).locator(".row-button")).to_be_focused()
+
+
+def _feed_ids(page: Page) -> list[str]:
+    return page.eval_on_selector_all("#feed > [data-item-id]", "rows => rows.map(r => r.dataset.itemId)")
+
+
+def test_viewer_restart_keeps_the_feed_without_duplicates(worker: httpx.Client, page: Page) -> None:
+    """A worker restart ends the stream; the page reconnects and catches up: what the feed showed stays (also
+    past the first page of 50), what was saved meanwhile appears once, nothing twice."""
+    page.goto(str(worker.base_url.join("/")))
+    _wait_until_loaded(page)
+    saved = [_save(worker, project="viewer-test", title=f"Live {n} {MARKER}", text=f"n{n}", type="note")
+             for n in range(60)]
+    expect(page.locator("#feed-meta")).to_have_text("60 shown", timeout=SSE_DEADLINE_MS * 2)
+    worker.restart()  # type: ignore[attr-defined]
+    after = _save(worker, project="viewer-test", title="Saved after the restart", text="late", type="note")
+    expect(_row(page, "#feed", after)).to_be_visible(timeout=15_000)
+    _wait_until_loaded(page)
+    expect(page.locator("#feed-meta")).to_have_text("61 shown")
+    ids = _feed_ids(page)
+    assert len(ids) == len(set(ids))
+    assert ids == [str(i) for i in sorted([*saved, after], reverse=True)]
+    # The browser logs the requests refused (503) or unanswered while the worker restarts; nothing else.
+    errors = page.errors  # type: ignore[attr-defined]
+    assert [e for e in errors if not e.startswith("console: Failed to load resource")] == []
+
+
+def test_viewer_filtered_feed_survives_a_flood_of_other_projects(worker: httpx.Client, page: Page) -> None:
+    """A tab filtered to one project, left open while other projects write hundreds of memories: those never
+    show, and they do not push the project's own memories out of the bounded feed."""
+    mine = [_save(worker, project="viewer-mine", title=f"Mine {n}", text=f"m{n}", type="note") for n in range(5)]
+    page.goto(str(worker.base_url.join("/")))
+    _wait_until_loaded(page)
+    page.locator("#project-filter").select_option("viewer-mine")
+    _wait_until_loaded(page)
+    expect(page.locator("#feed-meta")).to_have_text("5 shown")
+    last = 0
+    for n in range(320):
+        last = _save(worker, project="viewer-flood", title=f"Flood {n}", text=f"f{n}", type="note")
+    expect(page.locator(f'#feed [data-item-id="{last}"]')).to_have_count(1, timeout=SSE_DEADLINE_MS * 2)
+    expect(_row(page, "#feed", last)).to_be_hidden()
+    for item_id in mine:
+        expect(_row(page, "#feed", item_id)).to_be_visible()
+    assert page.locator("#feed > [data-item-id]").count() <= 300
+
+
+def test_viewer_right_to_left_and_emoji_text(worker: httpx.Client, page: Page) -> None:
+    """Right-to-left text is laid out right to left (its punctuation where its reader expects it), and a
+    long title cut for a row never splits an emoji into a broken half."""
+    rtl_title = "מחיקת המטמון נכשלה!"
+    rtl = _save(worker, project="viewer-test", title=rtl_title, text="שלום עולם, זה טקסט.", type="note",
+                facts=["עובדה אחת."])
+    emoji = _save(worker, project="viewer-test", title="a" * 238 + "😀" * 20, text="emoji", type="note")
+    page.goto(str(worker.base_url.join("/")))
+    _wait_until_loaded(page)
+    direction = "el => getComputedStyle(el).direction"
+    assert _row(page, "#feed", rtl).locator(".row-title").evaluate(direction) == "rtl"
+    assert _row(page, "#feed", emoji).locator(".row-title").evaluate(direction) == "ltr"
+    well_formed = "el => el.textContent.isWellFormed()"
+    assert _row(page, "#feed", emoji).locator(".row-title").evaluate(well_formed)
+    _row(page, "#feed", rtl).click()
+    expect(page.locator("#detail-heading")).to_have_text(rtl_title)
+    assert page.locator("#detail-heading").evaluate(direction) == "rtl"
+    assert page.locator("#detail [data-field='text'] .prose").evaluate(direction) == "rtl"
+    assert page.locator("#detail [data-field='facts'] li").evaluate(direction) == "rtl"
+    _row(page, "#feed", emoji).click()
+    expect(page.locator("#detail-heading")).to_contain_text("😀")
+    assert page.locator("#detail-heading").evaluate(direction) == "ltr"
+    assert page.locator("#detail-heading").evaluate(well_formed)
+
+
+def test_viewer_long_unbroken_words_wrap_in_the_detail(worker: httpx.Client, page: Page) -> None:
+    """A fact, concept or subtitle that is one long word (a hash, a URL) wraps instead of widening the panel."""
+    word = "x" * 400
+    item_id = _save(worker, project="viewer-test", title="Long words", subtitle=word, text="t", type="note",
+                    facts=[word], concepts=[word])
+    page.goto(str(worker.base_url.join("/")))
+    _wait_until_loaded(page)
+    _row(page, "#feed", item_id).click()
+    expect(page.locator("#detail-heading")).to_have_text("Long words")
+    detail = page.locator("#detail")
+    assert detail.evaluate("el => el.scrollWidth <= el.clientWidth"), "the detail panel scrolls sideways"
+
+
+def test_viewer_time_labels_follow_the_clock(worker: httpx.Client, page: Page) -> None:
+    """A tab left open past midnight: a memory from yesterday no longer reads as a bare time of day."""
+    page.clock.install(time=time.time())
+    page.goto(str(worker.base_url.join("/")))
+    _wait_until_loaded(page)
+    item_id = _save(worker, project="viewer-test", title="Before midnight", text="t", type="note")
+    label = _row(page, "#feed", item_id).locator("time")
+    expect(label).to_have_text(re.compile(r"^\d\d:\d\d$"), timeout=SSE_DEADLINE_MS)
+    page.clock.fast_forward("25:00:00")
+    expect(label).not_to_have_text(re.compile(r"^\d\d:\d\d$"))
+
+
+def test_viewer_long_project_name_does_not_widen_the_page(worker: httpx.Client, page: Page) -> None:
+    """A project name of 200 characters without a space (the longest allowed) wraps inside its row."""
+    long_project = "p" * 200
+    item_id = _save(worker, project=long_project, title="Long project", text="t", type="note")
+    page.goto(str(worker.base_url.join("/")))
+    _wait_until_loaded(page)
+    expect(_row(page, "#feed", item_id)).to_be_visible()
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), "the page scrolls sideways"
+    feed = page.locator("#feed")
+    assert feed.evaluate("el => el.scrollWidth <= el.clientWidth")
+
+
+def test_viewer_delete_moves_the_focus_past_hidden_rows(worker: httpx.Client, page: Page) -> None:
+    """Deleting the last shown row of a filtered feed puts the focus on the shown row above it, skipping a
+    live row of another project that the filter hides, not on the search box."""
+    last = _save(worker, project="viewer-mine", title="Last of mine", text="goes", type="note")
+    page.goto(str(worker.base_url.join("/")))
+    _wait_until_loaded(page)
+    page.locator("#project-filter").select_option("viewer-mine")
+    _wait_until_loaded(page)
+    other = _save(worker, project="viewer-other", title="Not mine", text="hidden", type="note")
+    expect(page.locator(f'#feed [data-item-id="{other}"]')).to_have_count(1, timeout=SSE_DEADLINE_MS)
+    above = _save(worker, project="viewer-mine", title="Newest of mine", text="stays", type="note")
+    expect(_row(page, "#feed", above)).to_be_visible(timeout=SSE_DEADLINE_MS)
+    expect(_row(page, "#feed", other)).to_be_hidden()
+    assert _feed_ids(page) == [str(above), str(other), str(last)]
+    _row(page, "#feed", last).locator(".row-button").focus()
+    page.keyboard.press("Enter")
+    expect(page.locator("#detail-heading")).to_have_text("Last of mine")
+    page.keyboard.press("Tab")
+    expect(page.locator("#delete-button")).to_be_focused()
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.keyboard.press("Enter")
+    expect(page.locator(f'[data-item-id="{last}"]')).to_have_count(0)
+    expect(_row(page, "#feed", above).locator(".row-button")).to_be_focused()
+
+
+def test_viewer_escape_returns_to_the_search_result(worker: httpx.Client, page: Page) -> None:
+    """Opening a search result by keyboard and closing it with Escape puts the focus back on that result, not
+    on the same memory further down in the feed."""
+    item_id = _save(worker, project="viewer-test", title=f"Found by search {MARKER}", text="t", type="note")
+    page.goto(str(worker.base_url.join("/")))
+    _wait_until_loaded(page)
+    page.locator("#search-input").fill(MARKER)
+    page.locator("#search-input").press("Enter")
+    result = _row(page, "#results", item_id).locator(".row-button")
+    expect(result).to_be_visible()
+    result.focus()
+    page.keyboard.press("Enter")
+    expect(page.locator("#detail-heading")).to_be_focused()
+    page.keyboard.press("Escape")
+    expect(page.locator("#delete-button")).to_be_hidden()
+    expect(result).to_be_focused()

@@ -7,6 +7,8 @@
   const FEED_LIMIT = 50; // items fetched on load and whenever the filters change
   const FEED_MAX = 300; // the feed keeps at most this many rows; the oldest go first
   const SEARCH_LIMIT = 50;
+  const PAGE_MAX = 100; // the worker's largest page; a catch-up after a reconnect asks for several
+  const CLOCK_MS = 60000; // time labels ("14:05", "3 Dec 14:05") are redone as the day changes
   const RECONNECT_MS = 5000;
   const RETRY_MS = 2000; // a feed that could not load (worker starting, restarting) is asked for again
   const ROW_TITLE_CHARS = 240; // a title may be 256 KiB; rows and the heading show the start of it
@@ -66,6 +68,7 @@
     query: '', // the active search, '' = none
     results: [],
     selectedId: null,
+    openedFrom: null, // the list (results or feed) whose row opened the detail; Close returns there
     record: null, // the full record shown in the detail panel
     projects: new Map(), // name -> item count (null when unknown)
     merges: new Map(), // project name -> the project it was merged into (its memories answer to both)
@@ -110,15 +113,25 @@
   const dayMonth = new Intl.DateTimeFormat(undefined, { day: 'numeric', month: 'short' });
   const dayMonthYear = new Intl.DateTimeFormat(undefined, { day: 'numeric', month: 'short', year: 'numeric' });
 
+  function timeLabel(date, now = new Date()) {
+    if (date.toDateString() === now.toDateString()) return timeOnly.format(date);
+    if (date.getFullYear() === now.getFullYear()) return `${dayMonth.format(date)} ${timeOnly.format(date)}`;
+    return dayMonthYear.format(date);
+  }
+
   function timeElement(ms) {
     if (ms === null) return el('time', { text: '' });
     const date = new Date(ms);
+    return el('time', { text: timeLabel(date), attrs: { datetime: date.toISOString(), title: fullDate.format(date) } });
+  }
+
+  function refreshTimeLabels() {
+    // A tab left open past midnight: today's "14:05" becomes "3 Dec 14:05".
     const now = new Date();
-    let label;
-    if (date.toDateString() === now.toDateString()) label = timeOnly.format(date);
-    else if (date.getFullYear() === now.getFullYear()) label = `${dayMonth.format(date)} ${timeOnly.format(date)}`;
-    else label = dayMonthYear.format(date);
-    return el('time', { text: label, attrs: { datetime: date.toISOString(), title: fullDate.format(date) } });
+    for (const node of document.querySelectorAll('.rows time[datetime]')) {
+      const label = timeLabel(new Date(node.getAttribute('datetime')), now);
+      if (node.textContent !== label) node.textContent = label;
+    }
   }
 
   function normalize(raw) {
@@ -141,7 +154,10 @@
   }
 
   function cut(text, limit) {
-    return text.length > limit ? `${text.slice(0, limit - 1).trimEnd()}…` : text;
+    if (text.length <= limit) return text;
+    let end = limit - 1;
+    if (/[\uD800-\uDBFF]/.test(text[end - 1])) end--; // never keep half of a surrogate pair (an emoji)
+    return `${text.slice(0, end).trimEnd()}…`;
   }
 
   function firstText(record) {
@@ -233,7 +249,7 @@
       showScore && item.score !== null ? el('span', { className: 'row-score', text: `score ${item.score.toFixed(3)}` }) : null,
       timeElement(item.created),
     ]);
-    const title = el('span', { className: 'row-title', text: cut(titleOf(item), ROW_TITLE_CHARS) });
+    const title = el('span', { className: 'row-title', text: cut(titleOf(item), ROW_TITLE_CHARS), attrs: { dir: 'auto' } });
     const button = el('button', { className: 'row-button', attrs: { type: 'button' } }, [top, title]);
     const row = el('li', {
       className: 'row',
@@ -274,7 +290,9 @@
 
   function trimFeed() {
     if (state.feed.size <= FEED_MAX) return;
-    const sorted = Array.from(state.feed.values()).sort(compareNewest);
+    // Rows the filters hide go first: a filtered tab keeps its own memories however busy other projects are.
+    const f = filters();
+    const sorted = Array.from(state.feed.values()).sort((a, b) => matches(b, f) - matches(a, f) || compareNewest(a, b));
     for (const item of sorted.slice(FEED_MAX)) {
       state.feed.delete(item.id);
       const row = feedRow(item.id);
@@ -351,36 +369,50 @@
 
   let feedRetryTimer = null;
 
-  function retryLater(error) {
+  function retryLater(error, oldest) {
     clearTimeout(feedRetryTimer);
     if (error.status !== undefined && error.status < 500) return; // a request the worker refuses stays refused
     feedRetryTimer = setTimeout(() => {
-      loadFeed();
+      loadFeed(oldest);
       loadProjects();
     }, RETRY_MS);
   }
 
-  async function loadFeed() {
+  async function fetchFeed(oldest) {
+    // The newest FEED_LIMIT items; given the oldest item the feed showed (a catch-up after a reconnect), on
+    // down to it, so the feed loses nothing it had (at most FEED_MAX items).
+    const items = [];
+    let limit = FEED_LIMIT;
+    while (items.length < FEED_MAX) {
+      const params = filterParams(new URLSearchParams({ limit: String(limit), offset: String(items.length), format: 'json' }));
+      const page = resultsOf(await getJSON(`/api/search?${params}`));
+      items.push(...page);
+      if (page.length < limit || !oldest || compareNewest(normalize(page[page.length - 1]), oldest) >= 0) break;
+      limit = Math.min(PAGE_MAX, FEED_MAX - items.length);
+    }
+    return items;
+  }
+
+  async function loadFeed(oldest = null) {
     const seq = ++state.seq.feed;
     clearTimeout(feedRetryTimer);
     state.pending = [];
     ui.feed.setAttribute('aria-busy', 'true');
-    const params = filterParams(new URLSearchParams({ limit: String(FEED_LIMIT), format: 'json' }));
     let data;
     try {
-      data = await getJSON(`/api/search?${params}`);
+      data = await fetchFeed(oldest);
     } catch (error) {
       if (seq !== state.seq.feed) return;
       state.pending = null;
       ui.feed.removeAttribute('aria-busy');
       state.feedError = `Could not load the feed (${error.message}).`;
       updateFeedMeta();
-      retryLater(error);
+      retryLater(error, oldest);
       return;
     }
     if (seq !== state.seq.feed) return;
     const fresh = new Map();
-    for (const raw of resultsOf(data)) {
+    for (const raw of data) {
       const item = normalize(raw);
       if (item.id) fresh.set(item.id, item);
       noteItem(item);
@@ -651,13 +683,13 @@
     if (record.prompt_number !== null && record.prompt_number !== undefined) addMeta('Prompt', record.prompt_number);
     ui.detailBody.append(meta);
 
-    if (str(record.subtitle).trim()) ui.detailBody.append(el('p', { className: 'subtitle', text: record.subtitle }));
+    if (str(record.subtitle).trim()) ui.detailBody.append(el('p', { className: 'subtitle', text: record.subtitle, attrs: { dir: 'auto' } }));
 
     let sections = 0;
     if (heading.length > HEADING_CHARS && heading === item.title.trim()) {
       ui.detailBody.append(el('section', { className: 'record-section', attrs: { 'data-field': 'title' } }, [
         el('h3', { text: 'Title' }),
-        el('div', { className: 'prose', text: heading }),
+        el('div', { className: 'prose', text: heading, attrs: { dir: 'auto' } }),
       ]));
     }
     for (const [field, label] of TEXT_SECTIONS) {
@@ -666,7 +698,7 @@
       sections++;
       ui.detailBody.append(el('section', { className: 'record-section', attrs: { 'data-field': field } }, [
         el('h3', { text: label }),
-        el('div', { className: 'prose', text: value }),
+        el('div', { className: 'prose', text: value, attrs: { dir: 'auto' } }),
       ]));
     }
     for (const [field, label, style] of LIST_SECTIONS) {
@@ -674,7 +706,7 @@
       if (values.length === 0) continue;
       sections++;
       const list = el('ul', { className: `list-${style}` });
-      for (const value of values) list.append(el('li', {}, [style === 'files' ? el('code', { text: value }) : document.createTextNode(value)]));
+      for (const value of values) list.append(el('li', { attrs: { dir: 'auto' } }, [style === 'files' ? el('code', { text: value }) : document.createTextNode(value)]));
       ui.detailBody.append(el('section', { className: 'record-section', attrs: { 'data-field': field } }, [
         el('h3', { text: label }),
         list,
@@ -720,12 +752,17 @@
     }
   }
 
+  function shownSibling(row, direction) {
+    let sibling = row[direction];
+    while (sibling && (sibling.hidden || !sibling.querySelector('.row-button'))) sibling = sibling[direction];
+    return sibling;
+  }
+
   function focusTargetAfter(id) {
-    const rows = rowsFor(id);
-    for (const row of rows) {
-      let sibling = row.nextElementSibling || row.previousElementSibling;
-      while (sibling && sibling.hidden) sibling = sibling.nextElementSibling;
-      if (sibling && sibling.querySelector('.row-button')) return sibling.querySelector('.row-button');
+    // The shown row below the one going away, else the one above it, else the search box.
+    for (const row of rowsFor(id)) {
+      const sibling = shownSibling(row, 'nextElementSibling') || shownSibling(row, 'previousElementSibling');
+      if (sibling) return sibling.querySelector('.row-button');
     }
     return ui.searchInput;
   }
@@ -844,7 +881,10 @@
       setConnection('live', 'Live');
       if (state.hadError) {
         state.hadError = false;
-        loadFeed(); // catch up on what was missed while disconnected
+        // Catch up on what was missed while disconnected, as far down as the feed reached.
+        const f = filters();
+        const shown = Array.from(state.feed.values()).filter((item) => matches(item, f)).sort(compareNewest);
+        loadFeed(shown[shown.length - 1] || null);
         loadProjects();
       }
     });
@@ -873,6 +913,7 @@
   function onRowActivate(event) {
     const row = event.target.closest('[data-item-id]');
     if (!row) return;
+    state.openedFrom = row.parentElement;
     openDetail(row.getAttribute('data-item-id'), { focus: event.detail === 0 });
   }
 
@@ -912,8 +953,11 @@
   ui.detailClose.addEventListener('click', () => {
     const id = state.selectedId;
     closeDetail();
-    const row = id && feedRow(id);
-    if (row && !row.hidden) row.querySelector('.row-button').focus();
+    const lists = [state.openedFrom, ui.feed].filter((list) => list && list.isConnected);
+    const row = id && lists.flatMap((list) => Array.from(list.children)).find(
+      (other) => other.getAttribute('data-item-id') === id && !other.hidden && !other.closest('[hidden]'),
+    );
+    if (row) row.querySelector('.row-button').focus();
     else ui.searchInput.focus();
   });
   document.addEventListener('keydown', (event) => {
@@ -933,6 +977,7 @@
     connect();
   });
 
+  setInterval(refreshTimeLabels, CLOCK_MS);
   renderTypeOptions();
   connect();
   loadProjects();
