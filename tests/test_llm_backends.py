@@ -334,7 +334,7 @@ def test_broken_xml_is_repaired() -> None:
 
 
 def test_one_broken_element_does_not_lose_the_others() -> None:
-    broken = "<observation><type>change<title>unclosed type</title></observation>"
+    broken = '<observation><type>change</type><title a="1" a="2">duplicate attribute</title></observation>'
     assert [o.title for o in parse_observations(GOOD + broken + SECOND)] == [
         "Pager rounded the page count down", "Tests use a fixed page size of 10"]
     with pytest.raises(CompressionFailed) as info:
@@ -343,7 +343,56 @@ def test_one_broken_element_does_not_lose_the_others() -> None:
 
 
 def test_reply_cut_by_the_token_limit_keeps_complete_observations() -> None:
-    assert len(parse_observations(GOOD + SECOND[: len(SECOND) // 2])) == 1
+    first, second = parse_observations(GOOD + SECOND[: SECOND.index("PAGE_SIZE")])  # cut inside a <fact>
+    assert first.title == "Pager rounded the page count down"
+    assert second.title == "Tests use a fixed page size of 10" and second.facts == ()
+
+
+def test_a_lone_observation_cut_by_the_token_limit_keeps_its_complete_elements() -> None:
+    [obs] = parse_observations(GOOD[: GOOD.index("Switched to")])  # stopped inside <narrative>
+    assert obs.type == "bugfix" and obs.title == "Pager rounded the page count down"
+    assert len(obs.facts) == 2 and obs.narrative is None
+    with pytest.raises(CompressionFailed):
+        parse_observations("<observation><title>Pager rou")
+
+
+def test_tag_names_of_ours_written_as_text_do_not_lose_the_element() -> None:
+    reply = ("<observation><type>feature</type><title>Set the <title> of index.html</title>"
+             "<facts><fact>each <file> needs a <type> attribute</fact><fact>second fact</facts>"
+             "<narrative>closes </summary> early</narrative></observation>")
+    [obs] = parse_observations(reply)
+    assert obs.title == "Set the <title> of index.html" and obs.type == "feature"
+    assert obs.facts == ("each <file> needs a <type> attribute", "second fact")  # a forgotten </fact> is closed
+    assert obs.narrative == "closes </summary> early"
+    summary = parse_summary("<summary><request>Fix the <summary> of the <details> block</request></summary>")
+    assert summary is not None and summary.request == "Fix the <summary> of the <details> block"
+
+
+@pytest.mark.parametrize("reply", [
+    "Here is the <observation> for this batch:\n" + GOOD,
+    "<observation>\n" + GOOD,
+    "<observation>" + GOOD + "</observation>",
+])
+def test_a_repeated_or_mentioned_opening_tag_does_not_lose_the_element(reply: str) -> None:
+    assert [o.title for o in parse_observations(reply)] == ["Pager rounded the page count down"]
+    summary = parse_summary(reply.replace(GOOD, SUMMARY).replace("observation", "summary"))
+    assert summary is not None and summary.request == "Fix the pager losing the last page"
+
+
+def test_the_drafts_of_a_reasoning_block_are_not_the_answer() -> None:
+    draft = "<think>First try: <observation><title>Draft</title></observation>. Too vague.</think>\n"
+    assert [o.title for o in parse_observations(draft + GOOD)] == ["Pager rounded the page count down"]
+    assert parse_observations("<thinking>Only a listing, <observation> not needed.</thinking><skip/>") == []
+    summary = parse_summary("<think><summary><request>draft</request></summary></think>" + SUMMARY)
+    assert summary is not None and summary.request == "Fix the pager losing the last page"
+
+
+def test_character_references_xml_forbids_are_dropped_not_the_observation() -> None:
+    [obs] = parse_observations("<observation><title>Colour &#27;[31mred&#x1b;[0m &#0;&#99999999; done</title>"
+                               "</observation>")
+    assert obs.title == "Colour [31mred[0m done"
+    [long] = parse_observations(f"<observation><title>a &#{'9' * 5000}; b</title></observation>")
+    assert long.title == "a b"  # int() would refuse the digits; the reference goes like any impossible one
 
 
 @pytest.mark.parametrize("reply", ["<skip/>", "Nothing notable here.\n<skip />", "```xml\n<skip/>\n```",
@@ -501,6 +550,30 @@ def test_anthropic_slow_server_times_out(stub: Stub, tmp_path: Path, monkeypatch
     assert time.monotonic() - started < 1.4
 
 
+@pytest.mark.parametrize("key", ["\u201csk-ant-secret\u201d", "sk-ant-\nsecret", "sk-ant-secret # work key"])
+def test_a_key_pasted_with_stray_characters_is_auth_and_never_shown(stub: Stub, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch,
+                                                                     key: str) -> None:
+    ledger = MemoryLedger()
+    compressor = anthropic_compressor(stub, tmp_path, ledger, monkeypatch)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", key)
+    with pytest.raises(CompressionFailed) as info:
+        compressor.observe(turn_with(), [edit_call()])
+    assert info.value.reason == "auth" and "ANTHROPIC_API_KEY" in info.value.detail
+    assert "secret" not in info.value.detail and stub.requests == []
+
+
+@pytest.mark.parametrize("status", [301, 302, 307, 308])
+def test_a_redirect_is_not_followed_and_names_its_target(stub: Stub, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch, status: int) -> None:
+    stub.reply(b"", status=status, headers={"location": "/moved/v1/messages"})
+    with pytest.raises(CompressionFailed) as info:
+        anthropic_compressor(stub, tmp_path, MemoryLedger(), monkeypatch).observe(turn_with(), [edit_call()])
+    assert info.value.reason == "error"
+    assert f"HTTP {status}, a redirect to {stub.url}/moved/v1/messages" in info.value.detail
+    assert len(stub.requests) == 1  # not repeated (as a GET, with the key) to wherever Location points
+
+
 def test_anthropic_missing_key_is_auth_without_request(stub: Stub, tmp_path: Path) -> None:
     settings = settings_for(tmp_path, llm_base_url=stub.url)
     compressor = LlmCompressor(AnthropicClient(settings), MemoryLedger(), settings)
@@ -586,6 +659,17 @@ def test_openai_http_errors_are_classified(stub: Stub, tmp_path: Path, status: i
     assert info.value.reason == reason
 
 
+def test_a_reply_the_token_limit_left_empty_says_so(stub: Stub, tmp_path: Path) -> None:
+    ledger = MemoryLedger()
+    stub.reply({"choices": [{"index": 0, "finish_reason": "length",
+                             "message": {"role": "assistant", "content": None, "reasoning_content": "Hmm..."}}],
+                "usage": {"prompt_tokens": 900, "completion_tokens": 4096}})
+    with pytest.raises(CompressionFailed) as info:
+        openai_compressor(stub, tmp_path, ledger).observe(turn_with(), [edit_call()])
+    assert info.value.reason == "prose" and "max_tokens 4096" in info.value.detail
+    assert ledger.tokens_spent() == 900 + 4096
+
+
 def test_openai_needs_a_base_url(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="llm_base_url"):
         make_compressor(settings_for(tmp_path, capture_backend="openai"), MemoryLedger())
@@ -613,6 +697,11 @@ if mode == "ok":
     print(json.dumps({{"type": "result", "subtype": "success", "is_error": False, "result": {reply!r},
                       "usage": usage, "total_cost_usd": 0.001,
                       "modelUsage": {{"claude-haiku-4-5-20251001": {{"inputTokens": 30}}}}}}))
+elif mode == "noisy":
+    print("Update available! Run: claude update")
+    print(json.dumps({{"type": "result", "subtype": "success", "is_error": False, "result": {reply!r},
+                      "usage": usage}}))
+    print("(wrapper) done")
 elif mode == "list":
     print(json.dumps([{{"type": "system"}}, {{"type": "result", "subtype": "success", "is_error": False,
                                             "result": {reply!r}}}]))
@@ -685,6 +774,16 @@ def test_claude_cli_model_setting_and_old_list_output(tmp_path: Path, fake_claud
     assert result.usage[0].model == "sonnet" and result.usage[0].input_tokens > 0
     argv = json.loads(log.read_text(encoding="utf-8"))["argv"]
     assert argv[argv.index("--model") + 1] == "sonnet"
+
+
+def test_claude_cli_lines_around_the_json_are_passed_over(tmp_path: Path, fake_claude) -> None:
+    reply = '<observation><title>Quoted "page" fix</title>\n<narrative>a\\b</narrative></observation>'
+    script, _ = fake_claude("noisy", reply=reply)
+    ledger = MemoryLedger()
+    result = cli_compressor(tmp_path, ledger, str(script)).observe(turn_with(), [edit_call()])
+    [obs] = result.observations
+    assert obs.title == 'Quoted "page" fix' and obs.narrative == "a\\b"  # not the JSON-escaped text
+    assert ledger.tokens_spent() == 240  # the usage claude reported, not an estimate
 
 
 @pytest.mark.parametrize(("mode", "reason", "recorded"), [

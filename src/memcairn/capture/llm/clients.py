@@ -81,9 +81,22 @@ def _one_line(text: str, limit: int = 300) -> str:
     return " ".join(text.split())[:limit]
 
 
+# What an API key is made of: visible ASCII. A quote, a line break or a non-ASCII character pasted with a key
+# cannot go into an HTTP header (http.client would raise, a line break with the key in the message).
+_API_KEY_RE = re.compile(r"[\x21-\x7e]+")
+
+
 def _api_key(settings: Settings, default_env: str) -> tuple[str, str | None]:
+    """The environment variable holding the key and its value (None when unset or empty).
+
+    Raises:
+        CompressionFailed: ``auth``, the value holds characters no key has; the message never shows the key.
+    """
     env_name = settings.llm_api_key_env.strip() or default_env
     value = os.environ.get(env_name, "").strip()
+    if value and not _API_KEY_RE.fullmatch(value):
+        raise CompressionFailed("auth", f"the API key in {env_name} holds characters no key has (a quote, a space, "
+                                        "a line break or a non-ASCII character pasted with it?)")
     return env_name, value or None
 
 
@@ -163,6 +176,15 @@ def _read_body(response: Any, deadline: float, timeout: float, label: str) -> by
         chunks.append(chunk)
 
 
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """Redirects are not followed: urllib would repeat the POST as a GET without its body, with the API key,
+    to wherever ``Location`` points. The 3xx then arrives as an ``HTTPError``."""
+
+    def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any,
+                         newurl: str) -> None:
+        return None
+
+
 def post_json(url: str, headers: dict[str, str], body: dict[str, Any], timeout: float, label: str) -> dict[str, Any]:
     """POST ``body`` as JSON and return the JSON object answered; every problem as ``CompressionFailed``."""
     request = urllib.request.Request(
@@ -171,9 +193,16 @@ def post_json(url: str, headers: dict[str, str], body: dict[str, Any], timeout: 
     )
     deadline = time.monotonic() + timeout
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
+        with urllib.request.build_opener(_NoRedirects).open(request, timeout=timeout) as response:
             raw = _read_body(response, deadline, timeout, label)
     except urllib.error.HTTPError as exc:
+        if 300 <= exc.code < 400:
+            exc.close()
+            location = exc.headers.get("location") if exc.headers else None
+            target = urllib.parse.urljoin(url, location) if location else ""
+            raise CompressionFailed("error", f"{label} answered HTTP {exc.code}, a redirect to "
+                                             f"{_one_line(target, 200) or '?'}: "
+                                             "set llm_base_url to the address it names") from None
         retry_after = retry_after_seconds(exc.headers.get("retry-after") if exc.headers else None)
         try:
             text = _error_text(exc.read(_ERROR_BODY_CHARS * 4))
@@ -305,6 +334,9 @@ class OpenAIClient:
         if message.get("refusal") or choice.get("finish_reason") == "content_filter":
             reason = str(message.get("refusal") or "finish_reason content_filter")
             raise ReplyFailed("refusal", f"the model declined: {_one_line(reason, 200)}", usage)
+        if not text.strip() and choice.get("finish_reason") == "length":
+            raise ReplyFailed("prose", f"the model stopped at max_tokens {max_tokens} before answering anything "
+                                       "(a reasoning model may have spent them thinking)", usage)
         return text, usage
 
 
@@ -422,9 +454,22 @@ def _kill_group(process: subprocess.Popen[str]) -> None:
 
 
 def _cli_result(stdout: str) -> dict[str, Any] | None:
-    """The result object of ``--output-format json`` (older versions print a list of messages ending in it)."""
+    """The result object of ``--output-format json`` (older versions print a list of messages ending in it).
+    Lines printed around it (an update notice, a wrapper script's echo) are passed over: else the raw JSON,
+    escapes and all, would be taken for the model's reply and its usage and ``is_error`` ignored."""
+    whole = _json_result(stdout)
+    if whole is not None:
+        return whole
+    for line in reversed(stdout.splitlines()):
+        found = _json_result(line) if line.lstrip().startswith(("{", "[")) else None
+        if found is not None and found.get("type") == "result":
+            return found
+    return None
+
+
+def _json_result(text: str) -> dict[str, Any] | None:
     try:
-        payload = json.loads(stdout)
+        payload = json.loads(text)
     except ValueError:
         return None
     if isinstance(payload, list):

@@ -23,9 +23,21 @@ _KNOWN_TAGS = (
 )
 _OBSERVATION_RE = re.compile(r"<observation\b[^>]*>.*?</observation\s*>", re.DOTALL | re.IGNORECASE)
 _SUMMARY_RE = re.compile(r"<summary\b[^>]*>.*?</summary\s*>", re.DOTALL | re.IGNORECASE)
+_OBSERVATION_OPEN_RE = re.compile(r"<observation\b[^>]*>", re.IGNORECASE)
 _SUMMARY_OPEN_RE = re.compile(r"<summary\b[^>]*>", re.IGNORECASE)
-_SECTION_CLOSE_RE = re.compile(r"</(?:" + "|".join((*SUMMARY_SECTIONS, "files_read", "files_modified")) + r")\s*>",
-                               re.IGNORECASE)
+_TAG_RE = re.compile(r"<(/?)(" + "|".join(_KNOWN_TAGS) + r")\b[^<>]*?(/?)>", re.IGNORECASE)
+_CLOSE_RE = re.compile(r"</(?:" + "|".join(_KNOWN_TAGS) + r")\s*>", re.IGNORECASE)
+# The elements each element of ours holds; an opening tag left unclosed inside its parent is closed there.
+_CHILDREN: dict[str, frozenset[str]] = {
+    "observations": frozenset({"observation"}),
+    "observation": frozenset({"type", "title", "subtitle", "facts", "narrative", "concepts", "files_read",
+                              "files_modified"}),
+    "summary": frozenset({*SUMMARY_SECTIONS, "files_read", "files_modified"}),
+    "facts": frozenset({"fact"}),
+    "concepts": frozenset({"concept"}),
+    "files_read": frozenset({"file"}),
+    "files_modified": frozenset({"file"}),
+}
 _SKIP_RE = re.compile(r"<skip\s*/>|<skip\s*>.*?</skip\s*>|<observations\s*/>|<observations\s*>\s*</observations\s*>",
                       re.DOTALL | re.IGNORECASE)
 _ENTITY_RE = re.compile(r"&(#[0-9]+;|#x[0-9a-fA-F]+;|[A-Za-z][A-Za-z0-9]*;)?")
@@ -71,6 +83,9 @@ _AUTH_RE = re.compile(
 )
 _ERROR_REPLY_CHARS = 400
 _FENCE_RE = re.compile(r"```[A-Za-z0-9_-]*\s*\n?|```")
+# The reasoning some models (DeepSeek-R1, Qwen3 on Ollama, vLLM or LM Studio) put before their answer; its drafts
+# of the XML are not the answer.
+_THINK_RE = re.compile(r"<(think|thinking)>.*?</\1\s*>", re.DOTALL | re.IGNORECASE)
 _CLASSIFY_CHARS = 600
 
 
@@ -78,8 +93,9 @@ class _Unparsable(Exception):
     pass
 
 
-def _strip_fences(reply: str) -> str:
-    return _FENCE_RE.sub("\n", reply)
+def _answer_text(reply: str) -> str:
+    """The reply without its reasoning block and markdown fences."""
+    return _FENCE_RE.sub("\n", _THINK_RE.sub("\n", reply))
 
 
 def _repair_entity(match: re.Match[str]) -> str:
@@ -87,7 +103,11 @@ def _repair_entity(match: re.Match[str]) -> str:
     if body is None:
         return "&amp;"
     if body.startswith("#"):
-        return match.group(0)
+        if len(body) > 12:  # past any character (and int() refuses thousands of digits): drop it
+            return ""
+        code = int(body[2:-1], 16) if body.startswith("#x") else int(body[1:-1])
+        # a reference to a character XML forbids (&#27; from a terminal) is dropped like the character itself
+        return match.group(0) if code <= 0x10FFFF and not _ILLEGAL_XML_RE.match(chr(code)) else ""
     name = body[:-1]
     if name in _XML_ENTITIES:
         return match.group(0)
@@ -102,9 +122,66 @@ def _repair(fragment: str) -> str:
     return _STRAY_LT_RE.sub("&lt;", _ENTITY_RE.sub(_repair_entity, fragment))
 
 
+def _balance(fragment: str) -> str:
+    """``fragment`` with its tags of ours nested: one left open inside its parent is closed where the parent
+    closes when it belongs there (a forgotten ``</fact>``), else taken for text and escaped (``the <title> of
+    the page`` inside a ``<request>``); an opening tag of an element already open is text too, unless it starts
+    the next item of a list; a closing tag nothing opened is escaped; the elements still open at the end (a
+    reply cut off by the token limit) are closed."""
+    # Since none of ours nests in itself, the stack is never deeper than the number of tag names.
+    stack: list[tuple[str, str, int]] = []  # (lower-case name, name as written, offset of its "<")
+    edits: list[tuple[int, int, str]] = []  # (offset, characters replaced, replacement)
+    for match in _TAG_RE.finditer(fragment):
+        closing, written, empty = match.group(1), match.group(2), match.group(3)
+        name = written.lower()
+        if empty:
+            continue
+        if not closing:
+            if any(name == open_name for open_name, _, _ in stack):  # none of ours nests in itself
+                if len(stack) > 1 and stack[-1][0] == name and _CHILDREN.get(stack[-2][0]) == {name}:
+                    edits.append((match.start(), 0, f"</{stack.pop()[1]}>"))  # the next item of a list
+                else:
+                    edits.append((match.start(), 1, "&lt;"))  # ``<title>the <title> tag</title>``
+                    continue
+            stack.append((name, written, match.start()))
+            continue
+        depth = next((i for i in range(len(stack) - 1, -1, -1) if stack[i][0] == name), None)
+        if depth is None:
+            edits.append((match.start(), 1, "&lt;"))
+            continue
+        closes = ""
+        for index in range(len(stack) - 1, depth, -1):
+            inner, inner_written, start = stack[index]
+            if inner in _CHILDREN.get(stack[index - 1][0], ()):
+                closes += f"</{inner_written}>"
+            else:
+                edits.append((start, 1, "&lt;"))
+        if closes:
+            edits.append((match.start(), 0, closes))
+        del stack[depth:]
+    pieces: list[str] = []
+    position = 0
+    for offset, length, replacement in sorted(edits):
+        pieces += [fragment[position:offset], replacement]
+        position = offset + length
+    pieces.append(fragment[position:])
+    pieces += [f"</{written}>" for _, written, _ in reversed(stack)]
+    return "".join(pieces)
+
+
+def _cut_off(text: str, opened: re.Match[str] | None) -> str | None:
+    """The element ``opened`` starts, cut off by the token limit: kept up to its last complete child element
+    (``_balance`` closes the rest); None when not even one child is complete."""
+    if opened is None:
+        return None
+    closes = list(_CLOSE_RE.finditer(text, opened.end()))
+    return text[opened.start():closes[-1].end()] if closes else None
+
+
 def _parse_element(fragment: str) -> ET.Element:
     fragment = _ILLEGAL_XML_RE.sub("", fragment)
-    for candidate in (fragment, _repair(fragment)):
+    repaired = _repair(fragment)
+    for candidate in (fragment, repaired, _balance(repaired)):
         try:
             root = ET.fromstring(candidate)
         except ET.ParseError:
@@ -223,12 +300,15 @@ def parse_observations(reply: str) -> list[Observation]:
     Raises:
         CompressionFailed: no observation could be read and the reply is not a skip.
     """
-    text = _strip_fences(reply)
+    text = _answer_text(reply)
     observations: list[Observation] = []
     broken = 0
-    for match in _OBSERVATION_RE.finditer(text):
+    matches = list(_OBSERVATION_RE.finditer(text))
+    tail = text[matches[-1].end():] if matches else text
+    cut_off = _cut_off(tail, _OBSERVATION_OPEN_RE.search(tail))
+    for fragment in [match.group(0) for match in matches] + ([cut_off] if cut_off else []):
         try:
-            root = _parse_element(match.group(0))
+            root = _parse_element(fragment)
         except _Unparsable:
             broken += 1
             continue
@@ -250,9 +330,9 @@ def parse_summary(reply: str) -> Summary | None:
     Raises:
         CompressionFailed: no summary could be read and the reply is not a skip.
     """
-    text = _strip_fences(reply)
+    text = _answer_text(reply)
     match = _SUMMARY_RE.search(text)
-    fragment = match.group(0) if match is not None else _cut_summary(text)
+    fragment = match.group(0) if match is not None else _cut_off(text, _SUMMARY_OPEN_RE.search(text))
     if fragment is None:
         if is_skip(text):
             return None
@@ -269,14 +349,3 @@ def parse_summary(reply: str) -> Summary | None:
         files_read=_list_of(root, "files_read", "file", split_commas=True),
         files_modified=_list_of(root, "files_modified", "file", split_commas=True),
     )
-
-
-def _cut_summary(text: str) -> str | None:
-    """A summary the token limit cut off, closed after its last complete section; None when there is none."""
-    opened = _SUMMARY_OPEN_RE.search(text)
-    if opened is None:
-        return None
-    closes = list(_SECTION_CLOSE_RE.finditer(text, opened.end()))
-    if not closes:
-        return None
-    return text[opened.start():closes[-1].end()] + "</summary>"
