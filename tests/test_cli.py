@@ -222,3 +222,17 @@ def test_doctor_reports_a_database_from_a_newer_memcairn_as_a_problem(capsys: py
 def test_show_an_id_too_large_for_sqlite_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = _run(capsys, "show", "9" * 25)
     assert code == 2 and "not an item id" in err and "Traceback" not in err
+
+
+def test_show_prints_no_terminal_escapes_from_stored_text(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(capsys, "add", "--project", "p", "--title", "\x1b[2Jevil", "--text",
+                        "line1\nline2\x1b]0;pwned\x07", "--fact", "f\x1b[31m", "--json")
+    item = json.loads(out)["id"]
+    code, out, _ = _run(capsys, "show", str(item))
+    assert code == 0 and "\x1b" not in out and "\x07" not in out
+    assert "  text: line1 line2]0;pwned\n" in out
+
+
+def test_add_with_text_that_is_not_utf8_is_an_error_not_a_traceback(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _run(capsys, "add", "--project", "p", "--title", "bad \udcff")
+    assert code == 2 and "not valid Unicode" in err and "Traceback" not in err

@@ -66,3 +66,26 @@ def test_a_relative_gitdir_and_the_filesystem_root(tmp_path: Path) -> None:
     assert project_from_cwd(sub).chain == ("sub",)
     if not Path("/.git").exists():
         assert project_from_cwd("/") == ProjectIdentity("root", ("root",))
+
+
+def test_a_non_utf8_directory_name_becomes_a_name_the_store_takes(tmp_path: Path) -> None:
+    from memcairn.models import NewItem
+    from memcairn.store import Store
+
+    ident = project_from_cwd(str(tmp_path / "caf\udce9"))
+    assert ident.name == "caf\ufffd"
+    with Store(tmp_path / "s.db") as store:
+        assert store.add_item(NewItem(project=ident.name, kind="manual", title="x")).created
+
+
+def test_a_deleted_working_directory_is_named_from_pwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    gone = tmp_path / "gone-dir"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    monkeypatch.setenv("PWD", str(gone))
+    assert project_from_cwd().name == "gone-dir"
+
+
+def test_a_cwd_with_a_nul_from_a_malformed_event_does_not_raise() -> None:
+    assert project_from_cwd("/tmp/a\x00b").name == "a\x00b"

@@ -398,3 +398,41 @@ def test_the_keyword_index_check_does_not_call_a_locked_database_a_bad_index(
             holder.execute("ROLLBACK")
             holder.close()
         assert store.fts_integrity_ok()
+
+
+def test_a_lone_surrogate_is_a_validation_error_naming_the_field(store: Store) -> None:
+    for item in (NewItem(project="p", kind="manual", title="cut \ud83d"),
+                 NewItem(project="p\udcff", kind="manual", title="x"),
+                 NewItem(project="p", kind="manual", title="x", facts=["\udc80"]),
+                 NewItem(project="p", kind="manual", title="x", metadata={"k": "\ud800"})):
+        with pytest.raises(ValidationError, match="not valid Unicode"):
+            store.add_item(item)
+    assert store.stats()["items"] == 0
+
+
+def test_a_nul_inside_a_field_cannot_make_two_memories_collide(store: Store) -> None:
+    first = store.add_item(NewItem(project="p", kind="manual", title="a\x00", narrative="b"))
+    second = store.add_item(NewItem(project="p", kind="manual", title="a", narrative="\x00b"))
+    assert second.created and second.id != first.id
+    assert store.get_item(first.id).title == "a\ufffd"
+
+
+def test_whitespace_only_fields_are_no_content(store: Store) -> None:
+    with pytest.raises(ValidationError, match="needs some content"):
+        store.add_item(NewItem(project="p", kind="manual", title="  \n\t ", text=" "))
+    added = store.add_item(NewItem(project="p", kind="manual", title="   ", text="real"))
+    assert store.get_item(added.id).title is None
+
+
+def test_facts_given_as_a_generator_are_kept(store: Store) -> None:
+    added = store.add_item(NewItem(project="p", kind="manual", title="gen", facts=(f for f in ["one", "two"])))
+    assert store.get_item(added.id).facts == ["one", "two"]
+
+
+@pytest.mark.parametrize("field,value", [
+    ("created_at_epoch", 2**70), ("created_at_epoch", 10**16), ("created_at_epoch", True),
+    ("prompt_number", 2**70), ("prompt_number", True), ("platform_source", 5),
+])
+def test_absurd_numbers_and_types_are_validation_errors(store: Store, field: str, value: object) -> None:
+    with pytest.raises(ValidationError):
+        store.add_item(NewItem(project="p", kind="manual", title="x", **{field: value}))

@@ -20,7 +20,26 @@ MAX_PROJECT_CHARS = 200
 
 
 def _name(raw: str) -> str:
-    return raw[:MAX_PROJECT_CHARS].strip() or "root"
+    """A directory name as a project name the store takes: at most ``MAX_PROJECT_CHARS`` characters, and a
+    byte that is not UTF-8 (Python decodes it to a lone surrogate, which SQLite cannot store) becomes U+FFFD."""
+    name = "".join("\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in raw[:MAX_PROJECT_CHARS])
+    return name.strip() or "root"
+
+
+def _start_directory(cwd: str | os.PathLike[str] | None) -> str:
+    """The absolute directory to name. The process's own directory may have been deleted (``getcwd`` fails):
+    the shell's ``PWD`` still names it. A path with a NUL (from a malformed event) cannot be resolved."""
+    if cwd:
+        start = os.path.expanduser(os.fspath(cwd))
+    else:
+        try:
+            start = os.getcwd()
+        except OSError:
+            start = os.environ.get("PWD") or os.sep
+    try:
+        return os.path.realpath(start)
+    except (OSError, ValueError):
+        return os.path.abspath(start)
 
 
 class ProjectIdentity:
@@ -93,11 +112,7 @@ def _worktree_main_top(git_file: str) -> str | None:
 
 
 def project_from_cwd(cwd: str | os.PathLike[str] | None = None) -> ProjectIdentity:
-    start = os.path.expanduser(os.fspath(cwd) if cwd else os.getcwd())
-    try:
-        start = os.path.realpath(start)
-    except OSError:
-        start = os.path.abspath(start)
+    start = _start_directory(cwd)
     entry = _find_git_entry(start)
     if entry is None:
         name = _name(os.path.basename(start))

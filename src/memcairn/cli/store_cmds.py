@@ -77,16 +77,21 @@ def show(ids: tuple[int, ...], as_json: bool) -> None:
     if as_json:
         emit_json([i.to_dict() for i in items])
     else:
+        # Stored text is printed as one printable line per field, as every rendering does: an ANSI or OSC
+        # escape captured from a tool's output must not reach the terminal (``--json`` keeps text exact).
+        from memcairn.hooks.fence import clean_line
+
         for item in items:
-            click.echo(f"#{item.id} [{item.kind}/{item.type}] {item.project}: {item.title or ''}")
+            click.echo(f"#{item.id} [{item.kind}/{clean_line(item.type)}] {clean_line(item.project)}: "
+                       f"{clean_line(item.title)}")
             for name in ("subtitle", "text", "narrative", "request", "investigated", "learned", "completed",
                          "next_steps", "notes"):
                 value = getattr(item, name)
                 if value:
-                    click.echo(f"  {name}: {value}")
+                    click.echo(f"  {name}: {clean_line(value)}")
             for name in ("facts", "concepts", "files_read", "files_modified"):
                 if getattr(item, name):
-                    click.echo(f"  {name}: {', '.join(getattr(item, name))}")
+                    click.echo(f"  {name}: {', '.join(clean_line(v) for v in getattr(item, name))}")
     if missing:
         raise NotFoundError(f"not found: {', '.join(f'#{i}' for i in missing)}")
 

@@ -8,11 +8,35 @@ import re
 from dataclasses import replace
 
 from memcairn.errors import ValidationError
-from memcairn.models import ARRAY_FIELDS, DEFAULT_TYPES, KINDS, TEXT_FIELDS, NewItem
+from memcairn.models import ARRAY_FIELDS, DEFAULT_TYPES, KINDS, MAX_ITEM_ID, TEXT_FIELDS, NewItem
 from memcairn.project import MAX_PROJECT_CHARS
 
 MAX_FIELD_BYTES = 256 * 1024
+# 9999-12-31 00:00 UTC: the last day ``datetime`` can render in every time zone (renderings print dates).
+MAX_EPOCH_MS = 253_402_214_400_000
 _TYPE = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _check_unicode(name: str, value: str) -> None:
+    """A lone surrogate (half of an emoji cut by a tool, or a non-UTF-8 byte decoded by Python) cannot be
+    written as UTF-8: refuse it here with a clear error instead of failing inside SQLite."""
+    if _SURROGATE.search(value):
+        raise ValidationError(f"{name} contains text that is not valid Unicode (a lone surrogate); "
+                              "re-encode it as UTF-8")
+
+
+def _clean_text(value: str) -> str | None:
+    """A text field as stored: None when blank; NUL becomes U+FFFD. NUL separates the fields in the content
+    hash (a NUL inside a field would make two different memories hash alike and one be dropped as a
+    duplicate of the other), and C-string consumers of SQLite text stop at it."""
+    if not value.strip():
+        return None
+    return value.replace("\x00", "\ufffd")
+
+
+def _whole_number(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _check_size(name: str, value: str) -> None:
@@ -28,6 +52,7 @@ def validate_item(item: NewItem) -> NewItem:
     """Return the item with defaults filled in, or raise ValidationError saying what to fix."""
     if not isinstance(item.project, str) or not item.project.strip():
         raise ValidationError("project is required (a non-empty name, e.g. the repository's directory name)")
+    _check_unicode("project", item.project)
     if len(item.project) > MAX_PROJECT_CHARS:
         raise ValidationError(f"project name is longer than {MAX_PROJECT_CHARS} characters")
     if item.kind not in KINDS:
@@ -38,37 +63,56 @@ def validate_item(item: NewItem) -> NewItem:
             f"type {kind_type!r} is not valid: use 1-40 lowercase letters, digits, '-' or '_', starting with a "
             "letter (e.g. bugfix, feature, discovery, decision)"
         )
+    texts: dict[str, str | None] = {}
     for name in TEXT_FIELDS:
         value = getattr(item, name)
         if value is None:
+            texts[name] = None
             continue
         if not isinstance(value, str):
             raise ValidationError(f"{name} must be text, got {type(value).__name__}")
+        _check_unicode(name, value)
         _check_size(name, value)
+        texts[name] = _clean_text(value)
     arrays = {}
     for name in ARRAY_FIELDS:
         values = getattr(item, name)
         if values is None:
             values = ()
-        if isinstance(values, str | bytes) or not all(isinstance(v, str) for v in values):
+        if isinstance(values, str | bytes):
+            raise ValidationError(f"{name} must be a list of strings, e.g. [\"first\", \"second\"]")
+        values = list(values)  # a generator would be used up by the type check below
+        if not all(isinstance(v, str) for v in values):
             raise ValidationError(f"{name} must be a list of strings, e.g. [\"first\", \"second\"]")
         values = [v for v in values if v.strip()]
+        for value in values:
+            _check_unicode(name, value)
         _check_size(name, json.dumps(values, ensure_ascii=False))
         arrays[name] = tuple(values)
     if not isinstance(item.metadata, dict):
         raise ValidationError("metadata must be a JSON object")
     try:
-        _check_size("metadata", json.dumps(item.metadata, ensure_ascii=False))
+        encoded = json.dumps(item.metadata, ensure_ascii=False)
     except (TypeError, ValueError) as exc:
         raise ValidationError(f"metadata must be JSON-serialisable: {exc}") from None
-    if item.prompt_number is not None and (not isinstance(item.prompt_number, int) or item.prompt_number < 0):
+    _check_unicode("metadata", encoded)
+    _check_size("metadata", encoded)
+    if item.prompt_number is not None and (
+        not _whole_number(item.prompt_number) or not 0 <= item.prompt_number <= MAX_ITEM_ID
+    ):
         raise ValidationError("prompt_number must be a whole number >= 0")
     if item.created_at_epoch is not None and (
-        not isinstance(item.created_at_epoch, int) or item.created_at_epoch < 0
+        not _whole_number(item.created_at_epoch) or not 0 <= item.created_at_epoch <= MAX_EPOCH_MS
     ):
-        raise ValidationError("created_at_epoch must be milliseconds since 1970 (a whole number >= 0)")
+        raise ValidationError("created_at_epoch must be milliseconds since 1970 (a whole number from 0 to "
+                              f"{MAX_EPOCH_MS}, the year 9999)")
     if item.session is not None and (not isinstance(item.session, str) or not item.session.strip()):
         raise ValidationError("session must be a non-empty string when given")
-    if not any(getattr(item, f) for f in TEXT_FIELDS) and not any(arrays.values()):
+    if item.platform_source is not None and not isinstance(item.platform_source, str):
+        raise ValidationError("platform_source must be text such as claude-code, codex or gemini-cli")
+    for name in ("session", "platform_source"):
+        if getattr(item, name) is not None:
+            _check_unicode(name, getattr(item, name))
+    if not any(texts.values()) and not any(arrays.values()):
         raise ValidationError("a memory needs some content: a title, text, narrative, facts or summary section")
-    return replace(item, type=kind_type, project=item.project.strip(), **arrays)
+    return replace(item, type=kind_type, project=item.project.strip(), **texts, **arrays)
