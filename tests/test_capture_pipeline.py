@@ -598,3 +598,34 @@ def test_a_project_named_by_a_long_directory_is_not_lost(store: Store, settings:
     assert store.ingest_counts()["failed"] == 0
     [item] = store.list_items(ItemFilter(kinds=["prompt"]), limit=10)
     assert item.project == "d" * MAX_PROJECT_CHARS
+
+
+def _transcript_line(second: int, kind: str, content: object) -> str:
+    """One Claude Code transcript line of session ``live-1`` (its uuid and time named by ``second``)."""
+    return json.dumps({"type": kind, "sessionId": "live-1", "cwd": "/work/shop", "uuid": f"{kind}-{second}",
+                       "timestamp": f"2026-03-01T10:00:{second:02d}Z",
+                       "message": {"role": kind, "id": f"m-{second}", "content": content}})
+
+
+def test_a_live_transcript_imported_twice_summarises_each_turn_once(store: Store, settings: Settings,
+                                                                    tmp_path: Path) -> None:
+    """``memcairn import transcripts`` run from inside a running session, then again later: the turn that
+    was still going at the first import is not summarised a second time."""
+    def run(second: int, tool_use_id: str) -> str:
+        return _transcript_line(second, "assistant", [{"type": "tool_use", "id": tool_use_id, "name": "Bash",
+                                                       "input": {"command": "pytest -q"}}])
+
+    def result(second: int, tool_use_id: str, output: str) -> str:
+        return _transcript_line(second, "user", [{"type": "tool_result", "tool_use_id": tool_use_id,
+                                                  "content": output}])
+
+    lines = [_transcript_line(1, "user", "Fix the rounding bug"), run(2, "t1"), result(3, "t1", "1 failed")]
+    path = tmp_path / "live-1.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    import_transcripts(store, settings, [path])
+    lines += [run(4, "t2"), result(5, "t2", "3 passed"), _transcript_line(6, "assistant", "Fixed."),
+              _transcript_line(7, "user", "Now the refunds"), _transcript_line(8, "assistant", "Done.")]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    import_transcripts(store, settings, [path])
+    summaries = store.list_items(ItemFilter(kinds=["summary"]), limit=10)
+    assert sorted(s.prompt_number or 0 for s in summaries) == [1, 2]

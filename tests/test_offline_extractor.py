@@ -888,3 +888,32 @@ def test_names_a_file_defines_are_not_taken_for_lessons() -> None:
     summary = extractor.summarize(turn, extractor.observe(turn, [write]).observations).summary
     assert summary is not None
     assert summary.learned is None
+
+
+def test_the_error_fact_of_a_failed_command_is_never_an_empty_harness_label() -> None:
+    """Gemini's and Codex's shell results frame the output with labels (``Error: (none)``, ``Output:``); a
+    failed command's error fact names a line of its output, or nothing, never such a label."""
+    gemini = ToolCall(name="run_shell_command", input={"command": "make build"}, response={"llmContent": (
+        "Command: make build\nDirectory: (root)\nOutput: make: *** No rule to make target 'build'.  Stop.\n"
+        "Error: (none)\nExit Code: 2\nSignal: (none)\nBackground PIDs: (none)\nProcess Group PGID: 4242")})
+    codex = ToolCall(name="shell_command", input={"command": "test -f missing.txt"},
+                     response="Exit code: 1\nWall time: 0.1 seconds\nOutput:\n")
+    made = only(observe([gemini]))
+    assert made.title == "Command failed (exit 2): `make build`"
+    assert "error: Output: make: *** No rule to make target 'build'. Stop." in made.facts
+    assert not any("(none)" in fact or "PGID" in fact for fact in made.facts)
+    assert not any(fact.startswith("error:") for fact in only(observe([codex])).facts)
+
+
+def test_an_image_in_a_tool_result_is_named_not_stored_as_base64() -> None:
+    """A screenshot from an MCP tool (MCP's ``{type: image, data, mimeType}`` block, or the API's with a
+    ``source``) is an image, not text: its base64 never becomes a fact, a narrative or searchable text."""
+    data = "iVBORw0KGgoAAAANSUhEUgAA" + "QUJDRA" * 400
+    shapes: list[Any] = [
+        [{"type": "image", "data": data, "mimeType": "image/png"}],
+        {"content": [{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}}]},
+    ]
+    for response in shapes:
+        made = only(observe([ToolCall(name="mcp__browser__screenshot", input={}, response=response)]))
+        assert made.facts == ("mcp__browser__screenshot returned: [image]",)
+        assert "iVBOR" not in json.dumps([made.title, made.narrative, made.facts])

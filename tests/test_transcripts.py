@@ -454,7 +454,8 @@ def test_missing_timestamps_fall_back(tmp_path: Path) -> None:
     path.write_text("\n".join(json.dumps(x) for x in lines), encoding="utf-8")
     events, _ = _parse(path)
     assert [e.at_epoch for e in events] == [0, 0, 0, 0]
-    assert [e.source_key.split(":")[2] for e in events] == ["line1", "line1", "line2", "line2"]
+    # the stop is named by the line that began its turn, the session end by the session's last line
+    assert [e.source_key.split(":")[2] for e in events] == ["line1", "line1", "line1", "line2"]
     assert events[2].body["last_assistant_message"] == "r"
 
 
@@ -494,3 +495,41 @@ def test_lone_surrogate_escapes_become_replacement_characters(tmp_path: Path) ->
         assert store.ingest_counts()["failed"] == 0 and store.ingest_counts()["pending"] == 0
     finally:
         store.close()
+
+
+def test_a_turn_read_again_after_the_file_grew_keeps_its_stop_key(tmp_path: Path) -> None:
+    """A live session imported, then imported again once it went on: the turn open at the first import ends
+    with the same ``stop`` key, so the queue takes no second stop (and the turn no second summary)."""
+    script = Transcript().prompt("first question").text("Looking.").tool("t1").result("t1", "listing")
+    early, _ = _parse(script.write(tmp_path / "early.jsonl"))
+    script.tool("t2").result("t2", "more").text("Done.").prompt("second question").text("ok")
+    later, _ = _parse(script.write(tmp_path / "later.jsonl"))
+    early_stops = [e.source_key for e in early if e.body["event"] == "stop"]
+    later_stops = [e.source_key for e in later if e.body["event"] == "stop"]
+    assert len(early_stops) == 1 and len(later_stops) == 2
+    assert later_stops[0] == early_stops[0]
+
+
+def test_a_secret_where_a_large_body_is_cut_is_redacted_whole(tmp_path: Path) -> None:
+    """Cutting an oversized output must not leave the head of a token that redaction no longer knows."""
+    token = "ghp_" + "A1b2C3d4E5" * 4
+    output = "x" * 15_970 + " " + token + " " + "y" * (MAX_BODY_BYTES + 10_000)
+    path = (Transcript().prompt("dump it").tool("b1", tool_input={"command": "env"})
+            .result("b1", output).write(tmp_path / "secret.jsonl"))
+    events, _ = _parse(path)
+    response = next(e.body for e in events if e.body["event"] == "tool_use")["tool_response"]
+    assert "ghp_" not in response and "A1b2C3" not in response
+    assert "[REDACTED:github_token]" in response
+
+
+def test_timestamps_no_store_could_hold_are_ignored(tmp_path: Path) -> None:
+    """Infinity and NaN (which Python's JSON reader accepts) and times outside 1970..9999 are no time at all:
+    parsing must not raise, and no event may carry a time the store would refuse (its items would be lost)."""
+    for bad in (float("inf"), float("-inf"), float("nan"), 10 ** 20, -5, "0001-01-01T00:00:00Z"):
+        assert timestamp_ms(bad) is None, bad
+    path = tmp_path / "odd-times.jsonl"
+    path.write_text('{"type": "user", "sessionId": "s1", "cwd": "/w/p", "uuid": "u1", "timestamp": Infinity, '
+                    '"message": {"role": "user", "content": "hi"}}\n', encoding="utf-8")
+    events, stats = _parse(path)
+    assert _kinds(events) == ["session_start", "user_prompt", "stop", "session_end"]
+    assert stats.skipped_lines == 0 and all(e.at_epoch == 0 for e in events)

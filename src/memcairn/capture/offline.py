@@ -69,6 +69,13 @@ _ERROR_LINE = re.compile(
     re.IGNORECASE,
 )
 _WARNING_LINE = re.compile(r"deprecat|warning:", re.IGNORECASE)
+# Lines a harness frames a command's output with rather than output: a label with nothing after it (Codex's
+# ``Output:``, Gemini's ``Error: (none)``, ``Stderr: (empty)``) and the metadata Gemini and Codex add
+# (``Command:``, ``Directory:``, ``Process Group PGID:``, ``Wall time:``, ...). Never a command's error.
+_HARNESS_LINE = re.compile(
+    r"^[A-Za-z][\w ]{0,30}:\s*(?:\((?:none|empty)\))?$"
+    r"|^(?:Command|Directory|Signal|Background PIDs|Process Group PGID|Wall time|Chunk ID|Original token count):",
+)
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 _TOOL_ERROR_TAG = re.compile(r"</?tool_use_error>")
 # Claude Code's results for a call the user declined or stopped: it never ran, or not to its end.
@@ -189,6 +196,8 @@ _TEXT_KEYS = ("stdout", "stderr", "output", "llmContent", "text", "content", "re
 
 
 def _dict_text(response: dict[Any, Any], depth: int) -> str:
+    if response.get("type") == "image":  # an image block (MCP, the API, a Read of a picture): base64, not text
+        return "[image]"
     parts = [_response_text(response.get(key), depth + 1) for key in _TEXT_KEYS if key in response]
     parts = [part for part in parts if part]
     if parts or any(key in response for key in _TEXT_KEYS):
@@ -378,6 +387,7 @@ def _error_line(text: str) -> str | None:
     meaningful = [
         line for line in lines
         if line and not _EXIT_CODE.match("\n" + line) and not re.search(r"\b\d+ (?:passed|failed)\b", line)
+        and not _HARNESS_LINE.match(line)
     ]
     for line in meaningful:
         if _ERROR_LINE.search(line):

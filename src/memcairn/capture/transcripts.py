@@ -11,7 +11,9 @@ What one session of a file becomes, in order:
 - ``tool_use`` for each ``tool_use`` block of an assistant message, emitted when its ``tool_result``
   arrives (so in the order results arrive), with ``toolUseResult`` as the response when the result line
   holds exactly one result, else the ``tool_result`` content;
-- ``stop`` when a turn ends: just before the next real prompt, and at the end of the file;
+- ``stop`` when a turn ends: just before the next real prompt, and at the end of the file; its key names the
+  line that began the turn, so a file imported again after it grew (a live or resumed session) adds no
+  second ``stop`` for a turn the first import already ended;
 - ``session_end`` (reason ``transcript_import``) at the end of the file.
 
 Decisions, where the recorded file says less than the live hooks saw:
@@ -43,6 +45,7 @@ the line with its result; for ``stop`` and ``session_end``: the last line of the
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from collections.abc import Iterator
@@ -51,8 +54,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from memcairn.capture.privacy import scrub
 from memcairn.hooks.events import MAX_BODY_BYTES, OWN_TOOL_PREFIXES, _encode
 from memcairn.project import ProjectIdentity, project_from_cwd
+from memcairn.store.validation import MAX_EPOCH_MS
 
 PLATFORM = "claude-code"
 END_REASON = "transcript_import"
@@ -121,6 +126,7 @@ class _Session:
     order: int = 0  # index of the last line seen, to end sessions in the order they went quiet
     prompt_count: int = 0
     turn_active: bool = False
+    turn_ref: str = ""  # the line that began the current turn (its prompt, else its first line)
     texts: list[str] = field(default_factory=list)
     text_message_id: Any = None
     last_ref: str = ""
@@ -130,23 +136,30 @@ class _Session:
 
 
 def timestamp_ms(value: Any) -> int | None:
-    """Milliseconds since the epoch from an ISO 8601 timestamp (``Z`` or an offset; naive means UTC)."""
+    """Milliseconds since the epoch from an ISO 8601 timestamp (``Z`` or an offset; naive means UTC).
+
+    None for anything else, including numbers that are not finite and times the store cannot hold (before
+    1970 or past the year 9999): an event carrying one would have its items refused."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int | float):
-        return int(value if value > 100_000_000_000 else value * 1000)
-    if not isinstance(value, str) or not value.strip():
+        if not math.isfinite(value):
+            return None
+        ms = int(value if value > 100_000_000_000 else value * 1000)
+    elif isinstance(value, str) and value.strip():
+        text = value.strip()
+        if text.endswith(("Z", "z")):
+            text = text[:-1] + "+00:00"
+        try:
+            moment = datetime.fromisoformat(text)
+        except ValueError:
+            return None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        ms = (moment - _EPOCH) // timedelta(milliseconds=1)
+    else:
         return None
-    text = value.strip()
-    if text.endswith(("Z", "z")):
-        text = text[:-1] + "+00:00"
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return (moment - _EPOCH) // timedelta(milliseconds=1)
+    return ms if 0 <= ms <= MAX_EPOCH_MS else None
 
 
 def default_transcript_paths(home: Path | None = None) -> list[Path]:
@@ -206,10 +219,13 @@ def _result_content(content: Any) -> Any:
 
 
 def _fit(body: dict[str, Any]) -> dict[str, Any]:
-    """Cut oversized tool input and response strings as the live hook does, so the worker accepts the body."""
+    """Cut oversized tool input and response strings as the live hook does, so the worker accepts the body.
+
+    The body is scrubbed before it is cut: a cut through a secret leaves a head that redaction no longer
+    recognises (admission scrubs again later, which changes nothing of an already scrubbed body)."""
     if len(json.dumps(body, ensure_ascii=False).encode("utf-8")) <= MAX_BODY_BYTES:
         return body
-    return json.loads(_encode(dict(body)))
+    return json.loads(_encode(scrub(body)))
 
 
 class _Replayer:
@@ -268,11 +284,19 @@ class _Replayer:
         if session.turn_active:
             extra = {"last_assistant_message": "\n\n".join(session.texts)} if session.texts else {}
             found = self._event(session, "stop", session.last_cwd, session.last_at,
-                                self._key(session, session.last_ref, "stop"), extra)
+                                self._key(session, session.turn_ref, "stop"), extra)
             if found is not None:
                 yield found
         session.turn_active = False
         session.texts, session.text_message_id = [], None
+
+    @staticmethod
+    def _begin_turn(session: _Session, ref: str) -> None:
+        """Mark the turn active; a turn is named by the line that began it, not by its last line, so that a
+        file read again after it grew (a live session imported twice, a resumed one) ends each turn with the
+        same ``stop`` key, and a turn that went on meanwhile is not summarised a second time."""
+        if not session.turn_active:
+            session.turn_active, session.turn_ref = True, ref
 
     def finish(self) -> Iterator[ReplayEvent]:
         for session in sorted(self.sessions.values(), key=lambda s: s.order):
@@ -344,7 +368,7 @@ class _Replayer:
             if found is not None:
                 self.stats.prompts += 1
                 yield found
-            session.turn_active = True
+            self._begin_turn(session, ref)
             return
         if not isinstance(content, list):
             return
@@ -355,7 +379,7 @@ class _Replayer:
             tool = session.pending.pop(answered, None) if isinstance(answered, str) else None
             if tool is None:
                 continue  # its tool use was never seen (sidechain, a cut file) or was already answered
-            session.turn_active = True
+            self._begin_turn(session, ref)
             response = rich if rich is not None else _result_content(block.get("content"))
             found = self._tool_event(session, tool, response, block.get("is_error") is True, cwd, at)
             if found is not None:
@@ -366,7 +390,7 @@ class _Replayer:
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
         if not isinstance(blocks, list):
             return
-        session.turn_active = True
+        self._begin_turn(session, ref)
         message_id = message.get("id") if isinstance(message.get("id"), str) else None
         texts = [t.strip() for t in _text_blocks(blocks) if t.strip()]
         if texts:
