@@ -27,10 +27,10 @@ def _check_unicode(name: str, value: str) -> None:
 
 
 def _clean_text(value: str) -> str | None:
-    """A text field as stored: None when blank; NUL becomes U+FFFD. NUL separates the fields in the content
-    hash (a NUL inside a field would make two different memories hash alike and one be dropped as a
-    duplicate of the other), and C-string consumers of SQLite text stop at it."""
-    if not value.strip():
+    """A text field as stored: None when blank (NULs and whitespace only); NUL becomes U+FFFD. NUL separates
+    the fields in the content hash (a NUL inside a field would make two different memories hash alike and one
+    be dropped as a duplicate of the other), and C-string consumers of SQLite text stop at it."""
+    if not value.replace("\x00", "").strip():
         return None
     return value.replace("\x00", "\ufffd")
 
