@@ -54,7 +54,7 @@ from memcairn.errors import NotFoundError, ValidationError
 from memcairn.hooks.runner import PLATFORM_ALIASES
 from memcairn.models import ARRAY_FIELDS, DEFAULT_TYPES, TEXT_FIELDS, NewItem
 from memcairn.store.transfer_state import TransferSession
-from memcairn.store.validation import validate_item
+from memcairn.store.validation import MAX_EPOCH_MS, validate_item
 
 if TYPE_CHECKING:
     from memcairn.config import Settings
@@ -68,7 +68,6 @@ UNKNOWN_PROJECT = "unknown"
 BATCH_SIZE = 500
 STATUSES = ("active", "completed", "failed")
 _SECONDS_BELOW = 100_000_000_000  # 1e11 ms is 1973; 1e11 s is the year 5138
-_MAX_MS = 253_402_300_799_999  # the end of the year 9999, the last instant a date can show
 _MAX_INT = 2**63 - 1  # the largest integer SQLite stores
 _TYPE_JUNK = re.compile(r"[^a-z0-9_-]+")
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -289,7 +288,7 @@ def to_ms(value: Any) -> int | None:
     if not math.isfinite(number) or number < 0:
         return None
     ms = round(number * 1000) if number < _SECONDS_BELOW else int(number)
-    return ms if ms <= _MAX_MS else None
+    return ms if ms <= MAX_EPOCH_MS else None  # the store's own bound: a later time would be refused there
 
 
 def _iso_ms(value: Any) -> int | None:
