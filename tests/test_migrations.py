@@ -32,7 +32,8 @@ def test_blank_database_gets_exactly_the_expected_schema(tmp_path: Path) -> None
         tables = {t for t in _names(conn, "table") if not t.startswith("memory_items_fts_")}
         assert tables >= EXPECTED_TABLES
         assert tables - EXPECTED_TABLES <= {"vector_sync_state", "mirror_outbox", "ingest_events",
-                                            "search_telemetry", "llm_usage", "capture_notices"}
+                                            "search_telemetry", "llm_usage", "capture_notices",
+                                            "forgotten_items"}
         assert _names(conn, "trigger") >= EXPECTED_TRIGGERS
         assert _names(conn, "index") >= EXPECTED_INDEXES
         fts_sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'memory_items_fts'").fetchone()[0]

@@ -820,3 +820,32 @@ def test_claude_mem_numbers_out_of_range_do_not_stop_the_import(tmp_path: Path, 
     assert items["Token expiry zanzibar"].prompt_number is None and items["Bad json row"].prompt_number is None
     assert items["Worktree work"].facts == ["[" * 100_000]
     assert to_ms(1_700_000_000_000_000) is None  # microseconds: past the year 9999 as milliseconds
+
+
+def test_a_claude_mem_reimport_does_not_bring_back_a_deleted_row(tmp_path: Path) -> None:
+    db = make_claude_mem(tmp_path / "claude-mem.db")
+    with Store(tmp_path / "m.db") as store:
+        first = import_file(store, db)
+        total = store.count_items()
+        doomed = store.list_items(ItemFilter(kinds=["observation"]), limit=1)[0]
+        store.delete_items([doomed.id])
+
+        second = import_file(store, db)
+        assert second["observations"] == 0 and second["forgotten"] == 1
+        assert store.count_items() == total - 1
+        assert doomed.uuid not in {i.uuid for i in store.list_items(limit=100)}
+        assert first["forgotten"] == 0
+
+
+def test_importing_an_export_taken_before_a_delete_leaves_it_deleted(tmp_path: Path) -> None:
+    with Store(tmp_path / "m.db") as store:
+        keep = store.add_item(NewItem(project="alpha", kind="manual", text="Retry with jitter"))
+        doomed = store.add_item(NewItem(project="alpha", kind="manual", text="Use port 8080"))
+        out = tmp_path / "e.jsonl"
+        export_to_file(store, out)
+        store.delete_items([doomed.id])
+
+        report = import_jsonl(store, out)
+        assert (report.items, report.forgotten, report.malformed) == (0, 1, 0)
+        assert [i.id for i in store.list_items()] == [keep.id]
+        assert report.to_dict()["forgotten"] == 1

@@ -228,6 +228,19 @@ def test_delete_removes_from_store_and_mirror(client: TestClient, app: Any) -> N
     assert found["results"] == []
 
 
+
+def test_a_deleted_memory_stays_deleted_until_saved_again(client: TestClient, app: Any) -> None:
+    body = {"project": "demo", "title": "Deploys need VPN", "text": "the deploy host is VPN only"}
+    saved = client.post("/api/memory/save", json=body).json()
+    assert client.delete(f"/api/memory/{saved['id']}").json()["deleted"] is True
+    replay = store_of(app).add_item(NewItem(project="demo", kind="manual", title="Deploys need VPN",
+                                            text="the deploy host is VPN only"))
+    assert replay.forgotten and store_of(app).count_items() == 0  # a replayed capture of the same content
+
+    again = client.post("/api/memory/save", json=body)  # an explicit save is a person's or agent's intent
+    assert again.status_code == 200 and again.json()["created"] is True
+    assert client.get(f"/api/memory/{again.json()['id']}").json()["title"] == "Deploys need VPN"
+
 # -- search, timeline, context ------------------------------------------------------------------------
 def test_search_formats_and_filters(client: TestClient, app: Any) -> None:
     a = add(app, kind="observation", type="bugfix", title="Login token expiry", narrative="compared in UTC",

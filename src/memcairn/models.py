@@ -48,8 +48,12 @@ class NewItem:
 
 @dataclass(frozen=True)
 class AddResult:
+    """What an insert did: ``created`` a row, or found the same content already stored (its ``id``), or
+    refused it because the user deleted that content before (``forgotten``: ``id`` is 0, nothing written)."""
+
     id: int
     created: bool
+    forgotten: bool = False
 
 
 @dataclass(frozen=True)

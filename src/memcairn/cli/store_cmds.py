@@ -54,7 +54,7 @@ def add(project: str, kind: str, type_: str | None, title: str | None, subtitle:
         platform_source=platform_source,
     )
     with open_store() as store:
-        result = store.add_item(item)
+        result = store.add_item(item, revive=True)  # explicit: content deleted before is stored again
     if as_json:
         emit_json({"id": result.id, "created": result.created})
     else:

@@ -56,7 +56,7 @@ def import_claude_mem_cmd(db: Path | None, as_json: bool) -> None:
     excluded = f", {report.skipped_excluded} of excluded projects" if report.skipped_excluded else ""
     click.echo(f"imported {report.sessions} sessions, {report.observations} observations, {report.summaries} "
                f"summaries, {report.prompts} prompts from {path} ({report.existing} already stored, "
-               f"{report.skipped} skipped{excluded}, {report.warnings} warnings)")
+               f"{_forgotten(report.forgotten)}{report.skipped} skipped{excluded}, {report.warnings} warnings)")
     for note in report.notes:
         click.echo(f"  note: {note}")
 
@@ -134,7 +134,8 @@ def import_jsonl_cmd(file: Path, as_json: bool) -> None:
         emit_json(report.to_dict())
         return
     click.echo(f"imported {report.projects} projects, {report.sessions} sessions, {report.items} items from {file} "
-               f"({report.existing} already stored, {report.duplicates} duplicates, {report.malformed} malformed)")
+               f"({report.existing} already stored, {report.duplicates} duplicates, {_forgotten(report.forgotten)}"
+               f"{report.malformed} malformed)")
     for error in report.errors:
         click.echo(f"  {error}")
     for note in report.notes:
@@ -172,3 +173,8 @@ def export(output: Path, force: bool, as_json: bool) -> None:
     elif not to_stdout:
         click.echo(f"exported {counts['projects']} projects, {counts['sessions']} sessions, {counts['items']} items "
                    f"to {output}")
+
+
+def _forgotten(count: int) -> str:
+    """The import summary's mention of items left out because the user deleted them (none: nothing said)."""
+    return f"{count} deleted before and left out, " if count else ""

@@ -290,11 +290,14 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin):
         return [pid for pid, _ in self.resolve_projects(names)]
 
     # -- writes -----------------------------------------------------------------------------------
-    def add_item(self, item: NewItem) -> AddResult:
-        return self.add_items([item])[0]
+    def add_item(self, item: NewItem, *, revive: bool = False) -> AddResult:
+        return self.add_items([item], revive=revive)[0]
 
-    def add_items(self, items: Sequence[NewItem]) -> list[AddResult]:
+    def add_items(self, items: Sequence[NewItem], *, revive: bool = False) -> list[AddResult]:
         """Insert a batch in one transaction; duplicates return the existing row's id.
+
+        Content the user deleted before is not stored again (``AddResult.forgotten``) unless ``revive``: an
+        explicit save by a person or an agent, which stores it and lifts the mark.
 
         Raises:
             ValidationError: an item is malformed (nothing of the batch is written), or its session
@@ -305,7 +308,7 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin):
         try:
             with atomic(self._conn) as conn:
                 for item in checked:
-                    results.append(self._insert(conn, item))
+                    results.append(self._insert(conn, item, revive=revive))
         except sqlite3.IntegrityError as exc:
             self._project_ids.clear()
             raise ValidationError(f"rejected by the store: {exc}") from None
@@ -316,8 +319,9 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin):
         return results
 
     def _insert(self, conn: sqlite3.Connection, item: NewItem, *, item_uuid: str | None = None,
-                digest: str | None = None, updated_at_epoch: int | None = None) -> AddResult:
-        """Insert one item; an import passes the uuid, hash and update time it recorded elsewhere."""
+                digest: str | None = None, updated_at_epoch: int | None = None, revive: bool = False) -> AddResult:
+        """Insert one item; an import passes the uuid, hash and update time it recorded elsewhere. Content
+        the user deleted is refused (``AddResult.forgotten``) unless ``revive`` (see `add_items`)."""
         if item.source is not None:
             row = conn.execute(
                 "SELECT memory_item_id FROM memory_sources WHERE source_type = ? AND source_table = ? "
@@ -328,11 +332,16 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin):
                 return AddResult(row[0], False)
         created = item.created_at_epoch if item.created_at_epoch is not None else now_ms()
         project_id = self._project_id(conn, item.project)
+        digest = digest or content_hash(item)
+        if revive:
+            conn.execute("DELETE FROM forgotten_items WHERE project_id = ? AND content_hash = ?", (project_id, digest))
+        elif conn.execute("SELECT 1 FROM forgotten_items WHERE project_id = ? AND content_hash = ?",
+                          (project_id, digest)).fetchone():
+            return AddResult(0, False, forgotten=True)
         session_id = None
         if item.session:
             session_id = self._session_id(conn, project_id, item.session, item.platform_source or "unknown",
                                           created)
-        digest = digest or content_hash(item)
         values = (
             item_uuid or str(uuid.uuid4()), project_id, session_id, item.kind, item.type, item.title, item.subtitle,
             item.text, item.narrative, *(serde.dump_array(getattr(item, f)) for f in ARRAY_FIELDS),
@@ -386,18 +395,30 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin):
                     f"UPDATE memory_items SET {', '.join(f'{k} = ?' for k in sets)} WHERE id = ?",
                     (*sets.values(), item_id),
                 )
+                # An edit is explicit: content deleted before may be written again this way.
+                conn.execute("DELETE FROM forgotten_items WHERE content_hash = ? AND project_id = "
+                             "(SELECT project_id FROM memory_items WHERE id = ?)", (sets["content_hash"], item_id))
         except sqlite3.IntegrityError:
             raise ValidationError(f"the edit would make #{item_id} identical to another memory") from None
         self._notify("updated", [item_id])
         return self.get_item(item_id)
 
     def delete_items(self, ids: Iterable[int]) -> list[int]:
-        """Delete items (FTS follows by trigger); return the ids that existed."""
+        """Delete items (FTS follows by trigger); return the ids that existed. Their content stays deleted: a
+        replay or re-import of it is refused (see `add_items`)."""
         wanted = list(dict.fromkeys(int(i) for i in ids))
         deleted: list[int] = []
         with atomic(self._conn) as conn:
             for item_id in wanted:
-                if conn.execute("DELETE FROM memory_items WHERE id = ?", (item_id,)).rowcount:
+                row = conn.execute("DELETE FROM memory_items WHERE id = ? RETURNING project_id, content_hash, kind",
+                                   (item_id,)).fetchone()
+                if row is not None:
+                    conn.execute(
+                        "INSERT INTO forgotten_items(project_id, content_hash, kind, forgotten_at_epoch) "
+                        "VALUES (?, ?, ?, ?) ON CONFLICT DO UPDATE SET forgotten_at_epoch = "
+                        "excluded.forgotten_at_epoch",
+                        (*row, now_ms()),
+                    )
                     deleted.append(item_id)
         self._notify("deleted", deleted)
         return deleted

@@ -90,6 +90,12 @@ def m007_kind_time_index(conn: sqlite3.Connection) -> None:
     run_script(conn, schema.KIND_TIME_INDEX)
 
 
+@migration(8)
+def m008_forgotten_items(conn: sqlite3.Connection) -> None:
+    """Deleted content stays deleted (``schema.FORGOTTEN_TABLE``); no existing row changes."""
+    run_script(conn, schema.FORGOTTEN_TABLE)
+
+
 def _ensure_table(conn: sqlite3.Connection) -> None:
     conn.execute(
         f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} ("

@@ -244,6 +244,20 @@ KIND_TIME_INDEX = """
 CREATE INDEX IF NOT EXISTS ix_memory_items_project_kind_time ON memory_items(project_id, kind, created_at_epoch);
 """
 
+# m008: what the user deleted stays deleted. A deleted item's (project, content hash) is kept here, so
+# replaying its event, importing its transcript or claude-mem row again, or an export taken before the
+# delete does not bring it back. Only an explicit save of the same content (which removes the row
+# here) or an edit can store it again.
+FORGOTTEN_TABLE = """
+CREATE TABLE IF NOT EXISTS forgotten_items (
+    project_id INTEGER NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
+    content_hash TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    forgotten_at_epoch INTEGER NOT NULL,
+    PRIMARY KEY (project_id, content_hash)
+) WITHOUT ROWID;
+"""
+
 CAPTURE_TABLES = """
 ALTER TABLE ingest_events ADD COLUMN source_key TEXT;
 ALTER TABLE ingest_events ADD COLUMN error TEXT;

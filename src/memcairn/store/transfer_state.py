@@ -64,7 +64,8 @@ class TransferItem:
 @dataclass(frozen=True)
 class Outcome:
     """What happened to one record: created, existing (already there), duplicate (same content as another
-    stored item, which got its provenance) or rejected (``detail`` says why; nothing of it was written)."""
+    stored item, which got its provenance), forgotten (content the user deleted; not written) or rejected
+    (``detail`` says why; nothing of it was written)."""
 
     status: str
     detail: str | None = None
@@ -244,6 +245,8 @@ class TransferStateMixin:
         else:
             result = self._insert(conn, record.item, item_uuid=record.uuid, digest=record.content_hash,
                                   updated_at_epoch=record.updated_at_epoch)
+            if result.forgotten:  # the user deleted this content: it stays deleted, with no provenance either
+                return Outcome("forgotten"), None
             item_id = result.id
             outcome = Outcome("created") if result.created else Outcome("duplicate")
             if result.created:

@@ -94,7 +94,8 @@ _KEY_ROWS = (("sdk_sessions", ("content_session_id", "started_at_epoch", "starte
 @dataclass
 class ClaudeMemReport:
     """Counts of one import: sessions and items created, ``existing`` rows already in the store (imported before,
-    or the same content as a stored memory), ``skipped`` rows that could not be imported, ``skipped_excluded``
+    or the same content as a stored memory), ``forgotten`` rows whose content the user deleted from this store
+    (they stay deleted), ``skipped`` rows that could not be imported, ``skipped_excluded``
     rows of excluded projects left out on purpose, ``warnings`` values that were repaired, and ``notes`` for
     the reader (missing tables, merges, why rows were skipped)."""
 
@@ -106,6 +107,7 @@ class ClaudeMemReport:
     skipped_excluded: int = 0
     warnings: int = 0
     existing: int = 0
+    forgotten: int = 0
     notes: list[str] = field(default_factory=list)
     _reasons: int = field(default=0, repr=False)
 
@@ -570,6 +572,8 @@ def _add(ctx: _Context, table: str, counter: str, pending: list[NewItem]) -> Non
     for result in results:
         if result.created:
             setattr(ctx.report, counter, getattr(ctx.report, counter) + 1)
+        elif result.forgotten:
+            ctx.report.forgotten += 1
         else:
             ctx.report.existing += 1
     pending.clear()

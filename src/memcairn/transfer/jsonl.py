@@ -54,13 +54,15 @@ _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 @dataclass
 class ImportReport:
     """Counts of one import. ``existing``: records already in the store (same uuid, session or project);
-    ``duplicates``: items whose content another stored item already had (they add their provenance only)."""
+    ``duplicates``: items whose content another stored item already had (they add their provenance only);
+    ``forgotten``: items whose content the user deleted from this store (they stay deleted)."""
 
     projects: int = 0
     sessions: int = 0
     items: int = 0
     existing: int = 0
     duplicates: int = 0
+    forgotten: int = 0
     malformed: int = 0
     malformed_lines: list[int] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -303,6 +305,8 @@ def _flush(store: Store, batch: list[tuple[int, TransferRecord]], report: Import
             report.existing += 1
         elif outcome.status == "duplicate":
             report.duplicates += 1
+        elif outcome.status == "forgotten":
+            report.forgotten += 1
         else:
             report.reject(lineno, f"refused by the store: {outcome.detail}")
     batch.clear()

@@ -658,7 +658,8 @@ async def save_memory(request: Request) -> Response:
     item = scrub_item(item)  # the privacy rules of captured events: <private> parts out, secrets redacted
     if item.text is None:
         raise BadRequest("text holds nothing but <private> parts; nothing was saved")
-    result = await state.call(runtime.store.add_item, item, write=True)
+    # An explicit save: content the user deleted before is stored again.
+    result = await state.call(runtime.store.add_item, item, revive=True, write=True)
     return JSON({"id": result.id, "created": result.created})
 
 
