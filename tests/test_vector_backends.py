@@ -469,6 +469,42 @@ def test_corrupt_sqlite_vec_file_is_unavailable(tmp_path: Path) -> None:
         index.count()
 
 
+
+def test_sqlite_vec_follows_a_file_replaced_by_another_process(tmp_path: Path) -> None:
+    """A rebuild in another process (the CLI beside a running worker) deletes the file and writes a new one;
+    the long-lived index answers from, and writes to, the new file from its next call."""
+    rng = np.random.default_rng(31)
+    old_vectors, new_vectors = unit(rng, 2), unit(rng, 3)
+    worker = open_index("sqlite-vec", home=tmp_path, dimension=DIM, model="m1")
+    fill(worker, old_vectors, prefix="old")
+
+    (tmp_path / "vectors.sqlite").unlink()  # removed by hand: the open file still answers
+    assert worker.count() == 2
+
+    destroy_index("sqlite-vec", home=tmp_path)
+    rebuilt = open_index("sqlite-vec", home=tmp_path, dimension=DIM, model="m1")
+    fill(rebuilt, new_vectors, prefix="new")
+    rebuilt.close()
+
+    assert worker.count() == 3
+    best = worker.query(new_vectors[1].tolist(), projects=None, limit=1)
+    assert best[0].id == "new_1_narrative"
+    fill(worker, unit(rng, 1), prefix="late")
+    again = open_index("sqlite-vec", home=tmp_path, dimension=DIM, model="m1")
+    assert again.count() == 4  # the worker wrote into the new file, not the deleted one
+    again.close()
+
+    destroy_index("sqlite-vec", home=tmp_path)  # replaced by an index of another model: refused, then usable
+    other = open_index("sqlite-vec", home=tmp_path, dimension=DIM, model="m2")
+    other.close()
+    with pytest.raises(VectorIndexUnavailableError, match="m2"):
+        worker.count()
+    destroy_index("sqlite-vec", home=tmp_path)
+    assert worker.count() == 0  # the failed reopen is retried, here on a file of its own model
+    worker.close()
+    with pytest.raises(VectorIndexUnavailableError, match="closed"):
+        worker.count()
+
 def test_sqlite_vec_file_layout(tmp_path: Path) -> None:
     import apsw
 

@@ -19,7 +19,12 @@ CHROMA_STORE_ID_FILE = "chroma-store-id"
 _STORE_ID = re.compile(r"^[0-9a-f]{32}$")
 
 
-def _normalise(backend: str) -> str:
+def normalise_backend(backend: str) -> str:
+    """The canonical name of a vector backend setting (``sqlite_vec`` -> ``sqlite-vec``).
+
+    Raises:
+        ConfigError: no such backend.
+    """
     name = str(backend).strip().lower().replace("_", "-")
     if name not in BACKENDS:
         raise ConfigError(f"unknown vector backend {backend!r}; valid names: {', '.join(BACKENDS)}")
@@ -53,7 +58,7 @@ def open_index(backend: str, *, home: Path, dimension: int, chroma_url: str | No
     ``model`` names the embedding model the vectors come from: a persistent index records it and refuses
     to open for another one (`base.model_mismatch`), since vectors of two models do not compare, even of the
     same dimension."""
-    name = _normalise(backend)
+    name = normalise_backend(backend)
     if isinstance(dimension, bool) or not isinstance(dimension, int) or dimension <= 0:
         raise ConfigError(f"vector dimension must be a positive integer, got {dimension!r}")
     if name == "memory":
@@ -74,7 +79,7 @@ def open_index(backend: str, *, home: Path, dimension: int, chroma_url: str | No
 def destroy_index(backend: str, *, home: Path, chroma_url: str | None = None) -> None:
     """Throw the mirror away even when it cannot be opened (corrupt file, other dimension), so a
     rebuild can start from nothing. Touches nothing but the mirror: the SQLite store stays."""
-    name = _normalise(backend)
+    name = normalise_backend(backend)
     if name == "sqlite-vec":
         from memcairn.vectors.sqlite_vec import remove_files
 

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -149,6 +150,15 @@ def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]
         yield items[start : start + size]
 
 
+def _identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of the file at ``path``; None when there is none."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 def remove_files(path: Path) -> None:
     """Delete the index file and its WAL/SHM companions (used by a rebuild of a broken mirror)."""
     for suffix in _SUFFIXES:
@@ -182,23 +192,8 @@ class SqliteVecIndex:
         self._scan_thread: threading.Thread | None = None
         self._scan_version = 0
         self._scan_not_before = 0.0
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = apsw.Connection(str(self.path))
-        except (OSError, apsw.Error) as exc:
-            raise self._unavailable(exc) from exc
-        try:
-            conn.enable_load_extension(True)
-            conn.load_extension(sqlite_vec.loadable_path())
-            conn.enable_load_extension(False)
-            self._setup(conn)
-        except apsw.Error as exc:
-            conn.close()
-            raise self._unavailable(exc) from exc
-        except VectorIndexUnavailableError:
-            conn.close()
-            raise
-        self._conn = conn
+        self._closed = False
+        self._conn, self._file = self._open()
 
     # -- protocol
 
@@ -336,7 +331,7 @@ class SqliteVecIndex:
         with self._lock:
             self._drop_scan()
             thread, self._scan_thread = self._scan_thread, None
-            conn, self._conn = self._conn, None
+            conn, self._conn, self._closed = self._conn, None, True
             if conn is not None:
                 try:
                     conn.close()
@@ -353,11 +348,50 @@ class SqliteVecIndex:
             "`memcairn sync rebuild` recreates it from the SQLite store"
         )
 
+    def _open(self) -> tuple[apsw.Connection, tuple[int, int] | None]:
+        """A set-up connection to the file at ``path`` and that file's identity (device, inode)."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = apsw.Connection(str(self.path))
+        except (OSError, apsw.Error) as exc:
+            raise self._unavailable(exc) from exc
+        try:
+            conn.enable_load_extension(True)
+            conn.load_extension(sqlite_vec.loadable_path())
+            conn.enable_load_extension(False)
+            self._setup(conn)
+        except apsw.Error as exc:
+            conn.close()
+            raise self._unavailable(exc) from exc
+        except VectorIndexUnavailableError:
+            conn.close()
+            raise
+        return conn, _identity(self.path)
+
+    def _follow_replacement(self) -> None:
+        """Reopen when another file now sits at ``path`` (``memcairn sync rebuild`` of a corrupt index, run by
+        another process, deletes the file and writes a new one): without this a long-lived worker kept reading
+        and writing the deleted file until it restarted. A missing file is left alone (a rebuild between
+        its delete and its create, or a file removed by hand: the open one still answers). Under ``_lock``."""
+        now = _identity(self.path)
+        if self._conn is not None and (now is None or now == self._file):
+            return
+        if self._conn is not None:  # a new file: let go of the old one (a failed reopen is retried next call)
+            log.info("vector index %s was replaced by another process: reopening it", self.path)
+            self._drop_scan()
+            old, self._conn = self._conn, None
+            try:
+                old.close()
+            except apsw.Error:
+                pass
+        self._conn, self._file = self._open()
+
     @contextmanager
     def _db(self) -> Iterator[apsw.Connection]:
         with self._lock:
-            if self._conn is None:
+            if self._closed:
                 raise VectorIndexUnavailableError(f"vector index {self.path} is closed")
+            self._follow_replacement()
             try:
                 yield self._conn
             except apsw.Error as exc:
