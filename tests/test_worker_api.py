@@ -306,6 +306,33 @@ def test_context_inject_is_plain_text(client: TestClient, app: Any) -> None:
     assert_error(client.get("/api/context/inject", params={"colors": "maybe"}), 400, "invalid_request")
 
 
+
+def test_a_resumed_session_gets_one_line_unless_something_new_was_stored(client: TestClient, app: Any) -> None:
+    """Claude Code replays a resumed session's transcript, the context its start was given included."""
+    add(app, kind="observation", title="Parser handles tabs", project="alpha", created_at_epoch=1_000)
+    resume = {"project": "alpha", "source": "resume", "session": "s-9", "agent": "claude-code"}
+    first = client.get("/api/context/inject", params=resume)  # no start recorded: the whole context
+    assert "Parser handles tabs" in first.text and first.headers["x-memcairn-context"] != "resumed"
+
+    start = {"session_id": "s-9", "project": "alpha", "platform_source": "claude-code", "event": "session_start"}
+    assert client.post("/api/sessions/init", json=start).status_code == 202
+    within_grace = client.get("/api/context/inject", params=resume)  # this resume's own start, just landed
+    assert "Parser handles tabs" in within_grace.text
+
+    store = store_of(app)
+    store._conn.execute("UPDATE ingest_events SET created_at_epoch = created_at_epoch - 60000 WHERE session_id = 's-9'")
+    again = client.get("/api/context/inject", params=resume)
+    assert again.headers["x-memcairn-context"] == "resumed"
+    assert again.text.startswith("memcairn: no new memories since this session started")
+    for other in ({**resume, "source": "startup"}, {**resume, "session": "s-other"}, {**resume, "agent": "codex"}):
+        assert "Parser handles tabs" in client.get("/api/context/inject", params=other).text
+
+    add(app, kind="observation", title="Beta only", project="beta")  # news of another project: not this context's
+    assert client.get("/api/context/inject", params=resume).headers["x-memcairn-context"] == "resumed"
+    add(app, kind="observation", title="Lexer keeps tabs", project="alpha")  # stored since that start
+    news = client.get("/api/context/inject", params=resume)
+    assert "Lexer keeps tabs" in news.text and news.headers["x-memcairn-context"] != "resumed"
+
 def test_context_inject_narrows_to_the_platform_asked_for(client: TestClient, app: Any) -> None:
     add(app, kind="observation", title="Claude fixed the parser", project="alpha", platform_source="claude-code",
         session="c")

@@ -210,6 +210,17 @@ class IngestStateMixin:
             params.append(event_type)
         return [_row_to_event(r) for r in self._conn.execute(sql + " ORDER BY id", params)]
 
+    def earlier_session_start(self, platform_source: str, session_id: str, before_epoch: int) -> int | None:
+        """When the worker accepted this session's last SessionStart event before ``before_epoch``; None when
+        it has none (a session captured without its start, or one whose events were never recorded)."""
+        row = self._conn.execute(
+            "SELECT MAX(created_at_epoch) FROM ingest_events WHERE platform_source = ? AND session_id = ? "
+            "AND event_type = 'session_init' AND json_extract(payload, '$.event') = 'session_start' "
+            "AND created_at_epoch < ?",
+            (platform_source, session_id, int(before_epoch)),
+        ).fetchone()
+        return None if row is None or row[0] is None else int(row[0])
+
     def last_prompt_event(self, platform_source: str, session_id: str, before_id: int) -> IngestEvent | None:
         row = self._conn.execute(
             "SELECT * FROM ingest_events WHERE platform_source = ? AND session_id = ? AND id < ? "

@@ -623,6 +623,20 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin):
         ).fetchall()
         return [self._row_to_item(r) for r in reversed(earlier)], [self._row_to_item(r) for r in later]
 
+    def created_since(self, projects: Sequence[str] | None, epoch_ms: int) -> bool:
+        """Whether any item of these projects (every project when None) was created after ``epoch_ms``."""
+        if projects:
+            ids = self.resolve_project_ids(list(projects))
+            if not ids:
+                return False
+            row = self._conn.execute(
+                f"SELECT 1 FROM memory_items WHERE project_id IN ({', '.join('?' for _ in ids)}) "
+                "AND created_at_epoch > ? LIMIT 1", (*ids, int(epoch_ms))).fetchone()
+        else:
+            row = self._conn.execute("SELECT 1 FROM memory_items WHERE created_at_epoch > ? LIMIT 1",
+                                     (int(epoch_ms),)).fetchone()
+        return row is not None
+
     def data_version(self) -> int:
         """``PRAGMA data_version`` of this thread's connection: it changes when another connection (of this
         process or another) commits to the database."""

@@ -62,6 +62,10 @@ KIND_ROUTES = {"observation": "observation", "summary": "summary", "prompt": "pr
 
 # How /api/context/inject got its text: "memo" (a memoized render) or "rendered" (rendered for this request).
 CONTEXT_HEADER = "X-Memcairn-Context"
+RESUMED = "resumed"  # the CONTEXT_HEADER value of RESUMED_NOTE
+RESUMED_NOTE = ("memcairn: no new memories since this session started; its memory context is earlier in this "
+                "conversation.")
+RESUME_GRACE_MS = 30_000
 
 RuntimeSource = Runtime | Callable[[Settings], Runtime] | None
 
@@ -727,13 +731,33 @@ async def context_inject(request: Request) -> Response:
     if memo is None:  # set with the runtime; a memo that always renders otherwise
         memo = ContextMemo(None)
 
+    resumed = _resumed_session(request)
+
     def build() -> Answer:
+        if resumed is not None and _unchanged_since_start(runtime.store, names, *resumed):
+            return Answer(RESUMED_NOTE, RESUMED)
         notices = runtime.store.take_capture_notices(names or None)
         return memo.render(runtime.store, settings, projects=names, platform_source=platform, colors=colors,
                            full=full, tz=tz, notices=notices, fresh=fresh)
 
     answer = await state.call(build)
     return PlainTextResponse(answer.text, headers={CONTEXT_HEADER: answer.source})
+
+
+def _resumed_session(request: Request) -> tuple[str, str] | None:
+    """(agent, session id) when the context is asked for a resumed session (``source=resume``), else None."""
+    if (_param(request, "source") or "").lower() != "resume":
+        return None
+    agent, session = _param(request, "agent"), _param(request, "session")
+    return (agent, session) if agent and session else None
+
+
+def _unchanged_since_start(store: Any, projects: list[str] | None, agent: str, session: str) -> bool:
+    """A resumed Claude Code session replays the context its start was given; when nothing was stored since
+    that start, giving it again only doubles it. The current resume's own SessionStart event may have landed
+    already (the hook sends it beside this request): events of the last ``RESUME_GRACE_MS`` do not count."""
+    started = store.earlier_session_start(agent, session, before_epoch=int(time.time() * 1000) - RESUME_GRACE_MS)
+    return started is not None and not store.created_since(projects, started)
 
 
 async def stream(request: Request) -> Response:

@@ -134,8 +134,9 @@ _SESSION_FIELDS: dict[str, Any] = {
 # How /api/context/inject got its text (absent on the empty answer for an excluded project).
 CONTEXT_HEADERS = {"X-Memcairn-Context": {
     "description": "memo: served from the memo of rendered contexts (the store has not changed since, same "
-                   "parameters, settings and minute); rendered: rendered for this request",
-    "schema": {"type": "string", "enum": ["memo", "rendered"]}}}
+                   "parameters, settings and minute); rendered: rendered for this request; resumed: a resumed "
+                   "session whose earlier context still holds (one line instead of the context)",
+    "schema": {"type": "string", "enum": ["memo", "rendered", "resumed"]}}}
 _PROJECT_OR_CWD = [{"required": ["project"]}, {"required": ["cwd"]}]
 
 
@@ -190,7 +191,13 @@ OPERATIONS: tuple[Operation, ...] = (
                   Param("colors", FLAG, "ANSI colours, for the person's terminal (never for the model)"),
                   Param("full", FLAG, "Lift the item limits and the token budget"),
                   Param("fresh", FLAG, "Diagnostic: render even when the memo holds this context (the new text is "
-                                       "kept); the text is the same either way"))),
+                                       "kept); the text is the same either way"),
+                  Param("source", _STR, "The SessionStart source (startup, resume, clear, compact). With resume, "
+                                        "session and agent: one line instead of the context when nothing was stored "
+                                        "since the session's earlier start (its transcript replays that context)"),
+                  Param("session", _STR, "The agent's session id (with source=resume)"),
+                  Param("agent", _STR, "The agent the session belongs to: claude-code, codex, gemini (with "
+                                       "source=resume)"))),
     Operation("post", "/api/memory/save", "Save a manual memory", _json(_obj(
         ("id", "created"), id={"type": "integer"}, created={"type": "boolean"})),
         body={"type": "object", "required": ["text"], "properties": {
