@@ -14,8 +14,11 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import httpx
 import pytest
@@ -118,8 +121,8 @@ def _restart(client: httpx.Client, env: dict[str, str], cwd: Path, log: Any, log
     _launch(client, env, cwd, log, log_path)
 
 
-@pytest.fixture
-def page(tmp_path: Path) -> Iterator[Page]:
+@contextmanager
+def _browser_page(tmp_path: Path, **context_options: Any) -> Iterator[Page]:
     """A page in the system Chromium with a fresh profile; console errors collected on ``page.errors``."""
     _ensure_chromium()
     with sync_playwright() as pw:
@@ -131,7 +134,7 @@ def page(tmp_path: Path) -> Iterator[Page]:
             viewport={"width": 1280, "height": 860},
             color_scheme="light",
             locale="en-GB",
-            timezone_id="UTC",
+            **context_options,
         )
         try:
             page = context.pages[0] if context.pages else context.new_page()
@@ -143,6 +146,32 @@ def page(tmp_path: Path) -> Iterator[Page]:
             yield page
         finally:
             context.close()
+
+
+@pytest.fixture
+def page(tmp_path: Path) -> Iterator[Page]:
+    """A page in the system Chromium, in the UTC time zone."""
+    with _browser_page(tmp_path, timezone_id="UTC") as page:
+        yield page
+
+
+@pytest.fixture
+def zoned_page(tmp_path: Path) -> Iterator[Page]:
+    """A page whose time zone the test changes while it is open: ``page.set_time_zone("Asia/Kolkata")``.
+
+    Chromium refuses a second override of the zone Playwright sets through ``timezone_id``, so this context
+    has none and the zone is set (to UTC first) over the DevTools protocol, as a change of the machine's zone
+    reaches an open page.
+    """
+    with _browser_page(tmp_path) as page:
+        cdp = page.context.new_cdp_session(page)
+
+        def set_time_zone(zone: str) -> None:
+            cdp.send("Emulation.setTimezoneOverride", {"timezoneId": zone})
+
+        set_time_zone("UTC")
+        page.set_time_zone = set_time_zone  # type: ignore[attr-defined]
+        yield page
 
 
 def _save(client: httpx.Client, **fields: Any) -> int:
@@ -560,3 +589,104 @@ def test_viewer_escape_returns_to_the_search_result(worker: httpx.Client, page: 
     page.keyboard.press("Escape")
     expect(page.locator("#delete-button")).to_be_hidden()
     expect(result).to_be_focused()
+
+
+def test_viewer_search_box_takes_its_direction_from_the_query(worker: httpx.Client, page: Page) -> None:
+    """A Hebrew or Arabic query is laid out right to left as it is typed; a Latin one stays left to right."""
+    page.goto(str(worker.base_url.join("/")))
+    _wait_until_loaded(page)
+    box = page.locator("#search-input")
+    direction = "el => getComputedStyle(el).direction"
+    box.fill("מטמון נכשל!")
+    assert box.evaluate(direction) == "rtl"
+    box.fill("فشل التخزين؟")
+    assert box.evaluate(direction) == "rtl"
+    box.fill("cache failed!")
+    assert box.evaluate(direction) == "ltr"
+
+
+def test_viewer_search_runs_again_after_the_stream_reconnects(worker: httpx.Client, page: Page) -> None:
+    """Results shown while the worker restarts are searched again once the stream is back: a memory saved
+    while the page was cut off appears among them, one deleted meanwhile leaves them."""
+    first = _save(worker, project="viewer-test", title=f"Before the restart {MARKER}", text="a", type="note")
+    gone = _save(worker, project="viewer-test", title=f"Deleted while away {MARKER}", text="b", type="note")
+    page.goto(str(worker.base_url.join("/")))
+    _wait_until_loaded(page)
+    page.locator("#search-input").fill(MARKER)
+    page.locator("#search-input").press("Enter")
+    expect(_row(page, "#results", first)).to_be_visible()
+    expect(_row(page, "#results", gone)).to_be_visible()
+    _row(page, "#results", first).locator(".row-button").focus()
+
+    # The page cannot reconnect until the memories are written, so no live event can bring the news.
+    page.route("**/stream", lambda route: route.abort())
+    worker.restart()  # type: ignore[attr-defined]
+    expect(page.locator("#connection")).not_to_have_attribute("data-state", "live")
+    late = _save(worker, project="viewer-test", title=f"Saved while away {MARKER}", text="c", type="note")
+    assert worker.delete(f"/api/memory/{gone}").status_code in (200, 204)
+    page.unroute("**/stream")
+
+    expect(page.locator("#connection")).to_have_attribute("data-state", "live", timeout=15_000)
+    expect(_row(page, "#results", late)).to_be_visible()
+    expect(_row(page, "#results", gone)).to_have_count(0)
+    expect(_row(page, "#results", first).locator(".row-button")).to_be_focused()
+    expect(page.locator("#search-meta")).to_contain_text("2 results")
+
+
+def test_viewer_delete_confirmation_isolates_a_right_to_left_title(worker: httpx.Client, page: Page) -> None:
+    """The title in the confirmation is a bidi isolate (FSI ... PDI): a Hebrew title ending in "!" keeps the
+    "!" at its left end, and the quotes, "?" and the rest of the message stay where English puts them."""
+    rtl_title = "מחיקת המטמון נכשלה!"
+    item_id = _save(worker, project="viewer-test", title=rtl_title, text="t", type="note")
+    page.goto(str(worker.base_url.join("/")))
+    _wait_until_loaded(page)
+    _row(page, "#feed", item_id).click()
+    expect(page.locator("#detail-heading")).to_have_text(rtl_title)
+    messages = _dialog_messages(page)
+    page.locator("#delete-button").click()
+    expect(_row(page, "#feed", item_id)).to_be_visible()
+    assert len(messages) == 1
+    assert f"Delete memory #{item_id} \u201c\u2068{rtl_title}\u2069\u201d?" in messages[0]
+    assert worker.get(f"/api/memory/{item_id}").status_code == 200
+
+
+def _clock_text(epoch: float, zone: str, pattern: str) -> str:
+    return datetime.fromtimestamp(epoch, ZoneInfo(zone)).strftime(pattern)
+
+
+def test_viewer_times_follow_a_change_of_time_zone(worker: httpx.Client, zoned_page: Page) -> None:
+    """The machine moves to another time zone while the tab is open: the times shown (rows, their tooltips,
+    the detail) follow once the tab is looked at again, and new rows use the new zone, without a reload."""
+    page = zoned_page
+    old = _save(worker, project="viewer-test", title="Saved in UTC", text="t", type="note")
+    page.goto(str(worker.base_url.join("/")))
+    _wait_until_loaded(page)
+    epoch = worker.get(f"/api/memory/{old}").json()["created_at_epoch"]
+    epoch = epoch / 1000 if epoch > 1e11 else epoch
+    label = _row(page, "#feed", old).locator("time")
+    expect(label).to_have_text(re.compile(re.escape(_clock_text(epoch, "UTC", "%H:%M")) + "$"))
+    _row(page, "#feed", old).click()
+    created = page.locator("#detail .record-meta time").first
+    expect(created).to_contain_text(_clock_text(epoch, "UTC", "%H:%M"))
+
+    # India is 5:30 ahead of UTC: every minute of the label differs.
+    zone = "Asia/Kolkata"
+    page.set_time_zone(zone)  # type: ignore[attr-defined]
+    assert page.evaluate("new Date(0).getHours()") == 5
+    page.evaluate("window.dispatchEvent(new Event('focus'))")
+    kolkata = _clock_text(epoch, zone, "%H:%M")
+    expect(label).to_have_text(re.compile(re.escape(kolkata) + "$"))
+    assert kolkata in (label.get_attribute("title") or "")
+    expect(created).to_contain_text(kolkata)
+
+    # Zone changed again and a memory arrives before anything else happens: old and new rows agree.
+    zone = "America/St_Johns"  # 3:30 (or 2:30) behind UTC
+    page.set_time_zone(zone)  # type: ignore[attr-defined]
+    new = _save(worker, project="viewer-test", title="Saved in Newfoundland", text="t", type="note")
+    expect(_row(page, "#feed", new)).to_be_visible(timeout=SSE_DEADLINE_MS)
+    new_epoch = worker.get(f"/api/memory/{new}").json()["created_at_epoch"]
+    new_epoch = new_epoch / 1000 if new_epoch > 1e11 else new_epoch
+    expect(_row(page, "#feed", new).locator("time")).to_have_text(
+        re.compile(re.escape(_clock_text(new_epoch, zone, "%H:%M")) + "$"))
+    expect(label).to_have_text(re.compile(re.escape(_clock_text(epoch, zone, "%H:%M")) + "$"))
+    assert page.errors == []  # type: ignore[attr-defined]

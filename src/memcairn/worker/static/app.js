@@ -108,30 +108,73 @@
     return n < 1e11 ? n * 1000 : n; // tolerate seconds
   }
 
-  const fullDate = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'short' });
-  const timeOnly = new Intl.DateTimeFormat(undefined, { hour: '2-digit', minute: '2-digit' });
-  const dayMonth = new Intl.DateTimeFormat(undefined, { day: 'numeric', month: 'short' });
-  const dayMonthYear = new Intl.DateTimeFormat(undefined, { day: 'numeric', month: 'short', year: 'numeric' });
+  // Intl formatters keep the time zone they were made in. A machine moved to another zone (a laptop that
+  // travels, a changed setting) would show the old zone's times until a reload, so the formatters are made
+  // again, and every time on the page rewritten, when the zone changes.
+  let clock = null; // { zone, full, time, dayMonth, dayMonthYear }
 
-  function timeLabel(date, now = new Date()) {
-    if (date.toDateString() === now.toDateString()) return timeOnly.format(date);
-    if (date.getFullYear() === now.getFullYear()) return `${dayMonth.format(date)} ${timeOnly.format(date)}`;
-    return dayMonthYear.format(date);
+  function currentZone() {
+    return new Intl.DateTimeFormat().resolvedOptions().timeZone;
   }
 
-  function timeElement(ms) {
+  function makeClock(zone) {
+    return {
+      zone,
+      full: new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'short' }),
+      time: new Intl.DateTimeFormat(undefined, { hour: '2-digit', minute: '2-digit' }),
+      dayMonth: new Intl.DateTimeFormat(undefined, { day: 'numeric', month: 'short' }),
+      dayMonthYear: new Intl.DateTimeFormat(undefined, { day: 'numeric', month: 'short', year: 'numeric' }),
+    };
+  }
+
+  function formats() {
+    if (!clock) clock = makeClock(currentZone());
+    return clock;
+  }
+
+  function zoneChanged() {
+    const zone = currentZone();
+    if (clock && clock.zone === zone) return false;
+    clock = makeClock(zone);
+    return true;
+  }
+
+  function timeLabel(date, now = new Date()) {
+    const f = formats();
+    if (date.toDateString() === now.toDateString()) return f.time.format(date);
+    if (date.getFullYear() === now.getFullYear()) return `${f.dayMonth.format(date)} ${f.time.format(date)}`;
+    return f.dayMonthYear.format(date);
+  }
+
+  // A row's time is short ("14:05", "3 Dec 14:05") with the full date as its tooltip; the detail's is full.
+  function writeTime(node, date, now = new Date()) {
+    const full = formats().full.format(date);
+    const text = node.getAttribute('data-style') === 'full' ? full : timeLabel(date, now);
+    if (node.textContent !== text) node.textContent = text;
+    if (node.getAttribute('data-style') !== 'full' && node.getAttribute('title') !== full) node.setAttribute('title', full);
+  }
+
+  function timeElement(ms, style = 'short') {
     if (ms === null) return el('time', { text: '' });
     const date = new Date(ms);
-    return el('time', { text: timeLabel(date), attrs: { datetime: date.toISOString(), title: fullDate.format(date) } });
+    const node = el('time', { attrs: { datetime: date.toISOString(), 'data-style': style } });
+    writeTime(node, date);
+    return node;
   }
 
   function refreshTimeLabels() {
-    // A tab left open past midnight: today's "14:05" becomes "3 Dec 14:05".
+    // Redone every minute and whenever the tab comes back: a tab left open past midnight turns today's
+    // "14:05" into "3 Dec 14:05", and a change of time zone shows at the latest then.
+    zoneChanged();
     const now = new Date();
-    for (const node of document.querySelectorAll('.rows time[datetime]')) {
-      const label = timeLabel(new Date(node.getAttribute('datetime')), now);
-      if (node.textContent !== label) node.textContent = label;
+    for (const node of document.querySelectorAll('time[datetime][data-style]')) {
+      writeTime(node, new Date(node.getAttribute('datetime')), now);
     }
+  }
+
+  function followTimeZone() {
+    // Before new times are drawn: if the zone changed, the times already shown are rewritten too.
+    if (zoneChanged()) refreshTimeLabels();
   }
 
   function normalize(raw) {
@@ -306,6 +349,7 @@
   }
 
   function renderFeed() {
+    followTimeZone();
     const keepFocus = focusedRowId();
     const f = filters();
     const fragment = document.createDocumentFragment();
@@ -348,6 +392,7 @@
   }
 
   function insertFeedItem(item) {
+    followTimeZone();
     const existing = feedRow(item.id);
     if (existing) existing.remove();
     state.feed.set(item.id, item);
@@ -570,6 +615,11 @@
     ui.searchNotes.textContent = notes.join(' ');
     ui.searchNotes.hidden = notes.length === 0;
 
+    // A search run again (filters changed, the stream reconnected) keeps the focus on the result it was on.
+    const active = document.activeElement;
+    const focusedRow = active && ui.results.contains(active) ? active.closest('[data-item-id]') : null;
+    const keepFocus = focusedRow ? focusedRow.getAttribute('data-item-id') : null;
+    followTimeZone();
     clear(ui.results);
     if (count === 0) {
       ui.results.append(el('li', { className: 'empty', text: 'No memories matched.' }));
@@ -578,6 +628,10 @@
     const fragment = document.createDocumentFragment();
     for (const item of state.results) fragment.append(buildRow(item, { showScore: true }));
     ui.results.append(fragment);
+    if (keepFocus) {
+      const row = Array.from(ui.results.children).find((other) => other.getAttribute('data-item-id') === keepFocus);
+      if (row) row.querySelector('.row-button').focus();
+    }
   }
 
   function setSearchMeta(parts) {
@@ -652,6 +706,7 @@
   }
 
   function renderDetail(record, id) {
+    followTimeZone();
     state.record = record;
     const item = recordItem(record, id);
     noteItem(item);
@@ -669,14 +724,10 @@
     addMeta('Type', item.type);
     addMeta('Project', item.project);
     if (record.merged_into_project) addMeta('Merged into', record.merged_into_project);
-    if (item.created !== null) {
-      const date = new Date(item.created);
-      addMeta('Created', el('time', { text: fullDate.format(date), attrs: { datetime: date.toISOString() } }));
-    }
+    if (item.created !== null) addMeta('Created', timeElement(item.created, 'full'));
     const updated = epochMs(record.updated_at_epoch);
     if (updated !== null && item.created !== null && Math.abs(updated - item.created) > 1000) {
-      const date = new Date(updated);
-      addMeta('Updated', el('time', { text: fullDate.format(date), attrs: { datetime: date.toISOString() } }));
+      addMeta('Updated', timeElement(updated, 'full'));
     }
     addMeta('Platform', record.platform_source);
     addMeta('Session', record.session);
@@ -772,7 +823,9 @@
     const id = state.selectedId;
     if (!record || id === null) return;
     const title = cut(titleOf(recordItem(record, id)), ROW_TITLE_CHARS);
-    if (!window.confirm(`Delete memory #${id} “${title}”?\nThis cannot be undone.`)) return;
+    // The title is isolated (FSI … PDI): a right-to-left title keeps its punctuation on its own side and
+    // does not reorder the rest of the message.
+    if (!window.confirm(`Delete memory #${id} “\u2068${title}\u2069”?\nThis cannot be undone.`)) return;
     // Disabling the button takes the focus from it; note where it goes next before any row can vanish.
     const hadFocus = document.activeElement === ui.deleteButton;
     const next = focusTargetAfter(id);
@@ -886,6 +939,8 @@
         const shown = Array.from(state.feed.values()).filter((item) => matches(item, f)).sort(compareNewest);
         loadFeed(shown[shown.length - 1] || null);
         loadProjects();
+        // Results shown before the drop may be stale (memories saved or deleted meanwhile): search again.
+        if (state.query) runSearch(state.query);
       }
     });
     source.addEventListener('error', () => {
@@ -978,6 +1033,10 @@
   });
 
   setInterval(refreshTimeLabels, CLOCK_MS);
+  document.addEventListener('visibilitychange', () => {
+    if (document.visibilityState === 'visible') refreshTimeLabels();
+  });
+  window.addEventListener('focus', refreshTimeLabels);
   renderTypeOptions();
   connect();
   loadProjects();
