@@ -591,6 +591,32 @@ def test_capture_notices_reach_the_person_without_terminal_output(env: dict[str,
     assert "multiply_numbers added" not in out["systemMessage"]  # only the warning, not the whole digest
 
 
+
+def test_a_resumed_session_is_not_given_its_context_twice(env: dict[str, str], project: Path, workers: Workers,
+                                                          isolated_home: Path) -> None:
+    """Claude Code replays a resumed transcript, the context injected at its start included."""
+    hour_ago = int(time.time() * 1000) - 3_600_000
+    seed(isolated_home, NewItem(project="calc", kind="observation", type="bugfix", title="Division guarded",
+                                created_at_epoch=hour_ago))
+    workers.start(env)
+    start = payload("session_start", project)
+    out, _ = hook(env, "session-start", start)
+    assert "Division guarded" in out["hookSpecificOutput"]["additionalContext"]
+    with Store(isolated_home / "memcairn.db") as store:  # that start was a while ago
+        store._conn.execute("UPDATE ingest_events SET created_at_epoch = created_at_epoch - 600000")
+        store._conn.commit()
+
+    resumed = {**start, "source": "resume"}
+    out, _ = hook(env, "session-start", resumed)
+    line = out["hookSpecificOutput"]["additionalContext"]
+    assert "no new memories since this session started" in line and "Division guarded" not in line
+    out, _ = hook(env, "SessionStart", resumed, "--platform", "codex")  # not documented to replay it
+    assert "Division guarded" in out["hookSpecificOutput"]["additionalContext"]
+
+    seed(isolated_home, NewItem(project="calc", kind="observation", type="feature", title="Multiply added"))
+    out, _ = hook(env, "session-start", resumed)  # something new since: the context, with it
+    assert "Multiply added" in out["hookSpecificOutput"]["additionalContext"]
+
 def test_session_start_shows_times_in_the_agent_s_zone_not_the_worker_s(env: dict[str, str], project: Path,
                                                                         workers: Workers,
                                                                         isolated_home: Path) -> None:

@@ -236,9 +236,20 @@ def _context_params(hook: Hook, **params: Any) -> dict[str, Any]:
     return params
 
 
+def _resume_params(hook: Hook) -> dict[str, str]:
+    """For a resumed Claude Code session, what lets the worker answer one line instead of the context again:
+    Claude Code replays the transcript, the context the session's start was given included. (Codex and
+    Gemini are not documented to replay it, so they get the context.)"""
+    session = hook.text("session_id")
+    if hook.platform != "claude-code" or hook.text("source") != "resume" or not session:
+        return {}
+    return {"source": "resume", "session": session, "agent": hook.platform}
+
+
 def session_start(hook: Hook) -> dict[str, Any]:
     # No platformSource: a session starts with what every agent learned in this project chain.
-    params = _context_params(hook)
+    resumed = _resume_params(hook)
+    params = _context_params(hook, **resumed)
     context = hook.send("GET", "/api/context/inject", params=params, timeout=CONTEXT_TIMEOUT)
     if context is None and hook.refused and hook.settings["worker_autostart"] and _autostart(hook):
         hook.failure, hook.refused = None, False
@@ -248,7 +259,7 @@ def session_start(hook: Hook) -> dict[str, Any]:
     terminal = hook.settings["terminal_output"]
     coloured = None
     if terminal and hook.platform == "claude-code":  # Codex and Gemini print systemMessage as it is: no ANSI
-        coloured = hook.send("GET", "/api/context/inject", params=_context_params(hook, colors="true"),
+        coloured = hook.send("GET", "/api/context/inject", params=_context_params(hook, colors="true", **resumed),
                              timeout=CONTEXT_TIMEOUT)
     init = None
     if hook.text("session_id"):
