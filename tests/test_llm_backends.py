@@ -1154,3 +1154,118 @@ def test_a_summary_cut_by_the_token_limit_keeps_its_complete_sections(stub: Stub
     assert result.summary.learned == "page_count used floor division" and result.summary.completed is None
     with pytest.raises(CompressionFailed):
         parse_summary("<summary><request>Fix the pa")
+
+
+# -- older answer shapes, bounded CLI output, pauses after server errors and a missing CLI ------------------------
+
+def test_openai_legacy_completions_text_is_read(stub: Stub, tmp_path: Path) -> None:
+    stub.reply({"id": "c1", "object": "text_completion", "model": "qwen2.5:3b",
+                "choices": [{"index": 0, "text": GOOD, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 50, "completion_tokens": 20}})
+    stub.reply({"choices": [{"index": 0, "text": "ignored", "message": {"role": "assistant", "content": SECOND}}]})
+    compressor = openai_compressor(stub, tmp_path, MemoryLedger())
+    [obs] = compressor.observe(turn_with(), [edit_call()]).observations
+    assert obs.title == "Pager rounded the page count down"
+    [chat] = compressor.observe(turn_with(), [edit_call()]).observations  # message.content wins over text
+    assert chat.title == "Tests use a fixed page size of 10"
+
+
+_FLOOD_CLAUDE = """#!{python}
+import sys
+sys.stdin.read()
+chunk = "x" * 65536
+while True:
+    sys.{stream}.write(chunk)
+    sys.{stream}.flush()
+"""
+
+
+def _script(tmp_path: Path, text: str) -> Path:
+    script = tmp_path / "claude-script"
+    script.write_text(text, encoding="utf-8")
+    script.chmod(0o755)
+    return script
+
+
+def test_claude_cli_output_is_capped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memcairn.capture.llm import clients
+
+    monkeypatch.setattr(clients, "MAX_BODY_BYTES", 200_000)
+    script = _script(tmp_path, _FLOOD_CLAUDE.format(python=sys.executable, stream="stdout"))
+    started = time.monotonic()
+    with pytest.raises(CompressionFailed) as info:
+        cli_compressor(tmp_path, MemoryLedger(), str(script), timeout=20).observe(turn_with(), [edit_call()])
+    assert time.monotonic() - started < 10  # stopped at the cap, not at the timeout
+    assert info.value.reason == "error"
+    assert "more than 200,000 bytes" in info.value.detail and "MAX_BODY_BYTES" in info.value.detail
+
+
+def test_claude_cli_stderr_flood_is_dropped_not_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memcairn.capture.llm import clients
+
+    monkeypatch.setattr(clients, "MAX_BODY_BYTES", 100_000)
+    answer = json.dumps({"type": "result", "subtype": "success", "is_error": False, "result": GOOD})
+    script = _script(tmp_path, f"#!{sys.executable}\nimport sys\nsys.stdin.read()\n"
+                               "sys.stderr.write('warning ' * 100_000)\n"
+                               f"print({answer!r})\n")
+    done = ClaudeCliClient(settings_for(tmp_path, claude_cli=str(script)))._run("system", "user")
+    assert json.loads(done.stdout)["result"] == GOOD
+    assert len(done.stderr) == 100_000 and done.stderr.startswith("warning ")
+
+
+def test_claude_cli_gets_a_large_prompt_whole(tmp_path: Path, fake_claude) -> None:
+    script, log = fake_claude("ok")
+    user = "line of tool output é\n" * 40_000  # well past a pipe's buffer
+    text, _ = ClaudeCliClient(settings_for(tmp_path, claude_cli=str(script))).complete("system", user, 100)
+    assert text == GOOD
+    assert json.loads(log.read_text(encoding="utf-8"))["stdin"] == user
+
+
+@pytest.mark.parametrize(("status", "headers", "paused"), [
+    (500, {}, 60.0), (502, {"retry-after": "300"}, 300.0),
+])
+def test_a_server_error_pauses_the_model(stub: Stub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, status: int,
+                                         headers: dict[str, str], paused: float) -> None:
+    clock = FakeClock()
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
+    settings = settings_for(tmp_path, llm_base_url=stub.url)
+    compressor = LlmCompressor(AnthropicClient(settings), MemoryLedger(), settings, clock=clock)
+    stub.reply({"type": "error", "error": {"type": "api_error", "message": "Internal server error"}}, status=status,
+               headers=headers)
+    stub.reply(anthropic_body(GOOD))
+    with pytest.raises(CompressionFailed) as info:
+        compressor.observe(turn_with(), [edit_call()])
+    assert info.value.reason == "error" and f"HTTP {status}" in info.value.detail
+    clock.now += paused - 1
+    with pytest.raises(CompressionFailed) as info:
+        compressor.observe(turn_with(), [edit_call()])
+    assert info.value.reason == "error" and "not calling the model" in info.value.detail
+    assert len(stub.requests) == 1
+    clock.now += 2
+    assert len(compressor.observe(turn_with(), [edit_call()]).observations) == 1
+
+
+def test_a_client_error_does_not_pause_the_model(stub: Stub, tmp_path: Path) -> None:
+    stub.reply({"error": "model 'nope' not found"}, status=404)
+    stub.reply(openai_body(GOOD))
+    compressor = openai_compressor(stub, tmp_path, MemoryLedger())
+    with pytest.raises(CompressionFailed):
+        compressor.observe(turn_with(), [edit_call()])
+    assert len(compressor.observe(turn_with(), [edit_call()]).observations) == 1
+
+
+def test_a_missing_claude_pauses_the_model(tmp_path: Path, fake_claude) -> None:
+    clock = FakeClock()
+    executable = tmp_path / "bin" / "claude"  # fake_claude writes it there, later
+    settings = settings_for(tmp_path, capture_backend="claude-cli", claude_cli=str(executable))
+    compressor = LlmCompressor(ClaudeCliClient(settings), MemoryLedger(), settings, clock=clock)
+    with pytest.raises(CompressionFailed) as info:
+        compressor.observe(turn_with(), [edit_call()])
+    assert info.value.reason == "error" and "claude executable not found" in info.value.detail
+    fake_claude("ok")
+    clock.now += 59
+    with pytest.raises(CompressionFailed) as info:  # not started again: it would have worked now
+        compressor.observe(turn_with(), [edit_call()])
+    assert "not calling the model" in info.value.detail and "claude executable not found" in info.value.detail
+    clock.now += 2
+    assert len(compressor.observe(turn_with(), [edit_call()]).observations) == 1

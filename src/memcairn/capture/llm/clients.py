@@ -12,6 +12,8 @@ import http.client
 import json
 import os
 import re
+import select
+import selectors
 import signal
 import subprocess
 import tempfile
@@ -20,7 +22,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from email.utils import parsedate_to_datetime
-from typing import Any, Protocol
+from typing import IO, Any, Protocol
 
 from memcairn.capture.records import CompressionFailed, Usage
 from memcairn.config import Settings
@@ -65,11 +67,24 @@ class ReplyFailed(CompressionFailed):
 
 
 class ServerFailed(CompressionFailed):
-    """A failure a server answered; ``retry_after`` is how many seconds it asked to be left alone, if it said."""
+    """A failure a server answered; ``retry_after`` is how many seconds it asked to be left alone, if it said,
+    and ``status`` the HTTP status it answered with."""
 
-    def __init__(self, reason: str, detail: str, retry_after: float | None = None) -> None:
+    def __init__(self, reason: str, detail: str, retry_after: float | None = None, status: int | None = None) -> None:
         super().__init__(reason, detail)
         self.retry_after = retry_after
+        self.status = status
+
+    @property
+    def server_error(self) -> bool:
+        """Whether the server answered a 5xx: its own trouble, which a call made right away is likely to meet
+        again, so the model is paused (and the server left alone) for a while."""
+        return self.status is not None and 500 <= self.status < 600
+
+
+class ClientUnavailable(CompressionFailed):
+    """The transport itself cannot be used (the ``claude`` executable is missing or cannot be run): every call
+    fails the same way until the setting changes, so the model is paused as after a refused key."""
 
 
 def estimate_tokens(*texts: str) -> int:
@@ -128,12 +143,12 @@ def http_failure(status: int, text: str, label: str, retry_after: float | None =
     """The failure an HTTP error status (and its body text) stands for."""
     detail = f"{label} answered HTTP {status}: {text}" if text else f"{label} answered HTTP {status}"
     if status in (401, 403) or _AUTH_BODY_RE.search(text):
-        return ServerFailed("auth", detail, retry_after)
+        return ServerFailed("auth", detail, retry_after, status)
     if status in (429, 503, 529) or _QUOTA_BODY_RE.search(text):
-        return ServerFailed("quota", detail, retry_after)
+        return ServerFailed("quota", detail, retry_after, status)
     if status in (408, 504):
-        return ServerFailed("timeout", detail, retry_after)
-    return ServerFailed("error", detail, retry_after)
+        return ServerFailed("timeout", detail, retry_after, status)
+    return ServerFailed("error", detail, retry_after, status)
 
 
 def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
@@ -324,7 +339,7 @@ class OpenAIClient:
         choices = payload.get("choices") if isinstance(payload.get("choices"), list) else []
         choice = choices[0] if choices and isinstance(choices[0], dict) else {}
         message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
-        text = _message_text(message.get("content"))
+        text = _choice_text(choice, message)
         raw_usage = payload.get("usage") if isinstance(payload.get("usage"), dict) else {}
         tokens_in = _int(raw_usage.get("prompt_tokens")) or estimate_tokens(system, user)
         tokens_out = _int(raw_usage.get("completion_tokens")) or estimate_tokens(text)
@@ -338,6 +353,13 @@ class OpenAIClient:
             raise ReplyFailed("prose", f"the model stopped at max_tokens {max_tokens} before answering anything "
                                        "(a reasoning model may have spent them thinking)", usage)
         return text, usage
+
+
+def _choice_text(choice: dict[str, Any], message: dict[str, Any]) -> str:
+    """The reply a choice holds: ``message.content`` (chat completions), else ``text`` (the older completions
+    shape some OpenAI-compatible servers and proxies still answer with)."""
+    content = message.get("content")
+    return _message_text(content if content is not None else choice.get("text"))
 
 
 def _message_text(content: Any) -> str:
@@ -396,10 +418,10 @@ class ClaudeCliClient:
         except subprocess.TimeoutExpired:
             raise CompressionFailed("timeout", f"claude did not answer within {self.timeout:g} s") from None
         except (FileNotFoundError, NotADirectoryError):
-            raise CompressionFailed("error", f"claude executable not found ({self.executable!r}): "
+            raise ClientUnavailable("error", f"claude executable not found ({self.executable!r}): "
                                              "set claude_cli") from None
         except PermissionError:
-            raise CompressionFailed("error", f"claude executable {self.executable!r} cannot be run: "
+            raise ClientUnavailable("error", f"claude executable {self.executable!r} cannot be run: "
                                              "set claude_cli") from None
         except OSError as exc:
             raise CompressionFailed("error", f"cannot run claude ({self.executable!r}): {exc}") from None
@@ -419,19 +441,19 @@ class ClaudeCliClient:
         return text, usage
 
     def _run(self, system: str, user: str) -> subprocess.CompletedProcess[str]:
-        """Run ``claude`` in a process group of its own: on a timeout the whole group is killed, so a wrapper
-        script's node process (or anything else it started) does not linger, still holding the pipes open."""
+        """Run ``claude`` in a process group of its own: on a timeout, or output past ``MAX_BODY_BYTES``, the
+        whole group is killed, so a wrapper script's node process (or anything else it started) does not
+        linger, still holding the pipes open."""
         with subprocess.Popen(
-            self.argv(system), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            encoding="utf-8", errors="replace", env=self.child_env(), cwd=tempfile.gettempdir(),
-            start_new_session=True,
+            self.argv(system), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env=self.child_env(), cwd=tempfile.gettempdir(), start_new_session=True,
         ) as process:
             try:
-                stdout, stderr = process.communicate(user, timeout=self.timeout)
-            except BaseException:  # the timeout, or the worker stopping mid-call
+                stdout, stderr = _exchange(process, user.encode("utf-8"), self.timeout, MAX_BODY_BYTES)
+            except BaseException:  # the timeout, too much output, or the worker stopping mid-call
                 _kill_group(process)
                 raise
-        return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+        return subprocess.CompletedProcess(process.args, process.returncode, _cli_text(stdout), _cli_text(stderr))
 
     def _usage(self, result: dict[str, Any], system: str, user: str, text: str) -> Usage:
         model_usage = result.get("modelUsage")
@@ -444,7 +466,74 @@ class ClaudeCliClient:
         return Usage(self.name, model, tokens_in, _int(raw.get("output_tokens")))
 
 
-def _kill_group(process: subprocess.Popen[str]) -> None:
+def _exchange(process: subprocess.Popen[bytes], data: bytes, timeout: float, limit: int) -> tuple[bytes, bytes]:
+    """``process.communicate(data, timeout)`` with the output bounded: a CLI run away (or a wrapper catting a
+    log) cannot fill memory. More than ``limit`` bytes on stdout fails the call, as a body that large fails an
+    HTTP call; stderr past ``limit`` is dropped (it only ever explains a failure).
+
+    Raises:
+        subprocess.TimeoutExpired: the process did not finish within ``timeout`` seconds.
+        CompressionFailed: ``error``, stdout went past ``limit``.
+    """
+    assert process.stdin is not None and process.stdout is not None and process.stderr is not None
+    deadline = time.monotonic() + timeout
+    output = {process.stdout: bytearray(), process.stderr: bytearray()}
+    pending = memoryview(data)
+    with selectors.DefaultSelector() as selector:
+        for stream in output:
+            selector.register(stream, selectors.EVENT_READ)
+        if pending:
+            selector.register(process.stdin, selectors.EVENT_WRITE)
+        else:
+            process.stdin.close()
+        while selector.get_map():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise subprocess.TimeoutExpired(process.args, timeout)
+            for key, _ in selector.select(remaining):
+                if key.fileobj is process.stdin:
+                    pending = _feed(selector, process.stdin, pending)
+                    continue
+                chunk = os.read(key.fd, _READ_CHUNK)
+                if not chunk:
+                    selector.unregister(key.fileobj)
+                    continue
+                kept = output[key.fileobj]
+                if key.fileobj is process.stdout and len(kept) + len(chunk) > limit:
+                    raise CompressionFailed("error", f"claude printed more than {limit:,} bytes (MAX_BODY_BYTES, "
+                                                     "the bound on one answer); its output was dropped")
+                kept += chunk[:max(limit - len(kept), 0)]
+    try:
+        process.wait(max(deadline - time.monotonic(), 0.0))
+    except subprocess.TimeoutExpired:  # closed its pipes yet went on running
+        raise subprocess.TimeoutExpired(process.args, timeout) from None
+    return bytes(output[process.stdout]), bytes(output[process.stderr])
+
+
+def _feed(selector: selectors.BaseSelector, stdin: IO[bytes], pending: memoryview) -> memoryview:
+    """Write the next piece of ``pending`` to ``stdin`` (a pipe ready for it: at most ``PIPE_BUF`` bytes, which
+    never block); closed once all is written, or when the process stopped reading."""
+    try:
+        written = os.write(stdin.fileno(), pending[:select.PIPE_BUF])
+    except BrokenPipeError:
+        written = len(pending)
+    pending = pending[written:]
+    if not pending:
+        selector.unregister(stdin)
+        try:
+            stdin.close()
+        except BrokenPipeError:
+            pass
+    return pending
+
+
+def _cli_text(raw: bytes) -> str:
+    """The CLI's output as text, as ``text=True`` would give it: UTF-8 (a broken byte spoils one character) with
+    universal newlines."""
+    return raw.decode("utf-8", errors="replace").replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
     """Kill ``process`` and everything in its process group, then reap it."""
     try:
         os.killpg(process.pid, signal.SIGKILL)

@@ -4,9 +4,11 @@ Before a call the ledger says what was spent (by this session, and by all sessio
 a reached cap fails with reason ``budget`` before anything is sent. After a call its usage is recorded, also
 when the reply turns out unusable, since the tokens were spent all the same.
 
-A call that timed out, was rate limited or refused its key pauses the model for a while (the server's
-``Retry-After`` when it sent one): the calls meanwhile fail at once with the same reason, so the queue falls
-back to the offline extractor instead of waiting out a timeout per batch or hammering a server that said no.
+A call that timed out, was rate limited, refused its key or met a server error (HTTP 5xx), or found no
+``claude`` executable to run, pauses the model for a while (the server's ``Retry-After`` when it sent one): the
+calls meanwhile fail at once with the same reason, so the queue falls back to the offline extractor instead of
+waiting out a timeout per batch, hammering a server that said no or is down, or failing to start the same
+missing program once per batch.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from datetime import datetime
 from memcairn.capture.llm.clients import (
     AnthropicClient,
     ClaudeCliClient,
+    ClientUnavailable,
     LlmClient,
     OpenAIClient,
     ReplyFailed,
@@ -107,7 +110,7 @@ class LlmCompressor:
                                                   f"{cause.detail}")
 
     def _pause_after(self, failure: CompressionFailed) -> None:
-        if failure.reason not in PAUSE_REASONS:
+        if not pauses(failure):
             return
         asked = failure.retry_after if isinstance(failure, ServerFailed) else None
         seconds = min(asked if asked is not None else PAUSE_SECONDS, MAX_PAUSE_SECONDS)
@@ -129,6 +132,16 @@ class LlmCompressor:
             raise
         self.ledger.record_usage(usage, session_id)
         return reply, usage
+
+
+def pauses(failure: CompressionFailed) -> bool:
+    """Whether ``failure`` pauses the model: a reason in ``PAUSE_REASONS``, a server error (HTTP 5xx, whose
+    reason stays ``error``: the server is down or broken, not out of quota), or a transport that cannot be used
+    at all (no ``claude`` executable). A plain ``error`` (a 4xx, an unreadable answer, a crash of the CLI) does
+    not: the next batch may well succeed."""
+    if failure.reason in PAUSE_REASONS or isinstance(failure, ClientUnavailable):
+        return True
+    return isinstance(failure, ServerFailed) and failure.server_error
 
 
 def _with_files(summary: Summary, observations: Sequence[Observation]) -> Summary:

@@ -82,7 +82,13 @@ _AUTH_RE = re.compile(
     re.IGNORECASE,
 )
 _ERROR_REPLY_CHARS = 400
-_FENCE_RE = re.compile(r"```[A-Za-z0-9_-]*\s*\n?|```")
+# A markdown fence that opens or closes a block around the answer: a line holding only the fence (three
+# backticks and maybe a language name), or one at the very start or end of the answer touching the XML. Backticks
+# inside a line of text (an inline code span a model wrote in a fact) are the model's text, never a fence.
+_FENCE_RE = re.compile(r"^[ \t]*```[\w.+-]*[ \t]*$|\A\s*```[\w.+-]*(?=<)|(?<=>)```\s*\Z", re.MULTILINE)
+# HTML's collapsible block, whose caption is a ``<summary>`` too: ``<details><summary>Log</summary>...</details>``.
+_DETAILS_TAG_RE = re.compile(r"<(/?)details\b[^<>]*>", re.IGNORECASE)
+_DETAILS_CAPTION_RE = re.compile(r"<details\b[^<>]*>\s*\Z", re.IGNORECASE)
 # The reasoning some models (DeepSeek-R1, Qwen3 on Ollama, vLLM or LM Studio) put before their answer; its drafts
 # of the XML are not the answer.
 _THINK_RE = re.compile(r"<(think|thinking)>.*?</\1\s*>", re.DOTALL | re.IGNORECASE)
@@ -94,8 +100,8 @@ class _Unparsable(Exception):
 
 
 def _answer_text(reply: str) -> str:
-    """The reply without its reasoning block and markdown fences."""
-    return _FENCE_RE.sub("\n", _THINK_RE.sub("\n", reply))
+    """The reply without its reasoning block and the markdown fences around its answer."""
+    return _FENCE_RE.sub("", _THINK_RE.sub("\n", reply))
 
 
 def _repair_entity(match: re.Match[str]) -> str:
@@ -188,9 +194,15 @@ def _parse_element(fragment: str) -> ET.Element:
             continue
         for element in root.iter():
             if isinstance(element.tag, str):
-                element.tag = element.tag.lower()
+                element.tag = _local_name(element.tag)
         return root
     raise _Unparsable(fragment[:80])
+
+
+def _local_name(tag: str) -> str:
+    """``tag`` lower-cased and without the namespace an ``xmlns`` attribute gave it (``{urn:x}title`` is
+    ``title``): a namespace a model declares is read as if it had declared none."""
+    return tag.rsplit("}", 1)[-1].lower()
 
 
 def _text_of(element: ET.Element | None) -> str | None:
@@ -324,6 +336,34 @@ def parse_observations(reply: str) -> list[Observation]:
     raise classify_reply(reply)
 
 
+def _details_blocks(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each closed HTML ``<details>`` block of ``text``, outermost ones (nested ones counted)."""
+    blocks: list[tuple[int, int]] = []
+    depth, start = 0, 0
+    for match in _DETAILS_TAG_RE.finditer(text):
+        if not match.group(1):
+            if depth == 0:
+                start = match.start()
+            depth += 1
+        elif depth:
+            depth -= 1
+            if depth == 0:
+                blocks.append((start, match.end()))
+    return blocks
+
+
+def _first_outside_details(pattern: re.Pattern[str], text: str) -> re.Match[str] | None:
+    """The first match of ``pattern`` that is no HTML ``<details>`` caption: neither inside a closed
+    ``<details>`` block nor right after a ``<details>`` opening tag (a block left unclosed). An unclosed
+    ``<details>`` mentioned in a section's text does not hide the summary holding it."""
+    blocks = _details_blocks(text)
+    for match in pattern.finditer(text):
+        inside = any(start <= match.start() < end for start, end in blocks)
+        if not inside and _DETAILS_CAPTION_RE.search(text, 0, match.start()) is None:
+            return match
+    return None
+
+
 def parse_summary(reply: str) -> Summary | None:
     """The summary the reply holds; ``None`` for an explicit skip or a summary with every section empty.
 
@@ -331,8 +371,8 @@ def parse_summary(reply: str) -> Summary | None:
         CompressionFailed: no summary could be read and the reply is not a skip.
     """
     text = _answer_text(reply)
-    match = _SUMMARY_RE.search(text)
-    fragment = match.group(0) if match is not None else _cut_off(text, _SUMMARY_OPEN_RE.search(text))
+    match = _first_outside_details(_SUMMARY_RE, text)
+    fragment = match.group(0) if match is not None else _cut_off(text, _first_outside_details(_SUMMARY_OPEN_RE, text))
     if fragment is None:
         if is_skip(text):
             return None
