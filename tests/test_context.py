@@ -169,6 +169,17 @@ def test_a_project_chain_reads_both_projects(story: Store, tmp_path: Path) -> No
     assert "Worktree work on feature x" in text and "Compare token expiry in UTC" in text
 
 
+
+def test_a_chain_of_many_long_names_keeps_the_rows_within_the_budget(story: Store, tmp_path: Path) -> None:
+    """The header listed every name of the chain: 40 names of 80 characters left no room for any row (the
+    context came out empty), and with no memories the one line went past the budget."""
+    chain = ["webapp", *(f"{n:03d}-" + "p" * 76 for n in range(40))]
+    cfg = settings(tmp_path, context_token_budget=500)
+    text = render(story, cfg, projects=chain)
+    assert "Compare token expiry in UTC" in text and "and 37 more)" in text and len(text) <= 2000
+    empty = render(story, cfg, projects=chain[1:])
+    assert "no memories yet for project 000-" in empty and "and 36 more" in empty and len(empty) <= 2000
+
 # -- the fence --------------------------------------------------------------------------------------
 def test_recalled_text_cannot_leave_the_fence(mem_store: Store, tmp_path: Path) -> None:
     attacks = [

@@ -66,6 +66,8 @@ OBSERVATION_KINDS = ("observation", "manual")
 TITLE_CHARS = 90
 TYPE_CHARS = 16
 SCOPE_CHARS = 80
+SCOPE_NAMES = 4  # project names a header lists at most (then "and N more"): a chain of many long names must
+# not fill the budget, nor push the rows out (the header is in every fitting attempt)
 SECTION_CAPS = (600, 300, 150, 80, 0)  # characters per latest-session section, shortened step by step
 SECTIONS = (("learned", "Learned"), ("completed", "Completed"), ("next_steps", "Next steps"))
 FULL_MAX_OBSERVATIONS = 1000
@@ -293,7 +295,11 @@ def _scope(projects: tuple[str, ...] | None) -> str:
         return "all projects"
     head = f"project {clean_line(projects[0], SCOPE_CHARS)}"
     if len(projects) > 1:
-        head += f" (with {', '.join(clean_line(p, SCOPE_CHARS) for p in projects[1:])})"
+        listed = [clean_line(p, SCOPE_CHARS) for p in projects[1:SCOPE_NAMES]]
+        more = len(projects) - SCOPE_NAMES
+        if more > 0:
+            listed.append(f"and {more:,} more")
+        head += f" (with {', '.join(listed)})"
     return head
 
 
@@ -484,9 +490,10 @@ def render(data: ContextData, settings: Settings, *, now_ms: int, tz: tzinfo | N
 def _render(data: ContextData, settings: Settings, *, now_ms: int, tz: tzinfo | None, colors: bool,
             full: bool) -> str:
     now = _when(now_ms, tz)
-    if not data.totals.items:
-        return EMPTY.format(scope=_scope(data.projects)) + "\n"
     limit = None if full else max(1, settings.context_token_budget) * 4
+    if not data.totals.items:
+        empty = EMPTY.format(scope=_scope(data.projects)) + "\n"
+        return "" if limit is not None and len(empty) > limit and not colors else empty
     shape = _Shape(len(data.observations), max(0, len(data.summaries) - 1))
     plain = _Style(False)
     rows = _Rows(tz)

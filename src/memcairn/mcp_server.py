@@ -10,7 +10,9 @@ Tools (read-only ones carry ``readOnlyHint``):
 - ``search`` -> the compact index (``/api/search?format=index``): one row per memory with its id.
 - ``timeline`` -> what happened around an anchor id (or the best match of a query) (``/api/timeline``).
 - ``get_observations`` -> full records for the ids picked from the two above (``/api/observations/batch``);
-  ``ids`` is required by the schema, so full records cannot be fetched without filtering first.
+  ``ids`` is required by the schema, so full records cannot be fetched without filtering first. Text such as
+  ``"12, 15"`` is read as that list. The answer is bounded (see ``MAX_RECORDS_CHARS``): long texts, long lists and
+  large records are cut where marked, and the note names ``memcairn show <id> --json`` for the whole record.
 - ``session_start_context`` -> exactly the text the SessionStart hook injects (``/api/context/inject``), or
   ``NO_CONTEXT`` (why there is none) when that is empty.
 - ``save_memory`` and ``forget``: write a memory, delete memories by id.
@@ -72,11 +74,17 @@ MAX_IDS = 100
 # stay under it even when every character is percent-encoded as three UTF-8 bytes.
 URL_TOOLS = ("search", "timeline", "session_start_context")
 MAX_URL_ARG_CHARS = 10_000
-# get_observations answers into the agent's context: a saved memory may hold 256 KiB in one field, and Claude Code
-# refuses a tool result over 25,000 tokens. A field is cut past MAX_FIELD_CHARS, and records past
-# MAX_RECORDS_CHARS in all are left for another call (their ids are listed).
+# get_observations answers into the agent's context: a saved memory may hold 256 KiB in each of its fields (and in
+# its metadata, and in each list: thousands of short facts), and Claude Code refuses a tool result over 25,000
+# tokens. A text is cut past MAX_FIELD_CHARS, a list or an object (metadata) past MAX_ENTRIES entries, nesting
+# past MAX_DEPTH levels, and one record past MAX_RECORDS_CHARS characters of JSON (so the first record, always
+# shown, is bounded too); records past MAX_RECORDS_CHARS in all are left for another call (their ids are listed).
 MAX_FIELD_CHARS = 8_000
+MAX_ENTRIES = 50
+MAX_DEPTH = 8
 MAX_RECORDS_CHARS = 60_000
+# Where a cut record can be read whole (the CLI reads the store; the note names the first cut id).
+SHOW_IN_FULL = "memcairn show {id} --json"
 
 WORKFLOW = """\
 memcairn memory is read in three steps, cheapest first. Follow them in order.
@@ -102,6 +110,10 @@ NO_CONTEXT = ("No session start context: memcairn memory is turned off for this 
 STARTUP_CONTEXT_HEADING = "What memcairn remembers of this project (the session start context):"
 STARTUP_CONTEXT_MISSING = ("At the start of this session, call session_start_context once: it returns what memcairn "
                            "remembers of this project (the memory could not be read while this server started).")
+
+IDS_REQUIRED = 'ids is required: call search first to find ids, then pass them as a list, e.g. {"ids": [12, 15]}'
+# Between the ids of one text ("12,15", "#12, #15", "12 15"): commas, semicolons and white space.
+ID_SEPARATORS = re.compile(r"[\s,;]+")
 
 T = TypeVar("T")
 
@@ -136,7 +148,7 @@ def _string(description: str, **extra: Any) -> dict[str, Any]:
 PROJECT_ARG = _string('Project name (comma-separated for several). Default: the current project; "*" = every '
                       "project.")
 IDS_ARG = {"type": "array", "items": {"type": "integer", "minimum": 1}, "minItems": 1, "maxItems": MAX_IDS,
-           "description": "Memory ids as shown in the index and timeline (#12 -> 12)."}
+           "description": "Memory ids as shown in the index and timeline (#12 -> 12), as a list: [12, 15]."}
 
 TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
@@ -245,8 +257,7 @@ def _check_arguments(spec: ToolSpec, arguments: Mapping[str, Any] | None) -> dic
         accepted = ", ".join(props) or "none"
         raise ToolError(f"{spec.name} does not take {', '.join(unknown)}; its arguments are: {accepted}")
     if "ids" in props and not args.get("ids"):
-        raise ToolError("ids is required: call search first to find ids, then pass them as a list, "
-                        "e.g. {\"ids\": [12, 15]}")
+        raise ToolError(IDS_REQUIRED)
     for name, value in args.items():
         kind = props[name].get("type")
         if kind == "string":
@@ -311,15 +322,34 @@ def _whole(value: Any) -> int | None:
     return None
 
 
-def _ids(value: Any) -> list[int]:
+def _id_entries(value: Any) -> list[Any]:
+    """The entries of an ``ids`` argument: a list as given, and text split into its ids.
+
+    Models often send ids as one text ("12,15", "#12, #15", even "[12, 15]") where the schema asks for a
+    list; that is read as the list it means. Anything else is left whole for ``_ids`` to refuse by name."""
     raw = value if isinstance(value, list) else [value]
-    out: list[int] = []
+    entries: list[Any] = []
     for entry in raw:
-        number = _whole(entry.strip().lstrip("#") if isinstance(entry, str) else entry)
+        if isinstance(entry, str):
+            text = entry.strip()
+            if text.startswith("[") and text.endswith("]"):
+                text = text[1:-1]
+            entries += [part for part in ID_SEPARATORS.split(text) if part]
+        else:
+            entries.append(entry)
+    return entries
+
+
+def _ids(value: Any) -> list[int]:
+    out: list[int] = []
+    for entry in _id_entries(value):
+        number = _whole(entry.lstrip("#") if isinstance(entry, str) else entry)
         if number is None or number < 1:
             raise ToolError(f"ids must be memory ids (whole numbers such as 12), got {_shown(entry)}; "
                             "call search first to find ids")
         out.append(number)
+    if not out:  # text of separators only, such as " , "
+        raise ToolError(IDS_REQUIRED)
     if len(out) > MAX_IDS:
         raise ToolError(f"at most {MAX_IDS} ids per call; narrow the list down with search or timeline first")
     return list(dict.fromkeys(out))
@@ -330,18 +360,103 @@ def _compact(record: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in record.items() if v not in (None, "", [], {})}
 
 
-def _cut(value: Any) -> tuple[Any, bool]:
-    """``value`` (a record, or one of its fields) with every text over ``MAX_FIELD_CHARS`` cut and marked, also
-    inside lists and objects (``metadata`` holds up to 256 KiB as well); whether one was."""
-    if isinstance(value, str) and len(value) > MAX_FIELD_CHARS:
-        return f"{value[:MAX_FIELD_CHARS]}… [cut: {len(value) - MAX_FIELD_CHARS:,} more characters]", True
+class _Budget:
+    """Characters of JSON one record may still spend, and whether anything of it was cut."""
+
+    def __init__(self, chars: int) -> None:
+        self.left = chars
+        self.cut = False
+
+    def spend(self, chars: int) -> None:
+        self.left -= chars
+
+
+def _cost(value: Any) -> int:
+    """Characters ``value`` takes in the tool's answer (JSON escapes such as ``\\n`` count double or more)."""
+    return len(json.dumps(value, ensure_ascii=False))
+
+
+def _fitting(text: str, room: int) -> int:
+    """How many leading characters of ``text`` (at most ``MAX_FIELD_CHARS``) fit in ``room`` characters of JSON."""
+    high = min(len(text), MAX_FIELD_CHARS)
+    if _cost(text[:high]) - 2 <= room:
+        return high
+    low = 0
+    while low < high:  # the encoded length grows with the prefix: bisect
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if _cost(text[:middle]) - 2 <= room else (low, middle - 1)
+    return low
+
+
+def _cut_text(text: str, budget: _Budget) -> str:
+    keep = _fitting(text, max(0, budget.left))
+    if keep < len(text):
+        text = f"{text[:keep]}… [cut: {len(text) - keep:,} more characters]"
+        budget.cut = True
+    budget.spend(_cost(text))
+    return text
+
+
+def _cut_list(values: list[Any], budget: _Budget, depth: int) -> list[Any]:
+    out: list[Any] = []
+    for value in values:
+        if len(out) == MAX_ENTRIES or budget.left <= 0:
+            break
+        out.append(_cut(value, budget, depth + 1))
+        budget.spend(2)  # ", "
+    if len(out) < len(values):
+        budget.cut = True
+        out.append(f"… [cut: {len(values) - len(out):,} more entries]")
+    return out
+
+
+def _cut_object(fields: dict[str, Any], budget: _Budget, depth: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in fields.items():
+        if len(out) == MAX_ENTRIES or budget.left <= 0:
+            break
+        budget.spend(_cost(key) + 4)  # ": " and ", "
+        out[key] = _cut(value, budget, depth + 1)
+    if len(out) < len(fields):
+        budget.cut = True
+        out["…"] = f"[cut: {len(fields) - len(out):,} more keys]"
+    return out
+
+
+def _cut(value: Any, budget: _Budget, depth: int = 0) -> Any:
+    """``value`` (one field of a record) within ``budget``: texts, lists and objects cut and marked."""
+    if isinstance(value, str):
+        return _cut_text(value, budget)
+    if isinstance(value, list | dict) and depth >= MAX_DEPTH:
+        budget.cut = True
+        marker = f"… [cut: nested deeper than {MAX_DEPTH} levels]"
+        budget.spend(_cost(marker))
+        return marker
     if isinstance(value, list):
-        parts = [_cut(v) for v in value]
-        return [v for v, _ in parts], any(cut for _, cut in parts)
+        return _cut_list(value, budget, depth)
     if isinstance(value, dict):
-        fields = {k: _cut(v) for k, v in value.items()}
-        return {k: v for k, (v, _) in fields.items()}, any(cut for _, cut in fields.values())
-    return value, False
+        return _cut_object(value, budget, depth)
+    budget.spend(_cost(value))
+    return value
+
+
+def _bounded(record: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """``record`` within ``MAX_RECORDS_CHARS`` characters of JSON (plus the cut markers), and whether it was cut.
+
+    Every field is kept (with a marker when cut), in the record's order; the budget goes to the plain fields
+    first (id, title, text...), then the lists, then objects (metadata), so a large metadata cannot push the
+    memory's own text out."""
+    budget = _Budget(MAX_RECORDS_CHARS)
+
+    def rank(key: str) -> int:
+        value = record[key]
+        return 2 if isinstance(value, dict) else 1 if isinstance(value, list) else 0
+
+    cut: dict[str, Any] = {}
+    for key in sorted(record, key=rank):
+        budget.spend(_cost(key) + 4)
+        cut[key] = _cut(record[key], budget, 1)
+    return {key: cut[key] for key in record}, budget.cut
 
 
 # -- the worker -------------------------------------------------------------------------------------
@@ -513,10 +628,13 @@ class MemoryTools:
         left: list[Any] = []
         size = 0
         for raw in answer.get("items", []):
-            record, cut = _cut(_compact(raw))
+            if left:  # kept in order: the rest go to the next call
+                left.append(raw.get("id"))
+                continue
+            record, cut = _bounded(_compact(raw))
             cost = len(json.dumps(record, ensure_ascii=False))
-            if left or (items and size + cost > MAX_RECORDS_CHARS):
-                left.append(record.get("id"))  # kept in order: the rest go to the next call
+            if items and size + cost > MAX_RECORDS_CHARS:
+                left.append(record.get("id"))
                 continue
             items.append(record)
             size += cost
@@ -529,8 +647,9 @@ class MemoryTools:
             notes.append("no memory has the missing ids; they may have been deleted")
         if truncated:
             out["truncated"] = truncated
-            notes.append(f"fields over {MAX_FIELD_CHARS:,} characters of the truncated ids were cut where marked "
-                         "(the stored memories are whole)")
+            notes.append(f"the truncated ids were cut where marked (texts past {MAX_FIELD_CHARS:,} characters, lists "
+                         f"past {MAX_ENTRIES} entries, a record past {MAX_RECORDS_CHARS:,} characters); the stored "
+                         f"memories are whole: `{SHOW_IN_FULL.format(id=truncated[0])}` prints one in full")
         if left:
             out["not_included"] = left
             notes.append(f"the records passed {MAX_RECORDS_CHARS:,} characters; call get_observations again with "
