@@ -604,7 +604,7 @@ def test_a_resumed_session_is_not_given_its_context_twice(env: dict[str, str], p
     assert "Division guarded" in out["hookSpecificOutput"]["additionalContext"]
     with Store(isolated_home / "memcairn.db") as store:  # that start was a while ago
         store._conn.execute("UPDATE ingest_events SET created_at_epoch = created_at_epoch - 600000")
-        store._conn.commit()
+        store._conn.execute("UPDATE memory_items SET updated_at_epoch = updated_at_epoch - 700000")
 
     resumed = {**start, "source": "resume"}
     out, _ = hook(env, "session-start", resumed)

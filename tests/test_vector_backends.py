@@ -505,6 +505,43 @@ def test_sqlite_vec_follows_a_file_replaced_by_another_process(tmp_path: Path) -
     with pytest.raises(VectorIndexUnavailableError, match="closed"):
         worker.count()
 
+def test_sqlite_vec_reopen_keeps_the_identity_of_the_file_it_opened(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file replaced again while the index sets up the one it just opened (it waits on the other process's
+    locks there, up to the busy timeout): the index must not take the newer file's identity for its own, or it
+    stays on a deleted file for good."""
+    from memcairn.vectors.sqlite_vec import SqliteVecIndex
+
+    rng = np.random.default_rng(37)
+    worker = open_index("sqlite-vec", home=tmp_path, dimension=DIM, model="m1")
+    fill(worker, unit(rng, 2), prefix="old")
+    destroy_index("sqlite-vec", home=tmp_path)
+    first = open_index("sqlite-vec", home=tmp_path, dimension=DIM, model="m1")
+    fill(first, unit(rng, 3), prefix="first")
+    first.close()
+
+    setup = SqliteVecIndex._setup
+    replaced: list[int] = []
+
+    def setup_then_replace(self: SqliteVecIndex, conn: object) -> None:
+        setup(self, conn)
+        if self is worker and not replaced:  # another rebuild lands while the worker sets up the first one
+            replaced.append(1)
+            destroy_index("sqlite-vec", home=tmp_path)
+            second = open_index("sqlite-vec", home=tmp_path, dimension=DIM, model="m1")
+            fill(second, unit(rng, 4), prefix="second")
+            second.close()
+
+    monkeypatch.setattr(SqliteVecIndex, "_setup", setup_then_replace)
+    assert worker.count() == 3  # the file it opened
+    assert replaced and worker.count() == 4  # and the next call follows the newer one
+    fill(worker, unit(rng, 1), prefix="late")
+    worker.close()
+    again = open_index("sqlite-vec", home=tmp_path, dimension=DIM, model="m1")
+    assert again.count() == 5
+    again.close()
+
+
 def test_sqlite_vec_file_layout(tmp_path: Path) -> None:
     import apsw
 

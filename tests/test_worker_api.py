@@ -321,6 +321,7 @@ def test_a_resumed_session_gets_one_line_unless_something_new_was_stored(client:
 
     store = store_of(app)
     store._conn.execute("UPDATE ingest_events SET created_at_epoch = created_at_epoch - 60000 WHERE session_id = 's-9'")
+    store._conn.execute("UPDATE memory_items SET updated_at_epoch = updated_at_epoch - 120000")  # stored before it
     again = client.get("/api/context/inject", params=resume)
     assert again.headers["x-memcairn-context"] == "resumed"
     assert again.text.startswith("memcairn: no new memories since this session started")
@@ -332,6 +333,70 @@ def test_a_resumed_session_gets_one_line_unless_something_new_was_stored(client:
     add(app, kind="observation", title="Lexer keeps tabs", project="alpha")  # stored since that start
     news = client.get("/api/context/inject", params=resume)
     assert "Lexer keeps tabs" in news.text and news.headers["x-memcairn-context"] != "resumed"
+
+
+def _started_a_while_ago(client: TestClient, app: Any, session: str, *, ago_ms: int = 600_000) -> dict[str, str]:
+    """A SessionStart of ``session`` recorded ``ago_ms`` ago, with everything stored until now moved before it;
+    the parameters of its resume."""
+    start = {"session_id": session, "project": "alpha", "platform_source": "claude-code", "event": "session_start"}
+    assert client.post("/api/sessions/init", json=start).status_code == 202
+    store = store_of(app)
+    store._conn.execute("UPDATE ingest_events SET created_at_epoch = created_at_epoch - ? WHERE session_id = ?",
+                        (ago_ms, session))
+    store._conn.execute("UPDATE memory_items SET updated_at_epoch = MIN(updated_at_epoch, ?)",
+                        (int(time.time() * 1000) - ago_ms - 60_000,))
+    return {"project": "alpha", "source": "resume", "session": session, "agent": "claude-code"}
+
+
+def test_a_resume_counts_what_was_stored_since_its_start_not_only_what_happened_since(client: TestClient,
+                                                                                      app: Any) -> None:
+    """A transcript replay, a claude-mem import or a capture that waited in the queue stores items whose
+    ``created_at_epoch`` is their event's time, before the session started: the start's context lacked them."""
+    add(app, kind="observation", title="Parser handles tabs", project="alpha", created_at_epoch=1_000)
+    resume = _started_a_while_ago(client, app, "s-late")
+    assert client.get("/api/context/inject", params=resume).headers["x-memcairn-context"] == "resumed"
+
+    hour_before_start = int(time.time() * 1000) - 3_600_000
+    add(app, kind="observation", title="Imported lexer note", project="alpha", created_at_epoch=hour_before_start)
+    news = client.get("/api/context/inject", params=resume)
+    assert news.headers["x-memcairn-context"] != "resumed" and "Imported lexer note" in news.text
+
+
+def test_a_resume_counts_what_was_stored_just_before_its_start_was_recorded(client: TestClient, app: Any) -> None:
+    """The hook sends the context request and the start event together: the start's context can have been
+    rendered before an item committed a moment before the event was recorded."""
+    add(app, kind="observation", title="Parser handles tabs", project="alpha", created_at_epoch=1_000)
+    resume = _started_a_while_ago(client, app, "s-race")
+    store = store_of(app)
+    started = store._conn.execute("SELECT created_at_epoch FROM ingest_events WHERE session_id = ?",
+                                  ("s-race",)).fetchone()[0]
+    add(app, kind="observation", title="Committed beside the start", project="alpha", created_at_epoch=started - 2_000)
+    store._conn.execute("UPDATE memory_items SET updated_at_epoch = ? WHERE title = 'Committed beside the start'",
+                        (started - 2_000,))
+    news = client.get("/api/context/inject", params=resume)
+    assert news.headers["x-memcairn-context"] != "resumed" and "Committed beside the start" in news.text
+
+
+def test_an_edit_since_the_start_gives_the_context_again(client: TestClient, app: Any) -> None:
+    item = add(app, kind="observation", title="Parser handles tabs", project="alpha", created_at_epoch=1_000)
+    resume = _started_a_while_ago(client, app, "s-edit")
+    assert client.get("/api/context/inject", params=resume).headers["x-memcairn-context"] == "resumed"
+    store_of(app).update_item(item, title="Parser handles tabs and CR")
+    news = client.get("/api/context/inject", params=resume)
+    assert news.headers["x-memcairn-context"] != "resumed" and "tabs and CR" in news.text
+
+
+
+def test_what_the_resumed_session_stored_itself_does_not_count(client: TestClient, app: Any) -> None:
+    """Its own observations and summary are in its conversation already: only others' work is news."""
+    add(app, kind="observation", title="Parser handles tabs", project="alpha", created_at_epoch=1_000)
+    resume = _started_a_while_ago(client, app, "s-own")
+    add(app, kind="observation", title="Own work", project="alpha", session="s-own", platform_source="claude-code")
+    assert client.get("/api/context/inject", params=resume).headers["x-memcairn-context"] == "resumed"
+    add(app, kind="observation", title="Other session's work", project="alpha", session="s-else",
+        platform_source="claude-code")
+    news = client.get("/api/context/inject", params=resume)
+    assert news.headers["x-memcairn-context"] != "resumed" and "Other session's work" in news.text
 
 def test_context_inject_narrows_to_the_platform_asked_for(client: TestClient, app: Any) -> None:
     add(app, kind="observation", title="Claude fixed the parser", project="alpha", platform_source="claude-code",

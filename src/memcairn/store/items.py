@@ -623,18 +623,33 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin):
         ).fetchall()
         return [self._row_to_item(r) for r in reversed(earlier)], [self._row_to_item(r) for r in later]
 
-    def created_since(self, projects: Sequence[str] | None, epoch_ms: int) -> bool:
-        """Whether any item of these projects (every project when None) was created after ``epoch_ms``."""
+    def stored_since(self, projects: Sequence[str] | None, epoch_ms: int, *,
+                     besides_session: tuple[str, str] | None = None) -> bool:
+        """Whether any item of these projects (every project when None) was stored or edited after ``epoch_ms``,
+        leaving out the items of ``besides_session`` (platform, agent session id): what a session captured
+        itself is in its own conversation already.
+
+        Stored, not only created: an item's ``created_at_epoch`` is when its event happened (a transcript
+        replay's line, a claude-mem row, a capture that waited in the queue), which can be long before it
+        reached the store; ``updated_at_epoch`` is set by this machine's clock when it is written or edited.
+        (A JSONL import keeps the update time of its file: such an item counts by its own times only.)
+        ``updated_at_epoch`` has no index: this reads the projects' rows (tens of ms at 100k items), which only
+        a resumed session's start pays."""
+        since = int(epoch_ms)
+        where = ["(m.created_at_epoch > ? OR m.updated_at_epoch > ?)"]
+        params: list[Any] = [since, since]
         if projects:
             ids = self.resolve_project_ids(list(projects))
             if not ids:
                 return False
-            row = self._conn.execute(
-                f"SELECT 1 FROM memory_items WHERE project_id IN ({', '.join('?' for _ in ids)}) "
-                "AND created_at_epoch > ? LIMIT 1", (*ids, int(epoch_ms))).fetchone()
-        else:
-            row = self._conn.execute("SELECT 1 FROM memory_items WHERE created_at_epoch > ? LIMIT 1",
-                                     (int(epoch_ms),)).fetchone()
+            where.append(f"m.project_id IN ({', '.join('?' for _ in ids)})")
+            params += ids
+        if besides_session is not None:
+            where.append("(m.session_id IS NULL OR m.session_id != COALESCE((SELECT s.id FROM sessions s WHERE "
+                         "s.platform_source = ? AND s.agent_session_id = ?), -1))")
+            params += list(besides_session)
+        row = self._conn.execute(f"SELECT 1 FROM memory_items m WHERE {' AND '.join(where)} LIMIT 1",
+                                 params).fetchone()
         return row is not None
 
     def data_version(self) -> int:

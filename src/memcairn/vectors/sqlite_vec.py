@@ -349,7 +349,12 @@ class SqliteVecIndex:
         )
 
     def _open(self) -> tuple[apsw.Connection, tuple[int, int] | None]:
-        """A set-up connection to the file at ``path`` and that file's identity (device, inode)."""
+        """A set-up connection to the file at ``path`` and that file's identity (device, inode).
+
+        The identity is read before the open: read after it (and after the set-up, which can wait on another
+        process's locks), it could be a newer file's that replaced the one opened, which would then never be
+        let go. Read before, a file replaced in between costs one more reopen at the next call."""
+        before = _identity(self.path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             conn = apsw.Connection(str(self.path))
@@ -366,7 +371,7 @@ class SqliteVecIndex:
         except VectorIndexUnavailableError:
             conn.close()
             raise
-        return conn, _identity(self.path)
+        return conn, before if before is not None else _identity(self.path)  # None: created here, just now
 
     def _follow_replacement(self) -> None:
         """Reopen when another file now sits at ``path`` (``memcairn sync rebuild`` of a corrupt index, run by

@@ -66,6 +66,10 @@ RESUMED = "resumed"  # the CONTEXT_HEADER value of RESUMED_NOTE
 RESUMED_NOTE = ("memcairn: no new memories since this session started; its memory context is earlier in this "
                 "conversation.")
 RESUME_GRACE_MS = 30_000
+# The hook sends its context request and its SessionStart event together: that start's context may have been
+# rendered a little before the event was recorded. What was stored this long before the recorded start counts
+# as new (a full context, never a missing memory).
+RESUME_SLACK_MS = 10_000
 
 RuntimeSource = Runtime | Callable[[Settings], Runtime] | None
 
@@ -754,10 +758,12 @@ def _resumed_session(request: Request) -> tuple[str, str] | None:
 
 def _unchanged_since_start(store: Any, projects: list[str] | None, agent: str, session: str) -> bool:
     """A resumed Claude Code session replays the context its start was given; when nothing was stored since
-    that start, giving it again only doubles it. The current resume's own SessionStart event may have landed
-    already (the hook sends it beside this request): events of the last ``RESUME_GRACE_MS`` do not count."""
+    that start (but by the session itself, whose work is in its conversation), giving it again only doubles
+    it. The current resume's own SessionStart event may have landed already (the hook sends it beside this
+    request): events of the last ``RESUME_GRACE_MS`` do not count."""
     started = store.earlier_session_start(agent, session, before_epoch=int(time.time() * 1000) - RESUME_GRACE_MS)
-    return started is not None and not store.created_since(projects, started)
+    return started is not None and not store.stored_since(projects, started - RESUME_SLACK_MS,
+                                                          besides_session=(agent, session))
 
 
 async def stream(request: Request) -> Response:
