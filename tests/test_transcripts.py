@@ -124,8 +124,14 @@ def test_fixture_source_keys_unique_and_stable(path: Path) -> None:
     assert keys == [e.source_key for e in second]
     assert first == second
     session = first[0].body["session_id"]
-    assert all(k.startswith(f"transcript:{session}:") and k.endswith(":" + e.body["event"])
+    assert all(k.startswith("transcript:") and k.endswith(":" + e.body["event"])
                for k, e in zip(keys, first, strict=True))
+    # a session's own start and end name it; a line's events are named by its uuid (or the call's id) alone,
+    # so that a resumed or forked file repeating the line under another session id repeats the key
+    for key, event in zip(keys, first, strict=True):
+        per_session = event.body["event"] in ("session_start", "session_end")
+        assert key.startswith(f"transcript:{session}:") == per_session
+        assert event.legacy_key == (None if per_session else key.replace("transcript:", f"transcript:{session}:", 1))
 
 
 def test_hello_world_details() -> None:

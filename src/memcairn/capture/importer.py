@@ -5,6 +5,17 @@ admission rules (exclusions, ``<private>``, secrets), is queued with a ``source_
 second import of the same file queues nothing; a tool call the live hooks already recorded is recognised by
 its ``tool_use_id``) and is processed by the same pipeline. Runs on the store file directly, so it works
 with or without a worker; a running worker's mirror catches up through its watermark.
+
+Two cases need more than the key of a line:
+
+- A file read while its session was live may end in a tool call without its result. That call is queued
+  marked ``tool_response_pending``, under a key of its own and without its ``tool_use_id`` (which stays free
+  for the answered call); it is not queued at all when the session already has that call (the live hooks
+  recorded it, or an earlier import saw it answered). Once the result is in the file, a later import queues
+  the answered call and the pipeline replaces the unanswered call's observation with the answered one.
+- Events an earlier release queued under the keys it used then (``ReplayEvent.legacy_key``: every key named
+  the session) are recognised through the session's queued events, so upgrading does not import again what
+  was imported before.
 """
 
 from __future__ import annotations
@@ -17,7 +28,7 @@ from typing import Any
 from memcairn.capture.admission import admit
 from memcairn.capture.pipeline import CapturePipeline
 from memcairn.capture.records import Compressor
-from memcairn.capture.transcripts import ParseStats, replay_transcript
+from memcairn.capture.transcripts import ParseStats, ReplayEvent, replay_transcript
 from memcairn.config import Settings
 from memcairn.store.items import Store
 
@@ -36,12 +47,47 @@ class TranscriptImport:
         return asdict(self)
 
 
+@dataclass
+class _Queued:
+    """What the queue held for one session when this import first met it."""
+
+    keys: set[str]
+    tool_use_ids: set[str]
+
+
+class _Known:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.sessions: dict[tuple[str, str], _Queued] = {}
+
+    def get(self, platform: str, session_id: str) -> _Queued:
+        found = self.sessions.get((platform, session_id))
+        if found is None:
+            events = self.store.session_events(platform, session_id)
+            found = self.sessions[(platform, session_id)] = _Queued(
+                {e.source_key for e in events if e.source_key},
+                {e.tool_use_id for e in events if e.tool_use_id and e.event_type == "observation"})
+        return found
+
+    def already_queued(self, event: ReplayEvent, platform: str, session_id: str) -> bool:
+        """An event queued before under the key an earlier release gave it, or an unanswered tool call the
+        session already has (answered, by a live hook or an earlier import)."""
+        pending = event.body.get("tool_response_pending") is True
+        if event.legacy_key is None and not pending:
+            return False
+        queued = self.get(platform, session_id)
+        if event.legacy_key is not None and event.legacy_key in queued.keys:
+            return True
+        return pending and event.body.get("tool_use_id") in queued.tool_use_ids
+
+
 def import_transcripts(store: Store, settings: Settings, paths: Sequence[Path], *,
                        compressor: Compressor | None = None, project: str | None = None,
                        on_file: Callable[[Path, TranscriptImport], None] | None = None) -> TranscriptImport:
     """Queue and process every event of ``paths``; ``on_file`` hears after each file (progress).
     ``project`` files every session under that project instead of the one its recorded directory names."""
     pipeline = CapturePipeline(store, settings, compressor=compressor)
+    known = _Known(store)
     total = TranscriptImport()
     for path in paths:
         stats = ParseStats()
@@ -51,11 +97,16 @@ def import_transcripts(store: Store, settings: Settings, paths: Sequence[Path], 
                 admitted = admit(event.event_type, body, settings)
                 if admitted.body is None:
                     continue
+                session_id = str(event.body["session_id"])
+                platform = str(event.body.get("platform_source") or "claude-code")
+                if known.already_queued(event, platform, session_id):
+                    continue
                 tool_use_id = event.body.get("tool_use_id")
+                if event.body.get("tool_response_pending") is True:
+                    tool_use_id = None  # the answered call, queued later, takes the id
                 _, created = store.enqueue_ingest_event(
-                    str(event.body["session_id"]), str(event.body.get("platform_source") or "claude-code"),
-                    event.event_type, admitted.body, tool_use_id if isinstance(tool_use_id, str) else None,
-                    source_key=event.source_key,
+                    session_id, platform, event.event_type, admitted.body,
+                    tool_use_id if isinstance(tool_use_id, str) else None, source_key=event.source_key,
                 )
                 total.events += int(created)
         except OSError:

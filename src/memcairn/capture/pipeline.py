@@ -10,6 +10,11 @@ again, from scratch) or has them done with their results — never half, never t
 needs to know about a turn (its prompt, its earlier tool calls, the prompt number) is read back from SQLite,
 never held in memory between cycles.
 
+A tool call an import read before its result was written (``tool_response_pending``, see
+``capture.transcripts``) is compressed on its own, and its observations remember the call
+(``metadata.awaiting_result``); when the answered call arrives later in the same turn, its observations
+replace those, in the transaction that stores them.
+
 The configured model compressor is tried first; a failure of any kind (a reply that is not XML, a refusal,
 quota, auth, a token cap) falls back to the offline extractor for that batch and leaves a notice for the
 next SessionStart. No memory is ever dropped because no model answered.
@@ -35,7 +40,7 @@ from memcairn.capture.records import (
 )
 from memcairn.capture.truncate import cut_bytes, cut_value
 from memcairn.config import Settings
-from memcairn.models import ItemFilter, NewItem
+from memcairn.models import AddResult, ItemFilter, NewItem
 from memcairn.store.ingest_state import IngestEvent
 from memcairn.store.items import Store
 from memcairn.store.validation import MAX_FIELD_BYTES
@@ -45,6 +50,7 @@ log = logging.getLogger("memcairn.capture")
 BATCH_MAX = 20
 TURN_CONTEXT_CALLS = 50  # earlier calls of a turn given to a compressor as context, at most
 MAX_ATTEMPTS = 3
+AWAITING_RESULT = "awaiting_result"  # metadata of an observation made before its call's result was known
 
 
 @dataclass
@@ -101,6 +107,13 @@ class CapturePipeline:
     def _session(self, events: list[IngestEvent], report: CaptureReport, flush: bool) -> None:
         batch: list[IngestEvent] = []
         for event in events:
+            if event.kind == "tool_use" and _pending_result(event):
+                # alone, so that the observations it makes are its own (an answer later replaces them)
+                if batch:
+                    self._guard(self._tools, batch, report)
+                    batch = []
+                self._guard(self._tools, [event], report)
+                continue
             if event.kind == "tool_use":
                 batch.append(event)
                 if len(batch) >= self.batch_max:
@@ -135,16 +148,18 @@ class CapturePipeline:
 
     def _commit(self, events: list[IngestEvent], items: list[NewItem], report: CaptureReport,
                 prompt_session: tuple[str, str, str] | None = None,
-                end_session: tuple[str, str, str, int] | None = None, replaces: Sequence[int] = ()) -> None:
+                end_session: tuple[str, str, str, int] | None = None,
+                replaces: Sequence[int] = ()) -> list[AddResult] | None:
         results = self.store.complete_ingest([e.id for e in events], items, prompt_session=prompt_session,
                                              end_session=end_session, replaces=replaces)
         if results is None:  # another processor finished these events first
-            return
+            return None
         report.events += len(events)
         for item, result in zip(items, results, strict=True):
             if result.created:
                 kind = {"prompt": "prompts", "observation": "observations", "summary": "summaries"}[item.kind]
                 setattr(report, kind, getattr(report, kind) + 1)
+        return results
 
     # -- handlers -------------------------------------------------------------------------------------
     def _ignore(self, events: list[IngestEvent], report: CaptureReport) -> None:
@@ -173,15 +188,32 @@ class CapturePipeline:
 
     def _tools(self, events: list[IngestEvent], report: CaptureReport) -> None:
         first = events[0]
-        turn, prompt_event = self._turn(first)
+        answering = {i for i in (_call_id(e) for e in events if not _pending_result(e)) if i is not None}
+        prompt_event, earlier = self._turn_events(first)
+        turn = self._make_turn(first, prompt_event, earlier, answering)
         if prompt_event is not None and prompt_event.payload.get("private"):
             self._commit(events, [], report)  # a private prompt's tool calls are not observed
             return
         calls = [self._call(e) for e in events]
         compressed = self._compress("observe", turn, calls, report, turn.project)
-        items = [self._observation_item(o, turn, events[-1], i, compressed)
+        awaiting = _call_id(first) if len(events) == 1 and _pending_result(first) else None
+        items = [self._observation_item(o, turn, events[-1], i, compressed, awaiting)
                  for i, o in enumerate(compressed.observations)]
-        self._commit(events, items, report)
+        answered = {_call_id(e) for e in earlier if _pending_result(e)} & answering
+        replaced = self._awaiting_items(turn, answered) if answered else []
+        results = self._commit(events, items, report, replaces=replaced)
+        for kept in {r.id for r in results or ()} & set(replaced):
+            self._no_longer_awaiting(kept)
+
+    def _no_longer_awaiting(self, item_id: int) -> None:
+        """The answered call made the very observation the unanswered one had made (it is kept, not replaced):
+        drop its mark. After the commit, so a failure here only leaves the mark (never fails done events)."""
+        try:
+            item = self.store.get_item(item_id)
+            self.store.update_item(item_id, metadata={k: v for k, v in item.metadata.items()
+                                                      if k != AWAITING_RESULT})
+        except Exception:
+            log.warning("could not clear the awaiting-result mark of #%s", item_id, exc_info=True)
 
     def _stop(self, events: list[IngestEvent], report: CaptureReport) -> None:
         event = events[0]
@@ -222,11 +254,24 @@ class CapturePipeline:
     # -- turns ------------------------------------------------------------------------------------------
     def _turn(self, event: IngestEvent) -> tuple[Turn, IngestEvent | None]:
         """The turn ``event`` belongs to, rebuilt from SQLite: its prompt and its earlier tool calls."""
+        prompt_event, earlier = self._turn_events(event)
+        return self._make_turn(event, prompt_event, earlier), prompt_event
+
+    def _turn_events(self, event: IngestEvent) -> tuple[IngestEvent | None, list[IngestEvent]]:
+        """The prompt of the turn ``event`` belongs to and the turn's tool events before ``event``."""
         prompt_event = self.store.last_prompt_event(event.platform_source, event.session_id, event.id)
         after = prompt_event.id if prompt_event is not None else 0
         earlier = [e for e in self.store.session_events(event.platform_source, event.session_id, after_id=after,
                                                          before_id=event.id, event_type="observation")
-                   if e.kind == "tool_use"][-TURN_CONTEXT_CALLS:]
+                   if e.kind == "tool_use"]
+        return prompt_event, earlier
+
+    def _make_turn(self, event: IngestEvent, prompt_event: IngestEvent | None, earlier: list[IngestEvent],
+                   answering: set[str] | frozenset[str] = frozenset()) -> Turn:
+        # a call read before its result, once answered (earlier in the turn or by ``answering``), counts once
+        answered = set(answering) | {i for i in (_call_id(e) for e in earlier if not _pending_result(e)) if i}
+        earlier = [e for e in earlier if not (_pending_result(e) and _call_id(e) in answered)]
+        earlier = earlier[-TURN_CONTEXT_CALLS:]
         prompt = prompt_event.payload.get("prompt") if prompt_event is not None else None
         number = (_given_number(prompt_event) if prompt_event is not None else None) or (
             self.store.session_prompt_count(event.platform_source, event.session_id) or None)
@@ -237,7 +282,13 @@ class CapturePipeline:
             cwd=cwd if isinstance(cwd, str) else None, tools=tuple(self._call(e) for e in earlier),
             started_at_epoch=prompt_event.at_epoch if prompt_event is not None else event.at_epoch,
         )
-        return turn, prompt_event
+        return turn
+
+    def _awaiting_items(self, turn: Turn, call_ids: set[str | None]) -> list[int]:
+        """Ids of the observations made of these calls while their results were not known yet."""
+        items = self.store.list_items(ItemFilter(session=turn.session_id, kinds=["observation"],
+                                                 platform_source=turn.platform_source), order="newest", limit=500)
+        return [i.id for i in items if i.metadata.get(AWAITING_RESULT) in call_ids]
 
     def _call(self, event: IngestEvent) -> ToolCall:
         limit = self.settings.capture_max_tool_chars
@@ -269,13 +320,16 @@ class CapturePipeline:
         return getattr(self.offline, op)(turn, arg)
 
     def _observation_item(self, obs: Observation, turn: Turn, last: IngestEvent, index: int,
-                          compressed: Compressed) -> NewItem:
+                          compressed: Compressed, awaiting: str | None = None) -> NewItem:
+        metadata = _produced_by(self, compressed)
+        if awaiting is not None:
+            metadata[AWAITING_RESULT] = awaiting
         return NewItem(
             project=turn.project, kind="observation", type=obs.type, title=obs.title, subtitle=obs.subtitle,
             narrative=obs.narrative, facts=obs.facts, concepts=obs.concepts, files_read=obs.files_read,
             files_modified=obs.files_modified, prompt_number=turn.prompt_number, session=turn.session_id,
             platform_source=turn.platform_source, created_at_epoch=last.at_epoch,
-            metadata=_produced_by(self, compressed), source=_source(last, f"#{index}"),
+            metadata=metadata, source=_source(last, f"#{index}"),
         )
 
     def _summary_items(self, turn: Turn, event: IngestEvent, report: CaptureReport) -> list[NewItem]:
@@ -339,6 +393,16 @@ def _event_project(event: IngestEvent) -> str:
 
         return project_from_cwd(cwd).name
     return "unknown"
+
+
+def _pending_result(event: IngestEvent) -> bool:
+    """A tool call an import read before its result was written."""
+    return event.payload.get("tool_response_pending") is True
+
+
+def _call_id(event: IngestEvent) -> str | None:
+    given = event.tool_use_id or event.payload.get("tool_use_id")
+    return given if isinstance(given, str) and given else None
 
 
 def _continued(event: IngestEvent) -> bool:

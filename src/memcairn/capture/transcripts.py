@@ -16,6 +16,14 @@ What one session of a file becomes, in order:
   second ``stop`` for a turn the first import already ended;
 - ``session_end`` (reason ``transcript_import``) at the end of the file.
 
+Source keys: an event of a line with a ``uuid`` (a prompt, a turn's ``stop``) or of a tool call with an id is
+keyed by that uuid or id alone, not by the session: a resumed or forked session (``claude --resume``,
+``--fork-session``) writes a new file under a new session id that repeats the earlier messages with their
+uuids, and those shared turns must be queued once, whichever of the two files is imported first. Session
+events (``session_start``, ``session_end``) and lines without a uuid keep keys that name the session.
+Each event also names the key an earlier release gave it (:attr:`ReplayEvent.legacy_key`), so an importer
+recognises what it queued before the keys changed.
+
 Decisions, where the recorded file says less than the live hooks saw:
 
 - Sidechain lines (``isSidechain``: a subagent's own traffic) are skipped entirely. The parent session
@@ -30,7 +38,10 @@ Decisions, where the recorded file says less than the live hooks saw:
   each prompt gets exactly one ``stop``; its ``last_assistant_message`` joins the text blocks of the last
   assistant message of the turn that had text (thinking blocks never count).
 - A tool use whose result never arrived is emitted with ``tool_response`` None when its turn ends (at the
-  latest at the end of the file), so it stays with the prompt it belongs to.
+  latest at the end of the file), so it stays with the prompt it belongs to. Such an event is marked
+  ``tool_response_pending`` and has a key of its own: the file may have been read while the call was still
+  running, and once the result is written a later import emits the answered call under its usual key; the
+  pipeline then replaces the observation of the unanswered call with the answered one.
 - memcairn's own MCP tools are left out, as the live post-tool-use hook leaves them out.
 - Non-message lines (``queue-operation``, ``summary``, ``system``, ``file-history-snapshot``, ...) are
   ignored. Malformed JSON, JSON that is not an object, and message lines with no usable shape (no session
@@ -96,6 +107,11 @@ class ReplayEvent:
     body: dict[str, Any]  # the body a hook would have sent; ``body["event"]`` names the hook event
     source_key: str  # stable and unique: importing the same line again is a no-op
     at_epoch: int  # milliseconds, the original time
+    legacy_key: str | None = None  # the key earlier releases gave this event, when it differs
+
+
+# A line without a uuid is named by its line number, which only means something within one session.
+_LINE_REF = re.compile(r"line\d+(\.\d+)?")
 
 
 @dataclass
@@ -116,7 +132,8 @@ class _PendingTool:
     tool_use_id: str | None
     name: str
     input: Any
-    key: str
+    key: tuple[str, str]  # (source key, legacy key) of the answered call
+    ref: str  # what names the call: its id, else its line and block
 
 
 @dataclass
@@ -243,12 +260,14 @@ class _Replayer:
             ident = self.identities[cwd] = project_from_cwd(cwd)
         return ident
 
-    def _event(self, session: _Session, event: str, cwd: str, at: int, key: str,
+    def _event(self, session: _Session, event: str, cwd: str, at: int, key: tuple[str, str],
                extra: dict[str, Any]) -> ReplayEvent | None:
-        """The event, or None when its key was already used in this parse (a repeated line)."""
-        if key in self.keys:
+        """The event, or None when its key was already used in this parse (a repeated line). ``key`` is the
+        (source key, legacy key) pair of :meth:`_key`."""
+        source_key, legacy_key = key
+        if source_key in self.keys:
             return None
-        self.keys.add(key)
+        self.keys.add(source_key)
         ident = self._identity(cwd)
         body = {"event": event, "session_id": session.session_id, "cwd": cwd, "project": ident.name,
                 "projects": list(ident.chain), "platform_source": PLATFORM, "hook_event_name": HOOK_EVENT_NAME[event],
@@ -256,19 +275,33 @@ class _Replayer:
         if event == "tool_use":
             body = _fit(body)
         self.stats.events += 1
-        return ReplayEvent(QUEUE_EVENT[event], body, key, at)
+        return ReplayEvent(QUEUE_EVENT[event], body, source_key, at,
+                           legacy_key if legacy_key != source_key else None)
 
-    def _key(self, session: _Session, ref: str, event: str) -> str:
-        return f"transcript:{session.session_id}:{ref}:{event}"
+    @staticmethod
+    def _key(session: _Session, ref: str, event: str, *, per_session: bool = False) -> tuple[str, str]:
+        """(source key, legacy key) of an event named by ``ref``: a line's uuid or a tool call's id names it
+        across sessions (a resumed or forked file repeats them under its own session id), unless
+        ``per_session`` (the session's own start and end) or ``ref`` is a line number."""
+        legacy = f"transcript:{session.session_id}:{ref}:{event}"
+        if per_session or _LINE_REF.fullmatch(ref):
+            return legacy, legacy
+        return f"transcript:{ref}:{event}", legacy
 
     def _tool_event(self, session: _Session, tool: _PendingTool, response: Any, is_error: bool, cwd: str,
-                    at: int) -> ReplayEvent | None:
+                    at: int, *, unanswered: bool = False) -> ReplayEvent | None:
         extra: dict[str, Any] = {"tool_name": tool.name, "tool_input": tool.input, "tool_response": response}
+        key = tool.key
         if tool.tool_use_id is not None:
             extra["tool_use_id"] = tool.tool_use_id
+            if unanswered:
+                # its result may still be written (a live session): keep the usual key free for the answer
+                extra["tool_response_pending"] = True
+                key = (self._key(session, f"{tool.ref}.unanswered", "tool_use")[0], tool.key[1])
+                self.keys.add(tool.key[0])
         if is_error:
             extra["is_error"] = True
-        found = self._event(session, "tool_use", cwd, at, tool.key, extra)
+        found = self._event(session, "tool_use", cwd, at, key, extra)
         if found is not None:
             self.stats.tool_uses += 1
         return found
@@ -276,7 +309,8 @@ class _Replayer:
     def _end_turn(self, session: _Session) -> Iterator[ReplayEvent]:
         """Unanswered tool uses of the turn, then its ``stop``."""
         for tool in list(session.pending.values()):
-            found = self._tool_event(session, tool, None, False, session.last_cwd, session.last_at)
+            found = self._tool_event(session, tool, None, False, session.last_cwd, session.last_at,
+                                     unanswered=True)
             if found is not None:
                 self.stats.unanswered_tool_uses += 1
                 yield found
@@ -302,7 +336,8 @@ class _Replayer:
         for session in sorted(self.sessions.values(), key=lambda s: s.order):
             yield from self._end_turn(session)
             found = self._event(session, "session_end", session.last_cwd, session.last_at,
-                                self._key(session, session.last_ref, "session_end"), {"reason": END_REASON})
+                                self._key(session, session.last_ref, "session_end", per_session=True),
+                                {"reason": END_REASON})
             if found is not None:
                 yield found
 
@@ -342,7 +377,7 @@ class _Replayer:
             session.last_at = at or 0
             self.stats.sessions.add(session_id)
             found = self._event(session, "session_start", line_cwd, session.last_at,
-                                self._key(session, ref, "session_start"), {})
+                                self._key(session, ref, "session_start", per_session=True), {})
             if found is not None:
                 yield found
         cwd = line_cwd or session.last_cwd
@@ -359,7 +394,7 @@ class _Replayer:
         prompt = _prompt_text(entry, content)
         if prompt is not None:
             key = self._key(session, ref, "user_prompt")
-            if key in self.keys:
+            if key[0] in self.keys:
                 return
             yield from self._end_turn(session)
             session.prompt_count += 1
@@ -407,11 +442,12 @@ class _Replayer:
                 continue
             given = block.get("id")
             tool_use_id = given if isinstance(given, str) and given.strip() else None
-            key = self._key(session, tool_use_id or f"{ref}.{index}", "tool_use")
-            pending_key = tool_use_id or key  # a tool use with no id can never be answered
-            if key in self.keys or pending_key in session.pending:
+            tool_ref = tool_use_id or f"{ref}.{index}"
+            key = self._key(session, tool_ref, "tool_use")
+            pending_key = tool_use_id or key[0]  # a tool use with no id can never be answered
+            if key[0] in self.keys or pending_key in session.pending:
                 continue
-            session.pending[pending_key] = _PendingTool(tool_use_id, name, block.get("input"), key)
+            session.pending[pending_key] = _PendingTool(tool_use_id, name, block.get("input"), key, tool_ref)
 
 
 def replay_transcript(path: Path, stats: ParseStats | None = None) -> Iterator[ReplayEvent]:
