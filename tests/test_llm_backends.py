@@ -1245,6 +1245,28 @@ def test_a_server_error_pauses_the_model(stub: Stub, tmp_path: Path, monkeypatch
     assert len(compressor.observe(turn_with(), [edit_call()]).observations) == 1
 
 
+
+def test_a_server_that_cannot_be_reached_pauses_the_model(tmp_path: Path) -> None:
+    """A local model server that is down refuses every connection: each batch would fail the same way."""
+    with socket.socket() as probe:  # a loopback port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    clock = FakeClock()
+    settings = settings_for(tmp_path, capture_backend="openai", llm_base_url=f"http://127.0.0.1:{port}/v1",
+                            llm_model="qwen2.5:3b")
+    compressor = LlmCompressor(OpenAIClient(settings), MemoryLedger(), settings, "openai", clock=clock)
+    with pytest.raises(CompressionFailed) as info:
+        compressor.observe(turn_with(), [edit_call()])
+    assert "cannot reach" in info.value.detail
+    clock.now += 59
+    with pytest.raises(CompressionFailed) as info:
+        compressor.observe(turn_with(), [edit_call()])
+    assert "not calling the model" in info.value.detail
+    clock.now += 2
+    with pytest.raises(CompressionFailed) as info:  # tried again once the pause is over
+        compressor.observe(turn_with(), [edit_call()])
+    assert "cannot reach" in info.value.detail
+
 def test_a_client_error_does_not_pause_the_model(stub: Stub, tmp_path: Path) -> None:
     stub.reply({"error": "model 'nope' not found"}, status=404)
     stub.reply(openai_body(GOOD))

@@ -83,8 +83,9 @@ class ServerFailed(CompressionFailed):
 
 
 class ClientUnavailable(CompressionFailed):
-    """The transport itself cannot be used (the ``claude`` executable is missing or cannot be run): every call
-    fails the same way until the setting changes, so the model is paused as after a refused key."""
+    """The transport itself cannot be used (the ``claude`` executable is missing or cannot be run, or the
+    server cannot be reached: refused, no route, a name that does not resolve): the next calls fail the same
+    way for a while, so the model is paused as after a refused key."""
 
 
 def estimate_tokens(*texts: str) -> int:
@@ -230,7 +231,7 @@ def post_json(url: str, headers: dict[str, str], body: dict[str, Any], timeout: 
         if _is_timeout(exc):
             raise CompressionFailed("timeout", f"{label} did not answer within {timeout:g} s") from None
         reason = getattr(exc, "reason", None) or exc
-        raise CompressionFailed("error", f"cannot reach {label} at {url}: {reason}") from None
+        raise ClientUnavailable("error", f"cannot reach {label} at {url}: {reason}") from None
     try:
         # a byte that is not UTF-8 (a local server cutting a character in two) spoils one character, not the reply
         payload = json.loads(raw.decode("utf-8-sig", errors="replace"))

@@ -4,11 +4,11 @@ Before a call the ledger says what was spent (by this session, and by all sessio
 a reached cap fails with reason ``budget`` before anything is sent. After a call its usage is recorded, also
 when the reply turns out unusable, since the tokens were spent all the same.
 
-A call that timed out, was rate limited, refused its key or met a server error (HTTP 5xx), or found no
-``claude`` executable to run, pauses the model for a while (the server's ``Retry-After`` when it sent one): the
-calls meanwhile fail at once with the same reason, so the queue falls back to the offline extractor instead of
-waiting out a timeout per batch, hammering a server that said no or is down, or failing to start the same
-missing program once per batch.
+A call that timed out, was rate limited, refused its key or met a server error (HTTP 5xx), could not reach
+the server, or found no ``claude`` executable to run, pauses the model for a while (the server's
+``Retry-After`` when it sent one): the calls meanwhile fail at once with the same reason, so the queue falls
+back to the offline extractor instead of waiting out a timeout per batch, hammering a server that said no or
+is down, or failing to start the same missing program once per batch.
 """
 
 from __future__ import annotations
