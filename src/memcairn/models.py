@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
@@ -9,6 +10,9 @@ from typing import Any, Literal
 Kind = Literal["observation", "summary", "prompt", "manual"]
 KINDS: tuple[str, ...] = ("observation", "summary", "prompt", "manual")
 MAX_ITEM_ID = 2**63 - 1  # the largest SQLite INTEGER
+# Half of a UTF-16 pair on its own (an emoji cut in two, a non-UTF-8 byte Python decoded): no UTF-8 text can hold
+# it, so SQLite cannot store it.
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 ARRAY_FIELDS: tuple[str, ...] = ("facts", "concepts", "files_read", "files_modified")
 SUMMARY_SECTIONS: tuple[str, ...] = ("request", "investigated", "learned", "completed", "next_steps", "notes")
 TEXT_FIELDS: tuple[str, ...] = ("title", "subtitle", "text", "narrative", *SUMMARY_SECTIONS)

@@ -67,6 +67,7 @@ from typing import Any
 
 from memcairn.capture.privacy import scrub
 from memcairn.hooks.events import MAX_BODY_BYTES, OWN_TOOL_PREFIXES, _encode
+from memcairn.models import LONE_SURROGATE
 from memcairn.project import ProjectIdentity, project_from_cwd
 from memcairn.store.validation import MAX_EPOCH_MS
 
@@ -87,13 +88,12 @@ CONTEXT_BLOCK_PREFIXES = ("<ide_opened_file>", "<ide_selection>", "<system-remin
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # A JSON escape of a surrogate: how a lone one (half of a cut emoji) gets into a line; json.loads keeps it.
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _without_surrogates(value: Any) -> Any:
     """``value`` with every lone surrogate in its strings (keys included) replaced by U+FFFD."""
     if isinstance(value, str):
-        return _SURROGATE.sub("\ufffd", value)
+        return LONE_SURROGATE.sub("\ufffd", value)
     if isinstance(value, dict):
         return {_without_surrogates(k): _without_surrogates(v) for k, v in value.items()}
     if isinstance(value, list):

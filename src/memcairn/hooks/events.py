@@ -31,6 +31,7 @@ Every body the hooks send carries ``session_id``, ``cwd``, ``project`` (the chai
 from __future__ import annotations
 
 import os
+import re  # loaded by json already: costs the hook nothing
 import time
 
 from memcairn.hooks import state
@@ -407,8 +408,6 @@ def _window_start(text: str, cap: int) -> int:
     """Where the text redacted around a cut starts: at least ``CUT_CONTEXT`` characters before it, at the start
     of a line when one starts in the ``3 * CUT_CONTEXT`` characters before that, else after a whitespace (never
     inside a token), else at the very start."""
-    import re  # loaded already (json uses it)
-
     latest = cap - CUT_CONTEXT
     if latest <= 0:
         return 0
@@ -458,8 +457,6 @@ def _cut(text: str, cap: int, budget: _Budget) -> str:
     redaction (it does not start like a placeholder); and as the end of the kept text is redacted already,
     nothing it ends with can escape the worker's rules by being glued to the marker.
     """
-    import re  # loaded already (json uses it)
-
     begin = _window_start(text, cap)
     reach = cap + CUT_LOOKAHEAD
     space = re.compile(r"\s").search(text, reach, reach + CUT_TOKEN_REACH)

@@ -8,20 +8,19 @@ import re
 from dataclasses import replace
 
 from memcairn.errors import ValidationError
-from memcairn.models import ARRAY_FIELDS, DEFAULT_TYPES, KINDS, MAX_ITEM_ID, TEXT_FIELDS, NewItem
+from memcairn.models import ARRAY_FIELDS, DEFAULT_TYPES, KINDS, LONE_SURROGATE, MAX_ITEM_ID, TEXT_FIELDS, NewItem
 from memcairn.project import MAX_PROJECT_CHARS
 
 MAX_FIELD_BYTES = 256 * 1024
 # 9999-12-31 00:00 UTC: the last day ``datetime`` can render in every time zone (renderings print dates).
 MAX_EPOCH_MS = 253_402_214_400_000
 _TYPE = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _check_unicode(name: str, value: str) -> None:
     """A lone surrogate (half of an emoji cut by a tool, or a non-UTF-8 byte decoded by Python) cannot be
     written as UTF-8: refuse it here with a clear error instead of failing inside SQLite."""
-    if _SURROGATE.search(value):
+    if LONE_SURROGATE.search(value):
         raise ValidationError(f"{name} contains text that is not valid Unicode (a lone surrogate); "
                               "re-encode it as UTF-8")
 

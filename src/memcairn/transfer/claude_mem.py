@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 from memcairn.capture.admission import project_excluded, scrub_item
 from memcairn.errors import NotFoundError, ValidationError
 from memcairn.hooks.runner import PLATFORM_ALIASES
-from memcairn.models import ARRAY_FIELDS, DEFAULT_TYPES, TEXT_FIELDS, NewItem
+from memcairn.models import ARRAY_FIELDS, DEFAULT_TYPES, LONE_SURROGATE, TEXT_FIELDS, NewItem
 from memcairn.store.transfer_state import TransferSession
 from memcairn.store.validation import MAX_EPOCH_MS, validate_item
 
@@ -70,7 +70,6 @@ STATUSES = ("active", "completed", "failed")
 _SECONDS_BELOW = 100_000_000_000  # 1e11 ms is 1973; 1e11 s is the year 5138
 _MAX_INT = 2**63 - 1  # the largest integer SQLite stores
 _TYPE_JUNK = re.compile(r"[^a-z0-9_-]+")
-_SURROGATE = re.compile("[\ud800-\udfff]")
 _MAX_REASONS = 5
 # Column names before claude-mem's migration 17 renamed them.
 _LEGACY_NAMES = {"content_session_id": "claude_session_id", "memory_session_id": "sdk_session_id"}
@@ -344,7 +343,7 @@ def _array(value: Any, report: ClaudeMemReport) -> list[str]:
     if not isinstance(parsed, list):
         parsed = [parsed]
     values = [v if isinstance(v, str) else json.dumps(v, ensure_ascii=False) for v in parsed if v is not None]
-    return [_SURROGATE.sub("\ufffd", v) for v in values]
+    return [LONE_SURROGATE.sub("\ufffd", v) for v in values]
 
 
 def _type(value: Any, kind: str, report: ClaudeMemReport) -> str:
