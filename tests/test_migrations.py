@@ -33,7 +33,7 @@ def test_blank_database_gets_exactly_the_expected_schema(tmp_path: Path) -> None
         assert tables >= EXPECTED_TABLES
         assert tables - EXPECTED_TABLES <= {"vector_sync_state", "mirror_outbox", "ingest_events",
                                             "search_telemetry", "llm_usage", "capture_notices",
-                                            "forgotten_items"}
+                                            "forgotten_items", "keyword_changes"}
         assert _names(conn, "trigger") >= EXPECTED_TRIGGERS
         assert _names(conn, "index") >= EXPECTED_INDEXES
         fts_sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'memory_items_fts'").fetchone()[0]
@@ -124,6 +124,29 @@ def test_the_scope_migration_rebuilds_the_keyword_index_and_keeps_every_row(tmp_
         store.add_item(NewItem(project="beta", kind="manual", title="parser timeout again"))  # the new triggers
         assert sorted(i for i, _ in store.keyword_ids("parser", ItemFilter(projects=["beta"]))) == [3, 6]
         assert store.fts_integrity_ok()
+
+
+def test_the_keyword_log_migration_keeps_every_row_and_logs_from_then_on(tmp_path: Path) -> None:
+    from memcairn.models import NewItem
+
+    path = tmp_path / "v8.db"
+    conn = connect(path)
+    migrate(conn, path, [m for m in MIGRATIONS if m.version <= 8])
+    conn.execute("INSERT INTO projects(id, name, created_at_epoch) VALUES (1, 'alpha', 0)")
+    for i in range(3):
+        conn.execute(
+            "INSERT INTO memory_items(uuid, project_id, kind, type, title, content_hash, created_at_epoch, "
+            "updated_at_epoch) VALUES (?, 1, 'manual', 'note', ?, ?, ?, 0)", (f"u{i}", f"parser {i}", f"h{i}", i))
+    conn.close()
+    with Store(path) as store:
+        assert store.fts_counts() == (3, 3) and store.missing_triggers() == []
+        assert store._conn.execute("SELECT COUNT(*) FROM keyword_changes").fetchone()[0] == 0
+        index = store.start_keyword_index()
+        assert index is not None and index.wait(30)
+        new = store.add_item(NewItem(project="alpha", kind="manual", title="parser again")).id
+        store.delete_items([1])
+        assert [r[0] for r in store._conn.execute("SELECT item_id FROM keyword_changes ORDER BY seq")] == [new, 1]
+        assert sorted(i for i, _ in store.keyword_ids("parser")) == [2, 3, new]
 
 
 def _v1_database_with_duplicates(path: Path) -> None:

@@ -37,6 +37,7 @@ class Settings:
     chroma_url: str = ""
     embedding_model: str = "all-MiniLM-L6-v2-int8"
     worker_embedding_threads: int = 1
+    worker_keyword_index: bool = True
     recency_window_days: int = 0
     context_observations: int = 50
     context_summaries: int = 10

@@ -238,7 +238,8 @@ def _stderr_tail(home: Path) -> str:
 
 
 def wait_ready(proc: subprocess.Popen, port: int, home: Path, log: Log) -> dict[str, Any]:
-    """Wait for /api/readiness, then for a mirror lag of 0; return the worker's health answer.
+    """Wait for /api/readiness, then for a mirror lag of 0 and the in-memory keyword index; return the worker's
+    health answer.
 
     Raises:
         RuntimeError: the worker exited, failed to start, or did not get there in time.
@@ -271,10 +272,13 @@ def wait_ready(proc: subprocess.Popen, port: int, home: Path, log: Log) -> dict[
         if mirror.get("state") in ("disabled", "unavailable", "degraded"):
             raise RuntimeError(f"the worker's mirror is {mirror['state']}: "
                                f"{mirror.get('error') or mirror.get('last_error')}")
-        if mirror.get("lag") == 0:
+        keyword = (stats or {}).get("keyword_index") or {}
+        building = str(keyword.get("status", "")) in ("building", "rebuilding")
+        if mirror.get("lag") == 0 and not building:
             break
         if time.monotonic() - said > 30:
-            log(f"waiting for the worker's mirror to catch up (lag {mirror.get('lag')}) ...")
+            log(f"waiting for the worker's mirror to catch up (lag {mirror.get('lag')}) "
+                f"and its keyword index ({keyword.get('status')}) ...")
             said = time.monotonic()
         if time.monotonic() > deadline:
             raise RuntimeError(f"the worker's mirror still lags by {mirror.get('lag')} items")

@@ -26,7 +26,8 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from memcairn.store.schema import FTS_COLUMNS, SCOPE_PREFIX
 
@@ -72,15 +73,34 @@ def _quote(token: str) -> str:
     return '"' + token.replace('"', '""') + '"'
 
 
+@dataclass(frozen=True)
+class MatchPlan:
+    """What a query matches: rows holding any of ``any_of``, rows holding every word of ``all_of`` (empty, or
+    two words or more), and, ranked in, the whole query as a ``phrase`` (None when pruned or one word).
+    ``match`` is its FTS5 text; bm25 sums its phrases in this order (``keyword_index`` relies on that)."""
+
+    any_of: tuple[str, ...]
+    all_of: tuple[str, ...] = ()
+    phrase: str | None = None
+
+    @property
+    def match(self) -> str:
+        terms = [_quote(t) for t in self.any_of]
+        if self.all_of:
+            terms.append("(" + " AND ".join(_quote(t) for t in self.all_of) + ")")
+        if self.phrase is not None:
+            terms.append(_quote(self.phrase))
+        return " OR ".join(terms)
+
+
+def _whole(tokens: list[str]) -> MatchPlan:
+    return MatchPlan(tuple(tokens), phrase=" ".join(tokens) if len(tokens) > 1 else None)
+
+
 def build_match(text: str) -> str | None:
     """An FTS5 MATCH expression for free text, or None when the text holds no searchable word."""
     tokens = query_tokens(text)
-    if not tokens:
-        return None
-    terms = [_quote(t) for t in tokens]
-    if len(tokens) > 1:
-        terms.append(_quote(" ".join(tokens)))
-    return " OR ".join(terms)
+    return _whole(tokens).match if tokens else None
 
 
 def bm25_expression(table: str = "memory_items_fts") -> str:
@@ -143,19 +163,25 @@ def _document_frequencies(conn: sqlite3.Connection, tokens: list[str], cache: Fr
     return [known[t] for t in tokens]
 
 
-def _count_documents(conn: sqlite3.Connection, tokens: list[str]) -> list[int]:
+def token_terms(conn: sqlite3.Connection, tokens: Sequence[str]) -> list[list[str]]:
+    """The terms FTS5's tokenizer makes of each token (porter stems; usually one, none for a symbol)."""
     rows = list(enumerate(tokens, 1))
     try:
         conn.executemany("INSERT INTO temp.query_terms(rowid, x) VALUES (?, ?)", rows)
     except sqlite3.OperationalError:  # this connection's first query: create its temp tables (they cost
         _ensure_vocab_tables(conn)  # more than the lookups to re-check on every query)
         conn.executemany("INSERT INTO temp.query_terms(rowid, x) VALUES (?, ?)", rows)
-    stems: dict[int, list[str]] = {}
+    found: dict[int, list[str]] = {}
     try:
         for term, doc in conn.execute("SELECT term, doc FROM temp.query_terms_v"):
-            stems.setdefault(doc, []).append(term)
+            found.setdefault(doc, []).append(term)
     finally:
         conn.execute("DELETE FROM temp.query_terms")
+    return [found.get(i, []) for i in range(1, len(tokens) + 1)]
+
+
+def _count_documents(conn: sqlite3.Connection, tokens: list[str]) -> list[int]:
+    stems = dict(enumerate(token_terms(conn, tokens), 1))
     wanted = sorted({t for terms in stems.values() for t in terms})
     found: dict[str, int] = {}
     if wanted:
@@ -168,17 +194,22 @@ def plan_match(conn: sqlite3.Connection, text: str, total_docs: int, budget: int
                cache: FrequencyCache | None = None) -> str | None:
     """The MATCH expression to run for ``text`` on this store (see the module docstring); ``cache``
     remembers document frequencies between queries."""
+    plan = plan_terms(text, total_docs, lambda tokens: _document_frequencies(conn, tokens, cache), budget)
+    return plan.match if plan is not None else None
+
+
+def plan_terms(text: str, total_docs: int, frequencies: Callable[[list[str]], list[int]],
+               budget: int = RANK_BUDGET) -> MatchPlan | None:
+    """``plan_match`` as a structure; ``frequencies`` gives each token's document frequency."""
     tokens = query_tokens(text)
     if not tokens:
         return None
     if total_docs <= budget:
-        return build_match(text)
-    dfs = _document_frequencies(conn, tokens, cache)
+        return _whole(tokens)
+    dfs = frequencies(tokens)
     present = sorted((df, i, tok) for i, (tok, df) in enumerate(zip(tokens, dfs, strict=True)) if df > 0)
-    if not present:
-        return build_match(text)
-    if sum(df for df, _, _ in present) <= budget:
-        return build_match(text)
+    if not present or sum(df for df, _, _ in present) <= budget:
+        return _whole(tokens)
     core: list[str] = []
     total = 0
     for df, _, tok in present:
@@ -187,7 +218,4 @@ def plan_match(conn: sqlite3.Connection, text: str, total_docs: int, budget: int
         core.append(tok)
         total += df
     rest = [tok for _, _, tok in present if tok not in core]
-    terms = [_quote(t) for t in core]
-    if len(rest) >= 2:
-        terms.append("(" + " AND ".join(_quote(t) for t in rest) + ")")
-    return " OR ".join(terms)
+    return MatchPlan(tuple(core), tuple(rest) if len(rest) >= 2 else ())

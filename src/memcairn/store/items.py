@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memcairn import serde
 from memcairn.errors import NotFoundError, StoreError, ValidationError
@@ -34,6 +34,9 @@ from memcairn.store.migrations import migrate
 from memcairn.store.mirror_state import MirrorStateMixin
 from memcairn.store.transfer_state import TransferStateMixin
 from memcairn.store.validation import validate_item
+
+if TYPE_CHECKING:  # numpy is imported only by a process that keeps the copy (the worker)
+    from memcairn.store.keyword_index import KeywordIndex
 
 PROJECTS_TTL = 1.0  # seconds a read of the projects table serves (see Store._project_rows)
 
@@ -116,6 +119,7 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin):
         self._project_ids: dict[str, int] = {}
         self._projects_seen: tuple[float, tuple[tuple[int, str, str | None], ...]] | None = None
         self._frequencies = fts.FrequencyCache()
+        self._keyword_index: KeywordIndex | None = None
         try:
             migrate(self._conn, self.path)
             if check_fts:
@@ -563,6 +567,10 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin):
                 return []
             flt = replace(flt, projects=None)
         clauses, params = self._where(flt)
+        if not clauses and order == "relevance" and self._keyword_index is not None:
+            ranked = self._rank_in_memory(self._keyword_index, query, project_ids, limit, offset)
+            if ranked is not None:
+                return ranked
         # A filtered search joins every ranked row to its item, so it ranks fewer rows for the same time.
         budget = fts.RANK_BUDGET // 2 if clauses else fts.RANK_BUDGET
         match = fts.plan_match(self._conn, query, self._fts_rows(), budget, self._frequencies)
@@ -601,6 +609,46 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin):
         except sqlite3.OperationalError as exc:  # quoting makes this unreachable; never leak it anyway
             raise StoreError(f"keyword search failed: {exc}") from None
         return [(r["id"], -float(r["score"])) for r in rows]
+
+    def _rank_in_memory(self, index: KeywordIndex, query: str, project_ids: list[int] | None, limit: int,
+                        offset: int) -> list[tuple[int, float]] | None:
+        """``keyword_ids`` for an unfiltered relevance search, from the worker's in-memory copy of the index
+        (same results, ``keyword_index`` module doc); None when the copy cannot answer."""
+        conn = self._conn
+        state = index.current(conn, self._rebuild_keyword_index)
+        if state is None:
+            return None
+        tokens = fts.query_tokens(query)
+        if not tokens:
+            return []
+        terms = index.terms(conn, tokens)
+        if any(len(t) != 1 for t in terms):  # FTS5 reads such a word as a phrase of several terms
+            return None
+        plan = fts.plan_terms(query, state.rows, lambda words: index.frequencies(state, index.terms(conn, words)),
+                              fts.RANK_BUDGET)
+        if plan is None:
+            return []
+        return index.rank(conn, state, plan, {tok: t[0] for tok, t in zip(tokens, terms, strict=True)},
+                          project_ids, fts.RANK_CAP, limit, offset)
+
+    def start_keyword_index(self, max_rows: int | None = None) -> KeywordIndex | None:
+        """Keep an in-memory copy of the keyword index for faster ranking (a long-lived process: it costs a
+        few seconds to build at 100k items, and memory); built in the background, used once ready."""
+        if self.path is None:  # an in-memory database is not shared with a second connection
+            return None
+        if self._keyword_index is None:
+            from memcairn.store import keyword_index
+
+            self._keyword_index = keyword_index.KeywordIndex(max_rows or keyword_index.MAX_ROWS)
+            self._rebuild_keyword_index()
+        return self._keyword_index
+
+    def _rebuild_keyword_index(self) -> None:
+        if self._keyword_index is not None:
+            self._keyword_index.build_in_background(lambda: connect(self._target))
+
+    def keyword_index_stats(self) -> dict[str, object] | None:
+        return self._keyword_index.stats() if self._keyword_index is not None else None
 
     def neighbours(self, epoch: int, *, before: int, after: int, flt: ItemFilter | None = None,
                    anchor_id: int | None = None) -> tuple[list[MemoryItem], list[MemoryItem]]:
@@ -728,17 +776,19 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin):
     def rebuild_fts(self) -> None:
         with atomic(self._conn) as conn:
             conn.execute("INSERT INTO memory_items_fts(memory_items_fts) VALUES ('rebuild')")
+            conn.execute("INSERT INTO keyword_changes(item_id) VALUES (NULL)")  # every row (schema.py)
 
     def missing_triggers(self) -> list[str]:
         """Triggers the schema needs that are not in the file (dropped by hand or by an old tool)."""
         present = {r[0] for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
-        return sorted(set(schema.TRIGGER_NAMES) - present)
+        return sorted(set(schema.TRIGGER_NAMES + schema.KEYWORD_TRIGGER_NAMES) - present)
 
     def repair_triggers(self) -> None:
         with atomic(self._conn) as conn:
             run_script(conn, schema.FTS_TRIGGERS)
             run_script(conn, schema.INTEGRITY_TRIGGERS)
             run_script(conn, schema.MIRROR_TRIGGERS)
+            run_script(conn, schema.KEYWORD_CHANGES)
 
     def quick_check(self) -> str:
         """``ok``, or SQLite's first findings about a damaged file, on one line.

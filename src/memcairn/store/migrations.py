@@ -96,6 +96,13 @@ def m008_forgotten_items(conn: sqlite3.Connection) -> None:
     run_script(conn, schema.FORGOTTEN_TABLE)
 
 
+@migration(9)
+def m009_keyword_changes(conn: sqlite3.Connection) -> None:
+    """A log of written item ids for the in-memory keyword index (``schema.KEYWORD_CHANGES``); no existing
+    row changes."""
+    run_script(conn, schema.KEYWORD_CHANGES)
+
+
 def _ensure_table(conn: sqlite3.Connection) -> None:
     conn.execute(
         f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} ("

@@ -287,3 +287,34 @@ CREATE TABLE IF NOT EXISTS capture_notices (
     shown_at_epoch INTEGER
 );
 """
+
+# m009: the ids of items written since a moment, for the worker's in-memory copy of the keyword index
+# (``store/keyword_index.py``), which re-reads just those rows. Filled by triggers, so a write from any
+# process is seen. A NULL id means "every row" (the FTS index was rebuilt). The log keeps the newest
+# ``KEYWORD_CHANGES_KEPT`` entries: a reader further behind than that builds its copy again.
+KEYWORD_CHANGES_KEPT = 100_000
+KEYWORD_CHANGES = f"""
+CREATE TABLE IF NOT EXISTS keyword_changes (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    item_id INTEGER
+);
+
+CREATE TRIGGER IF NOT EXISTS keyword_changes_prune AFTER INSERT ON keyword_changes BEGIN
+    DELETE FROM keyword_changes WHERE seq <= new.seq - {KEYWORD_CHANGES_KEPT};
+END;
+
+CREATE TRIGGER IF NOT EXISTS memory_items_keyword_ai AFTER INSERT ON memory_items BEGIN
+    INSERT INTO keyword_changes(item_id) VALUES (new.id);
+END;
+
+CREATE TRIGGER IF NOT EXISTS memory_items_keyword_au AFTER UPDATE ON memory_items BEGIN
+    INSERT INTO keyword_changes(item_id) VALUES (new.id);
+END;
+
+CREATE TRIGGER IF NOT EXISTS memory_items_keyword_ad AFTER DELETE ON memory_items BEGIN
+    INSERT INTO keyword_changes(item_id) VALUES (old.id);
+END;
+"""
+KEYWORD_TRIGGER_NAMES: tuple[str, ...] = (
+    "keyword_changes_prune", "memory_items_keyword_ai", "memory_items_keyword_au", "memory_items_keyword_ad",
+)

@@ -211,6 +211,8 @@ class WorkerState:
                 runner = MirrorRunner(runtime.mirror)
                 runtime.store.add_listener(runner.nudge)
                 runner.start()  # its first pass is the backfill
+            if self.settings.worker_keyword_index:
+                runtime.store.start_keyword_index()  # built in the background; SQL ranks until it is ready
             capture = self._start_capture(runtime)  # picks up events a crash left pending
             memo = ContextMemo.for_store(runtime.store)
             with self._cond:
@@ -510,6 +512,7 @@ async def stats(request: Request) -> Response:
         out["ingest"] = runtime.store.ingest_queue()
         out["llm_tokens_today"] = runtime.store.tokens_spent(since_epoch=local_day_start_ms())
         out["search"] = state.search.telemetry_snapshot() if state.search is not None else None
+        out["keyword_index"] = runtime.store.keyword_index_stats()
         out["worker"] = {"pid": os.getpid(), "version": memcairn.__version__,
                          "uptime_seconds": round(time.time() - state.started_at, 1),
                          "stream_clients": state.broadcaster.subscribers}
