@@ -93,12 +93,18 @@ def corpus(tmp_path: Path) -> Store:
 
 def test_the_copy_ranks_like_fts5_for_every_plan_shape(corpus: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     projects = corpus.project_names()
-    filters = [None, ItemFilter(projects=[projects[0]]), ItemFilter(projects=projects[1:3]), ItemFilter()]
+    start = 1_700_000_000_000 + 300 * 60_000
+    filters = [None, ItemFilter(projects=[projects[0]]), ItemFilter(projects=projects[1:3]), ItemFilter(),
+               # Filtered searches rank every match (no cap) for half the frequency budget.
+               ItemFilter(types=["bugfix", "decision"]), ItemFilter(kinds=["summary", "prompt"]),
+               ItemFilter(projects=[projects[1]], types=["feature"], date_start=start, date_end=start + 600 * 60_000),
+               ItemFilter(platform_source="claude-code"), ItemFilter(kinds=["prompt"], platform_source="codex"),
+               ItemFilter(platform_source="codex", platform_source_or_none=True), ItemFilter(types=["no-such-type"])]
     # The store is below the budget: whole-query plans, each word alone plus the phrase.
-    assert _same_as_sql(corpus, QUERIES, filters) > 40
+    assert _same_as_sql(corpus, QUERIES, filters) > 100
     # A small budget prunes: rare words alone, the common ones together; a small cap keeps the newest rows.
     monkeypatch.setattr(fts, "RANK_BUDGET", 300)
-    assert _same_as_sql(corpus, QUERIES, filters) > 40
+    assert _same_as_sql(corpus, QUERIES, filters) > 100
     monkeypatch.setattr(fts, "RANK_CAP", 50)
     assert _same_as_sql(corpus, QUERIES, filters, limit=20, offset=10) > 30
 
@@ -112,8 +118,10 @@ def test_the_copy_follows_writes_of_this_and_other_connections(corpus: Store) ->
         NewItem(project="newproj", kind="observation", title="quokka zanzibar", narrative="race condition"),
     ])]
     assert _same_as_sql(corpus, queries, [None, ItemFilter(projects=["newproj"])]) == 6
-    corpus.update_item(ids[0], title="nothing to see", narrative="quokka")
+    corpus.update_item(ids[0], title="nothing to see", narrative="quokka", type="decision")
     corpus.delete_items([ids[1]])
+    assert [i for i, _ in corpus.keyword_ids("quokka", ItemFilter(types=["decision"]))] == [ids[0]]
+    assert corpus.keyword_ids("quokka", ItemFilter(types=["bugfix"])) == []
     assert corpus.keyword_ids("zanzibar", None) == []
     assert [i for i, _ in corpus.keyword_ids("quokka", None)] == [ids[0]]
     corpus.merge_project("project-03", "project-00")
@@ -170,8 +178,9 @@ def test_what_the_copy_cannot_answer_goes_to_sql(corpus: Store, monkeypatch: pyt
     index = _wait(corpus)
     calls = []
     monkeypatch.setattr(index, "rank", lambda *a, **k: calls.append(a) or [])
-    flt = ItemFilter(types=["bugfix"])
-    assert corpus.keyword_ids("timeout", flt) == _sql(corpus.path, "timeout", flt)
+    for flt in (ItemFilter(concepts=["gotcha"]), ItemFilter(files=["src/auth/service.py"]),
+                ItemFilter(types=["bugfix"], session="project-00-session-3")):
+        assert corpus.keyword_ids("timeout", flt) == _sql(corpus.path, "timeout", flt)
     assert corpus.keyword_ids("timeout", None, order="newest") == _sql(corpus.path, "timeout", None, order="newest")
     monkeypatch.setattr(index, "terms", lambda conn, tokens: [["two", "terms"] for _ in tokens])
     assert corpus.keyword_ids("timeout", None) == _sql(corpus.path, "timeout", None)
@@ -215,7 +224,8 @@ def test_random_stores_rank_the_same(tmp_path_factory: pytest.TempPathFactory, d
         old = fts.RANK_BUDGET, fts.RANK_CAP
         fts.RANK_BUDGET, fts.RANK_CAP = budget, cap
         try:
-            filters = [None, ItemFilter(projects=["p1"]), ItemFilter(projects=["p0", "p2"])]
+            filters = [None, ItemFilter(projects=["p1"]), ItemFilter(projects=["p0", "p2"]),
+                       ItemFilter(kinds=["observation"]), ItemFilter(projects=["p2"], types=["note", "bugfix"])]
             _same_as_sql(store, queries, filters)
         finally:
             fts.RANK_BUDGET, fts.RANK_CAP = old

@@ -567,8 +567,9 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin):
                 return []
             flt = replace(flt, projects=None)
         clauses, params = self._where(flt)
-        if not clauses and order == "relevance" and self._keyword_index is not None:
-            ranked = self._rank_in_memory(self._keyword_index, query, project_ids, limit, offset)
+        if order == "relevance" and self._keyword_index is not None:
+            ranked = self._rank_in_memory(self._keyword_index, query, project_ids, flt if clauses else None,
+                                          limit, offset)
             if ranked is not None:
                 return ranked
         # A filtered search joins every ranked row to its item, so it ranks fewer rows for the same time.
@@ -610,13 +611,17 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin):
             raise StoreError(f"keyword search failed: {exc}") from None
         return [(r["id"], -float(r["score"])) for r in rows]
 
-    def _rank_in_memory(self, index: KeywordIndex, query: str, project_ids: list[int] | None, limit: int,
-                        offset: int) -> list[tuple[int, float]] | None:
-        """``keyword_ids`` for an unfiltered relevance search, from the worker's in-memory copy of the index
-        (same results, ``keyword_index`` module doc); None when the copy cannot answer."""
+    def _rank_in_memory(self, index: KeywordIndex, query: str, project_ids: list[int] | None,
+                        flt: ItemFilter | None, limit: int, offset: int) -> list[tuple[int, float]] | None:
+        """``keyword_ids`` ranked by relevance from the worker's in-memory copy of the index (the same
+        results, ``keyword_index`` module doc); None when the copy cannot answer. ``flt`` holds the filters
+        besides projects, None when there are none."""
         conn = self._conn
         state = index.current(conn, self._rebuild_keyword_index)
         if state is None:
+            return None
+        allowed = state.attributes.allowed(flt) if flt is not None else None
+        if flt is not None and allowed is None:
             return None
         tokens = fts.query_tokens(query)
         if not tokens:
@@ -624,12 +629,14 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin):
         terms = index.terms(conn, tokens)
         if any(len(t) != 1 for t in terms):  # FTS5 reads such a word as a phrase of several terms
             return None
+        # As in SQL: a filtered search ranks every match (no cap) for half the frequency budget.
+        budget, cap = (fts.RANK_BUDGET // 2, None) if flt is not None else (fts.RANK_BUDGET, fts.RANK_CAP)
         plan = fts.plan_terms(query, state.rows, lambda words: index.frequencies(state, index.terms(conn, words)),
-                              fts.RANK_BUDGET)
+                              budget)
         if plan is None:
             return []
         return index.rank(conn, state, plan, {tok: t[0] for tok, t in zip(tokens, terms, strict=True)},
-                          project_ids, fts.RANK_CAP, limit, offset)
+                          project_ids, cap, limit, offset, allowed)
 
     def start_keyword_index(self, max_rows: int | None = None) -> KeywordIndex | None:
         """Keep an in-memory copy of the keyword index for faster ranking (a long-lived process: it costs a
