@@ -18,7 +18,7 @@ EXPECTED_TRIGGERS = {"memory_items_ai", "memory_items_ad", "memory_items_au",
                      "sessions_project_update"}
 EXPECTED_INDEXES = {"ix_sessions_project", "ix_memory_items_project_time", "ix_memory_items_time",
                     "ix_memory_items_session", "ux_memory_items_project_hash", "ux_memory_sources_source",
-                    "ix_memory_sources_item", "ix_memory_items_project_kind_time"}
+                    "ix_memory_sources_item", "ix_memory_items_project_kind_time", "ix_memory_items_updated"}
 
 
 def _names(conn: sqlite3.Connection, kind: str) -> set[str]:

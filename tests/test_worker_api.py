@@ -387,6 +387,34 @@ def test_an_edit_since_the_start_gives_the_context_again(client: TestClient, app
 
 
 
+def test_a_delete_since_the_start_gives_the_context_again(client: TestClient, app: Any) -> None:
+    """The earlier context still shows a deleted memory: the resumed session must get the context anew."""
+    add(app, kind="observation", title="Parser handles tabs", project="alpha", created_at_epoch=1_000)
+    gone = add(app, kind="observation", title="Parser drops CR", project="alpha", created_at_epoch=2_000)
+    other = add(app, kind="observation", title="Elsewhere", project="beta", created_at_epoch=2_000)
+    resume = _started_a_while_ago(client, app, "s-delete")
+    store_of(app).delete_items([other])  # another project's delete is no news here
+    assert client.get("/api/context/inject", params=resume).headers["x-memcairn-context"] == "resumed"
+    store_of(app).delete_items([gone])
+    news = client.get("/api/context/inject", params=resume)
+    assert news.headers["x-memcairn-context"] != "resumed" and "Parser drops CR" not in news.text
+
+
+def test_stored_since_seeks_the_rows_written_since(app: Any, client: TestClient) -> None:
+    """Both times are indexed and the project is checked on what they find (a seek, not the project's rows)."""
+    store = store_of(app)
+    add(app, kind="observation", title="Parser handles tabs", project="alpha")
+    ran: list[str] = []
+    store._conn.set_trace_callback(ran.append)  # the statements with their values
+    try:
+        assert not store.stored_since(["alpha"], 4_000_000_000_000, besides_session=("claude-code", "s"))
+    finally:
+        store._conn.set_trace_callback(None)
+    query = next(sql for sql in ran if "FROM memory_items m" in sql)
+    plan = " ".join(r[3] for r in store._conn.execute(f"EXPLAIN QUERY PLAN {query}"))
+    assert "MULTI-INDEX OR" in plan and "ix_memory_items_updated" in plan and "ix_memory_items_time" in plan
+
+
 def test_what_the_resumed_session_stored_itself_does_not_count(client: TestClient, app: Any) -> None:
     """Its own observations and summary are in its conversation already: only others' work is news."""
     add(app, kind="observation", title="Parser handles tabs", project="alpha", created_at_epoch=1_000)

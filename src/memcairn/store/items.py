@@ -680,31 +680,38 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin):
 
     def stored_since(self, projects: Sequence[str] | None, epoch_ms: int, *,
                      besides_session: tuple[str, str] | None = None) -> bool:
-        """Whether any item of these projects (every project when None) was stored or edited after ``epoch_ms``,
-        leaving out the items of ``besides_session`` (platform, agent session id): what a session captured
-        itself is in its own conversation already.
+        """Whether any item of these projects (every project when None) was stored, edited or deleted after
+        ``epoch_ms``, leaving out the items ``besides_session`` (platform, agent session id) stored: what a
+        session captured itself is in its own conversation already. (A delete is anyone's.)
 
         Stored, not only created: an item's ``created_at_epoch`` is when its event happened (a transcript
         replay's line, a claude-mem row, a capture that waited in the queue), which can be long before it
         reached the store; ``updated_at_epoch`` is set by this machine's clock when it is written or edited.
-        (A JSONL import keeps the update time of its file: such an item counts by its own times only.)
-        ``updated_at_epoch`` has no index: this reads the projects' rows (tens of ms at 100k items), which only
-        a resumed session's start pays."""
+        (A JSONL import keeps the update time of its file: such an item counts by its own times only.) Both
+        times are indexed and the project is only checked on the rows they find (``+``), so this reads the
+        rows written since, not the projects' rows (0.01 instead of 20 ms at 100k items)."""
         since = int(epoch_ms)
         where = ["(m.created_at_epoch > ? OR m.updated_at_epoch > ?)"]
         params: list[Any] = [since, since]
+        forgotten = "SELECT 1 FROM forgotten_items f WHERE f.forgotten_at_epoch > ?"
+        forgotten_params: list[Any] = [since]
         if projects:
             ids = self.resolve_project_ids(list(projects))
             if not ids:
                 return False
-            where.append(f"m.project_id IN ({', '.join('?' for _ in ids)})")
+            marks = ", ".join("?" for _ in ids)
+            where.append(f"+m.project_id IN ({marks})")
             params += ids
+            forgotten += f" AND f.project_id IN ({marks})"
+            forgotten_params += ids
         if besides_session is not None:
             where.append("(m.session_id IS NULL OR m.session_id != COALESCE((SELECT s.id FROM sessions s WHERE "
                          "s.platform_source = ? AND s.agent_session_id = ?), -1))")
             params += list(besides_session)
         row = self._conn.execute(f"SELECT 1 FROM memory_items m WHERE {' AND '.join(where)} LIMIT 1",
                                  params).fetchone()
+        if row is None:
+            row = self._conn.execute(f"{forgotten} LIMIT 1", forgotten_params).fetchone()
         return row is not None
 
     def data_version(self) -> int:

@@ -103,6 +103,12 @@ def m009_keyword_changes(conn: sqlite3.Connection) -> None:
     run_script(conn, schema.KEYWORD_CHANGES)
 
 
+@migration(10)
+def m010_updated_time_index(conn: sqlite3.Connection) -> None:
+    """An index on the time an item was last written (``schema.UPDATED_TIME_INDEX``)."""
+    run_script(conn, schema.UPDATED_TIME_INDEX)
+
+
 def _ensure_table(conn: sqlite3.Connection) -> None:
     conn.execute(
         f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} ("

@@ -288,6 +288,12 @@ CREATE TABLE IF NOT EXISTS capture_notices (
 );
 """
 
+# m010: the time an item was last written, for "stored since" (a resumed session's start): with the
+# creation-time index, a seek to the rows written since instead of a walk over a project's rows.
+UPDATED_TIME_INDEX = """
+CREATE INDEX IF NOT EXISTS ix_memory_items_updated ON memory_items(updated_at_epoch);
+"""
+
 # m009: the ids of items written since a moment, for the worker's in-memory copy of the keyword index
 # (``store/keyword_index.py``), which re-reads just those rows. Filled by triggers, so a write from any
 # process is seen. A NULL id means "every row" (the FTS index was rebuilt). The log keeps the newest
