@@ -60,8 +60,9 @@ SETTINGS: tuple[Setting, ...] = (
             "Threads per call of the worker's embedding model; 0 = every core. One embeds a query fastest and leaves "
             "the other cores to concurrent requests; more speeds up a large mirror backfill in the worker."),
     Setting("worker_keyword_index", True,
-            "The worker keeps the keyword index's postings in memory (about 400 bytes an item, built in seconds at "
-            "start) and ranks keyword searches from them: the same results, several times faster. Off = SQLite."),
+            "The worker keeps the keyword index's postings in memory (about 700 bytes an item, built in seconds at "
+            "start; stores up to 500,000 items) and ranks keyword searches from them: the same results, several "
+            "times faster. Off = SQLite."),
     Setting("recency_window_days", 0,
             "Semantic hits older than this many days are dropped unless a date range is given; 0 = off."),
     Setting("context_observations", 50, "Observations shown in the SessionStart context."),

@@ -24,10 +24,12 @@ old postings are masked. A logged NULL (the FTS index was rebuilt), an entry old
 a large backlog of changes builds the copy again in the background. Filters on kind, type, platform and
 creation time are answered from per-row arrays kept beside the postings (a filtered search ranks every
 match, as in SQL). Until a copy is ready, and for what it does not answer (concepts, files, a session,
-time order, a query word FTS5 splits in two), the caller ranks in SQL as before. The whole-query phrase, ranked in only when every word is rare, is scored by FTS5
-itself (a phrase needs positions, which the copy does not keep).
+time order, a query word FTS5 splits in two), the caller ranks in SQL as before. The whole-query phrase,
+ranked in only when every word is rare, is scored by FTS5 itself (a phrase needs positions, which the copy
+does not keep).
 
-Memory: about 12 bytes a posting plus 38 bytes a row (40 MB at 100k synthetic items).
+Memory: about 12 bytes a posting plus about 40 bytes a row in arrays (44 MB at 100k synthetic items), and the
+terms; the worker's resident memory grew by 65-70 MB at 100k items.
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ REBUILD_AFTER_EXTRA_POSTINGS = 200_000
 # A backlog longer than this (an import in another process) is cheaper to build again than to apply.
 MAX_APPLIED_CHANGES = 20_000
 # Stores larger than this keep ranking in SQL: the copy's memory grows with the store.
-MAX_ROWS = 1_000_000
+MAX_ROWS = 500_000
 
 _INDEXED = ("fts_scope", *FTS_COLUMNS)
 _WEIGHT = dict(zip(("project_id", "kind", *_INDEXED), fts.BM25_WEIGHTS, strict=True))

@@ -762,8 +762,8 @@ def _resumed_session(request: Request) -> tuple[str, str] | None:
 def _unchanged_since_start(store: Any, projects: list[str] | None, agent: str, session: str) -> bool:
     """A resumed Claude Code session replays the context its start was given; when nothing was stored, edited
     or deleted since that start (but by the session itself, whose work is in its conversation), giving it
-    again only doubles it. The current resume's own SessionStart event may have landed already (the hook sends it beside this
-    request): events of the last ``RESUME_GRACE_MS`` do not count."""
+    again only doubles it. The current resume's own SessionStart event may have landed already (the hook
+    sends it beside this request): events of the last ``RESUME_GRACE_MS`` do not count."""
     started = store.earlier_session_start(agent, session, before_epoch=int(time.time() * 1000) - RESUME_GRACE_MS)
     return started is not None and not store.stored_since(projects, started - RESUME_SLACK_MS,
                                                           besides_session=(agent, session))
