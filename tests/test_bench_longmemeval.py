@@ -391,3 +391,14 @@ def test_nothing_to_score_still_writes_well_formed_json(tmp_path: Path, capsys: 
     result = json.loads(out.read_text())
     assert set(result["keyword"]) >= {"overall", "by_type", "timing"}
     assert result["keyword"]["overall"] == {"n": 0} and result["keyword"]["by_type"] == {}
+
+
+def test_the_keyword_index_copy_ranks_the_questions_alike(data_file: Path) -> None:
+    """``--keyword-index`` ranks from the worker's in-memory copy: every question's ranking is the same."""
+    questions = lme.load_questions(data_file, None)
+    for pooled in (False, True):
+        runs = [lme.run(questions, lme.Options(methods=("keyword",), pooled=pooled, keyword_index=on))["keyword"]
+                for on in (False, True)]
+        assert [q["top"] for q in runs[0]["questions"]] == [q["top"] for q in runs[1]["questions"]], pooled
+        assert runs[0]["overall"] == runs[1]["overall"]
+        assert [r["settings"]["keyword_ranking"] for r in runs] == ["sqlite", "in-memory copy"]

@@ -427,6 +427,7 @@ class Options:
     index: str = "sqlite-vec"
     model: str | None = None  # None: the embedding_model setting
     cache_path: Path | None = None  # None: no cache (tests)
+    keyword_index: bool = False  # rank keyword hits from the in-memory copy, as the worker does
 
     @property
     def needs_vectors(self) -> bool:
@@ -485,6 +486,10 @@ class _Bench:
         items = [item for s in sessions for item in session_items(s, self.opts.granularity)]
         for start in range(0, len(items), 2000):
             store.add_items(items[start:start + 2000])
+        if self.opts.keyword_index:
+            copy = store.start_keyword_index()
+            if copy is None or not copy.wait(600):
+                raise RuntimeError(f"the keyword index copy was not built: {copy.status if copy else 'no file'}")
         inserted = time.perf_counter()
         mirror = None
         if self.embedder is not None:
@@ -644,6 +649,7 @@ def _settings(opts: Options, questions: Sequence[Question]) -> dict[str, Any]:
         "recency_boost_half_life_days": opts.recency_boost_half_life_days,
         "index": opts.index if opts.needs_vectors else None,
         "model": opts.model,
+        "keyword_ranking": "in-memory copy" if opts.keyword_index else "sqlite",
         "questions": len(questions),
         "scored": sum(q.scored for q in questions),
     }
@@ -679,8 +685,8 @@ def render(result: dict[str, Any]) -> str:
     lines = [
         f"LongMemEval session retrieval: {s['mode']} stores, granularity {s['granularity']}, fusion {s['fusion']}, "
         f"recency window {s['recency_window_days']:g} d, recency boost half-life "
-        f"{s['recency_boost_half_life_days'] or 'off'}, index {s['index'] or '-'}; "
-        f"{s['scored']} of {s['questions']} questions scored",
+        f"{s['recency_boost_half_life_days'] or 'off'}, index {s['index'] or '-'}, keyword ranking "
+        f"{s.get('keyword_ranking', 'sqlite')}; {s['scored']} of {s['questions']} questions scored",
         "",
         "Overall:",
         "",
