@@ -68,7 +68,8 @@ class ReplyFailed(CompressionFailed):
 
 class ServerFailed(CompressionFailed):
     """A failure a server answered; ``retry_after`` is how many seconds it asked to be left alone, if it said,
-    and ``status`` the HTTP status it answered with."""
+    and ``status`` the HTTP status it answered with (for an error body relayed with HTTP 200, the status its
+    error names, when it names one)."""
 
     def __init__(self, reason: str, detail: str, retry_after: float | None = None, status: int | None = None) -> None:
         super().__init__(reason, detail)
@@ -140,9 +141,14 @@ _AUTH_BODY_RE = re.compile(r"authentication_error|permission_error|invalid_api_k
                            re.IGNORECASE)
 
 
-def http_failure(status: int, text: str, label: str, retry_after: float | None = None) -> ServerFailed:
-    """The failure an HTTP error status (and its body text) stands for."""
-    detail = f"{label} answered HTTP {status}: {text}" if text else f"{label} answered HTTP {status}"
+def http_failure(status: int, text: str, label: str, retry_after: float | None = None, *,
+                 relayed: bool = False) -> ServerFailed:
+    """The failure an HTTP error status (and its body text) stands for; ``relayed`` when the server answered
+    HTTP 200 with an error body that stands for ``status``."""
+    answered = f"HTTP {status}"
+    if relayed:
+        answered = "HTTP 200 with an error body" + (f" standing for HTTP {status}" if status != 200 else "")
+    detail = f"{label} answered {answered}: {text}" if text else f"{label} answered {answered}"
     if status in (401, 403) or _AUTH_BODY_RE.search(text):
         return ServerFailed("auth", detail, retry_after, status)
     if status in (429, 503, 529) or _QUOTA_BODY_RE.search(text):
@@ -150,6 +156,106 @@ def http_failure(status: int, text: str, label: str, retry_after: float | None =
     if status in (408, 504):
         return ServerFailed("timeout", detail, retry_after, status)
     return ServerFailed("error", detail, retry_after, status)
+
+
+# -- errors relayed with HTTP 200 ----------------------------------------------------------------------------------
+# Some proxies and gateways answer HTTP 200 with the error object the API (or they themselves) produced:
+# ``{"error": {"type": "rate_limit_error", "code": 429, "message": ...}}``, ``{"error": "overloaded"}``,
+# ``{"type": "error", "error": {"type": "overloaded_error", ...}}``, vLLM's ``{"object": "error", ...}``. Such a
+# body is classified as the status its error names would have been answered with.
+
+# Error type names (Anthropic, OpenAI, Google-style ``status``, common gateways), lower-cased, with the status
+# each stands for.
+_ERROR_TYPE_STATUS = {
+    "rate_limit_error": 429, "rate_limit_exceeded": 429, "rate_limited": 429, "too_many_requests": 429,
+    "insufficient_quota": 429, "quota_exceeded": 429, "resource_exhausted": 429, "billing_error": 429,
+    "overloaded_error": 529, "overloaded": 529,
+    "api_error": 500, "server_error": 500, "internal_error": 500, "internal_server_error": 500, "internal": 500,
+    "service_unavailable": 503, "unavailable": 503, "bad_gateway": 502, "upstream_error": 502,
+    "timeout_error": 504, "timeout": 504, "deadline_exceeded": 504, "gateway_timeout": 504,
+    "authentication_error": 401, "invalid_api_key": 401, "unauthenticated": 401, "unauthorized": 401,
+    "permission_error": 403, "permission_denied": 403, "forbidden": 403,
+    "invalid_request_error": 400, "invalid_argument": 400, "bad_request": 400, "badrequesterror": 400,
+    "not_found_error": 404, "not_found": 404, "notfounderror": 404, "request_too_large": 413,
+    "context_length_exceeded": 400,
+}
+# A bare error text naming a server's own trouble (``{"error": "Internal Server Error"}``).
+_SERVER_TEXT_RE = re.compile(r"internal[ _-]server[ _-]error|service[ _-]unavailable|bad[ _-]gateway|"
+                             r"gateway[ _-]timeout", re.IGNORECASE)
+
+
+def _has_error(value: Any) -> bool:
+    """Whether ``value`` (an ``error`` field) names an error: a non-empty object or text."""
+    return bool(value.strip()) if isinstance(value, str) else isinstance(value, dict) and bool(value)
+
+
+def _status_of_code(value: Any) -> int | None:
+    """``value`` as an HTTP error status (429, ``"503"``), else None."""
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    if isinstance(value, int) and not isinstance(value, bool) and 400 <= value < 600:
+        return value
+    return None
+
+
+def _relayed_status(error: Any) -> int | None:
+    """The HTTP status an error object (or text) stands for: a numeric ``code`` or ``status``, else a known
+    ``type``, ``code`` or ``status`` name, else a server's own trouble named in its text; None when it names
+    none of these."""
+    if isinstance(error, dict):
+        for key in ("code", "status", "status_code", "http_status"):
+            status = _status_of_code(error.get(key))
+            if status is not None:
+                return status
+        for key in ("type", "code", "status"):
+            name = error.get(key)
+            if isinstance(name, str) and name.strip().lower() in _ERROR_TYPE_STATUS:
+                return _ERROR_TYPE_STATUS[name.strip().lower()]
+        message = error.get("message")
+        text = message if isinstance(message, str) else ""
+    else:
+        text = error if isinstance(error, str) else ""
+    return 502 if _SERVER_TEXT_RE.search(text) else None
+
+
+def relayed_failure(error: Any, label: str, retry_after: float | None = None) -> ServerFailed:
+    """The failure an error object (or text) relayed with HTTP 200 stands for: as the status it names would be
+    (a rate limit, overload or server error pauses the model, a refused key is ``auth``, an invalid request
+    fails its batch only), else by its text alone. The detail names what the server said, bounded."""
+    text = _error_text(json.dumps({"error": error}).encode("utf-8"))
+    status = _relayed_status(error)
+    return http_failure(200 if status is None else status, text, label, retry_after, relayed=True)
+
+
+def anthropic_relayed_error(payload: dict[str, Any]) -> Any:
+    """The error an Anthropic answer holds instead of a message (``{"type": "error", "error": ...}``, or an
+    ``error`` field with no ``content`` from a gateway), else None. A message whose text speaks of errors is
+    a message."""
+    if payload.get("type") == "error":
+        error = payload.get("error")
+        return error if _has_error(error) else {"type": "error", "message": str(payload.get("message") or "")}
+    if _has_error(payload.get("error")) and not isinstance(payload.get("content"), list):
+        return payload["error"]
+    return None
+
+
+def openai_relayed_error(payload: dict[str, Any]) -> Any:
+    """The error a chat-completions answer holds instead of a reply, else None: an ``error`` field (OpenAI's
+    object, a gateway's text, Anthropic's ``{"type": "error", ...}`` passed through) with no choice holding a
+    reply, vLLM's ``{"object": "error", ...}``, or the error of a first choice that holds no reply (OpenRouter's
+    ``finish_reason: "error"``). An answer whose text speaks of errors is an answer."""
+    choices = payload.get("choices") if isinstance(payload.get("choices"), list) else []
+    choice = choices[0] if choices and isinstance(choices[0], dict) else {}
+    message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+    if _choice_text(choice, message).strip():
+        return None
+    if _has_error(payload.get("error")):
+        return payload["error"]
+    if payload.get("object") == "error" and not choices:
+        return {key: payload.get(key) for key in ("type", "code", "message") if payload.get(key) is not None}
+    if _has_error(choice.get("error")):
+        return choice["error"]
+    return None
 
 
 def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
@@ -203,6 +309,13 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
 
 def post_json(url: str, headers: dict[str, str], body: dict[str, Any], timeout: float, label: str) -> dict[str, Any]:
     """POST ``body`` as JSON and return the JSON object answered; every problem as ``CompressionFailed``."""
+    return _post_json(url, headers, body, timeout, label)[0]
+
+
+def _post_json(url: str, headers: dict[str, str], body: dict[str, Any], timeout: float,
+               label: str) -> tuple[dict[str, Any], float | None]:
+    """``post_json``, with the seconds the answer's ``Retry-After`` asks for (a gateway relaying a rate limit
+    with HTTP 200 may send it)."""
     request = urllib.request.Request(
         url, data=json.dumps(body).encode("utf-8"), method="POST",
         headers={"content-type": "application/json", "accept": "application/json", **headers},
@@ -211,6 +324,7 @@ def post_json(url: str, headers: dict[str, str], body: dict[str, Any], timeout: 
     try:
         with urllib.request.build_opener(_NoRedirects).open(request, timeout=timeout) as response:
             raw = _read_body(response, deadline, timeout, label)
+            retry_after = retry_after_seconds(response.headers.get("retry-after"))
     except urllib.error.HTTPError as exc:
         if 300 <= exc.code < 400:
             exc.close()
@@ -240,7 +354,7 @@ def post_json(url: str, headers: dict[str, str], body: dict[str, Any], timeout: 
                                          f"{_one_line(raw[:200].decode('utf-8', 'replace'))}") from None
     if not isinstance(payload, dict):
         raise CompressionFailed("error", f"{label} answered JSON that is not an object")
-    return payload
+    return payload, retry_after
 
 
 def _int(value: Any) -> int:
@@ -277,9 +391,10 @@ class AnthropicClient:
         body = {"model": self.model, "max_tokens": max_tokens, "system": system,
                 "messages": [{"role": "user", "content": user}]}
         headers = {"x-api-key": key, "anthropic-version": ANTHROPIC_VERSION}
-        payload = post_json(self.url, headers, body, self.timeout, "the Anthropic API")
-        if payload.get("type") == "error":
-            raise http_failure(200, _error_text(json.dumps(payload).encode()), "the Anthropic API")
+        payload, retry_after = _post_json(self.url, headers, body, self.timeout, "the Anthropic API")
+        error = anthropic_relayed_error(payload)
+        if error is not None:
+            raise relayed_failure(error, "the Anthropic API", retry_after)
         blocks = payload.get("content") if isinstance(payload.get("content"), list) else []
         text = "".join(str(b.get("text") or "") for b in blocks if isinstance(b, dict) and b.get("type") == "text")
         raw_usage = payload.get("usage") if isinstance(payload.get("usage"), dict) else {}
@@ -334,9 +449,11 @@ class OpenAIClient:
         headers = {"authorization": f"Bearer {key}"} if key else {}
         body = {"model": self.model, "max_tokens": max_tokens, "temperature": 0,
                 "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}]}
-        payload = post_json(self.url, headers, body, self.timeout, f"the model server {self.url}")
-        if isinstance(payload.get("error"), dict | str):
-            raise http_failure(200, _error_text(json.dumps(payload).encode()), f"the model server {self.url}")
+        label = f"the model server {self.url}"
+        payload, retry_after = _post_json(self.url, headers, body, self.timeout, label)
+        error = openai_relayed_error(payload)
+        if error is not None:
+            raise relayed_failure(error, label, retry_after)
         choices = payload.get("choices") if isinstance(payload.get("choices"), list) else []
         choice = choices[0] if choices and isinstance(choices[0], dict) else {}
         message = choice.get("message") if isinstance(choice.get("message"), dict) else {}

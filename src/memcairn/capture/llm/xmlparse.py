@@ -89,6 +89,13 @@ _FENCE_RE = re.compile(r"^[ \t]*```[\w.+-]*[ \t]*$|\A\s*```[\w.+-]*(?=<)|(?<=>)`
 # HTML's collapsible block, whose caption is a ``<summary>`` too: ``<details><summary>Log</summary>...</details>``.
 _DETAILS_TAG_RE = re.compile(r"<(/?)details\b[^<>]*>", re.IGNORECASE)
 _DETAILS_CAPTION_RE = re.compile(r"<details\b[^<>]*>\s*\Z", re.IGNORECASE)
+# A complete section element of a session summary: what tells a summary from a ``<details>`` caption.
+_SECTION_RE = re.compile(r"<(" + "|".join(SUMMARY_SECTIONS) + r")\b[^<>]*>.*?</\1\s*>", re.DOTALL | re.IGNORECASE)
+# The sections the prompt never sends: ``<request>`` alone in a ``<details>`` block may be the input echoed.
+_ANSWER_SECTION_RE = re.compile(
+    r"<(" + "|".join(name for name in SUMMARY_SECTIONS if name != "request") + r")\b[^<>]*>.*?</\1\s*>",
+    re.DOTALL | re.IGNORECASE)
+_LEADING_CAPTION_RE = re.compile(r"\s*<summary\b[^<>]*>.*?</summary\s*>", re.DOTALL | re.IGNORECASE)
 # The reasoning some models (DeepSeek-R1, Qwen3 on Ollama, vLLM or LM Studio) put before their answer; its drafts
 # of the XML are not the answer.
 _THINK_RE = re.compile(r"<(think|thinking)>.*?</\1\s*>", re.DOTALL | re.IGNORECASE)
@@ -364,8 +371,55 @@ def _first_outside_details(pattern: re.Pattern[str], text: str) -> re.Match[str]
     return None
 
 
+def _details_spans(text: str) -> list[tuple[int, int, int]]:
+    """(end of the opening tag, start of the closing tag, end of the closing tag) of every HTML ``<details>``
+    block of ``text``, nested ones too, in the order they open; a block left unclosed (a reply cut off by the
+    token limit) runs to the end of ``text``."""
+    spans: dict[int, tuple[int, int, int]] = {}
+    stack: list[tuple[int, int]] = []  # (offset of the "<", end of the opening tag)
+    for match in _DETAILS_TAG_RE.finditer(text):
+        if not match.group(1):
+            stack.append((match.start(), match.end()))
+        elif stack:
+            start, inner = stack.pop()
+            spans[start] = (inner, match.start(), match.end())
+    for start, inner in stack:
+        spans[start] = (inner, len(text), len(text))
+    return [spans[start] for start in sorted(spans)]
+
+
+def _summary_in_details(text: str) -> str | None:
+    """The session summary a model wrapped in a ``<details>`` block, as a ``<summary>`` fragment; None when the
+    blocks hold captions only.
+
+    A ``<summary>`` inside a block is the session summary when it holds a section element (``<request>``,
+    ``<learned>``, ...): a caption holds text or HTML, never our sections. Else the sections written straight
+    into a block after its caption are the summary, when one of them is a section the prompt never sends
+    (``<request>`` alone may be the input echoed in a "raw input" block). Nested blocks are read on their own.
+    A block cut off by the token limit keeps its complete elements."""
+    for inner, close, _ in _details_spans(text):
+        body = text[inner:close]
+        for opened in _SUMMARY_OPEN_RE.finditer(body):
+            whole = _SUMMARY_RE.match(body, opened.start())
+            fragment = whole.group(0) if whole is not None else _cut_off(body, opened)
+            if fragment is not None and _SECTION_RE.search(fragment):
+                return fragment
+        caption = _LEADING_CAPTION_RE.match(body)
+        rest = body[caption.end():] if caption is not None else body
+        for start, end in reversed(_details_blocks(rest)):
+            rest = rest[:start] + rest[end:]
+        if close == len(text):  # unclosed: up to its last complete element
+            ends = [match.end() for match in _CLOSE_RE.finditer(rest)]
+            rest = rest[:ends[-1]] if ends else ""
+        if _ANSWER_SECTION_RE.search(rest):
+            return f"<summary>{rest}</summary>"
+    return None
+
+
 def parse_summary(reply: str) -> Summary | None:
-    """The summary the reply holds; ``None`` for an explicit skip or a summary with every section empty.
+    """The summary the reply holds; ``None`` for an explicit skip or a summary with every section empty. One
+    outside any ``<details>`` block comes first; else one a model wrapped in ``<details>`` (``_summary_in_details``:
+    a ``<summary>`` holding section elements, or sections after the block's caption).
 
     Raises:
         CompressionFailed: no summary could be read and the reply is not a skip.
@@ -373,6 +427,8 @@ def parse_summary(reply: str) -> Summary | None:
     text = _answer_text(reply)
     match = _first_outside_details(_SUMMARY_RE, text)
     fragment = match.group(0) if match is not None else _cut_off(text, _first_outside_details(_SUMMARY_OPEN_RE, text))
+    if fragment is None:
+        fragment = _summary_in_details(text)
     if fragment is None:
         if is_skip(text):
             return None
