@@ -1,8 +1,10 @@
 """What each hook event does. Every handler returns the JSON object the agent reads (``{}`` for nothing).
 
 - **session-start**: the project chain from ``cwd``; ``GET /api/context/inject`` (the fenced context, with
-  times in this process's zone, and for Claude Code within its 10,000-character inline limit) and
-  ``POST /api/sessions/init`` sent together; the context becomes ``additionalContext``. With the
+  times in this process's zone, and for Claude Code within its 10,000-character inline limit), then
+  ``POST /api/sessions/init`` with ``context_delivered`` (whether that context reached the agent: a resume of
+  the session is told its context is earlier in the conversation only after a start that delivered one); the
+  context becomes ``additionalContext``. With the
   ``terminal_output`` setting the person also sees a digest in ``systemMessage`` (the coloured variant and
   the viewer URL; on Codex and Gemini, which print it without interpreting colours, the plain text). Capture
   warnings (a model that failed, a token cap reached: the context's ``memcairn notice:`` lines) always reach
@@ -44,6 +46,8 @@ if TYPE_CHECKING:
 
 NOTICE_PREFIX = "memcairn notice: "  # context.NOTICE_PREFIX (the hook path cannot import context)
 CONTEXT_HEADER = "x-memcairn-context"  # worker.app.CONTEXT_HEADER, lower-cased as transport.Response keeps names
+# The SessionStart event's field saying whether its context reached the agent (read by Store.earlier_session_start).
+DELIVERED_FIELD = "context_delivered"
 CANONICAL = ("session-start", "user-prompt-submit", "pre-tool-use", "post-tool-use", "stop", "session-end")
 ALIASES = {
     "sessionstart": "session-start",
@@ -263,20 +267,23 @@ def session_start(hook: Hook) -> dict[str, Any]:
     if terminal and hook.platform == "claude-code":  # Codex and Gemini print systemMessage as it is: no ANSI
         coloured = hook.send("GET", "/api/context/inject", params=_context_params(hook, colors="true", **resumed),
                              timeout=CONTEXT_TIMEOUT)
-    init = None
+    answer = hook.wait(context)
+    shown = hook.wait(coloured) if coloured is not None else None
+    if answer is not None and CONTEXT_HEADER not in answer.headers:  # every context answer of the worker has it
+        hook.not_the_worker()
+        return {}
+    text = answer.text() if answer is not None else ""
+    out = _context_output(hook, text)
     if hook.text("session_id"):
+        # Sent once the context's fate is known: a later resume of this session is told its context is earlier
+        # in the conversation only when this start delivered one (the worker's earlier_session_start).
         body = hook.base_body("session_start")
         if hook.text("source"):
             body["source"] = hook.text("source")
-        init = hook.send("POST", "/api/sessions/init", body=body, timeout=INGEST_TIMEOUT)
-    answer = hook.wait(context)
-    shown = hook.wait(coloured) if coloured is not None else None
-    hook.wait(init)
-    if answer is not None and CONTEXT_HEADER not in answer.headers:  # every context answer of the worker has it
-        hook.not_the_worker()
-        answer = shown = None
-    text = answer.text() if answer is not None else ""
-    out = _context_output(hook, text)
+        body[DELIVERED_FIELD] = bool(out)
+        hook.wait(hook.send("POST", "/api/sessions/init", body=body, timeout=INGEST_TIMEOUT))
+    if answer is None and hook.answered and hook.failure is not None:  # dispatch says nothing: the worker answered
+        warn(f"this session starts without memory context: {hook.failure}")
     if terminal:
         person = shown.text() if shown is not None else (text if hook.platform != "claude-code" else "")
         if person.strip():

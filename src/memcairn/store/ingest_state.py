@@ -211,11 +211,19 @@ class IngestStateMixin:
         return [_row_to_event(r) for r in self._conn.execute(sql + " ORDER BY id", params)]
 
     def earlier_session_start(self, platform_source: str, session_id: str, before_epoch: int) -> int | None:
-        """When the worker accepted this session's last SessionStart event before ``before_epoch``; None when
-        it has none (a session captured without its start, or one whose events were never recorded)."""
+        """When the worker accepted this session's last SessionStart event before ``before_epoch`` whose context
+        reached the agent; None when it has none (a session captured without its start, one whose events were
+        never recorded, or whose every start went without its context).
+
+        The hook's ``context_delivered`` field says whether the start's context reached the agent: a start
+        whose context request failed or timed out (``false``) is passed over, since its transcript holds no
+        context to replay. A start recorded without the field (an older hook) counts. A start that was given
+        the one-line resume answer counts too: that answer is only given after an earlier start delivered the
+        context, which the transcript replays, so a resume after a resume stays one line."""
         row = self._conn.execute(
             "SELECT MAX(created_at_epoch) FROM ingest_events WHERE platform_source = ? AND session_id = ? "
             "AND event_type = 'session_init' AND json_extract(payload, '$.event') = 'session_start' "
+            "AND json_type(payload, '$.context_delivered') IS NOT 'false' "
             "AND created_at_epoch < ?",
             (platform_source, session_id, int(before_epoch)),
         ).fetchone()

@@ -741,9 +741,11 @@ async def context_inject(request: Request) -> Response:
     resumed = _resumed_session(request)
 
     def build() -> Answer:
-        if resumed is not None and _unchanged_since_start(runtime.store, names, *resumed):
-            return Answer(RESUMED_NOTE, RESUMED)
         notices = runtime.store.take_capture_notices(names or None)
+        # Capture warnings are shown at the top of a full context: a resume with some gets the context, or they
+        # would wait for the next start.
+        if resumed is not None and not notices and _unchanged_since_start(runtime.store, names, *resumed):
+            return Answer(RESUMED_NOTE, RESUMED)
         return memo.render(runtime.store, settings, projects=names, platform_source=platform, colors=colors,
                            full=full, tz=tz, notices=notices, fresh=fresh)
 
@@ -762,8 +764,10 @@ def _resumed_session(request: Request) -> tuple[str, str] | None:
 def _unchanged_since_start(store: Any, projects: list[str] | None, agent: str, session: str) -> bool:
     """A resumed Claude Code session replays the context its start was given; when nothing was stored, edited
     or deleted since that start (but by the session itself, whose work is in its conversation), giving it
-    again only doubles it. The current resume's own SessionStart event may have landed already (the hook
-    sends it beside this request): events of the last ``RESUME_GRACE_MS`` do not count."""
+    again only doubles it. Only starts whose context reached the agent count (``Store.earlier_session_start``):
+    a start whose context request failed left nothing in the transcript to replay. The current resume's own
+    SessionStart event may have landed already (older hooks send it beside this request): events of the last
+    ``RESUME_GRACE_MS`` do not count."""
     started = store.earlier_session_start(agent, session, before_epoch=int(time.time() * 1000) - RESUME_GRACE_MS)
     return started is not None and not store.stored_since(projects, started - RESUME_SLACK_MS,
                                                           besides_session=(agent, session))
