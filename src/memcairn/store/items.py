@@ -237,7 +237,9 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin):
             raise ValidationError(f"cannot move session {agent_session_id}: {exc}") from None
 
     def merge_project(self, source: str, into: str) -> None:
-        """Record that ``source`` was renamed or merged into ``into``; its memories answer to both."""
+        """Record that ``source`` was renamed or merged into ``into``; its memories answer to both. Content the
+        user deleted under ``source`` stays deleted under ``into`` too: ``_insert`` reads the marks of every
+        project merged into an item's project (see `_is_forgotten`), so no mark is copied here."""
         if source == into:
             raise ValidationError("a project cannot be merged into itself")
         with atomic(self._conn) as conn:
@@ -339,8 +341,7 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin):
         digest = digest or content_hash(item)
         if revive:
             conn.execute("DELETE FROM forgotten_items WHERE project_id = ? AND content_hash = ?", (project_id, digest))
-        elif conn.execute("SELECT 1 FROM forgotten_items WHERE project_id = ? AND content_hash = ?",
-                          (project_id, digest)).fetchone():
+        elif self._is_forgotten(conn, project_id, digest):
             return AddResult(0, False, forgotten=True)
         session_id = None
         if item.session:
@@ -367,6 +368,27 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin):
                 (result.id, *item.source, now_ms()),
             )
         return result
+
+    @staticmethod
+    def _is_forgotten(conn: sqlite3.Connection, project_id: int, digest: str) -> bool:
+        """Whether the user deleted this content from the project or from a project merged into it (the chain
+        of ``merged_into_project`` pointing at it, transitively), unless the project holds it now (an explicit
+        save or an edit here lifts only this project's mark).
+
+        Read at insert time rather than copied at merge time: a merge also arrives through an import (a
+        project record's ``merged_into_project``) or was made by an earlier release, and content deleted under
+        the old name after the merge is marked under that name; a copy made in ``merge_project`` would miss
+        all three. The cost is one recursive query over ``projects``, a small table, per insert (a scan per
+        step: the ``+`` keeps SQLite from building an automatic index on every call, which costs more).
+        """
+        return conn.execute(
+            "WITH RECURSIVE chain(id, name) AS (SELECT id, name FROM projects WHERE id = :pid UNION "
+            "SELECT p.id, p.name FROM projects p JOIN chain c ON +p.merged_into_project = c.name) "
+            "SELECT 1 FROM chain JOIN forgotten_items f ON f.project_id = chain.id AND f.content_hash = :digest "
+            "WHERE NOT EXISTS (SELECT 1 FROM memory_items WHERE project_id = :pid AND content_hash = :digest) "
+            "LIMIT 1",
+            {"pid": project_id, "digest": digest},
+        ).fetchone() is not None
 
     def update_item(self, item_id: int, **changes: Any) -> MemoryItem:
         """Edit fields of an item (its content hash follows); FTS follows by trigger.

@@ -1,5 +1,6 @@
 """Store methods for moving memories between databases: reading everything out in id order, and writing
-projects, sessions and items back with the identity they had (uuid, content hash, timestamps, provenance).
+projects, sessions and items back with the identity they had (uuid, content hash, timestamps, provenance),
+and the marks of content the user deleted (``forgotten_items``), so a restored store keeps it deleted.
 
 Mixed into ``Store`` so the store stays the only owner of connections and SQL. Items go through
 ``Store._insert`` so the dedupe and session rules are the same as for any other write.
@@ -62,16 +63,27 @@ class TransferItem:
 
 
 @dataclass(frozen=True)
+class TransferForgotten:
+    """A mark of content the user deleted from ``project`` (a ``forgotten_items`` row, the project by name)."""
+
+    project: str
+    content_hash: str
+    kind: str
+    forgotten_at_epoch: int
+
+
+@dataclass(frozen=True)
 class Outcome:
     """What happened to one record: created, existing (already there), duplicate (same content as another
-    stored item, which got its provenance), forgotten (content the user deleted; not written) or rejected
+    stored item, which got its provenance), forgotten (content the user deleted; not written), skipped (a
+    mark of content the receiving project holds now: the item is kept, the mark not recorded) or rejected
     (``detail`` says why; nothing of it was written)."""
 
     status: str
     detail: str | None = None
 
 
-TransferRecord = TransferProject | TransferSession | TransferItem
+TransferRecord = TransferProject | TransferSession | TransferItem | TransferForgotten
 
 
 class TransferStateMixin:
@@ -151,6 +163,22 @@ class TransferStateMixin:
                 yield record
             last = ids[-1]
 
+    def export_forgotten(self, page_size: int = 1000) -> Iterator[dict[str, Any]]:
+        """Deletion marks in key order (project id, content hash), ``project`` by name."""
+        last: tuple[int, str] = (0, "")
+        while True:
+            rows = self._conn.execute(
+                "SELECT f.project_id, p.name, f.content_hash, f.kind, f.forgotten_at_epoch FROM forgotten_items f "
+                "JOIN projects p ON p.id = f.project_id WHERE (f.project_id, f.content_hash) > (?, ?) "
+                "ORDER BY f.project_id, f.content_hash LIMIT ?",
+                (*last, page_size),
+            ).fetchall()
+            if not rows:
+                return
+            for row in rows:
+                yield {"project": row[1], "content_hash": row[2], "kind": row[3], "forgotten_at_epoch": row[4]}
+            last = (rows[-1][0], rows[-1][2])
+
     # -- import -----------------------------------------------------------------------------------
     def session_projects(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
         """The project each existing session (platform_source, agent_session_id) belongs to."""
@@ -182,6 +210,8 @@ class TransferStateMixin:
                             outcome = self._import_project(conn, record)
                         elif isinstance(record, TransferSession):
                             outcome = self._import_session(conn, record, session_columns)
+                        elif isinstance(record, TransferForgotten):
+                            outcome = self._import_forgotten(conn, record)
                         else:
                             outcome, new_id = self._import_item(conn, record, item_extras)
                             if new_id is not None:
@@ -233,6 +263,20 @@ class TransferStateMixin:
             tuple(values.values()),
         )
         return Outcome("created")
+
+    def _import_forgotten(self, conn: sqlite3.Connection, record: TransferForgotten) -> Outcome:
+        """Record a deletion mark, unless the project holds that content now: the receiving store's own state
+        wins (an item it kept or saved again after the export stays). An existing mark keeps its time."""
+        project_id = self._project_id(conn, record.project)
+        if conn.execute("SELECT 1 FROM memory_items WHERE project_id = ? AND content_hash = ?",
+                        (project_id, record.content_hash)).fetchone():
+            return Outcome("skipped")
+        row = conn.execute(
+            "INSERT INTO forgotten_items(project_id, content_hash, kind, forgotten_at_epoch) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT DO NOTHING RETURNING 1",
+            (project_id, record.content_hash, record.kind, record.forgotten_at_epoch),
+        ).fetchone()
+        return Outcome("created") if row is not None else Outcome("existing")
 
     def _import_item(self, conn: sqlite3.Connection, record: TransferItem,
                      extra_columns: set[str]) -> tuple[Outcome, int | None]:

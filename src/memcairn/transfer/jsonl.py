@@ -1,13 +1,26 @@
-"""memcairn's own export format: JSON Lines holding every project, session, item and provenance row.
+"""memcairn's own export format: JSON Lines holding every project, session, item and provenance row, and the
+marks of content the user deleted.
 
 The first line is ``{"record": "header", "format": "memcairn-export", "version": 1, "exported_at": <ms>}``;
-then ``project``, ``session`` and ``item`` records (in that order, each in id order); the last line is
-``{"record": "end", "projects": n, "sessions": n, "items": n}``, so a file without it was cut short. The text is
-UTF-8 also on standard output; an export to a ``.gz`` path is gzip-compressed, and an import reads a gzip'd file
-(found by its magic bytes) as well as a plain one.
+then ``project``, ``session`` and ``item`` records (in that order, each in id order), then ``forgotten``
+records, ``{"record": "forgotten", "project": <name>, "content_hash": ..., "kind": ..., "forgotten_at_epoch":
+<ms>}`` (one per ``forgotten_items`` row); the last line is ``{"record": "end", "projects": n, "sessions": n,
+"items": n}``, with ``"forgotten": n`` too when the file holds forgotten records, so a file without it was cut
+short. The text is UTF-8 also on standard output; an export to a ``.gz`` path is gzip-compressed, and an import
+reads a gzip'd file (found by its magic bytes) as well as a plain one.
 
 An item keeps its uuid, content hash, timestamps and memory_sources rows: importing an export into an empty
-store reproduces the store, and importing it into a store that already holds those uuids adds nothing.
+store reproduces the store, and importing it into a store that already holds those uuids adds nothing. A
+forgotten record is recorded as a mark unless the receiving store holds an item with that (project, content
+hash) now: then the item stays and the mark is skipped (the receiving store's own state wins). An existing mark
+keeps its time, so importing the same file twice adds nothing. Marks make a restored store refuse deleted
+content again when the same claude-mem database or transcripts are imported into it.
+
+The version stays 1: forgotten records only add to the format. A file of an earlier release (no forgotten
+records, no ``forgotten`` count) imports exactly as before, and an export of a store with no marks is such a
+file. An earlier release reading a newer file imports everything else and counts each forgotten record as a
+malformed line ("unknown record type"), as every release does with a record type it does not know; a version
+2 would make it refuse the whole file instead.
 Operational tables (the ingest queue, model usage, notices, the mirror's watermarks) are not exported: the
 vector mirror of the receiving store rebuilds itself from the imported items.
 """
@@ -29,8 +42,14 @@ from typing import IO, TYPE_CHECKING, Any
 
 from memcairn import serde
 from memcairn.errors import ValidationError
-from memcairn.models import ARRAY_FIELDS, TEXT_FIELDS, NewItem
-from memcairn.store.transfer_state import TransferItem, TransferProject, TransferRecord, TransferSession
+from memcairn.models import ARRAY_FIELDS, KINDS, TEXT_FIELDS, NewItem
+from memcairn.store.transfer_state import (
+    TransferForgotten,
+    TransferItem,
+    TransferProject,
+    TransferRecord,
+    TransferSession,
+)
 from memcairn.store.validation import validate_item
 
 if TYPE_CHECKING:
@@ -55,7 +74,9 @@ _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 class ImportReport:
     """Counts of one import. ``existing``: records already in the store (same uuid, session or project);
     ``duplicates``: items whose content another stored item already had (they add their provenance only);
-    ``forgotten``: items whose content the user deleted from this store (they stay deleted)."""
+    ``forgotten``: items whose content the user deleted from this store (they stay deleted);
+    ``forgotten_marks``: deletion marks recorded (an existing mark counts as ``existing``);
+    ``forgotten_marks_skipped``: marks of content this store holds now (the item is kept)."""
 
     projects: int = 0
     sessions: int = 0
@@ -63,6 +84,8 @@ class ImportReport:
     existing: int = 0
     duplicates: int = 0
     forgotten: int = 0
+    forgotten_marks: int = 0
+    forgotten_marks_skipped: int = 0
     malformed: int = 0
     malformed_lines: list[int] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -86,8 +109,10 @@ class ImportReport:
 
 # -- export ---------------------------------------------------------------------------------------
 def export_jsonl(store: Store, out: IO[str]) -> dict[str, int]:
-    """Write the whole store to ``out``, streaming page by page from one consistent snapshot."""
+    """Write the whole store to ``out``, streaming page by page from one consistent snapshot. The counts (also
+    the end record's) name ``forgotten`` only when there are marks, as a file of an earlier release has none."""
     counts = {"projects": 0, "sessions": 0, "items": 0}
+    marks = 0
     _write(out, {"record": "header", "format": FORMAT, "version": VERSION, "exported_at": int(time.time() * 1000)})
     with store.export_snapshot():
         for row in store.export_projects():
@@ -99,6 +124,11 @@ def export_jsonl(store: Store, out: IO[str]) -> dict[str, int]:
         for row in store.export_items():
             _write(out, _item_record(row))
             counts["items"] += 1
+        for row in store.export_forgotten():
+            _write(out, {"record": "forgotten", **row})
+            marks += 1
+    if marks:
+        counts["forgotten"] = marks
     _write(out, {"record": "end", **counts})
     return counts
 
@@ -299,8 +329,12 @@ def _flush(store: Store, batch: list[tuple[int, TransferRecord]], report: Import
                 report.projects += 1
             elif isinstance(record, TransferSession):
                 report.sessions += 1
+            elif isinstance(record, TransferForgotten):
+                report.forgotten_marks += 1
             else:
                 report.items += 1
+        elif outcome.status == "skipped":
+            report.forgotten_marks_skipped += 1
         elif outcome.status == "existing":
             report.existing += 1
         elif outcome.status == "duplicate":
@@ -324,12 +358,22 @@ def _parse(obj: Any, path: Path) -> TransferRecord | object | None:
     if kind == "project":
         return TransferProject(_text(obj, "name"), _opt_text(obj, "merged_into_project"),
                                _epoch(obj, "created_at_epoch"))
+    if kind == "forgotten":
+        return _parse_forgotten(obj)
     if kind == "end":
         return _END
     if kind == "header":
         _check_header(obj, path)
         return None
     raise ValidationError(f"unknown record type {kind!r}")
+
+
+def _parse_forgotten(obj: dict[str, Any]) -> TransferForgotten:
+    kind = _text(obj, "kind")
+    if kind not in KINDS:
+        raise ValidationError(f"unknown kind {kind!r}; use one of: {', '.join(KINDS)}")
+    return TransferForgotten(_text(obj, "project"), _text(obj, "content_hash"), kind,
+                             _epoch(obj, "forgotten_at_epoch"))
 
 
 def _parse_session(obj: dict[str, Any]) -> TransferSession:
