@@ -418,6 +418,19 @@ def test_another_program_on_the_worker_s_port_is_not_taken_for_memory(env: dict[
         server.server_close()
 
 
+def test_a_session_start_in_an_excluded_project_is_no_failure(env: dict[str, str], project: Path, workers: Workers,
+                                                               isolated_home: Path) -> None:
+    """The worker answers an excluded project's context with nothing (and its header): the hook must not take
+    that empty answer for another program's and count the start as a failure."""
+    seed(isolated_home, NewItem(project="calc", kind="observation", title="multiply_numbers multiplies"))
+    excluded = {**env, "MEMCAIRN_EXCLUDE_PROJECTS": "calc"}
+    workers.start(excluded)
+    for n in range(3):
+        out, err = hook(excluded, "session-start", {**payload("session_start", project), "session_id": f"s-{n}"})
+        assert out == {} and "not a memcairn worker" not in err
+    assert state.read(str(isolated_home)).get("failures", 0) == 0
+
+
 def test_three_failures_in_a_row_are_said_once_then_a_success_resets(env: dict[str, str], project: Path,
                                                                       workers: Workers, isolated_home: Path) -> None:
     data = payload("post_tool_use_bash", project)

@@ -415,6 +415,12 @@ def test_stored_since_seeks_the_rows_written_since(app: Any, client: TestClient)
     assert "MULTI-INDEX OR" in plan and "ix_memory_items_updated" in plan and "ix_memory_items_time" in plan
 
 
+def test_context_delivered_must_be_true_or_false(client: TestClient) -> None:
+    body = {"session_id": "s-flag", "project": "alpha", "event": "session_start"}
+    assert client.post("/api/sessions/init", json={**body, "context_delivered": False}).status_code == 202
+    assert_error(client.post("/api/sessions/init", json={**body, "context_delivered": "false"}), 400)
+
+
 def test_what_the_resumed_session_stored_itself_does_not_count(client: TestClient, app: Any) -> None:
     """Its own observations and summary are in its conversation already: only others' work is news."""
     add(app, kind="observation", title="Parser handles tabs", project="alpha", created_at_epoch=1_000)

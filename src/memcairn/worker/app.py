@@ -63,12 +63,13 @@ KIND_ROUTES = {"observation": "observation", "summary": "summary", "prompt": "pr
 # How /api/context/inject got its text: "memo" (a memoized render) or "rendered" (rendered for this request).
 CONTEXT_HEADER = "X-Memcairn-Context"
 RESUMED = "resumed"  # the CONTEXT_HEADER value of RESUMED_NOTE
+EXCLUDED = "excluded"  # the CONTEXT_HEADER value of the empty answer for a project exclude_projects names
 RESUMED_NOTE = ("memcairn: no new memories since this session started; its memory context is earlier in this "
                 "conversation.")
 RESUME_GRACE_MS = 30_000
-# The hook sends its context request and its SessionStart event together: that start's context may have been
-# rendered a little before the event was recorded. What was stored this long before the recorded start counts
-# as new (a full context, never a missing memory).
+# The SessionStart event is recorded after its context was rendered (the hook sends it once the context
+# arrived; older hooks sent both together): what was stored this long before the recorded start counts as new
+# (a full context, never a missing memory).
 RESUME_SLACK_MS = 10_000
 
 RuntimeSource = Runtime | Callable[[Settings], Runtime] | None
@@ -692,6 +693,7 @@ def _ingest(event_type: str, *required: str) -> Endpoint:
         platform = _text_field(data, "platform_source", "platformSource", max_chars=100, blank_ok=True) or "unknown"
         tool_use_id = _text_field(data, "tool_use_id", "toolUseId", max_chars=200, blank_ok=True)
         prompt_number = _field(data, "prompt_number", kind=int, what="a whole number")
+        _field(data, "context_delivered", kind=bool, what="true or false")  # read by earlier_session_start
         if prompt_number is not None and not 0 <= prompt_number <= 1_000_000:
             raise BadRequest("prompt_number must be between 0 and 1000000")
         admitted = admit(event_type, data, state.settings)
@@ -732,8 +734,8 @@ async def context_inject(request: Request) -> Response:
     colors, full, fresh = _flag(request, "colors"), _flag(request, "full"), _flag(request, "fresh")
     tz = parse_tz(_param(request, "tz"))
     settings = _context_settings(request, state.settings)
-    if names and project_excluded(names, state.settings):
-        return PlainTextResponse("")
+    if names and project_excluded(names, state.settings):  # the header tells the hook this is the worker
+        return PlainTextResponse("", headers={CONTEXT_HEADER: EXCLUDED})
     memo = state.context_memo
     if memo is None:  # set with the runtime; a memo that always renders otherwise
         memo = ContextMemo(None)

@@ -217,7 +217,9 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("post", "/api/sessions/init", "A session started (hook event, queued durably)",
               _json(_ACCEPTED, 202, "Accepted and stored"), body=_session_body({
                   "prompt": _NULLABLE_STR, "prompt_number": {"type": ["integer", "null"], "minimum": 0,
-                                                                  "maximum": 1_000_000}}),
+                                                                  "maximum": 1_000_000},
+                  "context_delivered": {"type": ["boolean", "null"],
+                                        "description": "whether the SessionStart context reached the agent"}}),
               errors=(400, 413, 500, 503)),
     Operation("post", "/api/sessions/observations", "A tool call happened (hook event, queued durably)",
               _json(_ACCEPTED, 202, "Accepted and stored"), body=_session_body({
