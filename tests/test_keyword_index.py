@@ -255,3 +255,41 @@ def test_the_worker_can_rank_in_sqlite_only(cfg: Settings, tmp_path: Path) -> No
     with TestClient(off, base_url=api.BASE) as c:
         api.wait_ready(off)
         assert _index_stats(c) is None
+
+
+def test_queries_while_another_thread_writes(corpus: Store) -> None:
+    """Two threads search (each on its own connection, as the worker's readers do) while a third adds, edits
+    and deletes: no query fails, and afterwards every answer is SQL's."""
+    import threading
+
+    _wait(corpus)
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def read() -> None:
+        try:
+            while not stop.is_set():
+                for query in ("timeout", "quokka numbat", "race condition in cache"):
+                    corpus.keyword_ids(query, None, limit=10)
+                    corpus.keyword_ids(query, ItemFilter(projects=["project-01"], types=["bugfix"]), limit=10)
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+            errors.append(exc)
+
+    readers = [threading.Thread(target=read) for _ in range(2)]
+    for thread in readers:
+        thread.start()
+    try:
+        for n in range(40):
+            new = corpus.add_item(NewItem(project=f"project-0{n % 3}", kind="observation", type="bugfix",
+                                          title=f"quokka numbat {n}", narrative="timeout in cache")).id
+            if n % 3 == 0:
+                corpus.update_item(new, narrative="race condition in cache")
+            if n % 5 == 0:
+                corpus.delete_items([new - 1])
+    finally:
+        stop.set()
+        for thread in readers:
+            thread.join(30)
+    assert errors == []
+    queries = ["timeout", "quokka numbat", "race condition in cache", "numbat 7"]
+    assert _same_as_sql(corpus, queries, [None, ItemFilter(projects=["project-01"], types=["bugfix"])]) == 8
