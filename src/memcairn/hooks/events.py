@@ -27,7 +27,9 @@
   ``SESSION_END_TIMEOUT`` (Claude Code gives all SessionEnd hooks 1.5 s together).
 
 Every body the hooks send carries ``session_id``, ``cwd``, ``project`` (the chain's first name),
-``projects`` (the chain), ``platform_source`` and ``event``; the worker stores it as sent.
+``projects`` (the chain), ``platform_source`` and ``event``; the worker stores it as sent. Every answer must be
+the worker's own (its context header, its ingest or search JSON, its JSON error; see ``Hook.wait``): another
+program on the port counts as a failure, like a dead worker.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from memcairn.hooks.transport import Call, Response, Unreachable, Worker, encode
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 NOTICE_PREFIX = "memcairn notice: "  # context.NOTICE_PREFIX (the hook path cannot import context)
@@ -85,6 +88,37 @@ MCP_SERVER_NAME = "memcairn"  # the key the installers give memcairn's MCP serve
 NO_MATCH = "No memories matched"
 
 
+# -- the worker's own answers (worker/app.py) -------------------------------------------------------------
+# Another program given the worker's port answers too (a development server's 200 page, its 404): such an answer
+# is no memory, and taking it for a success would lose the event and hide that memory is off. Each check reads
+# only what the answer already holds (a header, its small JSON body): no extra request.
+INGEST_STATUSES = ("accepted", "skipped")  # worker.app._ingest
+
+
+def context_answer(response: Response) -> bool:
+    """``/api/context/inject``: every answer carries ``X-Memcairn-Context`` (``excluded`` for an excluded
+    project's empty one)."""
+    return CONTEXT_HEADER in response.headers
+
+
+def ingest_answer(response: Response) -> bool:
+    """``/api/sessions/init``, ``/observations``, ``/summarize``: 202 ``{"status": "accepted" | "skipped", ...}``."""
+    data = response.json_object()
+    return response.status == 202 and data is not None and data.get("status") in INGEST_STATUSES
+
+
+def search_answer(response: Response) -> bool:
+    """``/api/search?format=index``: ``{"format": "index", "text": ..., ...}``."""
+    data = response.json_object()
+    return data is not None and data.get("format") == "index" and isinstance(data.get("text"), str)
+
+
+def error_answer(response: Response) -> bool:
+    """Every error answer of the worker (routes, guards, body limit): JSON ``{"error", "detail"}``."""
+    data = response.json_object()
+    return data is not None and isinstance(data.get("error"), str)
+
+
 def canonical_event(name: str | None) -> str | None:
     if not name:
         return None
@@ -104,6 +138,7 @@ class Hook:
         self.home: str = self.settings["home"]
         self.worker = Worker(self.settings["host"], self.settings["port"], self.settings["token"])
         self.answered = False
+        self.foreign = False  # another program answered on the worker's port
         self.failure: str | None = None
         self.refused = False
         self._identity: Any = None
@@ -148,8 +183,10 @@ class Hook:
             self._failed(str(exc), refused=exc.refused)
             return None
 
-    def wait(self, call: Call | None) -> Response | None:
-        """The answer of a call, or None (failure noted). Error answers are reported on stderr."""
+    def wait(self, call: Call | None, expect: Callable[[Response], bool]) -> Response | None:
+        """The answer of a call, or None (failure noted). ``expect`` tells the worker's own success answer of
+        the route from another program's (``not_the_worker``); an error answer must be the worker's JSON error,
+        and is reported on stderr."""
         if call is None:
             return None
         try:
@@ -160,7 +197,11 @@ class Hook:
         if response.status >= 500:
             self._failed(f"the worker answered {response.status} ({response.detail()})")
             return None
-        self.answered = True
+        if not (expect(response) if response.ok else error_answer(response)):
+            self.not_the_worker()
+            return None
+        if not self.foreign:
+            self.answered = True
         if not response.ok:
             warn(f"the worker refused {self.event} data: {response.status} {response.detail()}")
             return None
@@ -169,6 +210,7 @@ class Hook:
     def not_the_worker(self) -> None:
         """Another program answers on the worker's port: its answers are not memory, so this event counts as a
         failure (and the person learns memory is off) instead of a success."""
+        self.foreign = True
         self.answered = False
         self._failed(f"what answers on {self.worker.base_url} is not a memcairn worker (does another program "
                      f"use port {self.worker.port}?)")
@@ -267,10 +309,9 @@ def session_start(hook: Hook) -> dict[str, Any]:
     if terminal and hook.platform == "claude-code":  # Codex and Gemini print systemMessage as it is: no ANSI
         coloured = hook.send("GET", "/api/context/inject", params=_context_params(hook, colors="true", **resumed),
                              timeout=CONTEXT_TIMEOUT)
-    answer = hook.wait(context)
-    shown = hook.wait(coloured) if coloured is not None else None
-    if answer is not None and CONTEXT_HEADER not in answer.headers:  # every context answer of the worker has it
-        hook.not_the_worker()
+    answer = hook.wait(context, context_answer)
+    shown = hook.wait(coloured, context_answer) if coloured is not None else None
+    if hook.foreign:  # another program answers on the port: nothing to tell it
         return {}
     text = answer.text() if answer is not None else ""
     out = _context_output(hook, text)
@@ -281,7 +322,7 @@ def session_start(hook: Hook) -> dict[str, Any]:
         if hook.text("source"):
             body["source"] = hook.text("source")
         body[DELIVERED_FIELD] = bool(out)
-        hook.wait(hook.send("POST", "/api/sessions/init", body=body, timeout=INGEST_TIMEOUT))
+        hook.wait(hook.send("POST", "/api/sessions/init", body=body, timeout=INGEST_TIMEOUT), ingest_answer)
     if answer is None and hook.answered and hook.failure is not None:  # dispatch says nothing: the worker answered
         warn(f"this session starts without memory context: {hook.failure}")
     if terminal:
@@ -331,15 +372,11 @@ def _excluded(hook: Hook) -> bool:
 
 
 def _search_digest(hook: Hook, call: Call | None, heading: str, max_tokens: int, max_rows: int) -> str:
-    answer = hook.wait(call)
+    answer = hook.wait(call, search_answer)
     if answer is None:
         return ""
-    try:
-        data = answer.json()
-    except ValueError:
-        return ""
-    text = data.get("text") if isinstance(data, dict) else None
-    if not isinstance(text, str) or text.startswith(NO_MATCH):
+    text = answer.json_object()["text"]  # search_answer: a JSON object with a text
+    if text.startswith(NO_MATCH):
         return ""
     return digest(heading, _index_rows(text), max_tokens, max_rows)
 
@@ -363,7 +400,7 @@ def user_prompt_submit(hook: Hook) -> dict[str, Any]:
     init = hook.send("POST", "/api/sessions/init", raw=_encode(body, ("prompt",)), timeout=INGEST_TIMEOUT)
     text = _search_digest(hook, search, "Memories that may relate to this prompt (most relevant first):",
                           PROMPT_DIGEST_TOKENS, PROMPT_DIGEST_ROWS) if search is not None else ""
-    hook.wait(init)
+    hook.wait(init, ingest_answer)
     return _context_output(hook, text)
 
 
@@ -544,7 +581,8 @@ def post_tool_use(hook: Hook) -> dict[str, Any]:
             body[name] = hook.payload[name]
     if isinstance(hook.payload.get("tool_use_id"), str):
         body["tool_use_id"] = hook.payload["tool_use_id"]
-    hook.wait(hook.send("POST", "/api/sessions/observations", raw=_encode(body), timeout=INGEST_TIMEOUT))
+    hook.wait(hook.send("POST", "/api/sessions/observations", raw=_encode(body), timeout=INGEST_TIMEOUT),
+              ingest_answer)
     return {}
 
 
@@ -597,7 +635,7 @@ def stop(hook: Hook) -> dict[str, Any]:
     if isinstance(hook.payload.get("stop_hook_active"), bool):
         body["stop_hook_active"] = hook.payload["stop_hook_active"]
     hook.wait(hook.send("POST", "/api/sessions/summarize", raw=_encode(body, ("last_assistant_message",)),
-                        timeout=INGEST_TIMEOUT))
+                        timeout=INGEST_TIMEOUT), ingest_answer)
     return {}
 
 
@@ -607,7 +645,7 @@ def session_end(hook: Hook) -> dict[str, Any]:
     body = hook.base_body("session_end")
     if hook.text("reason"):
         body["reason"] = hook.text("reason")
-    hook.wait(hook.send("POST", "/api/sessions/summarize", body=body, timeout=SESSION_END_TIMEOUT))
+    hook.wait(hook.send("POST", "/api/sessions/summarize", body=body, timeout=SESSION_END_TIMEOUT), ingest_answer)
     return {}
 
 

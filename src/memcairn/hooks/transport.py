@@ -35,6 +35,7 @@ class Response:
         self.status = status
         self.headers = headers
         self.body = body
+        self._object: Any = False  # json_object's value once parsed (False: not parsed yet)
 
     @property
     def ok(self) -> bool:
@@ -45,6 +46,16 @@ class Response:
 
     def json(self) -> Any:
         return json.loads(self.body)
+
+    def json_object(self) -> dict[str, Any] | None:
+        """The body as a JSON object, else None (not JSON, or JSON of another kind); parsed once."""
+        if self._object is False:
+            try:
+                data = json.loads(self.body)
+            except (ValueError, RecursionError):
+                data = None
+            self._object = data if isinstance(data, dict) else None
+        return self._object
 
     def detail(self) -> str:
         """The worker's error detail (``{"error", "detail"}``), else the start of the body."""

@@ -9,6 +9,7 @@ extractor and tell the person why. Only the standard library is used.
 from __future__ import annotations
 
 import http.client
+import ipaddress
 import json
 import os
 import re
@@ -307,6 +308,32 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
         return None
 
 
+def is_loopback_url(url: str) -> bool:
+    """Whether ``url`` names this machine: ``localhost``, a name ending in ``.localhost``, ``127.0.0.0/8``, ``::1``
+    (also as ``::ffff:127.x.y.z``)."""
+    try:
+        host = (urllib.parse.urlsplit(url).hostname or "").rstrip(".")
+    except ValueError:
+        return False
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(host.split("%", 1)[0])  # without an IPv6 zone (``fe80::1%eth0``)
+    except ValueError:
+        return False
+    mapped = getattr(address, "ipv4_mapped", None)
+    return (mapped or address).is_loopback
+
+
+def _opener(url: str) -> urllib.request.OpenerDirector:
+    """No redirects; and for a model server on this machine (Ollama, LM Studio, vLLM) no proxy either: urllib
+    sends every request through ``http_proxy`` / ``https_proxy`` unless ``no_proxy`` names the host, and a
+    proxy cannot reach the person's loopback. Other hosts keep honouring the proxy settings."""
+    if is_loopback_url(url):
+        return urllib.request.build_opener(_NoRedirects, urllib.request.ProxyHandler({}))
+    return urllib.request.build_opener(_NoRedirects)
+
+
 def post_json(url: str, headers: dict[str, str], body: dict[str, Any], timeout: float, label: str) -> dict[str, Any]:
     """POST ``body`` as JSON and return the JSON object answered; every problem as ``CompressionFailed``."""
     return _post_json(url, headers, body, timeout, label)[0]
@@ -322,7 +349,7 @@ def _post_json(url: str, headers: dict[str, str], body: dict[str, Any], timeout:
     )
     deadline = time.monotonic() + timeout
     try:
-        with urllib.request.build_opener(_NoRedirects).open(request, timeout=timeout) as response:
+        with _opener(url).open(request, timeout=timeout) as response:
             raw = _read_body(response, deadline, timeout, label)
             retry_after = retry_after_seconds(response.headers.get("retry-after"))
     except urllib.error.HTTPError as exc:
