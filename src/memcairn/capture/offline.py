@@ -17,6 +17,34 @@ already followed by a successful run of the same check before the edit, and eith
 ``cargo``, ``go``, ``jest``...). Otherwise the edit is a ``change``; a Write (or added-only patch) of a new file
 is a ``feature``; moves and renames only are a ``refactor``. These are checked in the order refactor, feature,
 bugfix, change: creating a file is a feature even right after a failing test.
+
+How a shell command ended comes first from the response's own fields, then from its text:
+
+* Claude Code's Bash ``tool_response`` is ``{stdout, stderr, interrupted, isImage}`` (agent-integration
+  reference §1.4, and ``toolUseResult`` in §1.9); ``interrupted: true`` ends the run as interrupted. A Bash
+  call that exited non-zero is recorded in the transcript as a ``tool_result`` with ``is_error: true`` and the
+  text ``Exit code N`` (``toolUseResult`` ``"Error: Exit code N\n…"``, §1.9 and the [FIX] transcripts in
+  ``tests/fixtures/transcripts/``); an ``is_error``/``isError`` flag and an ``exit_code``/``exitCode``/
+  ``returncode`` field (top level or under ``metadata``) are read wherever a response carries them.
+* Codex reuses Claude Code's field names (``tool_input``, ``tool_response``, §2) but the reference does not
+  document the inside of its ``tool_response``; its shell results seen so far are ``{output, metadata:
+  {exit_code}}`` or the text ``Exit code: N\nWall time: …\nOutput:\n…``.
+* Gemini CLI's ``AfterTool`` carries ``tool_name``, ``tool_input``, ``tool_response`` (§3) with the inner
+  shape undocumented; ``run_shell_command`` results seen so far are ``{llmContent, returnDisplay, error?}``
+  with ``Exit Code: N`` in ``llmContent``.
+
+Then exit codes, test runners' result lines and tracebacks in the text. A run that failed or was interrupted is
+never described as a success: when its test counts show no failure (a coverage gate, a timeout part way
+through) its outcome reads ``4 passed; failed (exit 1)`` or ``4 passed; interrupted`` and its title says the
+command failed; and it counts as the failure of the bugfix rule.
+
+A shell call's ``tool_input.description`` is the short sentence the agent wrote for it: Claude Code's Bash
+input carries one (``"description": "Run tests to verify they pass"`` in the recorded hook payload
+``tests/fixtures/hooks/post_tool_use_bash.json`` and the [FIX] transcripts; the reference's §1.4 example shows
+only ``command``), and any shell tool's string ``description`` is read the same way. It becomes a
+``purpose: …`` fact, and the title in place of a command too long (or spanning lines) to show whole. It is
+read from the tool input as admitted, so it went through the same ``<private>`` and secret scrubbing as the
+command.
 """
 
 from __future__ import annotations
@@ -32,6 +60,7 @@ from typing import Any
 from memcairn.capture.records import CONCEPTS, Compressed, Observation, Summary, ToolCall, Turn
 
 TITLE_MAX = 80
+DESCRIPTION_MAX = 120
 SUBTITLE_MAX = 120
 FACT_MAX = 240
 FACTS_MAX = 8
@@ -93,6 +122,7 @@ _LEARNED_CUE = re.compile(
 )
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _NAME_FACTS = ("defines ", "adds ", "touches ")  # names of code, not lessons (``defines ParseError``)
+_PURPOSE = "purpose: "  # what the agent meant a command to do, not what it taught
 
 
 # ----------------------------------------------------------------------------------------------- small text helpers
@@ -215,6 +245,7 @@ class _Outcome:
     status: str = "unknown"
     exit_code: int | None = None
     tests: str | None = None
+    tests_failed: bool = False  # the test counts themselves show failures or errors
     failing_tests: tuple[str, ...] = ()
     error: str | None = None
     warning: str | None = None
@@ -229,15 +260,27 @@ class _Outcome:
     def ok(self) -> bool:
         return self.status == "ok"
 
-    def label(self) -> str:
-        """A short outcome: ``3 failed, 10 passed``, ``failed (exit 1)``, ``ok``."""
-        if self.tests:
-            return self.tests
+    @property
+    def ended(self) -> str | None:
+        """``interrupted``, ``failed (exit 1)`` or ``failed`` for a run that did not succeed, else None."""
         if self.interrupted:
             return "interrupted"
         if self.failed:
             return f"failed (exit {self.exit_code})" if self.exit_code not in (None, 0) else "failed"
-        return "ok" if self.ok else "no output"
+        return None
+
+    @property
+    def failed_beyond_tests(self) -> bool:
+        """Failed or interrupted although the test counts (if any) show no failure: the counts alone would read
+        as a success."""
+        return self.interrupted or (self.failed and not self.tests_failed)
+
+    def label(self) -> str:
+        """A short outcome: ``3 failed, 10 passed``, ``failed (exit 1)``, ``ok``; counts of a run that failed
+        otherwise say so: ``4 passed; failed (exit 1)``, ``4 passed; interrupted``."""
+        if self.tests:
+            return f"{self.tests}; {self.ended}" if self.failed_beyond_tests else self.tests
+        return self.ended or ("ok" if self.ok else "no output")
 
 
 def _flag_failure(response: Any) -> tuple[bool, int | None, bool]:
@@ -289,7 +332,7 @@ def _outcome(response: Any, command_like: bool = True) -> _Outcome:
     else:
         status = "unknown"
     return _Outcome(
-        status=status, exit_code=code, tests=tests[0] if tests else None,
+        status=status, exit_code=code, tests=tests[0] if tests else None, tests_failed=bool(tests and tests[1]),
         failing_tests=tuple(_failing_tests(text)) if command_like else (),
         error=_error_line(text) if failed else None, warning=_warning_line(text) if command_like or failed else None,
         interrupted=interrupted, text=text,
@@ -850,6 +893,7 @@ class _Action:
     runner: str | None = None
     read_only_shell: bool = False
     label: str = ""
+    description: str = ""  # the agent's own sentence for a shell call (``tool_input.description``)
 
     @property
     def is_edit(self) -> bool:
@@ -1045,6 +1089,7 @@ def _digest_shell(action: _Action, data: dict[str, Any], paths: _Paths, earlier:
         return
     action.shown = _display_command(action.command, paths.base)
     action.key = _check_key(action.command)
+    action.description = _shell_description(data)
     workdir = data.get("workdir") or data.get("directory") or data.get("cwd")
     if isinstance(workdir, str) and workdir:
         paths = _Paths(base=paths.base, anchor=_join(paths, workdir))
@@ -1055,6 +1100,25 @@ def _digest_shell(action: _Action, data: dict[str, Any], paths: _Paths, earlier:
     effects = _ShellEffects()
     _script_effects(command, effects)
     _apply_shell_effects(action, effects, paths)
+
+
+def _shell_description(data: dict[str, Any]) -> str:
+    """The agent's one-line account of a shell call (``tool_input.description``), clipped; empty when none."""
+    value = data.get("description")
+    return _clip(value, DESCRIPTION_MAX) if isinstance(value, str) else ""
+
+
+def _subject(action: _Action, limit: int) -> tuple[str, bool]:
+    """How a title names a command: the command as code when it fits in ``limit`` on one line, else the
+    agent's description of it when there is one. The flag tells whether the description was used."""
+    command = (action.command or "").strip()
+    if action.description and (len(action.shown) > limit or "\n" in command):
+        return action.description[0].upper() + action.description[1:], True
+    return _code(action.shown, limit), False
+
+
+def _purpose(action: _Action) -> list[str]:
+    return [f"{_PURPOSE}{action.description}"] if action.description else []
 
 
 def _display_command(command: str, base: str | None) -> str:
@@ -1230,7 +1294,7 @@ def _edit_draft(action: _Action, evidence: _FixEvidence | None) -> _Draft:
         concepts=["what-changed"], files_read=list(action.reads), files_modified=list(files),
     )
     if action.command:
-        draft.facts.insert(0, _run_fact(action))
+        draft.facts[:0] = [_run_fact(action), *_purpose(action)]
     if evidence is not None and kind == "bugfix":
         _add_fix(draft, evidence)
     return draft
@@ -1264,21 +1328,23 @@ def _add_fix(draft: _Draft, evidence: _FixEvidence) -> None:
 
 def _shell_draft(action: _Action, actions: Sequence[_Action]) -> _Draft:
     outcome = action.outcome
-    shown = _code(action.shown, 50)
+    shown, described = _subject(action, 50)
+    ran = shown if described else f"Ran {shown}"
     draft = _Draft(
-        type="discovery", title=f"Ran {shown}", action_text=f"ran {_code(action.shown, 100)}",
-        facts=[_run_fact(action), *_outcome_facts(outcome)], concepts=_gotcha(outcome),
+        type="discovery", title=ran, action_text=f"ran {_code(action.shown, 100)}",
+        facts=[_run_fact(action), *_purpose(action), *_outcome_facts(outcome)], concepts=_gotcha(outcome),
         files_read=list(action.reads),
     )
     if outcome.tests:
-        draft.title = f"Ran {shown}: {outcome.tests}"
-        draft.facts.append("tests failed" if outcome.failed else "tests passed")
+        draft.title = f"{ran}: {outcome.tests}"
+        ended = "tests interrupted" if outcome.interrupted and not outcome.tests_failed else "tests failed"
+        draft.facts.append(ended if outcome.failed else "tests passed")
         if outcome.ok and any(a.same_check(action) and a.outcome.failed for a in actions if a.index < action.index):
             draft.concepts.extend(["problem-solution", "what-changed"])
             draft.outcome_text = "It passed after an earlier failing run in the same turn."
-    elif outcome.interrupted:
+    if outcome.interrupted:
         draft.title = f"Command interrupted: {shown}"
-    elif outcome.failed:
+    elif outcome.failed_beyond_tests:  # failed with no failing counts to show it: say so, never "Ran …: 4 passed"
         code = f" (exit {outcome.exit_code})" if outcome.exit_code not in (None, 0) else ""
         draft.title = f"Command failed{code}: {shown}"
     commit = re.search(r"^\[[^\]\n]+\] (.+)$", outcome.text[:2000], re.MULTILINE)
@@ -1297,10 +1363,13 @@ def _read_group_draft(group: Sequence[_Action]) -> _Draft:
     only_reads = all(a.family == "read" for a in group)
     facts: list[str] = []
     for action in group:
-        facts.extend([_run_fact(action)] if action.command else action.hints)
+        facts.extend([_run_fact(action), *_purpose(action)] if action.command else action.hints)
         facts.extend(_outcome_facts(action.outcome) if action.outcome.failed else [])
+    subject, described = _subject(group[0], 60) if len(group) == 1 and group[0].command else ("", False)
     if only_reads and files:
         title = f"Read {_listing(files, 3)}"
+    elif described:  # one lookup whose command is too long to show: the agent's account of it
+        title = subject
     elif len(group) == 1 and facts:
         title = facts[0][0].upper() + facts[0][1:]
     else:
@@ -1455,7 +1524,7 @@ def _summary(turn: Turn, observations: Sequence[Observation]) -> Summary | None:
     learned = [o.title for o in observations if o.type in ("bugfix", "decision")]
     learned += [fact for o in observations for fact in o.facts
                 if _LEARNED_CUE.search(fact) and fact not in ("tests passed", "tests failed")
-                and not fact.startswith(_NAME_FACTS)][:6]
+                and not fact.startswith((*_NAME_FACTS, _PURPOSE))][:6]
     return Summary(
         request=_clip(prompt, 300) or None,
         investigated=_joined(o.title for o in looked),
