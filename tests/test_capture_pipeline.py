@@ -629,3 +629,18 @@ def test_a_live_transcript_imported_twice_summarises_each_turn_once(store: Store
     import_transcripts(store, settings, [path])
     summaries = store.list_items(ItemFilter(kinds=["summary"]), limit=10)
     assert sorted(s.prompt_number or 0 for s in summaries) == [1, 2]
+
+
+def test_a_replayed_result_marked_is_error_is_a_failure_even_when_its_text_does_not_say_so(
+        store: Store, settings: Settings) -> None:
+    """A transcript's tool_result block may carry is_error with a plain text (``transcripts.py`` puts the flag
+    beside the response): the observation must not tell the run as a success."""
+    send(store, settings, "session_start")
+    send(store, settings, "user_prompt", prompt="Run the migration")
+    send(store, settings, "tool_use", tool_name="Bash", tool_use_id="t1",
+         tool_input={"command": "alembic upgrade head"}, tool_response="relation users already there", is_error=True)
+    send(store, settings, "stop", last_assistant_message="Tried the migration.")
+    CapturePipeline(store, settings).process_pending()
+    observations = store.list_items(ItemFilter(kinds=["observation"]), limit=10)
+    told = " ".join(" ".join([o.title or "", o.narrative or "", *o.facts]) for o in observations)
+    assert "alembic upgrade head" in told and "failed" in told.lower(), told

@@ -296,8 +296,8 @@ class CapturePipeline:
         cwd = payload.get("cwd")
         return ToolCall(
             name=str(payload.get("tool_name") or "unknown"), input=cut_value(payload.get("tool_input"), limit),
-            response=cut_value(payload.get("tool_response"), limit), tool_use_id=event.tool_use_id,
-            at_epoch=event.at_epoch, cwd=cwd if isinstance(cwd, str) else None,
+            response=cut_value(_flagged(payload.get("tool_response"), payload.get("is_error") is True), limit),
+            tool_use_id=event.tool_use_id, at_epoch=event.at_epoch, cwd=cwd if isinstance(cwd, str) else None,
         )
 
     def _compress(self, op: str, turn: Turn, arg: Sequence[Any], report: CaptureReport, project: str) -> Compressed:
@@ -398,6 +398,17 @@ def _event_project(event: IngestEvent) -> str:
 def _pending_result(event: IngestEvent) -> bool:
     """A tool call an import read before its result was written."""
     return event.payload.get("tool_response_pending") is True
+
+
+def _flagged(response: Any, is_error: bool) -> Any:
+    """The response with the event's own error flag (a transcript replay's ``tool_result`` block marked
+    ``is_error``: ``transcripts.py`` puts it beside the response) where the compressors read a response's
+    flags: a failure whose text does not say so is still a failure."""
+    if not is_error:
+        return response
+    if isinstance(response, dict):
+        return response if "is_error" in response else {**response, "is_error": True}
+    return {"content": response, "is_error": True}
 
 
 def _call_id(event: IngestEvent) -> str | None:
