@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from memcairn.models import NewItem
 from memcairn.project import ProjectIdentity, project_from_cwd
 
 
@@ -88,4 +89,33 @@ def test_a_deleted_working_directory_is_named_from_pwd(tmp_path: Path, monkeypat
 
 
 def test_a_cwd_with_a_nul_from_a_malformed_event_does_not_raise() -> None:
-    assert project_from_cwd("/tmp/a\x00b").name == "a\x00b"
+    assert project_from_cwd("/tmp/a\x00b").name == "a\ufffdb"  # a name the store takes (no control character)
+
+
+def test_control_characters_in_a_directory_name_become_a_name_the_store_takes(tmp_path: Path) -> None:
+    from memcairn.store import Store
+
+    odd = tmp_path / "web\napp\x7f\x85"
+    odd.mkdir()
+    name = project_from_cwd(str(odd)).name
+    assert name == "web\ufffdapp\ufffd\ufffd"
+    with Store(tmp_path / "s.db") as store:
+        assert store.add_item(NewItem(project=name, kind="manual", text="kept")).created
+
+
+def test_a_new_project_name_with_a_control_character_is_refused_clearly(tmp_path: Path) -> None:
+    from memcairn.errors import ValidationError
+    from memcairn.store import Store
+
+    with Store(tmp_path / "s.db") as store:
+        for bad in ("web\napp", "a\x00b", "tab\there", "c1\x9b"):
+            with pytest.raises(ValidationError, match="control character"):
+                store.add_item(NewItem(project=bad, kind="manual", text="lost?"))
+        store.add_item(NewItem(project="fine", kind="manual", text="kept"))
+        with pytest.raises(ValidationError, match="control character"):
+            store.merge_project("fine", "new\nname")
+        assert store.project_names() == ["fine"]
+        # a name an earlier release stored keeps taking memories
+        with store._conn:
+            store._conn.execute("INSERT INTO projects(name, created_at_epoch) VALUES ('old\nname', 0)")
+        assert store.add_item(NewItem(project="old\nname", kind="manual", text="still here")).created

@@ -13,6 +13,9 @@ MAX_ITEM_ID = 2**63 - 1  # the largest SQLite INTEGER
 # Half of a UTF-16 pair on its own (an emoji cut in two, a non-UTF-8 byte Python decoded): no UTF-8 text can hold
 # it, so SQLite cannot store it.
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+# C0 and C1 control characters and DEL: no project name holds one on purpose (a newline breaks every listing,
+# a NUL ends C strings); project.py maps them to U+FFFD when naming a directory.
+CONTROL_CHARACTER = re.compile("[\x00-\x1f\x7f-\x9f]")
 ARRAY_FIELDS: tuple[str, ...] = ("facts", "concepts", "files_read", "files_modified")
 SUMMARY_SECTIONS: tuple[str, ...] = ("request", "investigated", "learned", "completed", "next_steps", "notes")
 TEXT_FIELDS: tuple[str, ...] = ("title", "subtitle", "text", "narrative", *SUMMARY_SECTIONS)

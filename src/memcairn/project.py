@@ -21,8 +21,10 @@ MAX_PROJECT_CHARS = 200
 
 def _name(raw: str) -> str:
     """A directory name as a project name the store takes: at most ``MAX_PROJECT_CHARS`` characters, and a
-    byte that is not UTF-8 (Python decodes it to a lone surrogate, which SQLite cannot store) becomes U+FFFD."""
-    name = "".join("\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in raw[:MAX_PROJECT_CHARS])
+    byte that is not UTF-8 (Python decodes it to a lone surrogate, which SQLite cannot store) or a control
+    character (``models.CONTROL_CHARACTER``, which the store refuses in a new name) becomes U+FFFD."""
+    name = "".join("\ufffd" if "\ud800" <= ch <= "\udfff" or ch < " " or "\x7f" <= ch <= "\x9f" else ch
+                   for ch in raw[:MAX_PROJECT_CHARS])
     return name.strip() or "root"
 
 

@@ -20,6 +20,7 @@ from memcairn import serde
 from memcairn.errors import NotFoundError, StoreError, ValidationError
 from memcairn.models import (
     ARRAY_FIELDS,
+    CONTROL_CHARACTER,
     KINDS,
     SUMMARY_SECTIONS,
     AddResult,
@@ -176,9 +177,16 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin):
 
     # -- projects and sessions --------------------------------------------------------------------
     def _project_id(self, conn: sqlite3.Connection, name: str) -> int:
+        """The id of the project ``name``, created if new. A new name may not hold a control character (one an
+        earlier release stored keeps working)."""
         cached = self._project_ids.get(name)
         if cached is not None:
             return cached
+        if CONTROL_CHARACTER.search(name):
+            known = conn.execute("SELECT id FROM projects WHERE name = ?", (name,)).fetchone()
+            if known is None:
+                raise ValidationError(f"project name {name!r} contains a control character (a newline, tab or "
+                                      "NUL...); use printable text")
         row = conn.execute(
             "INSERT INTO projects(name, created_at_epoch) VALUES (?, ?) "
             "ON CONFLICT(name) DO UPDATE SET name = excluded.name RETURNING id",
