@@ -46,7 +46,7 @@ from memcairn.context_memo import Answer, ContextMemo
 from memcairn.errors import MemcairnError, NotFoundError, StoreError, ValidationError
 from memcairn.models import NewItem
 from memcairn.runtime import Runtime, open_runtime
-from memcairn.worker.events import HEARTBEAT_SECONDS, Broadcaster, StoreEventBridge
+from memcairn.worker.events import HEARTBEAT_SECONDS, Broadcaster, ExternalWriteTailer, StoreEventBridge
 from memcairn.worker.openapi import MAX_BATCH_IDS, MAX_ITEM_ID, build_openapi
 from memcairn.worker.security import MAX_BODY_BYTES, BodyLimitMiddleware, GuardMiddleware, check_bind
 
@@ -161,6 +161,7 @@ class WorkerState:
         self.search: Any = None
         self.runner: Any = None
         self.capture: Any = None
+        self.tailer: ExternalWriteTailer | None = None
         self.context_memo: ContextMemo | None = None
         self.read_threads = max(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                                 else os.cpu_count() or 2)
@@ -197,7 +198,9 @@ class WorkerState:
             search = SearchService(runtime.store, runtime.mirror,
                                    recency_window_days=self.settings.recency_window_days,
                                    mirror_error=runtime.mirror_error)
-            runtime.store.add_listener(StoreEventBridge(runtime.store, self.broadcaster))
+            bridge = StoreEventBridge(runtime.store, self.broadcaster)
+            runtime.store.add_listener(bridge)
+            tailer = ExternalWriteTailer(bridge)  # other processes' writes, from the store's change log
             runner = None
             if runtime.mirror is not None:
                 from memcairn.mirror.background import MirrorRunner
@@ -216,13 +219,15 @@ class WorkerState:
                 runtime.store.start_keyword_index()  # built in the background; SQL ranks until it is ready
             capture = self._start_capture(runtime)  # picks up events a crash left pending
             memo = ContextMemo.for_store(runtime.store)
+            tailer.start()
             with self._cond:
                 abandoned = self.phase != "starting"  # shutdown began while the store was opening
                 if not abandoned:
                     self.runtime, self.search, self.runner = runtime, search, runner
-                    self.capture, self.context_memo = capture, memo
+                    self.capture, self.context_memo, self.tailer = capture, memo, tailer
                     self.phase, self.detail = "ready", "ready"
             if abandoned:
+                tailer.stop(RUNNER_STOP_SECONDS)
                 memo.close()
                 capture.stop(RUNNER_STOP_SECONDS)
                 if runner is not None:
@@ -282,6 +287,8 @@ class WorkerState:
                             drain_seconds)
         if self._thread is not None:
             self._thread.join(drain_seconds)
+        if self.tailer is not None:
+            self.tailer.stop(RUNNER_STOP_SECONDS)
         if self.capture is not None:
             self.capture.stop(RUNNER_STOP_SECONDS)
         if self.runner is not None:
