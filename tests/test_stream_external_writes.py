@@ -215,6 +215,24 @@ def test_with_nobody_listening_the_tailer_only_moves_on(worker_store: Store, oth
     assert [(e, d["id"]) for e, d in hub.take()] == [("item_updated", unseen)]
 
 
+def test_own_writes_while_nobody_listened_are_not_told_when_a_page_connects_before_the_next_poll(
+        worker_store: Store, other: Store, tailer: ExternalWriteTailer, hub: FakeHub) -> None:
+    """The page that connects loads those items itself; telling them again as added re-drew their rows (and
+    took the keyboard focus off a row the person was on)."""
+    hub.subscribers = 0
+    own = worker_store.add_item(note("saved while nobody watched")).id
+    gone = worker_store.add_item(note("deleted while nobody watched")).id
+    worker_store.delete_items([gone])
+    hub.subscribers = 1  # a page connects before the tailer looked
+    assert tailer.poll() == 0 and hub.take() == []
+    other.update_item(own, title="edited by another process")  # later writes of others are told as usual
+    tailer.poll()
+    assert [(e, d["id"]) for e, d in hub.take()] == [("item_updated", own)]
+    worker_store.update_item(own, title="edited by the worker")
+    assert [(e, d["id"]) for e, d in hub.take()] == [("item_updated", own)]
+    assert tailer.poll() == 0 and hub.take() == []
+
+
 def test_an_in_memory_store_has_no_tailer(hub: FakeHub) -> None:
     with Store(":memory:") as store:
         tailer = ExternalWriteTailer(StoreEventBridge(store, hub))

@@ -26,7 +26,9 @@ the ``keyword_changes`` log (one entry per insert, update or delete of an item, 
 - *Own writes once*: ``StoreEventBridge`` and the tailer both publish through ``ToldLedger.claim(id,
   state)``, which accepts a state once (and never one older than told, nor anything after a delete): the
   bridge's immediate event takes the state, and the tailer, reading the same row later, finds it told and
-  stays quiet (if the tailer reads first, the bridge is the one that stays quiet).
+  stays quiet (if the tailer reads first, the bridge is the one that stays quiet). With no stream listening
+  the bridge reads nothing and marks the ids ``OWN``: a page that connects before the tailer's next poll
+  loaded them itself, and the tailer records their state without telling it.
 - *Batches*: a poll reads at most ``MAX_CHANGES_PER_POLL`` log entries; past that (an import of 100,000
   rows) it reads none of them, and, like a poll with more than ``MAX_ITEMS_PER_NOTIFY`` items to announce,
   ends every stream once (``Broadcaster.resync``): the page reconnects and reloads, as for a bulk write of
@@ -54,6 +56,7 @@ POLL_SECONDS = 0.5  # how often the tailer looks for other processes' writes
 MAX_CHANGES_PER_POLL = 2_000  # log entries one poll reads at most; more end every stream instead
 LEDGER_SIZE = 20_000  # item ids whose last told state is remembered (a forgotten one may be told twice)
 DELETED = "deleted"  # a ToldLedger state
+OWN = "own"  # a ToldLedger state: written by the worker while no stream listened (its version unknown)
 EVENT_NAMES = {"added": "item_added", "updated": "item_updated", "deleted": "item_deleted"}
 
 _CLOSE = ("", None)  # sentinel: end the stream
@@ -202,13 +205,28 @@ class ToldLedger:
             told = self._told.get(item_id)
             if told == DELETED or told == state:
                 return False
-            if told is not None and state != DELETED and state[0] < told[0]:
+            if isinstance(told, tuple) and state != DELETED and state[0] < told[0]:
                 return False  # a late event for an older version
-            self._told[item_id] = state
-            self._told.move_to_end(item_id)
-            while len(self._told) > self.size:
-                self._told.popitem(last=False)
+            self._remember(item_id, state)
             return True
+
+    def adopt(self, item_id: int, state: tuple[int, str] | str) -> None:
+        """Record ``state`` as told without telling it (the tailer meeting an ``OWN`` write)."""
+        with self._lock:
+            self._remember(item_id, state)
+
+    def mark_own(self, ids: list[int], deleted: bool) -> None:
+        """The worker wrote these while no stream listened: nobody is to be told, and the tailer must not take
+        them for another process's writes when a page connects before its next poll."""
+        with self._lock:
+            for item_id in ids:
+                self._remember(item_id, DELETED if deleted else OWN)
+
+    def _remember(self, item_id: int, state: tuple[int, str] | str) -> None:
+        self._told[item_id] = state
+        self._told.move_to_end(item_id)
+        while len(self._told) > self.size:
+            self._told.popitem(last=False)
 
 
 class StoreEventBridge:
@@ -221,7 +239,10 @@ class StoreEventBridge:
 
     def __call__(self, event: str, ids: list[int]) -> None:
         name = EVENT_NAMES.get(event)
-        if name is None or not self.broadcaster.subscribers:
+        if name is None:
+            return
+        if not self.broadcaster.subscribers:
+            self.ledger.mark_own(list(ids), deleted=event == "deleted")
             return
         ids = list(ids)
         if len(ids) > MAX_ITEMS_PER_NOTIFY:  # a bulk write: one event each would flood every client
@@ -321,6 +342,9 @@ class ExternalWriteTailer:
         plan: list[tuple[int, str]] = []
         for item_id in batch.item_ids:
             told, state = self.ledger.get(item_id), batch.states.get(item_id)
+            if told == OWN:  # the worker's own write while nobody listened: a page loads it itself
+                self.ledger.adopt(item_id, state if state is not None else DELETED)
+                continue
             if state is None:
                 if told != DELETED and (told is not None or item_id <= high):
                     plan.append((item_id, "deleted"))

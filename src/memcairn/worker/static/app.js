@@ -890,7 +890,9 @@
     if (!item.id) return;
     noteItem(item);
     if (state.pending) state.pending.push(['added', item]);
+    const hadFocus = focusedRowId() === item.id;  // an item the page shows already (loaded as the stream told it)
     insertFeedItem(item);
+    if (hadFocus) feedRow(item.id).querySelector('.row-button').focus();
     refreshProjectsSoon();
   }
 
