@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import json
-import threading
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+import test_llm_backends as base
 
 from memcairn.capture.llm import AnthropicClient, LlmCompressor, OpenAIClient, parse_summary
-from memcairn.capture.records import CompressionFailed, ToolCall, Turn, Usage
+from memcairn.capture.records import CompressionFailed, Turn
 from memcairn.config import Settings
 
 GOOD = ("<observation><type>bugfix</type><title>Pager rounded the page count down</title>"
@@ -28,87 +24,11 @@ SECTIONS = ("<request>Fix the pager losing the last page</request>"
             "<next_steps>None</next_steps>")
 
 
-# -- a local server speaking the APIs ----------------------------------------------------------------------------
+# -- a local server speaking the APIs, a clock and a usage ledger: test_llm_backends' own -----------------------
 
-@dataclass
-class Stub:
-    url: str = ""
-    requests: list[str] = field(default_factory=list)
-    replies: list[tuple[int, Any, dict[str, str]]] = field(default_factory=list)
-
-    def reply(self, body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Stub:
-        self.replies.append((status, body, headers or {}))
-        return self
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: _Server
-
-    def do_POST(self) -> None:  # noqa: N802 - the http.server naming
-        stub = self.server.stub
-        self.rfile.read(int(self.headers.get("content-length") or 0))
-        stub.requests.append(self.path)
-        status, body, headers = stub.replies.pop(0) if stub.replies else (500, {"error": "no reply queued"}, {})
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        for name, value in headers.items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the http.server signature
-        pass
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    stub: Stub
-
-
-@pytest.fixture(autouse=True)
-def no_proxies(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
-                 "ANTHROPIC_API_KEY", "OPENAI_API_KEY"):
-        monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-def stub() -> Iterator[Stub]:
-    server = _Server(("127.0.0.1", 0), _Handler)
-    server.stub = Stub(url=f"http://127.0.0.1:{server.server_address[1]}")
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    yield server.stub
-    server.shutdown()
-    server.server_close()
-    thread.join(timeout=5)
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-class MemoryLedger:
-    def __init__(self) -> None:
-        self.rows: list[Usage] = []
-
-    def tokens_spent(self, *, session_id: str | None = None, since_epoch: int | None = None) -> int:
-        return 0
-
-    def record_usage(self, usage: Usage, session_id: str | None) -> None:
-        self.rows.append(usage)
-
-
-def anthropic_body(text: str) -> dict[str, Any]:
-    return {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-haiku-4-5",
-            "content": [{"type": "text", "text": text}], "stop_reason": "end_turn",
-            "usage": {"input_tokens": 100, "output_tokens": 40}}
+Stub, FakeClock, MemoryLedger = base.Stub, base.FakeClock, base.MemoryLedger
+stub, no_proxies = base.stub, base.no_proxies  # fixtures
+anthropic_body, edit_call = base.anthropic_body, base.edit_call
 
 
 def openai_body(text: str, **extra: Any) -> dict[str, Any]:
@@ -120,11 +40,6 @@ def openai_body(text: str, **extra: Any) -> dict[str, Any]:
 def turn() -> Turn:
     return Turn(session_id="s1", platform_source="claude", project="pager", prompt="Fix the pager please",
                 prompt_number=1, cwd="/src/pager", tools=(), last_assistant_message="Fixed.")
-
-
-def edit_call() -> ToolCall:
-    return ToolCall(name="Edit", input={"file_path": "src/pager.py", "old_string": "//", "new_string": "-(-a // b)"},
-                    response="ok", tool_use_id="t1", at_epoch=1, cwd="/src/pager")
 
 
 def compressor(backend: str, stub: Stub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
