@@ -139,6 +139,8 @@ def test_titles_are_truncated_and_fall_back_to_text(story: Store) -> None:
 
 
 def test_stored_control_characters_never_reach_the_output(mem_store: Store) -> None:
+    # a project name with a control character is refused now; an earlier release may have stored one
+    mem_store._conn.execute("INSERT INTO projects(name, created_at_epoch) VALUES (?, 0)", ("p\x1b[2J",))
     mem_store.add_item(NewItem(project="p\x1b[2J", kind="observation", type="bugfix", created_at_epoch=DAY1,
                                title="\x1b[31mred\x1b[0m title\nsecond line\u202e", narrative="x",
                                files_modified=["src/\x1b]0;pwned\x07main.py"]))
