@@ -13,6 +13,14 @@ Two cases need more than the key of a line:
   for the answered call); it is not queued at all when the session already has that call (the live hooks
   recorded it, or an earlier import saw it answered). Once the result is in the file, a later import queues
   the answered call and the pipeline replaces the unanswered call's observation with the answered one.
+- A file read while its session was live also ends in a turn that may still be going on: its ``stop`` (marked
+  ``turn_open``) is queued and summarised with what the file held then. When a later import finds that turn
+  gone on (the stop's ``turn_through``, the turn's last line, is another than the queued stop's: more calls,
+  the final answer, the next prompt), it queues the turn's stop again, under the stop's key with the turn's
+  new last line appended and marked ``turn_regrown``; the pipeline's summary of it replaces the early one.
+  A third import of the same file computes the same key and queues nothing. A turn whose queued stop was not
+  marked open (the next prompt had ended it) is never redone, nor a turn the queue holds under another
+  session (a resumed or forked session's file), nor anything the live hooks sent (their events carry no key).
 - Events an earlier release queued under the keys it used then (``ReplayEvent.legacy_key``: every key named
   the session) are recognised through the session's queued events, so upgrading does not import again what
   was imported before.
@@ -26,9 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from memcairn.capture.admission import admit
-from memcairn.capture.pipeline import CapturePipeline
+from memcairn.capture.pipeline import REGROWN, CapturePipeline
 from memcairn.capture.records import Compressor
-from memcairn.capture.transcripts import ParseStats, ReplayEvent, replay_transcript
+from memcairn.capture.transcripts import TURN_OPEN, TURN_THROUGH, ParseStats, ReplayEvent, replay_transcript
 from memcairn.config import Settings
 from memcairn.store.items import Store
 
@@ -53,6 +61,7 @@ class _Queued:
 
     keys: set[str]
     tool_use_ids: set[str]
+    stops: dict[str, dict[str, Any]]  # the body of each replayed stop, by its key
 
 
 class _Known:
@@ -66,8 +75,25 @@ class _Known:
             events = self.store.session_events(platform, session_id)
             found = self.sessions[(platform, session_id)] = _Queued(
                 {e.source_key for e in events if e.source_key},
-                {e.tool_use_id for e in events if e.tool_use_id and e.event_type == "observation"})
+                {e.tool_use_id for e in events if e.tool_use_id and e.event_type == "observation"},
+                {e.source_key: e.payload for e in events if e.source_key and e.kind == "stop"})
         return found
+
+    def regrown(self, event: ReplayEvent, body: dict[str, Any], platform: str,
+                session_id: str) -> tuple[str, dict[str, Any]] | None:
+        """(key, body) of the stop to queue again when ``event`` ends a turn this session's queue already
+        holds a stop of, read while the turn was open, and the turn went on since; else None.
+
+        The key appends the turn's last line to the stop's own, so the same grown file queues it once."""
+        if body.get("event") != "stop" or not isinstance(body.get(TURN_THROUGH), str):
+            return None
+        queued = self.get(platform, session_id)
+        earlier = queued.stops.get(event.source_key)
+        if earlier is None and event.legacy_key is not None:
+            earlier = queued.stops.get(event.legacy_key)
+        if earlier is None or not _read_open(earlier) or not _went_on(earlier, body):
+            return None
+        return f"{event.source_key}@{body[TURN_THROUGH]}", {**body, REGROWN: True}
 
     def already_queued(self, event: ReplayEvent, platform: str, session_id: str) -> bool:
         """An event queued before under the key an earlier release gave it, or an unanswered tool call the
@@ -79,6 +105,21 @@ class _Known:
         if event.legacy_key is not None and event.legacy_key in queued.keys:
             return True
         return pending and event.body.get("tool_use_id") in queued.tool_use_ids
+
+
+def _read_open(stop: dict[str, Any]) -> bool:
+    """Whether a queued stop was read while its turn may still have been going on: marked so, or queued by a
+    release that did not say (no ``turn_through``); a stop the next prompt gave is final."""
+    return stop.get(TURN_OPEN) is True or TURN_THROUGH not in stop
+
+
+def _went_on(stop: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Whether the turn ``body`` ends is longer than when ``stop`` was queued: another last line, or, for a
+    stop that does not name its last line, another time or final answer."""
+    if TURN_THROUGH in stop:
+        return stop[TURN_THROUGH] != body[TURN_THROUGH]
+    fields = ("timestamp_ms", "last_assistant_message")
+    return tuple(stop.get(f) for f in fields) != tuple(body.get(f) for f in fields)
 
 
 def import_transcripts(store: Store, settings: Settings, paths: Sequence[Path], *,
@@ -99,6 +140,12 @@ def import_transcripts(store: Store, settings: Settings, paths: Sequence[Path], 
                     continue
                 session_id = str(event.body["session_id"])
                 platform = str(event.body.get("platform_source") or "claude-code")
+                again = known.regrown(event, admitted.body, platform, session_id)
+                if again is not None:
+                    _, created = store.enqueue_ingest_event(session_id, platform, event.event_type, again[1],
+                                                            source_key=again[0])
+                    total.events += int(created)
+                    continue
                 if known.already_queued(event, platform, session_id):
                     continue
                 tool_use_id = event.body.get("tool_use_id")

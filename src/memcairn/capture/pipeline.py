@@ -15,6 +15,13 @@ A tool call an import read before its result was written (``tool_response_pendin
 (``metadata.awaiting_result``); when the answered call arrives later in the same turn, its observations
 replace those, in the transaction that stores them.
 
+Likewise for a turn an import read before it ended: once the grown file shows that the turn went on, the
+importer queues the turn's stop again marked ``turn_regrown`` (see ``capture.importer``), and the summary it
+makes, from the whole turn, replaces the turn's earlier summary (and with it that summary's provenance) in the
+transaction that stores it, as a Stop with ``stop_hook_active`` does. Only replayed events (those with a
+``source_key``, which only an import gives) are taken as such: a live hook's Stop never replaces a summary
+that way.
+
 The configured model compressor is tried first; a failure of any kind (a reply that is not XML, a refusal,
 quota, auth, a token cap) falls back to the offline extractor for that batch and leaves a notice for the
 next SessionStart. No memory is ever dropped because no model answered.
@@ -51,6 +58,7 @@ BATCH_MAX = 20
 TURN_CONTEXT_CALLS = 50  # earlier calls of a turn given to a compressor as context, at most
 MAX_ATTEMPTS = 3
 AWAITING_RESULT = "awaiting_result"  # metadata of an observation made before its call's result was known
+REGROWN = "turn_regrown"  # in a replayed stop's body: the turn went on after an earlier import summarised it
 
 
 @dataclass
@@ -227,8 +235,10 @@ class CapturePipeline:
         # A stop hook (this agent's or another plugin's) can make the agent go on after a Stop: the turn then
         # stops again with `stop_hook_active`. Its new summary, made from the whole turn, supersedes the earlier
         # one instead of sitting beside it. Only then, and only the summaries of this turn's earlier Stops: a
-        # turn whose prompt never reached the queue shares the previous turn's number (or has none).
-        earlier = self._turn_summaries(turn, event, prompt_event) if items and _continued(event) else []
+        # turn whose prompt never reached the queue shares the previous turn's number (or has none). A turn an
+        # import summarised while it was still going on is summarised again the same way (`_regrown`).
+        supersedes = _continued(event) or _regrown(event)
+        earlier = self._turn_summaries(turn, event, prompt_event) if items and supersedes else []
         self._commit(events, items, report, replaces=earlier)
 
     def _session_end(self, events: list[IngestEvent], report: CaptureReport) -> None:
@@ -355,7 +365,9 @@ class CapturePipeline:
 
         That turn's Stops are the one right before ``event``, and before it those it continued in turn: the
         chain ends at a Stop without ``stop_hook_active`` (the turn's first) or at the turn's prompt. A summary
-        is named by what its Stop gave it: the turn's number and the Stop's time.
+        is named by what its Stop gave it: the turn's number and the Stop's time. An import's stops of a turn
+        that went on after an earlier import (``turn_regrown``) continue the chain as a ``stop_hook_active``
+        does.
         """
         after = prompt_event.id if prompt_event is not None else 0
         stops = [e for e in self.store.session_events(event.platform_source, event.session_id, after_id=after,
@@ -364,7 +376,7 @@ class CapturePipeline:
         times: set[int] = set()
         for stop in reversed(stops):
             times.add(stop.at_epoch)
-            if not _continued(stop):
+            if not (_continued(stop) or _regrown(stop)):
                 break
         if not times:
             return []
@@ -419,6 +431,12 @@ def _call_id(event: IngestEvent) -> str | None:
 def _continued(event: IngestEvent) -> bool:
     """A Stop of a turn that went on because a stop hook asked it to (it stopped before)."""
     return event.payload.get("stop_hook_active") is True
+
+
+def _regrown(event: IngestEvent) -> bool:
+    """An import's stop of a turn that went on after an earlier import of the same file summarised it. Only a
+    replayed event (with a ``source_key``) counts: a live hook's body is never taken for one."""
+    return event.source_key is not None and event.payload.get(REGROWN) is True
 
 
 def _given_number(event: IngestEvent | None) -> int | None:

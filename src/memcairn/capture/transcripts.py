@@ -13,7 +13,10 @@ What one session of a file becomes, in order:
   holds exactly one result, else the ``tool_result`` content;
 - ``stop`` when a turn ends: just before the next real prompt, and at the end of the file; its key names the
   line that began the turn, so a file imported again after it grew (a live or resumed session) adds no
-  second ``stop`` for a turn the first import already ended;
+  second ``stop`` for a turn the first import already ended. Its body says which line the turn was read
+  through (``turn_through``) and, for the stop at the end of the file, that the turn may still be going on
+  (``turn_open``): once such a turn went on in a grown file, the importer queues the turn's stop again
+  (``capture.importer``) and the pipeline replaces its early summary;
 - ``session_end`` (reason ``transcript_import``) at the end of the file.
 
 Source keys: an event of a line with a ``uuid`` (a prompt, a turn's ``stop``) or of a tool call with an id is
@@ -112,6 +115,9 @@ class ReplayEvent:
 
 # A line without a uuid is named by its line number, which only means something within one session.
 _LINE_REF = re.compile(r"line\d+(\.\d+)?")
+# In a ``stop`` body: the last line of the turn that was read (its ref), and whether the file ended in the turn.
+TURN_THROUGH = "turn_through"
+TURN_OPEN = "turn_open"
 
 
 @dataclass
@@ -306,8 +312,9 @@ class _Replayer:
             self.stats.tool_uses += 1
         return found
 
-    def _end_turn(self, session: _Session) -> Iterator[ReplayEvent]:
-        """Unanswered tool uses of the turn, then its ``stop``."""
+    def _end_turn(self, session: _Session, *, at_end: bool = False) -> Iterator[ReplayEvent]:
+        """Unanswered tool uses of the turn, then its ``stop``; ``at_end``: the file ends in the turn, which may
+        still be going on (a live session), so its ``stop`` is marked ``turn_open``."""
         for tool in list(session.pending.values()):
             found = self._tool_event(session, tool, None, False, session.last_cwd, session.last_at,
                                      unanswered=True)
@@ -316,7 +323,10 @@ class _Replayer:
                 yield found
         session.pending.clear()
         if session.turn_active:
-            extra = {"last_assistant_message": "\n\n".join(session.texts)} if session.texts else {}
+            extra: dict[str, Any] = {"last_assistant_message": "\n\n".join(session.texts)} if session.texts else {}
+            extra[TURN_THROUGH] = session.last_ref  # the turn's last line (a next prompt is not read yet)
+            if at_end:
+                extra[TURN_OPEN] = True
             found = self._event(session, "stop", session.last_cwd, session.last_at,
                                 self._key(session, session.turn_ref, "stop"), extra)
             if found is not None:
@@ -328,13 +338,13 @@ class _Replayer:
     def _begin_turn(session: _Session, ref: str) -> None:
         """Mark the turn active; a turn is named by the line that began it, not by its last line, so that a
         file read again after it grew (a live session imported twice, a resumed one) ends each turn with the
-        same ``stop`` key, and a turn that went on meanwhile is not summarised a second time."""
+        same ``stop`` key; a turn that went on meanwhile is told by the stop's ``turn_through``."""
         if not session.turn_active:
             session.turn_active, session.turn_ref = True, ref
 
     def finish(self) -> Iterator[ReplayEvent]:
         for session in sorted(self.sessions.values(), key=lambda s: s.order):
-            yield from self._end_turn(session)
+            yield from self._end_turn(session, at_end=True)
             found = self._event(session, "session_end", session.last_cwd, session.last_at,
                                 self._key(session, session.last_ref, "session_end", per_session=True),
                                 {"reason": END_REASON})
