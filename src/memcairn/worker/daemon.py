@@ -36,7 +36,7 @@ from typing import Any
 from memcairn.client import WorkerClient, connect_host
 from memcairn.config import Settings, load_settings
 from memcairn.errors import MemcairnError, WorkerUnavailableError
-from memcairn.worker.security import check_bind
+from memcairn.worker.security import TOKEN_PARAM, check_bind, is_loopback_host
 
 PID_FILE = "worker.pid"
 LOCK_FILE = "worker.lock"
@@ -418,6 +418,33 @@ def status(cfg: Settings | None = None) -> dict[str, Any]:
 
 
 # -- run --------------------------------------------------------------------------------------------
+TOKEN_PLACEHOLDER = "<MEMCAIRN_TOKEN>"
+
+
+def _outward_address() -> str | None:
+    """This machine's address on its default route (a UDP ``connect`` sends nothing), or None."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe_sock:
+            probe_sock.connect(("10.255.255.255", 9))
+            address = probe_sock.getsockname()[0]
+    except OSError:
+        return None
+    return None if is_loopback_host(address) or address == "0.0.0.0" else address
+
+
+def viewer_url(cfg: Settings) -> str:
+    """The viewer's address as the worker logs it. Off loopback it ends in ``?token=<MEMCAIRN_TOKEN>``: the
+    person opens it once per browser with their token in its place (the worker answers with a cookie and
+    drops the token from the address). The token itself is never written: logs are kept and shared, and the
+    person who set the token knows it."""
+    host = cfg.host.strip().strip("[]")
+    if host in ("", "0.0.0.0", "::"):
+        host = _outward_address() or "<this machine's address>"
+    shown = f"[{host}]" if ":" in host else host
+    url = f"http://{shown}:{cfg.port}/"
+    return url if is_loopback_host(cfg.host) else f"{url}?{TOKEN_PARAM}={TOKEN_PLACEHOLDER}"
+
+
 def _bind(cfg: Settings) -> socket.socket:
     """The listening socket, created with an explicit TCP protocol number.
 
@@ -499,6 +526,7 @@ def run_foreground(cfg: Settings | None = None, echo: Callable[[str], None] | No
         try:
             if not holder.get("signalled"):
                 log.info("worker %s (pid %d) listening on %s:%d", current_version(), os.getpid(), cfg.host, cfg.port)
+                log.info("viewer: %s", viewer_url(cfg))
                 _serve(cfg, sock, holder)
         finally:
             sock.close()

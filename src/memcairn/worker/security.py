@@ -4,19 +4,47 @@
   (``127.0.0.1``, ``localhost``, ``[::1]``, with or without the port); otherwise 403.
 - **Origin guard**: a request with an ``Origin`` header other than the worker's own origin is refused
   (403): a web page in the user's browser must not read or write their memory. Requests without ``Origin``
-  (hooks, the CLI, curl) pass.
+  (hooks, the CLI, curl) pass. Off loopback, the worker's own origin is also the one the browser sees:
+  ``scheme://host:port`` of the request's ``Host`` (a LAN address, a machine name, a wildcard bind's
+  interfaces), so the viewer may write from wherever it was opened; every other origin is still refused.
 - **Token**: bound to anything but loopback, the worker refuses to start without a token, and every
-  request must carry ``Authorization: Bearer <token>`` (compared in constant time); otherwise 401.
+  request must carry ``Authorization: Bearer <token>`` or the viewer cookie (both compared in constant
+  time); otherwise 401.
+- **Viewer cookie**: a browser cannot put a header on an ``EventSource`` and the page never learns the
+  token, so ``GET /?token=<token>`` (whenever a token is configured, also on loopback) checks the token and
+  answers ``303 /`` with an ``HttpOnly; SameSite=Strict; Path=/`` cookie (named after the port, so two
+  workers on one machine keep their own) whose value is ``HMAC-SHA256(key=token, "memcairn viewer cookie
+  v1")``: not the token itself (a leaked cookie does not reveal the token, which also works as a bearer
+  header in every other client), and void once the token changes. The redirect drops the token from the
+  address bar. A wrong token gets the 401 of the token guard and no cookie. Browsers send a host's cookies
+  to every port of it, so another web server on the same host name receives this one too: it can replay it
+  here (not learn the token); ``HttpOnly`` keeps it from the scripts of pages served there.
 - **Body limit**: request bodies above ``max_body_bytes`` are refused with 413 before the route runs.
+
+Why the Host guard stops at loopback. DNS rebinding makes ``http://evil.example:37877`` resolve to the
+worker's address, so the attacker's page talks to the worker *as its own origin*: the Origin check cannot
+tell (Origin and Host both say ``evil.example``). On loopback, where no credential is required, only the Host
+check stops it. Off loopback every request must carry the token or the cookie, and a rebound page has
+neither: it cannot read the token, and the browser files cookies by host name, so it sends
+``evil.example``'s cookies (which the attacker sets, but cannot give a valid value without the token), never
+the cookie the worker set for the name the person used. The credential is the rebinding protection there,
+and a Host list could not be complete anyway (every interface of a wildcard bind, machine and mDNS names,
+port forwards), so off loopback any Host is accepted. For the same reason the "own origin" accepted off
+loopback is derived from ``Host``: a rebound page passes the Origin check but not the token check, while a
+page of another origin (another site, or another port of the same machine, which counts as the same *site*
+for ``SameSite`` and so would carry the cookie) sends an ``Origin`` that differs from ``Host`` and is
+refused (no cross-site request forgery); without CORS headers it could not read an answer either.
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import ipaddress
 import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
+from urllib.parse import parse_qsl, urlencode
 
 from memcairn.config import Settings
 from memcairn.errors import ConfigError
@@ -29,6 +57,11 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 MAX_BODY_BYTES = 1024 * 1024
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
+TOKEN_PARAM = "token"  # GET /?token=<token> trades the token for the viewer cookie
+COOKIE_LABEL = b"memcairn viewer cookie v1"
+COOKIE_MAX_AGE = 30 * 24 * 3600  # the browser keeps it a month; changing the token voids it at once
+UNAUTHORIZED = ("this worker requires Authorization: Bearer <MEMCAIRN_TOKEN>; in a browser, open "
+                "/?token=<MEMCAIRN_TOKEN> once")
 
 
 def is_loopback_host(host: str) -> bool:
@@ -58,6 +91,29 @@ def check_bind(cfg: Settings) -> None:
             "your memory. Set MEMCAIRN_TOKEN (or \"token\" in settings.json) to a long random secret, or bind "
             "to 127.0.0.1"
         )
+
+
+def cookie_name(port: int | str) -> str:
+    """The viewer cookie's name: one per port, as cookies do not tell ports of a host apart."""
+    return f"memcairn_viewer_{port}"
+
+
+def cookie_value(token: str) -> str:
+    """The viewer cookie's value for ``token`` (stripped): an HMAC of a fixed label keyed by the token."""
+    return hmac.new(token.strip().encode("utf-8"), COOKIE_LABEL, hashlib.sha256).hexdigest()
+
+
+def _cookies(scope: Scope, name: bytes) -> list[bytes]:
+    """Every value sent for cookie ``name`` (another site's page may plant one of the same name on a parent
+    domain: any matching value counts, not just the first)."""
+    found = []
+    for key, value in scope.get("headers", []):
+        if key.lower() == b"cookie":
+            for part in value.split(b";"):
+                key_, eq, val = part.strip().partition(b"=")
+                if eq and key_.strip() == name:
+                    found.append(val.strip().strip(b'"'))
+    return found
 
 
 def _split_host(value: str) -> tuple[str, str | None]:
@@ -92,7 +148,7 @@ async def _refuse(send: Send, status: int, error: str, detail: str,
 
 
 class GuardMiddleware:
-    """Host, Origin and token checks (see the module docstring)."""
+    """Host, Origin and token checks and the viewer cookie (see the module docstring)."""
 
     def __init__(self, app: ASGIApp, settings: Settings) -> None:
         self.app = app
@@ -100,7 +156,9 @@ class GuardMiddleware:
         self.loopback = is_loopback_host(settings.host)
         self.host_names = frozenset({*LOOPBACK_NAMES, settings.host.strip().strip("[]").lower()})
         token = (settings.token or "").strip()  # a header value arrives stripped, so compare the stripped token
-        self.token = token.encode("utf-8") if (token and not self.loopback) else None
+        self.token = token.encode("utf-8") if (token and not self.loopback) else None  # required of every request
+        self.cookie = cookie_value(token).encode("ascii") if token else None  # None: no /?token= exchange
+        self.cookie_name = cookie_name(settings.port)
         self.origins = allowed_origins(settings)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -110,27 +168,70 @@ class GuardMiddleware:
         headers: dict[bytes, bytes] = {}
         for key, value in scope.get("headers", []):
             headers.setdefault(key.lower(), value)
+        host = headers.get(b"host", b"").decode("latin-1")
         if self.loopback:
-            host = headers.get(b"host", b"").decode("latin-1")
             name, port = _split_host(host)
             if name not in self.host_names or (port is not None and port != self.port):
                 await _refuse(send, 403, "forbidden_host",
                               f"Host {host!r} is not this worker's loopback address; use http://127.0.0.1:{self.port}")
                 return
         origin = headers.get(b"origin")
-        if origin is not None and origin.decode("latin-1").rstrip("/").lower() not in self.origins:
+        if origin is not None and not self._own_origin(origin.decode("latin-1").rstrip("/").lower(), scope, host):
             await _refuse(send, 403, "forbidden_origin",
                           "cross-origin requests are refused: web pages may not read or write your memory")
             return
-        if self.token is not None:
-            auth = headers.get(b"authorization", b"")
-            scheme, _, given = auth.partition(b" ")
-            if scheme.lower() != b"bearer" or not hmac.compare_digest(given.strip(), self.token):
-                await _refuse(send, 401, "unauthorized",
-                              "this worker requires Authorization: Bearer <MEMCAIRN_TOKEN>",
-                              [(b"www-authenticate", b"Bearer")])
+        if self.cookie is not None and scope.get("path") == "/" and scope.get("method") in ("GET", "HEAD"):
+            given, rest = _take_token(scope.get("query_string", b""))
+            if given is not None:
+                await self._exchange(send, given, rest, secure=scope.get("scheme") == "https")
                 return
+        if self.token is not None and not (self._bearer_ok(headers) or self._cookie_ok(scope)):
+            await _refuse(send, 401, "unauthorized", UNAUTHORIZED, [(b"www-authenticate", b"Bearer")])
+            return
         await self.app(scope, receive, send)
+
+    def _own_origin(self, origin: str, scope: Scope, host: str) -> bool:
+        if origin in self.origins:
+            return True
+        # Off loopback the origin the browser sees (any name that reaches the worker) is its own: a rebound
+        # page gets this far but has no token or cookie (module docstring).
+        return self.token is not None and bool(host) and origin == f"{scope.get('scheme', 'http')}://{host.lower()}"
+
+    def _bearer_ok(self, headers: dict[bytes, bytes]) -> bool:
+        scheme, _, given = headers.get(b"authorization", b"").partition(b" ")
+        return (self.token is not None and scheme.lower() == b"bearer"
+                and hmac.compare_digest(given.strip(), self.token))
+
+    def _cookie_ok(self, scope: Scope) -> bool:
+        expected = self.cookie
+        return expected is not None and any(hmac.compare_digest(value, expected)
+                                            for value in _cookies(scope, self.cookie_name.encode("ascii")))
+
+    async def _exchange(self, send: Send, given: str, rest: list[tuple[str, str]], *, secure: bool) -> None:
+        """``/?token=``: the cookie and a redirect to the page without the token, or 401 and no cookie. Both
+        sides are HMACed before the comparison, so its time tells nothing of the token, not even its length."""
+        assert self.cookie is not None
+        offered = cookie_value(given).encode("ascii")
+        private = [(b"cache-control", b"no-store"), (b"referrer-policy", b"no-referrer")]
+        if not hmac.compare_digest(offered, self.cookie):
+            await _refuse(send, 401, "unauthorized",
+                          "the token in the address is not this worker's MEMCAIRN_TOKEN; no cookie was set",
+                          [(b"www-authenticate", b"Bearer"), *private])
+            return
+        cookie = (f"{self.cookie_name}={self.cookie.decode('ascii')}; Path=/; Max-Age={COOKIE_MAX_AGE}; HttpOnly; "
+                  f"SameSite=Strict{'; Secure' if secure else ''}")
+        location = "/" + (f"?{urlencode(rest)}" if rest else "")
+        await send({"type": "http.response.start", "status": 303, "headers": [
+            (b"location", location.encode("latin-1")), (b"set-cookie", cookie.encode("latin-1")),
+            (b"content-length", b"0"), *private]})
+        await send({"type": "http.response.body", "body": b""})
+
+
+def _take_token(query: bytes) -> tuple[str | None, list[tuple[str, str]]]:
+    """(the ``token`` parameter or None, the other parameters) of a query string."""
+    pairs = parse_qsl(query.decode("latin-1"), keep_blank_values=True)
+    tokens = [value for key, value in pairs if key == TOKEN_PARAM]
+    return (tokens[0] if tokens else None), [(key, value) for key, value in pairs if key != TOKEN_PARAM]
 
 
 class BodyLimitMiddleware:
