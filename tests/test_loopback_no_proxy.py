@@ -6,13 +6,12 @@ hooks' own socket) never use a proxy at all."""
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+import test_hook_foreign_answers as fa
 
 from memcairn.capture.llm import AnthropicClient, OpenAIClient
 from memcairn.capture.llm.clients import is_loopback_url
@@ -33,42 +32,16 @@ def _reply(text: str) -> dict[str, Any]:
             "usage": {"prompt_tokens": 1, "completion_tokens": 1, "input_tokens": 1, "output_tokens": 1}}
 
 
-class Recorder:
-    """A loopback HTTP server that records each request line (a proxy sees absolute URLs) and answers ``text``."""
+class Recorder(fa.Foreign):
+    """A loopback HTTP server answering every request with a model reply of ``text``; ``lines`` are the request
+    lines it got (a proxy sees absolute URLs)."""
 
     def __init__(self, text: str) -> None:
-        self.lines: list[str] = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def _answer(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                if length:
-                    self.rfile.read(length)
-                outer.lines.append(f"{self.command} {self.path}")
-                body = json.dumps(_reply(text)).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            do_GET = do_POST = _answer
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        super().__init__(200, "application/json", json.dumps(_reply(text)).encode())
 
     @property
-    def port(self) -> int:
-        return self.server.server_address[1]
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+    def lines(self) -> list[str]:
+        return [f"{command} {path}" for command, path in self.requests]
 
 
 @pytest.fixture

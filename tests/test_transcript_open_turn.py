@@ -7,37 +7,23 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+import test_transcript_reimport as base
 
 from memcairn.capture.importer import import_transcripts
 from memcairn.capture.pipeline import REGROWN, CapturePipeline
 from memcairn.capture.transcripts import TURN_OPEN, TURN_THROUGH, replay_transcript
-from memcairn.config import Settings, load_settings
+from memcairn.config import Settings
 from memcairn.models import ItemFilter, MemoryItem
 from memcairn.store import Store
 
-FIXTURES = Path(__file__).parent / "fixtures" / "transcripts"
-HELLO = FIXTURES / "claude-reliability__hello-world-script.jsonl"
-COVERAGE = FIXTURES / "claude-reliability__coverage-test-fix.jsonl"
+FIXTURES, HELLO, COVERAGE = base.FIXTURES, base.HELLO, base.COVERAGE
 PORT = FIXTURES / "claude-reliability__python-to-rust-port.jsonl"
-
-
-@pytest.fixture
-def settings(tmp_path: Path) -> Settings:
-    return replace(load_settings(home=tmp_path, environ={}), capture_batch_wait_seconds=0)
-
-
-def _lines(path: Path) -> list[str]:
-    return [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
-def _write(path: Path, lines: list[str]) -> Path:
-    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    return path
+settings = base.settings  # fixture
+_lines, _write = base._lines, base._write
 
 
 def _cut_at(lines: list[str], wanted: str) -> int:

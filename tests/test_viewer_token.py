@@ -21,9 +21,11 @@ from typing import Any
 
 import httpx
 import pytest
+import test_viewer_browser as vb
+import test_worker_api as api
 from starlette.testclient import TestClient
 
-from memcairn.config import Settings, load_settings
+from memcairn.config import Settings
 from memcairn.worker.app import make_app
 from memcairn.worker.daemon import TOKEN_PLACEHOLDER, viewer_url
 from memcairn.worker.security import cookie_name, cookie_value
@@ -34,20 +36,7 @@ TOKEN = "s3cret-viewer-token"
 COOKIE = f"{cookie_name(PORT)}={cookie_value(TOKEN)}"
 
 
-@pytest.fixture
-def cfg(monkeypatch: pytest.MonkeyPatch) -> Settings:
-    monkeypatch.setenv("MEMCAIRN_EMBEDDING_MODEL", "hash")
-    monkeypatch.setenv("MEMCAIRN_PORT", str(PORT))
-    return load_settings()
-
-
-def wait_ready(app: Any, timeout: float = 20.0) -> None:
-    state = app.state.worker
-    deadline = time.monotonic() + timeout
-    while state.phase != "ready":
-        assert state.phase == "starting", state.detail
-        assert time.monotonic() < deadline, "worker did not become ready"
-        time.sleep(0.01)
+cfg, wait_ready = api.cfg, api.wait_ready  # test_worker_api's settings fixture (port 37877) and readiness wait
 
 
 def static_dir(tmp_path: Path) -> Path:
@@ -282,29 +271,10 @@ def test_the_logged_viewer_url_names_the_token_without_revealing_it(cfg: Setting
 
 
 # -- a real worker on every interface, in Chromium ----------------------------------------------------
-CHROMIUM = Path("/usr/bin/chromium")
-INSTALL_SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "install-system-deps"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--no-proxy-server"]
-READY_TIMEOUT_S = 30
-SSE_DEADLINE_MS = 2000
-STEP_TIMEOUT_MS = 5000
+CHROMIUM, _ensure_chromium = vb.CHROMIUM, vb._ensure_chromium
+CHROMIUM_ARGS = [*vb.CHROMIUM_ARGS, "--no-proxy-server"]
+READY_TIMEOUT_S, SSE_DEADLINE_MS, STEP_TIMEOUT_MS = vb.READY_TIMEOUT_S, vb.SSE_DEADLINE_MS, vb.STEP_TIMEOUT_MS
 MARKER = "quillonyx"  # a word no other memory in the test contains
-
-
-def _ensure_chromium() -> None:
-    if CHROMIUM.exists():
-        return
-    detail = "scripts/install-system-deps is missing"
-    if INSTALL_SCRIPT.exists():
-        try:
-            done = subprocess.run([str(INSTALL_SCRIPT)], capture_output=True, text=True, timeout=240, check=False)
-            detail = (done.stderr or done.stdout).strip()[-500:] or f"exit status {done.returncode}"
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            detail = str(exc)
-    if not CHROMIUM.exists():
-        pytest.skip(f"{CHROMIUM} is absent and could not be installed ({detail})")
 
 
 def _free_wildcard_port() -> int:
