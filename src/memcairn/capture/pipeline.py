@@ -15,6 +15,19 @@ A tool call an import read before its result was written (``tool_response_pendin
 (``metadata.awaiting_result``); when the answered call arrives later in the same turn, its observations
 replace those, in the transaction that stores them.
 
+A tool event may arrive after the next turn's prompt: Claude Code runs memcairn's PostToolUse hook in the
+background (``async: true``), so a prompt sent right after a turn ended (a quick person, a ``claude -p`` loop)
+can overtake it. Every live hook stamps its body with when it started (``hook_started_at``, epoch ms, taken once
+at the hook's start; see ``hooks.events``), and a tool event is filed under the last prompt before it whose hook
+started at or before its own (``Store.last_prompt_event``): its turn's prompt, number and context, in batches of
+its own turn only. A stamp is bounded by the event's receipt (the same machine's clock; a stamp in the future is
+not believed), and arrival order decides wherever a stamp is missing (events of older hooks; transcript imports,
+whose replay already queues each call within its turn, so their line times are not used) or no prompt qualifies.
+A tool event that arrives after its turn's Stop was summarised is filed under its own turn (its prompt number)
+and made an observation there; the summary is not made again, and the next turn's summary does not take it. The
+turn's number is the prompt event's own (given, else the session's count less the prompts processed after it),
+so a late event, or one retried after later prompts were done, is numbered with its turn.
+
 Likewise for a turn an import read before it ended: once the grown file shows that the turn went on, the
 importer queues the turn's stop again marked ``turn_regrown`` (see ``capture.importer``), and the summary it
 makes, from the whole turn, replaces the turn's earlier summary (and with it that summary's provenance) in the
@@ -59,6 +72,7 @@ TURN_CONTEXT_CALLS = 50  # earlier calls of a turn given to a compressor as cont
 MAX_ATTEMPTS = 3
 AWAITING_RESULT = "awaiting_result"  # metadata of an observation made before its call's result was known
 REGROWN = "turn_regrown"  # in a replayed stop's body: the turn went on after an earlier import summarised it
+HOOK_STARTED = "hook_started_at"  # hooks.events.HOOK_STARTED_FIELD (read in SQL by Store.last_prompt_event too)
 
 
 @dataclass
@@ -114,6 +128,7 @@ class CapturePipeline:
 
     def _session(self, events: list[IngestEvent], report: CaptureReport, flush: bool) -> None:
         batch: list[IngestEvent] = []
+        batch_turn: int | None = None
         for event in events:
             if event.kind == "tool_use" and _pending_result(event):
                 # alone, so that the observations it makes are its own (an answer later replaces them)
@@ -123,6 +138,12 @@ class CapturePipeline:
                 self._guard(self._tools, [event], report)
                 continue
             if event.kind == "tool_use":
+                # a batch is one turn's: a late call of an earlier turn (see the module's docstring) goes alone
+                turn_key = self._turn_prompt_id(event)
+                if batch and turn_key != batch_turn:
+                    self._guard(self._tools, batch, report)
+                    batch = []
+                batch_turn = turn_key
                 batch.append(event)
                 if len(batch) >= self.batch_max:
                     self._guard(self._tools, batch, report)
@@ -197,8 +218,8 @@ class CapturePipeline:
     def _tools(self, events: list[IngestEvent], report: CaptureReport) -> None:
         first = events[0]
         answering = {i for i in (_call_id(e) for e in events if not _pending_result(e)) if i is not None}
-        prompt_event, earlier = self._turn_events(first)
-        turn = self._make_turn(first, prompt_event, earlier, answering)
+        prompt_event, earlier, number = self._turn_events(first)
+        turn = self._make_turn(first, prompt_event, earlier, number, answering)
         if prompt_event is not None and prompt_event.payload.get("private"):
             self._commit(events, [], report)  # a private prompt's tool calls are not observed
             return
@@ -264,27 +285,50 @@ class CapturePipeline:
     # -- turns ------------------------------------------------------------------------------------------
     def _turn(self, event: IngestEvent) -> tuple[Turn, IngestEvent | None]:
         """The turn ``event`` belongs to, rebuilt from SQLite: its prompt and its earlier tool calls."""
-        prompt_event, earlier = self._turn_events(event)
-        return self._make_turn(event, prompt_event, earlier), prompt_event
+        prompt_event, earlier, number = self._turn_events(event)
+        return self._make_turn(event, prompt_event, earlier, number), prompt_event
 
-    def _turn_events(self, event: IngestEvent) -> tuple[IngestEvent | None, list[IngestEvent]]:
-        """The prompt of the turn ``event`` belongs to and the turn's tool events before ``event``."""
-        prompt_event = self.store.last_prompt_event(event.platform_source, event.session_id, event.id)
+    def _turn_prompt(self, event: IngestEvent) -> IngestEvent | None:
+        """The prompt event of the turn ``event`` belongs to: by the hooks' start times for a tool event (which
+        may have arrived after the next prompt), else by arrival order."""
+        started = _started_at(event) if event.kind == "tool_use" else None
+        return self.store.last_prompt_event(event.platform_source, event.session_id, event.id, started_at=started)
+
+    def _turn_prompt_id(self, event: IngestEvent) -> int | None:
+        found = self._turn_prompt(event)
+        return found.id if found is not None else None
+
+    def _turn_events(self, event: IngestEvent) -> tuple[IngestEvent | None, list[IngestEvent], int | None]:
+        """The prompt of the turn ``event`` belongs to, the turn's tool events before ``event`` and the turn's
+        prompt number.
+
+        The tool events are those queued between the prompt and ``event`` that belong to this turn: a late call
+        of an earlier turn queued after this prompt is not this turn's, nor is a call of a later turn queued
+        before a late ``event``. The number is the prompt event's own, else the session's prompt count less
+        the prompts processed after this one (each processed prompt event counted one, in id order)."""
+        prompt_event = self._turn_prompt(event)
         after = prompt_event.id if prompt_event is not None else 0
+        later = [e for e in self.store.session_events(event.platform_source, event.session_id, after_id=after,
+                                                       event_type="session_init") if e.kind == "user_prompt"]
+        chain = ([prompt_event] if prompt_event is not None else []) + [e for e in later if e.id < event.id]
         earlier = [e for e in self.store.session_events(event.platform_source, event.session_id, after_id=after,
                                                          before_id=event.id, event_type="observation")
-                   if e.kind == "tool_use"]
-        return prompt_event, earlier
+                   if e.kind == "tool_use" and _in_turn(e, prompt_event, chain)]
+        count = self.store.session_prompt_count(event.platform_source, event.session_id)
+        if prompt_event is None:
+            number = count or None
+        else:
+            done_after = sum(1 for e in later if e.status == "done")
+            number = _given_number(prompt_event) or (max(count - done_after, 0) or None)
+        return prompt_event, earlier, number
 
     def _make_turn(self, event: IngestEvent, prompt_event: IngestEvent | None, earlier: list[IngestEvent],
-                   answering: set[str] | frozenset[str] = frozenset()) -> Turn:
+                   number: int | None, answering: set[str] | frozenset[str] = frozenset()) -> Turn:
         # a call read before its result, once answered (earlier in the turn or by ``answering``), counts once
         answered = set(answering) | {i for i in (_call_id(e) for e in earlier if not _pending_result(e)) if i}
         earlier = [e for e in earlier if not (_pending_result(e) and _call_id(e) in answered)]
         earlier = earlier[-TURN_CONTEXT_CALLS:]
         prompt = prompt_event.payload.get("prompt") if prompt_event is not None else None
-        number = (_given_number(prompt_event) if prompt_event is not None else None) or (
-            self.store.session_prompt_count(event.platform_source, event.session_id) or None)
         cwd = event.payload.get("cwd")
         turn = Turn(
             session_id=event.session_id, platform_source=event.platform_source, project=self._project(event),
@@ -405,6 +449,30 @@ def _event_project(event: IngestEvent) -> str:
 
         return project_from_cwd(cwd).name
     return "unknown"
+
+
+def _started_at(event: IngestEvent) -> int | None:
+    """When the live hook that sent ``event`` started (``hook_started_at``, epoch ms), bounded by when the
+    worker received it: both clocks are this machine's, so a stamp past the receipt is not believed. None
+    without a stamp (an older hook, a transcript import)."""
+    given = event.payload.get(HOOK_STARTED)
+    if isinstance(given, int) and not isinstance(given, bool) and given > 0:
+        return min(given, event.created_at_epoch)
+    return None
+
+
+def _in_turn(event: IngestEvent, prompt: IngestEvent | None, chain: list[IngestEvent]) -> bool:
+    """Whether ``event`` (queued after ``prompt``) belongs to ``prompt``'s turn. ``chain`` holds that prompt
+    event, if any, and the prompt events queued after it, in id order; the turn of ``event`` is the last of them
+    queued before it whose hook started at or before its own (any, for an event without a stamp; a prompt
+    without a stamp where it stands), as ``Store.last_prompt_event`` picks it. None qualifying: an earlier turn's
+    (a prompt event before ``prompt``), or, with no prompt, the turn without one."""
+    started = _started_at(event) if event.kind == "tool_use" else None
+    for candidate in reversed([c for c in chain if c.id < event.id]):
+        stamp = _started_at(candidate)
+        if started is None or stamp is None or stamp <= started:
+            return prompt is not None and candidate.id == prompt.id
+    return prompt is None
 
 
 def _pending_result(event: IngestEvent) -> bool:

@@ -27,9 +27,11 @@
   ``SESSION_END_TIMEOUT`` (Claude Code gives all SessionEnd hooks 1.5 s together).
 
 Every body the hooks send carries ``session_id``, ``cwd``, ``project`` (the chain's first name),
-``projects`` (the chain), ``platform_source`` and ``event``; the worker stores it as sent. Every answer must be
-the worker's own (its context header, its ingest or search JSON, its JSON error; see ``Hook.wait``): another
-program on the port counts as a failure, like a dead worker.
+``projects`` (the chain), ``platform_source``, ``event`` and ``hook_started_at`` (when this hook process started,
+epoch ms, taken once: the pipeline files a tool event that arrived after the next prompt, as an ``async``
+PostToolUse hook's can, under the turn whose prompt hook started before it); the worker stores it as sent.
+Every answer must be the worker's own (its context header, its ingest or search JSON, its JSON error; see
+``Hook.wait``): another program on the port counts as a failure, like a dead worker.
 """
 
 from __future__ import annotations
@@ -51,6 +53,8 @@ NOTICE_PREFIX = "memcairn notice: "  # context.NOTICE_PREFIX (the hook path cann
 CONTEXT_HEADER = "x-memcairn-context"  # worker.app.CONTEXT_HEADER, lower-cased as transport.Response keeps names
 # The SessionStart event's field saying whether its context reached the agent (read by Store.earlier_session_start).
 DELIVERED_FIELD = "context_delivered"
+# Every body's stamp of when its hook started, epoch ms (read by capture.pipeline and Store.last_prompt_event).
+HOOK_STARTED_FIELD = "hook_started_at"
 CANONICAL = ("session-start", "user-prompt-submit", "pre-tool-use", "post-tool-use", "stop", "session-end")
 ALIASES = {
     "sessionstart": "session-start",
@@ -129,6 +133,7 @@ class Hook:
     """One event: the payload, the settings, the worker, and whether the worker answered."""
 
     def __init__(self, event: str, platform: str, payload: dict[str, Any]) -> None:
+        self.started_at = int(time.time() * 1000)  # first: what orders this event among the session's hooks
         from memcairn.settings_source import read_values
 
         self.event = event
@@ -167,7 +172,7 @@ class Hook:
         ident = self.identity
         body = {"event": event, "session_id": self.text("session_id"), "cwd": self.cwd, "project": ident.name,
                 "projects": list(ident.chain), "platform_source": self.platform,
-                "hook_event_name": self.agent_event}
+                "hook_event_name": self.agent_event, HOOK_STARTED_FIELD: self.started_at}
         for name in ("transcript_path", "permission_mode", "prompt_id", "agent_id", "agent_type", "model",
                      "turn_id"):
             value = self.payload.get(name)

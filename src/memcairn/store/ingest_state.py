@@ -229,14 +229,36 @@ class IngestStateMixin:
         ).fetchone()
         return None if row is None or row[0] is None else int(row[0])
 
-    def last_prompt_event(self, platform_source: str, session_id: str, before_id: int) -> IngestEvent | None:
-        row = self._conn.execute(
-            "SELECT * FROM ingest_events WHERE platform_source = ? AND session_id = ? AND id < ? "
-            "AND event_type = 'session_init' AND COALESCE(json_extract(payload, '$.event'), 'user_prompt') "
-            "= 'user_prompt' "
-            "ORDER BY id DESC LIMIT 1",
-            (platform_source, session_id, int(before_id)),
-        ).fetchone()
+    def last_prompt_event(self, platform_source: str, session_id: str, before_id: int, *,
+                          started_at: int | None = None) -> IngestEvent | None:
+        """The session's last prompt event before ``before_id``: the prompt of the turn an event queued there
+        belongs to, by arrival order.
+
+        ``started_at`` (epoch ms: when the hook of an event that may have arrived late started, the
+        ``hook_started_at`` of ``hooks.events`` bounded by its receipt) picks the turn by the hooks' own clock
+        instead: the last prompt event before ``before_id`` whose hook started at or before it, passing over later
+        prompts that arrived first (an async PostToolUse hook can be overtaken by the next UserPromptSubmit). A
+        prompt event without a stamp (an older hook, an import) is taken where it stands, as arrival order would;
+        a stamp is bounded by when the worker received its event, so a stamp in the future cannot move a prompt
+        later.
+        Should every earlier prompt have started after ``started_at`` (a clock stepped back), arrival order
+        decides: a stamp never leaves an event outside every recorded turn.
+
+        A walk down ``ix_ingest_events_session`` from ``before_id``, over this session's events only, that stops
+        at the first prompt that qualifies (the turn's own, or the one before it): never a scan of the queue."""
+        sql = ("SELECT * FROM ingest_events WHERE platform_source = ? AND session_id = ? AND id < ? "
+               "AND event_type = 'session_init' AND COALESCE(json_extract(payload, '$.event'), 'user_prompt') "
+               "= 'user_prompt' ")
+        params: list[Any] = [platform_source, session_id, int(before_id)]
+        if started_at is not None:
+            row = self._conn.execute(
+                sql + "AND (json_type(payload, '$.hook_started_at') IS NOT 'integer' "
+                "OR json_extract(payload, '$.hook_started_at') <= 0 "
+                "OR MIN(json_extract(payload, '$.hook_started_at'), created_at_epoch) <= ?) "
+                "ORDER BY id DESC LIMIT 1", [*params, int(started_at)]).fetchone()
+            if row is not None:
+                return _row_to_event(row)
+        row = self._conn.execute(sql + "ORDER BY id DESC LIMIT 1", params).fetchone()
         return _row_to_event(row) if row else None
 
     def prune_ingest_events(self, older_than_epoch: int) -> int:
