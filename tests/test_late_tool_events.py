@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
@@ -17,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import test_hooks as hooks_base
 
 from memcairn.bench.hooks import hook_command
 from memcairn.capture.admission import admit
@@ -217,19 +216,12 @@ def free_port() -> int:
 def worker_env(isolated_home: Path) -> Iterator[dict[str, str]]:
     env = dict(os.environ)
     env.update(MEMCAIRN_PORT=str(free_port()), MEMCAIRN_EMBEDDING_MODEL="hash", MEMCAIRN_WORKER_AUTOSTART="0")
-    done = subprocess.run([sys.executable, "-m", "memcairn", "worker", "start", "--json"], env=env,
-                          capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    pid = json.loads(done.stdout)["pid"]
+    workers = hooks_base.Workers()  # started and stopped as test_hooks does
+    workers.start(env)
     try:
         yield env
     finally:
-        subprocess.run([sys.executable, "-m", "memcairn", "worker", "stop"], env=env, capture_output=True,
-                       timeout=60)
-        try:
-            os.kill(pid, signal.SIGKILL)  # only if `worker stop` did not end it
-        except ProcessLookupError:
-            pass
+        workers.stop_all()
 
 
 def run_hook(env: dict[str, str], event: str, data: dict[str, Any]) -> None:
