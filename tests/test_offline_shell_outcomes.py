@@ -245,3 +245,29 @@ def test_a_structured_failure_then_edit_then_pass_is_a_bugfix(failing: Any) -> N
     assert [o.type for o in observations] == ["discovery", "bugfix"]
     assert not any(fact.endswith("→ ok") for fact in observations[0].facts)
     assert observations[0].title.startswith(("Command failed", "Command interrupted"))
+
+
+DECLINED = ("Error: The user doesn't want to proceed with this tool use. The tool use was rejected (eg. if it "
+            "was a file edit, the new_string was NOT written to the file). STOP what you are doing and wait for the "
+            "user to tell you how to proceed.")
+
+
+@pytest.mark.parametrize("declined", ["User rejected tool use", DECLINED])
+def test_a_declined_run_is_no_failure_a_bugfix_can_name(declined: str) -> None:
+    """A call the user declined never ran: an edit and a passing run after it are a change, not a bugfix."""
+    calls = [
+        ToolCall(name="Bash", input={"command": "pytest -q"}, response=declined, cwd=CWD),
+        edit(f"{CWD}/src/math_utils.py"),
+        claude_bash("pytest -q", None, "4 passed in 0.20s"),
+    ]
+    observations = observe(calls)
+    assert "bugfix" not in [o.type for o in observations]
+    assert observations[0].title.startswith("Command interrupted")  # still never told as a success
+
+
+@pytest.mark.parametrize("code", ["1", " 2 "])
+def test_an_exit_code_given_as_text_is_read(code: str) -> None:
+    response = {"output": "", "metadata": {"exit_code": code}}
+    calls = [ToolCall(name="Bash", input={"command": "make check"}, response=response, cwd=CWD)]
+    obs = only(observe(calls))
+    assert obs.title.startswith(f"Command failed (exit {int(code)})"), obs.title

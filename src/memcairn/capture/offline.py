@@ -112,6 +112,11 @@ _DECLINED = re.compile(
     r"\s*(?:Error:\s*)?(?:Exit code \d+\s*)?(?:User rejected tool use|The user doesn't want to proceed with this "
     r"tool use|\[Request interrupted by user)"
 )
+# Of those, a call the user declined: it never ran, so it is no failing run of a check (the bugfix rule).
+_REJECTED = re.compile(
+    r"\s*(?:Error:\s*)?(?:Exit code \d+\s*)?(?:User rejected tool use|The user doesn't want to proceed with this "
+    r"tool use)"
+)
 _SUMMARY_LINE_MAX = 400  # result lines of test runners are short; longer lines are not searched for one
 _NEXT_CUE = re.compile(
     r"\b(?:next|todo|remaining|remains|should|need to|needs to|still|follow[- ]up)\b", re.IGNORECASE
@@ -250,6 +255,7 @@ class _Outcome:
     error: str | None = None
     warning: str | None = None
     interrupted: bool = False
+    rejected: bool = False  # the user declined the call: it never ran
     text: str = ""
 
     @property
@@ -297,12 +303,19 @@ def _flag_failure(response: Any) -> tuple[bool, int | None, bool]:
     for holder in (response, response.get("metadata")):
         if isinstance(holder, dict):
             for key in ("exit_code", "exitCode", "returncode", "return_code"):
-                if isinstance(holder.get(key), int) and not isinstance(holder.get(key), bool):
-                    code = holder[key]
+                code = _exit_code(holder.get(key))
+                if code is not None:
                     break
         if code is not None:
             break
     return flagged, code, response.get("interrupted") is True
+
+
+def _exit_code(value: Any) -> int | None:
+    """An exit code given as a number or as text (``"1"``: some agents report it as a string)."""
+    if isinstance(value, str) and re.fullmatch(r"\s*-?\d{1,6}\s*", value):
+        return int(value)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _declined(response: Any) -> bool:
@@ -335,7 +348,7 @@ def _outcome(response: Any, command_like: bool = True) -> _Outcome:
         status=status, exit_code=code, tests=tests[0] if tests else None, tests_failed=bool(tests and tests[1]),
         failing_tests=tuple(_failing_tests(text)) if command_like else (),
         error=_error_line(text) if failed else None, warning=_warning_line(text) if command_like or failed else None,
-        interrupted=interrupted, text=text,
+        interrupted=interrupted, rejected=isinstance(response, str) and bool(_REJECTED.match(response)), text=text,
     )
 
 
@@ -1204,7 +1217,7 @@ def _fix_evidence(edit: _Action, actions: Sequence[_Action]) -> _FixEvidence | N
     candidate: _FixEvidence | None = None
     seen: list[_Action] = []
     for failure in reversed(before):
-        if not failure.outcome.failed or any(failure.same_check(s) for s in seen):
+        if not failure.outcome.failed or failure.outcome.rejected or any(failure.same_check(s) for s in seen):
             seen.append(failure)
             continue
         seen.append(failure)
