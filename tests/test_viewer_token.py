@@ -392,3 +392,14 @@ def test_viewer_off_loopback_in_a_real_browser(lan_worker: httpx.Client, tmp_pat
     assert re.search(rf"viewer: http://\S+:{lan_worker.base_url.port}/\?token={re.escape(TOKEN_PLACEHOLDER)}",
                      log_text), log_text
     assert token not in log_text
+
+
+def test_the_openapi_document_names_the_viewer_cookie_off_loopback(cfg: Settings) -> None:
+    from memcairn.worker.openapi import build_openapi
+
+    doc = build_openapi(dataclasses.replace(cfg, host="0.0.0.0", token=TOKEN))
+    schemes = doc["components"]["securitySchemes"]
+    assert schemes["viewer_cookie"] == {"type": "apiKey", "in": "cookie", "name": cookie_name(PORT),
+                                        "description": schemes["viewer_cookie"]["description"]}
+    assert doc["security"] == [{"bearer": []}, {"viewer_cookie": []}]
+    assert "securitySchemes" not in build_openapi(cfg)["components"]  # loopback: no credential

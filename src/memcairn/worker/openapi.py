@@ -12,7 +12,7 @@ from typing import Any
 import memcairn
 from memcairn.config import Settings
 from memcairn.models import MAX_ITEM_ID
-from memcairn.worker.security import is_loopback_host
+from memcairn.worker.security import cookie_name, is_loopback_host
 
 MAX_BATCH_IDS = 500
 
@@ -25,7 +25,7 @@ _OBJ = {"type": "object"}
 
 ERROR_TEXT = {
     400: "The request is malformed (the detail says what to fix)",
-    401: "A bearer token is required (non-loopback bind only)",
+    401: "A bearer token or the viewer cookie is required (non-loopback bind only)",
     403: "Host or Origin refused",
     404: "No such item (or not of this kind), or no such route",
     413: "The request body is larger than the limit",
@@ -279,6 +279,10 @@ def build_openapi(settings: Settings, operations: tuple[Operation, ...] = OPERAT
         }},
     }
     if secured:
-        doc["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
-        doc["security"] = [{"bearer": []}]
+        doc["components"]["securitySchemes"] = {
+            "bearer": {"type": "http", "scheme": "bearer"},
+            "viewer_cookie": {"type": "apiKey", "in": "cookie", "name": cookie_name(settings.port),
+                              "description": "set by GET /?token=<MEMCAIRN_TOKEN> for the viewer in a browser"},
+        }
+        doc["security"] = [{"bearer": []}, {"viewer_cookie": []}]  # either one
     return doc
