@@ -18,7 +18,8 @@ EXPECTED_TRIGGERS = {"memory_items_ai", "memory_items_ad", "memory_items_au",
                      "sessions_project_update"}
 EXPECTED_INDEXES = {"ix_sessions_project", "ix_memory_items_project_time", "ix_memory_items_time",
                     "ix_memory_items_session", "ux_memory_items_project_hash", "ux_memory_sources_source",
-                    "ix_memory_sources_item", "ix_memory_items_project_kind_time", "ix_memory_items_updated"}
+                    "ix_memory_sources_item", "ix_memory_items_project_kind_time", "ix_memory_items_updated",
+                    "ix_forgotten_items_hash"}
 
 
 def _names(conn: sqlite3.Connection, kind: str) -> set[str]:
@@ -287,3 +288,19 @@ def test_the_newest_summaries_of_a_project_without_any_are_a_seek(tmp_path: Path
         finally:
             store._conn.set_progress_handler(None, 0)
         assert len(reads) < 5, len(reads)  # walking the 300 rows takes thousands of steps
+
+
+def test_an_insert_asks_the_deletion_marks_by_content_with_a_seek(tmp_path: Path) -> None:
+    """Content deleted nowhere (almost every insert) is answered by the content index of the marks."""
+    from memcairn.models import NewItem
+
+    with Store(tmp_path / "m.db") as store:
+        ran: list[str] = []
+        store._conn.set_trace_callback(ran.append)
+        try:
+            store.add_item(NewItem(project="alpha", kind="manual", text="new content"))
+        finally:
+            store._conn.set_trace_callback(None)
+        query = next(sql for sql in ran if "FROM forgotten_items" in sql)
+        plan = " ".join(r[3] for r in store._conn.execute(f"EXPLAIN QUERY PLAN {query}"))
+        assert "ix_forgotten_items_hash" in plan and "RECURSIVE" not in " ".join(ran)

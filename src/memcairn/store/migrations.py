@@ -109,6 +109,12 @@ def m010_updated_time_index(conn: sqlite3.Connection) -> None:
     run_script(conn, schema.UPDATED_TIME_INDEX)
 
 
+@migration(11)
+def m011_forgotten_hash_index(conn: sqlite3.Connection) -> None:
+    """An index on the content of deletion marks (``schema.FORGOTTEN_HASH_INDEX``)."""
+    run_script(conn, schema.FORGOTTEN_HASH_INDEX)
+
+
 def _ensure_table(conn: sqlite3.Connection) -> None:
     conn.execute(
         f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} ("

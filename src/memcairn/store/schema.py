@@ -288,6 +288,12 @@ CREATE TABLE IF NOT EXISTS capture_notices (
 );
 """
 
+# m011: deletion marks by content, so an insert asks "was this content deleted anywhere?" with one seek and
+# follows the merge chain of its project only when it was (``Store._is_forgotten``).
+FORGOTTEN_HASH_INDEX = """
+CREATE INDEX IF NOT EXISTS ix_forgotten_items_hash ON forgotten_items(content_hash);
+"""
+
 # m010: the time an item was last written, for "stored since" (a resumed session's start): with the
 # creation-time index, a seek to the rows written since instead of a walk over a project's rows.
 UPDATED_TIME_INDEX = """
