@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
+from memcairn.config import load_settings
 from memcairn.models import NewItem
 from memcairn.store import Store
 from memcairn.transfer.jsonl import export_to_file, import_jsonl
@@ -224,3 +227,24 @@ def test_a_merge_and_its_marks_restored_from_an_export_keep_content_deleted(tmp_
         import_jsonl(restored, out)
         assert restored.add_item(_obs("Use port 8080", project="new")).forgotten
         assert restored.count_items() == 1
+
+
+def test_the_cli_says_how_many_marks_it_exported_and_recorded(tmp_path: Path, isolated_home: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    from test_transfer import run
+
+
+    with Store(load_settings().db_path) as home_store:
+        kept = home_store.add_item(NewItem(project="alpha", kind="manual", text="kept")).id
+        gone = home_store.add_item(NewItem(project="alpha", kind="manual", text="deleted")).id
+        home_store.delete_items([gone])
+    out = tmp_path / "backup.jsonl"
+    assert run(["export", "--output", str(out)]) == 0
+    assert "1 items and 1 deletion marks to" in capsys.readouterr().out
+    assert run(["import", "jsonl", str(out)]) == 0  # into the same store: the mark is there already
+    said = capsys.readouterr().out
+    assert "deletion marks" not in said and kept
+    with Store(load_settings().db_path) as home_store:
+        home_store._conn.execute("DELETE FROM forgotten_items")
+    assert run(["import", "jsonl", str(out)]) == 0
+    assert "; 1 deletion marks recorded" in capsys.readouterr().out

@@ -135,7 +135,7 @@ def import_jsonl_cmd(file: Path, as_json: bool) -> None:
         return
     click.echo(f"imported {report.projects} projects, {report.sessions} sessions, {report.items} items from {file} "
                f"({report.existing} already stored, {report.duplicates} duplicates, {_forgotten(report.forgotten)}"
-               f"{report.malformed} malformed)")
+               f"{report.malformed} malformed){_marks(report.forgotten_marks, report.forgotten_marks_skipped)}")
     for error in report.errors:
         click.echo(f"  {error}")
     for note in report.notes:
@@ -171,8 +171,17 @@ def export(output: Path, force: bool, as_json: bool) -> None:
     elif as_json:
         click.echo(json.dumps(counts), err=True)
     elif not to_stdout:
-        click.echo(f"exported {counts['projects']} projects, {counts['sessions']} sessions, {counts['items']} items "
-                   f"to {output}")
+        marks = f" and {counts['forgotten']} deletion marks" if counts.get("forgotten") else ""
+        click.echo(f"exported {counts['projects']} projects, {counts['sessions']} sessions, {counts['items']} items"
+                   f"{marks} to {output}")
+
+
+def _marks(recorded: int, skipped: int) -> str:
+    """The import summary's mention of the deletion marks a file carried (none: nothing said)."""
+    if not recorded and not skipped:
+        return ""
+    held = f" ({skipped} skipped: this store holds that content)" if skipped else ""
+    return f"; {recorded} deletion marks recorded{held}"
 
 
 def _forgotten(count: int) -> str:
