@@ -271,3 +271,11 @@ def test_an_exit_code_given_as_text_is_read(code: str) -> None:
     calls = [ToolCall(name="Bash", input={"command": "make check"}, response=response, cwd=CWD)]
     obs = only(observe(calls))
     assert obs.title.startswith(f"Command failed (exit {int(code)})"), obs.title
+
+
+@pytest.mark.parametrize("output", ["Tests: 3 passed, 3 total", "3 passed in 0.12s"])
+def test_a_result_line_right_after_gemini_s_output_label_is_read(output: str) -> None:
+    """Gemini CLI's run_shell_command puts the first line of the output after ``Output: ``."""
+    response = {"llmContent": f"Command: npm test\nDirectory: (root)\nOutput: {output}\nExit Code: 0"}
+    obs = only(observe([ToolCall(name="run_shell_command", input={"command": "npm test"}, response=response, cwd=CWD)]))
+    assert "3 passed" in obs.title, obs.title

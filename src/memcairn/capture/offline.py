@@ -375,7 +375,9 @@ def _test_summary(text: str) -> tuple[str, bool] | None:
 
 
 def _short_lines(text: str) -> list[str]:
-    return [line for line in text.splitlines() if len(line) <= _SUMMARY_LINE_MAX]
+    """The lines a result line may be, with Gemini CLI's ``Output: `` label taken off the first line of a
+    command's output (its ``run_shell_command`` result reads ``Command: …``, ``Output: <first line>``, …)."""
+    return [line.removeprefix("Output: ") for line in text.splitlines() if len(line) <= _SUMMARY_LINE_MAX]
 
 
 def _cargo_summary(text: str) -> tuple[str, bool] | None:
