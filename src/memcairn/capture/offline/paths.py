@@ -1,0 +1,56 @@
+"""Paths of a call: relative ones joined to where it ran, then written relative to the project directory."""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from memcairn.capture.offline.text import _unique
+
+
+def _is_abs(path: str) -> bool:
+    return path.startswith(("/", "~", "\\\\")) or bool(re.match(r"^[A-Za-z]:[\\/]", path))
+
+
+def _norm(path: str) -> str:
+    if "\\" in path and "/" not in path:
+        return path.rstrip("\\") or path
+    if path.startswith("~"):
+        return path.rstrip("/") or path
+    return posixpath.normpath(path)
+
+
+@dataclass(frozen=True)
+class _Paths:
+    """Resolves paths: relative ones against ``anchor`` (where the call ran), then relative to ``base`` (the
+    turn's cwd) when under it; others stay absolute."""
+
+    base: str | None
+    anchor: str | None
+
+    def resolve(self, raw: Any) -> str | None:
+        if not isinstance(raw, str):
+            return None
+        path = raw.strip()
+        if path.startswith("file://"):
+            path = path[7:]
+        if not path or len(path) > 500 or any(ch in path for ch in "\n\x00$`") or path.startswith("-"):
+            return None
+        anchor = self.anchor
+        if not _is_abs(path) and anchor:
+            path = posixpath.join(anchor, path) if "\\" not in anchor else f"{anchor}\\{path}"
+        path = _norm(path)
+        if self.base and _is_abs(path):
+            base = _norm(self.base)
+            for sep in ("/", "\\"):
+                if path == base:
+                    return None
+                if path.startswith(base.rstrip(sep) + sep):
+                    return path[len(base.rstrip(sep)) + 1 :] or None
+        return None if path in (".", "") else path
+
+    def resolve_all(self, raws: Iterable[Any]) -> list[str]:
+        return _unique(filter(None, (self.resolve(raw) for raw in raws)))

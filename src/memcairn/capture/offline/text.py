@@ -1,0 +1,95 @@
+"""Small text helpers shared by the extractor: clipping, sentences, listings, names of definitions."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+
+TITLE_MAX = 80
+DESCRIPTION_MAX = 120
+SUBTITLE_MAX = 120
+FACT_MAX = 240
+FACTS_MAX = 8
+ERROR_MAX = 200
+TEXT_MAX = 1000
+LIST_MAX = 4
+
+
+_DEFINITION = re.compile(
+    r"^[ \t]*(?:export\s+)?(?:pub(?:\([^)]*\))?\s+)?(?:async\s+)?"
+    r"(?:def|class|fn|func|function|struct|enum|trait|interface|impl)\s+([A-Za-z_]\w*)",
+    re.MULTILINE,
+)
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def _clip(text: str | None, limit: int) -> str:
+    """One line, collapsed whitespace, at most ``limit`` characters (an ellipsis marks a cut)."""
+    flat = " ".join(str(text or "").split())
+    if len(flat) <= limit:
+        return flat
+    cut = flat[: max(limit - 1, 0)]
+    space = cut.rfind(" ")
+    if space >= limit // 2 and not flat[len(cut)].isspace():
+        cut = cut[:space]  # a whole word, not part of one, when that keeps at least half
+    return cut.rstrip() + "…"
+
+
+def _first_sentences(text: str | None, limit: int) -> str:
+    """Whole leading sentences of ``text`` that fit in ``limit`` (at least a clipped first one)."""
+    flat = _plain(text)
+    if not flat:
+        return ""
+    out = ""
+    for sentence in _SENTENCE_END.split(flat):
+        candidate = f"{out} {sentence}".strip()
+        if len(candidate) > limit:
+            break
+        out = candidate
+    return out or _clip(flat, limit)
+
+
+def _first_sentence(text: str | None, limit: int) -> str:
+    """The first sentence of the first non-empty line."""
+    for line in str(text or "").splitlines():
+        line = _plain(line)
+        if line:
+            return _clip(_SENTENCE_END.split(line, maxsplit=1)[0], limit)
+    return ""
+
+
+def _plain(text: str | None) -> str:
+    """Markdown emphasis and heading markers dropped, whitespace collapsed."""
+    lines = []
+    for line in str(text or "")[: TEXT_MAX * 8].splitlines():
+        line = re.sub(r"^\s*(?:#+|[-*+]|\d+\.)\s+", "", line)
+        lines.append(line.replace("**", "").replace("__", ""))
+    return " ".join(" ".join(lines).split())
+
+
+def _unique(items: Iterable[str]) -> list[str]:
+    seen: dict[str, None] = {}
+    for item in items:
+        if item and item not in seen:
+            seen[item] = None
+    return list(seen)
+
+
+def _listing(items: Sequence[str], limit: int = LIST_MAX) -> str:
+    """``a, b, c (+2 more)``."""
+    shown = ", ".join(items[:limit])
+    return f"{shown} (+{len(items) - limit} more)" if len(items) > limit else shown
+
+
+def _code(command: str, limit: int = 60) -> str:
+    return f"`{_clip(command.splitlines()[0] if command.strip() else command, limit)}`"
+
+
+def _lines(text: str | None) -> int:
+    return 0 if not text else str(text).count("\n") + 1
+
+
+def _names(text: str | None) -> list[str]:
+    return _unique(_DEFINITION.findall(str(text or "")[:50_000]))
