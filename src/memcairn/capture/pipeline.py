@@ -69,6 +69,7 @@ log = logging.getLogger("memcairn.capture")
 
 BATCH_MAX = 20
 TURN_CONTEXT_CALLS = 50  # earlier calls of a turn given to a compressor as context, at most
+TURN_NARRATION_CHARS = 60_000  # the agent's text of a turn's calls given to a compressor, at most (the latest)
 MAX_ATTEMPTS = 3
 AWAITING_RESULT = "awaiting_result"  # metadata of an observation made before its call's result was known
 REGROWN = "turn_regrown"  # in a replayed stop's body: the turn went on after an earlier import summarised it
@@ -327,6 +328,7 @@ class CapturePipeline:
         # a call read before its result, once answered (earlier in the turn or by ``answering``), counts once
         answered = set(answering) | {i for i in (_call_id(e) for e in earlier if not _pending_result(e)) if i}
         earlier = [e for e in earlier if not (_pending_result(e) and _call_id(e) in answered)]
+        narration = _turn_narration(earlier)
         earlier = earlier[-TURN_CONTEXT_CALLS:]
         prompt = prompt_event.payload.get("prompt") if prompt_event is not None else None
         cwd = event.payload.get("cwd")
@@ -335,6 +337,7 @@ class CapturePipeline:
             prompt=prompt if isinstance(prompt, str) else None, prompt_number=number,
             cwd=cwd if isinstance(cwd, str) else None, tools=tuple(self._call(e) for e in earlier),
             started_at_epoch=prompt_event.at_epoch if prompt_event is not None else event.at_epoch,
+            narration=narration,
         )
         return turn
 
@@ -352,6 +355,7 @@ class CapturePipeline:
             name=str(payload.get("tool_name") or "unknown"), input=cut_value(payload.get("tool_input"), limit),
             response=cut_value(_flagged(payload.get("tool_response"), payload.get("is_error") is True), limit),
             tool_use_id=event.tool_use_id, at_epoch=event.at_epoch, cwd=cwd if isinstance(cwd, str) else None,
+            narration=_narration(event),
         )
 
     def _compress(self, op: str, turn: Turn, arg: Sequence[Any], report: CaptureReport, project: str) -> Compressed:
@@ -473,6 +477,25 @@ def _in_turn(event: IngestEvent, prompt: IngestEvent | None, chain: list[IngestE
         if started is None or stamp is None or stamp <= started:
             return prompt is not None and candidate.id == prompt.id
     return prompt is None
+
+
+def _narration(event: IngestEvent) -> str | None:
+    """The agent's text before the call (``narration``: an import's replay or the worker's live read)."""
+    said = event.payload.get("narration")
+    return said if isinstance(said, str) and said.strip() else None
+
+
+def _turn_narration(events: Sequence[IngestEvent]) -> tuple[str, ...]:
+    """The narration of the turn's calls, in order, the latest ``TURN_NARRATION_CHARS`` of it."""
+    said = [n for n in (_narration(e) for e in events) if n]
+    kept: list[str] = []
+    total = 0
+    for text in reversed(said):
+        total += len(text)
+        if total > TURN_NARRATION_CHARS and kept:
+            break
+        kept.append(text)
+    return tuple(reversed(kept))
 
 
 def _pending_result(event: IngestEvent) -> bool:

@@ -17,7 +17,8 @@ CONCEPTS: tuple[str, ...] = (
 @dataclass(frozen=True)
 class ToolCall:
     """One tool use as the agent reported it (``PostToolUse``): input and response as sent, already scrubbed
-    of private parts and secrets."""
+    of private parts and secrets. ``narration`` is what the agent wrote right before the call (its text since
+    the previous call: why it makes this call, what it concluded from the last one), when known."""
 
     name: str
     input: Any = None
@@ -25,11 +26,14 @@ class ToolCall:
     tool_use_id: str | None = None
     at_epoch: int = 0  # milliseconds
     cwd: str | None = None
+    narration: str | None = None
 
 
 @dataclass(frozen=True)
 class Turn:
-    """One prompt of a session. ``tools`` holds every tool call of the turn seen so far, oldest first."""
+    """One prompt of a session. ``tools`` holds the turn's earlier tool calls, oldest first (the latest
+    ``pipeline.TURN_CONTEXT_CALLS``); ``narration`` the agent's text before each call of the whole turn, in
+    order (bounded), so a summary reads the turn's reasoning even when ``tools`` holds only its tail."""
 
     session_id: str
     platform_source: str
@@ -40,6 +44,7 @@ class Turn:
     tools: tuple[ToolCall, ...] = ()
     last_assistant_message: str | None = None
     started_at_epoch: int = 0
+    narration: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

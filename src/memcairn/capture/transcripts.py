@@ -10,7 +10,10 @@ What one session of a file becomes, in order:
 - ``user_prompt`` for each real prompt, numbered from 1 per session;
 - ``tool_use`` for each ``tool_use`` block of an assistant message, emitted when its ``tool_result``
   arrives (so in the order results arrive), with ``toolUseResult`` as the response when the result line
-  holds exactly one result, else the ``tool_result`` content;
+  holds exactly one result, else the ``tool_result`` content, and as ``narration`` the assistant's text
+  blocks since the previous tool use (why it makes the call, what it made of the last result; the first call
+  of several made at once carries it, the others none), as the worker reads it live
+  (``capture.transcript_tail``);
 - ``stop`` when a turn ends: just before the next real prompt, and at the end of the file; its key names the
   line that began the turn, so a file imported again after it grew (a live or resumed session) adds no
   second ``stop`` for a turn the first import already ended. Its body says which line the turn was read
@@ -69,6 +72,7 @@ from pathlib import Path
 from typing import Any
 
 from memcairn.capture.privacy import scrub
+from memcairn.capture.truncate import cut
 from memcairn.hooks.events import MAX_BODY_BYTES, OWN_TOOL_PREFIXES, _encode
 from memcairn.models import LONE_SURROGATE
 from memcairn.project import ProjectIdentity, project_from_cwd
@@ -118,6 +122,9 @@ _LINE_REF = re.compile(r"line\d+(\.\d+)?")
 # In a ``stop`` body: the last line of the turn that was read (its ref), and whether the file ended in the turn.
 TURN_THROUGH = "turn_through"
 TURN_OPEN = "turn_open"
+# In a ``tool_use`` body: the assistant's text since the previous tool use, at most this long.
+NARRATION = "narration"
+NARRATION_MAX_CHARS = 8_000
 
 
 @dataclass
@@ -140,6 +147,7 @@ class _PendingTool:
     input: Any
     key: tuple[str, str]  # (source key, legacy key) of the answered call
     ref: str  # what names the call: its id, else its line and block
+    narration: str | None = None  # the assistant's text since the previous tool use
 
 
 @dataclass
@@ -152,6 +160,7 @@ class _Session:
     turn_ref: str = ""  # the line that began the current turn (its prompt, else its first line)
     texts: list[str] = field(default_factory=list)
     text_message_id: Any = None
+    said: list[str] = field(default_factory=list)  # assistant text since the last tool use (the next call's)
     last_ref: str = ""
     last_at: int = 0
     last_cwd: str = ""
@@ -297,6 +306,8 @@ class _Replayer:
     def _tool_event(self, session: _Session, tool: _PendingTool, response: Any, is_error: bool, cwd: str,
                     at: int, *, unanswered: bool = False) -> ReplayEvent | None:
         extra: dict[str, Any] = {"tool_name": tool.name, "tool_input": tool.input, "tool_response": response}
+        if tool.narration:
+            extra[NARRATION] = tool.narration
         key = tool.key
         if tool.tool_use_id is not None:
             extra["tool_use_id"] = tool.tool_use_id
@@ -332,7 +343,7 @@ class _Replayer:
             if found is not None:
                 yield found
         session.turn_active = False
-        session.texts, session.text_message_id = [], None
+        session.texts, session.text_message_id, session.said = [], None, []
 
     @staticmethod
     def _begin_turn(session: _Session, ref: str) -> None:
@@ -445,8 +456,13 @@ class _Replayer:
             else:
                 session.texts, session.text_message_id = texts, message_id
         for index, block in enumerate(blocks):
+            if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str):
+                if block["text"].strip():
+                    session.said.append(block["text"].strip())
+                continue
             if not isinstance(block, dict) or block.get("type") != "tool_use":
                 continue
+            said, session.said = session.said, []
             name = block.get("name")
             if not isinstance(name, str) or not name or name.startswith(OWN_TOOL_PREFIXES):
                 continue
@@ -457,7 +473,9 @@ class _Replayer:
             pending_key = tool_use_id or key[0]  # a tool use with no id can never be answered
             if key[0] in self.keys or pending_key in session.pending:
                 continue
-            session.pending[pending_key] = _PendingTool(tool_use_id, name, block.get("input"), key, tool_ref)
+            narration = cut("\n\n".join(said), NARRATION_MAX_CHARS) if said else None
+            session.pending[pending_key] = _PendingTool(tool_use_id, name, block.get("input"), key, tool_ref,
+                                                        narration)
 
 
 def replay_transcript(path: Path, stats: ParseStats | None = None) -> Iterator[ReplayEvent]:

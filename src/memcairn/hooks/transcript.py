@@ -24,7 +24,8 @@ MAX_BYTES = 4 * 1024 * 1024
 MAX_CHARS = 20_000
 
 
-def _lines_backwards(path: str, max_bytes: int) -> Iterator[bytes]:
+def lines_backwards(path: str, max_bytes: int) -> Iterator[bytes]:
+    """The non-blank lines of ``path``, last first, from at most ``max_bytes`` before its end."""
     with open(path, "rb") as fh:
         end = fh.seek(0, os.SEEK_END)
         start_limit = max(0, end - max_bytes)
@@ -58,7 +59,7 @@ def last_assistant_text(path: str, *, max_bytes: int = MAX_BYTES, max_chars: int
     found: list[str] = []
     current_id: object = None
     try:
-        for raw in _lines_backwards(path, max_bytes):
+        for raw in lines_backwards(path, max_bytes):
             try:
                 entry = json.loads(raw)
             except ValueError:

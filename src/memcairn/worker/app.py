@@ -57,7 +57,7 @@ PLACEHOLDER = "<!doctype html><title>memcairn</title><p>memcairn worker is runni
 DRAIN_SECONDS = 10.0
 RUNNER_STOP_SECONDS = 5.0
 # Fields of hook events that must be text when present (the rest of a payload is kept as sent).
-TEXT_PAYLOAD_FIELDS = ("prompt", "last_assistant_message", "tool_name", "transcript_path")
+TEXT_PAYLOAD_FIELDS = ("prompt", "last_assistant_message", "tool_name", "transcript_path", "narration")
 KIND_ROUTES = {"observation": "observation", "summary": "summary", "prompt": "prompt", "memory": None}
 
 # How /api/context/inject got its text: "memo" (a memoized render) or "rendered" (rendered for this request).
@@ -682,6 +682,24 @@ async def save_memory(request: Request) -> Response:
     return JSON({"id": result.id, "created": result.created})
 
 
+async def _with_narration(event_type: str, data: dict[str, Any], tool_use_id: str | None) -> dict[str, Any]:
+    """A tool event's body with the agent's text before the call (``narration``) read from its transcript when
+    the hook did not send it (``capture.transcript_tail``: bounded, and None on any trouble). Read before
+    admission, so the text is scrubbed like the rest of the body."""
+    path = data.get("transcript_path")
+    if event_type != "observation" or data.get("narration") is not None or not tool_use_id \
+            or not isinstance(path, str) or data.get("event") not in (None, "tool_use"):
+        return data
+    from memcairn.capture.transcript_tail import narration_before
+
+    try:
+        said = await run_in_threadpool(narration_before, path, tool_use_id)
+    except Exception:  # the event matters more than its narration
+        log.warning("could not read the narration of %s from %s", tool_use_id, path, exc_info=True)
+        return data
+    return {**data, "narration": said} if said else data
+
+
 def _ingest(event_type: str, *required: str) -> Endpoint:
     async def accept(request: Request) -> Response:
         state = _state(request)
@@ -703,7 +721,7 @@ def _ingest(event_type: str, *required: str) -> Endpoint:
         _field(data, "context_delivered", kind=bool, what="true or false")  # read by earlier_session_start
         if prompt_number is not None and not 0 <= prompt_number <= 1_000_000:
             raise BadRequest("prompt_number must be between 0 and 1000000")
-        admitted = admit(event_type, data, state.settings)
+        admitted = admit(event_type, await _with_narration(event_type, data, tool_use_id), state.settings)
         if admitted.body is None:
             return JSON({"status": "skipped", "reason": admitted.reason}, status_code=202)
         event_id, created = await state.call(runtime.store.enqueue_ingest_event, session_id, platform, event_type,

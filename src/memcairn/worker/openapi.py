@@ -225,7 +225,10 @@ OPERATIONS: tuple[Operation, ...] = (
               _json(_ACCEPTED, 202, "Accepted and stored"), body=_session_body({
                   "tool_name": {"type": "string", "minLength": 1, "maxLength": 200, "pattern": r"\S"},
                   "tool_use_id": {"type": ["string", "null"], "maxLength": 200},
-                  "tool_input": {}, "tool_response": {}}, ("tool_name",)),
+                  "tool_input": {}, "tool_response": {},
+                  "narration": {"type": ["string", "null"],
+                                "description": "the agent's text right before the call; read from "
+                                               "transcript_path when absent"}}, ("tool_name",)),
               errors=(400, 413, 500, 503)),
     Operation("post", "/api/sessions/summarize", "A session (or turn) ended: summarise it (queued durably)",
               _json(_ACCEPTED, 202, "Accepted and stored"), body=_session_body({

@@ -1,0 +1,93 @@
+"""What the agent wrote right before a tool call, read live from the end of its Claude Code transcript.
+
+A ``PostToolUse`` body names the call (``tool_use_id``) and the session's transcript (``transcript_path``) but
+not the assistant's text around the call: why it makes it, what it concluded from the previous result. The
+worker reads that text from the transcript when it accepts the event, so it travels in the queued body
+(``narration``) as an import's replay puts it there (``capture.transcripts``): the text blocks of the
+assistant lines before the call's own ``tool_use`` block, back to the previous tool use, a user line (a tool
+result, a prompt) or another turn. Of several calls made at once, the first carries that text.
+
+Careful by design: the file is Claude Code's and is being written while it is read. At most ``MAX_BYTES`` from
+its end are read, in blocks (``hooks.transcript.lines_backwards``), and only until the call is found; the call's
+line is normally among the last few. Only a regular ``*.jsonl`` file is read. Anything unexpected (no such
+file, the call not found within the window, lines that are not JSON) gives None: the event is queued without
+narration, never refused or delayed beyond the read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from memcairn.capture.truncate import cut
+from memcairn.hooks.transcript import lines_backwards
+
+MAX_BYTES = 2 * 1024 * 1024
+MAX_LINES_BEFORE = 40  # assistant lines read before the call's own, at most
+NARRATION_MAX_CHARS = 8_000  # as an import keeps (capture.transcripts.NARRATION_MAX_CHARS)
+
+
+def _blocks(entry: dict[str, Any]) -> list[Any]:
+    message = entry.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return content if isinstance(content, list) else []
+
+
+def _texts(blocks: list[Any]) -> list[str]:
+    return [b["text"].strip() for b in blocks if isinstance(b, dict) and b.get("type") == "text"
+            and isinstance(b.get("text"), str) and b["text"].strip()]
+
+
+def _calls(blocks: list[Any]) -> list[str]:
+    return [str(b.get("id")) for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"]
+
+
+def narration_before(path: str, tool_use_id: str, *, max_bytes: int = MAX_BYTES) -> str | None:
+    """The assistant's text between the previous tool use and the call ``tool_use_id``, or None."""
+    if not (isinstance(path, str) and path.endswith(".jsonl") and tool_use_id):
+        return None
+    try:
+        if not os.path.isfile(path):
+            return None
+        found = False
+        said: list[str] = []
+        before = 0
+        for raw in lines_backwards(path, max_bytes):
+            if not found and tool_use_id.encode() not in raw:
+                continue
+            try:
+                entry = json.loads(raw)
+            except ValueError:
+                if found:
+                    break
+                continue
+            if not isinstance(entry, dict) or entry.get("isSidechain") is True:
+                continue
+            blocks = _blocks(entry)
+            if not found:
+                calls = _calls(blocks) if entry.get("type") == "assistant" else []
+                if tool_use_id not in calls:
+                    continue  # the id quoted elsewhere (its result, a later message)
+                found = True
+                own = blocks[: next(i for i, b in enumerate(blocks) if isinstance(b, dict)
+                                    and b.get("type") == "tool_use" and str(b.get("id")) == tool_use_id)]
+                if _calls(own):
+                    return None  # an earlier call of the same line took the text
+                said = _texts(own)
+                continue
+            if entry.get("type") not in ("user", "assistant"):
+                continue  # progress, system and snapshot lines sit between messages
+            if entry.get("type") != "assistant" or _calls(blocks):
+                break
+            before += 1
+            if before > MAX_LINES_BEFORE:
+                break
+            said[:0] = _texts(blocks)
+    except (OSError, RecursionError, StopIteration):
+        return None
+    if not said:
+        return None
+    return cut("\n\n".join(said), NARRATION_MAX_CHARS)
