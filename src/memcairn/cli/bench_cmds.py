@@ -228,3 +228,38 @@ def bench_worker(items: int, clients: int, requests: int, projects: int, home: P
     click.echo(worker.render(result))
     if json_out:
         _write_json(json_out, result)
+
+
+@bench.command("recall")
+@click.argument("qa", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("transcripts", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option("--qa", "more_qa", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Another QA file (repeatable); its questions are asked too.")
+@click.option("--baseline", type=click.Choice(["raw", "none"]), default="raw", show_default=True,
+              help="raw: BM25 over one chunk per assistant step of the same transcripts, side by side.")
+@click.option("--home", type=click.Path(file_okay=False, path_type=Path),
+              help="Build the store here and keep it, for inspection (must not hold a store yet) "
+                   "[default: a temporary directory].")
+@click.option("--model", help="Embedding model of the mirror [default: the embedding_model setting].")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), help="Also write results here.")
+def bench_recall(qa: Path, transcripts: tuple[Path, ...], more_qa: tuple[Path, ...], baseline: str,
+                 home: Path | None, model: str | None, json_out: Path | None) -> None:
+    """Import TRANSCRIPTS (files or directories) into a fresh store served by a real worker, then ask the
+    questions of QA: are their facts stored, in the top-5 search hits, in the SessionStart context, and at what
+    cost in tokens; beside plain BM25 over the raw transcripts.
+
+    Example:
+
+        memcairn bench recall spotter-dev-qa.json fixtures/spotter/ --qa bench/spotter-qa-extra.json
+    """
+    from memcairn.bench import recall
+
+    _check_output(json_out)
+    try:
+        result = recall.run([qa, *more_qa], list(transcripts), baseline=None if baseline == "none" else baseline,
+                            home=home, model=model, log=lambda m: click.echo(m, err=True))
+    except (ValueError, RuntimeError) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(recall.render(result))
+    if json_out:
+        _write_json(json_out, result)
