@@ -136,8 +136,8 @@ def test_edit_is_a_change_with_a_hint_of_what_changed() -> None:
     obs = only(observe([edit("/repo/src/app.py", "def fetch(url):\n    return get(url)", new)]))
     assert obs.type == "change"
     assert obs.files_modified == ("src/app.py",)
-    assert "replaced 2 lines with 6 lines in src/app.py" in obs.facts
-    assert "adds retry" in obs.facts
+    assert "edited src/app.py: added retry" in obs.facts  # which definition it added, not a line count
+    assert "new text: return retry(get, url) ⏎ def retry(fn, *args): ⏎ return fn(*args)" in obs.facts
     assert obs.title == "Edited src/app.py: added retry"
     assert obs.concepts == ("what-changed",)
     assert obs.narrative and obs.narrative.startswith('For the request "Fix the retry bug in src/app.py."')
@@ -151,7 +151,7 @@ def test_write_of_a_new_file_is_a_feature_and_an_overwrite_is_a_change() -> None
     first, second = observe([created, overwritten])
     assert (first.type, first.title, first.files_modified) == ("feature", "Created src/new.py: added Cache",
                                                                ("src/new.py",))
-    assert "defines Cache" in first.facts
+    assert "created src/new.py (3 lines): added Cache" in first.facts
     assert (second.type, second.files_modified) == ("change", ("src/old.py",))
 
 
@@ -168,7 +168,7 @@ def test_multiedit_and_notebookedit() -> None:
                                                     "new_source": "print(1)", "edit_mode": "replace"})
     first, second = observe([multi, notebook])
     assert first.type == "change" and first.files_modified == ("a.py",)
-    assert "2 edits in a.py" in first.facts and "adds helper" in first.facts
+    assert "edited a.py (2 edits): added helper" in first.facts
     assert second.type == "change" and second.files_modified == ("nb.ipynb",)
     assert "replace notebook cell in nb.ipynb" in second.facts
 
@@ -505,7 +505,7 @@ def test_apply_patch_lists_all_three_line_forms_and_moves() -> None:
     assert "added src/retry.py (+2)" in obs.facts
     assert "deleted src/legacy.py" in obs.facts
     assert "moved src/old_name.py → src/new_name.py" in obs.facts
-    assert "adds retry" in obs.facts
+    assert "added retry" in obs.facts
 
 
 def test_apply_patch_types_and_input_shapes() -> None:
@@ -648,7 +648,7 @@ def test_coverage_fix_transcript() -> None:
                                                  (".gitignore",)]
     assert any(o.type == "change" and o.title == "Committed: Add multiply_numbers function with test"
                for o in observations)
-    assert "adds multiply_numbers" in edits[0].facts
+    assert "edited src/math_utils.py: added multiply_numbers" in edits[0].facts
     tests = next(o for o in observations if "pytest" in o.title)
     assert "ran `python -m pytest tests/test_math_utils.py -v` → 2 passed" in tests.facts
     failed_commit = observations[-1]

@@ -9,11 +9,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from memcairn.capture.offline.edits import EditChange, change
 from memcairn.capture.offline.outcomes import _Outcome, _outcome, _response_text
 from memcairn.capture.offline.patches import _parse_patch, _patch_text, _PatchFile
 from memcairn.capture.offline.paths import _is_abs, _Paths
 from memcairn.capture.offline.shell import _check_key, _script_effects, _shell_command, _ShellEffects
-from memcairn.capture.offline.text import DESCRIPTION_MAX, LIST_MAX, _clip, _code, _lines, _listing, _names, _unique
+from memcairn.capture.offline.text import DESCRIPTION_MAX, LIST_MAX, _clip, _code, _lines, _listing, _unique
 from memcairn.capture.records import ToolCall, Turn
 
 _READ_TOOLS = frozenset({"read", "notebookread", "read_file", "read_many_files"})
@@ -33,6 +34,7 @@ _OWN_TOOL_PREFIXES = ("mcp__memcairn__", "mcp_memcairn_", "mcp__plugin_memcairn"
 
 
 _PURPOSE = "purpose: "  # what the agent meant a command to do, not what it taught
+_NEW_TEXT = "new text: "  # the telling lines an edit added (``edits.gist``)
 
 
 @dataclass
@@ -57,6 +59,7 @@ class _Action:
     read_only_shell: bool = False
     label: str = ""
     description: str = ""  # the agent's own sentence for a shell call (``tool_input.description``)
+    detailed: bool = True  # in the batch being observed; context calls skip what only their own memory shows
 
     @property
     def is_edit(self) -> bool:
@@ -110,7 +113,7 @@ def _digest(index: int, call: ToolCall, turn: Turn, earlier: Sequence[_Action], 
     family = _family(name, call.input)
     command_like = family in ("shell", "other")
     outcome = _outcome(call.response, command_like) if full or family == "shell" else _Outcome()
-    action = _Action(index=index, call=call, family=family, outcome=outcome, label=name or "tool")
+    action = _Action(index=index, call=call, family=family, outcome=outcome, label=name or "tool", detailed=full)
     paths = _Paths(base=turn.cwd or call.cwd, anchor=call.cwd or turn.cwd)
     digest = {
         "read": _digest_read, "search": _digest_search, "edit": _digest_edit, "write": _digest_write,
@@ -174,21 +177,25 @@ def _digest_edit(action: _Action, data: dict[str, Any], paths: _Paths, earlier: 
         pairs = [(e.get("old_string"), e.get("new_string")) for e in edits if isinstance(e, dict)]
         old = "\n".join(str(o or "") for o, _ in pairs)
         new = "\n".join(str(n or "") for _, n in pairs)
-        action.hints.append(f"{len(edits)} edits in {where}")
+        verb = f"edited {where} ({len(edits)} edits)"
     elif "notebook_path" in data or "cell_id" in data or "new_source" in data:
         old, new = "", str(data.get("new_source") or "")
-        action.hints.append(f"{data.get('edit_mode') or 'replace'} notebook cell in {where}")
+        verb = f"{data.get('edit_mode') or 'replace'} notebook cell in {where}"
     else:
         old, new = str(data.get("old_string") or ""), str(data.get("new_string") or "")
-        everywhere = " (all occurrences)" if data.get("replace_all") else ""
-        action.hints.append(f"replaced {_lines(old)} lines with {_lines(new)} lines in {where}{everywhere}")
-    before = set(_names(old))
-    action.names = [name for name in _names(new) if name not in before]
-    touched = [name for name in _names(new) if name in before]
-    if action.names:
-        action.hints.append(f"adds {_listing(action.names, 3)}")
-    elif touched:
-        action.hints.append(f"touches {_listing(touched, 3)}")
+        verb = f"edited {where}" + (" (all occurrences)" if data.get("replace_all") else "")
+    _describe_change(action, verb, change(old, new) if action.detailed else EditChange())
+
+
+def _describe_change(action: _Action, verb: str, found: EditChange) -> None:
+    """The hint lines of an edit: what it did to which definitions, then the telling new lines."""
+    if not action.detailed:
+        return
+    said = found.describe()
+    action.hints.append(f"{verb}: {'; '.join(said)}" if said else verb)
+    if found.gist:
+        action.hints.append(f"{_NEW_TEXT}{' ⏎ '.join(found.gist)}")
+    action.names = _unique([*action.names, *found.added, *(b for _, b in found.renamed)])
 
 
 def _digest_write(action: _Action, data: dict[str, Any], paths: _Paths, earlier: Sequence[_Action]) -> None:
@@ -197,10 +204,9 @@ def _digest_write(action: _Action, data: dict[str, Any], paths: _Paths, earlier:
     content = str(data.get("content") or "")
     action.created = _is_new_file(action.call.response, target, earlier)
     verb = "created" if action.created else "rewrote"
-    action.hints.append(f"{verb} {target or 'a file'} ({_lines(content)} lines)")
-    action.names = _names(content)
-    if action.names:
-        action.hints.append(f"defines {_listing(action.names, 3)}")
+    found = change("", content, budget=260) if action.detailed else EditChange()
+    found.keys = found.keys if not found.added else []  # a new file's definitions say more than its keys
+    _describe_change(action, f"{verb} {target or 'a file'} ({_lines(content)} lines)", found)
 
 
 def _is_new_file(response: Any, target: str | None, earlier: Sequence[_Action]) -> bool:
@@ -238,8 +244,11 @@ def _apply_patch_files(action: _Action, files: list[_PatchFile], paths: _Paths) 
         action.names.extend(item.names)
     action.writes = _unique(action.writes)
     action.names = _unique(action.names)
+    gists = [line for item in files for line in item.gist]
     if action.names:
-        action.hints.append(f"adds {_listing(action.names, 3)}")
+        action.hints.append(f"added {_listing(action.names, 3)}")
+    if gists:
+        action.hints.append(f"{_NEW_TEXT}{' ⏎ '.join(gists[:4])}")
     action.created = bool(files) and all(item.action == "add" for item in files)
     action.moves_only = bool(files) and all(item.moved_to and not (item.added or item.removed) for item in files)
 

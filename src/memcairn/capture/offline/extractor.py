@@ -30,7 +30,8 @@ _LEARNED_CUE = re.compile(
 )
 
 
-_NAME_FACTS = ("defines ", "adds ", "touches ")  # names of code, not lessons (``defines ParseError``)
+# what edits did to code, not lessons (``edited a.py: added ParseError``, its new lines)
+_NAME_FACTS = ("edited ", "created ", "rewrote ", "added ", "updated ", "new text: ")
 
 
 def _is_trivial(action: _Action) -> bool:

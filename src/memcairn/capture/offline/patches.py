@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from memcairn.capture.offline.text import _names
+from memcairn.capture.offline.edits import change
 
 
 @dataclass
@@ -17,6 +17,7 @@ class _PatchFile:
     removed: int = 0
     moved_to: str | None = None
     names: list[str] = field(default_factory=list)
+    gist: list[str] = field(default_factory=list)
 
 
 def _patch_text(value: Any) -> str:
@@ -54,5 +55,7 @@ def _parse_patch(text: str) -> list[_PatchFile]:
 
 def _close_patch_file(files: list[_PatchFile], added_lines: list[str]) -> None:
     if files and added_lines:
-        files[-1].names = _names("\n".join(added_lines))
+        found = change("", "\n".join(added_lines), budget=160)
+        files[-1].names = found.added
+        files[-1].gist = found.gist
     added_lines.clear()

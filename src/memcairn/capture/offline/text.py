@@ -15,11 +15,6 @@ TEXT_MAX = 1000
 LIST_MAX = 4
 
 
-_DEFINITION = re.compile(
-    r"^[ \t]*(?:export\s+)?(?:pub(?:\([^)]*\))?\s+)?(?:async\s+)?"
-    r"(?:def|class|fn|func|function|struct|enum|trait|interface|impl)\s+([A-Za-z_]\w*)",
-    re.MULTILINE,
-)
 
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
@@ -89,7 +84,3 @@ def _code(command: str, limit: int = 60) -> str:
 
 def _lines(text: str | None) -> int:
     return 0 if not text else str(text).count("\n") + 1
-
-
-def _names(text: str | None) -> list[str]:
-    return _unique(_DEFINITION.findall(str(text or "")[:50_000]))
