@@ -2,6 +2,9 @@
 
 - Projects matching ``exclude_projects`` (globs, any name of the chain) are neither captured nor given context.
 - Tools named in ``skip_tools`` are never observed.
+- Context an agent injected into a prompt (Gemini CLI prepends the SessionStart context in ``<hook_context>``)
+  is removed before the prompt is stored (``hooks.fence.strip_injected``), so memcairn's own digest never
+  becomes a prompt, a session title or a memory.
 - ``<private>`` parts are removed and secrets replaced by typed placeholders everywhere in the body; a prompt
   that was entirely private is kept only as a marker (``private: true``, no text) so that the tool calls of
   its turn are not observed either.
@@ -18,6 +21,7 @@ from typing import Any
 
 from memcairn.capture.privacy import is_entirely_private, scrub
 from memcairn.config import Settings
+from memcairn.hooks.fence import strip_injected
 from memcairn.models import ARRAY_FIELDS, TEXT_FIELDS, NewItem
 from memcairn.settings_source import project_excluded as excluded_by
 from memcairn.store.ingest_state import event_kind
@@ -61,9 +65,12 @@ def admit(event_type: str, body: dict[str, Any], settings: Settings) -> Admissio
     tool = body.get("tool_name")
     if isinstance(tool, str) and tool in _names(settings.skip_tools):
         return Admission(None, "skipped_tool")
+    is_prompt = event_kind(event_type, body) == "user_prompt"
+    if is_prompt and isinstance(body.get("prompt"), str):
+        body = {**body, "prompt": strip_injected(body["prompt"])}
     clean = scrub(body)
     prompt = body.get("prompt")
-    if event_kind(event_type, body) == "user_prompt" and isinstance(prompt, str) and is_entirely_private(prompt):
+    if is_prompt and isinstance(prompt, str) and is_entirely_private(prompt):
         clean["prompt"] = ""
         clean["private"] = True
     return Admission(clean)

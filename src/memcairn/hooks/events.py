@@ -90,6 +90,7 @@ STRING_CAPS = (16_000, 4_000, 1_000, 200)
 OWN_TOOL_PREFIXES = ("mcp__memcairn__", "mcp__plugin_memcairn_", "mcp_memcairn_", "memcairn__")
 MCP_SERVER_NAME = "memcairn"  # the key the installers give memcairn's MCP server
 NO_MATCH = "No memories matched"
+TAG_TEXT = "memcairn-memory"  # fence.TAG, checked before the fence module (0.6 ms of patterns) is imported
 
 
 # -- the worker's own answers (worker/app.py) -------------------------------------------------------------
@@ -393,6 +394,10 @@ def user_prompt_submit(hook: Hook) -> dict[str, Any]:
     if not isinstance(prompt, str):
         warn("the prompt is not text; nothing recorded")
         return {}
+    if "hook_context" in prompt or TAG_TEXT in prompt:  # the context Gemini CLI put in front of the prompt
+        from memcairn.hooks.fence import strip_injected
+
+        prompt = strip_injected(prompt)
     body = {**hook.base_body("user_prompt"), "prompt": prompt}
     number = hook.payload.get("prompt_number")
     if isinstance(number, int) and not isinstance(number, bool) and 0 <= number <= 1_000_000:

@@ -70,3 +70,37 @@ def fence(body: str) -> str:
 def fenced_size(body_chars: int) -> int:
     """Characters ``fence`` adds around a body of ``body_chars`` characters (for token budgets)."""
     return body_chars + len(OPEN) + len(PREAMBLE) + len(CLOSE) + 3
+
+
+# -- context an agent hands back inside a prompt ------------------------------------------------------------
+# Gemini CLI prepends a SessionStart hook's context to the person's prompt, HTML-escaped, as
+# ``<hook_context>&lt;memcairn-memory …&gt;…</hook_context>``, and gives its BeforeAgent hook that text as the
+# prompt. Stored as typed, memcairn's own digest would become the prompt (and the session's title) and come
+# back in the next digest. Another client may hand the fence back raw or escaped without the wrapper.
+_HOOK_CONTEXT = re.compile(r"<hook_context>(.*?)</hook_context>\s*", re.DOTALL | re.IGNORECASE)
+_LT, _GT = r"(?:<|&lt;|&#0*60;|&#x0*3c;)", r"(?:>|&gt;|&#0*62;|&#x0*3e;)"
+_FENCE_BLOCK = re.compile(rf"{_LT}{TAG}\b.*?{_LT}/{TAG}\s*{_GT}\s*", re.DOTALL | re.IGNORECASE)
+# memcairn's lines outside the fence: capture notices, the empty-store and resume answers (context.py, app.py)
+_OWN_LINE = re.compile(r"^memcairn(?: notice)?: .*(?:\n|$)", re.MULTILINE)
+
+
+def _is_ours(block: str) -> bool:
+    return bool(re.search(rf"{_LT}/?{TAG}\b", block, re.IGNORECASE)) or bool(_OWN_LINE.search(block))
+
+
+def strip_injected(prompt: str) -> str:
+    """``prompt`` without the context an agent injected into it: every ``<hook_context>`` block that opens the
+    prompt (what a client prepends is never typed), any other one holding memcairn's context, and memcairn's
+    fence itself wherever it appears, raw or HTML-escaped. Text the person typed is kept as it was; a prompt
+    holding nothing else comes back empty."""
+    if "hook_context" not in prompt.lower() and TAG not in prompt.lower():
+        return prompt
+    rest = prompt.lstrip()
+    while True:  # the blocks a client put in front
+        match = _HOOK_CONTEXT.match(rest)
+        if match is None:
+            break
+        rest = rest[match.end():]
+    rest = _HOOK_CONTEXT.sub(lambda m: "" if _is_ours(m.group(1)) else m.group(0), rest)
+    rest = _FENCE_BLOCK.sub("", rest)
+    return rest.strip() if rest != prompt.lstrip() else prompt
