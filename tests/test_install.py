@@ -17,9 +17,9 @@ import pytest
 import memcairn
 from memcairn.cli import run
 from memcairn.errors import ConfigError
-from memcairn.install import install, memcairn_executable, uninstall
+from memcairn.install import install, memcairn_executable, tomlblock, uninstall
 from memcairn.install.jsonedit import detect_style
-from memcairn.install.specs import AGENTS, CLAUDE_CODE, CODEX, GEMINI, hook_command
+from memcairn.install.specs import AGENTS, CLAUDE_CODE, CODEX, GEMINI, hook_command, setting_variables
 
 REPO = Path(__file__).resolve().parents[1]
 EXE = "/opt/tools/bin/memcairn"
@@ -432,9 +432,9 @@ def test_a_symlinked_settings_file_is_written_through_its_link(home: Path, tmp_p
 
 # -- codex ------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("config_text", [CODEX_CONFIG, CODEX_CONFIG.rstrip("\n"), ""])
-def test_codex_install_appends_one_block_and_uninstall_restores_the_exact_bytes(home: Path, config_text: str,
-                                                                                capsys: pytest.CaptureFixture[str]
-                                                                                ) -> None:
+def test_codex_install_adds_one_block_and_uninstall_restores_the_exact_bytes(home: Path, config_text: str,
+                                                                             capsys: pytest.CaptureFixture[str]
+                                                                             ) -> None:
     config = write(home / ".codex" / "config.toml", config_text)
     hooks = write(home / ".codex" / "hooks.json", CODEX_HOOKS)
     before = snapshot(home)
@@ -443,9 +443,15 @@ def test_codex_install_appends_one_block_and_uninstall_restores_the_exact_bytes(
     out = capsys.readouterr().out
     assert "trust" in out and "/hooks" in out
     text = config.read_text()
-    assert text.startswith(config_text)  # the user's bytes come first, unchanged
+    block = text[text.index(tomlblock.BEGIN):text.index(tomlblock.END) + len(tomlblock.END) + 1]
+    if "[" in config_text:  # before the first table, followed by a blank line; the user's bytes around it
+        assert text.replace(block + "\n", "") == config_text
+    else:
+        assert text.startswith(config_text)
     parsed = tomllib.loads(text)
-    assert parsed["mcp_servers"]["memcairn"] == {"command": EXE, "args": ["mcp", "--platform", "codex"]}
+    assert parsed["mcp_servers"]["memcairn"] == {"command": EXE, "args": ["mcp", "--platform", "codex"],
+                                                 "env_vars": setting_variables(), "required": True,
+                                                 "startup_timeout_sec": tomlblock.STARTUP_TIMEOUT_SEC}
     assert {k: v for k, v in parsed.items() if k != "mcp_servers"} == {
         k: v for k, v in tomllib.loads(config_text).items() if k != "mcp_servers"}
     if config_text:
@@ -766,17 +772,32 @@ def test_a_codex_config_with_windows_line_endings_stays_crlf_and_uninstalls(home
 def test_lines_the_user_added_inside_the_codex_block_survive_a_reinstall(home: Path) -> None:
     config = write(home / ".codex" / "config.toml", CODEX_CONFIG)
     install("codex", "/old/venv/bin/memcairn")
-    text = config.read_text().replace('args = ["mcp", "--platform", "codex"]\n',
-                                      'args = ["mcp", "--platform", "codex"]\nstartup_timeout_sec = 30\n'
-                                      '\n[mcp_servers.memcairn.env]\nMEMCAIRN_HOME = "/data/memcairn"\n')
+    added = 'mcp_servers.memcairn.tool_timeout_sec = 90\nmcp_servers.memcairn.env.MEMCAIRN_HOME = "/data/memcairn"\n'
+    text = config.read_text().replace("mcp_servers.memcairn.required = true\n",
+                                      "mcp_servers.memcairn.required = true\n" + added)
     config.write_text(text)
 
     install("codex", EXE)
     server = tomllib.loads(config.read_text())["mcp_servers"]["memcairn"]
-    assert server == {"command": EXE, "args": ["mcp", "--platform", "codex"], "startup_timeout_sec": 30,
-                      "env": {"MEMCAIRN_HOME": "/data/memcairn"}}
-    assert config.read_text().startswith(CODEX_CONFIG)
+    assert server["command"] == EXE and server["tool_timeout_sec"] == 90
+    assert server["env"] == {"MEMCAIRN_HOME": "/data/memcairn"}
     assert not install("codex", EXE).changed
+    uninstall("codex")
+    assert config.read_text() == CODEX_CONFIG
+
+
+def test_a_block_of_an_earlier_release_becomes_the_new_one_keeping_the_user_s_lines(home: Path,
+                                                                                    isolated_home: Path) -> None:
+    """Earlier releases appended an ``[mcp_servers.memcairn]`` table; a reinstall moves it before the first table."""
+    old_block = (f"{tomlblock.BEGIN}\n[mcp_servers.memcairn]\ncommand = \"/old/memcairn\"\n"
+                 'args = ["mcp", "--platform", "codex"]\nstartup_timeout_sec = 30\n\n[mcp_servers.memcairn.env]\n'
+                 f'MEMCAIRN_HOME = "/data/memcairn"\n{tomlblock.END}\n')
+    config = write(home / ".codex" / "config.toml", CODEX_CONFIG + "\n" + old_block)
+    install("codex", EXE)
+    text = config.read_text()
+    server = tomllib.loads(text)["mcp_servers"]["memcairn"]
+    assert server["command"] == EXE and server["env"] == {"MEMCAIRN_HOME": "/data/memcairn"}
+    assert "[mcp_servers.memcairn]" not in text and text.rstrip().endswith('model = "gpt-5-mini"')
     uninstall("codex")
     assert config.read_text() == CODEX_CONFIG
 
@@ -788,3 +809,114 @@ def test_lines_the_user_added_inside_the_codex_block_survive_a_reinstall(home: P
 ])
 def test_the_style_of_a_file_with_little_to_go_on(text: str, expected: str) -> None:
     assert detect_style(text).dump(json.loads(expected)) == expected
+
+
+# -- what a newcomer met: leftovers, reformatting, the real clients' settings -----------------------------
+def tree(root: Path) -> dict[str, bytes | None]:
+    """Every file (with its bytes) and every folder (None) under ``root``."""
+    return {str(p): (p.read_bytes() if p.is_file() else None) for p in sorted(root.rglob("*"))}
+
+
+def test_uninstall_leaves_nothing_that_was_not_there(home: Path, isolated_home: Path) -> None:
+    write(home / ".claude" / "settings.json", CLAUDE_SETTINGS)
+    before = tree(home)
+    for agent in ("claude-code", "codex", "gemini"):
+        install(agent, EXE)
+        install(agent, "/other/bin/memcairn")  # a second install, with its own backups
+    assert (home / ".codex").is_dir() and (home / ".gemini").is_dir() and isolated_home.is_dir()
+    for agent in ("claude-code", "codex", "gemini"):
+        uninstall(agent)
+    assert tree(home) == before  # no backups, no .codex/ or .gemini/ folder
+    assert not isolated_home.exists()  # MEMCAIRN_HOME was made only for the install record
+
+
+def test_backups_stay_when_uninstall_cannot_give_back_the_original(home: Path) -> None:
+    settings = write(home / ".claude" / "settings.json", CLAUDE_SETTINGS)
+    install("claude-code", EXE)
+    settings.write_text(settings.read_text().replace('"model": "opus"', '"model": "sonnet"'))
+    uninstall("claude-code")
+    assert json.loads(settings.read_text())["model"] == "sonnet"
+    assert list(settings.parent.glob("settings.json.memcairn-bak-*"))  # the person's edits since, kept aside
+
+
+COMPACT = """{
+  "permissions": {"allow": ["Bash(ls:*)"], "deny": []},
+  "statusLine": {"type": "command", "command": "~/.claude/statusline.sh"},
+  "hooks": {
+    "Stop": [{"hooks": [{"type": "command", "command": "say done"}]}]
+  },
+  "cleanupPeriodDays": 45
+}
+"""
+
+
+def test_install_changes_only_what_memcairn_owns_in_a_json_file(home: Path) -> None:
+    settings = write(home / ".claude" / "settings.json", COMPACT)
+    install("claude-code", EXE)
+    text = settings.read_text()
+    for line in ('  "permissions": {"allow": ["Bash(ls:*)"], "deny": []},',
+                 '  "statusLine": {"type": "command", "command": "~/.claude/statusline.sh"},',
+                 '    "Stop": [{"hooks": [{"type": "command", "command": "say done"}]}, {"hooks": [{"type": ',
+                 '  "cleanupPeriodDays": 45\n}\n'):
+        assert line in text
+    assert json.loads(text)["hooks"]["Stop"][0] == {"hooks": [{"type": "command", "command": "say done"}]}
+    # the person edits the file meanwhile: uninstall still keeps their layout
+    settings.write_text(text.replace('"deny": []', '"deny": ["Bash(rm:*)"]'))
+    uninstall("claude-code")
+    assert settings.read_text() == COMPACT.replace('"deny": []', '"deny": ["Bash(rm:*)"]')
+
+
+def test_codex_gets_memcairn_s_variables_and_waits_for_the_server(home: Path) -> None:
+    config = write(home / ".codex" / "config.toml", CODEX_CONFIG)
+    install("codex", EXE)
+    server = tomllib.loads(config.read_text())["mcp_servers"]["memcairn"]
+    assert {"MEMCAIRN_HOME", "MEMCAIRN_PORT", "MEMCAIRN_HOST", "MEMCAIRN_TOKEN"} <= set(server["env_vars"])
+    assert server["required"] is True and server["startup_timeout_sec"] >= 10
+
+
+def test_codex_hook_trust_written_inside_memcairn_s_block_survives_uninstall(home: Path) -> None:
+    """Codex writes ``[hooks.state...]`` tables at the end of what it sees as the last table; uninstall takes only
+    memcairn's lines."""
+    config = write(home / ".codex" / "config.toml", "")
+    install("codex", EXE)
+    trust = '[hooks.state."/u/.codex/hooks.json:session_start:0:0"]\ntrusted_hash = "sha256:abc"\n'
+    config.write_text(config.read_text().replace(tomlblock.END, trust + tomlblock.END))
+    uninstall("codex")
+    assert config.read_text() == trust
+
+
+def test_a_key_appended_after_the_install_does_not_land_in_memcairn_s_server(home: Path) -> None:
+    for start in ("", 'model = "m"\n', CODEX_CONFIG):
+        config = write(home / ".codex" / "config.toml", start)
+        install("codex", EXE)
+        config.write_text(config.read_text() + 'model_reasoning_effort = "low"\n')
+        parsed = tomllib.loads(config.read_text())
+        assert "model_reasoning_effort" not in parsed["mcp_servers"]["memcairn"]
+        uninstall("codex")
+        assert config.read_text() == start + 'model_reasoning_effort = "low"\n'
+        config.unlink()
+
+
+def test_the_codex_summary_prints_the_server_command_it_wrote(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["install", "codex", "--executable", EXE]) == 0
+    out = capsys.readouterr().out
+    assert f"MCP server memcairn: {EXE} mcp --platform codex\n" in out
+    assert "/hooks" in out and "codex exec" in out
+
+
+def test_gemini_in_ci_is_told_to_pass_memcairn_s_variables(home: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    mine = json.loads(GEMINI_SETTINGS)
+    mine["security"] = {"environmentVariableRedaction": {"allowed": ["MY_VAR", "MEMCAIRN_PORT"]}}
+    settings = write(home / ".gemini" / "settings.json", json.dumps(mine, indent=2) + "\n")
+    monkeypatch.setenv("MEMCAIRN_TOKEN", "s3cret")
+    assert run(["install", "gemini", "--executable", EXE]) == 0
+    assert "memcairn settings set token" in capsys.readouterr().out
+    allowed = json.loads(settings.read_text())["security"]["environmentVariableRedaction"]["allowed"]
+    assert allowed[:2] == ["MY_VAR", "MEMCAIRN_PORT"] and set(setting_variables()) <= set(allowed)
+    uninstall("gemini")
+    assert json.loads(settings.read_text()) == mine  # MEMCAIRN_PORT was the person's: it stays
+    fresh = write(home / ".gemini" / "settings.json", GEMINI_SETTINGS)
+    install("gemini", EXE)
+    uninstall("gemini")
+    assert fresh.read_text() == GEMINI_SETTINGS

@@ -69,10 +69,11 @@ def install(agent: str, dry_run: bool, executable: str | None) -> None:
         memcairn install claude-code --dry-run
     """
     import os
+    import shlex
 
     from memcairn.install import AGENTS, memcairn_executable
     from memcairn.install import install as run_install
-    from memcairn.install.specs import hook_command, resolve_executable
+    from memcairn.install.specs import hook_command, mcp_args, resolve_executable
 
     exe = resolve_executable(executable) if executable else memcairn_executable()
     report = run_install(agent, exe, dry_run=dry_run)
@@ -83,7 +84,7 @@ def install(agent: str, dry_run: bool, executable: str | None) -> None:
         spec = AGENTS[agent]
         events = ", ".join(h.event for h in spec.hooks)
         click.echo(f"hooks: {events} -> {hook_command(exe, spec, '<event>')}")
-        click.echo(f"MCP server memcairn: {exe} mcp")
+        click.echo(f"MCP server memcairn: {' '.join(shlex.quote(a) for a in [exe, *mcp_args(spec)])}")
         for note in report.notes:
             click.echo(note)
         for name in ("MEMCAIRN_HOME", "MEMCAIRN_PORT"):

@@ -9,9 +9,11 @@ Where things go (``HOME`` is honoured through ``Path.home()``):
 - claude-code: hooks in ``$CLAUDE_CONFIG_DIR/settings.json`` (default ``~/.claude/settings.json``); the
   MCP server at user scope, top-level ``mcpServers`` of ``~/.claude.json`` (``$CLAUDE_CONFIG_DIR/.claude.json``
   when that variable is set, where Claude Code keeps it then).
-- codex: ``[mcp_servers.memcairn]`` in ``$CODEX_HOME/config.toml`` (a delimited block) and hooks in
-  ``$CODEX_HOME/hooks.json`` (default ``~/.codex``).
-- gemini: ``mcpServers.memcairn`` and hooks in ``~/.gemini/settings.json``.
+- codex: ``mcp_servers.memcairn`` in ``$CODEX_HOME/config.toml`` (a delimited block, see ``tomlblock``; it names
+  memcairn's variables in ``env_vars`` and is ``required``) and hooks in ``$CODEX_HOME/hooks.json`` (default
+  ``~/.codex``).
+- gemini: ``mcpServers.memcairn``, hooks and memcairn's variables in
+  ``security.environmentVariableRedaction.allowed`` in ``~/.gemini/settings.json``.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from memcairn.errors import ConfigError
-from memcairn.install import jsonedit, tomlblock
+from memcairn.install import jsonedit, jsontext, tomlblock
 from memcairn.install.files import (
     InstallState,
     backup,
@@ -34,9 +36,21 @@ from memcairn.install.files import (
     unified_diff,
     write_text,
 )
-from memcairn.install.specs import AGENTS, CLAUDE_CODE, CODEX, GEMINI, AgentSpec, check_executable, hook_group
+from memcairn.install.specs import (
+    AGENTS,
+    CLAUDE_CODE,
+    CODEX,
+    GEMINI,
+    AgentSpec,
+    check_executable,
+    hook_group,
+    mcp_args,
+    setting_variables,
+)
 
 PLATFORMS = tuple(AGENTS)
+# Gemini CLI in CI (GITHUB_SHA set) strips unknown variables from hooks and MCP servers unless listed here.
+ALLOWED_PATH = ("security", "environmentVariableRedaction", "allowed")
 RETRIES = 3
 
 
@@ -49,6 +63,7 @@ class Target:
     hooks: dict[str, dict[str, Any]] | None = None  # event -> our group
     server: dict[str, Any] | None = None  # our mcpServers entry (json)
     block: str | None = None  # our TOML block
+    allowed: list[str] | None = None  # names for Gemini CLI's list of variables it must not redact
 
 
 @dataclass
@@ -109,16 +124,18 @@ def targets(platform: str, executable: str) -> list[Target]:
     if platform == CLAUDE_CODE.platform:
         return [
             Target(claude_dir() / "settings.json", "json", hooks=hook_groups(executable, CLAUDE_CODE)),
-            Target(claude_json(), "json", server={"type": "stdio", "command": executable, "args": ["mcp"]}),
+            Target(claude_json(), "json", server={"type": "stdio", "command": executable,
+                                                  "args": mcp_args(CLAUDE_CODE)}),
         ]
     if platform == CODEX.platform:
         return [
-            Target(codex_home() / "config.toml", "toml", block=tomlblock.server_block(executable)),
+            Target(codex_home() / "config.toml", "toml",
+                   block=tomlblock.server_block(executable, setting_variables(), mcp_args(CODEX))),
             Target(codex_home() / "hooks.json", "json", hooks=hook_groups(executable, CODEX)),
         ]
     if platform == GEMINI.platform:
         return [Target(gemini_settings(), "json", hooks=hook_groups(executable, GEMINI),
-                       server={"command": executable, "args": ["mcp"]})]
+                       server={"command": executable, "args": mcp_args(GEMINI)}, allowed=setting_variables())]
     raise ConfigError(f"unknown agent {platform!r}; use one of {', '.join(PLATFORMS)}")
 
 
@@ -126,11 +143,12 @@ def targets(platform: str, executable: str) -> list[Target]:
 def _plan_install(target: Target, before: str | None, record: dict[str, Any] | None) -> Change:
     where = str(target.path)
     if target.format == "toml":
-        after, separator = tomlblock.add_block(before, target.block or "", where)
         fresh = tomlblock.find_block(before or "") is None
+        after, separator = tomlblock.add_block(before, target.block or "", where,
+                                               None if fresh or record is None else record.get("separator"))
         if fresh or record is None:
-            record = {"existed": before is not None, "sha256": sha256(before) if before is not None else None,
-                      "separator": separator if fresh else None}
+            record = {"existed": before is not None, "sha256": sha256(before) if before is not None else None}
+        record = {**record, "separator": separator}
         return Change(target.path, before, after, record)
 
     doc = jsonedit.parse_object(before, where)
@@ -141,10 +159,13 @@ def _plan_install(target: Target, before: str | None, record: dict[str, Any] | N
     if target.server is not None:
         new, made, previous = jsonedit.apply_server(new, target.server, where)
         created += made
+    allowed: list[str] = []
+    if target.allowed is not None:
+        new, made, allowed = jsonedit.add_to_list(new, ALLOWED_PATH, target.allowed, where)
+        created += made
     if new == doc:
         return Change(target.path, before, before, record)
-    style = jsonedit.detect_style(before) if before is not None else jsonedit.DEFAULT_STYLE
-    after = style.dump(new)
+    after = _json_text(before, doc, new)
     ours_present = jsonedit.has_our_hooks(doc) or (target.server is not None and previous is not None)
     if record is None or not ours_present:
         # A first install (or our entries were removed by hand since: the old record is stale), unless our
@@ -153,10 +174,19 @@ def _plan_install(target: Target, before: str | None, record: dict[str, Any] | N
         first = not jsonedit.has_our_hooks(doc) and (previous is None or previous != target.server)
         record = {"existed": before is not None, "sha256": sha256(before) if before is not None else None,
                   "created": [list(p) for p in created] if first else [],
-                  "previous_server": previous if first else None}
+                  "previous_server": previous if first else None, "allowed": allowed}
     else:
-        record = {**record, "created": record.get("created", []) + [list(p) for p in created]}
+        record = {**record, "created": record.get("created", []) + [list(p) for p in created],
+                  "allowed": record.get("allowed", []) + allowed}
     return Change(target.path, before, after, record)
+
+
+def _json_text(before: str | None, doc: dict[str, Any], new: dict[str, Any]) -> str:
+    """``new`` as the file's text: only the values memcairn changed are written anew, in the file's style; every
+    other byte of ``before`` stays."""
+    if before is None or not before.strip():
+        return (jsonedit.detect_style(before) if before else jsonedit.DEFAULT_STYLE).dump(new)
+    return jsontext.rewrite(before, doc, new, jsonedit.detect_style(before))
 
 
 def _default_prunable(target: Target) -> list[tuple[str, ...]]:
@@ -165,6 +195,8 @@ def _default_prunable(target: Target) -> list[tuple[str, ...]]:
         paths += [("hooks",), *(("hooks", event) for event in target.hooks)]
     if target.server is not None:
         paths.append(("mcpServers",))
+    if target.allowed is not None:
+        paths += [ALLOWED_PATH[:n] for n in range(1, len(ALLOWED_PATH) + 1)]
     return paths
 
 
@@ -184,11 +216,13 @@ def _plan_uninstall(target: Target, before: str | None, record: dict[str, Any] |
     new = jsonedit.remove_hooks(doc) if target.hooks is not None else doc
     if target.server is not None:
         new = jsonedit.remove_server(new, record.get("previous_server") if record else None)
+    if target.allowed is not None:  # only the names memcairn added (without a record: all of memcairn's)
+        new = jsonedit.remove_from_list(new, ALLOWED_PATH, record.get("allowed", []) if record else target.allowed)
     if new == doc:
         return Change(target.path, before, before, None)
     prunable = [tuple(p) for p in record.get("created", [])] if record else _default_prunable(target)
     new = jsonedit.prune(new, prunable)
-    after = jsonedit.detect_style(before).dump(new)
+    after = _json_text(before, doc, new)
     if record and not record.get("existed") and new == {}:
         return Change(target.path, before, None, None)
     original = _original_text(target.path, record)
@@ -210,19 +244,58 @@ class _ChangedMeanwhile(Exception):
     pass
 
 
-def _apply(change: Change, state: InstallState) -> None:
+def _restores(change: Change, old: dict[str, Any]) -> bool:
+    """Whether an uninstall gives the file back as it was before the first install: the very bytes, or no file
+    where there was none. Its backups (and a folder the install made) are then of no further use."""
+    if change.record is not None or not old:
+        return False
+    if change.after is None:
+        return not old.get("existed")
+    return bool(old.get("sha256")) and sha256(change.after) == old["sha256"]
+
+
+def _missing_dirs(path: Path) -> list[str]:
+    """The folders a write of ``path`` will create, deepest first."""
+    missing, folder = [], Path(os.path.realpath(path)).parent
+    while not folder.exists() and folder != folder.parent:
+        missing.append(str(folder))
+        folder = folder.parent
+    return missing
+
+
+def _apply(change: Change, state: InstallState, leftovers: list[str]) -> None:
+    """Write one change (after a backup, unless it restores the original) and record it; the folders an
+    uninstall may remove once every file is written go to ``leftovers``."""
     if read_text(change.path) != change.before:
         raise _ChangedMeanwhile(str(change.path))
-    if change.before is not None:
+    old = state.get(change.path) or {}
+    restores = _restores(change, old)
+    if change.before is not None and not restores:
         change.backup = backup(change.path)
+    made = [] if change.after is None else _missing_dirs(change.path)
     if change.after is None:
         remove_file(change.path)
     else:
         write_text(change.path, change.after)
+    if restores:
+        for path in {*old.get("backups", []), *([old["backup"]] if old.get("backup") else [])}:
+            Path(path).unlink(missing_ok=True)
+        leftovers.extend(old.get("dirs", []))
     record = change.record
-    if record is not None and "backup" not in record:
-        record = {**record, "backup": str(change.backup) if change.backup else None}
+    if record is not None:
+        record = {**record, "backups": [*old.get("backups", []), *([str(change.backup)] if change.backup else [])],
+                  "dirs": [*old.get("dirs", []), *made]}
+        if "backup" not in record:
+            record["backup"] = str(change.backup) if change.backup else None
     state.put(change.path, record)
+
+
+def _remove_empty(folders: list[str]) -> None:
+    for folder in sorted(set(folders), key=len, reverse=True):
+        try:
+            os.rmdir(folder)
+        except OSError:
+            pass  # not empty (the person keeps other files there) or already gone
 
 
 def _run(platform: str, action: str, executable: str, dry_run: bool,
@@ -238,10 +311,11 @@ def _run(platform: str, action: str, executable: str, dry_run: bool,
             if change.changed:
                 check_writable(change.path)
         check_writable(state.path)  # without the record, uninstall cannot give back the original bytes
+        leftovers: list[str] = []
         try:
             for change in report.changes:
                 if change.changed:
-                    _apply(change, state)
+                    _apply(change, state, leftovers)
         except _ChangedMeanwhile:
             state.save()
             continue  # the agent rewrote a file while we worked: plan again from what is there now
@@ -251,6 +325,7 @@ def _run(platform: str, action: str, executable: str, dry_run: bool,
             raise ConfigError(f"cannot write {exc.filename or 'a settings file'}: {exc.strerror or exc}"
                               + (f" (already changed: {', '.join(done)})" if done else "")) from None
         state.save()
+        _remove_empty(leftovers)
         return report
     raise ConfigError(f"the {platform} settings kept changing while memcairn was writing them; close the agent "
                       "and run the command again")
@@ -267,8 +342,12 @@ def install(platform: str, executable: str, *, dry_run: bool = False) -> Report:
     report = _run(platform, "install", executable, dry_run, _plan_install)
     if platform == CODEX.platform:
         report.notes.append("Codex runs a new or changed hook only after you trust it: open /hooks in Codex and "
-                            "trust the memcairn hooks. (Codex older than 0.124 also needs "
-                            "`[features] codex_hooks = true` in config.toml.)")
+                            "trust the memcairn hooks (`codex exec` silently skips untrusted hooks until then). "
+                            "(Codex older than 0.124 also needs `[features] codex_hooks = true` in config.toml.)")
+    if platform == GEMINI.platform and os.environ.get("MEMCAIRN_TOKEN"):
+        report.notes.append("Gemini CLI removes variables whose name holds TOKEN from an MCP server's environment: "
+                            "keep the token in settings.json instead (`memcairn settings set token <token>`), "
+                            "where the hooks and the MCP server read it too.")
     return report
 
 

@@ -7,7 +7,9 @@
 - Before any write, the file is copied to ``<file>.memcairn-bak-<YYYYmmdd-HHMMSS>``.
 - ``$MEMCAIRN_HOME/install-state.json`` records, per file, what existed before the first install: whether
   the file existed, its hash and backup, the containers the install created and any entry it replaced.
-  Uninstall uses it to give back the very bytes the user had.
+  Uninstall uses it to give back the very bytes the user had; once it has, the file's backups and the folders
+  the install made (``.codex/``, ``.gemini/``, ``MEMCAIRN_HOME`` itself) are removed again: nothing is left that
+  was not there.
 """
 
 from __future__ import annotations
@@ -131,11 +133,13 @@ class InstallState:
     def __init__(self, path: Path | None = None) -> None:
         self.path = path or memcairn_home() / STATE_FILE
         self.files: dict[str, dict[str, Any]] = {}
+        self.made_home = False  # the first install made MEMCAIRN_HOME for this file: the last uninstall removes it
         text = read_text(self.path)
         if text:
             try:
                 data = json.loads(text)
                 self.files = dict(data.get("files", {}))
+                self.made_home = data.get("made_home") is True
             except (ValueError, AttributeError):
                 self.files = {}  # a damaged state file only costs the byte-identical restore
 
@@ -152,5 +156,15 @@ class InstallState:
         if not self.files:
             if self.path.exists():
                 self.path.unlink()
+                if self.made_home:
+                    try:
+                        self.path.parent.rmdir()  # only when empty: no store, logs or settings were made since
+                    except OSError:
+                        pass
             return
-        write_text(self.path, json.dumps({"version": 1, "files": self.files}, indent=2, ensure_ascii=False) + "\n")
+        if not self.path.parent.exists():
+            self.made_home = True
+        data: dict[str, Any] = {"version": 1, "files": self.files}
+        if self.made_home:
+            data["made_home"] = True
+        write_text(self.path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")

@@ -204,6 +204,33 @@ def remove_server(doc: dict[str, Any], previous: Any = None) -> dict[str, Any]:
     return out
 
 
+def add_to_list(doc: dict[str, Any], path: Path_, names: list[str], where: str) -> tuple[dict[str, Any],
+                                                                                   list[Path_], list[str]]:
+    """A copy of ``doc`` whose list at ``path`` holds ``names`` too; also the containers created and the names
+    that were added (those already there are the user's).
+
+    Raises:
+        ConfigError: a container on the path has the wrong type.
+    """
+    out = copy.deepcopy(doc)
+    created: list[Path_] = []
+    values = _container(out, path, list, created, where)
+    added = [n for n in names if n not in values]
+    values.extend(added)
+    return out, created, added
+
+
+def remove_from_list(doc: dict[str, Any], path: Path_, names: list[str]) -> dict[str, Any]:
+    """A copy of ``doc`` without ``names`` in the list at ``path`` (when there is one)."""
+    out = copy.deepcopy(doc)
+    node: Any = out
+    for key in path[:-1]:
+        node = node.get(key) if isinstance(node, dict) else None
+    if isinstance(node, dict) and isinstance(node.get(path[-1]), list):
+        node[path[-1]] = [v for v in node[path[-1]] if v not in names]
+    return out
+
+
 def prune(doc: dict[str, Any], paths: list[Path_]) -> dict[str, Any]:
     """Drop the containers at ``paths`` that are empty, deepest first (those an install created)."""
     out = copy.deepcopy(doc)

@@ -66,6 +66,22 @@ GEMINI = AgentSpec("gemini", "Gemini CLI", (
 AGENTS: dict[str, AgentSpec] = {a.platform: a for a in (CLAUDE_CODE, CODEX, GEMINI)}
 
 
+def setting_variables() -> list[str]:
+    """``MEMCAIRN_HOME`` and every setting's ``MEMCAIRN_<NAME>``: what memcairn's hooks and MCP server read from
+    their environment. Codex passes an MCP server only the variables its entry names (``env_vars``), and Gemini
+    CLI in CI (``GITHUB_SHA`` set) removes unknown variables from hooks and servers unless its settings allow
+    them: without these names a server would find no home or port and look for the worker elsewhere."""
+    from memcairn.settings_source import SETTINGS
+
+    return ["MEMCAIRN_HOME", *(f"MEMCAIRN_{s.name.upper()}" for s in SETTINGS)]
+
+
+def mcp_args(agent: AgentSpec) -> list[str]:
+    """The arguments of the MCP server's entry: ``mcp``, and for Codex ``--platform codex`` (its server also
+    hands the SessionStart context to the agent, see ``memcairn mcp --help``)."""
+    return ["mcp", "--platform", "codex"] if agent is CODEX else ["mcp"]
+
+
 def hook_command(executable: str, agent: AgentSpec, verb: str) -> str:
     """The shell command of one hook: ``<memcairn> hook <verb> [--platform <name>]`` (the path quoted)."""
     command = f"{shlex.quote(executable)} hook {verb}"
