@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client, ClientSession, StdioServerParameters, stdio_client
+from mcp_in_process import in_process
 from processes import processes_of, with_args
 
 from memcairn.client import WorkerClient
@@ -302,7 +303,7 @@ def _unavailable() -> WorkerClient:
 
 
 async def _call_in_process(tools: MemoryTools, name: str, arguments: dict[str, Any]) -> tuple[bool, str]:
-    async with Client(build_server(tools)) as client:
+    async with Client(in_process(build_server(tools))) as client:
         result = await client.call_tool(name, arguments)
         return result.is_error, text_of(result)
 

@@ -37,8 +37,12 @@ SessionStart hook (HTTP) second. Fetching it is bounded (``STARTUP_CONTEXT_SECON
 default 10 s start-up timeout; the worker is started if needed); when it does not arrive in time the
 instructions ask the agent to call ``session_start_context`` instead.
 
-**Lifetime.** The server exits when its stdin closes (the client went away) and, should the pipe stay
-open, when its parent process dies (a daemon thread watches ``os.getppid()``).
+**Wire.** ``memcairn.mcp_protocol`` (standard library only) speaks MCP: agents wait for their servers
+before the first model request, and the SDK's import alone took longer than the whole answer does now. Nothing
+of the worker is imported before the first tool call.
+
+**Lifetime.** The server exits when its stdin closes (the client went away), on SIGINT and, should the pipe
+stay open, when its parent process dies (a daemon thread watches ``os.getppid()``).
 """
 
 from __future__ import annotations
@@ -47,19 +51,19 @@ import json
 import logging
 import os
 import re
-import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from memcairn import __version__
-from memcairn.client import START_TIMEOUT, WorkerClient, ensure_worker
 from memcairn.errors import ConfigError, MemcairnError, NotFoundError, ValidationError, WorkerUnavailableError
+from memcairn.mcp_protocol import McpServer, ServerInfo, serve_lines
 from memcairn.project import ProjectIdentity, project_from_cwd
+
+if TYPE_CHECKING:  # the worker's client (http.client, ssl, settings) is imported on the first tool call
+    from memcairn.client import WorkerClient
 
 log = logging.getLogger("memcairn.mcp")
 
@@ -130,15 +134,16 @@ class ToolError(Exception):
 
 
 # -- tool definitions -------------------------------------------------------------------------------
-@dataclass(frozen=True)
 class ToolSpec:
-    name: str
-    title: str
-    description: str
-    input_schema: dict[str, Any]
-    read_only: bool
-    destructive: bool = False
-    idempotent: bool = True
+    """One tool: its name, texts, argument schema and hints. (A plain class: ``dataclasses`` would cost the
+    server's start-up about as much as the rest of this module.)"""
+
+    __slots__ = ("name", "title", "description", "input_schema", "read_only", "destructive", "idempotent")
+
+    def __init__(self, name: str, title: str, description: str, input_schema: dict[str, Any], read_only: bool,
+                 destructive: bool = False, idempotent: bool = True) -> None:
+        self.name, self.title, self.description, self.input_schema = name, title, description, input_schema
+        self.read_only, self.destructive, self.idempotent = read_only, destructive, idempotent
 
 
 def _string(description: str, **extra: Any) -> dict[str, Any]:
@@ -463,6 +468,8 @@ def _bounded(record: dict[str, Any]) -> tuple[dict[str, Any], bool]:
 def installed_version() -> str | None:
     """The version a worker started now would run: the ``__version__`` in the package's file on disk, which an
     upgrade rewrites while this long-lived process keeps the one it imported. None when it cannot be read."""
+    from pathlib import Path
+
     import memcairn
 
     try:
@@ -481,6 +488,9 @@ def connect_worker() -> WorkerClient:
     the up-to-date worker on every connection and fail after the start timeout. The installed package decides
     instead (``memcairn worker start`` run from it), and its output stays off this server's stdout.
     """
+    import subprocess
+
+    from memcairn.client import START_TIMEOUT, WorkerClient, ensure_worker
     from memcairn.config import load_settings
     from memcairn.worker.daemon import current_version
 
@@ -722,77 +732,81 @@ def error_text(exc: BaseException) -> str:
 
 
 # -- the MCP server ---------------------------------------------------------------------------------
+class StartupInstructions:
+    """``WORKFLOW`` followed by the SessionStart context of the current project, for agents that get the context
+    through the server's instructions (``STARTUP_PLATFORMS``).
+
+    The fetch (which starts the worker if needed) begins when this is made, at the server's start, and the
+    first handshake waits for it until ``timeout`` seconds after that start; when the context cannot be had in
+    time, the instructions ask the agent to call ``session_start_context`` instead. The first text given is
+    kept, so a client that probes and then hands shakes reads the same instructions twice. Never raises: a
+    server that cannot read memory still starts.
+    """
+
+    def __init__(self, tools: MemoryTools, timeout: float = STARTUP_CONTEXT_SECONDS) -> None:
+        self._deadline = time.monotonic() + timeout
+        self._found: dict[str, str] = {}
+        self._text: str | None = None
+        self._lock = threading.Lock()
+
+        def fetch() -> None:
+            try:
+                self._found["text"] = tools.session_start_context({})
+            except Exception as exc:  # reported in the instructions, never fatal
+                log.warning("no session start context for the instructions: %s", exc)
+
+        self._fetcher = threading.Thread(target=fetch, name="memcairn-mcp-startup-context", daemon=True)
+        self._fetcher.start()
+
+    def __call__(self) -> str:
+        with self._lock:
+            if self._text is None:
+                self._fetcher.join(max(0.0, self._deadline - time.monotonic()))
+                text = self._found.get("text", "").strip()
+                self._text = (f"{WORKFLOW}\n{STARTUP_CONTEXT_HEADING}\n\n{text}\n" if text
+                              else f"{WORKFLOW}\n{STARTUP_CONTEXT_MISSING}\n")
+            return self._text
+
+
 def startup_instructions(tools: MemoryTools, timeout: float = STARTUP_CONTEXT_SECONDS) -> str:
-    """``WORKFLOW`` followed by the SessionStart context of the current project, fetched within ``timeout``
-    seconds (starting the worker if needed); when it cannot be had in time, a line asking the agent to call
-    ``session_start_context`` instead. Never raises: a server that cannot read memory still starts."""
-    found: dict[str, str] = {}
-
-    def fetch() -> None:
-        try:
-            found["text"] = tools.session_start_context({})
-        except Exception as exc:  # reported in the instructions, never fatal
-            log.warning("no session start context for the instructions: %s", exc)
-
-    worker = threading.Thread(target=fetch, name="memcairn-mcp-startup-context", daemon=True)
-    worker.start()
-    worker.join(timeout)
-    text = found.get("text", "").strip()
-    if not text:
-        return f"{WORKFLOW}\n{STARTUP_CONTEXT_MISSING}\n"
-    return f"{WORKFLOW}\n{STARTUP_CONTEXT_HEADING}\n\n{text}\n"
+    """The start-up instructions (see ``StartupInstructions``), fetched now within ``timeout`` seconds."""
+    return StartupInstructions(tools, timeout)()
 
 
-def build_server(tools: MemoryTools | None = None, instructions: str = WORKFLOW) -> Any:
-    """The low-level MCP ``Server`` serving ``tools`` (one is made on first use when None), announcing
-    ``instructions`` at initialisation."""
-    import anyio.to_thread
-    import mcp.types as types
-    from mcp.server import Server
+def tool_entries() -> list[dict[str, Any]]:
+    """``TOOLS`` as ``tools/list`` entries."""
+    entries = []
+    for spec in TOOLS:
+        annotations: dict[str, Any] = {"title": spec.title, "readOnlyHint": spec.read_only, "openWorldHint": False}
+        if not spec.read_only:
+            annotations |= {"destructiveHint": spec.destructive, "idempotentHint": spec.idempotent}
+        entries.append({"name": spec.name, "title": spec.title, "description": spec.description,
+                        "inputSchema": spec.input_schema, "annotations": annotations})
+    return entries
 
+
+def build_server(tools: MemoryTools | None = None, instructions: str | Callable[[], str] = WORKFLOW) -> McpServer:
+    """The MCP server of ``tools`` (made on the first tool call when None: nothing of the worker is touched
+    before), announcing ``instructions`` (text, or a function asked at each handshake)."""
     holder: dict[str, MemoryTools] = {}
+    lock = threading.Lock()
 
     def current() -> MemoryTools:
-        if "tools" not in holder:
-            holder["tools"] = tools or MemoryTools()
-        return holder["tools"]
+        with lock:
+            if "tools" not in holder:
+                holder["tools"] = tools or MemoryTools()
+            return holder["tools"]
 
-    listed = [
-        types.Tool(
-            name=spec.name, title=spec.title, description=spec.description, input_schema=spec.input_schema,
-            annotations=types.ToolAnnotations(
-                title=spec.title, read_only_hint=spec.read_only,
-                destructive_hint=None if spec.read_only else spec.destructive,
-                idempotent_hint=None if spec.read_only else spec.idempotent, open_world_hint=False,
-            ),
-        )
-        for spec in TOOLS
-    ]
-
-    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=listed)
-
-    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        name, arguments = params.name, params.arguments
+    def call(name: str, arguments: Mapping[str, Any] | None) -> tuple[str, bool]:
         try:
-            text = await anyio.to_thread.run_sync(lambda: current().run(name, arguments))
-            return types.CallToolResult(content=[types.TextContent(text=text)])
+            return current().run(name, arguments), False
         except Exception as exc:
             if not isinstance(exc, ToolError | MemcairnError):
                 log.exception("tool %s failed", name)
-            return types.CallToolResult(content=[types.TextContent(text=error_text(exc))], is_error=True)
+            return error_text(exc), True
 
-    return Server(SERVER_NAME, version=__version__, title="memcairn memory",
-                  instructions=instructions, on_list_tools=list_tools, on_call_tool=call_tool)
-
-
-async def serve_stdio(tools: MemoryTools | None = None, instructions: str = WORKFLOW) -> None:
-    """Serve on stdin/stdout until stdin closes."""
-    from mcp.server.stdio import stdio_server
-
-    server = build_server(tools, instructions)
-    async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+    announced = instructions if callable(instructions) else (lambda: instructions)
+    return McpServer(ServerInfo(SERVER_NAME, __version__, "memcairn memory"), tool_entries(), call, announced)
 
 
 def watch_parent(interval: float = PARENT_POLL_SECONDS, on_orphaned: Callable[[], None] | None = None) -> None:
@@ -824,23 +838,17 @@ def main(platform: str | None = None) -> int:
     """Run the stdio server (the ``memcairn mcp`` command); logs go to stderr, stdout carries the protocol.
 
     ``platform`` names the agent that runs the server; for those in ``STARTUP_PLATFORMS`` the instructions
-    carry the SessionStart context (see the module docstring).
+    carry the SessionStart context (see the module docstring). Returns when stdin closes or on SIGINT.
     """
-    import anyio
-
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="memcairn mcp: %(levelname)s %(message)s")
     watch_parent()
     tools: MemoryTools | None = None
-    instructions = WORKFLOW
+    instructions: str | Callable[[], str] = WORKFLOW
     if platform in STARTUP_PLATFORMS:
         tools = MemoryTools()
-        instructions = startup_instructions(tools)
+        instructions = StartupInstructions(tools)
     try:
-        anyio.run(serve_stdio, tools, instructions)
+        serve_lines(build_server(tools, instructions), sys.stdin.buffer, sys.stdout.buffer)
     except (KeyboardInterrupt, BrokenPipeError, ConnectionError):
-        pass  # the client went away: nothing is left to answer
-    except BaseExceptionGroup as group:
-        _, rest = group.split((KeyboardInterrupt, BrokenPipeError, ConnectionError))
-        if rest is not None:
-            raise rest from None
+        pass  # told to stop, or the client went away: nothing is left to answer
     return 0

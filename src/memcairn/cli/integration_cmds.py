@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from memcairn.entry import MCP_PLATFORMS
+
 AGENT_CHOICES = ("claude-code", "codex", "gemini")
 RESTART = {
     "claude-code": "Restart Claude Code (or start a new session) to load the hooks and the MCP server.",
@@ -13,7 +15,7 @@ RESTART = {
 
 
 @click.command("mcp")
-@click.option("--platform", type=click.Choice(["claude-code", "codex", "gemini-cli"]),
+@click.option("--platform", type=click.Choice(MCP_PLATFORMS),
               help="The agent running the server; with codex, the SessionStart context is also sent in the "
                    "server's instructions at start-up (Codex runs hooks only once trusted).")
 def mcp(platform: str | None) -> int:

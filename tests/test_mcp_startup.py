@@ -1,0 +1,184 @@
+"""``memcairn mcp`` at start-up and at the end: how soon the first answer comes, both protocol eras on one
+connection (the ``server/discover`` probe and a later ``initialize``), and how soon it exits when told to.
+
+Agents wait for their MCP servers before the first model request, so these are the server's user-visible
+latencies. Times are the best of a few spawns: the machine may be loaded, the bound is not."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+import test_mcp_server as base
+from mcp import Client, StdioServerParameters
+from mcp_in_process import in_process
+
+from memcairn.client import WorkerClient
+from memcairn.entry import main as entry_main
+from memcairn.mcp_protocol import MODERN_VERSIONS, PROTOCOL_VERSION_KEY, SERVER_INFO_KEY, UNSUPPORTED_PROTOCOL_VERSION
+from memcairn.mcp_server import TOOLS, WORKFLOW, build_server
+
+env = base.env  # the fixtures of test_mcp_server: a home, a free port, and a worker started there
+worker = base.worker
+MEMCAIRN, text_of = base.MEMCAIRN, base.text_of
+
+FIRST_ANSWER_SECONDS = 0.3
+EXIT_SECONDS = 0.1
+TRIES = 3
+MODERN = "2026-07-28"
+
+
+def _envelope(version: str = MODERN) -> dict[str, Any]:
+    return {"_meta": {PROTOCOL_VERSION_KEY: version, "io.modelcontextprotocol/clientCapabilities": {},
+                      "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "0"}}}
+
+
+def _initialize(ident: int = 1) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": ident, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+
+
+class Server:
+    """``memcairn mcp`` spawned with pipes, spoken to one JSON line at a time."""
+
+    def __init__(self, environ: dict[str, str], cwd: Path, *args: str) -> None:
+        self.started = time.perf_counter()
+        self.proc = subprocess.Popen([MEMCAIRN, "mcp", *args], env={**os.environ, **environ}, cwd=cwd,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+
+    def ask(self, message: dict[str, Any]) -> dict[str, Any]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps(message).encode() + b"\n")
+        self.proc.stdin.flush()
+        return json.loads(self.proc.stdout.readline())
+
+    def seconds_to_exit(self, stop: str) -> float:
+        """Seconds from SIGINT (``stop="sigint"``) or closing stdin (``"eof"``) to the process's end."""
+        assert self.proc.stdin is not None
+        started = time.perf_counter()
+        if stop == "sigint":
+            self.proc.send_signal(signal.SIGINT)
+        else:
+            self.proc.stdin.close()
+        self.proc.wait(timeout=10)
+        return time.perf_counter() - started
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            if pipe is not None and not pipe.closed:
+                pipe.close()
+
+
+def test_the_first_answer_comes_within_300_ms_of_the_spawn(env: dict[str, str], tmp_path: Path) -> None:
+    """Interpreter start included; the MCP SDK alone took about 0.8 s of CPU to import, 2-3 s to answer."""
+    times = []
+    for _ in range(TRIES):
+        server = Server(env, tmp_path)
+        try:
+            answer = server.ask(_initialize())
+            times.append(time.perf_counter() - server.started)
+            assert answer["result"]["serverInfo"]["name"] == "memcairn"
+        finally:
+            server.close()
+    assert min(times) <= FIRST_ANSWER_SECONDS, times
+
+
+@pytest.mark.parametrize("stop", ["sigint", "eof"])
+def test_the_server_exits_within_100_ms_of_sigint_or_end_of_input(env: dict[str, str], tmp_path: Path,
+                                                                  stop: str) -> None:
+    times = []
+    for _ in range(TRIES):
+        server = Server(env, tmp_path)
+        try:
+            assert server.ask({"jsonrpc": "2.0", "id": 1, "method": "ping"})["result"] == {}
+            times.append(server.seconds_to_exit(stop))
+            assert server.proc.returncode in (0, -signal.SIGINT), server.proc.returncode
+        finally:
+            server.close()
+    assert min(times) <= EXIT_SECONDS, times
+
+
+def test_a_probe_and_a_later_handshake_are_both_answered_on_one_connection(env: dict[str, str],
+                                                                           tmp_path: Path) -> None:
+    """Claude Code probes ``server/discover``, may give up waiting, then sends ``initialize``: an answered probe
+    must not lock the connection to the newer era (the SDK's server refused the handshake with -32022)."""
+    server = Server(env, tmp_path)
+    try:
+        probe = server.ask({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": _envelope()})
+        assert probe["result"]["supportedVersions"] == list(MODERN_VERSIONS)
+        assert probe["result"]["resultType"] == "complete" and probe["result"]["instructions"] == WORKFLOW
+        assert probe["result"]["_meta"][SERVER_INFO_KEY]["name"] == "memcairn"
+
+        hello = server.ask(_initialize(2))
+        assert hello["result"]["protocolVersion"] == "2025-11-25" and hello["result"]["instructions"] == WORKFLOW
+        old = server.ask({**_initialize(3), "params": {**_initialize()["params"], "protocolVersion": "2024-11-05"}})
+        assert old["result"]["protocolVersion"] == "2024-11-05"
+
+        listed = server.ask({"jsonrpc": "2.0", "id": 4, "method": "tools/list"})
+        assert [t["name"] for t in listed["result"]["tools"]] == [t.name for t in TOOLS]
+        assert "resultType" not in listed["result"]  # a handshake-era request gets a handshake-era result
+        modern = server.ask({"jsonrpc": "2.0", "id": 5, "method": "tools/list", "params": _envelope()})
+        assert modern["result"]["resultType"] == "complete" and len(modern["result"]["tools"]) == len(TOOLS)
+
+        called = server.ask({"jsonrpc": "2.0", "id": 6, "method": "tools/call",
+                             "params": {"name": "important_workflow", "arguments": {}, **_envelope()}})
+        assert called["result"]["content"] == [{"type": "text", "text": WORKFLOW}]
+        assert called["result"]["isError"] is False and called["result"]["resultType"] == "complete"
+
+        future = server.ask({"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": _envelope("2099-01-01")})
+        assert future["error"]["code"] == UNSUPPORTED_PROTOCOL_VERSION
+        assert MODERN in future["error"]["data"]["supported"]
+        unknown = server.ask({"jsonrpc": "2.0", "id": 8, "method": "resources/list"})
+        assert unknown["error"]["code"] == -32601
+    finally:
+        server.close()
+
+
+async def _sdk_session(params: Any, mode: str) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    async with Client(params, mode=mode) as client:  # type: ignore[arg-type]
+        seen["tools"] = [t.name for t in (await client.list_tools()).tools]
+        saved = await client.call_tool("save_memory", {"text": "The parser keeps byte offsets, not characters.",
+                                                       "title": "Parser offsets are bytes"})
+        seen["saved"] = (saved.is_error, text_of(saved))
+        found = await client.call_tool("search", {"query": "parser byte offsets"})
+        seen["search"] = (found.is_error, text_of(found))
+    return seen
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_the_sdk_client_works_in_either_era_against_a_real_worker(env: dict[str, str],
+                                                                  worker: WorkerClient,
+                                                                  tmp_path: Path, mode: str) -> None:
+    """``auto`` probes ``server/discover`` and settles on the 2026-07-28 era; ``legacy`` hands shakes."""
+    params = StdioServerParameters(command=MEMCAIRN, args=["mcp"], env=env, cwd=str(tmp_path))
+    seen = anyio.run(_sdk_session, params, mode)
+    assert seen["tools"] == [t.name for t in TOOLS]
+    assert seen["saved"][0] is False and seen["saved"][1].startswith("Saved as #")
+    assert seen["search"][0] is False and "Parser offsets are bytes" in seen["search"][1]
+
+
+async def _in_process_modern() -> str:
+    async with Client(in_process(build_server()), mode=MODERN) as client:
+        return text_of(await client.call_tool("important_workflow", {}))
+
+
+def test_the_sdk_client_pinned_to_the_new_era_needs_no_probe() -> None:
+    assert anyio.run(_in_process_modern) == WORKFLOW
+
+
+@pytest.mark.parametrize("args", [["--platform", "nowhere"], ["--bogus"]])
+def test_arguments_the_short_path_does_not_know_are_explained_by_the_full_command(
+        args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert entry_main(["mcp", *args]) == 2
+    assert "Usage: memcairn mcp" in capsys.readouterr().err
