@@ -340,11 +340,12 @@ def test_scrub_walks_nested_structures_and_copies() -> None:
     cleaned = scrub(event)
     assert cleaned["tool_input"]["command"] == "export GH_TOKEN=[REDACTED:github_token]"
     assert cleaned["tool_input"]["args"] == ["-v", "", 3]
-    assert cleaned["tool_response"] == ("ok", {"password": "plain words", "nested": [["[REDACTED:aws_access_key]"]]})
+    assert cleaned["tool_response"] == ("ok", {"password": "[REDACTED:secret_assignment]",
+                                               "nested": [["[REDACTED:aws_access_key]"]]})
     assert isinstance(cleaned["tool_response"], tuple)
     assert cleaned["point"] == Point("Bearer [REDACTED:bearer_token]", 1.5)
     assert isinstance(cleaned["point"], Point)
-    assert "password = 'kept-as-key'" in cleaned
+    assert "password = '[REDACTED:secret_assignment]'" in cleaned  # keys are redacted too
     assert (cleaned["count"], cleaned["flag"], cleaned["raw"]) == (7, True, b"password=hunter2hunter2")
     assert event["tool_input"]["command"].endswith(token)
     assert cleaned["tool_input"] is not event["tool_input"]
@@ -526,3 +527,46 @@ def test_a_closing_tag_without_its_opening_hides_what_precedes_it(text: str, exp
     assert strip_private(text) == expected
     assert is_entirely_private(text) is False
     assert is_entirely_private("only this was private </private>") is True
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Keys and values together
+# ------------------------------------------------------------------------------------------------------------------
+
+
+def test_a_value_under_a_secret_key_is_redacted_whatever_it_looks_like() -> None:
+    marker = placeholder("secret_assignment")
+    event = {"tool_input": {"api_key": "Zq8Rk2" + "pLm9", "token": "short1", "client_secret": "plain words",
+                            "AWS_SECRET_ACCESS_KEY": mixed(40), "Authorization": "Basic " + "YWRtaW46eA==",
+                            "pin": {"password": 482913}, "env": [{"name": "DB_PASSWORD", "value": "hunter2"}],
+                            "credentials": {"user": "me", "secret_id": 7, "on": True}}}
+    cleaned = scrub(event)["tool_input"]
+    assert cleaned["api_key"] == cleaned["token"] == cleaned["client_secret"] == marker
+    assert cleaned["AWS_SECRET_ACCESS_KEY"] == cleaned["Authorization"] == marker
+    assert cleaned["pin"] == {"password": marker}
+    assert cleaned["env"] == [{"name": "DB_PASSWORD", "value": marker}]
+    assert cleaned["credentials"] == {"user": marker, "secret_id": 7, "on": True}  # fail closed, shape kept
+
+
+def test_keys_that_only_mention_a_key_word_keep_their_values() -> None:
+    kept = {"token_count": 1234, "max_tokens": 4096, "password_policy_url": "https://example.test/policy",
+            "secret_name": "db-creds", "tokenizer": "cl100k", "PWD": "/home/me", "password": "", "token": None,
+            "api_key": "${API_KEY}", "env": [{"name": "PATH", "value": "/usr/bin"}]}
+    assert scrub(kept) == kept
+
+
+def test_tokens_as_keys_base64_of_secrets_and_json_text_are_redacted() -> None:
+    import base64
+    import json
+
+    token = "ghp_" + mixed(36)
+    aws = base64.b64encode(("aws_secret_access_key=" + mixed(40)).encode()).decode()
+    assert scrub({token: 1}) == {"[REDACTED:github_token]": 1}
+    assert scrub("blob " + base64.b64encode(token.encode()).decode() + " end") == "blob [REDACTED:github_token] end"
+    assert scrub(aws) == "[REDACTED:aws_secret_key]"
+    text = json.dumps({"items": [{"password": 'with "quotes" ' + mixed(12)}], "count": 2}, indent=2)
+    cleaned = scrub(text)
+    assert mixed(12) not in cleaned and json.loads(cleaned)["items"][0]["password"] == "[REDACTED:secret_assignment]"
+    plain = json.dumps({"count": 2, "name": "x"}, indent=4)
+    assert scrub(plain) is not None and scrub(plain) == plain  # nothing found: the text is kept as it was
+    assert scrub("YWJjZGVmZ2hpamtsbW5vcHFyc3R1dnd4eXo=") == "YWJjZGVmZ2hpamtsbW5vcHFyc3R1dnd4eXo="  # base64 of text
