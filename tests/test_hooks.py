@@ -43,7 +43,7 @@ HEAVY_MODULES = {"http.client", "urllib.request", "memcairn.store", "memcairn.se
 SLOW_STDLIB = {"dataclasses", "pathlib", "typing", "inspect"}
 HOOK_MODULES = ("memcairn.entry", "memcairn.hooks.runner", "memcairn.hooks.events", "memcairn.hooks.transport",
                 "memcairn.hooks.fence", "memcairn.hooks.state", "memcairn.hooks.transcript",
-                "memcairn.settings_source", "memcairn.project", "memcairn.errors")
+                "memcairn.settings_source", "memcairn.project", "memcairn.errors", "memcairn.json_depth")
 
 
 def free_port() -> int:

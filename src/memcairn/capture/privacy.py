@@ -17,6 +17,8 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any, NamedTuple
 
+from memcairn.json_depth import MAX_DEPTH, cut_marker
+
 _PLACEHOLDER_START = "[REDACTED:"
 _NOT_PLACEHOLDER = r"(?!\[REDACTED:)"
 _MAX_PASSES = 3
@@ -590,14 +592,6 @@ def _redact_encoded_secrets(text: str, depth: int) -> tuple[str, int]:
 # --------------------------------------------------------------------------------------------------------------
 # Whole events
 # --------------------------------------------------------------------------------------------------------------
-
-
-MAX_DEPTH = 64  # containers nested deeper than this are cut (and named): no event needs more, recursion does
-
-
-def cut_marker(depth: int = MAX_DEPTH) -> str:
-    """What stands for a value nested deeper than ``depth`` levels."""
-    return f"[cut: nested deeper than {depth} levels]"
 
 
 # Keys whose value is a credential although they end in no key word: HTTP headers kept as a mapping.

@@ -74,6 +74,7 @@ from typing import Any
 from memcairn.capture.privacy import scrub
 from memcairn.capture.truncate import cut
 from memcairn.hooks.events import MAX_BODY_BYTES, OWN_TOOL_PREFIXES, _encode
+from memcairn.json_depth import loads_bounded
 from memcairn.models import LONE_SURROGATE
 from memcairn.project import ProjectIdentity, project_from_cwd
 from memcairn.store.validation import MAX_EPOCH_MS
@@ -365,7 +366,7 @@ class _Replayer:
     # lines ------------------------------------------------------------------------------------------
     def line(self, number: int, raw: str) -> Iterator[ReplayEvent]:
         try:
-            entry = json.loads(raw)
+            entry = loads_bounded(raw)  # a part nested too deep is cut and named (json_depth), the line kept
         except ValueError:
             self.stats.skipped_lines += 1
             return

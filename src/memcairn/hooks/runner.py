@@ -102,9 +102,11 @@ def read_payload() -> tuple[dict[str, Any] | None, str | None]:
         return None, f"stdin holds more than {MAX_STDIN_BYTES} bytes; ignored"
     if not raw.strip():
         return None, "stdin is empty; expected the event's JSON object"
+    from memcairn.json_depth import loads_bounded
+
     try:
-        data = json.loads(raw)
-    except (ValueError, RecursionError) as exc:
+        data = loads_bounded(raw)  # a part nested too deep for a walk is cut and named, not the event lost
+    except ValueError as exc:
         return None, f"stdin is not valid JSON ({str(exc)[:120]})"
     if not isinstance(data, dict):
         return None, f"stdin holds JSON {type(data).__name__}, expected an object"

@@ -44,6 +44,7 @@ from memcairn.capture.llm.compressor import local_day_start_ms
 from memcairn.config import Settings, load_settings
 from memcairn.context_memo import Answer, ContextMemo
 from memcairn.errors import MemcairnError, NotFoundError, StoreError, ValidationError
+from memcairn.json_depth import loads_bounded
 from memcairn.models import NewItem
 from memcairn.runtime import Runtime, open_runtime
 from memcairn.worker.events import HEARTBEAT_SECONDS, Broadcaster, ExternalWriteTailer, StoreEventBridge
@@ -367,9 +368,8 @@ async def read_json(request: Request) -> dict[str, Any]:
     if not raw.strip():
         raise BadRequest("a JSON object body is required")
     try:
-        data = json.loads(raw, parse_constant=_reject_constant)
-    except RecursionError:
-        raise BadRequest("the JSON body is nested too deeply") from None
+        # deeper than MAX_DEPTH levels is cut and named (json_depth.cut_marker): stored, never a recursion error
+        data = loads_bounded(raw, parse_constant=_reject_constant)
     except ValueError as exc:
         raise BadRequest(f"the body is not valid JSON ({exc})") from None
     if not isinstance(data, dict):
