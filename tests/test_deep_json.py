@@ -8,7 +8,6 @@ import json
 import os
 import select
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -118,8 +117,7 @@ def test_the_transcript_importer_keeps_a_deep_line(tmp_path: Path) -> None:
 
 
 def test_the_mcp_server_answers_deep_arguments_and_keeps_serving(env: dict[str, str], tmp_path: Path) -> None:
-    """Arguments as deep as the SDK parses get a tool error; a message deeper than its parser goes is dropped by
-    the SDK (it cannot read an id to answer), and the server goes on serving."""
+    """Arguments of any depth get a tool error naming the argument, and the server goes on serving."""
     proc = subprocess.Popen([str(hk.SCRIPT), "mcp"], env={**os.environ, **env}, cwd=tmp_path,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     assert proc.stdin is not None and proc.stdout is not None
@@ -128,9 +126,10 @@ def test_the_mcp_server_answers_deep_arguments_and_keeps_serving(env: dict[str, 
         proc.stdin.write(text.encode() + b"\n")
         proc.stdin.flush()
 
-    def answer(timeout: float = 20.0) -> dict | None:
+    def answer(timeout: float = 20.0) -> dict:
         ready, _, _ = select.select([proc.stdout], [], [], timeout)
-        return json.loads(proc.stdout.readline()) if ready else None
+        assert ready, "no answer"
+        return json.loads(proc.stdout.readline())
 
     def call(call_id: int, name: str, arguments: str) -> None:
         send(f'{{"jsonrpc": "2.0", "id": {call_id}, "method": "tools/call", '
@@ -141,15 +140,14 @@ def test_the_mcp_server_answers_deep_arguments_and_keeps_serving(env: dict[str, 
             "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}}))
         assert answer()["id"] == 1
         send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-        call(2, "search", f'{{"query": {nested_text(150)}}}')
-        got = answer()
-        assert got["id"] == 2 and got["result"]["isError"]
-        assert "query must be text" in got["result"]["content"][0]["text"]
-        call(3, "search", f'{{"query": {nested_text(100_000)}}}')
+        for call_id, levels in ((2, 150), (3, 100_000)):
+            call(call_id, "search", f'{{"query": {nested_text(levels)}}}')
+            got = answer()
+            assert got["id"] == call_id and got["result"]["isError"]
+            assert "query must be text" in got["result"]["content"][0]["text"]
         call(4, "important_workflow", "{}")
-        started = time.monotonic()
         got = answer()
-        assert got["id"] == 4 and not got["result"].get("isError") and time.monotonic() - started < 20
+        assert got["id"] == 4 and not got["result"].get("isError")
     finally:
         proc.kill()
         proc.wait(10)

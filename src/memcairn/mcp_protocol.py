@@ -26,6 +26,8 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import IO, Any
 
+from memcairn.json_depth import loads_bounded
+
 HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 MODERN_VERSIONS = ("2026-07-28",)
 PROTOCOL_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
@@ -195,7 +197,7 @@ def serve_lines(server: McpServer, source: IO[bytes], sink: IO[bytes]) -> None:
         if not line.strip():
             continue
         try:
-            message = json.loads(line)
+            message = loads_bounded(line)  # deeper than MAX_DEPTH levels: cut and named, then answered
         except ValueError:
             writer.send(_error(None, PARSE_ERROR, "not JSON"))
             continue
