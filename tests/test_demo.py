@@ -31,10 +31,17 @@ def test_demo_runs_the_whole_loop(tmp_path: Path) -> None:
         assert "<memcairn-memory" in out and "## Recent observations" in out  # the SessionStart context
         assert "strategy: hybrid" in out  # the bundled model answered the semantic leg
         assert "<- ANCHOR" in out and f"viewer: http://127.0.0.1:{env['MEMCAIRN_PORT']}/" in out
+        stop_line = out.rstrip().splitlines()[-1].strip()
+        assert stop_line.endswith(" worker stop") and f"MEMCAIRN_PORT={env['MEMCAIRN_PORT']}" in stop_line
         again = subprocess.run([sys.executable, "-m", "memcairn", "demo"], env=env, capture_output=True,
                                text=True, timeout=300)
         assert again.returncode == 0, again.stderr
         assert "worker: running" in again.stdout and "(0 new events" in again.stdout
+        # pasted as printed into a shell that has none of the demo's variables, it stops the demo's worker
+        plain = {k: v for k, v in os.environ.items() if not k.startswith("MEMCAIRN_")}
+        stopped = subprocess.run(["/bin/sh", "-c", stop_line], env=plain, capture_output=True, text=True, timeout=60)
+        assert stopped.returncode == 0 and "stopped" in stopped.stdout, stopped.stdout + stopped.stderr
+        assert not daemon.status(load_settings(home=tmp_path / "home", environ=env))["running"]
     finally:
         cfg = load_settings(home=tmp_path / "home", environ=env)
         daemon.stop(cfg, timeout=10)

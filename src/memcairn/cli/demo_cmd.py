@@ -38,10 +38,11 @@ def demo() -> None:
     """Start the worker, import the sample transcripts, and show what an agent would get back.
 
     Prints the SessionStart context of the sample project, one search, one timeline and the viewer's URL.
-    The worker keeps running so the viewer stays up; `memcairn worker stop` ends it.
+    The worker keeps running so the viewer stays up; the last line is the command that stops it.
 
     Example:
 
+    \b
         MEMCAIRN_HOME=/tmp/memcairn-demo memcairn demo
     """
     from memcairn.capture.importer import import_transcripts
@@ -77,5 +78,31 @@ def demo() -> None:
                                                  "depth_before": 2, "depth_after": 3})
     click.echo(timeline["text"].rstrip())
 
-    click.echo(f"\nviewer: http://127.0.0.1:{cfg.port}/   (the worker keeps running; "
-               f"`memcairn worker stop` ends it)")
+    click.echo(f"\nviewer: http://127.0.0.1:{cfg.port}/   (the worker keeps running; this ends it:)\n"
+               f"  {stop_command()}")
+
+
+def stop_command() -> str:
+    """``memcairn worker stop`` as it must be typed in another shell to reach this demo's worker: with the
+    variables that chose its home, port and address (a token is never printed), and the command's full path."""
+    import os
+    import shlex
+
+    from memcairn.errors import ConfigError
+    from memcairn.install.specs import memcairn_executable
+    from memcairn.settings_source import read_values
+
+    origins: dict[str, str] = {}
+    values = read_values(origins=origins)
+    words = []
+    if origins.get("home") == "MEMCAIRN_HOME":
+        words.append(f"MEMCAIRN_HOME={shlex.quote(values['home'])}")
+    for name in ("port", "host"):
+        variable = f"MEMCAIRN_{name.upper()}"
+        if origins.get(name) == variable:
+            words.append(f"{variable}={shlex.quote(os.environ[variable])}")
+    try:
+        executable = memcairn_executable()
+    except ConfigError:
+        executable = "memcairn"
+    return " ".join([*words, shlex.quote(executable), "worker", "stop"])
