@@ -29,6 +29,7 @@ def cli() -> None:
 
     Example:
 
+    \b
         memcairn add --project demo --kind manual --title "Use WAL" --text "SQLite runs in WAL mode"
     """
 

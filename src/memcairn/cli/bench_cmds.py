@@ -51,6 +51,7 @@ def bench_store(sizes: str, queries: int, json_out: Path | None) -> None:
 
     Example:
 
+    \b
         memcairn bench store --sizes 10k,100k
     """
     from memcairn.bench import store
@@ -70,6 +71,7 @@ def bench_embed(models: tuple[str, ...], texts: int) -> None:
 
     Example:
 
+    \b
         memcairn bench embed
     """
     from memcairn.bench import embed
@@ -87,6 +89,7 @@ def bench_mirror(items: int, sizes: str, backends: tuple[str, ...]) -> None:
 
     Example:
 
+    \b
         memcairn bench mirror --items 2000 --sizes 10k
     """
     from memcairn.bench import mirror
@@ -108,6 +111,7 @@ def bench_search(sizes: str, queries: int) -> None:
 
     Example:
 
+    \b
         memcairn bench search --sizes 10k
     """
     from memcairn.bench import search
@@ -152,6 +156,7 @@ def bench_longmemeval(path: Path, method: str, all_methods: bool, pooled: bool, 
 
     Example:
 
+    \b
         memcairn bench longmemeval longmemeval_s_cleaned.json --all-methods --json out.json
     """
     from memcairn.bench import longmemeval as lme
@@ -187,6 +192,7 @@ def bench_hooks(items: int, runs: int, projects: int, home: Path | None) -> None
 
     Example:
 
+    \b
         memcairn bench hooks --items 100000 --home ~/.cache/memcairn-bench-hooks
     """
     from memcairn.bench import hooks
@@ -218,6 +224,7 @@ def bench_worker(items: int, clients: int, requests: int, projects: int, home: P
 
     Example:
 
+    \b
         memcairn bench worker --items 100000 --clients 8 --home ~/.cache/memcairn-bench-worker
     """
     from memcairn.bench import worker
@@ -250,6 +257,7 @@ def bench_recall(qa: Path, transcripts: tuple[Path, ...], more_qa: tuple[Path, .
 
     Example:
 
+    \b
         memcairn bench recall spotter-dev-qa.json fixtures/spotter/ --qa bench/spotter-qa-extra.json
     """
     from memcairn.bench import recall

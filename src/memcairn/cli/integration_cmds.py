@@ -27,6 +27,7 @@ def mcp(platform: str | None) -> int:
 
     Example:
 
+    \b
         memcairn mcp --platform codex
     """
     from memcairn.mcp_server import main
@@ -68,6 +69,7 @@ def install(agent: str, dry_run: bool, executable: str | None) -> None:
 
     Example:
 
+    \b
         memcairn install claude-code --dry-run
     """
     import os
@@ -109,6 +111,7 @@ def uninstall(agent: str, dry_run: bool) -> None:
 
     Example:
 
+    \b
         memcairn uninstall claude-code
     """
     from memcairn.install import uninstall as run_uninstall

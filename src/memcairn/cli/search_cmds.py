@@ -162,6 +162,7 @@ def search(query: str, projects: tuple[str, ...], kind: str | None, types: tuple
 
     Example:
 
+    \b
         memcairn search "login token expiry" --project demo --since 30d --limit 10
     """
     params = {"query": query or None, "project": list(projects), "kind": kind, "type": list(types),
@@ -202,6 +203,7 @@ def timeline(anchor: str | None, query: str | None, depth_before: int, depth_aft
 
     Example:
 
+    \b
         memcairn timeline --anchor 42 --before 5 --after 5
     """
     params = {"anchor": anchor, "query": query, "depth_before": depth_before, "depth_after": depth_after,

@@ -38,6 +38,7 @@ def settings_cmd(as_json: bool) -> None:
 
     Example:
 
+    \b
         MEMCAIRN_PORT=38000 memcairn settings
     """
     rows = settings_rows()

@@ -45,6 +45,7 @@ def add(project: str, kind: str, type_: str | None, title: str | None, subtitle:
 
     Example:
 
+    \b
         memcairn add --project demo --kind observation --type bugfix --title "Fix login" \\
             --narrative "Token expiry was compared in local time" --fact "tokens expire in UTC" --json
     """
@@ -69,6 +70,7 @@ def show(ids: tuple[int, ...], as_json: bool) -> None:
 
     Example:
 
+    \b
         memcairn show 12 '#7' --json
     """
     with open_store() as store:
@@ -103,6 +105,7 @@ def stats(as_json: bool) -> None:
 
     Example:
 
+    \b
         memcairn stats --json
     """
     with open_store() as store:
@@ -125,6 +128,7 @@ def doctor(ctx: click.Context, fix: bool, as_json: bool) -> None:
 
     Example:
 
+    \b
         memcairn doctor --fix
     """
     from memcairn.doctor import run_checks
@@ -151,6 +155,7 @@ def db_path() -> None:
 
     Example:
 
+    \b
         memcairn db path
     """
     click.echo(str(settings().db_path))

@@ -116,6 +116,7 @@ def backfill(as_json: bool) -> int:
 
     Example:
 
+    \b
         memcairn sync backfill
     """
     runtime = _open()
@@ -136,6 +137,7 @@ def rebuild(as_json: bool) -> int:
 
     Example:
 
+    \b
         memcairn sync rebuild
     """
     runtime = _open(rebuild=True)
@@ -164,6 +166,7 @@ def status(as_json: bool) -> None:
 
     Example:
 
+    \b
         memcairn sync status --json
     """
     runtime = _open()

@@ -22,6 +22,7 @@ def import_group() -> None:
 
     Example:
 
+    \b
         memcairn import claude-mem --json
     """
 
@@ -38,6 +39,7 @@ def import_claude_mem_cmd(db: Path | None, as_json: bool) -> None:
 
     Example:
 
+    \b
         memcairn import claude-mem ~/.claude-mem/claude-mem.db --json
     """
     from memcairn.transfer.claude_mem import DEFAULT_PATH, import_claude_mem, open_source
@@ -76,6 +78,7 @@ def import_transcripts_cmd(paths: tuple[Path, ...], offline: bool, project: str 
 
     Example:
 
+    \b
         memcairn import transcripts ~/.claude/projects/my-app --json
     """
     from memcairn.capture.importer import import_transcripts
@@ -123,6 +126,7 @@ def import_jsonl_cmd(file: Path, as_json: bool) -> None:
 
     Example:
 
+    \b
         memcairn import jsonl backup.jsonl --json
     """
     from memcairn.transfer.jsonl import import_jsonl, read_header
@@ -156,6 +160,7 @@ def export(output: Path, force: bool, as_json: bool) -> None:
 
     Example:
 
+    \b
         memcairn export --output backup.jsonl
     """
     from memcairn.errors import ValidationError

@@ -32,6 +32,7 @@ def run_cmd() -> int:
 
     Example:
 
+    \b
         memcairn worker run
     """
     from memcairn.worker.daemon import run_foreground
@@ -51,6 +52,7 @@ def start_cmd(timeout: float, as_json: bool) -> None:
 
     Example:
 
+    \b
         memcairn worker start
     """
     from memcairn.worker.daemon import start
@@ -73,6 +75,7 @@ def stop_cmd(timeout: float, as_json: bool) -> None:
 
     Example:
 
+    \b
         memcairn worker stop
     """
     from memcairn.worker.daemon import stop
@@ -95,6 +98,7 @@ def restart_cmd(timeout: float, as_json: bool) -> None:
 
     Example:
 
+    \b
         memcairn worker restart
     """
     from memcairn.worker.daemon import start, stop
@@ -115,6 +119,7 @@ def status_cmd(as_json: bool) -> int:
 
     Example:
 
+    \b
         memcairn worker status --json
     """
     from memcairn.worker.daemon import status
