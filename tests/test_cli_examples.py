@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 import shlex
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import click
@@ -58,7 +60,7 @@ def examples(text: str) -> list[str]:
 
 
 def argv(example: str) -> list[str]:
-    words = shlex.split(example)
+    words = shlex.split(example.rsplit(" | ", 1)[-1])  # the command a pipe feeds
     while words and re.fullmatch(r"[A-Z_]+=.*", words[0]):
         words.pop(0)  # an environment assignment in front
     assert words[0] == "memcairn", example
@@ -100,3 +102,17 @@ def test_the_cheap_examples_run(capsys: pytest.CaptureFixture[str]) -> None:
         assert run(argv(example)) in (0, 2), example
     out = capsys.readouterr().out
     assert "stored" in out or '"created": true' in out
+
+
+def test_hook_is_listed_and_its_help_is_for_people() -> None:
+    listed = subprocess.run([sys.executable, "-m", "memcairn", "--help"], capture_output=True, text=True, timeout=60)
+    assert re.search(r"^  hook\s+Handle one agent event", listed.stdout, re.MULTILINE)
+    for flag in ("--help", "-h"):
+        shown = subprocess.run([sys.executable, "-m", "memcairn", "hook", "session-start", flag], capture_output=True,
+                               text=True, timeout=60, stdin=subprocess.DEVNULL)
+        assert shown.returncode == 0 and shown.stdout.startswith("Usage: memcairn hook [OPTIONS] [EVENT]")
+        assert "unknown option" not in shown.stderr
+    # any other argument is still the agent's: one JSON object on stdout, exit 0
+    done = subprocess.run([sys.executable, "-m", "memcairn", "hook", "stop", "--bogus"], input="not json",
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout == "{}\n"

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import sys
 
+HELP = {"--help", "-h"}  # ``memcairn hook --help`` is for a person: click prints the command's help
+
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if args[:1] == ["hook"]:
+    if args[:1] == ["hook"] and not HELP.intersection(args[1:]):
         from memcairn.hooks.runner import run_hook  # standard library only
 
         return run_hook(args[1:])

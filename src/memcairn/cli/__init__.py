@@ -10,6 +10,7 @@ from memcairn import __version__
 from memcairn.cli.bench_cmds import bench
 from memcairn.cli.common import run_guarded
 from memcairn.cli.demo_cmd import demo
+from memcairn.cli.hook_cmd import hook
 from memcairn.cli.integration_cmds import install, mcp, uninstall
 from memcairn.cli.search_cmds import search, timeline
 from memcairn.cli.settings_cmd import settings_cmd
@@ -35,7 +36,7 @@ def cli() -> None:
 
 
 for command in (add, search, timeline, show, stats, doctor, db, demo, bench, sync, worker, mcp, install, uninstall,
-                import_group, export, settings_cmd):
+                import_group, export, settings_cmd, hook):
     cli.add_command(command)
 
 
