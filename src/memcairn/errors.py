@@ -5,7 +5,10 @@
      ├── ValidationError             caller input is malformed (bad kind, facts not a list, too large, ...)
      ├── NotFoundError               an id or project that does not exist
      ├── StoreError                  the SQLite file cannot be opened, written or migrated
-     │    └── SchemaTooNewError      the database was written by a newer memcairn
+     │    ├── SchemaTooNewError      the database was written by a newer memcairn
+     │    ├── StoreDamagedError      the file fails SQLite's check: writes are refused until it is restored
+     │    ├── KeywordIndexDamagedError  the FTS5 index is damaged or missing (rebuilt from the rows)
+     │    └── DiskFullError          a write found no space left on the disk
      ├── VectorIndexUnavailableError the vector mirror cannot be reached or read
      ├── EmbeddingError              the embedding model could not be loaded or run
      └── WorkerUnavailableError      no worker answered on the loopback port
@@ -38,6 +41,18 @@ class StoreError(MemcairnError):
 
 class SchemaTooNewError(StoreError):
     pass
+
+
+class StoreDamagedError(StoreError):
+    """The database file failed SQLite's check: a write could spread the damage, so writes are refused."""
+
+
+class KeywordIndexDamagedError(StoreError):
+    """The keyword index cannot be read (damaged or dropped); the rows are intact and it can be rebuilt."""
+
+
+class DiskFullError(StoreError):
+    """A write found the disk full; nothing of it was stored."""
 
 
 class VectorIndexUnavailableError(MemcairnError):

@@ -8,13 +8,41 @@ Every connection runs in autocommit mode (``isolation_level=None``) and writes i
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from memcairn.errors import StoreError
+from memcairn.errors import DiskFullError, StoreError
 
 BUSY_TIMEOUT_MS = 30_000
+
+
+class StoreConnection(sqlite3.Connection):
+    """A connection that knows its file and whom to tell about damage.
+
+    ``refuse_writes`` (set by the store) returns why writes must not run, or None; ``atomic`` asks it before
+    taking the write lock. ``on_error`` hears every SQLite error a transaction ended with, so the store can
+    tell a damaged page or index from an ordinary failure.
+    """
+
+    label: str = "the database"
+    refuse_writes: Callable[[], str | None] | None = None
+    on_error: Callable[[sqlite3.Error], None] | None = None
+
+
+def error_kind(exc: BaseException) -> str | None:
+    """``corrupt``, ``full`` or ``missing_fts`` for the SQLite errors that name a state of the file, else None."""
+    if not isinstance(exc, sqlite3.Error):
+        return None
+    code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
+    text = str(exc)
+    if code == sqlite3.SQLITE_CORRUPT or "malformed" in text:
+        return "corrupt"
+    if code == sqlite3.SQLITE_FULL or "disk is full" in text:
+        return "full"
+    if "no such table" in text and "memory_items_fts" in text:
+        return "missing_fts"
+    return None
 
 
 def connect(path: Path | str) -> sqlite3.Connection:
@@ -33,7 +61,8 @@ def connect(path: Path | str) -> sqlite3.Connection:
                              "set MEMCAIRN_HOME to a writable directory") from None
     try:
         conn = sqlite3.connect(target, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000,
-                               check_same_thread=False)
+                               check_same_thread=False, factory=StoreConnection)
+        conn.label = target
         conn.row_factory = sqlite3.Row
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         conn.execute("PRAGMA foreign_keys = ON")
@@ -66,18 +95,51 @@ def describe_open_error(path: str, exc: sqlite3.Error) -> str:
 
 @contextmanager
 def atomic(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """Run the block in one ``BEGIN IMMEDIATE`` transaction; roll back on any exception."""
+    """Run the block in one ``BEGIN IMMEDIATE`` transaction; roll back on any exception.
+
+    Raises:
+        StoreDamagedError: the store refuses writes (its file failed SQLite's check).
+        DiskFullError: the disk filled up; nothing of the block was stored.
+    """
     if conn.in_transaction:  # nested use joins the outer transaction
         yield conn
         return
-    conn.execute("BEGIN IMMEDIATE")
+    refuse = getattr(conn, "refuse_writes", None)
+    reason = refuse() if refuse is not None else None
+    if reason is not None:
+        from memcairn.errors import StoreDamagedError
+
+        raise StoreDamagedError(reason)
     try:
-        yield conn
-    except BaseException:
-        conn.execute("ROLLBACK")
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            if conn.in_transaction:  # SQLite may have rolled back already (a full disk does)
+                conn.execute("ROLLBACK")
+            raise
+        else:
+            conn.execute("COMMIT")
+    except sqlite3.Error as exc:
+        _transaction_failed(conn, exc)
         raise
-    else:
-        conn.execute("COMMIT")
+
+
+def _transaction_failed(conn: sqlite3.Connection, exc: sqlite3.Error) -> None:
+    """Tell the connection's owner about the error; a full disk becomes ``DiskFullError`` (the CLI's words)."""
+    if conn.in_transaction:
+        try:
+            conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass
+    hook = getattr(conn, "on_error", None)
+    if hook is not None:
+        try:
+            hook(exc)
+        except Exception:  # telling must not hide the error itself
+            pass
+    if error_kind(exc) == "full":
+        raise DiskFullError(describe_open_error(getattr(conn, "label", "the database"), exc)) from exc
 
 
 def split_sql(script: str) -> list[str]:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memcairn import serde
-from memcairn.errors import NotFoundError, StoreError, ValidationError
+from memcairn.errors import KeywordIndexDamagedError, NotFoundError, StoreError, ValidationError
 from memcairn.models import (
     ARRAY_FIELDS,
     CONTROL_CHARACTER,
@@ -28,9 +28,10 @@ from memcairn.models import (
     MemoryItem,
     NewItem,
 )
-from memcairn.store import fts, schema
-from memcairn.store.db import atomic, connect, describe_open_error, run_script
+from memcairn.store import fts
+from memcairn.store.db import atomic, connect, describe_open_error
 from memcairn.store.ingest_state import IngestStateMixin
+from memcairn.store.integrity import IntegrityMixin
 from memcairn.store.migrations import migrate
 from memcairn.store.mirror_state import MirrorStateMixin
 from memcairn.store.transfer_state import TransferStateMixin
@@ -102,7 +103,7 @@ class ProjectInfo:
     last_epoch: int | None
 
 
-class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin):
+class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin, IntegrityMixin):
     """Open (creating and migrating if needed) the database at ``path``.
 
     Raises:
@@ -121,10 +122,14 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin):
         self._projects_seen: tuple[float, tuple[tuple[int, str, str | None], ...]] | None = None
         self._frequencies = fts.FrequencyCache()
         self._keyword_index: KeywordIndex | None = None
+        self._init_integrity()
         try:
             migrate(self._conn, self.path)
-            if check_fts:
-                self.fts_drift_check()
+            if self.restore_fts_table():
+                self.repaired_at_open.append("recreated the missing keyword index table and rebuilt it")
+            elif check_fts and self.fts_drift_check():
+                self.repaired_at_open.append("rebuilt the keyword index (its row count differed)")
+            self._check_small_file()
         except sqlite3.DatabaseError as exc:
             self.close()
             raise StoreError(describe_open_error(self._target, exc)) from None
@@ -141,6 +146,7 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin):
                 conn = self._all_conns[0]
             else:
                 conn = connect(self._target)
+                self._watch(conn)
             self._local.conn = conn
             with self._conns_lock:
                 self._all_conns.append(conn)
@@ -592,7 +598,23 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin):
 
     def keyword_ids(self, query: str, flt: ItemFilter | None = None, *, limit: int = 20, offset: int = 0,
                     order: str = "relevance") -> list[tuple[int, float]]:
-        """`keyword_search` without reading the rows: (item id, score) best first."""
+        """`keyword_search` without reading the rows: (item id, score) best first.
+
+        Raises:
+            KeywordIndexDamagedError: the index cannot be read (a damaged block, a dropped table); the damage
+                listeners heard of it (the worker rebuilds the index, as `memcairn doctor --fix` does).
+        """
+        try:
+            return self._keyword_ids(query, flt, limit=limit, offset=offset, order=order)
+        except sqlite3.DatabaseError as exc:
+            if self.note_error(exc) is None:
+                raise
+            raise KeywordIndexDamagedError(
+                f"the keyword index cannot be read ({exc}); `memcairn doctor --fix` rebuilds it from the stored "
+                "rows (a running worker does so by itself)") from None
+
+    def _keyword_ids(self, query: str, flt: ItemFilter | None, *, limit: int, offset: int,
+                     order: str) -> list[tuple[int, float]]:
         project_ids = None
         if flt is not None and flt.projects is not None:  # narrowed inside the index (schema.SCOPE_PREFIX)
             project_ids = self.resolve_project_ids(list(flt.projects))
@@ -641,6 +663,8 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin):
         try:
             rows = self._conn.execute(sql, args).fetchall()
         except sqlite3.OperationalError as exc:  # quoting makes this unreachable; never leak it anyway
+            if self.note_error(exc) is not None:  # the table is gone: the caller says so
+                raise
             raise StoreError(f"keyword search failed: {exc}") from None
         return [(r["id"], -float(r["score"])) for r in rows]
 
@@ -779,69 +803,3 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin):
             "db_path": str(self.path) if self.path else ":memory:",
             "db_bytes": size,
         }
-
-    # -- FTS maintenance --------------------------------------------------------------------------
-    def _fts_rows(self) -> int:
-        """Rows in the keyword index, cached for a few seconds (it only steers query planning)."""
-        cached = getattr(self._local, "fts_rows", None)
-        now = time.monotonic()
-        if cached is None or now - cached[1] > 5.0:
-            count = self._conn.execute("SELECT COUNT(*) FROM memory_items_fts_docsize").fetchone()[0]
-            cached = (count, now)
-            self._local.fts_rows = cached
-        return cached[0]
-
-    def fts_counts(self) -> tuple[int, int]:
-        conn = self._conn
-        items = conn.execute("SELECT COUNT(*) FROM memory_items").fetchone()[0]
-        indexed = conn.execute("SELECT COUNT(*) FROM memory_items_fts_docsize").fetchone()[0]
-        return items, indexed
-
-    def fts_drift_check(self) -> bool:
-        """Cheap check on open: if the index holds a different number of rows, rebuild it. True if rebuilt."""
-        items, indexed = self.fts_counts()
-        if items == indexed:
-            return False
-        self.rebuild_fts()
-        return True
-
-    def fts_integrity_ok(self) -> bool:
-        """FTS5's own check of the index against the table: catches equal counts with wrong content.
-
-        Raises:
-            sqlite3.Error: the check could not run (the database is locked, read-only, ...): that says nothing
-                about the index.
-        """
-        try:
-            self._conn.execute("INSERT INTO memory_items_fts(memory_items_fts, rank) VALUES ('integrity-check', 1)")
-        except sqlite3.DatabaseError as exc:
-            if (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF != sqlite3.SQLITE_CORRUPT:  # index disagrees
-                raise
-            return False
-        return True
-
-    def rebuild_fts(self) -> None:
-        with atomic(self._conn) as conn:
-            conn.execute("INSERT INTO memory_items_fts(memory_items_fts) VALUES ('rebuild')")
-            conn.execute("INSERT INTO keyword_changes(item_id) VALUES (NULL)")  # every row (schema.py)
-
-    def missing_triggers(self) -> list[str]:
-        """Triggers the schema needs that are not in the file (dropped by hand or by an old tool)."""
-        present = {r[0] for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
-        return sorted(set(schema.TRIGGER_NAMES + schema.KEYWORD_TRIGGER_NAMES) - present)
-
-    def repair_triggers(self) -> None:
-        with atomic(self._conn) as conn:
-            run_script(conn, schema.FTS_TRIGGERS)
-            run_script(conn, schema.INTEGRITY_TRIGGERS)
-            run_script(conn, schema.MIRROR_TRIGGERS)
-            run_script(conn, schema.KEYWORD_CHANGES)
-
-    def quick_check(self) -> str:
-        """``ok``, or SQLite's first findings about a damaged file, on one line.
-
-        Raises:
-            sqlite3.DatabaseError: the file is too damaged for the check itself to run.
-        """
-        rows = [r[0] for r in self._conn.execute("PRAGMA quick_check(5)")]
-        return "; ".join(line for row in rows for line in str(row).splitlines() if not line.startswith("***"))
