@@ -26,7 +26,7 @@ def item_row(item: MemoryItem) -> dict[str, Any]:
             "created_at_epoch": item.created_at_epoch}
 
 STRATEGIES = ("filter_only", "hybrid", "keyword", "semantic")
-FALLBACK_REASONS = ("vector_unavailable", "vector_error", "platform_scoped_zero")
+FALLBACK_REASONS = ("vector_unavailable", "vector_error", "platform_scoped_zero", "keyword_index_damaged")
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,9 @@ Three strategies, chosen per request and always named in the result:
   degraded one (``vector_unavailable``), the mirror failed during this search (``vector_error``), or a
   search scoped by platform found nothing semantically (``platform_scoped_zero``: vectors written before
   the platform was recorded cannot match, so the scoped keyword leg answers alone).
+- ``semantic`` with ``fallback_reason`` ``keyword_index_damaged``: the keyword index could not be read (a
+  damaged block, a dropped table): the semantic leg answers alone while the index is rebuilt (the store's
+  damage listeners hear of it; the worker repairs it). Without a mirror such a search finds nothing and says so.
 
 A request's ``mode`` picks the legs per query: ``auto`` (None) runs the service's ``legs`` (both by default,
 so hybrid when the mirror is up); ``semantic`` runs the semantic leg alone through the same hydration, filters
@@ -38,7 +41,7 @@ from dataclasses import replace
 from datetime import tzinfo
 from typing import Any
 
-from memcairn.errors import ValidationError
+from memcairn.errors import KeywordIndexDamagedError, ValidationError
 from memcairn.models import MAX_ITEM_ID, ItemFilter, MemoryItem
 from memcairn.search import fusion
 from memcairn.search.request import SearchRequest, now_ms
@@ -200,14 +203,21 @@ class SearchService:
 
         def keyword_leg() -> None:
             self._note_long_query(req.query, run.notes)
-            keyword = self.store.keyword_ids(req.query, flt, limit=pool, order="relevance")
+            try:
+                keyword = self.store.keyword_ids(req.query, flt, limit=pool, order="relevance")
+            except KeywordIndexDamagedError as exc:
+                run.keyword_damaged = True
+                run.notes.append(f"keyword search unavailable: {exc}; semantic results only")
+                return
             legs["keyword"] = keyword
             run.keyword_count = len(keyword)
 
         if "keyword" in run.legs:
             keyword_leg()
         run.strategy = "keyword"
-        semantic = self._semantic_leg(run, flt, pool) if "semantic" in run.legs else None
+        # A damaged keyword index leaves the semantic leg to answer, also for a keyword-only request.
+        wants_semantic = "semantic" in run.legs or run.keyword_damaged
+        semantic = self._semantic_leg(run, flt, pool) if wants_semantic else None
         if semantic is not None:
             run.semantic_count = len(semantic)
             if not semantic and req.platform_source:
@@ -215,10 +225,12 @@ class SearchService:
                 run.notes.append(f"semantic search found nothing for platform {req.platform_source!r}; "
                                  "keyword results only")
             else:
-                run.strategy = "hybrid" if "keyword" in run.legs else "semantic"
+                run.strategy = "hybrid" if "keyword" in legs else "semantic"
                 legs["semantic"] = semantic
-        if run.strategy == "keyword" and "keyword" not in legs:  # the semantic leg alone could not answer
-            keyword_leg()
+        if run.strategy == "keyword" and "keyword" not in legs and not run.keyword_damaged:
+            keyword_leg()  # the semantic leg alone could not answer
+        if run.keyword_damaged:
+            run.fallback_reason = "keyword_index_damaged"
         if req.mode is not None and run.strategy == req.mode:
             run.notes.append(f"{req.mode} only, as asked")
 
@@ -321,6 +333,7 @@ class _Run:
         self.keyword_count = 0
         self.semantic_count = 0
         self.query_truncated = False
+        self.keyword_damaged = False  # the keyword index could not be read (damaged or dropped)
         self.created: dict[int, int] = {}  # created_at_epoch of items already read, by id
 
 
