@@ -61,6 +61,7 @@ class Settings:
     exclude_projects: str = ""
     skip_tools: str = ""
     ingest_retention_days: int = 7
+    integrity_check_seconds: int = 1800
 
     @property
     def db_path(self) -> Path:

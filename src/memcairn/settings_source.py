@@ -92,6 +92,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("exclude_projects", "", "Projects not captured nor given context: comma-separated globs."),
     Setting("skip_tools", "", "Tools never observed: comma-separated names."),
     Setting("ingest_retention_days", 7, "Processed hook events are pruned after this many days."),
+    Setting("integrity_check_seconds", 1800,
+            "The worker checks the database file and the keyword index (repairing the index) this often, once "
+            "no write came for a minute; damage SQLite reports is checked at once."),
 )
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}

@@ -60,6 +60,12 @@ def event_kind(event_type: str, payload: dict[str, Any]) -> str:
     return {"session_init": "user_prompt", "observation": "tool_use", "summarize": "stop"}.get(event_type, event_type)
 
 
+def _failed_where(matching: str | None) -> tuple[str, tuple[str, ...]]:
+    if matching is None:
+        return "status = 'failed'", ()
+    return "status = 'failed' AND instr(error, ?) > 0", (matching,)
+
+
 def _row_to_event(row: sqlite3.Row) -> IngestEvent:
     try:
         payload = json.loads(row["payload"])
@@ -275,12 +281,19 @@ class IngestStateMixin:
             "SELECT MIN(created_at_epoch) FROM ingest_events WHERE status = 'pending'").fetchone()[0]
         return {**counts, "oldest_pending_epoch": oldest}
 
-    def requeue_failed_ingest(self) -> int:
-        """Give failed events another round of attempts (``memcairn doctor --fix``); return how many."""
+    def requeue_failed_ingest(self, matching: str | None = None) -> int:
+        """Give failed events another round of attempts (``memcairn doctor --fix``; the worker does it by
+        itself for those whose error holds ``matching``, e.g. a full disk); return how many."""
+        where, args = _failed_where(matching)
         with atomic(self._conn) as conn:
             return conn.execute(
-                "UPDATE ingest_events SET status = 'pending', attempts = 0, updated_at_epoch = ? "
-                "WHERE status = 'failed'", (int(time.time() * 1000),)).rowcount
+                f"UPDATE ingest_events SET status = 'pending', attempts = 0, updated_at_epoch = ? WHERE {where}",
+                (int(time.time() * 1000), *args)).rowcount
+
+    def failed_ingest_count(self, matching: str | None = None) -> int:
+        """Failed events, or those whose error holds ``matching``."""
+        where, args = _failed_where(matching)
+        return self._conn.execute(f"SELECT COUNT(*) FROM ingest_events WHERE {where}", args).fetchone()[0]
 
     def failed_ingest_errors(self, limit: int = 3) -> list[str]:
         rows = self._conn.execute(

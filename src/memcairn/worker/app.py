@@ -5,7 +5,9 @@
   vector mirror and its catch-up thread), so ``/api/health`` answers at once; ``/api/readiness`` and
   every route that needs the store answer 503 ``not_ready`` until it is done.
 - **Errors** are JSON ``{"error", "detail"}``: 400 for a malformed request, 404 for an unknown item or
-  route, 413 for a large body, 503 while starting or stopping, a generic 500 (trace in the log only).
+  route, 413 for a large body, 503 while starting or stopping, 507 ``disk_full`` when the disk is full, 500
+  ``store_damaged`` while the file fails SQLite's check (writes refused; ``/api/health`` names the fix), a
+  generic 500 (trace in the log only).
 - **Blocking work** (SQLite, embedding) runs in the thread pool; the event loop only routes.
 - **Shutdown** drains: on the signal, event streams end and requests arriving afterwards get 503
   ``shutting_down`` (nothing is written by them); store calls in flight finish; then the mirror thread
@@ -20,6 +22,7 @@ import json
 import logging
 import math
 import os
+import sqlite3
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -43,13 +46,21 @@ from memcairn.capture.admission import admit, project_excluded, scrub_item
 from memcairn.capture.llm.compressor import local_day_start_ms
 from memcairn.config import Settings, load_settings
 from memcairn.context_memo import Answer, ContextMemo
-from memcairn.errors import MemcairnError, NotFoundError, StoreError, ValidationError
+from memcairn.errors import (
+    DiskFullError,
+    MemcairnError,
+    NotFoundError,
+    StoreDamagedError,
+    StoreError,
+    ValidationError,
+)
 from memcairn.json_depth import loads_bounded
 from memcairn.models import NewItem
 from memcairn.runtime import Runtime, open_runtime
 from memcairn.worker.events import HEARTBEAT_SECONDS, Broadcaster, ExternalWriteTailer, StoreEventBridge
 from memcairn.worker.openapi import MAX_BATCH_IDS, MAX_ITEM_ID, build_openapi
 from memcairn.worker.security import MAX_BODY_BYTES, BodyLimitMiddleware, GuardMiddleware, check_bind
+from memcairn.worker.upkeep import StoreUpkeep
 
 log = logging.getLogger("memcairn.worker")
 
@@ -131,9 +142,20 @@ def endpoint(fn: Endpoint) -> Endpoint:
             return error(404, "not_found", str(exc))
         except OverflowError:
             return error(400, "invalid_request", "a number in the request is out of range")
+        except DiskFullError as exc:
+            log.error("disk full on %s %s: %s", request.method, request.url.path, exc)
+            return error(507, "disk_full", str(exc))
+        except StoreDamagedError as exc:
+            return error(500, "store_damaged", str(exc))
         except StoreError as exc:
             log.error("store error on %s %s: %s", request.method, request.url.path, exc)
             return error(500, "store_error", str(exc))
+        except sqlite3.DatabaseError as exc:  # a state of the file (a damaged page, a full disk) or a defect
+            answer = _database_error(request, exc)
+            if answer is not None:
+                return answer
+            log.exception("unexpected error on %s %s", request.method, request.url.path)
+            return error(500, "internal_error", "unexpected error; the details are in the worker log")
         except MemcairnError as exc:
             log.error("error on %s %s: %s", request.method, request.url.path, exc)
             return error(500, "error", str(exc))
@@ -142,6 +164,30 @@ def endpoint(fn: Endpoint) -> Endpoint:
             return error(500, "internal_error", "unexpected error; the details are in the worker log")
 
     return wrapper
+
+
+def _database_error(request: Request, exc: sqlite3.DatabaseError) -> Response | None:
+    """The answer for an SQLite error that names a state of the file, else None. Damage is reported to the
+    store, whose upkeep checks the file and repairs the keyword index at once."""
+    from memcairn.store.db import describe_open_error, error_kind
+    from memcairn.store.integrity import damaged_file_advice
+
+    state: WorkerState = request.app.state.worker
+    runtime = state.runtime
+    kind = runtime.store.note_error(exc) if runtime is not None else error_kind(exc)
+    path = str(state.settings.db_path)
+    if kind == "full":
+        log.error("disk full on %s %s: %s", request.method, request.url.path, exc)
+        return error(507, "disk_full", describe_open_error(path, exc))
+    if kind == "corrupt":
+        log.error("damaged database on %s %s: %s", request.method, request.url.path, exc)
+        return error(500, "store_damaged", f"{path} is damaged ({exc}); the worker checks it now; "
+                     f"{damaged_file_advice(path)}")
+    if kind == "missing_fts":
+        log.error("keyword index missing on %s %s: %s", request.method, request.url.path, exc)
+        return error(500, "keyword_index_damaged", f"the keyword index is missing ({exc}); the worker rebuilds "
+                     "it now, else `memcairn doctor --fix`")
+    return None
 
 
 # -- state --------------------------------------------------------------------------------------------
@@ -163,6 +209,7 @@ class WorkerState:
         self.runner: Any = None
         self.capture: Any = None
         self.tailer: ExternalWriteTailer | None = None
+        self.upkeep: Any = None
         self.context_memo: ContextMemo | None = None
         self.read_threads = max(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                                 else os.cpu_count() or 2)
@@ -221,13 +268,18 @@ class WorkerState:
             capture = self._start_capture(runtime)  # picks up events a crash left pending
             memo = ContextMemo.for_store(runtime.store)
             tailer.start()
+            upkeep = StoreUpkeep(runtime.store, interval_seconds=self.settings.integrity_check_seconds,
+                                 on_requeue=lambda _count: capture.nudge())
+            upkeep.start()
             with self._cond:
                 abandoned = self.phase != "starting"  # shutdown began while the store was opening
                 if not abandoned:
                     self.runtime, self.search, self.runner = runtime, search, runner
                     self.capture, self.context_memo, self.tailer = capture, memo, tailer
+                    self.upkeep = upkeep
                     self.phase, self.detail = "ready", "ready"
             if abandoned:
+                upkeep.stop(RUNNER_STOP_SECONDS)
                 tailer.stop(RUNNER_STOP_SECONDS)
                 memo.close()
                 capture.stop(RUNNER_STOP_SECONDS)
@@ -288,6 +340,8 @@ class WorkerState:
                             drain_seconds)
         if self._thread is not None:
             self._thread.join(drain_seconds)
+        if self.upkeep is not None:
+            self.upkeep.stop(RUNNER_STOP_SECONDS)
         if self.tailer is not None:
             self.tailer.stop(RUNNER_STOP_SECONDS)
         if self.capture is not None:
@@ -487,8 +541,10 @@ def _state(request: Request) -> WorkerState:
 @endpoint
 async def health(request: Request) -> Response:
     state = _state(request)
+    upkeep = state.upkeep
     return JSON({"status": "ok", "pid": os.getpid(), "port": state.settings.port, "version": memcairn.__version__,
-                 "ready": state.ready, "state": state.phase, "started_at": int(state.started_at)})
+                 "ready": state.ready, "state": state.phase, "started_at": int(state.started_at),
+                 "store": upkeep.status() if upkeep is not None else None})
 
 
 @endpoint

@@ -29,8 +29,9 @@ ERROR_TEXT = {
     403: "Host or Origin refused",
     404: "No such item (or not of this kind), or no such route",
     413: "The request body is larger than the limit",
-    500: "Unexpected error (no trace is sent; see the worker log)",
+    500: "Unexpected error (no trace is sent; see the worker log), or a damaged database (store_damaged)",
     503: "Not ready yet (starting), or shutting down",
+    507: "The disk is full: nothing was stored (free some space and send it again)",
 }
 
 
@@ -118,7 +119,8 @@ _SEARCH_OK = _obj(("format", "strategy", "notes", "counts"), format=_STR, text=_
 _TIMELINE_OK = _obj(("format", "anchor_id", "notes"), format=_STR, text=_STR,
                     anchor_id={"type": ["integer", "null"]}, notes=_STR_LIST, results={"type": "array"})
 _HEALTH = _obj(("status", "pid", "port", "version", "ready"), status=_STR, pid={"type": "integer"},
-               port={"type": "integer"}, version=_STR, ready={"type": "boolean"}, state=_STR)
+               port={"type": "integer"}, version=_STR, ready={"type": "boolean"}, state=_STR,
+               store={"type": ["object", "null"]})
 _DELETED = _obj(("id", "deleted"), id={"type": "integer"}, deleted={"type": "boolean"}, kind=_STR)
 # "accepted" carries the queued event's id ("duplicate": a retry of an event already queued); "skipped" says
 # why nothing was stored (excluded_project, skipped_tool).
@@ -208,10 +210,10 @@ OPERATIONS: tuple[Operation, ...] = (
             "facts": {"type": ["array", "null"], "items": _STR},
             "concepts": {"type": ["array", "null"], "items": _STR},
             "metadata": {"type": ["object", "null"]}}},
-        errors=(400, 413, 500, 503)),
+        errors=(400, 413, 500, 503, 507)),
     *(
         Operation("delete", f"/api/{kind}/{{id}}", f"Delete one {kind} from the store and the mirror",
-                  _json(_DELETED), params=(ID_PARAM,), errors=(404, 500, 503))
+                  _json(_DELETED), params=(ID_PARAM,), errors=(404, 500, 503, 507))
         for kind in ("memory", "observation", "summary", "prompt")
     ),
     Operation("post", "/api/sessions/init", "A session started (hook event, queued durably)",
@@ -220,7 +222,7 @@ OPERATIONS: tuple[Operation, ...] = (
                                                                   "maximum": 1_000_000},
                   "context_delivered": {"type": ["boolean", "null"],
                                         "description": "whether the SessionStart context reached the agent"}}),
-              errors=(400, 413, 500, 503)),
+              errors=(400, 413, 500, 503, 507)),
     Operation("post", "/api/sessions/observations", "A tool call happened (hook event, queued durably)",
               _json(_ACCEPTED, 202, "Accepted and stored"), body=_session_body({
                   "tool_name": {"type": "string", "minLength": 1, "maxLength": 200, "pattern": r"\S"},
@@ -229,11 +231,11 @@ OPERATIONS: tuple[Operation, ...] = (
                   "narration": {"type": ["string", "null"],
                                 "description": "the agent's text right before the call; read from "
                                                "transcript_path when absent"}}, ("tool_name",)),
-              errors=(400, 413, 500, 503)),
+              errors=(400, 413, 500, 503, 507)),
     Operation("post", "/api/sessions/summarize", "A session (or turn) ended: summarise it (queued durably)",
               _json(_ACCEPTED, 202, "Accepted and stored"), body=_session_body({
                   "last_assistant_message": _NULLABLE_STR}),
-              errors=(400, 413, 500, 503)),
+              errors=(400, 413, 500, 503, 507)),
     Operation("get", "/stream", "Server-sent events: item_added, item_updated, item_deleted, status",
               _text("text/event-stream"), errors=(500,)),
 )

@@ -1,0 +1,177 @@
+"""The worker's upkeep of its store: finds and repairs damage without waiting for a person.
+
+One daemon thread per worker. It runs a pass
+
+- at once when SQLite reported damage (the store's damage listener: a damaged page or keyword index, a
+  dropped keyword table), and at start;
+- every ``interval`` seconds once no write came for ``min(interval, IDLE_SECONDS)``: FTS5's integrity-check
+  takes the write lock for its duration (0.5 s at 20k items), so it waits for a quiet moment.
+
+A pass checks the file (SQLite's ``quick_check``: while it fails, the store refuses writes and
+``/api/health`` says so) and, when the file passes, repairs the keyword index as ``memcairn doctor --fix``
+does (``Store.repair_keyword_index``: content that drifted from the rows, a damaged block, a missing table or
+trigger). Every ``retry_seconds`` it also queues again the hook events that failed because the disk was full,
+once there is room and a write goes through (``Store.requeue_failed_ingest``).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from memcairn.errors import MemcairnError
+from memcairn.store.integrity import damaged_file_advice
+
+log = logging.getLogger("memcairn.upkeep")
+
+IDLE_SECONDS = 60.0
+RETRY_SECONDS = 5.0
+DISK_FULL_MARK = "disk is full"  # in the error of an event that failed for lack of space (SQLite's words)
+MIN_FREE_BYTES = 512 * 1024  # room needed before such events are tried again
+MAX_REPAIRS_LISTED = 5
+
+
+class StoreUpkeep:
+    def __init__(self, store: Any, *, interval_seconds: float, on_requeue: Callable[[int], None] | None = None,
+                 retry_seconds: float = RETRY_SECONDS, clock: Callable[[], float] = time.monotonic) -> None:
+        self.store = store
+        self.interval = max(0.05, float(interval_seconds))
+        self.idle = min(self.interval, IDLE_SECONDS)
+        self.retry_seconds = retry_seconds
+        self.on_requeue = on_requeue
+        self.clock = clock
+        self.repairs: list[str] = []  # the latest repairs, newest last
+        self.keyword_problem: str | None = None  # damage reported and not repaired yet
+        self.last_error: str | None = None
+        self.passes = 0
+        self._urgent = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._last_pass = clock()
+        self._last_write = clock()
+        self._data_version: int | None = None
+        store.add_damage_listener(self.report)
+        store.add_listener(self._wrote)
+
+    # -- control --------------------------------------------------------------------------------------
+    def start(self) -> None:
+        if self._thread is None:
+            self._urgent.set()  # the first pass at once: a large file was not checked at open
+            self._thread = threading.Thread(target=self._loop, name="memcairn-upkeep", daemon=True)
+            self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        self._urgent.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def report(self, kind: str, detail: str) -> None:
+        """The store's damage listener: wake for a pass now (safe from any thread)."""
+        if kind == "missing_fts":
+            self.keyword_problem = f"the keyword index table is missing ({detail}); rebuilding it"
+        else:
+            self.keyword_problem = f"SQLite reported damage ({detail}); checking the file and the keyword index"
+        self._urgent.set()
+
+    def _wrote(self, _event: str, _ids: list[int]) -> None:
+        self._last_write = self.clock()
+
+    # -- the loop -------------------------------------------------------------------------------------
+    def _loop(self) -> None:
+        next_retry = self.clock()
+        while not self._stop.is_set():
+            tick = min(self.retry_seconds, self.idle, 1.0)
+            urgent = self._urgent.wait(tick)
+            if self._stop.is_set():
+                return
+            now = self.clock()
+            try:
+                if urgent or self._due(now):
+                    self._urgent.clear()
+                    self.run_pass()
+                if now >= next_retry:
+                    next_retry = now + self.retry_seconds
+                    self.retry_disk_full_events()
+            except Exception as exc:  # the loop must survive anything (a locked file, a full disk...)
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                log.warning("store upkeep pass failed: %s", self.last_error)
+                self._urgent.clear()
+                self._last_pass = self.clock()
+
+    def _due(self, now: float) -> bool:
+        """A periodic pass is due: ``interval`` since the last, and no write (of any process) for ``idle``."""
+        try:
+            version = self.store.data_version()
+        except Exception:  # noqa: BLE001 - a pass will say what is wrong
+            version = None
+        if version != self._data_version:
+            self._data_version = version
+            if self.passes:  # another connection committed since the last look
+                self._last_write = now
+        return now - self._last_pass >= self.interval and now - self._last_write >= self.idle
+
+    def run_pass(self) -> list[str]:
+        """Check the file, then repair the keyword index if the file is sound; return what was repaired."""
+        self.passes += 1
+        done: list[str] = []
+        try:
+            result = self.store.check_file()
+            if result == "ok":
+                done = self.store.repair_keyword_index()
+                self.keyword_problem = None
+            self.last_error = None
+        finally:
+            self._last_pass = self.clock()
+            try:  # the pass's own repairs are no write of anyone else
+                self._data_version = self.store.data_version()
+            except Exception:  # noqa: BLE001
+                self._data_version = None
+        for what in done:
+            log.warning("store upkeep: %s", what)
+            self.repairs = [*self.repairs, f"{time.strftime('%Y-%m-%d %H:%M:%S')} {what}"][-MAX_REPAIRS_LISTED:]
+        return done
+
+    def retry_disk_full_events(self) -> int:
+        """Queue again the events that failed for lack of space, once there is room; return how many."""
+        if not self.store.failed_ingest_count(matching=DISK_FULL_MARK):
+            return 0
+        if self.store.path is not None:
+            try:
+                if shutil.disk_usage(self.store.path.parent).free < MIN_FREE_BYTES:
+                    return 0
+            except OSError:
+                return 0
+        try:
+            count = self.store.requeue_failed_ingest(matching=DISK_FULL_MARK)
+        except MemcairnError:  # still no room for the write itself: the next round tries again
+            return 0
+        if count:
+            log.warning("queued again %d hook event(s) that failed while the disk was full", count)
+            if self.on_requeue is not None:
+                self.on_requeue(count)
+        return count
+
+    # -- reporting ------------------------------------------------------------------------------------
+    def status(self) -> dict[str, Any]:
+        """What ``/api/health`` shows: ``ok`` or ``damaged`` (writes refused) or ``repairing``, each problem
+        with the command that fixes it, and the latest repairs."""
+        problems = []
+        damage = self.store.damage
+        if damage is not None:
+            problems.append({"name": "database file", "detail": f"fails SQLite's check ({damage}); writes are "
+                             "refused", "fix": damaged_file_advice(self.store.path)})
+        if self.keyword_problem is not None:
+            problems.append({"name": "keyword index", "detail": self.keyword_problem,
+                             "fix": "the worker repairs it by itself; else `memcairn doctor --fix`"})
+        if self.last_error is not None:
+            problems.append({"name": "store upkeep", "detail": f"the last check failed: {self.last_error}",
+                             "fix": "`memcairn doctor` (the worker log has details)"})
+        state = "damaged" if damage is not None else ("repairing" if self.keyword_problem else "ok")
+        checked = self.store.checked_at
+        return {"state": state, "problems": problems, "repairs": list(self.repairs),
+                "checked_at": int(checked) if checked else None}
