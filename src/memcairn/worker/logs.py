@@ -16,6 +16,7 @@ import logging
 import os
 import queue
 import stat
+import sys
 import threading
 import time
 from logging.handlers import QueueHandler, QueueListener, RotatingFileHandler
@@ -37,7 +38,36 @@ def log_path(cfg: Settings) -> Path:
 class CappedRotatingFileHandler(RotatingFileHandler):
     """``RotatingFileHandler`` that also caps the file without backups: the standard one never rolls over
     when ``backupCount`` is 0 (it reopens the file for appending), so ``log_backups = 0`` grew the log without
-    bound. Here the file then starts over empty instead."""
+    bound. Here the file then starts over empty instead.
+
+    A line that cannot be written (a full disk) is counted and dropped, not reported on stderr (the same full
+    disk, for a spawned worker) nor kept in the stream's buffer, where it would be retried half-written; the
+    file is opened again for the next line, and the first line that lands says how many were lost."""
+
+    dropped = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.dropped:
+            lost, self.dropped = self.dropped, 0
+            super().emit(logging.LogRecord("memcairn.worker.logs", logging.WARNING, __file__, 0,
+                                           "%d log line(s) could not be written: no space was left on the disk",
+                                           (lost,), None))
+            if self.dropped:  # still no room: the note is not a line of its own
+                self.dropped = lost
+        super().emit(record)
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - the logging API's name
+        exc = sys.exc_info()[1]
+        if not isinstance(exc, OSError):
+            super().handleError(record)
+            return
+        self.dropped += 1
+        stream, self.stream = self.stream, None  # type: ignore[assignment]
+        if stream is not None:
+            try:
+                stream.close()  # flushing the failed line again fails too; the descriptor is closed anyway
+            except OSError:
+                pass
 
     def doRollover(self) -> None:  # noqa: N802 - the logging API's name
         if self.backupCount > 0:
