@@ -42,8 +42,29 @@ def _capture_checks(store: Any, fix: bool) -> list[dict[str, str]]:
 
 
 def _damaged(db_path: object) -> str:
-    return (f"the file is damaged and `memcairn doctor --fix` cannot repair it: copy it aside, then restore a "
-            f"memcairn.db.bak-* copy or salvage the rows with `sqlite3 '{db_path}' .recover | sqlite3 recovered.db`")
+    from memcairn.store.integrity import damaged_file_advice
+
+    return (f"the file is damaged and `memcairn doctor --fix` cannot repair it; memcairn refuses writes to it "
+            f"until then: {damaged_file_advice(db_path)}")
+
+
+LOW_DISK_BYTES = 50 * 1024 * 1024
+
+
+def _disk_check(cfg: Settings) -> dict[str, str]:
+    """Free space where the store lives: SQLite needs room for its WAL before a write can commit."""
+    import shutil
+
+    try:
+        free = shutil.disk_usage(cfg.home).free
+    except OSError as exc:
+        return _check("free disk space", "warning", f"cannot read the free space of {cfg.home}: {exc.strerror}")
+    text = f"{free / 1e6:.1f} MB free on the disk holding {cfg.home}"
+    if free < LOW_DISK_BYTES:
+        return _check("free disk space", "problem" if free < 1024 * 1024 else "warning",
+                      f"{text}; writes fail with 'the disk is full' when it runs out: free some space (a worker "
+                      "queues events that failed for lack of it again by itself)")
+    return _check("free disk space", "ok", text)
 
 
 def _file_check(store: Any) -> dict[str, str]:
@@ -114,6 +135,8 @@ def run_checks(cfg: Settings, *, fix: bool = False) -> dict[str, Any]:
     except StoreError as exc:
         checks.append(_check("open the database", "problem", str(exc)))
     else:
+        for what in store.repaired_at_open:
+            checks.append(_check("keyword index table", "fixed", what))
         try:
             checks.append(_file_check(store))
             if checks[-1]["status"] == "ok":  # a damaged file would fail every other check
@@ -123,5 +146,6 @@ def run_checks(cfg: Settings, *, fix: bool = False) -> dict[str, Any]:
             checks.append(_check("checks interrupted", "problem", describe_open_error(str(cfg.db_path), exc)))
         finally:
             store.close()
+    checks.append(_disk_check(cfg))
     healthy = all(c["status"] != "problem" for c in checks)
     return {"healthy": healthy, "db_path": str(cfg.db_path), "checks": checks}
