@@ -236,3 +236,43 @@ def test_show_prints_no_terminal_escapes_from_stored_text(capsys: pytest.Capture
 def test_add_with_text_that_is_not_utf8_is_an_error_not_a_traceback(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = _run(capsys, "add", "--project", "p", "--title", "bad \udcff")
     assert code == 2 and "not valid Unicode" in err and "Traceback" not in err
+
+
+def test_forget_deletes_by_id_and_names_what_was_not_there(capsys: pytest.CaptureFixture[str],
+                                                           isolated_home: Path) -> None:
+    from memcairn.models import NewItem
+    from memcairn.store import Store
+
+    ids = [json.loads(_run(capsys, "add", "--project", "demo", "--title", title, "--text", title, "--json")[1])["id"]
+           for title in ("keep me", "drop me")]
+    code, out, err = _run(capsys, "forget", f"#{ids[1]}", "999")
+    assert code == 2 and out == f"deleted #{ids[1]}\n" and "no memory with id #999" in err
+    with Store(isolated_home / "memcairn.db") as store:
+        assert [i.id for i in store.get_items(ids)] == [ids[0]]
+        # stays forgotten: a replay of the same content is refused (as after the MCP tool's forget)
+        assert not store.add_items([NewItem(project="demo", kind="manual", title="drop me", text="drop me")])[0].created
+    assert json.loads(_run(capsys, "forget", str(ids[0]), "--json")[1]) == {"deleted": [ids[0]], "missing": []}
+
+
+def test_settings_set_and_unset_write_settings_json_after_checking_the_value(capsys: pytest.CaptureFixture[str],
+                                                                               isolated_home: Path) -> None:
+    from memcairn.config import load_settings
+
+    assert _run(capsys, "settings", "set", "context_token_budget", "3000")[0] == 0
+    assert _run(capsys, "settings", "set", "terminal_output", "yes")[0] == 0
+    assert json.loads((isolated_home / "settings.json").read_text()) == {"context_token_budget": 3000,
+                                                                         "terminal_output": True}
+    assert load_settings().context_token_budget == 3000
+    for args, message in ((["port", "0"], "between 1 and 65535"), (["context_token_budget", "lots"], "whole number"),
+                          (["vector_backend", "chromadb"], "one of sqlite-vec"), (["colour", "1"], "unknown setting")):
+        code, _, err = _run(capsys, "settings", "set", *args)
+        assert code == 2 and message in err
+    assert json.loads((isolated_home / "settings.json").read_text())["context_token_budget"] == 3000  # unchanged
+    code, out, _ = _run(capsys, "settings", "set", "token", "s3cret")
+    assert code == 0 and "s3cret" not in out and (isolated_home / "settings.json").stat().st_mode & 0o077 == 0
+    for name in ("context_token_budget", "terminal_output", "token"):
+        assert _run(capsys, "settings", "unset", name)[0] == 0
+    assert not (isolated_home / "settings.json").exists()
+    assert load_settings().context_token_budget == 2000
+    code, out, _ = _run(capsys, "settings")  # still lists
+    assert code == 0 and "context_token_budget = 2000" in out

@@ -72,7 +72,7 @@ def parse(args: list[str]) -> None:
     ctx = cli.make_context("memcairn", list(args), resilient_parsing=False)
     command: click.Command = cli
     rest = list(ctx.protected_args) + list(ctx.args)
-    while isinstance(command, click.Group):
+    while isinstance(command, click.Group) and rest:
         name, command, rest = command.resolve_command(ctx, rest)
         ctx = command.make_context(name, rest, parent=ctx)
         rest = list(ctx.protected_args) + list(ctx.args) if isinstance(command, click.Group) else []

@@ -14,7 +14,7 @@ from memcairn.cli.hook_cmd import hook
 from memcairn.cli.integration_cmds import install, mcp, uninstall
 from memcairn.cli.search_cmds import search, timeline
 from memcairn.cli.settings_cmd import settings_cmd
-from memcairn.cli.store_cmds import add, db, doctor, show, stats
+from memcairn.cli.store_cmds import add, db, doctor, forget, show, stats
 from memcairn.cli.sync_cmds import sync
 from memcairn.cli.transfer_cmds import export, import_group
 from memcairn.cli.worker_cmds import worker
@@ -35,8 +35,8 @@ def cli() -> None:
     """
 
 
-for command in (add, search, timeline, show, stats, doctor, db, demo, bench, sync, worker, mcp, install, uninstall,
-                import_group, export, settings_cmd, hook):
+for command in (add, search, timeline, show, forget, stats, doctor, db, demo, bench, sync, worker, mcp, install,
+                uninstall, import_group, export, settings_cmd, hook):
     cli.add_command(command)
 
 

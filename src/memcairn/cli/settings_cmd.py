@@ -1,17 +1,23 @@
-"""``memcairn settings``: every setting, its current value, where that value came from, and what it does."""
+"""``memcairn settings``: every setting, its current value, where that value came from, and what it does;
+``settings set`` and ``settings unset`` change ``$MEMCAIRN_HOME/settings.json``."""
 
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 from typing import Any
 
 import click
 
 from memcairn.cli.common import emit_json
-from memcairn.settings_source import SETTINGS, read_values
+from memcairn.errors import ConfigError
+from memcairn.settings_source import BY_NAME, SETTINGS, SETTINGS_FILE, coerce, memcairn_home, read_values
 
 HOME_HELP = "Where the database, the semantic mirror, the logs and settings.json live (environment only)."
+# Settings whose value is one of a few names; a typo there would only show when the worker next starts.
+CHOICES = {"vector_backend": ("sqlite-vec", "chroma", "memory", "none"),
+           "capture_backend": ("offline", "anthropic", "claude-cli", "openai")}
 
 
 def settings_rows() -> list[dict[str, Any]]:
@@ -30,17 +36,20 @@ def settings_rows() -> list[dict[str, Any]]:
     return rows
 
 
-@click.command("settings")
+@click.group("settings", invoke_without_command=True)
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of {name, value, from, variable, help}.")
-def settings_cmd(as_json: bool) -> None:
+@click.pass_context
+def settings_cmd(ctx: click.Context, as_json: bool) -> None:
     """Every setting: its value now, where that came from (a MEMCAIRN_<NAME> variable, settings.json in
-    MEMCAIRN_HOME, or the default) and what it does.
+    MEMCAIRN_HOME, or the default) and what it does. `settings set` and `settings unset` change settings.json.
 
     Example:
 
     \b
         MEMCAIRN_PORT=38000 memcairn settings
     """
+    if ctx.invoked_subcommand is not None:
+        return
     rows = settings_rows()
     if as_json:
         emit_json(rows)
@@ -49,3 +58,88 @@ def settings_cmd(as_json: bool) -> None:
         where = f"default; {row['variable']}" if row["from"] == "default" else f"from {row['from']}"
         click.echo(f"{row['name']} = {json.dumps(row['value'], ensure_ascii=False)}  ({where})")
         click.echo(textwrap.indent(textwrap.fill(row["help"], 96), "    "))
+
+
+def _file() -> tuple[str, dict[str, Any]]:
+    path = os.path.join(memcairn_home(), SETTINGS_FILE)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.loads(fh.read())
+    except FileNotFoundError:
+        return path, {}
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read {path}: {exc}; fix or delete the file") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} must hold a JSON object of settings; fix or delete the file")
+    return path, data
+
+
+def _write(path: str, data: dict[str, Any]) -> None:
+    from pathlib import Path
+
+    from memcairn.install.files import write_text
+
+    if not data:
+        Path(path).unlink(missing_ok=True)
+        return
+    write_text(Path(path), json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    if "token" in data:
+        os.chmod(path, 0o600)  # the token is a secret: readable by its owner only
+
+
+def _known(name: str) -> str:
+    if name not in BY_NAME:
+        raise ConfigError(f"unknown setting {name!r}; `memcairn settings` lists them (home is set by MEMCAIRN_HOME)")
+    return name
+
+
+def _overridden(name: str) -> None:
+    variable = f"MEMCAIRN_{name.upper()}"
+    if os.environ.get(variable):
+        click.echo(f"note: {variable} is set in this environment and wins over settings.json", err=True)
+
+
+@settings_cmd.command("set")
+@click.argument("name")
+@click.argument("value")
+def set_cmd(name: str, value: str) -> None:
+    """Set NAME to VALUE in MEMCAIRN_HOME/settings.json, checked as the setting's type first (a whole number,
+    true/false, one of its names). A running worker reads it when restarted (`memcairn worker restart`).
+
+    Example:
+
+    \b
+        memcairn settings set context_token_budget 3000
+    """
+    setting = BY_NAME[_known(name)]
+    path, data = _file()
+    typed = coerce(name, value, setting.default, f"memcairn settings set {name}")
+    allowed = CHOICES.get(name)
+    if allowed and typed not in allowed:
+        raise ConfigError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
+    data[name] = typed
+    _write(path, data)
+    shown = "(set, not shown)" if name == "token" else json.dumps(typed, ensure_ascii=False)
+    click.echo(f"{name} = {shown}  (in {path})")
+    _overridden(name)
+
+
+@settings_cmd.command("unset")
+@click.argument("name")
+def unset_cmd(name: str) -> None:
+    """Remove NAME from MEMCAIRN_HOME/settings.json: its default (or its MEMCAIRN_<NAME> variable) applies again.
+
+    Example:
+
+    \b
+        memcairn settings unset context_token_budget
+    """
+    setting = BY_NAME[_known(name)]
+    path, data = _file()
+    if name not in data:
+        click.echo(f"{name} is not in {path}; nothing to do")
+        return
+    del data[name]
+    _write(path, data)
+    click.echo(f"{name} removed from {path}; default {json.dumps(setting.default, ensure_ascii=False)}")
+    _overridden(name)

@@ -1,4 +1,4 @@
-"""Commands over the store: add, show, stats, doctor, db path (search lives in ``search_cmds``)."""
+"""Commands over the store: add, show, forget, stats, doctor, db path (search lives in ``search_cmds``)."""
 
 from __future__ import annotations
 
@@ -96,6 +96,43 @@ def show(ids: tuple[int, ...], as_json: bool) -> None:
                     click.echo(f"  {name}: {', '.join(clean_line(v) for v in getattr(item, name))}")
     if missing:
         raise NotFoundError(f"not found: {', '.join(f'#{i}' for i in missing)}")
+
+
+@click.command()
+@click.argument("ids", nargs=-1, required=True, type=ItemId())
+@click.option("--json", "as_json", is_flag=True, help='Print {"deleted": [...], "missing": [...]}.')
+def forget(ids: tuple[int, ...], as_json: bool) -> None:
+    """Delete memories by id, as the agents' `forget` tool does. The content stays forgotten: replaying or
+    re-importing it does not bring it back (saving it again explicitly does). A running worker deletes them
+    (its semantic mirror drops them at once); otherwise this process does.
+
+    Example:
+
+    \b
+        memcairn forget 12 '#15'
+    """
+    from memcairn.cli.search_cmds import running_worker
+
+    wanted = list(dict.fromkeys(ids))
+    client = running_worker(settings())
+    if client is not None:
+        deleted = []
+        for item_id in wanted:
+            try:
+                client.delete(f"/api/memory/{item_id}")
+                deleted.append(item_id)
+            except NotFoundError:
+                pass
+    else:
+        with open_store() as store:
+            deleted = store.delete_items(wanted)
+    missing = [i for i in wanted if i not in deleted]
+    if as_json:
+        emit_json({"deleted": deleted, "missing": missing})
+    elif deleted:
+        click.echo("deleted " + ", ".join(f"#{i}" for i in deleted))
+    if missing:
+        raise NotFoundError(f"no memory with id {', '.join(f'#{i}' for i in missing)} (nothing to delete)")
 
 
 @click.command()
