@@ -539,3 +539,28 @@ def test_timestamps_no_store_could_hold_are_ignored(tmp_path: Path) -> None:
     events, stats = _parse(path)
     assert _kinds(events) == ["session_start", "user_prompt", "stop", "session_end"]
     assert stats.skipped_lines == 0 and all(e.at_epoch == 0 for e in events)
+
+
+def test_import_without_claude_transcripts_says_where_it_looked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    from memcairn.cli import run
+
+    monkeypatch.setenv("HOME", str(tmp_path / "fresh-home"))
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
+    assert run(["import", "transcripts"]) == 0
+    out, err = capsys.readouterr()
+    assert f"{tmp_path / 'fresh-home' / '.claude' / 'projects'} does not exist" in err
+    assert out == "imported 0 transcript files: 0 prompts, 0 observations, 0 summaries (0 new events, " \
+                  "0 malformed lines skipped)\n"
+
+
+def test_one_of_each_is_said_in_the_singular(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from memcairn.cli import run
+
+    one = tmp_path / "one.jsonl"
+    one.write_text(json.dumps({"type": "user", "uuid": "u1", "sessionId": "s1", "cwd": str(tmp_path),
+                               "timestamp": "2026-12-01T10:00:00Z",
+                               "message": {"role": "user", "content": "Fix the login bug"}}) + "\n{broken\n")
+    assert run(["import", "transcripts", str(one), "--project", "demo"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("imported 1 transcript file: 1 prompt, ") and "1 malformed line skipped" in out

@@ -195,15 +195,20 @@ def timestamp_ms(value: Any) -> int | None:
     return ms if 0 <= ms <= MAX_EPOCH_MS else None
 
 
-def default_transcript_paths(home: Path | None = None) -> list[Path]:
-    """Every ``*.jsonl`` under ``<claude dir>/projects`` (recursively), sorted. The Claude directory is
+def default_transcript_root(home: Path | None = None) -> Path:
+    """``<claude dir>/projects``, where Claude Code keeps its transcripts. The Claude directory is
     ``home/.claude`` when ``home`` is given, else ``$CLAUDE_CONFIG_DIR`` or ``~/.claude``."""
     if home is not None:
         base = Path(home) / ".claude"
     else:
         configured = os.environ.get("CLAUDE_CONFIG_DIR")
         base = Path(configured).expanduser() if configured else Path.home() / ".claude"
-    root = base / "projects"
+    return base / "projects"
+
+
+def default_transcript_paths(home: Path | None = None) -> list[Path]:
+    """Every ``*.jsonl`` under ``default_transcript_root`` (recursively), sorted."""
+    root = default_transcript_root(home)
     try:
         return sorted(p for p in root.rglob("*.jsonl") if p.is_file())
     except OSError:

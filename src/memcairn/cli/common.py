@@ -26,6 +26,11 @@ def open_store(cfg: Settings | None = None):  # noqa: ANN201 - the Store import 
     return Store(cfg.db_path)
 
 
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """``1 transcript file``, ``2 transcript files``, ``1 summary``, ``3 summaries`` (``nouns`` when not noun+s)."""
+    return f"{count:,} {noun if count == 1 else nouns or noun + 's'}"
+
+
 def emit_json(value: Any) -> None:
     click.echo(json.dumps(value, ensure_ascii=False, indent=2, default=str))
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from memcairn.cli.common import emit_json, open_store, settings
+from memcairn.cli.common import emit_json, open_store, plural, settings
 
 
 @click.group("import")
@@ -83,9 +83,14 @@ def import_transcripts_cmd(paths: tuple[Path, ...], offline: bool, project: str 
     """
     from memcairn.capture.importer import import_transcripts
     from memcairn.capture.llm import make_compressor
-    from memcairn.capture.transcripts import default_transcript_paths
+    from memcairn.capture.transcripts import default_transcript_paths, default_transcript_root
 
     files = _transcript_files(paths) if paths else default_transcript_paths()
+    if not paths and not files:
+        root = default_transcript_root()
+        why = "does not exist" if not root.exists() else "holds no transcripts (*.jsonl)"
+        click.echo(f"note: {root} {why}: Claude Code keeps its transcripts there (CLAUDE_CONFIG_DIR moves it); "
+                   "give transcript files or folders as arguments to import others", err=True)
     cfg = settings()
     with open_store(cfg) as store:
         compressor = None if offline else make_compressor(cfg, store)
@@ -98,9 +103,9 @@ def import_transcripts_cmd(paths: tuple[Path, ...], offline: bool, project: str 
     if as_json:
         emit_json(report.as_dict())
         return
-    click.echo(f"imported {report.files} transcript files: {report.prompts} prompts, {report.observations} "
-               f"observations, {report.summaries} summaries ({report.events} new events, "
-               f"{report.skipped_lines} malformed lines skipped)")
+    click.echo(f"imported {plural(report.files, 'transcript file')}: {plural(report.prompts, 'prompt')}, "
+               f"{plural(report.observations, 'observation')}, {plural(report.summaries, 'summary', 'summaries')} "
+               f"({plural(report.events, 'new event')}, {plural(report.skipped_lines, 'malformed line')} skipped)")
 
 
 def _transcript_files(paths: tuple[Path, ...]) -> list[Path]:
