@@ -254,14 +254,15 @@ def test_malformed_lines_are_counted_not_fatal(tmp_path: Path) -> None:
             .raw("")
             .prompt("hello")
             .raw('{"type": "user", "sessionId": "x", "cwd": "/a"}')  # no message
-            .raw('{"type": "assistant", "message": {"content": []}, "cwd": "/a"}')  # no session
             .raw('{"type": "user", "sessionId": "new-session", "message": {"content": "no cwd"}}')
             .text("hi")
             .raw('{"truncated": ')
             .write(tmp_path / "bad.jsonl"))
     events, stats = _parse(path)
-    assert stats.skipped_lines == 7
-    assert stats.lines == 9
+    assert stats.skipped_lines == 6
+    assert stats.left_out["message lines without a message object"] == 1
+    assert stats.left_out["message lines before any line naming the working directory"] == 1
+    assert stats.lines == 8
     assert _kinds(events) == ["session_start", "user_prompt", "stop", "session_end"]
     assert stats.sessions == {SID}
 

@@ -39,6 +39,7 @@ from memcairn.bench.hooks import free_port
 from memcairn.bench.recall_facts import Question, facts_held, load_questions, normalise
 from memcairn.bench.recall_raw import RawIndex
 from memcairn.bench.worker import running_worker, signals_unwind, wait_ready, worker_env
+from memcairn.capture.transcripts import transcripts_under
 
 Log = Callable[[str], None]
 TOP_K = 5
@@ -54,7 +55,7 @@ def transcript_files(paths: Iterable[Path]) -> list[Path]:
     for path in paths:
         path = Path(path).expanduser().absolute()
         if path.is_dir():
-            out += sorted(p for p in path.rglob("*.jsonl") if p.is_file())
+            out += transcripts_under(path)
         elif path.is_file():
             out.append(path)
         else:

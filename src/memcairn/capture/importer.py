@@ -29,14 +29,21 @@ Two cases need more than the key of a line:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from memcairn.capture.admission import admit
-from memcairn.capture.pipeline import REGROWN, CapturePipeline
+from memcairn.capture.pipeline import REGROWN, CapturePipeline, CaptureReport
 from memcairn.capture.records import Compressor
-from memcairn.capture.transcripts import TURN_OPEN, TURN_THROUGH, ParseStats, ReplayEvent, replay_transcript
+from memcairn.capture.transcripts import (
+    TURN_OPEN,
+    TURN_THROUGH,
+    ParseStats,
+    ReplayEvent,
+    UnsupportedTranscript,
+    replay_transcript,
+)
 from memcairn.config import Settings
 from memcairn.store.items import Store
 
@@ -50,9 +57,26 @@ class TranscriptImport:
     prompts: int = 0
     skipped_lines: int = 0
     unreadable_files: int = 0
+    compactions: int = 0
+    # one entry per file: its path and shape, what it held (sessions, prompts, tool calls, compaction summaries),
+    # the events this import queued and made of it, and every line left out, counted by why
+    file_reports: list[dict[str, Any]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def _file_report(path: Path, stats: ParseStats, queued: int, made: CaptureReport | None,
+                 error: str | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"path": str(path), "shape": stats.shape, "lines": stats.lines,
+                           "sessions": sorted(stats.sessions), "prompts": stats.prompts, "tool_uses": stats.tool_uses,
+                           "compactions": stats.compactions, "events": queued,
+                           "left_out": dict(sorted(stats.left_out.items()))}
+    if made is not None:
+        out.update(observations=made.observations, summaries=made.summaries, stored_prompts=made.prompts)
+    if error is not None:
+        out["error"] = error
+    return out
 
 
 @dataclass
@@ -132,11 +156,13 @@ def import_transcripts(store: Store, settings: Settings, paths: Sequence[Path], 
     total = TranscriptImport()
     for path in paths:
         stats = ParseStats()
+        queued = 0
         try:
             for event in replay_transcript(path, stats):
                 body = event.body if project is None else {**event.body, "project": project, "projects": [project]}
                 admitted = admit(event.event_type, body, settings)
                 if admitted.body is None:
+                    stats.leave_out(f"events not admitted ({admitted.reason})")
                     continue
                 session_id = str(event.body["session_id"])
                 platform = str(event.body.get("platform_source") or "claude-code")
@@ -144,7 +170,7 @@ def import_transcripts(store: Store, settings: Settings, paths: Sequence[Path], 
                 if again is not None:
                     _, created = store.enqueue_ingest_event(session_id, platform, event.event_type, again[1],
                                                             source_key=again[0])
-                    total.events += int(created)
+                    queued += int(created)
                     continue
                 if known.already_queued(event, platform, session_id):
                     continue
@@ -155,17 +181,21 @@ def import_transcripts(store: Store, settings: Settings, paths: Sequence[Path], 
                     session_id, platform, event.event_type, admitted.body,
                     tool_use_id if isinstance(tool_use_id, str) else None, source_key=event.source_key,
                 )
-                total.events += int(created)
-        except OSError:
+                queued += int(created)
+        except (OSError, UnsupportedTranscript) as exc:
             total.unreadable_files += 1
-            continue
-        finally:
             total.skipped_lines += stats.skipped_lines
+            total.file_reports.append(_file_report(path, stats, queued, None, error=str(exc)))
+            continue
+        total.events += queued
+        total.skipped_lines += stats.skipped_lines
+        total.compactions += stats.compactions
         report = pipeline.drain()
         total.files += 1
         total.observations += report.observations
         total.summaries += report.summaries
         total.prompts += report.prompts
+        total.file_reports.append(_file_report(path, stats, queued, report))
         if on_file is not None:
             on_file(path, total)
     return total

@@ -48,6 +48,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from memcairn.capture.compaction import compaction_sections
 from memcairn.capture.offline import OfflineExtractor
 from memcairn.capture.records import (
     Compressed,
@@ -154,7 +155,7 @@ class CapturePipeline:
                 self._guard(self._tools, batch, report)
                 batch = []
             handler = {"session_start": self._session_start, "user_prompt": self._prompt, "stop": self._stop,
-                       "session_end": self._session_end}.get(event.kind, self._ignore)
+                       "session_end": self._session_end, "compaction": self._compaction}.get(event.kind, self._ignore)
             self._guard(handler, [event], report)
         if batch:
             newest = max(e.created_at_epoch for e in batch)
@@ -262,6 +263,23 @@ class CapturePipeline:
         supersedes = _continued(event) or _regrown(event)
         earlier = self._turn_summaries(turn, event, prompt_event) if items and supersedes else []
         self._commit(events, items, report, replaces=earlier)
+
+    def _compaction(self, events: list[IngestEvent], report: CaptureReport) -> None:
+        """The summary the agent wrote of its conversation when compacting it: a summary of the session, in the
+        agent's own words, its sections mapped onto the summary's fields (``capture.compaction``)."""
+        event = events[0]
+        text = event.payload.get("summary")
+        if not isinstance(text, str) or not text.strip():
+            self._commit(events, [], report)
+            return
+        fields = compaction_sections(text)
+        head = fields.get("request") or fields.get("notes") or text
+        head = head.split(":", 1)[1] if head.lower().startswith("primary request") else head
+        item = NewItem(project=self._project(event), kind="summary", type="summary",
+                       title=_first_line("Compacted: " + head.strip(), 80), session=event.session_id,
+                       platform_source=event.platform_source, created_at_epoch=event.at_epoch,
+                       metadata={"compaction": True}, source=_source(event), **fields)
+        self._commit(events, [item], report)
 
     def _session_end(self, events: list[IngestEvent], report: CaptureReport) -> None:
         event = events[0]

@@ -71,6 +71,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from memcairn.capture.compaction import compaction_text
 from memcairn.capture.privacy import scrub
 from memcairn.capture.truncate import cut
 from memcairn.hooks.events import MAX_BODY_BYTES, OWN_TOOL_PREFIXES, _encode
@@ -82,9 +83,9 @@ from memcairn.store.validation import MAX_EPOCH_MS
 PLATFORM = "claude-code"
 END_REASON = "transcript_import"
 QUEUE_EVENT = {"session_start": "session_init", "user_prompt": "session_init", "tool_use": "observation",
-               "stop": "summarize", "session_end": "summarize"}
+               "stop": "summarize", "session_end": "summarize", "compaction": "summarize"}
 HOOK_EVENT_NAME = {"session_start": "SessionStart", "user_prompt": "UserPromptSubmit", "tool_use": "PostToolUse",
-                   "stop": "Stop", "session_end": "SessionEnd"}
+                   "stop": "Stop", "session_end": "SessionEnd", "compaction": "PreCompact"}
 MESSAGE_TYPES = ("user", "assistant")
 # Text the harness writes into user messages: slash commands, local command output, `!` shell mode.
 WRAPPER_PREFIXES = ("<command-name>", "<command-message>", "<command-args>", "<local-command-stdout>",
@@ -138,7 +139,17 @@ class ParseStats:
     prompts: int = 0
     tool_uses: int = 0
     unanswered_tool_uses: int = 0  # emitted with tool_response None
+    compactions: int = 0  # compaction summaries emitted
     sessions: set[str] = field(default_factory=set)
+    # lines read and left out, by why (malformed lines are also in ``skipped_lines``; lines that are no message
+    # of the conversation, such as hook progress or file snapshots, only here)
+    left_out: dict[str, int] = field(default_factory=dict)
+    shape: str = "claude-code"  # claude-code | claude-code subagent | claude-code compaction | codex | gemini-cli
+
+    def leave_out(self, reason: str, malformed: bool = False) -> None:
+        self.left_out[reason] = self.left_out.get(reason, 0) + 1
+        if malformed:
+            self.skipped_lines += 1
 
 
 @dataclass
@@ -270,9 +281,19 @@ class _Replayer:
     def __init__(self, path: Path, stats: ParseStats) -> None:
         self.transcript_path = os.path.abspath(path)
         self.stats = stats
+        self.platform = PLATFORM
         self.sessions: dict[str, _Session] = {}
         self.keys: set[str] = set()
         self.identities: dict[str, ProjectIdentity] = {}
+        # ``<session>/subagents/agent-<id>.jsonl``: a subagent's work, filed under the parent session
+        self.subagent = path.parent.name == "subagents" and path.name.startswith("agent-")
+        self.compaction_file = self.subagent and path.name.startswith("agent-acompact")
+        # the session of lines that name none (older releases): the file's, from its name
+        self.file_session = path.parent.parent.name if self.subagent else path.stem
+        self.titles: list[tuple[str, str]] = []  # (summary line's text, its leafUuid)
+        self.uuids: set[str] = set()
+        if self.subagent:
+            stats.shape = "claude-code compaction" if self.compaction_file else "claude-code subagent"
 
     # events -----------------------------------------------------------------------------------------
     def _identity(self, cwd: str) -> ProjectIdentity:
@@ -291,8 +312,9 @@ class _Replayer:
         self.keys.add(source_key)
         ident = self._identity(cwd)
         body = {"event": event, "session_id": session.session_id, "cwd": cwd, "project": ident.name,
-                "projects": list(ident.chain), "platform_source": PLATFORM, "hook_event_name": HOOK_EVENT_NAME[event],
-                "transcript_path": self.transcript_path, **extra, "timestamp_ms": at}
+                "projects": list(ident.chain), "platform_source": self.platform,
+                "hook_event_name": HOOK_EVENT_NAME[event], "transcript_path": self.transcript_path, **extra,
+                "timestamp_ms": at}
         if event == "tool_use":
             body = _fit(body)
         self.stats.events += 1
@@ -339,7 +361,7 @@ class _Replayer:
                 self.stats.unanswered_tool_uses += 1
                 yield found
         session.pending.clear()
-        if session.turn_active:
+        if session.turn_active and not self.subagent:
             extra: dict[str, Any] = {"last_assistant_message": "\n\n".join(session.texts)} if session.texts else {}
             extra[TURN_THROUGH] = session.last_ref  # the turn's last line (a next prompt is not read yet)
             if at_end:
@@ -359,9 +381,34 @@ class _Replayer:
         if not session.turn_active:
             session.turn_active, session.turn_ref = True, ref
 
+    def _compaction(self, session: _Session, text: str, ref: str, at: int) -> Iterator[ReplayEvent]:
+        """A summary the agent wrote of the conversation so far (at a compaction, or a title line)."""
+        body = compaction_text(text)
+        if not body:
+            return
+        found = self._event(session, "compaction", session.last_cwd, at, self._key(session, ref, "compaction"),
+                            {"summary": body})
+        if found is not None:
+            self.stats.compactions += 1
+            yield found
+
     def finish(self) -> Iterator[ReplayEvent]:
+        for text, leaf in self.titles:
+            # a title line belongs to this file's conversation only when the message it names is here
+            session = next(iter(self.sessions.values()), None)
+            if leaf in self.uuids and session is not None:
+                yield from self._compaction(session, text, f"title-{leaf}", session.last_at)
+            else:
+                self.stats.leave_out("'summary' title lines naming a message of another file")
         for session in sorted(self.sessions.values(), key=lambda s: s.order):
+            if self.compaction_file:
+                if session.texts:
+                    yield from self._compaction(session, "\n\n".join(session.texts), session.turn_ref or "compact",
+                                                session.last_at)
+                continue
             yield from self._end_turn(session, at_end=True)
+            if self.subagent:
+                continue  # the parent session's own file starts and ends it
             found = self._event(session, "session_end", session.last_cwd, session.last_at,
                                 self._key(session, session.last_ref, "session_end", per_session=True),
                                 {"reason": END_REASON})
@@ -384,21 +431,34 @@ class _Replayer:
             except RecursionError:
                 self.stats.skipped_lines += 1
                 return
-        if entry.get("type") not in MESSAGE_TYPES or entry.get("isSidechain") is True:
+        kind = entry.get("type")
+        if kind == "summary" and isinstance(entry.get("summary"), str) and isinstance(entry.get("leafUuid"), str):
+            self.titles.append((entry["summary"], entry["leafUuid"]))
+            return
+        if kind not in MESSAGE_TYPES:
+            self.stats.leave_out(f"'{kind}' lines (no message of the conversation)" if isinstance(kind, str)
+                                 else "lines without a type")
+            return
+        if entry.get("isSidechain") is True and not self.subagent:
+            self.stats.leave_out("sidechain lines (a subagent's work: imported from its own file)")
             return
         message = entry.get("message")
         session_id = entry.get("sessionId")
-        if not isinstance(message, dict) or not isinstance(session_id, str) or not session_id.strip():
-            self.stats.skipped_lines += 1
+        if not isinstance(session_id, str) or not session_id.strip():
+            session_id = self.file_session  # older releases wrote no sessionId: the file is the session
+        if not isinstance(message, dict):
+            self.stats.leave_out("message lines without a message object", malformed=True)
             return
         line_cwd = entry.get("cwd") if isinstance(entry.get("cwd"), str) and entry["cwd"].strip() else None
         uuid = entry.get("uuid")
         ref = uuid if isinstance(uuid, str) and uuid.strip() else f"line{number}"
+        if uuid == ref:
+            self.uuids.add(ref)
         session = self.sessions.get(session_id)
         at = timestamp_ms(entry.get("timestamp"))
         if session is None:
             if line_cwd is None:
-                self.stats.skipped_lines += 1
+                self.stats.leave_out("message lines before any line naming the working directory", malformed=True)
                 return
             session = self.sessions[session_id] = _Session(session_id, line_cwd, last_cwd=line_cwd)
             session.last_at = at or 0
@@ -409,28 +469,39 @@ class _Replayer:
                 yield found
         cwd = line_cwd or session.last_cwd
         at = at if at is not None else session.last_at
-        if entry["type"] == "user":
+        if entry.get("isCompactSummary") is True and not self.subagent:
+            yield from self._compaction(session, "\n".join(_text_blocks(message.get("content"))), ref, at)
+        elif self.compaction_file:
+            if entry["type"] == "assistant":
+                texts = [t.strip() for t in _text_blocks(message.get("content")) if t.strip()]
+                if texts:
+                    session.texts, session.turn_ref = texts, ref
+        elif entry["type"] == "user":
             yield from self._user(session, entry, message, ref, cwd, at)
         else:
             self._assistant(session, message, ref)
         session.order, session.last_ref, session.last_at, session.last_cwd = number, ref, at, cwd
 
+    def _new_prompt(self, session: _Session, prompt: str, ref: str, cwd: str, at: int) -> Iterator[ReplayEvent]:
+        """The turn before ends; ``prompt`` begins the next."""
+        key = self._key(session, ref, "user_prompt")
+        if key[0] in self.keys:
+            return
+        yield from self._end_turn(session)
+        session.prompt_count += 1
+        found = self._event(session, "user_prompt", cwd, at, key,
+                            {"prompt": prompt, "prompt_number": session.prompt_count})
+        if found is not None:
+            self.stats.prompts += 1
+            yield found
+        self._begin_turn(session, ref)
+
     def _user(self, session: _Session, entry: dict[str, Any], message: dict[str, Any], ref: str, cwd: str,
               at: int) -> Iterator[ReplayEvent]:
         content = message.get("content")
-        prompt = _prompt_text(entry, content)
+        prompt = None if self.subagent else _prompt_text(entry, content)  # a subagent's task is its parent's call
         if prompt is not None:
-            key = self._key(session, ref, "user_prompt")
-            if key[0] in self.keys:
-                return
-            yield from self._end_turn(session)
-            session.prompt_count += 1
-            found = self._event(session, "user_prompt", cwd, at, key,
-                                {"prompt": prompt, "prompt_number": session.prompt_count})
-            if found is not None:
-                self.stats.prompts += 1
-                yield found
-            self._begin_turn(session, ref)
+            yield from self._new_prompt(session, prompt, ref, cwd, at)
             return
         if not isinstance(content, list):
             return
@@ -484,12 +555,59 @@ class _Replayer:
                                                         narration)
 
 
+def transcripts_under(directory: Path) -> list[Path]:
+    """The session files under ``directory``: JSON Lines (Claude Code, Codex) and Gemini CLI's
+    ``chats/session-*.json``, sorted by path text, so that a session's file comes before its
+    ``<session>/subagents/`` files (``.`` sorts before ``/``) and they find their session started."""
+    found = [p for p in directory.rglob("*.jsonl") if p.is_file()]
+    found += [p for p in directory.rglob("chats/session-*.json") if p.is_file()]
+    return sorted(found, key=str)
+
+
+class UnsupportedTranscript(ValueError):
+    """A file no agent's transcript format fits."""
+
+
+CODEX_LINE_TYPES = ("session_meta", "response_item", "turn_context", "event_msg", "compacted")
+
+
+def transcript_shape(path: Path) -> str:
+    """Which agent wrote ``path``: ``claude-code`` (JSON Lines of messages), ``codex`` (JSON Lines of
+    ``{timestamp, type, payload}``, ``~/.codex/sessions/**/rollout-*.jsonl``) or ``gemini-cli`` (one JSON object
+    with ``sessionId`` and ``messages``, ``~/.gemini/tmp/<project>/chats/session-*.json``).
+
+    Raises:
+        OSError: the file cannot be read.
+        UnsupportedTranscript: a ``.json`` file that is not a Gemini CLI session.
+    """
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        if path.suffix == ".json":
+            head = fh.read(65536)
+            if '"sessionId"' in head and '"messages"' in head:
+                return "gemini-cli"
+            raise UnsupportedTranscript(f"{path.name}: JSON, but not a Gemini CLI session (no sessionId and messages)")
+        line = next((raw for raw in fh if raw.strip()), "")
+    try:
+        first = json.loads(line) if line else None
+    except ValueError:
+        first = None
+    if isinstance(first, dict) and first.get("type") in CODEX_LINE_TYPES and "payload" in first:
+        return "codex"
+    return PLATFORM
+
+
 def replay_transcript(path: Path, stats: ParseStats | None = None) -> Iterator[ReplayEvent]:
     """The events the hooks would have sent for the session(s) recorded in ``path``, in order.
 
     ``stats``, when given, is updated as the iterator advances. A file that cannot be opened raises
     ``OSError`` at the first ``next``; nothing in its content does."""
     counts = stats if stats is not None else ParseStats()
+    shape = transcript_shape(Path(path))
+    if shape != PLATFORM:
+        from memcairn.capture.transcripts_other import replay_codex, replay_gemini
+
+        yield from (replay_codex if shape == "codex" else replay_gemini)(Path(path), counts)
+        return
     replayer = _Replayer(Path(path), counts)
     with open(path, encoding="utf-8", errors="replace") as fh:
         for number, raw in enumerate(fh, start=1):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -103,17 +104,40 @@ def import_transcripts_cmd(paths: tuple[Path, ...], offline: bool, project: str 
     if as_json:
         emit_json(report.as_dict())
         return
+    unreadable = f", {plural(report.unreadable_files, 'unreadable file')}" if report.unreadable_files else ""
     click.echo(f"imported {plural(report.files, 'transcript file')}: {plural(report.prompts, 'prompt')}, "
                f"{plural(report.observations, 'observation')}, {plural(report.summaries, 'summary', 'summaries')} "
-               f"({plural(report.events, 'new event')}, {plural(report.skipped_lines, 'malformed line')} skipped)")
+               f"({plural(report.events, 'new event')}, {plural(report.skipped_lines, 'malformed line')} skipped"
+               f"{unreadable})")
+    for line in _file_lines(report.file_reports):
+        click.echo(line)
+
+
+def _file_lines(reports: list[dict[str, Any]]) -> list[str]:
+    """Per file: what it held and made, and every line left out with why."""
+    lines = []
+    for r in reports:
+        if "error" in r:
+            lines.append(f"  {r['path']}: not imported: {r['error']}")
+            continue
+        held = [plural(r["prompts"], "prompt"), plural(r["tool_uses"], "tool call"),
+                plural(r["compactions"], "compaction summary", "compaction summaries")]
+        made = [plural(r["observations"], "observation"), plural(r["summaries"], "summary", "summaries")]
+        lines.append(f"  {r['path']} ({r['shape']}): {', '.join(held)} -> {', '.join(made)} "
+                     f"({plural(r['events'], 'new event')})")
+        if r["left_out"]:
+            lines.append("    left out: " + "; ".join(f"{n} {why}" for why, n in r["left_out"].items()))
+    return lines
 
 
 def _transcript_files(paths: tuple[Path, ...]) -> list[Path]:
+    from memcairn.capture.transcripts import transcripts_under
+
     files: list[Path] = []
     for path in paths:
         path = path.expanduser()
         if path.is_dir():
-            files += sorted(path.rglob("*.jsonl"))
+            files += transcripts_under(path)
         elif path.exists():
             files.append(path)
         else:
