@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memcairn.errors import NotFoundError, SchemaTooNewError, StoreError, ValidationError
-from memcairn.models import ItemFilter, NewItem
+from memcairn.models import AddResult, ItemFilter, NewItem
 from memcairn.store import Store
 from memcairn.store.items import content_hash
 from memcairn.store.validation import MAX_FIELD_BYTES
@@ -436,3 +436,11 @@ def test_facts_given_as_a_generator_are_kept(store: Store) -> None:
 def test_absurd_numbers_and_types_are_validation_errors(store: Store, field: str, value: object) -> None:
     with pytest.raises(ValidationError):
         store.add_item(NewItem(project="p", kind="manual", title="x", **{field: value}))
+
+
+def test_a_refused_duplicate_uses_up_no_id(store: Store) -> None:
+    first = store.add_item(NewItem(project="p", kind="manual", text="same"))
+    for _ in range(3):
+        assert store.add_item(NewItem(project="p", kind="manual", text="same")) == AddResult(first.id, False)
+    assert store.add_items([NewItem(project="p", kind="manual", text="same"),
+                            NewItem(project="p", kind="manual", text="other")])[1].id == first.id + 1

@@ -357,6 +357,14 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin, IntegrityMix
             conn.execute("DELETE FROM forgotten_items WHERE project_id = ? AND content_hash = ?", (project_id, digest))
         elif self._is_forgotten(conn, project_id, digest):
             return AddResult(0, False, forgotten=True)
+        # Looked up before the INSERT: an INSERT refused by the unique index still advances the AUTOINCREMENT
+        # sequence, so every duplicate would use up an id (#5 refused, the next memory #6).
+        existing = conn.execute("SELECT id FROM memory_items WHERE project_id = ? AND content_hash = ?",
+                                (project_id, digest)).fetchone()
+        if existing is not None:
+            result = AddResult(existing[0], False)
+            self._record_source(conn, item, result.id)
+            return result
         session_id = None
         if item.session:
             session_id = self._session_id(conn, project_id, item.session, item.platform_source or "unknown",
@@ -375,13 +383,17 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin, IntegrityMix
             ).fetchone()[0],
             False,
         )
+        self._record_source(conn, item, result.id)
+        return result
+
+    @staticmethod
+    def _record_source(conn: sqlite3.Connection, item: NewItem, item_id: int) -> None:
         if item.source is not None:
             conn.execute(
                 "INSERT INTO memory_sources(memory_item_id, source_type, source_table, source_id, "
                 "created_at_epoch) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                (result.id, *item.source, now_ms()),
+                (item_id, *item.source, now_ms()),
             )
-        return result
 
     @staticmethod
     def _is_forgotten(conn: sqlite3.Connection, project_id: int, digest: str) -> bool:
