@@ -159,8 +159,7 @@ def test_a_full_session_over_stdio_against_a_real_worker(env: dict[str, str], wo
         "query", "limit", "offset", "project", "type", "obs_type", "concepts", "files", "dateStart", "dateEnd",
         "orderBy", "platformSource"}
     assert tools["search"].input_schema["properties"]["type"]["enum"] == ["observations", "summaries", "prompts", "all"]
-    assert set(tools["timeline"].input_schema["properties"]) == {"anchor", "query", "depth_before", "depth_after",
-                                                                 "project"}
+    assert set(tools["timeline"].input_schema["properties"]) == {"anchor", "query", "before", "after", "project"}
     for name, tool in tools.items():
         assert tool.annotations.read_only_hint is (name in READ_ONLY), name
         assert tool.input_schema["type"] == "object"
@@ -617,3 +616,12 @@ def test_a_server_older_than_the_installed_package_uses_the_installed_worker(env
         results = anyio.run(_stale_session, env, tmp_path, errlog)
     assert [error for error, _ in results] == [False, False], results
     assert daemon.probe(cfg)["version"] == daemon.current_version()
+
+
+def test_timeline_takes_the_cli_s_before_and_after_and_the_earlier_depth_names() -> None:
+    from memcairn.mcp_server import TOOLS_BY_NAME, _check_arguments
+
+    spec = TOOLS_BY_NAME["timeline"]
+    assert _check_arguments(spec, {"anchor": "3", "before": 2, "after": 4}) == {"anchor": "3", "before": 2, "after": 4}
+    assert _check_arguments(spec, {"anchor": "3", "depth_before": 2, "depth_after": 4}) == {
+        "anchor": "3", "before": 2, "after": 4}

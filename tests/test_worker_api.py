@@ -281,6 +281,9 @@ def test_timeline(client: TestClient, app: Any) -> None:
     body = client.get("/api/timeline", params={"anchor": ids[2], "depth_before": 1, "depth_after": 1,
                                                "format": "json"}).json()
     assert body["anchor_id"] == ids[2] and [r["id"] for r in body["results"]] == ids[1:4]
+    # the CLI's and the MCP tool's names are the API's too (depth_* stay as aliases)
+    same = client.get("/api/timeline", params={"anchor": ids[2], "before": 1, "after": 1, "format": "json"}).json()
+    assert [r["id"] for r in same["results"]] == ids[1:4]
     text = client.get("/api/timeline", params={"anchor": f"#{ids[2]}"}).json()
     assert text["format"] == "index" and "<- ANCHOR" in text["text"]
     by_query = client.get("/api/timeline", params={"query": "step", "format": "json"}).json()

@@ -200,10 +200,10 @@ TOOLS: tuple[ToolSpec, ...] = (
         {"type": "object", "properties": {
             "anchor": _string("An id from search (12 or #12), S<id> for a summary, or a date / relative time."),
             "query": _string("Instead of anchor: the best match of this search becomes the anchor."),
-            "depth_before": {"type": "integer", "minimum": 0, "maximum": 50, "default": 10,
-                             "description": "Memories to show before the anchor."},
-            "depth_after": {"type": "integer", "minimum": 0, "maximum": 50, "default": 10,
-                            "description": "Memories to show after the anchor."},
+            "before": {"type": "integer", "minimum": 0, "maximum": 50, "default": 10,
+                       "description": "Memories to show before the anchor (depth_before is read the same)."},
+            "after": {"type": "integer", "minimum": 0, "maximum": 50, "default": 10,
+                      "description": "Memories to show after the anchor (depth_after is read the same)."},
             "project": _string('Project name. Default: the anchor\'s project (with an id), else the current '
                                'project; "*" = every project.'),
         }},
@@ -253,9 +253,17 @@ TOOLS_BY_NAME = {t.name: t for t in TOOLS}
 
 
 # -- arguments --------------------------------------------------------------------------------------
+# Earlier names of arguments, still read: one vocabulary (before / after) across the CLI, MCP and HTTP.
+ARGUMENT_ALIASES = {"timeline": {"depth_before": "before", "depth_after": "after"}}
+
+
 def _check_arguments(spec: ToolSpec, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
     """The arguments as the handlers expect them (types checked, ``null`` dropped), or a ``ToolError``."""
     args = {k: v for k, v in (arguments or {}).items() if v is not None}
+    for old, new in ARGUMENT_ALIASES.get(spec.name, {}).items():
+        if old in args:
+            value = args.pop(old)
+            args.setdefault(new, value)
     props: dict[str, Any] = spec.input_schema.get("properties", {})
     unknown = sorted(set(args) - set(props))
     if unknown:
@@ -618,8 +626,8 @@ class MemoryTools:
             projects = self._anchor_project(anchor_id)
         else:
             projects = list(self.identity.chain)
-        params = {"format": "index", "anchor": anchor, "query": query, "depth_before": args.get("depth_before"),
-                  "depth_after": args.get("depth_after"), "project": projects, "tz": _local_tz()}
+        params = {"format": "index", "anchor": anchor, "query": query, "before": args.get("before"),
+                  "after": args.get("after"), "project": projects, "tz": _local_tz()}
         answer = self.gateway.call(lambda c: c.get_json("/api/timeline", params))
         return str(answer.get("text", ""))
 

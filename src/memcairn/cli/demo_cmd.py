@@ -75,7 +75,7 @@ def demo() -> None:
 
     click.echo(f"\n$ memcairn timeline --query {TIMELINE_QUERY!r} --before 2 --after 3 --project {PROJECT}\n")
     timeline = client.get_json("/api/timeline", {"query": TIMELINE_QUERY, "project": PROJECT, "format": "index",
-                                                 "depth_before": 2, "depth_after": 3})
+                                                 "before": 2, "after": 3})
     click.echo(timeline["text"].rstrip())
 
     click.echo(f"\nviewer: http://127.0.0.1:{cfg.port}/   (the worker keeps running; this ends it:)\n"

@@ -206,7 +206,7 @@ def timeline(anchor: str | None, query: str | None, depth_before: int, depth_aft
     \b
         memcairn timeline --anchor 42 --before 5 --after 5
     """
-    params = {"anchor": anchor, "query": query, "depth_before": depth_before, "depth_after": depth_after,
+    params = {"anchor": anchor, "query": query, "before": depth_before, "after": depth_after,
               "project": list(projects), "format": "json" if as_json else "index", "tz": _caller_tz()}
     # A blank anchor or query counts as absent over HTTP; in-process it is refused or matched as given.
     blank = any(v is not None and not v.strip() for v in (anchor, query))

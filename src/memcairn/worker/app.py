@@ -638,7 +638,8 @@ async def timeline(request: Request) -> Response:
     tz = parse_tz(_param(request, "tz"))
     result = await state.call(
         state.search.timeline, anchor=_param(request, "anchor"), query=_param(request, "query"),
-        depth_before=_param(request, "depth_before") or 10, depth_after=_param(request, "depth_after") or 10,
+        depth_before=_param(request, "before", "depth_before") or 10,  # depth_*: the earlier names
+        depth_after=_param(request, "after", "depth_after") or 10,
         projects=_projects(request), tz=tz,
     )
     if fmt == "index":

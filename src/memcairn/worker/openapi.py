@@ -165,8 +165,10 @@ OPERATIONS: tuple[Operation, ...] = (
               _json(_TIMELINE_OK), params=(
                   Param("anchor", _STR, "123, #123, S123 (a summary), an ISO date/datetime or 24h / 7d"),
                   Param("query", _STR, "Anchor on the best match for this text instead"),
-                  Param("depth_before", {"type": "integer"}, "Items before the anchor, clamped to 0..50"),
-                  Param("depth_after", {"type": "integer"}, "Items after the anchor, clamped to 0..50"),
+                  Param("before", {"type": "integer"}, "Items before the anchor, clamped to 0..50 (depth_before "
+                        "is read the same)"),
+                  Param("after", {"type": "integer"}, "Items after the anchor, clamped to 0..50 (depth_after is "
+                        "read the same)"),
                   *PROJECT_PARAMS, FORMAT, TZ),
               errors=(400, 404, 500, 503)),
     Operation("post", "/api/observations/batch", "Full records for ids, in the order asked, plus the missing ids",
