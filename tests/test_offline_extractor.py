@@ -281,7 +281,7 @@ def test_displayed_commands_drop_the_project_directory_and_fold_commit_heredocs(
 def test_read_only_shell_commands_join_the_lookups() -> None:
     obs = only(observe([read("/repo/a.py"), bash("git status", stdout="On branch main"), bash("ls src", "a.py")]))
     assert obs.type == "discovery"
-    assert "ran `git status` → ok" in obs.facts
+    assert "ran `git status` → ok: On branch main" in obs.facts
 
 
 # ------------------------------------------------------------------------------------------ outcomes and facts
@@ -803,7 +803,8 @@ def test_a_test_summary_line_is_not_repeated_as_the_error() -> None:
 def test_identical_calls_without_ids_are_placed_at_the_end_of_the_turn() -> None:
     status = bash("git status", stdout="clean")
     turn = make_turn([bash("pytest", stdout="1 failed in 0.1s", code=1), status, edit("/repo/a.py"), status])
-    assert [o.title for o in OfflineExtractor().observe(turn, [status]).observations] == ["Ran `git status` → ok"]
+    titles = [o.title for o in OfflineExtractor().observe(turn, [status]).observations]
+    assert titles == ["Ran `git status` → ok: clean"]
 
 
 def test_summary_accepts_observations_from_any_compressor() -> None:

@@ -92,7 +92,8 @@ def test_a_long_lookup_is_titled_by_its_description() -> None:
     assert obs.type == "discovery"
     assert obs.title == "List Rust project files"
     assert "purpose: List Rust project files" in obs.facts
-    assert any(fact.startswith("ran `find ") and fact.endswith("→ ok") for fact in obs.facts)
+    assert any(fact.startswith("ran `find ") and fact.endswith(f"→ ok: {CWD}/Justfile … {CWD}/src/lib.rs")
+               for fact in obs.facts)  # what it printed first and last
 
 
 def test_a_multi_line_command_is_titled_by_its_description() -> None:
@@ -100,7 +101,7 @@ def test_a_multi_line_command_is_titled_by_its_description() -> None:
     obs = only(observe([claude_bash(script, "show the project table of pyproject.toml", "{'name': 'x'}")]))
     assert obs.title == "Show the project table of pyproject.toml"
     assert "purpose: show the project table of pyproject.toml" in obs.facts
-    assert "ran `python - <<'EOF'` → ok" in obs.facts
+    assert "ran `python - <<'EOF'` → ok: {'name': 'x'}" in obs.facts
 
 
 def test_a_described_command_that_failed_is_titled_as_failed() -> None:
@@ -279,3 +280,35 @@ def test_a_result_line_right_after_gemini_s_output_label_is_read(output: str) ->
     response = {"llmContent": f"Command: npm test\nDirectory: (root)\nOutput: {output}\nExit Code: 0"}
     obs = only(observe([ToolCall(name="run_shell_command", input={"command": "npm test"}, response=response, cwd=CWD)]))
     assert "3 passed" in obs.title, obs.title
+
+
+def test_mix_test_counts_failing_test_names_and_first_error_are_read() -> None:
+    failing = (
+        "  1) test closes all open annotations (SpotterWeb.ProjectReviewLiveTest)\n"
+        "     test/spotter_web/live/project_review_live_test.exs:99\n"
+        "     ** (MatchError) no match of right hand side value: nil\n\n"
+        "Finished in 1.6 seconds (0.00s async, 1.6s sync)\n5 tests, 5 failures"
+    )
+    obs = only(observe([claude_bash("mix test test/x_test.exs", None, failing, code=2)]))
+    assert obs.title == "Ran `mix test test/x_test.exs`: 5 failed"
+    assert "failing tests: closes all open annotations" in obs.facts
+    assert "error: ** (MatchError) no match of right hand side value: nil" in obs.facts
+    passing = "Finished in 1.5 seconds\n14 doctests, 65 tests, 0 failures"
+    assert only(observe([claude_bash("mix test", None, passing)])).title == "Ran `mix test`: 79 passed"
+
+
+def test_a_commit_keeps_its_message_body_and_files_without_trailers() -> None:
+    command = ("git add lib/a.ex config/test.exs && git commit -m \"$(cat <<'EOF'\nfeat: add review page (gqc.5)\n\n"
+               "New ReviewLive page at /projects/:id/review lists open annotations.\n\n"
+               "Co-Authored-By: Someone <a@b.c>\nEOF\n)\" 2>&1")
+    output = ("[gqc bb53fb4] feat: add review page (gqc.5)\n 7 files changed, 274 insertions(+)\n"
+              " create mode 100644 lib/review_live.ex\n")
+    obs = only(observe([claude_bash(command, "Commit", output)]))
+    assert obs.title == "Committed: feat: add review page (gqc.5)"
+    assert "commit message: New ReviewLive page at /projects/:id/review lists open annotations." in obs.facts
+    assert ("commit files: lib/review_live.ex, lib/a.ex, config/test.exs (7 files changed, 274 insertions(+))"
+            in obs.facts)
+    assert not any("Co-Authored" in fact for fact in obs.facts)
+    plain_commit = claude_bash('git commit -am "fix: guard" -m "Bind first."', None, "[main 1a2b3] fix: guard")
+    plain = only(observe([plain_commit]))
+    assert "commit message: Bind first." in plain.facts

@@ -7,8 +7,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from memcairn.capture.offline.actions import _Action, _input_dict, _purpose, _subject
+from memcairn.capture.offline.commits import commit_files, commit_message, is_commit
 from memcairn.capture.offline.fixes import _FixEvidence
-from memcairn.capture.offline.outcomes import _Outcome
+from memcairn.capture.offline.outcomes import _Outcome, _output_gist
 from memcairn.capture.offline.text import (
     FACT_MAX,
     FACTS_MAX,
@@ -23,6 +24,8 @@ from memcairn.capture.offline.text import (
     _unique,
 )
 from memcairn.capture.records import CONCEPTS, Observation, Turn
+
+COMMITTED = "committed: "
 
 
 @dataclass
@@ -54,7 +57,11 @@ def _finish(draft: _Draft, turn: Turn) -> Observation:
 
 
 def _run_fact(action: _Action) -> str:
-    return f"ran {_code(action.shown, 100)} → {action.outcome.label()}"
+    """``ran `cmd` → 3 failed, 10 passed``; a run that ended well without test counts says what it printed."""
+    outcome = action.outcome
+    label = outcome.label()
+    printed = _output_gist(outcome.text, 140) if outcome.ok and not outcome.tests else ""
+    return f"ran {_code(action.shown, 120)} → {label}" + (f": {printed}" if printed else "")
 
 
 def _outcome_facts(outcome: _Outcome) -> list[str]:
@@ -151,15 +158,30 @@ def _shell_draft(action: _Action, actions: Sequence[_Action]) -> _Draft:
     elif outcome.failed_beyond_tests:  # failed with no failing counts to show it: say so, never "Ran …: 4 passed"
         code = f" (exit {outcome.exit_code})" if outcome.exit_code not in (None, 0) else ""
         draft.title = f"Command failed{code}: {shown}"
-    commit = re.search(r"^\[[^\]\n]+\] (.+)$", outcome.text[:2000], re.MULTILINE)
-    if commit and "commit" in (action.command or ""):
-        message = _clip(commit.group(1), 160)
-        draft.facts.append(f"committed: {message}")
-        if outcome.ok:  # the commit message says what the work was better than the command line does
-            draft.type, draft.title = "change", _clip(f"Committed: {message}", TITLE_MAX)
+    if is_commit(action.command) and re.search(r"^\[[^\]\n]+\] ", outcome.text[:4000], re.MULTILINE):
+        _commit_facts(draft, action)
     if not draft.outcome_text:
         draft.outcome_text = f"Outcome: {outcome.label()}." if outcome.status != "unknown" else ""
     return draft
+
+
+def _commit_facts(draft: _Draft, action: _Action) -> None:
+    """A commit's subject, body and files; its title when it succeeded (the message says what the work was
+    better than the command line does)."""
+    command, output = action.command or "", action.outcome.text
+    found = commit_message(command, output)
+    if found is None:
+        return
+    subject, body = found
+    draft.facts.append(f"{COMMITTED}{subject}")
+    if body:
+        draft.facts.append(f"commit message: {body}")
+    files, stat = commit_files(command, output)
+    if files or stat:
+        listed = _listing(files, 6) if files else ""
+        draft.facts.append("commit files: " + " ".join(p for p in (listed, f"({stat})" if stat else "") if p))
+    if action.outcome.ok:
+        draft.type, draft.title = "change", _clip(f"Committed: {subject}", TITLE_MAX)
 
 
 def _read_group_draft(group: Sequence[_Action]) -> _Draft:

@@ -18,7 +18,7 @@ _EXIT_CODE = re.compile(
 )
 _ERROR_LINE = re.compile(
     r"\b(?:error|fatal)(?:\[\w+\])?:|\berror\b|command not found|no such file or directory|permission denied"
-    r"|\bFAILED\b|panicked at|\bexception\b|cannot find|not found",
+    r"|\bFAILED\b|panicked at|\bexception\b|cannot find|not found|^\*\* \(\w+",
     re.IGNORECASE,
 )
 _WARNING_LINE = re.compile(r"deprecat|warning:", re.IGNORECASE)
@@ -201,7 +201,7 @@ def _error_line(text: str) -> str | None:
                 return _clip(line, ERROR_MAX)
     meaningful = [
         line for line in lines
-        if line and not _EXIT_CODE.match("\n" + line) and not re.search(r"\b\d+ (?:passed|failed)\b", line)
+        if line and not _EXIT_CODE.match("\n" + line) and not re.search(r"\b\d+ (?:passed|failed|failures?)\b", line)
         and not _HARNESS_LINE.match(line)
     ]
     for line in meaningful:
@@ -215,3 +215,20 @@ def _warning_line(text: str) -> str | None:
         if _WARNING_LINE.search(line):
             return _clip(line, ERROR_MAX)
     return None
+
+
+def _output_gist(text: str, limit: int) -> str:
+    """What a successful command printed, in brief: its first meaningful line and, when different, its last
+    (where most tools put their result: ``Created issue: app-12``, ``Generated app``). Progress dots, bare
+    labels and harness framing are not meaningful."""
+    lines = [line.strip() for line in text.splitlines()[:400] + text.splitlines()[-50:]]
+    meaningful = [line for line in lines if len(line) > 2 and not _HARNESS_LINE.match(line)
+                  and re.search(r"[A-Za-z0-9]{2}", line) and not re.fullmatch(r"[.\-=*#~+_ ]+\S{0,3}", line)]
+    if not meaningful:
+        return ""
+    first, last = meaningful[0], meaningful[-1]
+    if first == last:
+        return _clip(first, limit)
+    head = _clip(first, max(limit // 2, limit - len(last) - 3))
+    return _clip(f"{head} … {last}", limit)
+

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from memcairn.capture.offline.text import _unique
+from memcairn.capture.offline.text import _clip, _unique
 
 _SUMMARY_LINE_MAX = 400  # result lines of test runners are short; longer lines are not searched for one
 
@@ -24,8 +24,8 @@ def _counts(pairs: Iterable[tuple[str, str]]) -> tuple[str, bool] | None:
 
 
 def _test_summary(text: str) -> tuple[str, bool] | None:
-    """A test runner's result line: pytest, cargo test, jest/vitest, go test, unittest."""
-    for parser in (_cargo_summary, _jest_summary, _unittest_summary, _pytest_summary, _go_summary):
+    """A test runner's result line: pytest, cargo test, jest/vitest, go test, unittest, ExUnit (``mix test``)."""
+    for parser in (_cargo_summary, _jest_summary, _unittest_summary, _pytest_summary, _go_summary, _exunit_summary):
         found = parser(text)
         if found:
             return found
@@ -85,6 +85,23 @@ def _go_summary(text: str) -> tuple[str, bool] | None:
     return f"go test: {shown}", bool(failing)
 
 
+def _exunit_summary(text: str) -> tuple[str, bool] | None:
+    """``14 doctests, 65 tests, 0 failures`` (also ``1 property``, ``(3 excluded)``, ``2 invalid``)."""
+    for line in reversed(_short_lines(text)):
+        match = re.match(r"\s*(?:(\d+) doctests?, )?(?:(\d+) propert(?:y|ies), )?(\d+) tests?, (\d+) failures?"
+                         r"(?:, (\d+) invalid)?", line)
+        if match:
+            doctests, properties, tests, failures, invalid = (int(g or 0) for g in match.groups())
+            total = doctests + properties + tests
+            passed = max(total - failures - invalid, 0)
+            pairs = [(str(n), word) for n, word in ((failures, "failed"), (invalid, "errors"), (passed, "passed"))
+                     if n or (word == "passed" and not failures + invalid)]
+            return _counts(pairs)
+    return None
+
+
 def _failing_tests(text: str) -> list[str]:
-    found = re.findall(r"^(?:FAILED|ERROR) (\S+)|^--- FAIL: (\S+)|^test (\S+) \.\.\. FAILED", text, re.MULTILINE)
-    return _unique(next(name for name in group if name) for group in found)[:3]
+    """Names of failing tests: pytest, go, cargo, and ExUnit's ``  1) test name (Module)``."""
+    found = re.findall(r"^(?:FAILED|ERROR) (\S+)|^--- FAIL: (\S+)|^test (\S+) \.\.\. FAILED"
+                       r"|^\s+\d+\) test (.+?) \([\w.]+\)$", text, re.MULTILINE)
+    return _unique(_clip(next(name for name in group if name), 80) for group in found)[:3]
