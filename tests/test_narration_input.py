@@ -125,7 +125,7 @@ def test_the_pipeline_hands_calls_and_summaries_their_narration(store: Store, se
     CapturePipeline(store, settings, compressor=compressor).process_pending(flush=True)
     send(store, settings, "tool_use", tool_name="Bash", tool_use_id="t3", tool_input={"command": "git push"},
          tool_response="ok", narration="Pushing.")
-    send(store, settings, "stop", last_assistant_message="Done.")
+    send(store, settings, "stop", last_assistant_message="Pushed the guard fix.")
     CapturePipeline(store, settings, compressor=compressor).process_pending(flush=True)
     given = [(c.tool_use_id, c.narration) for _, calls in compressor.observed for c in calls]
     assert given == [("t1", "The guard fails because Access.get/2 can't be used in a guard."), ("t2", None),
@@ -135,4 +135,4 @@ def test_the_pipeline_hands_calls_and_summaries_their_narration(store: Store, se
     assert later_turn.narration == (given[0][1],)
     summary_turn = compressor.summarized[-1]
     assert summary_turn.narration == (given[0][1], "Pushing.")
-    assert summary_turn.last_assistant_message == "Done."
+    assert summary_turn.last_assistant_message == "Pushed the guard fix."

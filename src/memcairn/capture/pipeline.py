@@ -49,6 +49,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from memcairn.capture.compaction import compaction_sections
+from memcairn.capture.noise import request_text, without_filler
 from memcairn.capture.offline import OfflineExtractor
 from memcairn.capture.records import (
     Compressed,
@@ -205,8 +206,9 @@ class CapturePipeline:
         event = events[0]
         project = self._project(event)
         counted = (event.platform_source, event.session_id, project)
-        prompt = event.payload.get("prompt")
-        if event.payload.get("private") or not isinstance(prompt, str) or not prompt.strip():
+        prompt = request_text(event.payload.get("prompt"))
+        if event.payload.get("private") or prompt is None:
+            # counted (it begins a turn) but not stored: nothing, or a notice the harness wrote (capture.noise)
             self._commit(events, [], report, prompt_session=counted)
             return
         number = _given_number(event) or self.store.session_prompt_count(event.platform_source,
@@ -252,8 +254,8 @@ class CapturePipeline:
         if prompt_event is not None and prompt_event.payload.get("private"):
             self._commit(events, [], report)
             return
-        message = event.payload.get("last_assistant_message")
-        turn = replace(turn, last_assistant_message=message if isinstance(message, str) else None)
+        message = without_filler(event.payload.get("last_assistant_message"))
+        turn = replace(turn, last_assistant_message=message)
         items = self._summary_items(turn, event, report)
         # A stop hook (this agent's or another plugin's) can make the agent go on after a Stop: the turn then
         # stops again with `stop_hook_active`. Its new summary, made from the whole turn, supersedes the earlier
@@ -348,11 +350,11 @@ class CapturePipeline:
         earlier = [e for e in earlier if not (_pending_result(e) and _call_id(e) in answered)]
         narration = _turn_narration(earlier)
         earlier = earlier[-TURN_CONTEXT_CALLS:]
-        prompt = prompt_event.payload.get("prompt") if prompt_event is not None else None
+        prompt = request_text(prompt_event.payload.get("prompt")) if prompt_event is not None else None
         cwd = event.payload.get("cwd")
         turn = Turn(
             session_id=event.session_id, platform_source=event.platform_source, project=self._project(event),
-            prompt=prompt if isinstance(prompt, str) else None, prompt_number=number,
+            prompt=prompt, prompt_number=number,
             cwd=cwd if isinstance(cwd, str) else None, tools=tuple(self._call(e) for e in earlier),
             started_at_epoch=prompt_event.at_epoch if prompt_event is not None else event.at_epoch,
             narration=narration,
@@ -416,7 +418,8 @@ class CapturePipeline:
         summary: Summary | None = compressed.summary
         if summary is None:
             return []
-        title = _first_line(summary.request or turn.prompt or "Session summary", 80)
+        title = _first_line(summary.request or turn.prompt or summary.completed or summary.notes or "Session summary",
+                            80)
         return [NewItem(
             project=turn.project, kind="summary", type="summary", title=title, request=summary.request,
             investigated=summary.investigated, learned=summary.learned, completed=summary.completed,

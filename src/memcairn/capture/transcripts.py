@@ -72,6 +72,7 @@ from pathlib import Path
 from typing import Any
 
 from memcairn.capture.compaction import compaction_text
+from memcairn.capture.noise import request_text
 from memcairn.capture.privacy import scrub
 from memcairn.capture.truncate import cut
 from memcairn.hooks.events import MAX_BODY_BYTES, OWN_TOOL_PREFIXES, _encode
@@ -251,7 +252,7 @@ def _prompt_text(entry: dict[str, Any], content: Any) -> str | None:
         if isinstance(content, list) and stripped.startswith(CONTEXT_BLOCK_PREFIXES):
             continue
         parts.append(text)
-    return "\n\n".join(parts) if parts else None
+    return request_text("\n\n".join(parts)) if parts else None
 
 
 def _result_content(content: Any) -> Any:

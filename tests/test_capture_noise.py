@@ -1,0 +1,90 @@
+"""Noise out: prompts the harness wrote (task notifications, slash commands, system reminders, hook feedback) and
+bare "continue" prompts are neither stored as prompts nor a summary's request or title; filler that opens the
+agent's last message ("I have fully completed the task.") is no summary."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from test_capture_pipeline import edit, send
+from test_transcripts import Transcript, _kinds, _parse
+
+from memcairn.capture.importer import import_transcripts
+from memcairn.capture.noise import request_text, without_filler
+from memcairn.capture.pipeline import CapturePipeline
+from memcairn.config import Settings, load_settings
+from memcairn.models import ItemFilter
+from memcairn.store import Store
+
+HELLO = Path(__file__).parent / "fixtures" / "transcripts" / "claude-reliability__hello-world-script.jsonl"
+NOTICE = ("<task-notification>\n<task-id>b0be39e</task-id>\n<status>completed</status>\n"
+          "<summary>Background command \"mix test\" completed (exit code 0)</summary>\n</task-notification>\n"
+          "Read the output file to retrieve the result: /tmp/tasks/b0be39e.output")
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return replace(load_settings(home=tmp_path, environ={}), capture_batch_wait_seconds=0)
+
+
+@pytest.mark.parametrize("prompt", [NOTICE, "continue", "Continue.", "go on please", "yes", "ok",
+                                    "<command-message>review</command-message>\n<command-name>/review</command-name>",
+                                    "<system-reminder>The date changed.</system-reminder>",
+                                    "Stop hook feedback:\nkeep going", "[Request interrupted by user for tool use]"])
+def test_prompts_the_harness_wrote_or_that_only_say_go_on_are_no_request(prompt: str) -> None:
+    assert request_text(prompt) is None
+
+
+def test_a_request_keeps_its_words_without_its_system_reminders() -> None:
+    assert request_text("fix the cart\n<system-reminder>Todo list empty.</system-reminder>") == "fix the cart"
+    assert request_text("yes, but use Decimal for the total") == "yes, but use Decimal for the total"
+    assert request_text("continue with the Decimal refactor") == "continue with the Decimal refactor"
+
+
+def test_filler_opening_a_last_message_is_dropped_and_nothing_else() -> None:
+    assert without_filler("I have fully completed the task.\n\n**Summary:** Created hello.sh.") == (
+        "**Summary:** Created hello.sh.")
+    assert without_filler("Done. The total now uses Decimal.") == "The total now uses Decimal."
+    assert without_filler("The task is complete!") is None and without_filler("Done") is None
+    assert without_filler("I have completed the migration of cart.py to Decimal.") == (
+        "I have completed the migration of cart.py to Decimal.")
+    assert without_filler("Doner kebab recipe added.") == "Doner kebab recipe added."
+
+
+def test_an_import_takes_no_notice_or_continue_for_a_prompt(store: Store, settings: Settings, tmp_path: Path) -> None:
+    path = (Transcript()
+            .prompt("fix the cart total")
+            .text("Fixing.")
+            .prompt(NOTICE)
+            .text("The background tests passed.")
+            .prompt("continue")
+            .text("Committed the fix.")
+            .write(tmp_path / "noisy.jsonl"))
+    events, _ = _parse(path)
+    assert _kinds(events) == ["session_start", "user_prompt", "stop", "session_end"]
+    assert events[2].body["last_assistant_message"] == "Committed the fix."
+    import_transcripts(store, settings, [path])
+    prompts = [i.text for i in store.list_items(ItemFilter(kinds=["prompt"]), limit=10)]
+    summaries = store.list_items(ItemFilter(kinds=["summary"]), limit=10)
+    assert prompts == ["fix the cart total"] and [s.title for s in summaries] == ["fix the cart total"]
+
+
+def test_live_notice_prompts_are_not_stored_nor_a_title_and_filler_is_no_summary(
+        store: Store, settings: Settings) -> None:
+    send(store, settings, "user_prompt", prompt=NOTICE, prompt_number=1)
+    send(store, settings, "tool_use", **edit("t1"))
+    send(store, settings, "stop", last_assistant_message="I have fully completed the task.")
+    CapturePipeline(store, settings).drain()
+    assert store.list_items(ItemFilter(kinds=["prompt"]), limit=10) == []
+    (summary,) = store.list_items(ItemFilter(kinds=["summary"]), limit=10)
+    assert not summary.title.startswith("<") and summary.request is None
+    assert "completed the task" not in " ".join(filter(None, (summary.notes, summary.next_steps, summary.title)))
+
+
+def test_the_recorded_stop_hook_session_keeps_its_real_summary(store: Store, settings: Settings) -> None:
+    import_transcripts(store, settings, [HELLO])
+    summaries = store.list_items(ItemFilter(kinds=["summary"]), limit=10)
+    assert summaries and all("fully completed the task" not in (s.notes or "") for s in summaries)
+    assert any("hello.sh" in (s.notes or "") for s in summaries)
