@@ -74,6 +74,8 @@ def test_a_full_disk_answers_507_and_failed_events_are_retried_once_there_is_roo
         assert answer is not None and answer.status_code == 507, answer.text
         assert answer.json()["error"] == "disk_full"
         assert "the disk is full" in answer.json()["detail"] and "free some space" in answer.json()["detail"]
+        store_health = client.get("/api/health").json()["store"]
+        assert store_health["state"] == "disk_full" and "free some space" in store_health["problems"][0]["fix"]
         with pytest.raises(DiskFullError) as raised:
             store.add_item(NewItem(project="p", kind="manual", text="y" * 50000))
         # Some room comes back (too little for work): the pipeline records such a failure so, and the event
@@ -88,6 +90,7 @@ def test_a_full_disk_answers_507_and_failed_events_are_retried_once_there_is_roo
             assert time.monotonic() < deadline, store.ingest_queue()
             time.sleep(0.1)
         assert store.failed_ingest_count() == 0
+        assert client.get("/api/health").json()["store"]["state"] == "ok"
         assert client.post("/api/memory/save", json={"project": "p", "text": "room again"}).status_code == 200
 
 

@@ -59,13 +59,15 @@ class IntegrityMixin:
     # -- damage state -------------------------------------------------------------------------------
     def add_damage_listener(self, listener: DamageListener) -> None:
         """Call ``listener(kind, detail)`` when SQLite reports damage: ``corrupt`` (a page or the keyword
-        index) or ``missing_fts`` (the keyword index's table is gone)."""
+        index) or ``missing_fts`` (the keyword index's table is gone); or ``full``, a write the disk had no
+        room for."""
         self._damage_listeners.append(listener)
 
     def note_error(self, exc: BaseException) -> str | None:
-        """Tell the listeners when ``exc`` is SQLite reporting damage; return its kind (None: not damage)."""
+        """Tell the listeners when ``exc`` is SQLite reporting damage or a full disk; return its kind (None:
+        neither)."""
         kind = error_kind(exc)
-        if kind in ("corrupt", "missing_fts"):
+        if kind is not None:
             for listener in list(self._damage_listeners):
                 try:
                     listener(kind, str(exc))
@@ -212,6 +214,12 @@ class IntegrityMixin:
             self.rebuild_fts()
             done.append("rebuilt the keyword index (it disagreed with the stored rows)")
         return done
+
+    def checkpoint(self) -> bool:
+        """Copy the WAL into the database file and truncate it: on a small disk the WAL holds most of the
+        space (it is checkpointed by itself only past 1,000 pages). True when the WAL was emptied."""
+        row = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        return row is not None and row[0] == 0
 
     def quick_check(self) -> str:
         """``ok``, or SQLite's first findings about a damaged file, on one line.

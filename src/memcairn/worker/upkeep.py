@@ -10,8 +10,10 @@ One daemon thread per worker. It runs a pass
 A pass checks the file (SQLite's ``quick_check``: while it fails, the store refuses writes and
 ``/api/health`` says so) and, when the file passes, repairs the keyword index as ``memcairn doctor --fix``
 does (``Store.repair_keyword_index``: content that drifted from the rows, a damaged block, a missing table or
-trigger). Every ``retry_seconds`` it also queues again the hook events that failed because the disk was full,
-once there is room and a write goes through (``Store.requeue_failed_ingest``).
+trigger). After a write found the disk full it tries every second to empty the WAL into the database
+(``Store.checkpoint``: on a small disk the WAL holds most of the space, as SQLite checkpoints by itself only
+past 1,000 pages) and wakes the capture once there is room; every ``retry_seconds`` it queues again the hook
+events that failed for lack of space (``Store.requeue_failed_ingest``).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ class StoreUpkeep:
         self.clock = clock
         self.repairs: list[str] = []  # the latest repairs, newest last
         self.keyword_problem: str | None = None  # damage reported and not repaired yet
+        self.disk_full: str | None = None  # a write found the disk full, and no room came back since
         self.last_error: str | None = None
         self.passes = 0
         self._urgent = threading.Event()
@@ -71,7 +74,11 @@ class StoreUpkeep:
             self._thread.join(timeout)
 
     def report(self, kind: str, detail: str) -> None:
-        """The store's damage listener: wake for a pass now (safe from any thread)."""
+        """The store's damage listener: wake for a pass now (safe from any thread); a full disk is handled by
+        the retry round instead."""
+        if kind == "full":
+            self.disk_full = detail
+            return
         if kind == "missing_fts":
             self.keyword_problem = f"the keyword index table is missing ({detail}); rebuilding it"
         else:
@@ -94,7 +101,7 @@ class StoreUpkeep:
                 if urgent or self._due(now):
                     self._urgent.clear()
                     self.run_pass()
-                if now >= next_retry:
+                if now >= next_retry or self.disk_full is not None:  # every tick while the disk is full
                     next_retry = now + self.retry_seconds
                     self.retry_disk_full_events()
             except Exception as exc:  # the loop must survive anything (a locked file, a full disk...)
@@ -136,16 +143,31 @@ class StoreUpkeep:
             self.repairs = [*self.repairs, f"{time.strftime('%Y-%m-%d %H:%M:%S')} {what}"][-MAX_REPAIRS_LISTED:]
         return done
 
+    def _room(self) -> bool:
+        if self.store.path is None:
+            return True
+        try:
+            return shutil.disk_usage(self.store.path.parent).free >= MIN_FREE_BYTES
+        except OSError:
+            return False
+
     def retry_disk_full_events(self) -> int:
-        """Queue again the events that failed for lack of space, once there is room; return how many."""
-        if not self.store.failed_ingest_count(matching=DISK_FULL_MARK):
-            return 0
-        if self.store.path is not None:
+        """After a full disk: once there is room, empty the WAL (on a small disk it holds most of the space)
+        and wake the capture for the events still pending; queue again those that failed for lack of space.
+        Returns how many were queued again."""
+        if self.disk_full is not None:
             try:
-                if shutil.disk_usage(self.store.path.parent).free < MIN_FREE_BYTES:
-                    return 0
-            except OSError:
-                return 0
+                emptied = self.store.checkpoint()
+            except Exception as exc:  # noqa: BLE001 - still no room: the next round tries again
+                log.info("checkpoint after a full disk failed: %s", exc)
+                emptied = False
+            if emptied and self._room():
+                log.warning("there is room on the disk again (the WAL was emptied into the database)")
+                self.disk_full = None
+                if self.on_requeue is not None:
+                    self.on_requeue(0)
+        if not self.store.failed_ingest_count(matching=DISK_FULL_MARK) or not self._room():
+            return 0
         try:
             count = self.store.requeue_failed_ingest(matching=DISK_FULL_MARK)
         except MemcairnError:  # still no room for the write itself: the next round tries again
@@ -158,8 +180,8 @@ class StoreUpkeep:
 
     # -- reporting ------------------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
-        """What ``/api/health`` shows: ``ok`` or ``damaged`` (writes refused) or ``repairing``, each problem
-        with the command that fixes it, and the latest repairs."""
+        """What ``/api/health`` shows: ``ok``, ``damaged`` (writes refused), ``repairing`` (the keyword index) or
+        ``disk_full``; each problem with the command that fixes it; the latest repairs."""
         problems = []
         damage = self.store.damage
         if damage is not None:
@@ -168,10 +190,14 @@ class StoreUpkeep:
         if self.keyword_problem is not None:
             problems.append({"name": "keyword index", "detail": self.keyword_problem,
                              "fix": "the worker repairs it by itself; else `memcairn doctor --fix`"})
+        if self.disk_full is not None:
+            problems.append({"name": "disk", "detail": f"a write found the disk full ({self.disk_full})",
+                             "fix": "free some space; the worker tries the failed hook events again by itself"})
         if self.last_error is not None:
             problems.append({"name": "store upkeep", "detail": f"the last check failed: {self.last_error}",
                              "fix": "`memcairn doctor` (the worker log has details)"})
-        state = "damaged" if damage is not None else ("repairing" if self.keyword_problem else "ok")
+        state = ("damaged" if damage is not None else "repairing" if self.keyword_problem
+                 else "disk_full" if self.disk_full else "ok")
         checked = self.store.checked_at
         return {"state": state, "problems": problems, "repairs": list(self.repairs),
                 "checked_at": int(checked) if checked else None}
