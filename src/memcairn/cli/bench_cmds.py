@@ -271,3 +271,42 @@ def bench_recall(qa: Path, transcripts: tuple[Path, ...], more_qa: tuple[Path, .
     click.echo(recall.render(result))
     if json_out:
         _write_json(json_out, result)
+
+
+@bench.command("faults")
+@click.option("--kills", default=30, show_default=True, type=click.IntRange(min=1),
+              help="SIGKILLs of the worker while a client posts hook events.")
+@click.option("--writers", "writer_count", default=4, show_default=True, type=click.IntRange(min=1),
+              help="Processes writing to the store at once.")
+@click.option("--writer-items", default=1000, show_default=True, type=click.IntRange(min=1),
+              help="Memories each writer adds.")
+@click.option("--hooks", default=5, show_default=True, type=click.IntRange(min=1),
+              help="Hook processes run while another connection holds the write lock.")
+@click.option("--hold-seconds", default=10.0, show_default=True, type=click.FloatRange(min=0),
+              help="How long the write lock is held.")
+@click.option("--items", default=200, show_default=True, type=click.IntRange(min=20),
+              help="Memories written before a page or the keyword index is damaged.")
+@click.option("--searches", default=30, show_default=True, type=click.IntRange(min=1),
+              help="Searches (each with a write) while the keyword index is damaged.")
+@click.option("--only", multiple=True, type=click.Choice(["sigkill", "writers", "lock", "disk", "corrupt", "fts"]),
+              help="Run only these scenarios (repeatable) [default: all].")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), help="Also write rows here.")
+def bench_faults(kills: int, writer_count: int, writer_items: int, hooks: int, hold_seconds: float, items: int,
+                 searches: int, only: tuple[str, ...], json_out: Path | None) -> None:
+    """A reliability campaign: a worker SIGKILLed mid-ingest, concurrent writers, a held write lock, a 3 MB disk
+    that fills (a tmpfs: needs the right to mount), a corrupted page, a damaged keyword index. Prints, per
+    scenario, the writes acknowledged and stored (lost, duplicated).
+
+    Example:
+
+        memcairn bench faults --kills 30 --writers 4 --writer-items 1000
+    """
+    from memcairn.bench import faults
+
+    _check_output(json_out)
+    rows = faults.run(kills=kills, writer_count=writer_count, writer_items=writer_items, hooks=hooks,
+                      hold_seconds=hold_seconds, items=items, searches=searches, only=only or faults.SCENARIOS,
+                      log=lambda m: click.echo(m, err=True))
+    click.echo(faults.render(rows))
+    if json_out:
+        _write_json(json_out, [r.as_dict() for r in rows])

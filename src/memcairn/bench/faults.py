@@ -1,0 +1,521 @@
+"""``memcairn bench faults``: a reliability campaign against real processes, files and file systems.
+
+Each scenario breaks something on purpose and counts, per write, what the system acknowledged and what the
+store holds afterwards (read straight from SQLite once the worker stopped):
+
+- **sigkill**: a client posts hook events (``/api/sessions/observations``) while the worker is SIGKILLed
+  ``kills`` times at random moments and started again; then the queue is drained.
+- **writers**: ``writers`` processes each add ``items`` memories through ``Store`` at once.
+- **held lock**: another connection holds ``BEGIN IMMEDIATE`` for ``hold_seconds`` while ``hooks`` real
+  ``memcairn hook post-tool-use`` processes run one after another; a hook counts as acknowledged unless it
+  reported that memory is off, and a "memory is off" notice to the person is a false alarm.
+- **disk full**: ``MEMCAIRN_HOME`` on a 3 MB tmpfs (mounted here; needs the right to mount, as root) with a
+  1 MB ballast file; memories and events are sent until the disk is full, the ballast is removed, a few more
+  are sent and the queue drains. Without the right to mount, the row says so and counts nothing.
+- **corrupted page**: a leaf page of ``memory_items`` is overwritten while the worker is stopped; the worker
+  must report the damage in ``/api/health`` and acknowledge no write after it.
+- **damaged keyword index**: a block of the FTS5 index is overwritten under a running worker while clients
+  search and save; searches must not fail, and the worker repairs the index by itself.
+
+Acknowledged means the answer said stored (200 with an id, 202 accepted); stored means the row is in the file
+at the end. ``lost`` counts acknowledged writes not stored, ``duplicated`` writes stored more than once; the
+design promises both are 0 in every scenario (a refused write is not acknowledged, and is no loss).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+import os
+import random
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memcairn.bench.hooks import free_port, hook_command, payloads
+
+Log = Callable[[str], None]
+READY_TIMEOUT = 60.0
+SESSION = "faults-session"
+
+
+@dataclass
+class Row:
+    """One scenario's counts; ``acked`` and ``stored`` are sets of keys naming each write."""
+
+    scenario: str
+    sent: int = 0
+    acked: set[str] = field(default_factory=set)
+    stored: set[str] = field(default_factory=set)
+    duplicated: int = 0
+    refused: int = 0
+    server_errors: int = 0  # 5xx answers other than the ones the design gives (507, store_damaged)
+    notes: list[str] = field(default_factory=list)
+    skipped: str | None = None
+
+    @property
+    def lost(self) -> int:
+        return len(self.acked - self.stored)
+
+    def as_dict(self) -> dict[str, Any]:
+        if self.skipped is not None:
+            return {"scenario": self.scenario, "sent": "-", "acknowledged": "-", "stored": "-", "lost": "-",
+                    "duplicated": "-", "refused": "-", "unexpected 5xx": "-", "held": "skipped",
+                    "notes": self.skipped}
+        held = self.lost == 0 and self.duplicated == 0 and self.server_errors == 0
+        return {"scenario": self.scenario, "sent": self.sent, "acknowledged": len(self.acked),
+                "stored": len(self.stored), "lost": self.lost,
+                "duplicated": self.duplicated, "refused": self.refused, "unexpected 5xx": self.server_errors,
+                "held": "yes" if held else "NO", "notes": "; ".join(self.notes)}
+
+
+# -- processes and requests -----------------------------------------------------------------------------
+def _env(home: Path, port: int, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMCAIRN_")}
+    env.update(MEMCAIRN_HOME=str(home), MEMCAIRN_PORT=str(port), MEMCAIRN_VECTOR_BACKEND="none",
+               MEMCAIRN_CAPTURE_BACKEND="offline", MEMCAIRN_WORKER_AUTOSTART="0",
+               MEMCAIRN_CAPTURE_BATCH_WAIT_SECONDS="0", **extra)
+    return env
+
+
+def _request(port: int, method: str, path: str, body: Any = None, timeout: float = 30.0) -> tuple[int, Any]:
+    """(status, parsed JSON or None); status 0 when the connection failed."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        data = json.dumps(body).encode() if body is not None else None
+        conn.request(method, path, body=data, headers={"Content-Type": "application/json"} if data else {})
+        response = conn.getresponse()
+        raw = response.read()
+        try:
+            return response.status, json.loads(raw)
+        except ValueError:
+            return response.status, None
+    except OSError:
+        return 0, None
+    finally:
+        conn.close()
+
+
+class Worker:
+    """A ``memcairn worker run`` process for ``home``; ``kill`` sends SIGKILL, ``stop`` SIGTERM."""
+
+    def __init__(self, home: Path, port: int, env: dict[str, str]) -> None:
+        self.home, self.port, self.env = home, port, env
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "memcairn", "worker", "run"], env=self.env,
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL, cwd=str(self.home))
+        deadline = time.monotonic() + READY_TIMEOUT
+        while _request(self.port, "GET", "/api/readiness", timeout=2.0)[0] != 200:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the worker exited with code {self.proc.returncode} while starting")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the worker was not ready within {READY_TIMEOUT:.0f} s")
+            time.sleep(0.05)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def drain(self, timeout: float = 120.0) -> None:
+        """Wait until the hook event queue has nothing pending."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            status, stats = _request(self.port, "GET", "/api/stats")
+            if status == 200 and stats["ingest"]["pending"] == 0:
+                return
+            time.sleep(0.2)
+
+
+@contextlib.contextmanager
+def _worker(home: Path, **env: str) -> Iterator[Worker]:
+    port = free_port()
+    worker = Worker(home, port, _env(home, port, **env))
+    worker.start()
+    try:
+        yield worker
+    finally:
+        worker.stop()
+
+
+def _event(n: int, tag: str) -> dict[str, Any]:
+    body = payloads("/work/faults-project", n)["post-tool-use"]
+    return {**body, "session_id": SESSION, "project": "faults", "tool_use_id": f"{tag}-{n}"}
+
+
+def _stored_events(db: Path, tag: str) -> tuple[set[str], int]:
+    """Tool use ids of stored events with this tag, and how many rows repeat one."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        rows = [r[0] for r in conn.execute("SELECT tool_use_id FROM ingest_events WHERE tool_use_id LIKE ?",
+                                           (f"{tag}-%",))]
+    finally:
+        conn.close()
+    return set(rows), len(rows) - len(set(rows))
+
+
+def _stored_items(db: Path, tag: str, after_id: int = 0) -> tuple[set[str], int]:
+    """Texts of stored memories starting with this tag (the key is the text's first word) among the rows past
+    ``after_id`` (a seek: a damaged page before it is not read), and how many rows repeat one."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    rows: list[str] = []
+    try:
+        for (text,) in conn.execute("SELECT text FROM memory_items WHERE id > ? AND kind = 'manual' AND text LIKE ?",
+                                    (after_id, f"{tag}-%")):
+            rows.append(text.split()[0])
+    finally:
+        conn.close()
+    return set(rows), len(rows) - len(set(rows))
+
+
+def _save(port: int, row: Row, key: str, size: int = 200) -> int:
+    """POST one memory; count it; return the status."""
+    row.sent += 1
+    status, body = _request(port, "POST", "/api/memory/save",
+                            {"project": "faults", "text": f"{key} " + "fault campaign text " * (size // 20)})
+    if status == 200 and isinstance(body, dict) and body.get("id"):
+        row.acked.add(key)
+    elif status in (507,) or (isinstance(body, dict) and body.get("error") == "store_damaged"):
+        row.refused += 1
+    elif status >= 500 or status == 0:
+        row.server_errors += status >= 500
+    return status
+
+
+def _post_event(port: int, row: Row, n: int, tag: str) -> int:
+    row.sent += 1
+    status, body = _request(port, "POST", "/api/sessions/observations", _event(n, tag))
+    if status == 202 and isinstance(body, dict) and body.get("status") == "accepted":
+        row.acked.add(f"{tag}-{n}")
+    elif status == 507:
+        row.refused += 1
+    elif status >= 500:
+        row.server_errors += 1
+    return status
+
+
+# -- scenarios --------------------------------------------------------------------------------------------
+def sigkill(workdir: Path, kills: int, log: Log, seed: int = 7) -> Row:
+    row = Row(f"SIGKILL x {kills} mid-ingest")
+    home = workdir / "sigkill"
+    home.mkdir()
+    rng = random.Random(seed)
+    port = free_port()
+    worker = Worker(home, port, _env(home, port))
+    counter = iter(range(10**9))
+    for k in range(kills):
+        worker.start()
+        stop = threading.Event()
+
+        def client(stop: threading.Event = stop) -> None:
+            while not stop.is_set():
+                _post_event(port, row, next(counter), "kill")
+
+        threads = [threading.Thread(target=client) for _ in range(2)]
+        for t in threads:
+            t.start()
+        time.sleep(rng.uniform(0.2, 0.8))
+        worker.kill()
+        stop.set()
+        for t in threads:
+            t.join()
+        if (k + 1) % 10 == 0:
+            log(f"  {k + 1} kills, {len(row.acked)} events acknowledged")
+    worker.start()
+    worker.drain()
+    status, stats = _request(port, "GET", "/api/stats")
+    worker.stop()
+    row.stored, row.duplicated = _stored_events(home / "memcairn.db", "kill")
+    done = stats["ingest"]["done"] if status == 200 else "?"
+    row.notes.append(f"{done} events processed after the last start, {stats['ingest']['failed']} failed"
+                     if status == 200 else "stats unavailable")
+    return row
+
+
+_WRITER = """
+import json, sys
+from memcairn.models import NewItem
+from memcairn.store import Store
+db, tag, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+acked, errors = [], []
+with Store(db) as store:
+    for i in range(n):
+        key = f"{tag}-{i}"
+        try:
+            store.add_item(NewItem(project="faults", kind="manual", text=f"{key} written by a concurrent writer"))
+            acked.append(key)
+        except Exception as exc:
+            errors.append(f"{type(exc).__name__}: {exc}")
+print(json.dumps({"acked": acked, "errors": errors[:3], "error_count": len(errors)}))
+"""
+
+
+def writers(workdir: Path, count: int, items: int, log: Log) -> Row:
+    row = Row(f"{count} writers x {items:,} items")
+    db = workdir / "writers" / "memcairn.db"
+    db.parent.mkdir()
+    from memcairn.store import Store
+
+    Store(db).close()  # created and migrated once, not by four processes at once
+    procs = [subprocess.Popen([sys.executable, "-c", _WRITER, str(db), f"w-{w}", str(items)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, env={k: v for k, v in os.environ.items()
+                                                           if not k.startswith("MEMCAIRN_")})
+             for w in range(count)]
+    errors = 0
+    for proc in procs:
+        out, err = proc.communicate(timeout=600)
+        if proc.returncode != 0:
+            row.notes.append(f"a writer exited {proc.returncode}: {err.decode()[-200:]}")
+            continue
+        result = json.loads(out)
+        row.acked.update(result["acked"])
+        errors += result["error_count"]
+        row.notes += result["errors"]
+    row.sent = count * items
+    row.refused = errors
+    row.stored, row.duplicated = _stored_items(db, "w")
+    row.notes.append(f"{errors} write errors")
+    return row
+
+
+def held_lock(workdir: Path, hooks: int, hold_seconds: float, log: Log) -> Row:
+    row = Row(f"write lock held {hold_seconds:g} s, {hooks} hooks")
+    home = workdir / "lock"
+    home.mkdir()
+    project = workdir / "faults-project"
+    project.mkdir(exist_ok=True)
+    with _worker(home) as worker:
+        env = {**worker.env}
+        holder = sqlite3.connect(str(home / "memcairn.db"), isolation_level=None, timeout=30)
+        holder.execute("BEGIN IMMEDIATE")
+        held_at = time.monotonic()
+        alarms, durations = 0, []
+        try:
+            for n in range(hooks):
+                body = {**payloads(str(project), n)["post-tool-use"], "tool_use_id": f"lock-{n}"}
+                started = time.perf_counter()
+                done = subprocess.run([*hook_command(), "hook", "post-tool-use"], input=json.dumps(body).encode(),
+                                      capture_output=True, env=env, cwd=str(project), timeout=120)
+                durations.append(time.perf_counter() - started)
+                row.sent += 1
+                if b"memory is off" not in done.stderr:
+                    row.acked.add(f"lock-{n}")
+                if b"memory is off" in done.stdout:
+                    alarms += 1
+        finally:
+            time.sleep(max(0.0, hold_seconds - (time.monotonic() - held_at)))
+            holder.execute("ROLLBACK")
+            holder.close()
+        deadline = time.monotonic() + 60  # hooks that kept the event for later send it on their own
+        while time.monotonic() < deadline:
+            stored, _ = _stored_events(home / "memcairn.db", "lock")
+            if len(stored) >= row.sent:
+                break
+            time.sleep(0.5)
+        worker.drain()
+    row.stored, row.duplicated = _stored_events(home / "memcairn.db", "lock")
+    row.notes.append(f"hooks took {min(durations):.1f}-{max(durations):.1f} s; {alarms} 'memory is off' notices; "
+                     f"{len(row.stored)} of {row.sent} events stored after the release")
+    return row
+
+
+@contextlib.contextmanager
+def _small_disk(path: Path, size: str = "3m") -> Iterator[str | None]:
+    """A tmpfs of ``size`` at ``path``: yields None when mounted, else why it could not be."""
+    path.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True)
+    if done.returncode != 0:
+        yield done.stderr.decode(errors="replace").strip() or "mount failed"
+        return
+    try:
+        yield None
+    finally:
+        subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
+def disk_full(workdir: Path, log: Log, settle_seconds: float = 7.0) -> Row:
+    """``settle_seconds``: the wait after the ballast is removed (the worker empties the WAL) and again after
+    the last writes (it queues again what failed for lack of space), a little more than its retry period."""
+    row = Row("3 MB disk fills")
+    mount = workdir / "disk"
+    with _small_disk(mount) as why:
+        if why is not None:
+            row.skipped = f"cannot mount a 3 MB tmpfs here ({why})"
+            return row
+        home = mount / "home"
+        home.mkdir()
+        (mount / "ballast").write_bytes(b"\0" * 1_000_000)
+        db = home / "memcairn.db"
+        full_answers = 0
+        with _worker(home) as worker:
+            n = 0
+            while full_answers < 5 and n < 2000:  # memories and events alike, until the disk said full 5 times
+                n += 1
+                status = _save(worker.port, row, f"disk-{n}", size=4000) if n % 2 else \
+                    _post_event(worker.port, row, n, "diskev")
+                full_answers += status == 507
+            os.remove(mount / "ballast")
+            time.sleep(settle_seconds)
+            for m in range(n + 1, n + 21):
+                _save(worker.port, row, f"disk-{m}", size=200) if m % 2 else _post_event(worker.port, row, m, "diskev")
+            time.sleep(settle_seconds)
+            worker.drain()
+            _, health = _request(worker.port, "GET", "/api/health")
+            _, stats = _request(worker.port, "GET", "/api/stats")
+        items, dup_items = _stored_items(db, "disk")
+        events, dup_events = _stored_events(db, "diskev")
+        row.stored, row.duplicated = items | events, dup_items + dup_events
+        log_lines = (home / "logs" / "worker.log").read_text(errors="replace") if (home / "logs" / "worker.log"
+                                                                                    ).exists() else ""
+        row.notes.append(f"{full_answers} answers 507 before the ballast was removed; queue after: "
+                         f"{stats['ingest']['pending']} pending, {stats['ingest']['failed']} failed; "
+                         f"health {health['store']['state'] if health else '?'}; "
+                         f"log lines dropped: {'yes' if 'could not be written' in log_lines else 'no'}")
+    return row
+
+
+def corrupted_page(workdir: Path, items: int, log: Log) -> Row:
+    """Counts the writes sent after the damage (none may be acknowledged); the rows written before are in the
+    notes, with those the damaged page took with it (lost by the disk, not by a write)."""
+    from memcairn.bench.damage import corrupt_page
+
+    row = Row("corrupted page")
+    home = workdir / "corrupt"
+    home.mkdir()
+    db = home / "memcairn.db"
+    from memcairn.models import NewItem
+    from memcairn.store import Store
+
+    with Store(db) as store:  # written straight to the store: what matters is after the damage
+        top = max(store.add_item(NewItem(project="faults", kind="manual",
+                                         text=f"before-{n} " + "fault campaign text " * 75)).id for n in range(items))
+    corrupt_page(db)
+    with _worker(home) as worker:
+        _, health = _request(worker.port, "GET", "/api/health")
+        for n in range(20):
+            _save(worker.port, row, f"after-{n}")
+        context, _ = _request(worker.port, "GET", "/api/context/inject?project=faults")
+    row.stored, row.duplicated = _stored_items(db, "after", after_id=top)
+    readable = _readable_ids(db, top)
+    state = (health or {}).get("store") or {}
+    row.notes.append(f"health {state.get('state')}; context inject answered {context}; of the {items} rows "
+                     f"written before the damage {readable} are still readable one by one")
+    return row
+
+
+def _readable_ids(db: Path, top: int) -> int:
+    """How many of the rows 1..top can be read by id (a damaged page loses those it held)."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    readable = 0
+    try:
+        for item_id in range(1, top + 1):
+            try:
+                readable += conn.execute("SELECT 1 FROM memory_items WHERE id = ?", (item_id,)).fetchone() is not None
+            except sqlite3.DatabaseError:
+                pass
+    finally:
+        conn.close()
+    return readable
+
+
+def damaged_index(workdir: Path, items: int, searches: int, log: Log) -> Row:
+    from memcairn.bench.damage import damage_keyword_index
+
+    row = Row("damaged keyword index")
+    home = workdir / "fts"
+    home.mkdir()
+    db = home / "memcairn.db"
+    failures, fallbacks = 0, 0
+    with _worker(home, MEMCAIRN_INTEGRITY_CHECK_SECONDS="5") as worker:
+        for n in range(items):
+            _save(worker.port, row, f"fts-{n}")
+        damage_keyword_index(db)
+        started = time.monotonic()
+        repaired_after = None
+        for n in range(searches):
+            status, body = _request(worker.port, "GET", "/api/search?query=fault+campaign&format=json&limit=5")
+            if status != 200:
+                failures += 1
+            elif body.get("fallback_reason") == "keyword_index_damaged":
+                fallbacks += 1
+            _save(worker.port, row, f"fts-{items + n}")
+            if repaired_after is None and _repaired(worker.port):
+                repaired_after = time.monotonic() - started
+            time.sleep(0.1)
+        while repaired_after is None and time.monotonic() - started < 60:
+            if _repaired(worker.port):
+                repaired_after = time.monotonic() - started
+            time.sleep(0.2)
+        _, final = _request(worker.port, "GET", "/api/search?query=fault+campaign&format=json&mode=keyword&limit=5")
+    row.stored, row.duplicated = _stored_items(db, "fts")
+    row.server_errors += failures
+    row.notes.append(f"{searches} searches: {failures} failed, {fallbacks} answered by the semantic fallback; "
+                     + (f"repaired by the worker after {repaired_after:.1f} s" if repaired_after is not None
+                        else "not repaired within 60 s")
+                     + f"; keyword search afterwards: {(final or {}).get('strategy')}")
+    return row
+
+
+def _repaired(port: int) -> bool:
+    """The worker's health lists a rebuild of the keyword index among its repairs."""
+    _, health = _request(port, "GET", "/api/health")
+    return any("rebuilt" in r for r in ((health or {}).get("store") or {}).get("repairs", []))
+
+
+# -- the campaign -----------------------------------------------------------------------------------------
+SCENARIOS = ("sigkill", "writers", "lock", "disk", "corrupt", "fts")
+
+
+def run(kills: int = 30, writer_count: int = 4, writer_items: int = 1000, hooks: int = 5, hold_seconds: float = 10.0,
+        items: int = 200, searches: int = 30, settle_seconds: float = 7.0, only: tuple[str, ...] = SCENARIOS,
+        log: Log = print) -> list[Row]:
+    """Run the scenarios named in ``only`` (all by default) with these counts; one row each."""
+    workdir = Path(tempfile.mkdtemp(prefix="memcairn-faults-"))
+    rows: list[Row] = []
+    try:
+        plan: list[tuple[str, Callable[[], Row]]] = [
+            ("sigkill", lambda: sigkill(workdir, kills, log)),
+            ("writers", lambda: writers(workdir, writer_count, writer_items, log)),
+            ("lock", lambda: held_lock(workdir, hooks, hold_seconds, log)),
+            ("disk", lambda: disk_full(workdir, log, settle_seconds)),
+            ("corrupt", lambda: corrupted_page(workdir, items, log)),
+            ("fts", lambda: damaged_index(workdir, items, searches, log)),
+        ]
+        for name, scenario in plan:
+            if name not in only:
+                continue
+            log(f"scenario {name} ...")
+            started = time.monotonic()
+            row = scenario()
+            row.notes.append(f"{time.monotonic() - started:.0f} s")
+            rows.append(row)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return rows
+
+
+def render(rows: list[Row]) -> str:
+    from memcairn.bench.timing import render_table
+
+    return render_table([r.as_dict() for r in rows])
