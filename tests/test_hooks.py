@@ -754,3 +754,17 @@ def test_the_stop_fallback_skips_a_subagent_s_lines(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
     assert last_assistant_text(str(path)) == "the main answer\n\ncontinued"
+
+
+def test_a_resume_right_after_the_start_is_not_given_the_context_again(env: dict[str, str], project: Path,
+                                                                       workers: Workers, isolated_home: Path) -> None:
+    """No grace window: the resume's hook says when it started, and only the start before it counts."""
+    seed(isolated_home, NewItem(project="calc", kind="observation", type="bugfix", title="Division guarded",
+                                created_at_epoch=int(time.time() * 1000) - 3_600_000))
+    with Store(isolated_home / "memcairn.db") as store:  # stored an hour ago too
+        store._conn.execute("UPDATE memory_items SET updated_at_epoch = created_at_epoch")
+    workers.start(env)
+    start = payload("session_start", project)
+    assert "Division guarded" in hook(env, "session-start", start)[0]["hookSpecificOutput"]["additionalContext"]
+    line = hook(env, "session-start", {**start, "source": "resume"})[0]["hookSpecificOutput"]["additionalContext"]
+    assert "no new memories since this session started" in line and "Division guarded" not in line

@@ -297,7 +297,9 @@ def _resume_params(hook: Hook) -> dict[str, str]:
     session = hook.text("session_id")
     if hook.platform != "claude-code" or hook.text("source") != "resume" or not session:
         return {}
-    return {"source": "resume", "session": session, "agent": hook.platform}
+    # started: this resume's own SessionStart event is sent after this request, so only events from before
+    # this hook started can be the session's earlier start (the worker needs no grace window to skip it)
+    return {"source": "resume", "session": session, "agent": hook.platform, "started": str(hook.started_at)}
 
 
 def session_start(hook: Hook) -> dict[str, Any]:

@@ -837,22 +837,28 @@ async def context_inject(request: Request) -> Response:
     return PlainTextResponse(answer.text, headers={CONTEXT_HEADER: answer.source})
 
 
-def _resumed_session(request: Request) -> tuple[str, str] | None:
-    """(agent, session id) when the context is asked for a resumed session (``source=resume``), else None."""
+def _resumed_session(request: Request) -> tuple[str, str, int | None] | None:
+    """(agent, session id, when the asking hook started or None) when the context is asked for a resumed session
+    (``source=resume``), else None."""
     if (_param(request, "source") or "").lower() != "resume":
         return None
     agent, session = _param(request, "agent"), _param(request, "session")
-    return (agent, session) if agent and session else None
+    started = _param(request, "started")
+    return (agent, session, int(started) if started and started.isdecimal() else None) if agent and session else None
 
 
-def _unchanged_since_start(store: Any, projects: list[str] | None, agent: str, session: str) -> bool:
+def _unchanged_since_start(store: Any, projects: list[str] | None, agent: str, session: str,
+                           hook_started: int | None = None) -> bool:
     """A resumed Claude Code session replays the context its start was given; when nothing was stored, edited
     or deleted since that start (but by the session itself, whose work is in its conversation), giving it
     again only doubles it. Only starts whose context reached the agent count (``Store.earlier_session_start``):
     a start whose context request failed left nothing in the transcript to replay. The current resume's own
-    SessionStart event may have landed already (older hooks send it beside this request): events of the last
-    ``RESUME_GRACE_MS`` do not count."""
-    started = store.earlier_session_start(agent, session, before_epoch=int(time.time() * 1000) - RESUME_GRACE_MS)
+    SessionStart event is sent after this request by hooks that say when they started (``hook_started``): only
+    events from before that count, so a resume right after the start is told too. An older hook may send its
+    event beside this request: without ``hook_started``, events of the last ``RESUME_GRACE_MS`` do not count."""
+    now = int(time.time() * 1000)
+    before = min(hook_started, now) if hook_started is not None else now - RESUME_GRACE_MS
+    started = store.earlier_session_start(agent, session, before_epoch=before)
     return started is not None and not store.stored_since(projects, started - RESUME_SLACK_MS,
                                                           besides_session=(agent, session))
 

@@ -201,7 +201,10 @@ OPERATIONS: tuple[Operation, ...] = (
                                         "since the session's earlier start (its transcript replays that context)"),
                   Param("session", _STR, "The agent's session id (with source=resume)"),
                   Param("agent", _STR, "The agent the session belongs to: claude-code, codex, gemini (with "
-                                       "source=resume)"))),
+                                       "source=resume)"),
+                  Param("started", {"type": "integer"}, "When the asking hook started, epoch ms (with "
+                                                        "source=resume): only a start before it is the session's "
+                                                        "earlier one"))),
     Operation("post", "/api/memory/save", "Save a manual memory", _json(_obj(
         ("id", "created"), id={"type": "integer"}, created={"type": "boolean"})),
         body={"type": "object", "required": ["text"], "properties": {
