@@ -453,3 +453,20 @@ def test_start_while_the_last_worker_shuts_down_starts_a_new_one(env: dict[str, 
     assert result["action"] == "started" and result["ready"]
     assert time.monotonic() - began < 8
     assert daemon.status(cfg)["pid"] == result["pid"]
+
+
+def test_an_mcp_server_or_hook_set_for_another_port_never_stops_the_worker(env: dict[str, str],
+                                                                           cfg: Settings) -> None:
+    """Codex gave memcairn's MCP server no MEMCAIRN_PORT: it must not replace the worker the settings started."""
+    assert cli(env, "worker", "start").returncode == 0
+    running = daemon.status(cfg)
+    elsewhere = load_settings(environ={**env, "MEMCAIRN_PORT": str(free_port())})
+    with pytest.raises(WorkerUnavailableError, match=f"serves port {cfg.port}.*left running"):
+        ensure_worker(timeout=10, settings=elsewhere)
+    kept = cli({**env, "MEMCAIRN_PORT": str(elsewhere.port)}, "worker", "start", "--keep-running")
+    assert kept.returncode == 2 and "left running" in kept.stderr
+    assert daemon.status(cfg)["pid"] == running["pid"] and daemon.process_alive(running["pid"])
+    # the person's own `memcairn worker start` with a new port setting still moves the worker
+    moved = cli({**env, "MEMCAIRN_PORT": str(elsewhere.port)}, "worker", "start", "--json")
+    assert moved.returncode == 0 and json.loads(moved.stdout)["action"] == "replaced"
+    daemon.stop(elsewhere, timeout=10)

@@ -148,7 +148,8 @@ class WorkerClient:
 
 
 def ensure_worker(timeout: float = START_TIMEOUT, settings: Settings | None = None) -> WorkerClient:
-    """A client of a ready worker of the installed version, starting (or replacing) one if needed.
+    """A client of a ready worker of the installed version, starting (or replacing an older version of) one if
+    needed. A worker of this home serving another port is left alone (an error says so).
 
     Raises:
         WorkerUnavailableError: no worker became ready within ``timeout`` seconds.
@@ -158,5 +159,5 @@ def ensure_worker(timeout: float = START_TIMEOUT, settings: Settings | None = No
     client = WorkerClient(port=cfg.port, host=connect_host(cfg.host), token=cfg.token, settings=cfg)
     from memcairn.worker.daemon import start  # standard library only at import time
 
-    start(cfg, timeout=timeout)
+    start(cfg, timeout=timeout, replace_other_port=False)  # never stop a worker this caller was not set up for
     return client

@@ -508,8 +508,8 @@ def connect_worker() -> WorkerClient:
     log.warning("memcairn %s is installed but this server runs %s; restart the MCP server to use the new version",
                 installed, current_version())
     try:
-        done = subprocess.run([sys.executable, "-m", "memcairn", "worker", "start"], stdin=subprocess.DEVNULL,
-                              capture_output=True, text=True, timeout=START_TIMEOUT + 5)
+        done = subprocess.run([sys.executable, "-m", "memcairn", "worker", "start", "--keep-running"],
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=START_TIMEOUT + 5)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise WorkerUnavailableError(f"`memcairn worker start` failed: {exc}") from None
     if done.returncode != 0:

@@ -44,7 +44,9 @@ def run_cmd() -> int:
 @click.option("--timeout", default=30.0, show_default=True, type=float, callback=_seconds,
               help="Seconds to wait for readiness.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def start_cmd(timeout: float, as_json: bool) -> None:
+@click.option("--keep-running", is_flag=True, hidden=True,
+              help="Never stop a worker of this home that serves another port (what the MCP server runs).")
+def start_cmd(timeout: float, as_json: bool, keep_running: bool) -> None:
     """Start the worker in the background and wait until it is ready.
 
     A worker that already runs is left alone, unless it is of another memcairn version (then it is
@@ -57,7 +59,7 @@ def start_cmd(timeout: float, as_json: bool) -> None:
     """
     from memcairn.worker.daemon import start
 
-    result = start(settings(), timeout=timeout)
+    result = start(settings(), timeout=timeout, replace_other_port=not keep_running)
     if as_json:
         emit_json(result)
     else:

@@ -310,8 +310,14 @@ def _wait_ready(cfg: Settings, deadline: float, proc: subprocess.Popen | None,
         time.sleep(POLL)
 
 
-def start(cfg: Settings | None = None, timeout: float = START_TIMEOUT) -> dict[str, Any]:
+def start(cfg: Settings | None = None, timeout: float = START_TIMEOUT, *,
+          replace_other_port: bool = True) -> dict[str, Any]:
     """Make sure a ready worker of the installed version serves the configured port.
+
+    A worker of this home serving another port (the port setting changed) is replaced only with
+    ``replace_other_port`` (``memcairn worker start``, which a person runs with the settings they mean). An MCP
+    server or a hook passes False: an agent may start it without memcairn's variables (Codex passes an MCP
+    server only a few), and it must not stop the worker the person's settings started.
 
     Returns ``{"action": "running" | "started" | "replaced", "pid", "port", "version", "ready"}``.
 
@@ -342,7 +348,12 @@ def start(cfg: Settings | None = None, timeout: float = START_TIMEOUT) -> dict[s
             return _result("running", _wait_ready(cfg, deadline, None))
         clean_stale_pid_file(cfg)
         recorded = read_pid_file(cfg)
-        if recorded is not None and recorded.get("port") != cfg.port:
+        if recorded is not None and recorded.get("port") != cfg.port and worker_lock_held(cfg):
+            if not replace_other_port:
+                raise WorkerUnavailableError(
+                    f"the worker of {cfg.home} serves port {recorded.get('port')}, but this process is set for "
+                    f"port {cfg.port}; it was left running. Give this process the same MEMCAIRN_PORT (an agent "
+                    "must pass memcairn's variables to its MCP server: run `memcairn install <agent>` again)")
             # A worker of this home serves another port (the setting changed): replace it.
             stop(cfg, timeout=max(1.0, deadline - time.monotonic()))
             action = "replaced"
