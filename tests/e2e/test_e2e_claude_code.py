@@ -1,0 +1,194 @@
+"""Claude Code itself, offline against a stub of the Anthropic API, with memcairn installed into a fresh HOME.
+
+Session 1: the scripted model runs a shell command, reads and edits a file: every hook reaches the worker and
+the prompt, the command and the edit are stored. Session 2: the first model request carries the SessionStart
+digest with session 1's memory, offers memcairn's MCP tools, and the model's search call gets that memory
+back. Both the newest release (its native binary) and the one a plain ``npm install`` resolves to on Node 20.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from e2e_clients import CLAUDE_NATIVE, CLAUDE_NPM, Cli, missing_message
+from e2e_harness import World
+from e2e_stubs import Anthropic, Call, ModelStub, Say, Turn, call, say
+
+SEARCH = "mcp__memcairn__search"
+PROMPT_1 = "Raise the retry limit in config.ini to five"
+COMMAND = "grep -n retries config.ini"
+DIGEST_PREFIX = "SessionStart hook additional context:"
+
+
+def claude_env(world: World, stub: ModelStub) -> dict[str, str]:
+    return {**world.env, "ANTHROPIC_BASE_URL": stub.url, "ANTHROPIC_API_KEY": "sk-ant-stub",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1",
+            "DISABLE_ERROR_REPORTING": "1", "IS_SANDBOX": "1",  # --dangerously-skip-permissions as root
+            # every MCP tool in the request's tools (not deferred behind ToolSearch), connected before the first
+            "ENABLE_TOOL_SEARCH": "false", "MCP_CONNECTION_NONBLOCKING": "false"}
+
+
+def run_claude(cli: Cli, world: World, stub: ModelStub, prompt: str, debug: Path) -> list[dict[str, Any]]:
+    """``claude -p`` to the end; its stream-json lines (hook events included)."""
+    done = subprocess.run([str(cli.executable()), "-p", prompt, "--dangerously-skip-permissions",
+                           "--output-format", "stream-json", "--verbose", "--include-hook-events",
+                           "--debug-file", str(debug)],
+                          env=claude_env(world, stub), cwd=world.workspace, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, f"claude exited {done.returncode}: {done.stderr[-2000:]}"
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    results = [line for line in lines if line.get("type") == "result"]
+    assert [r.get("subtype") for r in results] == ["success"], [(x.get("type"), x.get("subtype")) for x in lines]
+    return lines
+
+
+def hook_outcomes(lines: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """Hook name (``PostToolUse:Bash``) -> the outcomes of its runs, as the stream reports them."""
+    out: dict[str, list[str]] = {}
+    for line in lines:
+        if line.get("type") == "system" and line.get("subtype") == "hook_response":
+            out.setdefault(line["hook_name"], []).append(f"{line.get('outcome')}:{line.get('exit_code')}")
+    return out
+
+
+def session_of(lines: list[dict[str, Any]]) -> str:
+    return next(line["session_id"] for line in lines if line.get("session_id"))
+
+
+def tool_names(request: dict[str, Any]) -> list[str]:
+    return [t.get("name", "") for t in request.get("tools", [])]
+
+
+def system_texts(request: dict[str, Any]) -> list[str]:
+    """The harness's own messages (hook context among them), which Claude Code sends with ``role: system``."""
+    texts = []
+    for message in request.get("messages", []):
+        if message.get("role") != "system":
+            continue
+        content = message.get("content")
+        parts = [content] if isinstance(content, str) else [p.get("text", "") for p in content or []]
+        texts += [p for p in parts if p]
+    return texts
+
+
+def tool_result(request: dict[str, Any], tool_use_id: str) -> str:
+    for message in request.get("messages", []):
+        for block in message.get("content", []) if isinstance(message.get("content"), list) else []:
+            if block.get("type") == "tool_result" and block.get("tool_use_id") == tool_use_id:
+                content = block.get("content")
+                return content if isinstance(content, str) else "".join(p.get("text", "") for p in content or [])
+    raise AssertionError(f"no tool_result for {tool_use_id}")
+
+
+def search_when_offered(query: str) -> Turn:
+    """Call memcairn's search once the request offers it (2.1.197 lists MCP tools from its second request on);
+    until then run a harmless command."""
+    def turn(request: dict[str, Any]) -> Call | Say:
+        if SEARCH in tool_names(request):
+            return Call(SEARCH, {"query": query})
+        return Call("Bash", {"command": "true", "description": "wait"})
+    return turn
+
+
+def first_session(cli: Cli, world: World, stub: ModelStub, tmp_path: Path) -> str:
+    config = world.workspace / "config.ini"
+    config.write_text("[client]\nretries = 3\n")
+    stub.reset([call("Bash", {"command": COMMAND, "description": "Show the retry setting"}),
+                call("Read", {"file_path": str(config)}),
+                call("Edit", {"file_path": str(config), "old_string": "retries = 3", "new_string": "retries = 5"}),
+                say("The retry limit is now 5.")])
+    lines = run_claude(cli, world, stub, PROMPT_1, tmp_path / "debug-1.txt")
+    assert config.read_text() == "[client]\nretries = 5\n"
+    session = session_of(lines)
+
+    outcomes = hook_outcomes(lines)
+    for hook in ("SessionStart:startup", "UserPromptSubmit", "PostToolUse:Bash", "PostToolUse:Read",
+                 "PostToolUse:Edit", "Stop"):
+        assert outcomes.get(hook) == ["success:0"], (hook, outcomes)
+    assert "SessionEnd" in (tmp_path / "debug-1.txt").read_text()  # shown only in the debug file
+
+    world.settled()
+    events = world.events(session)
+    kinds = [(e["event_type"], e["payload"].get("event")) for e in events]
+    assert kinds.count(("session_init", "session_start")) == 1, kinds
+    assert kinds.count(("session_init", "user_prompt")) == 1, kinds
+    assert ("summarize", "stop") in kinds and ("summarize", "session_end") in kinds, kinds
+    tools = {e["payload"].get("tool_name"): e for e in events if e["event_type"] == "observation"}
+    assert set(tools) == {"Bash", "Read", "Edit"}, tools
+    assert tools["Bash"]["payload"]["tool_input"]["command"] == COMMAND
+    assert tools["Edit"]["payload"]["tool_input"]["new_string"] == "retries = 5"
+    assert all(e["status"] == "done" for e in events), [(e["event_type"], e["status"]) for e in events]
+
+    items = world.items()
+    assert [i["text"] for i in items if i["kind"] == "prompt"] == [PROMPT_1]
+    observations = " ".join(f"{i['title']} {i['narrative']}" for i in items if i["kind"] == "observation")
+    assert COMMAND in observations and "Edited config.ini" in observations, observations
+    return session
+
+
+def second_session(cli: Cli, world: World, stub: ModelStub, tmp_path: Path) -> None:
+    stub.reset([search_when_offered("retries config.ini"), search_when_offered("retries config.ini"),
+                say("config.ini's retry limit was raised to 5 last time.")])
+    run_claude(cli, world, stub, "What did we change in config.ini last time?", tmp_path / "debug-2.txt")
+
+    first = stub.requests[0].body
+    digests = [t for t in system_texts(first) if t.startswith(DIGEST_PREFIX)]
+    assert len(digests) == 1 and "<memcairn-memory" in digests[0], system_texts(first)
+    digest = digests[0].split("</memcairn-memory>")[0]
+    assert "Edited config.ini" in digest and PROMPT_1 in digest, digest
+
+    offered = [i for i, r in enumerate(stub.requests) if SEARCH in tool_names(r.body)]
+    assert offered, [tool_names(r.body) for r in stub.requests]
+    if cli is CLAUDE_NATIVE:
+        assert offered[0] == 0  # connected before the first model request
+    listed = tool_names(stub.requests[offered[0]].body)
+    assert {f"mcp__memcairn__{n}" for n in ("search", "timeline", "get_observations", "save_memory")} <= set(listed)
+
+    searched = offered[0]  # the turn that called search; its result is in the next request
+    answer = tool_result(stub.requests[searched + 1].body, f"toolu_stub{searched:04d}")
+    assert "Edited config.ini" in answer, answer
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Any:
+    made = World.make(tmp_path)
+    made.start_worker()
+    made.install("claude-code")
+    yield made
+    made.stop()
+
+
+@pytest.fixture
+def stub() -> Any:
+    made = ModelStub(Anthropic())
+    yield made
+    made.close()
+
+
+@pytest.mark.parametrize("cli", [CLAUDE_NATIVE, CLAUDE_NPM], ids=["newest-native", "plain-npm"])
+def test_claude_code_hooks_injection_and_mcp_search(cli: Cli, world: World, stub: ModelStub, tmp_path: Path) -> None:
+    if not cli.installed():
+        pytest.fail(missing_message(cli))
+    first_session(cli, world, stub, tmp_path)
+    second_session(cli, world, stub, tmp_path)
+
+
+def test_claude_p_exiting_right_after_a_tool_call_loses_no_event(world: World, stub: ModelStub,
+                                                                 tmp_path: Path) -> None:
+    """The model's last word comes straight after a tool call, so ``claude -p`` exits at once: an async
+    PostToolUse hook still running then is cancelled. Its event must have reached the worker first."""
+    if not CLAUDE_NATIVE.installed():
+        pytest.fail(missing_message(CLAUDE_NATIVE))
+    sessions = []
+    for attempt in range(2):
+        stub.reset([call("Bash", {"command": f"echo attempt-{attempt}", "description": "echo"}), say("done")])
+        lines = run_claude(CLAUDE_NATIVE, world, stub, f"Echo attempt {attempt}", tmp_path / f"debug-{attempt}.txt")
+        sessions.append(session_of(lines))
+    world.settled()
+    for attempt, session in enumerate(sessions):
+        commands = [e["payload"].get("tool_input", {}).get("command") for e in world.events(session)
+                    if e["event_type"] == "observation"]
+        assert commands == [f"echo attempt-{attempt}"], (attempt, commands)
