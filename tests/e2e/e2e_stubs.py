@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -26,6 +25,7 @@ class Call:
     name: str
     arguments: dict[str, Any]
     namespace: str | None = None  # Codex: the MCP server's namespace ("mcp__memcairn")
+    freeform: str | None = None  # Codex: the text input of a custom (grammar) tool such as apply_patch
 
 
 @dataclass(frozen=True)
@@ -115,14 +115,19 @@ class Responses(Dialect):
     def stream(self, answer: Call | Say, ident: int) -> Iterator[bytes]:
         rid = f"resp_stub{ident}"
         yield _sse({"type": "response.created", "response": {"id": rid}}, "response.created")
-        if isinstance(answer, Call):
-            item: dict[str, Any] = {"type": "function_call", "id": f"fc_stub{ident}", "call_id": f"call_stub{ident}",
-                                    "name": answer.name, "arguments": json.dumps(answer.arguments)}
+        if isinstance(answer, Call) and answer.freeform is not None:
+            item: dict[str, Any] = {"type": "custom_tool_call", "id": f"ctc_stub{ident}", "status": "completed",
+                                    "call_id": f"call_stub{ident}", "name": answer.name, "input": answer.freeform}
+        elif isinstance(answer, Call):
+            item = {"type": "function_call", "id": f"fc_stub{ident}", "call_id": f"call_stub{ident}",
+                    "name": answer.name, "arguments": json.dumps(answer.arguments)}
             if answer.namespace:
                 item["namespace"] = answer.namespace
         else:
             item = {"type": "message", "id": f"msg_stub{ident}", "role": "assistant", "status": "completed",
                     "content": [{"type": "output_text", "text": answer.text, "annotations": []}]}
+            yield _sse({"type": "response.output_item.added", "output_index": 0, "item": {**item, "content": []}},
+                       "response.output_item.added")
             yield _sse({"type": "response.output_text.delta", "delta": answer.text, "item_id": item["id"],
                         "output_index": 0, "content_index": 0}, "response.output_text.delta")
         yield _sse({"type": "response.output_item.done", "output_index": 0, "item": item},
@@ -233,6 +238,3 @@ class ModelStub:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
-
-    def wait_idle(self, seconds: float = 0.2) -> None:
-        time.sleep(seconds)
