@@ -692,22 +692,25 @@ def test_summary_sections_from_a_real_transcript() -> None:
     assert summary.investigated and "src/math_utils.py" in summary.investigated
     assert summary.completed and "Edited src/math_utils.py: added multiply_numbers" in summary.completed
     assert summary.learned and "2 passed" in summary.learned and "nothing to commit" in summary.learned
-    assert summary.notes and summary.notes.startswith("The `.gitignore` was already committed")
+    # the closing report leads what was done; its filler ("The task is complete.") is no summary
+    assert summary.completed.startswith("The `.gitignore` was already committed (a hook or linter committed it).")
+    assert "task is complete" not in summary.completed and summary.notes is None
     assert summary.next_steps is None
     assert summary.files_modified == ("src/math_utils.py", "tests/test_math_utils.py", ".gitignore")
     assert "src/math_utils.py" in summary.files_read
 
 
-def test_summary_next_steps_and_notes_from_the_last_message() -> None:
+def test_summary_completed_and_next_steps_from_the_last_message() -> None:
     message = ("I added retry() to fetch. The flaky test is fixed. Next, the timeout should be configurable. "
                "Nothing else changed.")
     turn = make_turn(last_assistant_message=message)
     summary = OfflineExtractor().summarize(turn, []).summary
     assert summary is not None
     assert summary.next_steps == "Next, the timeout should be configurable."
-    assert summary.notes == message
+    assert summary.completed == "I added retry() to fetch. The flaky test is fixed."
+    assert summary.notes is None
     assert summary.request == PROMPT
-    assert summary.investigated is None and summary.completed is None
+    assert summary.investigated is None
 
 
 def test_summary_of_a_bugfix_turn_records_what_was_learned() -> None:

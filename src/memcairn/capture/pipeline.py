@@ -51,6 +51,7 @@ from typing import Any
 from memcairn.capture.compaction import compaction_sections
 from memcairn.capture.noise import request_text, without_filler
 from memcairn.capture.offline import OfflineExtractor
+from memcairn.capture.recap import recap_observations
 from memcairn.capture.records import (
     Compressed,
     CompressionFailed,
@@ -277,11 +278,16 @@ class CapturePipeline:
         fields = compaction_sections(text)
         head = fields.get("request") or fields.get("notes") or text
         head = head.split(":", 1)[1] if head.lower().startswith("primary request") else head
-        item = NewItem(project=self._project(event), kind="summary", type="summary",
-                       title=_first_line("Compacted: " + head.strip(), 80), session=event.session_id,
-                       platform_source=event.platform_source, created_at_epoch=event.at_epoch,
-                       metadata={"compaction": True}, source=_source(event), **fields)
-        self._commit(events, [item], report)
+        common: dict[str, Any] = {"project": self._project(event), "session": event.session_id,
+                                  "platform_source": event.platform_source, "created_at_epoch": event.at_epoch,
+                                  "metadata": {"compaction": True}}
+        item = NewItem(kind="summary", type="summary", title=_first_line("Compacted: " + head.strip(), 80),
+                       source=_source(event), **common, **fields)
+        # and each file and error it names as an observation of its own, for a search to find one by one
+        small = [NewItem(kind="observation", type=o.type, title=o.title, narrative=o.narrative, facts=o.facts,
+                         concepts=o.concepts, files_modified=o.files_modified, source=_source(event, f"#{i}"),
+                         **common) for i, o in enumerate(recap_observations(text))]
+        self._commit(events, [item, *small], report)
 
     def _session_end(self, events: list[IngestEvent], report: CaptureReport) -> None:
         event = events[0]

@@ -6,6 +6,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from memcairn.capture.offline import narration
 from memcairn.capture.offline.actions import _Action, _input_dict, _purpose, _subject
 from memcairn.capture.offline.commits import commit_files, commit_message, is_commit
 from memcairn.capture.offline.fixes import _FixEvidence
@@ -26,6 +27,7 @@ from memcairn.capture.offline.text import (
 from memcairn.capture.records import CONCEPTS, Observation, Turn
 
 COMMITTED = "committed: "
+NARRATION_MAX = 600  # characters of the agent's narration an observation keeps
 
 
 @dataclass
@@ -38,14 +40,20 @@ class _Draft:
     concepts: list[str] = field(default_factory=list)
     files_read: list[str] = field(default_factory=list)
     files_modified: list[str] = field(default_factory=list)
+    said: list[str] = field(default_factory=list)  # the agent's narration before the draft's calls
 
 
 def _finish(draft: _Draft, turn: Turn) -> Observation:
-    """Caps, prompt-derived subtitle and narrative, ordered concepts."""
+    """Caps, prompt-derived subtitle and narrative, ordered concepts. The narrative leads with the decisive
+    sentences of the agent's own narration (why, what it found, what it chose), when it wrote any."""
     request = _first_sentence(turn.prompt, 150)
     subtitle = _clip(request, SUBTITLE_MAX) if request else None
     body = draft.action_text.rstrip(".")
-    lead = f'For the request "{request}", the agent {body}.' if request else f"The agent {body}."
+    why = narration.joined(narration.decisive(draft.said, NARRATION_MAX))
+    if why:
+        lead = f"{why} The agent {body}."
+    else:
+        lead = f'For the request "{request}", the agent {body}.' if request else f"The agent {body}."
     narrative = " ".join(part for part in (lead, draft.outcome_text) if part)
     concepts = tuple(c for c in CONCEPTS if c in draft.concepts)
     return Observation(

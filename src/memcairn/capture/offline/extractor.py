@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
-from memcairn.capture.offline.actions import _PURPOSE, _Action, _digest
+from memcairn.capture.offline.actions import _Action, _digest
 from memcairn.capture.offline.drafts import (
     _Draft,
     _edit_draft,
@@ -18,20 +17,8 @@ from memcairn.capture.offline.drafts import (
     _task_draft,
 )
 from memcairn.capture.offline.fixes import _fix_evidence, _FixEvidence, _timeline
-from memcairn.capture.offline.text import _SENTENCE_END, _clip, _first_sentences, _plain, _unique
-from memcairn.capture.records import Compressed, Observation, Summary, ToolCall, Turn
-
-_NEXT_CUE = re.compile(
-    r"\b(?:next|todo|remaining|remains|should|need to|needs to|still|follow[- ]up)\b", re.IGNORECASE
-)
-_LEARNED_CUE = re.compile(
-    r"\b(?:errors?|fail(?:ed|s|ing|ure)?|passed|warnings?|deprecated|fixe[sd]|exception|traceback|verified)\b",
-    re.IGNORECASE,
-)
-
-
-# what edits did to code, not lessons (``edited a.py: added ParseError``, its new lines)
-_NAME_FACTS = ("edited ", "created ", "rewrote ", "added ", "updated ", "new text: ")
+from memcairn.capture.offline.summary import _summary
+from memcairn.capture.records import Compressed, Observation, ToolCall, Turn
 
 
 def _is_trivial(action: _Action) -> bool:
@@ -72,7 +59,10 @@ def _observe(turn: Turn, calls: Sequence[ToolCall]) -> list[Observation]:
     folded = _validations(edits, {a.index for a in batch})
     drafts: list[_Draft] = []
     group: list[_Action] = []
+    said: list[str] = []  # narration of calls not drafted yet: it goes with the next draft
     for action in batch:
+        if action.call.narration:
+            said.append(action.call.narration)
         if _is_trivial(action) or action.index in folded:
             continue
         if _is_lookup(action):
@@ -82,8 +72,11 @@ def _observe(turn: Turn, calls: Sequence[ToolCall]) -> list[Observation]:
             drafts.append(_read_group_draft(group))
             group = []
         drafts.append(_draft_for(action, evidence.get(action.index), actions))
+        drafts[-1].said, said = said, []
     if group:
         drafts.append(_read_group_draft(group))
+    if drafts and said:
+        drafts[-1].said += said
     return [_finish(draft, turn) for draft in drafts]
 
 
@@ -101,42 +94,6 @@ def _draft_for(action: _Action, evidence: _FixEvidence | None, actions: Sequence
     if action.family == "plan":
         return _plan_draft(action)
     return _other_draft(action)
-
-
-# -------------------------------------------------------------------------------------------------------- summarize
-
-
-def _joined(parts: Iterable[str], limit: int = 800) -> str | None:
-    text = "; ".join(_unique(p for p in parts if p))
-    return _clip(text, limit) or None
-
-
-def _next_steps(message: str | None) -> str | None:
-    sentences = [s for s in _SENTENCE_END.split(_plain(message)) if _NEXT_CUE.search(s)]
-    return _clip(" ".join(sentences), 400) or None
-
-
-def _summary(turn: Turn, observations: Sequence[Observation]) -> Summary | None:
-    message = turn.last_assistant_message if isinstance(turn.last_assistant_message, str) else None
-    prompt = turn.prompt if isinstance(turn.prompt, str) else None
-    if not (prompt and prompt.strip()) and not observations and not (message and message.strip()):
-        return None
-    looked = [o for o in observations if o.type == "discovery"]
-    done = [o for o in observations if o.type in ("bugfix", "feature", "change", "refactor")]
-    learned = [o.title for o in observations if o.type in ("bugfix", "decision")]
-    learned += [fact for o in observations for fact in o.facts
-                if _LEARNED_CUE.search(fact) and fact not in ("tests passed", "tests failed")
-                and not fact.startswith((*_NAME_FACTS, _PURPOSE))][:6]
-    return Summary(
-        request=_clip(prompt, 300) or None,
-        investigated=_joined(o.title for o in looked),
-        learned=_joined(learned),
-        completed=_joined(o.title for o in done),
-        next_steps=_next_steps(message),
-        notes=_first_sentences(message, 400) or None,
-        files_read=tuple(_unique(path for o in observations for path in o.files_read)),
-        files_modified=tuple(_unique(path for o in observations for path in o.files_modified)),
-    )
 
 
 class OfflineExtractor:

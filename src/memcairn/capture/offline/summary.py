@@ -1,0 +1,87 @@
+"""A turn's summary: what a developer needs a week later, from the agent's narration and the observations.
+
+The sections say what the turn was for (``request``: the prompt), what was looked at (``investigated``), the
+causes and constraints met (``learned``: the agent's own "because" sentences, then what the observations show:
+fixes, failures, verifications), what was done (``completed``: the agent's closing report, then the observations
+of changes), what is left (``next_steps``) and the decisions taken with their reasons (``notes``). Narration
+comes from ``capture.offline.narration``: stage directions and filler ("All done.", "Let me check the router.")
+never make a section.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+
+from memcairn.capture.offline import narration
+from memcairn.capture.offline.actions import _PURPOSE
+from memcairn.capture.offline.text import _SENTENCE_END, _clip, _plain, _unique
+from memcairn.capture.records import Observation, Summary, Turn
+
+REQUEST_MAX = 300
+INVESTIGATED_MAX = 300
+LEARNED_MAX = 900
+COMPLETED_MAX = 1600
+REPORT_MAX = 1300  # of ``completed``, what the closing report may take
+NEXT_MAX = 400
+NOTES_MAX = 600
+
+_NEXT_CUE = re.compile(
+    r"\b(?:next|todo|remaining|remains|should|need to|needs to|still|follow[- ]up)\b", re.IGNORECASE
+)
+_LEARNED_CUE = re.compile(
+    r"\b(?:errors?|fail(?:ed|s|ing|ure)?|passed|warnings?|deprecated|fixe[sd]|exception|traceback|verified)\b",
+    re.IGNORECASE,
+)
+# what edits did to code, not lessons (``edited a.py: added ParseError``, its new lines)
+_NAME_FACTS = ("edited ", "created ", "rewrote ", "added ", "updated ", "new text: ")
+
+
+def _joined(parts: Iterable[str], limit: int = 800) -> str | None:
+    text = "; ".join(_unique(p for p in parts if p))
+    return _clip(text, limit) or None
+
+
+def _next_steps(message: str | None) -> str | None:
+    sentences = [s for s in _SENTENCE_END.split(_plain(message)) if _NEXT_CUE.search(s)]
+    return _clip(" ".join(sentences), NEXT_MAX) or None
+
+
+def _prose(parts: Sequence[str], limit: int) -> str | None:
+    return _clip(narration.joined(parts), limit) or None
+
+
+def _summary(turn: Turn, observations: Sequence[Observation]) -> Summary | None:
+    message = turn.last_assistant_message if isinstance(turn.last_assistant_message, str) else None
+    prompt = turn.prompt if isinstance(turn.prompt, str) else None
+    if not (prompt and prompt.strip()) and not observations and not (message and message.strip()):
+        return None
+    said = [*turn.narration, message]
+    looked = [o for o in observations if o.type == "discovery"]
+    done = [o for o in observations if o.type in ("bugfix", "feature", "change", "refactor")]
+    causes = [s for s in narration.decisive(said, LEARNED_MAX // 2, kinds=[narration.CAUSE])
+              if narration.DECISION not in _kinds(s)]
+    learned = [o.title for o in observations if o.type in ("bugfix", "decision")]
+    learned += [fact for o in observations for fact in o.facts
+                if _LEARNED_CUE.search(fact) and fact not in ("tests passed", "tests failed")
+                and not fact.startswith((*_NAME_FACTS, _PURPOSE))][:6]
+    report = [s for s in narration.decisive([message], REPORT_MAX) if narration.TODO not in _kinds(s)]
+    todo = narration.decisive([message, *reversed(turn.narration)], NEXT_MAX, kinds=[narration.TODO])
+    decided = narration.decisive(turn.narration, NOTES_MAX, kinds=[narration.DECISION])
+    completed = _prose(report, REPORT_MAX)
+    rest = _joined((o.title for o in done), COMPLETED_MAX - len(completed or "") - 2) if done else None
+    return Summary(
+        request=_clip(prompt, REQUEST_MAX) or None,
+        investigated=_joined((o.title for o in looked), INVESTIGATED_MAX),
+        learned=_joined([narration.joined(causes)] + learned, LEARNED_MAX),
+        completed=" ".join(p for p in (completed, rest) if p) or None,
+        next_steps=_prose(todo, NEXT_MAX) or _next_steps(message),
+        notes=_prose(decided, NOTES_MAX),
+        files_read=tuple(_unique(path for o in observations for path in o.files_read)),
+        files_modified=tuple(_unique(path for o in observations for path in o.files_modified)),
+    )
+
+
+def _kinds(sentence: str) -> frozenset[str]:
+    found = narration.read(sentence)
+    return found[0].kinds if found else frozenset()

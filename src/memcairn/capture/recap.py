@@ -1,0 +1,134 @@
+"""The files and errors named in the summary an agent wrote when compacting its conversation, as observations.
+
+A compaction summary (``capture.compaction``: "1. Primary Request and Intent: ... 3. Files and Code Sections:
+... 4. Errors and fixes: ...") is the richest account of the work a transcript holds, written by the agent at
+no cost to us. The pipeline stores it whole as a session summary; :func:`recap_observations` also makes one
+observation per file it names (what changed there and how) and per error it lists (the cause and the fix):
+small records a search can hit one by one, where the whole summary would cost a reader thousands of tokens.
+
+The numbered sections are recognised by words in their titles, not by their numbers or exact names, so another
+release's wording still reads. Code blocks are left out (the observations of the edits hold the code).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from memcairn.capture.records import Observation
+
+RECAP_MAX_CHARS = 60_000  # of one recap, kept in the stop's body
+_SECTION = re.compile(r"^\s*(?:#+\s*(?:\d+[.)]\s+)?|\d+[.)]\s+)\**([A-Z][A-Za-z /&-]{2,60}?)\**:?\**\s*(?::\s*(.*))?$")
+_FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)
+_BULLET = re.compile(r"^(\s*)(?:[-*+•]|\d+[.)])\s+(.*)$")
+_PATH = re.compile(r"`([^`\s]+)`|\*\*([^*\s]+)\*\*|^([\w./-]+\.\w+)\b")
+_LEAD = re.compile(r"^[\s*`]*(?:[—–:-]+\s*)?")
+_ROLES = (
+    ("pending", re.compile(r"pending|remaining|todo|unfinished|open", re.I)),
+    ("request", re.compile(r"request|intent|goal", re.I)),
+    ("messages", re.compile(r"user message|prompts", re.I)),
+    ("files", re.compile(r"\bfiles?\b|code section", re.I)),
+    ("errors", re.compile(r"error|fix|bug|issue", re.I)),
+    ("problems", re.compile(r"problem|solv|decision", re.I)),
+    ("concepts", re.compile(r"concept|technical|context", re.I)),
+    ("current", re.compile(r"current", re.I)),
+    ("next", re.compile(r"next", re.I)),
+)
+TITLE_MAX = 80
+TEXT_MAX = 1000
+FACT_MAX = 240
+FACTS_MAX = 8
+
+
+@dataclass
+class _Item:
+    head: str
+    details: list[str] = field(default_factory=list)
+
+
+def _clip(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    cut = flat[: limit - 1]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > limit // 2 else cut).rstrip(" ,;:") + "…"
+
+
+def _plain(text: str) -> str:
+    return " ".join(text.replace("**", "").split())
+
+
+def _sections(text: str) -> dict[str, list[str]]:
+    """The recap's lines by section role; lines before any section (and the analysis) are dropped."""
+    body = text
+    marker = re.search(r"^\s*Summary:\s*$", text, re.M)
+    if marker:
+        body = text[marker.end():]
+    body = _FENCE.sub("", body)
+    sections: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in body.splitlines():
+        found = _SECTION.match(line) if len(line) - len(line.lstrip()) <= 3 else None
+        role = next((name for name, cue in _ROLES if cue.search(found.group(1))), None) if found else None
+        if found and (role is not None or not _BULLET.match(line)):
+            current = sections.setdefault(role or "other", [])
+            if (found.group(2) or "").strip():
+                current.append(found.group(2))
+            continue
+        if current is not None:
+            current.append(line)
+    return sections
+
+
+def _items(lines: list[str]) -> list[_Item]:
+    """Top-level bullets with their nested bullets and continuation lines."""
+    items: list[_Item] = []
+    top: int | None = None
+    for line in lines:
+        if not line.strip():
+            continue
+        bullet = _BULLET.match(line)
+        indent = len(line) - len(line.lstrip())
+        if bullet and (top is None or indent <= top):
+            top = indent
+            items.append(_Item(_plain(bullet.group(2))))
+        elif items:
+            items[-1].details.append(_plain(bullet.group(2) if bullet else line))
+        else:
+            items.append(_Item(_plain(line)))
+    return items
+
+
+def _file_observation(item: _Item) -> Observation | None:
+    found = _PATH.search(item.head)
+    path = next((g for g in found.groups() if g), None) if found else None
+    if not path or "/" not in path and "." not in path:
+        return None
+    rest = _LEAD.sub("", item.head[found.end():] if found else item.head)
+    lead = rest or (item.details[0] if item.details else "")
+    created = bool(re.match(r"(?:new|created|adds? a new)\b", lead, re.I))
+    narrative = _clip(" ".join(p.rstrip(".") + "." for p in [lead, *item.details] if p), TEXT_MAX)
+    return Observation(
+        type="feature" if created else "change", title=_clip(f"{path}: {lead}" if lead else path, TITLE_MAX),
+        narrative=narrative or None, facts=tuple(_clip(d, FACT_MAX) for d in item.details[:FACTS_MAX]),
+        concepts=("what-changed",), files_modified=(path,),
+    )
+
+
+def _error_observation(item: _Item) -> Observation:
+    return Observation(
+        type="bugfix", title=_clip(item.head, TITLE_MAX),
+        narrative=_clip(" ".join(p.rstrip(".") + "." for p in [item.head, *item.details] if p), TEXT_MAX),
+        facts=tuple(_clip(d, FACT_MAX) for d in item.details[:FACTS_MAX]),
+        concepts=("problem-solution",),
+    )
+
+
+def recap_observations(text: str | None) -> list[Observation]:
+    """An observation per file and per error a compaction summary's sections name; [] when it has none."""
+    if not text or not text.strip():
+        return []
+    sections = _sections(text[:RECAP_MAX_CHARS])
+    files = [o for o in (_file_observation(i) for i in _items(sections.get("files", []))) if o is not None]
+    return files + [_error_observation(i) for i in _items(sections.get("errors", []))]

@@ -1,0 +1,180 @@
+"""What the agent wrote becomes the substance of its memories: the decisive sentences of its narration lead the
+observations and fill the summary's sections (causes, decisions, what was done, what is left), and the summary
+Claude Code writes when it compacts a conversation names files and errors that become small observations."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from test_capture_pipeline import send, settings  # noqa: F401  (the fixture)
+from test_transcripts import Transcript
+
+from memcairn.capture.offline import OfflineExtractor
+from memcairn.capture.offline.narration import CAUSE, DECISION, DONE, RESULT, TODO, decisive, read
+from memcairn.capture.pipeline import CapturePipeline
+from memcairn.capture.recap import recap_observations
+from memcairn.capture.records import ToolCall, Turn
+from memcairn.config import Settings
+from memcairn.models import ItemFilter
+from memcairn.store import Store
+
+WORK = [
+    "Let me check the router first.",
+    "Good.",
+    "The guard fails because `Access.get/2` can't be used inside a guard.",
+    "I'll bind the value first instead of calling it in the guard, to avoid the compile error.",
+    "Now let me run the tests.",
+]
+REPORT = """All done. Here's the summary:
+
+## Changes
+- Added `Checkout.total/2` in `lib/shop/checkout.ex`, rounding with `Decimal`
+- **12 tests pass**, 0 failures
+
+| Commit | What |
+|---|---|
+| `3bb8701` | Fixed the guard in `cart_live.ex` |
+
+```
+$ mix test
+12 tests, 0 failures
+```
+
+Still open: `shop-7.2` — the refund path drops `currency`, filed for later."""
+
+
+def test_sentences_are_told_by_what_they_say() -> None:
+    said = {s.text: s for s in read(" ".join(WORK))}
+    assert CAUSE in said["The guard fails because `Access.get/2` can't be used inside a guard."].kinds
+    decision = said["I'll bind the value first instead of calling it in the guard, to avoid the compile error."]
+    assert DECISION in decision.kinds and decision.decisive
+    assert not said["Let me check the router first."].decisive and not said["Good."].decisive
+    assert not said["Now let me run the tests."].decisive
+    report = {s.text: s for s in read(REPORT)}
+    assert not report["All done."].decisive
+    assert DONE in report["Added `Checkout.total/2` in `lib/shop/checkout.ex`, rounding with `Decimal`"].kinds
+    assert RESULT in report["12 tests pass, 0 failures"].kinds
+    assert "`3bb8701` — Fixed the guard in `cart_live.ex`" in report  # a table row, cells joined
+    assert not any("$ mix test" in text for text in report)  # fenced output is the tool's, not the agent's
+    assert TODO in report["Still open: `shop-7.2` — the refund path drops `currency`, filed for later."].kinds
+
+
+def test_decisive_keeps_order_and_budget() -> None:
+    kept = decisive(WORK, 500)
+    assert kept == [WORK[2], WORK[3]]
+    assert decisive(WORK, len(WORK[2]) + 1) == [WORK[2]]
+    assert decisive(WORK, 500, kinds=[DECISION]) == [WORK[3]]
+    assert decisive([*WORK, WORK[2]], 500) == kept  # said twice, kept once
+
+
+def _turn(**kw: object) -> Turn:
+    fields: dict[str, object] = {"session_id": "s", "platform_source": "claude-code", "project": "shop",
+                                 "prompt": "Fix the cart guard"}
+    fields.update(kw)
+    return Turn(**fields)  # type: ignore[arg-type]
+
+
+def test_a_summary_is_made_of_the_agents_narration() -> None:
+    turn = _turn(narration=tuple(WORK), last_assistant_message=REPORT)
+    summary = OfflineExtractor().summarize(turn, []).summary
+    assert summary is not None and summary.request == "Fix the cart guard"
+    assert summary.learned and "`Access.get/2` can't be used inside a guard" in summary.learned
+    assert summary.notes and "instead of calling it in the guard, to avoid the compile error" in summary.notes
+    assert summary.completed and summary.completed.startswith("Added `Checkout.total/2` in `lib/shop/checkout.ex`")
+    assert "12 tests pass" in summary.completed and "3bb8701" in summary.completed
+    assert summary.next_steps and "`shop-7.2` — the refund path drops `currency`" in summary.next_steps
+    for section in (summary.learned, summary.notes, summary.completed, summary.next_steps):
+        assert "All done" not in section and "Let me" not in section and "mix test" not in section
+
+
+def test_filler_alone_is_no_summary_section() -> None:
+    summary = OfflineExtractor().summarize(_turn(last_assistant_message="All done! The task is complete."), [])
+    assert summary.summary is not None
+    assert summary.summary.completed is None and summary.summary.notes is None
+
+
+def test_an_observation_leads_with_the_narration_of_its_calls() -> None:
+    todo = ToolCall(name="TodoWrite", input={"todos": []}, tool_use_id="t0",
+                    narration="The migration uses `ALTER TABLE ... modify`, which SQLite doesn't support.")
+    write = ToolCall(name="Write", input={"file_path": "/repo/priv/m.exs", "content": "defmodule M do\nend\n"},
+                     response={"type": "create"}, tool_use_id="t1",
+                     narration="Let me rewrite it. I'll recreate the table instead, so nullability can change.")
+    turn = _turn(tools=(todo, write), cwd="/repo")
+    observations = OfflineExtractor().observe(turn, [todo, write]).observations
+    assert len(observations) == 1  # the skipped call's narration goes with the next observation
+    narrative = observations[0].narrative or ""
+    assert narrative.startswith("The migration uses `ALTER TABLE ... modify`, which SQLite doesn't support. "
+                                "I'll recreate the table instead, so nullability can change.")
+    assert "Let me rewrite it" not in narrative and "Fix the cart guard" not in narrative
+    plain = OfflineExtractor().observe(_turn(tools=(write,)), [ToolCall(name="Write", input=write.input,
+                                                                         response=write.response)])
+    assert (plain.observations[0].narrative or "").startswith('For the request "Fix the cart guard"')
+
+
+RECAP = """This session is being continued from a previous conversation that ran out of context. The summary \
+below covers the earlier portion of the conversation.
+
+Analysis:
+1. **User's request**: noise that repeats the summary below.
+
+Summary:
+1. Primary Request and Intent:
+   The user asked to add refunds to the shop.
+
+2. Key Technical Concepts:
+   - Ecto sandbox `{:shared, self()}` mode for LiveView tests
+
+3. Files and Code Sections:
+   - **`lib/shop/refund.ex`** — New module computing refunds.
+     ```elixir
+     defmodule Shop.Refund do
+     end
+     ```
+   - **`lib/shop_web/router.ex`** — Added route: `live("/refunds/:id", RefundLive)`
+
+4. Errors and fixes:
+   - **LiveView test: sandbox isolation**: LiveView runs in another process. Fixed with `{:shared, self()}`.
+
+5. Pending Tasks:
+   - `shop-9.3`: refund emails
+
+6. Current Work:
+   Writing tests for `RefundLive`.
+"""
+
+
+def test_a_compaction_summary_names_files_and_errors_as_small_observations() -> None:
+    observations = recap_observations(RECAP)
+    files = {o.files_modified: o for o in observations if o.files_modified}
+    assert list(files) == [("lib/shop/refund.ex",), ("lib/shop_web/router.ex",)]
+    assert files[("lib/shop/refund.ex",)].type == "feature"
+    assert files[("lib/shop/refund.ex",)].title == "lib/shop/refund.ex: New module computing refunds."
+    assert "defmodule" not in (files[("lib/shop/refund.ex",)].narrative or "")
+    assert 'live("/refunds/:id", RefundLive)' in files[("lib/shop_web/router.ex",)].title
+    fixes = [o for o in observations if o.type == "bugfix"]
+    assert len(fixes) == 1 and fixes[0].title.startswith("LiveView test: sandbox isolation: LiveView runs")
+    assert (fixes[0].narrative or "").endswith("Fixed with `{:shared, self()}`.")
+    assert not any("noise" in str(o) or "shop-9.3" in str(o) for o in observations)
+    assert recap_observations("  ") == [] and recap_observations("Just prose, no sections.") == []
+
+
+def test_an_imported_compaction_is_stored_whole_and_in_small_observations(tmp_path: Path, store: Store,
+                                                                         settings: Settings) -> None:  # noqa: F811
+    path = (Transcript()
+            .prompt("Add refunds")
+            .tool("t1", "Bash", {"command": "mix test"}).result("t1", "3 tests, 0 failures")
+            .prompt([{"type": "text", "text": RECAP}], isCompactSummary=True, isVisibleInTranscriptOnly=True)
+            .text("Done: refunds work.")
+            .write(tmp_path / "r.jsonl"))
+    from memcairn.capture.importer import import_transcripts
+
+    import_transcripts(store, settings, [path])
+    items = store.list_items(ItemFilter(), limit=100)
+    compaction = [i for i in items if i.metadata.get("compaction")]
+    assert sum(i.kind == "summary" for i in compaction) == 1
+    small = [i for i in compaction if i.kind == "observation"]
+    assert sorted(i.files_modified for i in small if i.files_modified) == [["lib/shop/refund.ex"],
+                                                                           ["lib/shop_web/router.ex"]]
+    assert any(i.type == "bugfix" and "sandbox isolation" in (i.title or "") for i in small)
+    CapturePipeline(store, settings).drain()
+    assert len(store.list_items(ItemFilter(), limit=100)) == len(items)
