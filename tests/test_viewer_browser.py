@@ -7,6 +7,7 @@ Screenshots (light and dark) land in ``test-artifacts/``.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import socket
@@ -694,3 +695,53 @@ def test_viewer_times_follow_a_change_of_time_zone(worker: httpx.Client, zoned_p
         re.compile(re.escape(_clock_text(new_epoch, zone, "%H:%M")) + "$"))
     expect(label).to_have_text(re.compile(re.escape(_clock_text(epoch, zone, "%H:%M")) + "$"))
     assert page.errors == []  # type: ignore[attr-defined]
+
+
+LINES_JS = """el => {
+  const lines = new Map();
+  for (const text of el.childNodes) {
+    if (text.nodeType !== Node.TEXT_NODE) continue;
+    for (let i = 0; i < text.length; i++) {
+      const range = document.createRange(); range.setStart(text, i); range.setEnd(text, i + 1);
+      const rect = range.getClientRects()[0]; if (!rect) continue;
+      const top = Math.round(rect.top); lines.set(top, (lines.get(top) || '') + text.data[i]);
+    }
+  }
+  return Array.from(lines.values());
+}"""
+
+
+def test_viewer_detail_heading_wraps_between_words_not_around_a_backtick(worker: httpx.Client, page: Page) -> None:
+    titles = ["Ran `cargo test --workspace 2>&1 | tail -n 40`: 34 passed, 0 failed after the fix in `src/lexer.rs`",
+              "Ran `git add .gitignore && git commit -m 'Add gitignore'`", "Command failed (exit 1): `npm test`",
+              "Edited `src/memcairn/worker/static/app.js`", "`pytest -q tests/test_viewer_browser.py::test_x`",
+              "Read `/home/dev/projects/calc/src/math_utils.py` and `tests/test_math_utils.py`"]
+    ids = [_save(worker, project="viewer-test", title=t, text="t", type="discovery") for t in titles]
+    page.goto(str(worker.base_url.join("/")))
+    _wait_until_loaded(page)
+    heading = page.locator("#detail-heading")
+    bad = []
+    for title, item_id in zip(titles, ids, strict=True):
+        for width in range(360, 1040, 40):
+            page.set_viewport_size({"width": width, "height": 860})
+            _row(page, "#feed", item_id).click()
+            expect(heading).to_have_text(title)
+            lines = heading.evaluate(LINES_JS)
+            assert "".join(lines) == title
+            # no line of punctuation alone (a lone backtick), no path or word cut between two letters
+            bad += [(width, lines) for line in lines if not any(c.isalnum() for c in line)]
+            bad += [(width, lines) for a, b in itertools.pairwise(lines) if a[-1:].isalnum() and b[:1].isalnum()]
+    assert bad == []
+
+
+def test_viewer_project_filter_leaves_out_projects_without_memories(worker: httpx.Client, page: Page) -> None:
+    """A SessionStart in a folder with no memories names a project; the filter lists it once it holds one."""
+    worker.post("/api/sessions/init", json={"session_id": "empty-start", "project": "viewer-empty-proj",
+                                            "event": "session_start", "platform_source": "claude-code"})
+    kept = _save(worker, project="viewer-test", title="A memory", text="t", type="note")
+    page.goto(str(worker.base_url.join("/")))
+    _wait_until_loaded(page)
+    expect(_row(page, "#feed", kept)).to_be_visible()
+    options = page.locator("#project-filter option")
+    expect(page.locator('#project-filter option[value="viewer-test"]')).to_have_count(1)
+    assert "viewer-empty-proj" not in " ".join(options.all_text_contents())

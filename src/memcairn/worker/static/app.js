@@ -203,6 +203,17 @@
     return `${text.slice(0, end).trimEnd()}…`;
   }
 
+  // Paths and commands in a title are long words. Left to overflow-wrap, the browser cuts them wherever the line
+  // ends (`src/app.j` + `s\``, or a lone backtick on the last line); a <wbr> after each path separator gives it
+  // better places, and the text itself is unchanged.
+  function setBreakable(node, text) {
+    clear(node);
+    for (const part of text.split(/(?<=[/\\.:=&?,])(?=[^/\\.:=&?,\s])/)) {
+      if (node.lastChild) node.append(document.createElement('wbr'));
+      node.append(document.createTextNode(part));
+    }
+  }
+
   function firstText(record) {
     for (const field of ['subtitle', 'request', 'text', 'narrative', 'completed', 'learned', 'investigated',
       'next_steps', 'notes']) {
@@ -547,6 +558,11 @@
         if (entry.merged_into_project) state.merges.set(name, str(entry.merged_into_project));
         else state.merges.delete(name);
         const count = entry.items ?? entry.count ?? entry.total;
+        if (count === 0 && name !== ui.projectFilter.value) {
+          // named by a session that stored nothing (a SessionStart in a folder without memories): no choice
+          state.projects.delete(name);
+          continue;
+        }
         state.projects.set(name, typeof count === 'number' ? count : null);
       }
     }
@@ -711,7 +727,7 @@
     const item = recordItem(record, id);
     noteItem(item);
     const heading = titleOf(item);
-    ui.detailHeading.textContent = cut(heading, HEADING_CHARS);
+    setBreakable(ui.detailHeading, cut(heading, HEADING_CHARS));
     clear(ui.detailBody);
 
     const meta = el('dl', { className: 'record-meta' });
