@@ -165,10 +165,10 @@ def test_worker_repairs_a_keyword_table_dropped_while_it_runs(worker: tuple[Any,
 
 
 # -- item 5: a file that fails SQLite's check -------------------------------------------------------------
-def _corrupted(cfg: Settings) -> None:
+def _corrupted(cfg: Settings, where: str = "memory_items") -> None:
     with Store(cfg.db_path) as store:
         _fill(store, 60, size=30)
-    corrupt_page(cfg.db_path)
+    corrupt_page(cfg.db_path, where)
 
 
 def test_a_store_that_fails_its_check_refuses_writes(cfg: Settings) -> None:
@@ -185,8 +185,10 @@ def test_a_store_that_fails_its_check_refuses_writes(cfg: Settings) -> None:
     assert any("memcairn import jsonl" in c["detail"] for c in report["checks"] if c["status"] == "problem")
 
 
-def test_worker_reports_a_damaged_file_and_refuses_writes(cfg: Settings, tmp_path: Path) -> None:
-    _corrupted(cfg)
+@pytest.mark.parametrize("where", ["memory_items", "ix_memory_items_updated"])
+def test_worker_reports_a_damaged_file_and_refuses_writes(cfg: Settings, tmp_path: Path, where: str) -> None:
+    """A damaged page of the rows fails the context too; one of an index it does not read leaves it readable."""
+    _corrupted(cfg, where)
     app = make_app(None, cfg, static_dir=tmp_path / "static")
     with TestClient(app, base_url=BASE) as client:
         _wait(lambda: app.state.worker.phase == "ready", what="ready")
@@ -196,9 +198,12 @@ def test_worker_reports_a_damaged_file_and_refuses_writes(cfg: Settings, tmp_pat
         saved = client.post("/api/memory/save", json={"project": "p", "text": "lost?"})
         assert saved.status_code == 500 and saved.json()["error"] == "store_damaged"
         context = client.get("/api/context/inject", params={"project": "p"})
-        assert context.status_code in (200, 500)
-        if context.status_code == 500:
-            assert context.json()["error"] == "store_damaged"
+        if where == "memory_items":
+            assert context.status_code == 500 and context.json()["error"] == "store_damaged"
+            assert "memcairn doctor" in context.json()["detail"]
+        else:  # given, with the damage on top
+            assert context.status_code == 200 and "note 59" in context.text
+            assert "memory is read-only" in context.text and "memcairn doctor" in context.text
 
 
 def test_worker_notices_damage_that_appears_while_it_runs(worker: tuple[Any, TestClient], cfg: Settings) -> None:

@@ -81,8 +81,9 @@ def connect(path: Path | str) -> sqlite3.Connection:
 def describe_open_error(path: str, exc: sqlite3.Error) -> str:
     text = str(exc)
     if "not a database" in text or "malformed" in text or "corrupt" in text:
-        return (f"{path} is not a readable memcairn database ({text}); move it aside and run again to "
-                "start fresh, or restore a memcairn.db.bak-* copy")
+        return (f"{path} is not a readable memcairn database ({text}); `memcairn doctor` says more; move it "
+                "aside and restore it (`memcairn import jsonl` of a `memcairn export`, a memcairn.db.bak-* copy), "
+                "or run again to start fresh")
     if "readonly" in text or "unable to open" in text or "permission" in text.lower():
         return f"cannot write {path} ({text}); check its permissions or set MEMCAIRN_HOME elsewhere"
     if "locked" in text:

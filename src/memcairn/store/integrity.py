@@ -106,7 +106,7 @@ class IntegrityMixin:
         return result
 
     def _check_small_file(self) -> None:
-        if self.path is None:
+        if self.path is None or self.checked_at is not None:
             return
         try:
             size = self.path.stat().st_size
@@ -195,10 +195,11 @@ class IntegrityMixin:
             run_script(conn, schema.MIRROR_TRIGGERS)
             run_script(conn, schema.KEYWORD_CHANGES)
 
-    def repair_keyword_index(self) -> list[str]:
+    def repair_keyword_index(self, *, content: bool = True) -> list[str]:
         """What ``memcairn doctor --fix`` does for the keyword index: recreate a missing table or triggers,
-        rebuild on a count that differs or on FTS5's integrity-check failing (a damaged block, content that
-        drifted). Returns what was done, empty when all was well."""
+        rebuild on a count that differs or, with ``content``, on FTS5's integrity-check failing (a damaged
+        block, content that drifted; it holds the write lock while it reads the whole index). Returns what was
+        done, empty when all was well."""
         done = []
         if self.restore_fts_table():
             done.append("recreated the missing keyword index table and rebuilt it")
@@ -210,7 +211,7 @@ class IntegrityMixin:
         if items != indexed:
             self.rebuild_fts()
             done.append(f"rebuilt the keyword index ({indexed} indexed vs {items} stored)")
-        elif not self.fts_integrity_ok():
+        elif content and not self.fts_integrity_ok():
             self.rebuild_fts()
             done.append("rebuilt the keyword index (it disagreed with the stored rows)")
         return done

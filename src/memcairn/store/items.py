@@ -29,7 +29,7 @@ from memcairn.models import (
     NewItem,
 )
 from memcairn.store import fts
-from memcairn.store.db import atomic, connect, describe_open_error
+from memcairn.store.db import atomic, connect, describe_open_error, error_kind
 from memcairn.store.ingest_state import IngestStateMixin
 from memcairn.store.integrity import IntegrityMixin
 from memcairn.store.migrations import migrate
@@ -125,17 +125,28 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin, IntegrityMix
         self._init_integrity()
         try:
             migrate(self._conn, self.path)
-            if self.restore_fts_table():
-                self.repaired_at_open.append("recreated the missing keyword index table and rebuilt it")
-            elif check_fts and self.fts_drift_check():
-                self.repaired_at_open.append("rebuilt the keyword index (its row count differed)")
-            self._check_small_file()
+            self._open_checks(check_fts)
         except sqlite3.DatabaseError as exc:
             self.close()
             raise StoreError(describe_open_error(self._target, exc)) from None
         except BaseException:
             self.close()
             raise
+
+    def _open_checks(self, check_fts: bool) -> None:
+        """Repair the keyword index's table and count, check a small file. A damaged page met on the way leaves
+        the store open for reads with writes refused (``integrity`` module doc), not closed."""
+        try:
+            if self.restore_fts_table():
+                self.repaired_at_open.append("recreated the missing keyword index table and rebuilt it")
+            elif check_fts and self.fts_drift_check():
+                self.repaired_at_open.append("rebuilt the keyword index (its row count differed)")
+        except sqlite3.DatabaseError as exc:
+            if error_kind(exc) != "corrupt":
+                raise
+            if self.check_file() == "ok":  # the file is sound: the damage is the index's (repaired later)
+                return
+        self._check_small_file()
 
     # -- connections ------------------------------------------------------------------------------
     @property

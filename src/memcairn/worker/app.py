@@ -825,7 +825,11 @@ async def context_inject(request: Request) -> Response:
     resumed = _resumed_session(request)
 
     def build() -> Answer:
-        notices = runtime.store.take_capture_notices(names or None)
+        if runtime.store.damage is not None:  # writes are refused (marking notices shown too): say so on top
+            notices = [f"memory is read-only: the database fails SQLite's check ({runtime.store.damage}); new "
+                       "memories are not saved until it is restored: run `memcairn doctor`"]
+        else:
+            notices = runtime.store.take_capture_notices(names or None)
         # Capture warnings are shown at the top of a full context: a resume with some gets the context, or they
         # would wait for the next start.
         if resumed is not None and not notices and _unchanged_since_start(runtime.store, names, *resumed):

@@ -3,7 +3,8 @@
 One daemon thread per worker. It runs a pass
 
 - at once when SQLite reported damage (the store's damage listener: a damaged page or keyword index, a
-  dropped keyword table), and at start;
+  dropped keyword table), and at start (the file if it was not checked at open, the keyword index's table,
+  triggers and row count);
 - every ``interval`` seconds once no write came for ``min(interval, IDLE_SECONDS)``: FTS5's integrity-check
   takes the write lock for its duration (0.5 s at 20k items), so it waits for a quiet moment.
 
@@ -100,7 +101,7 @@ class StoreUpkeep:
             try:
                 if urgent or self._due(now):
                     self._urgent.clear()
-                    self.run_pass()
+                    self.run_pass(thorough=self.passes > 0 or self.keyword_problem is not None)
                 if now >= next_retry or self.disk_full is not None:  # every tick while the disk is full
                     next_retry = now + self.retry_seconds
                     self.retry_disk_full_events()
@@ -122,14 +123,16 @@ class StoreUpkeep:
                 self._last_write = now
         return now - self._last_pass >= self.interval and now - self._last_write >= self.idle
 
-    def run_pass(self) -> list[str]:
-        """Check the file, then repair the keyword index if the file is sound; return what was repaired."""
+    def run_pass(self, *, thorough: bool = True) -> list[str]:
+        """Check the file, then repair the keyword index if the file is sound; return what was repaired.
+        Without ``thorough`` (the pass at start) FTS5's integrity-check is left to the next idle moment: it
+        holds the write lock for its duration, and a hook's event arrives with the start."""
         self.passes += 1
         done: list[str] = []
         try:
-            result = self.store.check_file()
+            result = self.store.check_file() if thorough or self.store.checked_at is None else "ok"
             if result == "ok":
-                done = self.store.repair_keyword_index()
+                done = self.store.repair_keyword_index(content=thorough)
                 self.keyword_problem = None
             self.last_error = None
         finally:
