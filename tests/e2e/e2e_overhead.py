@@ -8,6 +8,7 @@ runs, as a user's would be.
 
 from __future__ import annotations
 
+import json
 import statistics
 import subprocess
 import sys
@@ -32,27 +33,41 @@ def one_run(world: World, stub: ModelStub) -> float:
     return took
 
 
+def without_mcp(world: World) -> None:
+    """The installed hooks alone: memcairn's MCP server taken out of ``~/.claude.json`` again."""
+    state = world.home / ".claude.json"
+    data = json.loads(state.read_text())
+    data.get("mcpServers", {}).pop("memcairn", None)
+    state.write_text(json.dumps(data))
+
+
 def main(runs: int) -> None:
     root = Path(tempfile.mkdtemp(prefix="memcairn-overhead-"))
-    bare, installed = World.make(root / "bare"), World.make(root / "installed")
-    installed.start_worker()
-    installed.install("claude-code")
+    worlds = {"nothing installed": World.make(root / "bare"), "hooks only": World.make(root / "hooks"),
+              "hooks + MCP": World.make(root / "installed")}
+    for name in ("hooks only", "hooks + MCP"):
+        worlds[name].env["MEMCAIRN_PORT"] = worlds["hooks + MCP"].env["MEMCAIRN_PORT"]
+        worlds[name].env["MEMCAIRN_HOME"] = worlds["hooks + MCP"].env["MEMCAIRN_HOME"]
+        worlds[name].install("claude-code")
+    without_mcp(worlds["hooks only"])
+    worlds["hooks + MCP"].start_worker()
     stub = ModelStub(Anthropic())
-    times: dict[str, list[float]] = {"nothing installed": [], "hooks + MCP": []}
+    times: dict[str, list[float]] = {name: [] for name in worlds}
     try:
-        one_run(installed, stub)  # warm the disk cache and the worker once, for both
-        one_run(bare, stub)
+        for world in worlds.values():  # warm the disk cache and the worker once
+            one_run(world, stub)
         for i in range(runs):
-            for name, world in (("nothing installed", bare), ("hooks + MCP", installed)):
+            for name, world in worlds.items():
                 times[name].append(one_run(world, stub))
                 print(f"run {i + 1} {name}: {times[name][-1]:.2f} s", flush=True)
     finally:
         stub.close()
-        installed.stop()
+        worlds["hooks + MCP"].stop()
     medians = {name: statistics.median(values) for name, values in times.items()}
     for name, value in medians.items():
         print(f"median {name}: {value:.2f} s")
-    print(f"overhead: {medians['hooks + MCP'] - medians['nothing installed']:+.2f} s")
+    for name in ("hooks only", "hooks + MCP"):
+        print(f"overhead of {name}: {medians[name] - medians['nothing installed']:+.2f} s")
 
 
 if __name__ == "__main__":

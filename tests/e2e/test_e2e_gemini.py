@@ -35,7 +35,10 @@ def offline_settings() -> dict[str, Any]:
 
 def run_gemini(world: World, stub: ModelStub, prompt: str) -> None:
     env = {**world.env, "GEMINI_API_KEY": "stub-key", "GOOGLE_GEMINI_BASE_URL": stub.url,
-           "GEMINI_CLI_TRUST_WORKSPACE": "true"}  # an untrusted folder exits 55 and starts no stdio MCP server
+           "GEMINI_CLI_TRUST_WORKSPACE": "true",  # an untrusted folder exits 55 and starts no stdio MCP server
+           # as on a CI runner: Gemini then strips variables it does not know (MEMCAIRN_PORT, so the hooks and the
+           # MCP server would look for another worker) from hooks and MCP servers unless the settings allow them
+           "GITHUB_SHA": "0" * 40}
     done = subprocess.run([str(GEMINI.executable()), "-p", prompt, "--yolo"], env=env, cwd=world.workspace,
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, f"gemini exited {done.returncode}: {done.stdout[-1500:]}{done.stderr[-3000:]}"
