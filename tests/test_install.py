@@ -920,3 +920,36 @@ def test_gemini_in_ci_is_told_to_pass_memcairn_s_variables(home: Path, monkeypat
     install("gemini", EXE)
     uninstall("gemini")
     assert fresh.read_text() == GEMINI_SETTINGS
+
+
+# -- --compress ----------------------------------------------------------------------------------------------
+def test_install_with_compress_turns_the_claude_cli_backend_on_and_shows_the_caps(
+        home: Path, isolated_home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from memcairn.config import load_settings
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    monkeypatch.setenv("PATH", str(bin_dir))  # no claude on PATH: said, and the install still works
+    write(isolated_home / "settings.json", '{"context_token_budget": 3000}')
+    assert run(["install", "claude-code", "--compress", "claude-cli", "--dry-run"]) == 0
+    assert json.loads((isolated_home / "settings.json").read_text()) == {"context_token_budget": 3000}
+    capsys.readouterr()
+    assert run(["install", "claude-code", "--compress", "claude-cli"]) == 0
+    captured = capsys.readouterr()
+    settings = json.loads((isolated_home / "settings.json").read_text())
+    assert settings == {"context_token_budget": 3000, "capture_backend": "claude-cli"}
+    assert load_settings().capture_backend == "claude-cli"
+    assert "the claude-cli backend (haiku) writes the memories" in captured.out
+    assert "200,000 tokens a session (llm_session_token_cap), 2,000,000 tokens a day" in captured.out
+    assert "claude is not on PATH" in captured.err
+    assert (home / ".claude" / "settings.json").exists()  # the hooks are installed as without the option
+    claude = bin_dir / "claude"
+    claude.write_text("#!/bin/sh\n")
+    claude.chmod(0o755)
+    assert run(["install", "claude-code", "--compress", "claude-cli"]) == 0
+    assert "not on PATH" not in capsys.readouterr().err
+    assert run(["install", "claude-code", "--compress", "offline"]) == 0
+    assert "offline extractor writes the memories" in capsys.readouterr().out
+    assert load_settings().capture_backend == "offline"
+    assert run(["install", "claude-code", "--compress", "gpt"]) != 0

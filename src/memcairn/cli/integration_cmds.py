@@ -35,6 +35,9 @@ def mcp(platform: str | None) -> int:
     return main(platform)
 
 
+COMPRESS_CHOICES = ("offline", "anthropic", "claude-cli", "openai")
+
+
 def _echo_report(report, verb_done: str) -> None:  # noqa: ANN001 - memcairn.install.Report, imported lazily
     if report.dry_run:
         diff = report.diff()
@@ -59,7 +62,10 @@ def _echo_report(report, verb_done: str) -> None:  # noqa: ANN001 - memcairn.ins
 @click.option("--dry-run", is_flag=True, help="Print the changes as a unified diff and write nothing.")
 @click.option("--executable", metavar="PATH",
               help="The memcairn command the agent should run (default: this one, as an absolute path).")
-def install(agent: str, dry_run: bool, executable: str | None) -> None:
+@click.option("--compress", type=click.Choice(COMPRESS_CHOICES), metavar="BACKEND",
+              help="Also set capture_backend: the model that writes the memories (offline, anthropic, claude-cli, "
+                   "openai); the token caps that bound it are shown.")
+def install(agent: str, dry_run: bool, executable: str | None, compress: str | None) -> None:
     """Register memcairn's hooks and MCP server with an agent, keeping the user's other settings.
 
     claude-code: hooks in ~/.claude/settings.json, the MCP server in ~/.claude.json (user scope; both under
@@ -69,8 +75,13 @@ def install(agent: str, dry_run: bool, executable: str | None) -> None:
 
     Example:
 
+    With --compress claude-cli the memories are written by the claude command already logged in on this
+    machine (its small model, headless), within the token caps llm_session_token_cap and llm_daily_token_cap;
+    past a cap, and whenever the model fails, the offline extractor writes them.
+
     \b
         memcairn install claude-code --dry-run
+        memcairn install claude-code --compress claude-cli
     """
     import os
     import shlex
@@ -98,6 +109,55 @@ def install(agent: str, dry_run: bool, executable: str | None) -> None:
                            "default", err=True)
         if report.changed:
             click.echo(RESTART[agent])
+    if compress is not None:
+        _set_compression(compress, dry_run)
+
+
+def _set_compression(backend: str, dry_run: bool) -> None:
+    """Set ``capture_backend`` in settings.json and say what it costs: the model, the caps, what applies it."""
+    import os
+    import shutil
+
+    from memcairn.capture.llm.clients import (
+        ANTHROPIC_DEFAULT_MODEL,
+        CLAUDE_CLI_DEFAULT_MODEL,
+        OPENAI_DEFAULT_MODEL,
+    )
+    from memcairn.cli.settings_cmd import settings_file, write_settings_file
+    from memcairn.config import load_settings
+
+    path, data = settings_file()
+    if dry_run:
+        click.echo(f"dry run: capture_backend would be set to {backend!r} in {path}", err=True)
+    elif data.get("capture_backend") != backend:
+        write_settings_file(path, {**data, "capture_backend": backend})
+    cfg = load_settings()
+    if cfg.capture_backend != backend and not dry_run:
+        click.echo(f"note: MEMCAIRN_CAPTURE_BACKEND={os.environ.get('MEMCAIRN_CAPTURE_BACKEND')} is set in this "
+                   "environment and wins over settings.json", err=True)
+    if backend == "offline":
+        click.echo(f"capture: the offline extractor writes the memories, no model (capture_backend in {path})")
+        return
+    model = cfg.llm_model.strip() or {"anthropic": ANTHROPIC_DEFAULT_MODEL, "openai": OPENAI_DEFAULT_MODEL,
+                                      "claude-cli": CLAUDE_CLI_DEFAULT_MODEL}[backend]
+    click.echo(f"capture: the {backend} backend ({model}) writes the memories (capture_backend in {path})")
+    session_cap, daily_cap = cfg.llm_session_token_cap, cfg.llm_daily_token_cap
+    click.echo(f"token caps: {_cap(session_cap)} a session (llm_session_token_cap), {_cap(daily_cap)} a day "
+               "(llm_daily_token_cap); past a cap, or when the model fails, the offline extractor writes them")
+    if backend == "claude-cli" and shutil.which(cfg.claude_cli.strip() or "claude") is None:
+        click.echo(f"warning: {cfg.claude_cli or 'claude'} is not on PATH; until it is, the offline extractor "
+                   "writes the memories (set claude_cli to its path)", err=True)
+    if backend == "openai" and not cfg.llm_base_url.strip():
+        click.echo("warning: the openai backend needs llm_base_url (memcairn settings set llm_base_url URL)",
+                   err=True)
+    if backend == "anthropic" and not os.environ.get(cfg.llm_api_key_env.strip() or "ANTHROPIC_API_KEY"):
+        click.echo(f"note: the worker reads the key from {cfg.llm_api_key_env or 'ANTHROPIC_API_KEY'} in its "
+                   "environment", err=True)
+    click.echo("a running worker uses it once restarted: memcairn worker restart")
+
+
+def _cap(tokens: int) -> str:
+    return f"{tokens:,} tokens" if tokens > 0 else "no cap"
 
 
 @click.command("uninstall")

@@ -60,7 +60,8 @@ def settings_cmd(ctx: click.Context, as_json: bool) -> None:
         click.echo(textwrap.indent(textwrap.fill(row["help"], 96), "    "))
 
 
-def _file() -> tuple[str, dict[str, Any]]:
+def settings_file() -> tuple[str, dict[str, Any]]:
+    """The path of ``settings.json`` and what it holds (nothing when it does not exist)."""
     path = os.path.join(memcairn_home(), SETTINGS_FILE)
     try:
         with open(path, encoding="utf-8") as fh:
@@ -74,7 +75,8 @@ def _file() -> tuple[str, dict[str, Any]]:
     return path, data
 
 
-def _write(path: str, data: dict[str, Any]) -> None:
+def write_settings_file(path: str, data: dict[str, Any]) -> None:
+    """Write ``data`` as ``settings.json`` (removed when empty; owner-only when it holds the token)."""
     from pathlib import Path
 
     from memcairn.install.files import write_text
@@ -112,13 +114,13 @@ def set_cmd(name: str, value: str) -> None:
         memcairn settings set context_token_budget 3000
     """
     setting = BY_NAME[_known(name)]
-    path, data = _file()
+    path, data = settings_file()
     typed = coerce(name, value, setting.default, f"memcairn settings set {name}")
     allowed = CHOICES.get(name)
     if allowed and typed not in allowed:
         raise ConfigError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
     data[name] = typed
-    _write(path, data)
+    write_settings_file(path, data)
     shown = "(set, not shown)" if name == "token" else json.dumps(typed, ensure_ascii=False)
     click.echo(f"{name} = {shown}  (in {path})")
     _overridden(name)
@@ -135,11 +137,11 @@ def unset_cmd(name: str) -> None:
         memcairn settings unset context_token_budget
     """
     setting = BY_NAME[_known(name)]
-    path, data = _file()
+    path, data = settings_file()
     if name not in data:
         click.echo(f"{name} is not in {path}; nothing to do")
         return
     del data[name]
-    _write(path, data)
+    write_settings_file(path, data)
     click.echo(f"{name} removed from {path}; default {json.dumps(setting.default, ensure_ascii=False)}")
     _overridden(name)
