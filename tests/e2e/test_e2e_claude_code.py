@@ -105,7 +105,7 @@ def first_session(cli: Cli, world: World, stub: ModelStub, tmp_path: Path) -> st
     session = session_of(lines)
 
     outcomes = hook_outcomes(lines)
-    for hook in ("SessionStart:startup", "UserPromptSubmit", "PostToolUse:Bash", "PostToolUse:Read",
+    for hook in ("SessionStart:startup", "UserPromptSubmit", "PreToolUse:Read", "PostToolUse:Bash", "PostToolUse:Read",
                  "PostToolUse:Edit", "Stop"):
         assert outcomes.get(hook) == ["success:0"], (hook, outcomes)
     assert "SessionEnd" in (tmp_path / "debug-1.txt").read_text()  # shown only in the debug file
