@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from memcairn import lifecycle
 from memcairn.config import Settings, load_settings
-from memcairn.worker import daemon
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self").exists(), reason="process checks read /proc")
 
@@ -38,9 +38,9 @@ def cfg(isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Settin
     monkeypatch.setenv("MEMCAIRN_CAPTURE_BATCH_WAIT_SECONDS", "0")
     settings = load_settings()
     yield settings
-    daemon.stop(settings, timeout=10)
-    info = daemon.read_pid_file(settings)
-    if info and daemon.process_alive(info["pid"]):
+    lifecycle.stop(settings, timeout=10)
+    info = lifecycle.read_pid_file(settings)
+    if info and lifecycle.process_alive(info["pid"]):
         os.kill(info["pid"], signal.SIGKILL)
 
 
@@ -76,11 +76,11 @@ def event(i: int) -> tuple[str, dict[str, object], str]:
 
 
 def kill_worker(settings: Settings) -> int:
-    info = daemon.read_pid_file(settings)
-    assert info and daemon.process_alive(info["pid"]), "no worker to kill"
+    info = lifecycle.read_pid_file(settings)
+    assert info and lifecycle.process_alive(info["pid"]), "no worker to kill"
     os.kill(info["pid"], signal.SIGKILL)
     deadline = time.monotonic() + 10
-    while daemon.process_alive(info["pid"]) and time.monotonic() < deadline:
+    while lifecycle.process_alive(info["pid"]) and time.monotonic() < deadline:
         time.sleep(0.02)
     return info["pid"]
 
@@ -88,7 +88,7 @@ def kill_worker(settings: Settings) -> int:
 def test_sigkill_while_events_stream_in_loses_and_duplicates_nothing(cfg: Settings) -> None:
     rng = random.Random(20261202)
     kill_at = set(rng.sample(range(10, EVENTS - 5), KILLS))
-    daemon.start(cfg)
+    lifecycle.start(cfg)
     acknowledged: list[str] = []
     killed: set[int] = set()
     refused = 0
@@ -100,7 +100,7 @@ def test_sigkill_while_events_stream_in_loses_and_duplicates_nothing(cfg: Settin
         answer = post(cfg.port, path, body)
         while answer is None:  # the hook would give up; the test resends until acknowledged
             refused += 1
-            daemon.start(cfg)
+            lifecycle.start(cfg)
             answer = post(cfg.port, path, body)
         acknowledged.append(marker)
     assert len(killed) == KILLS and refused >= KILLS  # three different workers died, each was replaced
@@ -117,7 +117,7 @@ def test_sigkill_while_events_stream_in_loses_and_duplicates_nothing(cfg: Settin
         assert time.monotonic() < deadline, f"queue not drained: {stats['ingest']}"
         time.sleep(0.2)
     assert stats["ingest"]["failed"] == 0
-    daemon.stop(cfg, timeout=10)
+    lifecycle.stop(cfg, timeout=10)
 
     db = sqlite3.connect(cfg.db_path)
     events = db.execute("SELECT COUNT(*), COUNT(DISTINCT COALESCE(tool_use_id, payload)) FROM ingest_events").fetchone()

@@ -16,7 +16,7 @@ from memcairn import context
 from memcairn.bench.synthetic import synthetic_items
 from memcairn.config import Settings
 from memcairn.context import render_context
-from memcairn.hooks.fence import CLOSE, OPEN, PREAMBLE
+from memcairn.fence import CLOSE, OPEN, PREAMBLE
 from memcairn.models import NewItem
 from memcairn.store import Store
 
@@ -220,7 +220,7 @@ def test_recalled_text_cannot_leave_the_fence(mem_store: Store, tmp_path: Path) 
 def test_joiners_inside_emoji_and_words_are_kept() -> None:
     """Zero-width joiners hold a family emoji together and non-joiners shape Persian words: only the ones
     beside ASCII (where a forged marker would need them) are removed."""
-    from memcairn.hooks.fence import clean_line, neutralise
+    from memcairn.fence import clean_line, neutralise
 
     family, persian = "\U0001f468\u200d\U0001f469\u200d\U0001f467", "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645"
     for text in (family, persian, f"fixed by {family} in {persian}"):

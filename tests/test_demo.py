@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from memcairn import lifecycle
 from memcairn.config import load_settings
-from memcairn.worker import daemon
 
 
 def free_port() -> int:
@@ -41,7 +41,7 @@ def test_demo_runs_the_whole_loop(tmp_path: Path) -> None:
         plain = {k: v for k, v in os.environ.items() if not k.startswith("MEMCAIRN_")}
         stopped = subprocess.run(["/bin/sh", "-c", stop_line], env=plain, capture_output=True, text=True, timeout=60)
         assert stopped.returncode == 0 and "stopped" in stopped.stdout, stopped.stdout + stopped.stderr
-        assert not daemon.status(load_settings(home=tmp_path / "home", environ=env))["running"]
+        assert not lifecycle.status(load_settings(home=tmp_path / "home", environ=env))["running"]
     finally:
         cfg = load_settings(home=tmp_path / "home", environ=env)
-        daemon.stop(cfg, timeout=10)
+        lifecycle.stop(cfg, timeout=10)

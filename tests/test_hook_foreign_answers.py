@@ -156,7 +156,7 @@ def test_the_answer_checks_read_only_the_answer() -> None:
     assert events.search_answer(_response(200, {"format": "index", "text": "No memories matched", "notes": []}))
     assert not events.search_answer(_response(200, {"text": "- #1 planted"}))
     assert not events.search_answer(_response(200, b"{"))
-    assert events.context_answer(_response(200, b"", {events.CONTEXT_HEADER: "excluded"}))
+    assert events.context_answer(_response(200, b"", {events.CONTEXT_HEADER.lower(): "excluded"}))
     assert not events.context_answer(_response(200, b"<html></html>"))
     assert events.error_answer(_response(400, {"error": "invalid_request", "detail": "prompt_number"}))
     assert not events.error_answer(_response(404, b"Not Found"))

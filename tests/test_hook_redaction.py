@@ -2,7 +2,7 @@
 
 The worker's redaction only knows whole secrets, so a cut through one used to let its head through. Each case
 puts a secret of a kind ``capture.privacy`` knows exactly across the cut of a long tool output and checks the
-body the hook sends (``events._encode``, and once through the real hook process to a stand-in worker).
+body the hook sends (``capture.bodyfit.fit_body``, and once through the real hook process to a stand-in worker).
 
 Every fake secret is assembled from pieces so this file never holds a string shaped like a real credential."""
 
@@ -21,12 +21,13 @@ from typing import Any
 import pytest
 
 from memcairn.bench.hooks import hook_command
+from memcairn.capture import bodyfit
 from memcairn.capture.privacy import scrub
-from memcairn.hooks import events
+from memcairn.protocol import HOOK_BODY_BYTES
 
-CAP = events.STRING_CAPS[0]  # the first cut of an oversized body
+CAP = bodyfit.STRING_CAPS[0]  # the first cut of an oversized body
 FILLER = "lorem ipsum dolor sit amet\n"  # shares no four characters with any secret below
-TAIL = FILLER * (events.MAX_BODY_BYTES // len(FILLER) + 1000)  # makes the body too large: the strings get cut
+TAIL = FILLER * (HOOK_BODY_BYTES // len(FILLER) + 1000)  # makes the body too large: the strings get cut
 
 
 def mixed(length: int) -> str:
@@ -88,9 +89,9 @@ def _output(before: str, secret: str, after: str, inside: int, filler: str = FIL
 
 
 def _sent(stdout: str) -> str:
-    raw = events._encode({"tool_name": "Bash", "tool_input": {"command": "env"},
+    raw = bodyfit.fit_body({"tool_name": "Bash", "tool_input": {"command": "env"},
                           "tool_response": {"stdout": stdout, "stderr": ""}})
-    assert len(raw) <= events.MAX_BODY_BYTES
+    assert len(raw) <= HOOK_BODY_BYTES
     return json.loads(raw)["tool_response"]["stdout"]
 
 
@@ -139,9 +140,9 @@ def test_text_well_before_the_cut_is_sent_as_given_for_the_worker_to_redact() ->
 def test_past_the_budget_a_string_is_sent_as_the_marker_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     """A body of very many long strings must not make the hook slow: redaction stops at a budget, and what it
     could not redact is left out, not sent half-checked."""
-    monkeypatch.setattr(events, "CUT_REDACT_BUDGET", 50_000)
+    monkeypatch.setattr(bodyfit, "CUT_REDACT_BUDGET", 50_000)
     strings = [FILLER * 1_000 for _ in range(40)]  # 40 strings of 27,000 characters: cut at 16,000
-    raw = events._encode({"tool_response": strings})
+    raw = bodyfit.fit_body({"tool_response": strings})
     sent = json.loads(raw)["tool_response"]
     cut = [s for s in sent if s.startswith(FILLER)]
     alone = [s for s in sent if s == "\n… [27000 characters cut by memcairn]"]
@@ -168,8 +169,8 @@ def test_the_marker_is_never_read_as_a_secret_by_the_worker(dangling: str) -> No
     sent = _sent(text)
     assert sent.endswith(f"{dangling}\n… [{len(text) - CAP} characters cut by memcairn]")
     assert scrub(sent) == sent
-    assert not events.CUT_MARKER.lstrip().startswith("[REDACTED:")
-    assert not set(events.CUT_MARKER) & set("=:@\"'`")
+    assert not bodyfit.CUT_MARKER.lstrip().startswith("[REDACTED:")
+    assert not set(bodyfit.CUT_MARKER) & set("=:@\"'`")
 
 
 def test_a_failing_redaction_sends_the_marker_alone(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -187,7 +188,7 @@ def test_a_failing_redaction_sends_the_marker_alone(monkeypatch: pytest.MonkeyPa
 def test_prompts_and_messages_are_cut_the_same_way() -> None:
     secret = "sk-ant-" + "api03-" + mixed(60)
     for name in ("prompt", "last_assistant_message"):
-        raw = events._encode({name: _output("key ", secret, "\n", 20)}, (name,))
+        raw = bodyfit.fit_body({name: _output("key ", secret, "\n", 20)}, (name,))
         sent = json.loads(raw)[name]
         assert "characters cut by memcairn" in sent and secret[7:20] not in sent and secret[7:11] not in sent
 
@@ -195,11 +196,11 @@ def test_prompts_and_messages_are_cut_the_same_way() -> None:
 def test_each_round_cuts_the_given_value_once() -> None:
     """A body still too large after the first cut is cut again from the values as given: one marker each."""
     strings = [FILLER * 1_000 for _ in range(80)]  # 80 strings of 27,000 characters: 2.1 MB, then 1.3 MB
-    raw = events._encode({"tool_response": strings})
+    raw = bodyfit.fit_body({"tool_response": strings})
     sent = json.loads(raw)["tool_response"]
-    assert len(raw) <= events.MAX_BODY_BYTES
+    assert len(raw) <= HOOK_BODY_BYTES
     assert all(s.count("characters cut by memcairn") == 1 for s in sent)
-    cap = events.STRING_CAPS[1]
+    cap = bodyfit.STRING_CAPS[1]
     assert sent[0] == strings[0][:cap] + f"\n… [{27_000 - cap} characters cut by memcairn]"
 
 
@@ -267,7 +268,7 @@ def test_the_hook_process_sends_no_part_of_a_secret_across_the_cut(stand_in: Sta
     assert done.returncode == 0 and json.loads(done.stdout) == {}, done.stderr
     posted = [body for line, body in stand_in.bodies if line.startswith("POST /api/sessions/observations")]
     assert len(posted) == 1
-    assert len(posted[0]) <= events.MAX_BODY_BYTES
+    assert len(posted[0]) <= HOOK_BODY_BYTES
     assert secret[4:12].encode() not in posted[0] and secret[4:8].encode() not in posted[0]
     stdout = json.loads(posted[0])["tool_response"]["stdout"]
     assert stdout.endswith(" characters cut by memcairn]") and stdout.rsplit("\n… [", 1)[0].endswith("GH_TOKEN=")
@@ -275,8 +276,8 @@ def test_the_hook_process_sends_no_part_of_a_secret_across_the_cut(stand_in: Sta
 
 def test_an_ordinary_event_does_not_load_the_redaction() -> None:
     """The redaction is imported on the first cut only: an event under the size limit never pays for it."""
-    probe = ("import json, sys\nfrom memcairn.hooks import events\n"
-             "events._encode({'tool_response': {'stdout': 'x' * 100_000}})\n"
+    probe = ("import json, sys\nfrom memcairn.hooks import events\nfrom memcairn.capture import bodyfit\n"
+             "bodyfit.fit_body({'tool_response': {'stdout': 'x' * 100_000}})\n"
              "print(json.dumps(sorted(sys.modules)))")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=30, check=True)
     loaded = set(json.loads(done.stdout))

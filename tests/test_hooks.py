@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 
 from memcairn.bench.hooks import hook_command
+from memcairn.capture.transcript_end import last_assistant_text
 from memcairn.client import WorkerClient
+from memcairn.fence import CLOSE, OPEN
 from memcairn.hooks import events, state
 from memcairn.hooks.events import canonical_event, digest
-from memcairn.hooks.fence import CLOSE, OPEN
 from memcairn.hooks.runner import parse_args
-from memcairn.hooks.transcript import last_assistant_text
 from memcairn.hooks.transport import _dechunk, quote
 from memcairn.models import NewItem
 from memcairn.store import Store
@@ -42,7 +42,7 @@ HEAVY_MODULES = {"http.client", "urllib.request", "memcairn.store", "memcairn.se
 # Standard-library modules a hook does without: their import alone costs ~15 ms of every agent event.
 SLOW_STDLIB = {"dataclasses", "pathlib", "typing", "inspect"}
 HOOK_MODULES = ("memcairn.entry", "memcairn.hooks.runner", "memcairn.hooks.events", "memcairn.hooks.transport",
-                "memcairn.hooks.fence", "memcairn.hooks.state", "memcairn.hooks.transcript",
+                "memcairn.fence", "memcairn.hooks.state", "memcairn.capture.transcript_end",
                 "memcairn.settings_source", "memcairn.project", "memcairn.errors", "memcairn.json_depth")
 
 
@@ -585,10 +585,6 @@ def test_arguments_event_names_and_transport_helpers() -> None:
 
 def test_capture_notices_reach_the_person_without_terminal_output(env: dict[str, str], project: Path,
                                                                   workers: Workers, isolated_home: Path) -> None:
-    from memcairn import context
-    from memcairn.hooks import events
-
-    assert events.NOTICE_PREFIX == context.NOTICE_PREFIX
     seed(isolated_home, NewItem(project="calc", kind="observation", type="feature", title="multiply_numbers added"))
     store = Store(isolated_home / "memcairn.db")
     try:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import test_hooks as hooks_base
 
-from memcairn.hooks.fence import fence, strip_injected
+from memcairn.fence import fence, strip_injected
 
 DIGEST = fence("# memcairn memory · project calc\n#3 06:20 bugfix Division guarded")
 TYPED = "Add a function called multiply_numbers"

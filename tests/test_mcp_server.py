@@ -22,12 +22,12 @@ from mcp import Client, ClientSession, StdioServerParameters, stdio_client
 from mcp_in_process import in_process
 from processes import processes_of, with_args
 
+from memcairn import lifecycle
 from memcairn.client import WorkerClient
 from memcairn.config import load_settings
 from memcairn.errors import WorkerError, WorkerUnavailableError
 from memcairn.mcp_server import TOOLS, WORKFLOW, MemoryTools, WorkerGateway, build_server, default_identity
 from memcairn.project import ProjectIdentity
-from memcairn.worker import daemon
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self").exists(), reason="process checks read /proc")
 
@@ -63,7 +63,7 @@ def env(isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[s
     monkeypatch.setenv("MEMCAIRN_EMBEDDING_MODEL", "hash")
     yield {k: v for k, v in os.environ.items() if k.startswith("MEMCAIRN_")} | {"PATH": os.environ["PATH"]}
     try:
-        daemon.stop(load_settings(), timeout=10)
+        lifecycle.stop(load_settings(), timeout=10)
     finally:
         for pid in processes_with(isolated_home, b"worker", b"run"):
             os.kill(pid, signal.SIGKILL)
@@ -232,10 +232,10 @@ async def _first_call_starts_the_worker(env: dict[str, str], cwd: Path) -> tuple
 
 def test_the_first_tool_call_starts_the_worker(env: dict[str, str], tmp_path: Path) -> None:
     cfg = load_settings()
-    assert daemon.probe(cfg) is None
+    assert lifecycle.probe(cfg) is None
     error, text = anyio.run(_first_call_starts_the_worker, env, tmp_path)
     assert not error and text.startswith("Saved as #") and text.endswith(f"in project {tmp_path.name}.")
-    assert daemon.probe(cfg) is not None  # it outlives the MCP server, like any worker
+    assert lifecycle.probe(cfg) is not None  # it outlives the MCP server, like any worker
 
 
 def test_the_server_exits_when_stdin_closes(env: dict[str, str], tmp_path: Path) -> None:
@@ -254,7 +254,7 @@ def test_the_server_exits_when_stdin_closes(env: dict[str, str], tmp_path: Path)
         finally:
             if proc.poll() is None:
                 proc.kill()
-    assert daemon.probe(load_settings()) is None  # nothing asked for the worker, so none was started
+    assert lifecycle.probe(load_settings()) is None  # nothing asked for the worker, so none was started
 
 
 ORPHAN = """
@@ -602,20 +602,20 @@ def test_a_server_older_than_the_installed_package_uses_the_installed_worker(env
     """After an upgrade the agent's server keeps its old version; it must not replace the new worker with its
     own (which it never gets: a worker started now runs the new files) on every call."""
     cfg = load_settings()
-    before = daemon.probe(cfg)
+    before = lifecycle.probe(cfg)
     assert before is not None
     with open(tmp_path / "mcp-stderr.log", "w") as errlog:
         results = anyio.run(_stale_session, env, tmp_path, errlog)
     assert [error for error, _ in results] == [False, False], results
     assert all(text.startswith("Saved as #") for _, text in results)
-    assert daemon.probe(cfg)["pid"] == before["pid"]  # the installed version's worker kept running
+    assert lifecycle.probe(cfg)["pid"] == before["pid"]  # the installed version's worker kept running
     assert "restart the MCP server" in (tmp_path / "mcp-stderr.log").read_text()
 
-    daemon.stop(cfg, timeout=10)  # and with no worker, the installed package starts its own
+    lifecycle.stop(cfg, timeout=10)  # and with no worker, the installed package starts its own
     with open(tmp_path / "mcp-stderr.log", "w") as errlog:
         results = anyio.run(_stale_session, env, tmp_path, errlog)
     assert [error for error, _ in results] == [False, False], results
-    assert daemon.probe(cfg)["version"] == daemon.current_version()
+    assert lifecycle.probe(cfg)["version"] == lifecycle.current_version()
 
 
 def test_timeline_takes_the_cli_s_before_and_after_and_the_earlier_depth_names() -> None:

@@ -137,10 +137,10 @@ def test_rebuild_repairs_a_sqlite_vec_file_damaged_past_the_pages_opening_reads(
     path.write_bytes(bytes(data))
     for p in isolated_home.glob("vectors.sqlite-*"):
         p.unlink()
+    from memcairn import lifecycle
     from memcairn.config import load_settings
-    from memcairn.worker import daemon
 
-    held = daemon._try_flock(daemon.lock_path(load_settings()))  # as a running worker holds it
+    held = lifecycle.try_flock(lifecycle.lock_path(load_settings()))  # as a running worker holds it
     try:
         assert run(["sync", "rebuild", "--json"]) == 0
         out, err = capsys.readouterr()

@@ -14,7 +14,7 @@ from memcairn.capture.transcripts import (
     replay_transcript,
     timestamp_ms,
 )
-from memcairn.hooks.events import MAX_BODY_BYTES
+from memcairn.protocol import HOOK_BODY_BYTES as MAX_BODY_BYTES
 
 FIXTURES = Path(__file__).parent / "fixtures" / "transcripts"
 FIXTURE_FILES = sorted(FIXTURES.glob("*.jsonl"))

@@ -855,7 +855,7 @@ def test_client_without_a_worker_says_what_to_do(tmp_path: Path) -> None:
 
 
 def test_client_and_lifecycle_modules_import_nothing_heavy() -> None:
-    code = ("import sys, memcairn.client, memcairn.worker.daemon; "
+    code = ("import sys, memcairn.client, memcairn.lifecycle, memcairn.worker.daemon; "
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'starlette', 'uvicorn', 'click', 'httpx', "
             "'numpy', 'anyio', 'rich'})); print('memcairn.store' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=True).stdout

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from processes import mentioning, processes_of
 
+from memcairn import lifecycle
 from memcairn.client import WorkerClient, ensure_worker
 from memcairn.config import Settings, load_settings
 from memcairn.errors import MemcairnError, NotFoundError, WorkerUnavailableError
@@ -60,7 +61,7 @@ def env(isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[s
     yield dict(os.environ)
     cfg = load_settings()
     try:
-        daemon.stop(cfg, timeout=10)
+        lifecycle.stop(cfg, timeout=10)
     finally:
         for pid in worker_pids(isolated_home):  # last resort
             os.kill(pid, signal.SIGKILL)
@@ -102,7 +103,7 @@ def test_start_status_stop(env: dict[str, str], cfg: Settings) -> None:
     assert client.get_json("/api/readiness") == {"status": "ready"}  # start returned once ready
 
     info = status_json(env)
-    assert info["running"] is True and info["pid"] == result["pid"] and info["version"] == daemon.current_version()
+    assert info["running"] is True and info["pid"] == result["pid"] and info["version"] == lifecycle.current_version()
     recorded = json.loads((cfg.home / "worker.pid").read_text())
     assert recorded["pid"] == result["pid"] and recorded["port"] == cfg.port
     assert worker_pids(cfg.home) == [result["pid"]]
@@ -138,7 +139,7 @@ def test_start_status_stop(env: dict[str, str], cfg: Settings) -> None:
     while events.read1(4096):  # the stream ended with the worker
         pass
     stream.close()
-    assert not daemon.process_alive(result["pid"]) and not (cfg.home / "worker.pid").exists()
+    assert not lifecycle.process_alive(result["pid"]) and not (cfg.home / "worker.pid").exists()
     assert status_json(env)["running"] is False and worker_pids(cfg.home) == []
     assert json.loads(cli(env, "worker", "stop", "--json").stdout)["stopped"] is False
     assert "worker ready" in (cfg.logs_dir / "worker.log").read_text()
@@ -182,12 +183,12 @@ def test_start_replaces_a_worker_of_another_version(env: dict[str, str], cfg: Se
     old = subprocess.Popen([sys.executable, "-c", OLD_WORKER], env=env, stdin=subprocess.DEVNULL,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        info = wait_for(lambda: daemon.probe(cfg), what="the old worker")
+        info = wait_for(lambda: lifecycle.probe(cfg), what="the old worker")
         assert info["version"] == "0.0.1+old" and info["pid"] == old.pid
         result = json.loads(cli(env, "worker", "start", "--json").stdout)
         assert result["action"] == "replaced" and result["pid"] != old.pid
         assert old.wait(timeout=10) == 0  # it was stopped gracefully
-        assert daemon.probe(cfg)["version"] == daemon.current_version()
+        assert lifecycle.probe(cfg)["version"] == lifecycle.current_version()
         assert worker_pids(cfg.home) == [result["pid"]]
     finally:
         if old.poll() is None:
@@ -203,7 +204,7 @@ def test_readiness_is_503_until_startup_completes(env: dict[str, str], cfg: Sett
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         client = WorkerClient(settings=cfg, timeout=2)
-        health = wait_for(lambda: daemon.probe(cfg), what="health")
+        health = wait_for(lambda: lifecycle.probe(cfg), what="health")
         assert health["ready"] is False and health["state"] == "starting"
         status, _, body = client.request("GET", "/api/readiness")
         assert status == 503 and json.loads(body)["error"] == "not_ready"
@@ -261,9 +262,9 @@ def test_ensure_worker_starts_one_in_process(env: dict[str, str], cfg: Settings)
     info = client.health()
     assert info["ready"] is True and info["port"] == cfg.port
     assert ensure_worker(timeout=5).health()["pid"] == info["pid"]
-    result = daemon.stop(cfg, timeout=20)
+    result = lifecycle.stop(cfg, timeout=20)
     assert result == {"stopped": True, "pid": info["pid"], "forced": False}
-    assert not daemon.process_alive(info["pid"])  # our own child: reaped, not left a zombie
+    assert not lifecycle.process_alive(info["pid"])  # our own child: reaped, not left a zombie
     with pytest.raises(WorkerUnavailableError):
         client.health()
 
@@ -309,19 +310,19 @@ def test_another_homes_worker_and_a_recycled_pid_are_left_alone(env: dict[str, s
     stop stops nothing; a stale pid file naming a live non-worker memcairn process does not get it killed."""
     import dataclasses
 
-    ours = daemon.start(cfg)
+    ours = lifecycle.start(cfg)
     other = dataclasses.replace(cfg, home=tmp_path / "other-home")
     other.home.mkdir()
     with pytest.raises(WorkerUnavailableError, match="another home"):
-        daemon.start(other, timeout=10)
-    assert daemon.status(other)["running"] is False
-    assert daemon.stop(other, timeout=5)["stopped"] is False
-    assert daemon.process_alive(ours["pid"]) and daemon.status(cfg)["pid"] == ours["pid"]
+        lifecycle.start(other, timeout=10)
+    assert lifecycle.status(other)["running"] is False
+    assert lifecycle.stop(other, timeout=5)["stopped"] is False
+    assert lifecycle.process_alive(ours["pid"]) and lifecycle.status(cfg)["pid"] == ours["pid"]
 
     decoy = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "memcairn-mcp"])
     try:
         (other.home / "worker.pid").write_text(json.dumps({"pid": decoy.pid, "port": cfg.port, "version": "0.1.0"}))
-        assert daemon.stop(other, timeout=5) == {"stopped": False, "pid": None, "forced": False}
+        assert lifecycle.stop(other, timeout=5) == {"stopped": False, "pid": None, "forced": False}
         assert decoy.poll() is None, "stop killed a process that is not this home's worker"
         assert not (other.home / "worker.pid").exists()
     finally:
@@ -366,7 +367,7 @@ def test_the_stderr_file_is_cut_to_its_tail_while_the_worker_runs(tmp_path: Path
     ``log_max_bytes``: cut to its recent whole lines, and later writes still land at its end."""
     from memcairn.worker import logs
 
-    path = tmp_path / daemon.STDERR_FILE
+    path = tmp_path / lifecycle.STDERR_FILE
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)  # as spawn hands it to the worker
     try:
         stop = logs.watch_stderr_file(path, 4096, interval=0.02, fd=fd)
@@ -393,7 +394,7 @@ def test_only_the_workers_own_appended_stderr_file_is_cut(tmp_path: Path) -> Non
     worker's stderr the person chose) is left alone."""
     from memcairn.worker import logs
 
-    path, other = tmp_path / daemon.STDERR_FILE, tmp_path / "mine.log"
+    path, other = tmp_path / lifecycle.STDERR_FILE, tmp_path / "mine.log"
     for target, flags in ((path, os.O_WRONLY), (other, os.O_WRONLY | os.O_APPEND)):
         fd = os.open(target, flags | os.O_CREAT)
         try:
@@ -408,7 +409,7 @@ def test_an_unusable_logs_directory_is_one_clear_error(env: dict[str, str], cfg:
     cfg.home.mkdir(parents=True, exist_ok=True)
     cfg.logs_dir.write_text("not a directory")
     with pytest.raises(WorkerUnavailableError, match="cannot write its logs"):
-        daemon.spawn(cfg)
+        lifecycle.spawn(cfg)
     for command, code in ((("worker", "start", "--timeout", "10"), 2), (("worker", "run"), 1)):
         result = cli(env, *command, timeout=30)
         assert result.returncode == code, result.stderr
@@ -423,7 +424,7 @@ def test_start_names_why_the_worker_could_not_listen(env: dict[str, str], cfg: S
     blocker.bind(("127.0.0.1", cfg.port))
     try:
         with pytest.raises(WorkerUnavailableError, match="another program uses the port"):
-            daemon.start(cfg, timeout=20)
+            lifecycle.start(cfg, timeout=20)
     finally:
         blocker.close()
     foreign = cli({**env, "MEMCAIRN_HOST": "192.0.2.1", "MEMCAIRN_TOKEN": "a-long-random-secret"}, "worker", "run",
@@ -434,39 +435,39 @@ def test_start_names_why_the_worker_could_not_listen(env: dict[str, str], cfg: S
 
 def test_worker_commands_refuse_a_negative_or_endless_timeout(env: dict[str, str], cfg: Settings) -> None:
     """``stop --timeout -1`` used to SIGKILL at once (no drain); ``start --timeout nan`` could wait for ever."""
-    running = daemon.start(cfg)
+    running = lifecycle.start(cfg)
     for command in ("stop", "start", "restart"):
         for value in ("-1", "nan", "inf"):
             result = cli(env, "worker", command, "--timeout", value, timeout=30)
             assert result.returncode == 2 and "--timeout" in result.stderr, (command, value, result.stderr)
-    assert daemon.status(cfg)["pid"] == running["pid"]
+    assert lifecycle.status(cfg)["pid"] == running["pid"]
 
 
 def test_start_while_the_last_worker_shuts_down_starts_a_new_one(env: dict[str, str], cfg: Settings) -> None:
     """A start that finds the lock held by a worker on its way out (SIGTERM just sent, port already closed) must
     not wait its whole timeout for that worker: once the lock is free it starts one."""
-    leaving = daemon._try_flock(daemon.lock_path(cfg))  # stands in for a worker that is shutting down
+    leaving = lifecycle.try_flock(lifecycle.lock_path(cfg))  # stands in for a worker that is shutting down
     assert leaving is not None
     threading.Timer(1.0, os.close, (leaving,)).start()
     began = time.monotonic()
-    result = daemon.start(cfg, timeout=10)
+    result = lifecycle.start(cfg, timeout=10)
     assert result["action"] == "started" and result["ready"]
     assert time.monotonic() - began < 8
-    assert daemon.status(cfg)["pid"] == result["pid"]
+    assert lifecycle.status(cfg)["pid"] == result["pid"]
 
 
 def test_an_mcp_server_or_hook_set_for_another_port_never_stops_the_worker(env: dict[str, str],
                                                                            cfg: Settings) -> None:
     """Codex gave memcairn's MCP server no MEMCAIRN_PORT: it must not replace the worker the settings started."""
     assert cli(env, "worker", "start").returncode == 0
-    running = daemon.status(cfg)
+    running = lifecycle.status(cfg)
     elsewhere = load_settings(environ={**env, "MEMCAIRN_PORT": str(free_port())})
     with pytest.raises(WorkerUnavailableError, match=f"serves port {cfg.port}.*left running"):
         ensure_worker(timeout=10, settings=elsewhere)
     kept = cli({**env, "MEMCAIRN_PORT": str(elsewhere.port)}, "worker", "start", "--keep-running")
     assert kept.returncode == 2 and "left running" in kept.stderr
-    assert daemon.status(cfg)["pid"] == running["pid"] and daemon.process_alive(running["pid"])
+    assert lifecycle.status(cfg)["pid"] == running["pid"] and lifecycle.process_alive(running["pid"])
     # the person's own `memcairn worker start` with a new port setting still moves the worker
     moved = cli({**env, "MEMCAIRN_PORT": str(elsewhere.port)}, "worker", "start", "--json")
     assert moved.returncode == 0 and json.loads(moved.stdout)["action"] == "replaced"
-    daemon.stop(elsewhere, timeout=10)
+    lifecycle.stop(elsewhere, timeout=10)

@@ -157,7 +157,7 @@ def ensure_worker(timeout: float = START_TIMEOUT, settings: Settings | None = No
     """
     cfg = settings or load_settings()
     client = WorkerClient(port=cfg.port, host=connect_host(cfg.host), token=cfg.token, settings=cfg)
-    from memcairn.worker.daemon import start  # standard library only at import time
+    from memcairn.lifecycle import start  # standard library only at import time
 
     start(cfg, timeout=timeout, replace_other_port=False)  # never stop a worker this caller was not set up for
     return client

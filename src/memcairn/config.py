@@ -11,16 +11,18 @@ This module imports only the standard library.
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from memcairn.errors import ConfigError
 from memcairn.settings_source import DEFAULT_PORT, SETTINGS, Setting, read_values
 from memcairn.settings_source import memcairn_home as _home_str
 
-__all__ = ["DEFAULT_PORT", "SETTINGS", "Setting", "Settings", "load_settings", "memcairn_home",
-           "settings_from_values"]
+__all__ = ["DEFAULT_PORT", "SETTINGS", "Setting", "Settings", "check_bind", "is_loopback_host", "load_settings",
+           "memcairn_home", "settings_from_values"]
 
 
 def memcairn_home() -> Path:
@@ -97,3 +99,33 @@ def load_settings(home: Path | None = None, environ: Mapping[str, str] | None = 
     if home:
         values["home"] = home  # kept as given, as a Path
     return settings_from_values(values)
+
+
+# -- where the worker may listen ---------------------------------------------------------------------
+def is_loopback_host(host: str) -> bool:
+    """True for ``localhost`` and loopback addresses (``127.0.0.0/8``, ``::1``)."""
+    name = host.strip().strip("[]").lower()
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(cfg: Settings) -> None:
+    """Refuse a port outside 1-65535 (the socket layer would silently wrap or randomise it) and a non-loopback
+    bind without a token (a blank token counts as none: no request could ever present it).
+
+    Raises:
+        ConfigError: the port is out of range, or ``host`` is not loopback and no token is configured.
+    """
+    if not isinstance(cfg.port, int) or not 0 < cfg.port < 65536:
+        raise ConfigError(f"the worker port must be between 1 and 65535, got {cfg.port!r}; set MEMCAIRN_PORT to a free "
+                          "port")
+    if not is_loopback_host(cfg.host) and not (cfg.token or "").strip():
+        raise ConfigError(
+            f"refusing to bind the worker to {cfg.host}: any machine that can reach it could read and write "
+            "your memory. Set MEMCAIRN_TOKEN (or \"token\" in settings.json) to a long random secret, or bind "
+            "to 127.0.0.1"
+        )

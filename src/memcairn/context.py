@@ -18,7 +18,7 @@ the settings, ``now`` and ``tz``, so the whole text is golden-tested. Plain text
     More: search(query) ... timeline ... get_observations ... important_workflow ...
     </memcairn-memory>
 
-- **Fenced once**: the whole text sits in the data fence of ``memcairn.hooks.fence``; recalled text is made
+- **Fenced once**: the whole text sits in the data fence of ``memcairn.fence``; recalled text is made
   one printable line (no control characters, no forged fence markers) before it is placed.
 - **Limits**: ``context_observations`` observations (kinds observation and manual, of ``context_types`` when
   set), ``context_summaries`` summaries (the latest in full sections, the others as rows), looked for among
@@ -58,8 +58,9 @@ from datetime import datetime, tzinfo
 from typing import Any
 
 from memcairn.config import Settings
-from memcairn.hooks.fence import clean_line, fence
+from memcairn.fence import clean_line, fence
 from memcairn.models import ARRAY_FIELDS, TEXT_FIELDS, ItemFilter, MemoryItem
+from memcairn.protocol import NOTICE_PREFIX
 from memcairn.search.render import display_title
 
 OBSERVATION_KINDS = ("observation", "manual")
@@ -79,7 +80,6 @@ LEGEND = ("Legend: rows are #id HH:MM type title, by day, oldest first; types: b
           "change, discovery, decision, note (saved by hand). Pass an #id to timeline or get_observations.")
 MORE = ("More: search(query) lists matching ids (~50-100 tokens a hit) -> timeline(anchor=id) shows what "
         "happened around one -> get_observations(ids) reads full records; important_workflow explains the order.")
-NOTICE_PREFIX = "memcairn notice: "
 NOTICE_CHARS = 300  # one notice at most
 MORE_NOTICES = "{count:,} more {noun} not shown (notices take at most half of the context's token budget)."
 HEADER = "# memcairn memory · "  # the first line of the text, which ends with the clock

@@ -500,7 +500,7 @@ def connect_worker() -> WorkerClient:
 
     from memcairn.client import START_TIMEOUT, WorkerClient, ensure_worker
     from memcairn.config import load_settings
-    from memcairn.worker.daemon import current_version
+    from memcairn.lifecycle import current_version
 
     installed = installed_version()
     if installed is None or installed == current_version():

@@ -48,10 +48,10 @@ from urllib.parse import urlencode
 from memcairn.bench.hooks import build_store, free_port
 from memcairn.bench.synthetic import synthetic_queries
 from memcairn.bench.timing import percentile
+from memcairn.protocol import CONTEXT_HEADER
 
 # The figures of the reference implementation (claude-mem 13.15.3), measured on a similar 2-core machine.
 REFERENCE = {"context": "57 ms (10k obs)", "keyword": "6 ms"}
-CONTEXT_HEADER = "X-Memcairn-Context"  # memo | rendered (memcairn.worker.app)
 GOAL_P95_MS = {"context": 50.0, "hybrid": 100.0}
 GOAL_RSS_MB = 500.0
 MARKER = "bench-worker.json"  # what the mirror of a bench home was built with

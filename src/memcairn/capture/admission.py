@@ -3,7 +3,7 @@
 - Projects matching ``exclude_projects`` (globs, any name of the chain) are neither captured nor given context.
 - Tools named in ``skip_tools`` are never observed.
 - Context an agent injected into a prompt (Gemini CLI prepends the SessionStart context in ``<hook_context>``)
-  is removed before the prompt is stored (``hooks.fence.strip_injected``), so memcairn's own digest never
+  is removed before the prompt is stored (``fence.strip_injected``), so memcairn's own digest never
   becomes a prompt, a session title or a memory.
 - ``<private>`` parts are removed and secrets replaced by typed placeholders everywhere in the body; a prompt
   that was entirely private is kept only as a marker (``private: true``, no text) so that the tool calls of
@@ -21,7 +21,7 @@ from typing import Any
 
 from memcairn.capture.privacy import is_entirely_private, scrub
 from memcairn.config import Settings
-from memcairn.hooks.fence import strip_injected
+from memcairn.fence import strip_injected
 from memcairn.models import ARRAY_FIELDS, TEXT_FIELDS, NewItem
 from memcairn.settings_source import project_excluded as excluded_by
 from memcairn.store.ingest_state import event_kind

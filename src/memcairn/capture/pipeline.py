@@ -64,6 +64,7 @@ from memcairn.capture.records import (
 from memcairn.capture.truncate import cut_bytes, cut_value
 from memcairn.config import Settings
 from memcairn.models import AddResult, ItemFilter, NewItem
+from memcairn.protocol import HOOK_STARTED_FIELD
 from memcairn.store.ingest_state import IngestEvent
 from memcairn.store.items import Store
 from memcairn.store.validation import MAX_FIELD_BYTES
@@ -76,7 +77,7 @@ TURN_NARRATION_CHARS = 60_000  # the agent's text of a turn's calls given to a c
 MAX_ATTEMPTS = 3
 AWAITING_RESULT = "awaiting_result"  # metadata of an observation made before its call's result was known
 REGROWN = "turn_regrown"  # in a replayed stop's body: the turn went on after an earlier import summarised it
-HOOK_STARTED = "hook_started_at"  # hooks.events.HOOK_STARTED_FIELD (read in SQL by Store.last_prompt_event too)
+HOOK_STARTED = HOOK_STARTED_FIELD  # read in SQL by Store.last_prompt_event too
 
 
 @dataclass

@@ -8,7 +8,7 @@ assistant lines before the call's own ``tool_use`` block, back to the previous t
 result, a prompt) or another turn. Of several calls made at once, the first carries that text.
 
 Careful by design: the file is Claude Code's and is being written while it is read. At most ``MAX_BYTES`` from
-its end are read, in blocks (``hooks.transcript.lines_backwards``), and only until the call is found; the call's
+its end are read, in blocks (``capture.transcript_end.lines_backwards``), and only until the call is found; the call's
 line is normally among the last few. Only a regular ``*.jsonl`` file is read. Anything unexpected (no such
 file, the call not found within the window, lines that are not JSON) gives None: the event is queued without
 narration, never refused or delayed beyond the read.
@@ -20,8 +20,8 @@ import json
 import os
 from typing import Any
 
+from memcairn.capture.transcript_end import lines_backwards
 from memcairn.capture.truncate import cut
-from memcairn.hooks.transcript import lines_backwards
 
 MAX_BYTES = 2 * 1024 * 1024
 MAX_LINES_BEFORE = 40  # assistant lines read before the call's own, at most

@@ -71,20 +71,20 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from memcairn.capture.bodyfit import fit_body
 from memcairn.capture.compaction import compaction_text
 from memcairn.capture.noise import request_text
 from memcairn.capture.privacy import scrub
 from memcairn.capture.truncate import cut
-from memcairn.hooks.events import MAX_BODY_BYTES, OWN_TOOL_PREFIXES, _encode
 from memcairn.json_depth import loads_bounded
 from memcairn.models import LONE_SURROGATE
 from memcairn.project import ProjectIdentity, project_from_cwd
+from memcairn.protocol import HOOK_BODY_BYTES, KIND_PATHS, ROUTE_EVENT_TYPES, own_tool
 from memcairn.store.validation import MAX_EPOCH_MS
 
 PLATFORM = "claude-code"
 END_REASON = "transcript_import"
-QUEUE_EVENT = {"session_start": "session_init", "user_prompt": "session_init", "tool_use": "observation",
-               "stop": "summarize", "session_end": "summarize", "compaction": "summarize"}
+QUEUE_EVENT = {kind: ROUTE_EVENT_TYPES[path] for kind, path in KIND_PATHS.items()}  # as the live hook sends each
 HOOK_EVENT_NAME = {"session_start": "SessionStart", "user_prompt": "UserPromptSubmit", "tool_use": "PostToolUse",
                    "stop": "Stop", "session_end": "SessionEnd", "compaction": "PreCompact"}
 MESSAGE_TYPES = ("user", "assistant")
@@ -273,9 +273,9 @@ def _fit(body: dict[str, Any]) -> dict[str, Any]:
 
     The body is scrubbed before it is cut: a cut through a secret leaves a head that redaction no longer
     recognises (admission scrubs again later, which changes nothing of an already scrubbed body)."""
-    if len(json.dumps(body, ensure_ascii=False).encode("utf-8")) <= MAX_BODY_BYTES:
+    if len(json.dumps(body, ensure_ascii=False).encode("utf-8")) <= HOOK_BODY_BYTES:
         return body
-    return json.loads(_encode(scrub(body)))
+    return json.loads(fit_body(scrub(body)))
 
 
 class _Replayer:
@@ -542,7 +542,7 @@ class _Replayer:
                 continue
             said, session.said = session.said, []
             name = block.get("name")
-            if not isinstance(name, str) or not name or name.startswith(OWN_TOOL_PREFIXES):
+            if not isinstance(name, str) or not name or own_tool(name):
                 continue
             given = block.get("id")
             tool_use_id = given if isinstance(given, str) and given.strip() else None

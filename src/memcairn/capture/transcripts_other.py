@@ -33,7 +33,7 @@ from memcairn.capture.transcripts import (
     _Session,
     timestamp_ms,
 )
-from memcairn.hooks.events import OWN_TOOL_PREFIXES
+from memcairn.protocol import own_tool
 
 # Text Codex writes into user messages itself (not typed by the person).
 CODEX_CONTEXT_PREFIXES = ("<environment_context>", "<user_instructions>", "# AGENTS.md instructions",
@@ -70,7 +70,7 @@ class _OtherReplayer(_Replayer):
             yield found
 
     def _call(self, session: _Session, call_id: str | None, name: str, tool_input: Any, ref: str) -> None:
-        if not name or name.startswith(OWN_TOOL_PREFIXES):
+        if not name or own_tool(name):
             return
         said, session.said = session.said, []
         tool_ref = call_id or ref

@@ -45,15 +45,15 @@ def demo() -> None:
     \b
         MEMCAIRN_HOME=/tmp/memcairn-demo memcairn demo
     """
+    from memcairn import lifecycle
     from memcairn.capture.importer import import_transcripts
     from memcairn.client import WorkerClient
     from memcairn.store import Store
-    from memcairn.worker import daemon
 
     cfg = settings()
     click.echo(f"memcairn home: {cfg.home}  (store {cfg.db_path.name}, mirror {cfg.vector_backend}, "
                f"capture {cfg.capture_backend})")
-    started = daemon.start(cfg)
+    started = lifecycle.start(cfg)
     click.echo(f"worker: {started['action']} (pid {started['pid']}) on http://127.0.0.1:{cfg.port}")
 
     files = sample_transcripts()

@@ -65,7 +65,7 @@ def _caller_tz() -> str:
 def running_worker(cfg: Settings) -> WorkerClient | None:
     """A client of this home's worker when it runs and is ready; None means: work in-process."""
     from memcairn.client import WorkerClient
-    from memcairn.worker.daemon import read_pid_file
+    from memcairn.lifecycle import read_pid_file
 
     info = read_pid_file(cfg)
     if info is None:

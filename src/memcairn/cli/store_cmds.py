@@ -81,7 +81,7 @@ def show(ids: tuple[int, ...], as_json: bool) -> None:
     else:
         # Stored text is printed as one printable line per field, as every rendering does: an ANSI or OSC
         # escape captured from a tool's output must not reach the terminal (``--json`` keeps text exact).
-        from memcairn.hooks.fence import clean_line
+        from memcairn.fence import clean_line
 
         for item in items:
             click.echo(f"#{item.id} [{item.kind}/{clean_line(item.type)}] {clean_line(item.project)}: "

@@ -81,8 +81,8 @@ def _replace_index(runtime) -> None:  # noqa: ANN001
 def _note_running_worker(cfg) -> None:  # noqa: ANN001
     """A running worker keeps an embedded Chroma it opened (a directory replaced here stays open there): say to
     restart it. A sqlite-vec index notices a replaced file by itself and reopens it."""
+    from memcairn.lifecycle import worker_lock_held
     from memcairn.vectors.factory import normalise_backend
-    from memcairn.worker.daemon import worker_lock_held
 
     if normalise_backend(cfg.vector_backend) != "sqlite-vec" and worker_lock_held(cfg):
         click.echo("note: the mirror was replaced while a worker runs for this home; it keeps the old one open "

@@ -57,7 +57,7 @@ def start_cmd(timeout: float, as_json: bool, keep_running: bool) -> None:
     \b
         memcairn worker start
     """
-    from memcairn.worker.daemon import start
+    from memcairn.lifecycle import start
 
     result = start(settings(), timeout=timeout, replace_other_port=not keep_running)
     if as_json:
@@ -80,7 +80,7 @@ def stop_cmd(timeout: float, as_json: bool) -> None:
     \b
         memcairn worker stop
     """
-    from memcairn.worker.daemon import stop
+    from memcairn.lifecycle import stop
 
     result = stop(settings(), timeout=timeout)
     if as_json:
@@ -103,7 +103,7 @@ def restart_cmd(timeout: float, as_json: bool) -> None:
     \b
         memcairn worker restart
     """
-    from memcairn.worker.daemon import start, stop
+    from memcairn.lifecycle import start, stop
 
     cfg = settings()
     stopped = stop(cfg, timeout=timeout)
@@ -124,7 +124,7 @@ def status_cmd(as_json: bool) -> int:
     \b
         memcairn worker status --json
     """
-    from memcairn.worker.daemon import status
+    from memcairn.lifecycle import status
 
     info = status(settings())
     if as_json:

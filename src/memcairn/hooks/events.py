@@ -17,7 +17,7 @@
 - **post-tool-use**: the tool call goes to ``POST /api/sessions/observations`` and the hook returns as
   soon as the worker has queued it (it never waits for processing). Calls of memcairn's own MCP tools are
   not recorded. Oversized strings are cut so the body stays under the worker's limit, their secrets
-  redacted first so that no half of one escapes the worker's redaction (see ``_cut``).
+  redacted first so that no half of one escapes the worker's redaction (see ``capture.bodyfit``).
 - **pre-tool-use**: for ``Read``, when earlier memories touched the file, a digest of at most
   ``READ_DIGEST_ROWS`` rows and ``READ_DIGEST_TOKENS`` tokens as ``additionalContext``; never a permission
   decision, so the read always goes ahead. Nothing for an excluded project.
@@ -37,24 +37,38 @@ Every answer must be the worker's own (its context header, its ingest or search 
 from __future__ import annotations
 
 import os
-import re  # loaded by json already: costs the hook nothing
 import time
 
+from memcairn.capture.bodyfit import fit_body
 from memcairn.hooks import state
 from memcairn.hooks.runner import warn
-from memcairn.hooks.transport import Call, Response, Unreachable, Worker, encode_json
+from memcairn.hooks.transport import Call, Response, Unreachable, Worker
+from memcairn.protocol import (
+    CONTEXT_HEADER,
+    CONTEXT_PATH,
+    DELIVERED_FIELD,
+    HOOK_STARTED_FIELD,
+    INGEST_STATUSES,
+    INIT_PATH,
+    MCP_SERVER_NAME,
+    NOTICE_PREFIX,
+    OBSERVATIONS_PATH,
+    READINESS_PATH,
+    SEARCH_PATH,
+    SESSION_END,
+    SESSION_START,
+    STOP,
+    SUMMARIZE_PATH,
+    TOOL_USE,
+    USER_PROMPT,
+    own_tool,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-NOTICE_PREFIX = "memcairn notice: "  # context.NOTICE_PREFIX (the hook path cannot import context)
-CONTEXT_HEADER = "x-memcairn-context"  # worker.app.CONTEXT_HEADER, lower-cased as transport.Response keeps names
-# The SessionStart event's field saying whether its context reached the agent (read by Store.earlier_session_start).
-DELIVERED_FIELD = "context_delivered"
-# Every body's stamp of when its hook started, epoch ms (read by capture.pipeline and Store.last_prompt_event).
-HOOK_STARTED_FIELD = "hook_started_at"
 CANONICAL = ("session-start", "user-prompt-submit", "pre-tool-use", "post-tool-use", "stop", "session-end")
 ALIASES = {
     "sessionstart": "session-start",
@@ -85,10 +99,6 @@ PROMPT_DIGEST_ROWS = 3
 PROMPT_QUERY_CHARS = 500
 READ_DIGEST_TOKENS = 400
 READ_DIGEST_ROWS = 5
-MAX_BODY_BYTES = 900_000  # the worker refuses bodies over 1 MiB
-STRING_CAPS = (16_000, 4_000, 1_000, 200)
-OWN_TOOL_PREFIXES = ("mcp__memcairn__", "mcp__plugin_memcairn_", "mcp_memcairn_", "memcairn__")
-MCP_SERVER_NAME = "memcairn"  # the key the installers give memcairn's MCP server
 NO_MATCH = "No memories matched"
 TAG_TEXT = "memcairn-memory"  # fence.TAG, checked before the fence module (0.6 ms of patterns) is imported
 
@@ -97,13 +107,12 @@ TAG_TEXT = "memcairn-memory"  # fence.TAG, checked before the fence module (0.6 
 # Another program given the worker's port answers too (a development server's 200 page, its 404): such an answer
 # is no memory, and taking it for a success would lose the event and hide that memory is off. Each check reads
 # only what the answer already holds (a header, its small JSON body): no extra request.
-INGEST_STATUSES = ("accepted", "skipped")  # worker.app._ingest
 
 
 def context_answer(response: Response) -> bool:
     """``/api/context/inject``: every answer carries ``X-Memcairn-Context`` (``excluded`` for an excluded
     project's empty one)."""
-    return CONTEXT_HEADER in response.headers
+    return CONTEXT_HEADER.lower() in response.headers  # transport.Response keeps names lower-cased
 
 
 def ingest_answer(response: Response) -> bool:
@@ -244,7 +253,7 @@ def _autostart(hook: Hook) -> bool:
     """Spawn a worker (detached) and wait for it at most ``AUTOSTART_WAIT`` s; True if it is ready in time."""
     try:
         from memcairn.config import settings_from_values
-        from memcairn.worker.daemon import spawn
+        from memcairn.lifecycle import spawn
 
         spawn(settings_from_values(hook.settings))
     except Exception as exc:  # the session must start regardless
@@ -253,7 +262,7 @@ def _autostart(hook: Hook) -> bool:
     deadline = time.monotonic() + AUTOSTART_WAIT
     while time.monotonic() < deadline:
         try:
-            if hook.worker.request("GET", "/api/readiness", timeout=0.2).ok:
+            if hook.worker.request("GET", READINESS_PATH, timeout=0.2).ok:
                 return True
         except Unreachable:
             pass
@@ -306,16 +315,16 @@ def session_start(hook: Hook) -> dict[str, Any]:
     # No platformSource: a session starts with what every agent learned in this project chain.
     resumed = _resume_params(hook)
     params = _context_params(hook, **resumed)
-    context = hook.send("GET", "/api/context/inject", params=params, timeout=CONTEXT_TIMEOUT)
+    context = hook.send("GET", CONTEXT_PATH, params=params, timeout=CONTEXT_TIMEOUT)
     if context is None and hook.refused and hook.settings["worker_autostart"] and _autostart(hook):
         hook.failure, hook.refused = None, False
-        context = hook.send("GET", "/api/context/inject", params=params, timeout=CONTEXT_TIMEOUT)
+        context = hook.send("GET", CONTEXT_PATH, params=params, timeout=CONTEXT_TIMEOUT)
     if context is None:
         return {}
     terminal = hook.settings["terminal_output"]
     coloured = None
     if terminal and hook.platform == "claude-code":  # Codex and Gemini print systemMessage as it is: no ANSI
-        coloured = hook.send("GET", "/api/context/inject", params=_context_params(hook, colors="true", **resumed),
+        coloured = hook.send("GET", CONTEXT_PATH, params=_context_params(hook, colors="true", **resumed),
                              timeout=CONTEXT_TIMEOUT)
     answer = hook.wait(context, context_answer)
     shown = hook.wait(coloured, context_answer) if coloured is not None else None
@@ -326,11 +335,11 @@ def session_start(hook: Hook) -> dict[str, Any]:
     if hook.text("session_id"):
         # Sent once the context's fate is known: a later resume of this session is told its context is earlier
         # in the conversation only when this start delivered one (the worker's earlier_session_start).
-        body = hook.base_body("session_start")
+        body = hook.base_body(SESSION_START)
         if hook.text("source"):
             body["source"] = hook.text("source")
         body[DELIVERED_FIELD] = bool(out)
-        hook.wait(hook.send("POST", "/api/sessions/init", body=body, timeout=INGEST_TIMEOUT), ingest_answer)
+        hook.wait(hook.send("POST", INIT_PATH, body=body, timeout=INGEST_TIMEOUT), ingest_answer)
     if answer is None and hook.answered and hook.failure is not None:  # dispatch says nothing: the worker answered
         warn(f"this session starts without memory context: {hook.failure}")
     if terminal:
@@ -359,7 +368,7 @@ def _index_rows(text: str) -> list[str]:
 
 def digest(heading: str, rows: list[str], max_tokens: int, max_rows: int) -> str:
     """A fenced block of ``heading`` and up to ``max_rows`` rows, dropping rows until it fits the budget."""
-    from memcairn.hooks.fence import clean_line, fence, fenced_size  # its patterns cost 0.6 ms to compile
+    from memcairn.fence import clean_line, fence, fenced_size  # its patterns cost 0.6 ms to compile
 
     limit = max_tokens * 4
     kept = [clean_line(r, 300) for r in rows[:max_rows]]
@@ -397,179 +406,23 @@ def user_prompt_submit(hook: Hook) -> dict[str, Any]:
         warn("the prompt is not text; nothing recorded")
         return {}
     if "hook_context" in prompt or TAG_TEXT in prompt:  # the context Gemini CLI put in front of the prompt
-        from memcairn.hooks.fence import strip_injected
+        from memcairn.fence import strip_injected
 
         prompt = strip_injected(prompt)
-    body = {**hook.base_body("user_prompt"), "prompt": prompt}
+    body = {**hook.base_body(USER_PROMPT), "prompt": prompt}
     number = hook.payload.get("prompt_number")
     if isinstance(number, int) and not isinstance(number, bool) and 0 <= number <= 1_000_000:
         body["prompt_number"] = number
     search = None
     if hook.settings["prompt_context"] and prompt.strip() and not _excluded(hook):
-        search = hook.send("GET", "/api/search", timeout=DIGEST_TIMEOUT, params={
+        search = hook.send("GET", SEARCH_PATH, timeout=DIGEST_TIMEOUT, params={
             "query": prompt[:PROMPT_QUERY_CHARS], "format": "index", "limit": PROMPT_DIGEST_ROWS,
             "project": list(hook.identity.chain)})
-    init = hook.send("POST", "/api/sessions/init", raw=_encode(body, ("prompt",)), timeout=INGEST_TIMEOUT)
+    init = hook.send("POST", INIT_PATH, raw=fit_body(body, ("prompt",), warn), timeout=INGEST_TIMEOUT)
     text = _search_digest(hook, search, "Memories that may relate to this prompt (most relevant first):",
                           PROMPT_DIGEST_TOKENS, PROMPT_DIGEST_ROWS) if search is not None else ""
     hook.wait(init, ingest_answer)
     return _context_output(hook, text)
-
-
-CUT_MARKER = "\n… [{n} characters cut by memcairn]"  # on its own line: see _cut
-CUT_CONTEXT = 1_024  # before the cut: what a secret's pattern reads ahead of its value (a key, ``curl ... -u``)
-CUT_LOOKAHEAD = 1_024  # past the cut: the rest of a bounded secret of several words (a quoted value, an XML element)
-CUT_TOKEN_REACH = 16_384  # past that: how far the end of the token there is looked for
-CUT_REDACT_BUDGET = 500_000  # characters redacted for the cuts of one event, at most (~0.25 s)
-_PLACEHOLDER_START = "[REDACTED:"  # privacy.placeholder's opening
-
-
-def _common_prefix(a: str, b: str) -> int:
-    """The length of the longest common prefix of ``a`` and ``b`` (slice comparisons, not a character loop)."""
-    low, high = 0, min(len(a), len(b))
-    while low < high:
-        middle = (low + high + 1) // 2
-        if a[:middle] == b[:middle]:
-            low = middle
-        else:
-            high = middle - 1
-    return low
-
-
-def _without_open_placeholder(text: str) -> str:
-    """``text`` without a placeholder it ends in the middle of (``… [REDACTED:github_``, or a lone ``[``)."""
-    start = text.rfind(_PLACEHOLDER_START)
-    if start >= 0 and "]" not in text[start:]:
-        return text[:start]
-    for size in range(len(_PLACEHOLDER_START) - 1, 0, -1):
-        if text.endswith(_PLACEHOLDER_START[:size]):
-            return text[:-size]
-    return text
-
-
-class _Budget:
-    """What is left of ``CUT_REDACT_BUDGET`` for one event's cuts."""
-
-    def __init__(self) -> None:
-        self.chars = CUT_REDACT_BUDGET
-
-    def take(self, chars: int) -> bool:
-        if chars > self.chars:
-            return False
-        self.chars -= chars
-        return True
-
-
-def _window_start(text: str, cap: int) -> int:
-    """Where the text redacted around a cut starts: at least ``CUT_CONTEXT`` characters before it, at the start
-    of a line when one starts in the ``3 * CUT_CONTEXT`` characters before that, else after a whitespace (never
-    inside a token), else at the very start."""
-    latest = cap - CUT_CONTEXT
-    if latest <= 0:
-        return 0
-    for pattern in (r"\n", r"\s"):
-        found = [m.end() for m in re.finditer(pattern, text[max(0, latest - 3 * CUT_CONTEXT):latest])]
-        if found:
-            return max(0, latest - 3 * CUT_CONTEXT) + found[-1]
-    return 0
-
-
-def _cut(text: str, cap: int, budget: _Budget) -> str:
-    """``text`` (longer than ``cap``) cut to about ``cap`` characters, then a marker; no part of a secret that
-    straddles the cut is kept.
-
-    The worker redacts secrets (``capture.privacy``), but only what it is sent: a token cut in half no longer
-    matches its pattern, so a plain cut would let half a secret through. The cut therefore redacts around the
-    cut, with the worker's own rules, before cutting (the transcript importer redacts the whole body first; a
-    hook must stay fast):
-
-    - ``near``, the text from a line start at least ``CUT_CONTEXT`` characters before the cut up to the cut, is
-      redacted: what a secret's pattern needs to see ahead of its value (a key, a header name, a command) is in
-      it, and a token never begins before it (``_window_start``);
-    - so is a window from the same start to ``CUT_LOOKAHEAD`` characters past the cut and on to the end of the
-      token there (at most ``CUT_TOKEN_REACH`` more): any secret straddling the cut is whole in it;
-    - what is kept of ``near`` is the part both agree on: all of it, redacted, when the window's redaction starts
-      with it, else their common prefix, which stops where a secret straddling the cut begins (never in the middle
-      of a placeholder). A straddling secret is thus dropped entirely, and one that ``near`` recognises only in
-      part (a truncated private key, a cookie) is sent redacted.
-    - The text before ``near`` is sent as it is: the worker redacts it with all its context, as it always did.
-
-    A secret whose pattern needs more than ``CUT_TOKEN_REACH`` characters past the cut (a JWT with a longer
-    segment), or a straddling value whose key stands more than ``CUT_CONTEXT`` characters before the cut (a
-    longer cookie header, a private key block) is left to the worker: its patterns recognise those in part.
-
-    Why redaction in the hook rather than only cutting at a word boundary: secrets span words too (a quoted
-    password with spaces, an XML ``<password>`` element, a cookie header), so no boundary is safe for all of
-    them. ``capture.privacy`` is standard library only; it is imported here, on the first cut, never on an
-    ordinary event's path: it loads ``typing`` and ``base64`` (~4 ms) and compiles its patterns on first use (~6
-    ms), and redacting costs 0.5 to 0.7 µs a character, so one cut costs 2 to 6 ms (some 25 ms in text with no
-    whitespace near the cut), paid only by events over the worker's size limit (which already encode megabytes).
-    Past ``CUT_REDACT_BUDGET`` characters redacted for one event (a body of thousands of long strings), a string
-    is sent as the marker alone, as it is should the redaction fail.
-
-    The marker (``CUT_MARKER``) starts a line of its own and holds no ``=``, ``:``, ``@`` or quote: every rule
-    reads a key's value on the key's line, so the worker, which redacts again, never takes the marker for the
-    value of a key the kept text ends with (``password = ``, ``Bearer ``, ``--token ``), nor for an earlier
-    redaction (it does not start like a placeholder); and as the end of the kept text is redacted already,
-    nothing it ends with can escape the worker's rules by being glued to the marker.
-    """
-    begin = _window_start(text, cap)
-    reach = cap + CUT_LOOKAHEAD
-    space = re.compile(r"\s").search(text, reach, reach + CUT_TOKEN_REACH)
-    end = min(len(text), space.start() if space is not None else reach + CUT_TOKEN_REACH)
-    if not budget.take(cap - begin + end - begin):
-        return CUT_MARKER.format(n=len(text))
-    try:
-        from memcairn.capture.privacy import redact_secrets
-
-        near = redact_secrets(text[begin:cap])
-        window = redact_secrets(text[begin:end])
-    except Exception as exc:  # fail open, but never with half a secret: send the marker alone
-        warn(f"could not redact a text before cutting it ({type(exc).__name__}: {exc}); its content is left out")
-        return CUT_MARKER.format(n=len(text))
-    kept = near if window.startswith(near) else near[:_common_prefix(near, window)]
-    kept = _without_open_placeholder(kept)
-    return text[:begin] + kept + CUT_MARKER.format(n=len(text) - cap + len(near) - len(kept))
-
-
-def _shrink(value: Any, cap: int, budget: _Budget | None = None) -> Any:
-    """``value`` with every string longer than ``cap`` cut (``_cut``); without a budget, a plain cut that only
-    tells the size (no redaction: never sent)."""
-    if isinstance(value, str):
-        if len(value) <= cap:
-            return value
-        if budget is None:
-            return value[:cap] + CUT_MARKER.format(n=len(value) - cap)
-        return _cut(value, cap, budget)
-    if isinstance(value, dict):
-        return {k: _shrink(v, cap, budget) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_shrink(v, cap, budget) for v in value]
-    return value
-
-
-def _encode(body: dict[str, Any], names: tuple[str, ...] = ("tool_response", "tool_input")) -> bytes:
-    """``body`` as JSON under the worker's size limit: the strings of ``names`` are cut shorter until it fits.
-
-    Each cap is tried on plain cuts first (cheap), and the redacting cut runs only for the cap that fits, so
-    no string is redacted for a cap that will not do; it cuts the values as given, so a marker is never cut
-    again and its count stays right."""
-    raw = encode_json(body)
-    if len(raw) <= MAX_BODY_BYTES:
-        return raw
-    given = {name: body[name] for name in names if name in body}
-    budget = _Budget()
-    for cap in STRING_CAPS:
-        if cap != STRING_CAPS[-1]:
-            sized = {**body, **{name: _shrink(value, cap) for name, value in given.items()}}
-            if len(encode_json(sized)) > MAX_BODY_BYTES:
-                continue
-        for name, value in given.items():
-            body[name] = _shrink(value, cap, budget)
-        raw = encode_json(body)
-        if len(raw) <= MAX_BODY_BYTES:
-            break
-    return raw
 
 
 def _own_mcp_server(context: Any) -> bool:
@@ -585,15 +438,15 @@ def post_tool_use(hook: Hook) -> dict[str, Any]:
     if not isinstance(tool, str):
         warn("tool_name is not text; nothing recorded")
         return {}
-    if tool.startswith(OWN_TOOL_PREFIXES) or _own_mcp_server(hook.payload.get("mcp_context")):
+    if own_tool(tool) or _own_mcp_server(hook.payload.get("mcp_context")):
         return {}
-    body = {**hook.base_body("tool_use"), "tool_name": tool}
+    body = {**hook.base_body(TOOL_USE), "tool_name": tool}
     for name in ("tool_input", "tool_response", "duration_ms"):
         if name in hook.payload:
             body[name] = hook.payload[name]
     if isinstance(hook.payload.get("tool_use_id"), str):
         body["tool_use_id"] = hook.payload["tool_use_id"]
-    hook.wait(hook.send("POST", "/api/sessions/observations", raw=_encode(body), timeout=INGEST_TIMEOUT),
+    hook.wait(hook.send("POST", OBSERVATIONS_PATH, raw=fit_body(body, warn=warn), timeout=INGEST_TIMEOUT),
               ingest_answer)
     return {}
 
@@ -622,9 +475,9 @@ def pre_tool_use(hook: Hook) -> dict[str, Any]:
     target = _read_target(hook)
     if target is None or _excluded(hook):
         return {}
-    from memcairn.hooks.fence import clean_line
+    from memcairn.fence import clean_line
 
-    call = hook.send("GET", "/api/search", timeout=DIGEST_TIMEOUT, params={
+    call = hook.send("GET", SEARCH_PATH, timeout=DIGEST_TIMEOUT, params={
         "files": target, "format": "index", "limit": READ_DIGEST_ROWS, "project": list(hook.identity.chain)})
     text = _search_digest(hook, call, f"Earlier sessions touched {clean_line(target, 200)} (newest first):",
                           READ_DIGEST_TOKENS, READ_DIGEST_ROWS)
@@ -635,9 +488,9 @@ def stop(hook: Hook) -> dict[str, Any]:
     if hook.missing("session_id"):
         return {}
     message = hook.text("last_assistant_message") or hook.text("prompt_response")
-    body = hook.base_body("stop")
+    body = hook.base_body(STOP)
     if message is None and hook.text("transcript_path"):
-        from memcairn.hooks.transcript import last_assistant_text
+        from memcairn.capture.transcript_end import last_assistant_text
 
         message = last_assistant_text(hook.payload["transcript_path"])
         if message is not None:
@@ -646,7 +499,7 @@ def stop(hook: Hook) -> dict[str, Any]:
         body["last_assistant_message"] = message
     if isinstance(hook.payload.get("stop_hook_active"), bool):
         body["stop_hook_active"] = hook.payload["stop_hook_active"]
-    hook.wait(hook.send("POST", "/api/sessions/summarize", raw=_encode(body, ("last_assistant_message",)),
+    hook.wait(hook.send("POST", SUMMARIZE_PATH, raw=fit_body(body, ("last_assistant_message",), warn),
                         timeout=INGEST_TIMEOUT), ingest_answer)
     return {}
 
@@ -654,10 +507,10 @@ def stop(hook: Hook) -> dict[str, Any]:
 def session_end(hook: Hook) -> dict[str, Any]:
     if hook.missing("session_id"):
         return {}
-    body = hook.base_body("session_end")
+    body = hook.base_body(SESSION_END)
     if hook.text("reason"):
         body["reason"] = hook.text("reason")
-    hook.wait(hook.send("POST", "/api/sessions/summarize", body=body, timeout=SESSION_END_TIMEOUT), ingest_answer)
+    hook.wait(hook.send("POST", SUMMARIZE_PATH, body=body, timeout=SESSION_END_TIMEOUT), ingest_answer)
     return {}
 
 

@@ -28,13 +28,12 @@ import json
 import os
 import sys
 
+from memcairn.protocol import PLATFORM_ALIASES, PLATFORMS, platform_key
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-PLATFORMS = ("claude-code", "codex", "gemini-cli")
-PLATFORM_ALIASES = {"claude": "claude-code", "claudecode": "claude-code", "gemini": "gemini-cli",
-                    "geminicli": "gemini-cli", "codex": "codex", "codexcli": "codex"}
 MAX_STDIN_BYTES = 64 * 1024 * 1024
 
 
@@ -77,7 +76,7 @@ def parse_args(args: list[str]) -> tuple[str | None, str, list[str]]:
             event = arg
         else:
             problems.append(f"unexpected argument {arg}")
-    key = "".join(c for c in platform.lower() if c.isalnum())
+    key = platform_key(platform)
     if platform not in PLATFORMS:
         if key in PLATFORM_ALIASES:
             platform = PLATFORM_ALIASES[key]

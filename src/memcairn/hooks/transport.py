@@ -14,6 +14,8 @@ import json
 import socket
 import time
 
+from memcairn.protocol import encode_json
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -66,12 +68,6 @@ class Response:
         if isinstance(data, dict):
             return f"{data.get('error', self.status)}: {data.get('detail', '')}"[:300]
         return self.text()[:200]
-
-
-def encode_json(value: Any) -> bytes:
-    """``value`` as UTF-8 JSON. A lone surrogate (an agent that cut a tool's output inside an emoji sends one as
-    a ``\\udXXX`` escape) becomes ``?``: strict UTF-8 would refuse it and the event would be lost."""
-    return json.dumps(value, ensure_ascii=False).encode("utf-8", "replace")
 
 
 def quote(value: str) -> str:

@@ -11,7 +11,7 @@
 
 Every renderer takes ``tz`` (None = local time), so output is deterministic for a given zone. Stored text
 (titles, types, projects, file names, notes naming them) is printed as one printable line
-(``hooks.fence.clean_line``): an ANSI escape saved in a title must not reach a terminal or pass for markup.
+(``fence.clean_line``): an ANSI escape saved in a title must not reach a terminal or pass for markup.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from datetime import datetime, tzinfo
 
 from memcairn.errors import ValidationError
-from memcairn.hooks.fence import clean_line
+from memcairn.fence import clean_line
 from memcairn.models import KINDS, MemoryItem
 from memcairn.search.result import SearchResult, Timeline, display_title
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from memcairn.hooks.fence import clean_line
+from memcairn.fence import clean_line
 from memcairn.models import KINDS, MemoryItem
 
 TITLE_CHARS = 90

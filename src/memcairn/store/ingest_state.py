@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memcairn.models import AddResult, NewItem
+from memcairn.protocol import ROUTE_KINDS
 from memcairn.store.db import atomic
 from memcairn.store.validation import validate_item
 
@@ -57,7 +58,7 @@ def event_kind(event_type: str, payload: dict[str, Any]) -> str:
     given = payload.get("event")
     if isinstance(given, str) and given:
         return given
-    return {"session_init": "user_prompt", "observation": "tool_use", "summarize": "stop"}.get(event_type, event_type)
+    return ROUTE_KINDS.get(event_type, event_type)
 
 
 def _failed_where(matching: str | None) -> tuple[str, tuple[str, ...]]:

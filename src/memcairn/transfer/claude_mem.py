@@ -51,8 +51,8 @@ from typing import TYPE_CHECKING, Any
 
 from memcairn.capture.admission import project_excluded, scrub_item
 from memcairn.errors import NotFoundError, ValidationError
-from memcairn.hooks.runner import PLATFORM_ALIASES
 from memcairn.models import ARRAY_FIELDS, DEFAULT_TYPES, LONE_SURROGATE, TEXT_FIELDS, NewItem
+from memcairn.protocol import PLATFORM_ALIASES, platform_key
 from memcairn.store.transfer_state import TransferSession
 from memcairn.store.validation import MAX_EPOCH_MS, validate_item
 
@@ -311,7 +311,7 @@ def normalize_platform(value: Any) -> str:
     if not text or not text.strip():
         return DEFAULT_PLATFORM
     text = text.strip().lower()
-    return PLATFORM_ALIASES.get("".join(c for c in text if c.isalnum()), text[:100])
+    return PLATFORM_ALIASES.get(platform_key(text), text[:100])
 
 
 def _text(value: Any) -> str | None:

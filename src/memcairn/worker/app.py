@@ -44,7 +44,7 @@ from starlette.staticfiles import StaticFiles
 import memcairn
 from memcairn.capture.admission import admit, project_excluded, scrub_item
 from memcairn.capture.llm.compressor import local_day_start_ms
-from memcairn.config import Settings, load_settings
+from memcairn.config import Settings, check_bind, load_settings
 from memcairn.context_memo import Answer, ContextMemo
 from memcairn.errors import (
     DiskFullError,
@@ -56,10 +56,20 @@ from memcairn.errors import (
 )
 from memcairn.json_depth import loads_bounded
 from memcairn.models import NewItem
+from memcairn.protocol import (
+    CONTEXT_HEADER,
+    CONTEXT_PATH,
+    DELIVERED_FIELD,
+    INIT_PATH,
+    MAX_BODY_BYTES,
+    OBSERVATIONS_PATH,
+    ROUTE_EVENT_TYPES,
+    SUMMARIZE_PATH,
+)
 from memcairn.runtime import Runtime, open_runtime
 from memcairn.worker.events import HEARTBEAT_SECONDS, Broadcaster, ExternalWriteTailer, StoreEventBridge
 from memcairn.worker.openapi import MAX_BATCH_IDS, MAX_ITEM_ID, build_openapi
-from memcairn.worker.security import MAX_BODY_BYTES, BodyLimitMiddleware, GuardMiddleware, check_bind
+from memcairn.worker.security import BodyLimitMiddleware, GuardMiddleware
 from memcairn.worker.upkeep import StoreUpkeep
 
 log = logging.getLogger("memcairn.worker")
@@ -72,8 +82,8 @@ RUNNER_STOP_SECONDS = 5.0
 TEXT_PAYLOAD_FIELDS = ("prompt", "last_assistant_message", "tool_name", "transcript_path", "narration")
 KIND_ROUTES = {"observation": "observation", "summary": "summary", "prompt": "prompt", "memory": None}
 
-# How /api/context/inject got its text: "memo" (a memoized render) or "rendered" (rendered for this request).
-CONTEXT_HEADER = "X-Memcairn-Context"
+# CONTEXT_HEADER says how /api/context/inject got its text: "memo" (a memoized render) or "rendered" (rendered for
+# this request), or one of these:
 RESUMED = "resumed"  # the CONTEXT_HEADER value of RESUMED_NOTE
 EXCLUDED = "excluded"  # the CONTEXT_HEADER value of the empty answer for a project exclude_projects names
 RESUMED_NOTE = ("memcairn: no new memories since this session started; its memory context is earlier in this "
@@ -775,7 +785,7 @@ def _ingest(event_type: str, *required: str) -> Endpoint:
         platform = _text_field(data, "platform_source", "platformSource", max_chars=100, blank_ok=True) or "unknown"
         tool_use_id = _text_field(data, "tool_use_id", "toolUseId", max_chars=200, blank_ok=True)
         prompt_number = _field(data, "prompt_number", kind=int, what="a whole number")
-        _field(data, "context_delivered", kind=bool, what="true or false")  # read by earlier_session_start
+        _field(data, DELIVERED_FIELD, kind=bool, what="true or false")  # read by earlier_session_start
         if prompt_number is not None and not 0 <= prompt_number <= 1_000_000:
             raise BadRequest("prompt_number must be between 0 and 1000000")
         admitted = admit(event_type, await _with_narration(event_type, data, tool_use_id), state.settings)
@@ -945,11 +955,11 @@ def make_app(runtime: RuntimeSource = None, settings: Settings | None = None, *,
         Route("/api/search", search),
         Route("/api/timeline", timeline),
         Route("/api/observations/batch", observations_batch, methods=["POST"]),
-        Route("/api/context/inject", context_inject),
+        Route(CONTEXT_PATH, context_inject),
         Route("/api/memory/save", save_memory, methods=["POST"]),
-        Route("/api/sessions/init", _ingest("session_init"), methods=["POST"]),
-        Route("/api/sessions/observations", _ingest("observation", "tool_name"), methods=["POST"]),
-        Route("/api/sessions/summarize", _ingest("summarize"), methods=["POST"]),
+        Route(INIT_PATH, _ingest(ROUTE_EVENT_TYPES[INIT_PATH]), methods=["POST"]),
+        Route(OBSERVATIONS_PATH, _ingest(ROUTE_EVENT_TYPES[OBSERVATIONS_PATH], "tool_name"), methods=["POST"]),
+        Route(SUMMARIZE_PATH, _ingest(ROUTE_EVENT_TYPES[SUMMARIZE_PATH]), methods=["POST"]),
         *(Route(f"/api/{kind}/{{id:int}}", item_route, methods=["GET", "DELETE"]) for kind in KIND_ROUTES),
         Route("/stream", stream),
         Route("/openapi.json", openapi),

@@ -130,7 +130,7 @@ def trim_stderr_file(path: Path, max_bytes: int, fd: int = 2) -> bool:
     """Cut the file behind ``fd`` to its last quarter of ``max_bytes`` (whole lines, after a marker line) once
     it is larger than ``max_bytes``; True when it did.
 
-    Only when ``fd`` is ``path`` itself, a regular file opened for appending (as `daemon.spawn` opens it):
+    Only when ``fd`` is ``path`` itself, a regular file opened for appending (as `lifecycle.spawn` opens it):
     the writes that follow then land at the new end. A foreground worker's stderr (a terminal, a pipe, a
     file of the person's own) is never touched.
     """

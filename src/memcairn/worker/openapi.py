@@ -10,9 +10,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import memcairn
-from memcairn.config import Settings
+from memcairn.config import Settings, is_loopback_host
 from memcairn.models import MAX_ITEM_ID
-from memcairn.worker.security import cookie_name, is_loopback_host
+from memcairn.protocol import CONTEXT_HEADER
+from memcairn.worker.security import cookie_name
 
 MAX_BATCH_IDS = 500
 
@@ -134,7 +135,7 @@ _SESSION_FIELDS: dict[str, Any] = {
     "platform_source": {"type": ["string", "null"], "maxLength": 100},
 }
 # How /api/context/inject got its text (absent on the empty answer for an excluded project).
-CONTEXT_HEADERS = {"X-Memcairn-Context": {
+CONTEXT_HEADERS = {CONTEXT_HEADER: {
     "description": "memo: served from the memo of rendered contexts (the store has not changed since, same "
                    "parameters, settings and minute); rendered: rendered for this request; resumed: a resumed "
                    "session whose earlier context still holds (one line instead of the context)",

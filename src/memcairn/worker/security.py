@@ -40,14 +40,13 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
-from memcairn.config import Settings
-from memcairn.errors import ConfigError
+from memcairn.config import Settings, is_loopback_host
+from memcairn.protocol import MAX_BODY_BYTES
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -55,42 +54,12 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-MAX_BODY_BYTES = 1024 * 1024
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 TOKEN_PARAM = "token"  # GET /?token=<token> trades the token for the viewer cookie
 COOKIE_LABEL = b"memcairn viewer cookie v1"
 COOKIE_MAX_AGE = 30 * 24 * 3600  # the browser keeps it a month; changing the token voids it at once
 UNAUTHORIZED = ("this worker requires Authorization: Bearer <MEMCAIRN_TOKEN>; in a browser, open "
                 "/?token=<MEMCAIRN_TOKEN> once")
-
-
-def is_loopback_host(host: str) -> bool:
-    """True for ``localhost`` and loopback addresses (``127.0.0.0/8``, ``::1``)."""
-    name = host.strip().strip("[]").lower()
-    if name == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
-
-
-def check_bind(cfg: Settings) -> None:
-    """Refuse a port outside 1-65535 (the socket layer would silently wrap or randomise it) and a non-loopback
-    bind without a token (a blank token counts as none: no request could ever present it).
-
-    Raises:
-        ConfigError: the port is out of range, or ``host`` is not loopback and no token is configured.
-    """
-    if not isinstance(cfg.port, int) or not 0 < cfg.port < 65536:
-        raise ConfigError(f"the worker port must be between 1 and 65535, got {cfg.port!r}; set MEMCAIRN_PORT to a free "
-                          "port")
-    if not is_loopback_host(cfg.host) and not (cfg.token or "").strip():
-        raise ConfigError(
-            f"refusing to bind the worker to {cfg.host}: any machine that can reach it could read and write "
-            "your memory. Set MEMCAIRN_TOKEN (or \"token\" in settings.json) to a long random secret, or bind "
-            "to 127.0.0.1"
-        )
 
 
 def cookie_name(port: int | str) -> str:

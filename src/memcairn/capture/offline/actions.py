@@ -16,6 +16,7 @@ from memcairn.capture.offline.paths import _is_abs, _Paths
 from memcairn.capture.offline.shell import _check_key, _script_effects, _shell_command, _ShellEffects
 from memcairn.capture.offline.text import DESCRIPTION_MAX, LIST_MAX, _clip, _code, _lines, _listing, _unique
 from memcairn.capture.records import ToolCall, Turn
+from memcairn.protocol import own_tool
 
 _READ_TOOLS = frozenset({"read", "notebookread", "read_file", "read_many_files"})
 _SEARCH_TOOLS = frozenset({
@@ -30,7 +31,6 @@ _SKIP_TOOLS = frozenset({
     "todowrite", "todoread", "askuserquestion", "update_plan", "write_todos", "enterplanmode", "killshell",
     "killbash", "exitplanmode",
 })
-_OWN_TOOL_PREFIXES = ("mcp__memcairn__", "mcp_memcairn_", "mcp__plugin_memcairn")
 
 
 _PURPOSE = "purpose: "  # what the agent meant a command to do, not what it taught
@@ -91,7 +91,7 @@ def _input_dict(value: Any) -> dict[str, Any]:
 
 def _family(name: str, raw_input: Any) -> str:
     lowered = name.lower()
-    if lowered.startswith(_OWN_TOOL_PREFIXES):
+    if own_tool(lowered):
         return "skip"
     if lowered == "exitplanmode":
         return "plan" if isinstance(_input_dict(raw_input).get("plan"), str) else "skip"

@@ -1,7 +1,8 @@
 """The last assistant text of a Claude Code transcript (JSONL), read backwards from the end, bounded.
 
-Used by the Stop hook only when the agent did not send ``last_assistant_message`` (Claude Code before
-2.1.47). The transcript format is internal to Claude Code; what is relied on here is small: an
+Used by the Stop hook when the agent did not send ``last_assistant_message`` (Claude Code before 2.1.47), and
+by the worker's live read of what the agent wrote before a call (``capture.transcript_tail``). The transcript
+format is internal to Claude Code; what is relied on here is small: an
 ``assistant`` line carries ``message.id`` and ``message.content`` blocks, one message may span several
 consecutive lines (one block a line), text blocks are ``{"type": "text", "text": ...}``, and a subagent's lines
 carry ``isSidechain: true``.

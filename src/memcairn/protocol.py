@@ -1,0 +1,90 @@
+"""What the hooks and the worker agree on over loopback HTTP: one home for both sides (standard library only).
+
+The hooks (``hooks/``, a new process for every agent event) and the worker (``worker/app.py``) are separate
+programs that must spell the same names: routes, header and field names, event kinds, platform names and
+their aliases, body limits, the prefixes of memcairn's own tools. Each is defined here once; both sides, the
+capture pipeline and the transcript importer import it. Nothing here imports anything beyond ``json``.
+"""
+
+from __future__ import annotations
+
+import json
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+# -- agents -------------------------------------------------------------------------------------------------
+PLATFORMS = ("claude-code", "codex", "gemini-cli")
+# Other spellings of a platform, as a key of lower-case letters and digits (see ``canonical_platform``).
+PLATFORM_ALIASES = {"claude": "claude-code", "claudecode": "claude-code", "gemini": "gemini-cli",
+                    "geminicli": "gemini-cli", "codex": "codex", "codexcli": "codex"}
+
+
+def platform_key(name: str) -> str:
+    """The lookup key of a platform name: its letters and digits, lower-cased."""
+    return "".join(c for c in name.lower() if c.isalnum())
+
+
+# -- routes -------------------------------------------------------------------------------------------------
+READINESS_PATH = "/api/readiness"
+CONTEXT_PATH = "/api/context/inject"
+SEARCH_PATH = "/api/search"
+INIT_PATH = "/api/sessions/init"  # session starts and prompts
+OBSERVATIONS_PATH = "/api/sessions/observations"  # tool calls
+SUMMARIZE_PATH = "/api/sessions/summarize"  # turn ends and session ends
+# The queue's event type each ingest route records (``ingest_events.event_type``).
+ROUTE_EVENT_TYPES = {INIT_PATH: "session_init", OBSERVATIONS_PATH: "observation", SUMMARIZE_PATH: "summarize"}
+
+# -- event kinds (a body's ``event`` field) -------------------------------------------------------------
+SESSION_START = "session_start"
+USER_PROMPT = "user_prompt"
+TOOL_USE = "tool_use"
+STOP = "stop"
+SESSION_END = "session_end"
+COMPACTION = "compaction"  # a transcript's compaction summary (imports only)
+EVENT_KINDS = (SESSION_START, USER_PROMPT, TOOL_USE, STOP, SESSION_END, COMPACTION)
+# The kind of a body without ``event`` (a claude-mem style client), by the queue event type of its route.
+ROUTE_KINDS = {"session_init": USER_PROMPT, "observation": TOOL_USE, "summarize": STOP}
+# The route each kind is sent to.
+KIND_PATHS = {SESSION_START: INIT_PATH, USER_PROMPT: INIT_PATH, TOOL_USE: OBSERVATIONS_PATH, STOP: SUMMARIZE_PATH,
+              SESSION_END: SUMMARIZE_PATH, COMPACTION: SUMMARIZE_PATH}
+
+# -- fields -------------------------------------------------------------------------------------------------
+# Every hook body's stamp of when its hook started, epoch ms (read by capture.pipeline and
+# Store.last_prompt_event: an async tool event that arrives after the next prompt keeps its turn).
+HOOK_STARTED_FIELD = "hook_started_at"
+# The SessionStart event's field saying whether its context reached the agent (read by Store.earlier_session_start).
+DELIVERED_FIELD = "context_delivered"
+# The answer statuses of an ingest route (202).
+INGEST_STATUSES = ("accepted", "skipped")
+
+# -- headers and texts --------------------------------------------------------------------------------------
+# How /api/context/inject got its text: ``memo``, ``rendered``, ``resumed`` or ``excluded``. Every answer of
+# the route carries it, so a hook tells the worker's answer from another program's on the port.
+CONTEXT_HEADER = "X-Memcairn-Context"
+# A line of the context that the person must see too (a model that failed, a token cap reached).
+NOTICE_PREFIX = "memcairn notice: "
+
+# -- limits -------------------------------------------------------------------------------------------------
+MAX_BODY_BYTES = 1024 * 1024  # the worker refuses larger bodies (413)
+# What the hooks and the transcript importer fit a body into: under the worker's limit with room to spare.
+HOOK_BODY_BYTES = 900_000
+
+# -- memcairn's own tools -----------------------------------------------------------------------------------
+MCP_SERVER_NAME = "memcairn"  # the key the installers give memcairn's MCP server
+# How each agent names memcairn's MCP tools: Claude Code (``mcp__memcairn__search``, as a plugin
+# ``mcp__plugin_memcairn_memcairn__search``), Codex (its namespace ``mcp__memcairn``), Gemini CLI
+# (``mcp_memcairn_search``; releases before that prefix: ``memcairn__search``). Compared case-insensitively.
+OWN_TOOL_PREFIXES = ("mcp__memcairn__", "mcp__plugin_memcairn_", "mcp_memcairn_", "memcairn__")
+
+
+def own_tool(name: str) -> bool:
+    """Whether ``name`` is one of memcairn's own MCP tools (never recorded: memory must not remember itself)."""
+    return name.lower().startswith(OWN_TOOL_PREFIXES)
+
+
+def encode_json(value: Any) -> bytes:
+    """``value`` as UTF-8 JSON. A lone surrogate (an agent that cut a tool's output inside an emoji sends one as
+    a ``\\udXXX`` escape) becomes ``?``: strict UTF-8 would refuse it and the event would be lost."""
+    return json.dumps(value, ensure_ascii=False).encode("utf-8", "replace")
