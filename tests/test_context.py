@@ -99,16 +99,17 @@ def test_golden_budget_truncation(story: Store, tmp_path: Path) -> None:
     check_golden("context_budget.txt", text)
     assert len(text) <= 330 * 4
     full = render(story, settings(tmp_path))
-    # The oldest rows went first: the newest observation and the latest session stayed.
+    # The sessions lead; the least useful observation rows (lookups) went first, the decision stayed.
     assert "Session tokens are checked" in full and "Session tokens are checked" not in text
-    assert "Token expiry policy" in text and "Latest session #" in text
+    assert "Refresh tokens live in an HttpOnly cookie" in text.split("## Recent observations")[1]
+    assert "## Recent sessions" in text and "rotate refresh tokens on use" in text
 
 
 def test_golden_colours_variant(story: Store, tmp_path: Path) -> None:
     text = render(story, settings(tmp_path), colors=True)
     check_golden("context_colors.txt", text)
     assert OPEN not in text and CLOSE not in text  # for a person's terminal, not for the model
-    plain_rows = [line for line in render(story, settings(tmp_path)).splitlines() if line.startswith("#1")]
+    plain_rows = [line for line in render(story, settings(tmp_path)).splitlines() if re.match(r"#\d+ \d\d:\d\d ", line)]
     assert plain_rows and all(row in ANSI.sub("", text) for row in plain_rows)
 
 
@@ -149,10 +150,10 @@ def test_the_budget_is_never_exceeded_on_a_big_store(tmp_path: Path) -> None:
 def test_full_lifts_the_limits_and_limits_apply_otherwise(story: Store, tmp_path: Path) -> None:
     cfg = settings(tmp_path, context_observations=2, context_summaries=1)
     text = render(story, cfg)
-    assert "## Recent observations (2)" in text and "## Earlier sessions" not in text
-    assert "Remember-me checkbox" not in text and "Token expiry policy" in text
+    assert "## Recent observations (2)" in text and "## Recent sessions (1, newest first)" in text
+    assert "#8 " in text and "#9 " in text and "Remember-me checkbox keeps" not in text  # the 2 newest rows
     everything = render(story, cfg, full=True)
-    assert "## Recent observations (6)" in everything and "## Earlier sessions (2)" in everything
+    assert "## Recent observations (6)" in everything and "## Recent sessions (3, newest first)" in everything
 
 
 def test_context_types_choose_the_observation_types(story: Store, tmp_path: Path) -> None:
@@ -240,7 +241,7 @@ def test_piled_up_capture_notices_stay_within_the_budget(story: Store, tmp_path:
     assert lines[0].startswith("memcairn notice: capture model failed for session 0:")  # the oldest first
     assert lines[-1] == f"memcairn notice: {41 - len(lines)} more warnings not shown (notices take at most half of " \
                         "the context's token budget)."
-    assert "## Recent observations" in body and "Token expiry policy: one hour, UTC" in body  # memory still shown
+    assert "## Recent sessions" in body and "rotate refresh tokens on use" in body  # memory still shown
     assert render(story, cfg, notices=notices[:2]).count(context.NOTICE_PREFIX) == 2  # few notices: all of them
     assert render(story, cfg, notices=notices, full=True).count(context.NOTICE_PREFIX) == 40
 
@@ -282,7 +283,7 @@ def test_platform_source_narrows_the_context_to_one_agent(story: Store, tmp_path
     assert all(t in everything for t in ("Codex added a CSV export", "Staging is reset", "Compare token expiry"))
     codex = render(story, cfg, platform_source="codex")
     assert "Codex added a CSV export" in codex and "Staging is reset every Monday" in codex
-    assert "## Latest session" in codex and "CSV export" in codex.split("## Latest session")[1]
+    assert "## Recent sessions (1, newest first)" in codex and "CSV export" in codex.split("## Recent sessions")[1]
     for claude_only in ("Compare token expiry in UTC", "Remember-me", "Fixed early logouts", "Set up the project"):
         assert claude_only not in codex
     assert "(3 memories)" in codex  # the past-work count is the agent's too
@@ -303,7 +304,7 @@ def test_platform_source_narrows_the_context_to_one_agent(story: Store, tmp_path
     # the window of newest items is the agent's own: the codex summary is found behind a newer claude item
     monkeypatch.setattr(context, "SCAN_WINDOW", 2)
     windowed = render(story, cfg, platform_source="codex")
-    assert "## Latest session" in windowed and "CSV export" in windowed.split("## Latest session")[1]
+    assert "## Recent sessions" in windowed and "CSV export" in windowed.split("## Recent sessions")[1]
     assert "Codex added a CSV export" not in windowed  # the third newest of the agent's items
 
 
@@ -341,3 +342,29 @@ def test_fitting_many_rows_to_the_budget_renders_a_few_times_not_once_a_row(mem_
         if rows:  # the newest rows were kept, and one more would not have fitted
             assert rows[-1].split()[4] == "1199"
             assert len(text) + len(rows[0]) + 1 > budget * 4
+
+
+def test_a_session_of_many_turns_is_one_block_led_by_its_unfinished_work(mem_store: Store, tmp_path: Path) -> None:
+    def summary(minutes: int, session: str, **fields: object) -> None:
+        mem_store.add_item(NewItem(project="webapp", kind="summary", session=session, platform_source="claude-code",
+                                   created_at_epoch=DAY1 + minutes * MINUTE, **fields))  # type: ignore[arg-type]
+
+    summary(0, "a", title="Implement the review page", request="Implement the review page",
+            completed="ProjectReviewLive at /projects/:id/review", next_steps="close review session button")
+    summary(5, "a", title="Compacted: Implement the review page and its tokens",
+            learned="SQLite cannot ALTER a column's nullability: tables are rewritten",
+            next_steps="launch the review conversation")
+    summary(9, "a", title="did you push?", completed="pushed to origin/spotter-gqc")
+    mem_store.add_item(NewItem(project="webapp", kind="observation", type="decision", session="a",
+                               title="Review tokens live in ETS, one use each", created_at_epoch=DAY1 + 7 * MINUTE))
+    summary(30, "b", title="Highlight code blocks", request="Highlight code blocks", completed="highlight.js hook")
+    text = render(mem_store, settings(tmp_path))
+    sessions = text.split("## Recent sessions (2, newest first)\n")[1].split("\n\n")[0].splitlines()
+    assert sessions[0].endswith("· Highlight code blocks (#5)")
+    block = sessions[2:]
+    assert block[0].endswith("· Implement the review page (#3)")  # its first request, not a compaction's title
+    assert [line.split(":")[0] for line in block[1:]] == ["Next steps", "Decisions", "Learned", "Done"]
+    assert block[1] == "Next steps: launch the review conversation"  # the newest summary that names any
+    assert block[2] == "Decisions: Review tokens live in ETS, one use each"
+    assert block[4] == "Done: pushed to origin/spotter-gqc / ProjectReviewLive at /projects/:id/review"
+    assert len(text) <= 2000 * 4

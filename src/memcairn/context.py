@@ -6,28 +6,35 @@ the settings, ``now`` and ``tz``, so the whole text is golden-tested. Plain text
     <memcairn-memory trust="data">
     Recalled memory from earlier sessions, shown as data: ...
     # memcairn memory · project demo · 2026-12-01 14:30 UTC
-    Legend: rows are #id HH:MM type title, by day, oldest first; types: bugfix, feature, ...
+    Legend: sessions newest first, unfinished work and decisions first; observation rows are ...
+    ## Recent sessions (2, newest first)
+    ### 2026-11-30 17:45 · Fix the parser timeout (#120)
+    Next steps: ... / Decisions: ... / Learned: ... / Done: ...
+    ### 2026-11-28 16:02 · Fix the flaky import test (#98)
+    ...
     ## Recent observations (3)
     ### 2026-11-30
     #101 09:12 bugfix Fixed the race in the cache writer
-    ## Earlier sessions (1)
-    #98 2026-11-28 16:02 Fix the flaky import test
-    ## Latest session #120 · 2026-11-30 17:45 · Fix the parser timeout
-    Learned: ... / Completed: ... / Next steps: ...
     Cost: ~812 tokens here; ~123,456 tokens of past work behind them (340 memories).
     More: search(query) ... timeline ... get_observations ... important_workflow ...
     </memcairn-memory>
 
 - **Fenced once**: the whole text sits in the data fence of ``memcairn.fence``; recalled text is made
   one printable line (no control characters, no forged fence markers) before it is placed.
-- **Limits**: ``context_observations`` observations (kinds observation and manual, of ``context_types`` when
-  set), ``context_summaries`` summaries (the latest in full sections, the others as rows), looked for among
-  the chain's newest ``SCAN_WINDOW`` items (so a chain without summaries is not walked to its first item).
-- **Hard budget**: the text never exceeds ``context_token_budget`` tokens (chars / 4). Over it, the oldest
-  observation rows go first, then the oldest session rows, then the latest session's sections get shorter
-  and finally go, then the legend; if even that does not fit, one fenced line says how much memory there is,
-  and below ~70 tokens nothing is returned (an empty context rather than a broken fence). Capture notices,
-  above the fence, take at most half of the budget (the rest are counted in one line).
+- **Sessions lead**: the summaries (one per turn, plus those an agent wrote when compacting) are grouped by
+  session, the session with the newest first; a block is titled by the session's first request and says what
+  is unfinished (the newest next steps), the decisions recorded in it, what it learned and what it did.
+- **Limits**: ``context_summaries`` sessions (up to ``SUMMARIES_PER_SESSION`` summaries read for each) and
+  ``context_observations`` observations (kinds observation and manual, of ``context_types`` when set), the most
+  useful kept (decisions and fixes before features and changes, lookups last; ``USEFULNESS``), shown by day;
+  looked for among the chain's newest ``SCAN_WINDOW`` items (so a chain without summaries is not walked to its
+  first item).
+- **Hard budget**: the text never exceeds ``context_token_budget`` tokens (chars / 4). Over it, the least useful
+  observation rows go down to ``KEPT_OBSERVATIONS``, the sessions' lines get shorter, the oldest sessions go,
+  the other rows go, the last session's lines get shorter and go, then the legend (``_fit``); if even that does
+  not fit, one fenced line says how much memory there is, and below ~70 tokens nothing is returned (an empty
+  context rather than a broken fence). Capture notices, above the fence, take at most half of the budget (the
+  rest are counted in one line).
 - ``full`` lifts the count limits (up to ``FULL_MAX_*``) and the budget: for people and debugging.
 - ``colors`` gives the same rows (chosen under the same budget) with ANSI colours and without the fence,
   for a person's terminal; nothing coloured ever goes to the model.
@@ -69,15 +76,22 @@ TYPE_CHARS = 16
 SCOPE_CHARS = 80
 SCOPE_NAMES = 4  # project names a header lists at most (then "and N more"): a chain of many long names must
 # not fill the budget, nor push the rows out (the header is in every fitting attempt)
-SECTION_CAPS = (600, 300, 150, 80, 0)  # characters per latest-session section, shortened step by step
-SECTIONS = (("learned", "Learned"), ("completed", "Completed"), ("next_steps", "Next steps"))
+SECTION_CAPS = (600, 300, 150, 80, 0)  # characters per line of a session, shortened step by step
+# A session's lines, unfinished work and decisions first (see ``_session_lines``).
+SESSION_LINES = ("Next steps", "Decisions", "Learned", "Done")
+KEPT_OBSERVATIONS = 5  # the most useful rows, kept until the sessions' lines are shorter and only one is left
+SUMMARIES_PER_SESSION = 8  # summaries read per session shown (a session has one per turn)
+# Which observations are most worth a row: decisions and fixes before features and changes, lookups last.
+USEFULNESS = {"decision": 0, "bugfix": 1, "feature": 2, "note": 2, "change": 3, "refactor": 3, "discovery": 5}
+COMPACTED = "Compacted: "  # the title prefix of a summary an agent wrote when compacting (capture.pipeline)
 FULL_MAX_OBSERVATIONS = 1000
 FULL_MAX_SUMMARIES = 100
 SCAN_WINDOW = 5000  # recent rows are looked for among the chain's newest items
 MIN_BUDGET_TOKENS = 1
 MCP_TOOLS = ("search", "timeline", "get_observations", "important_workflow")
-LEGEND = ("Legend: rows are #id HH:MM type title, by day, oldest first; types: bugfix, feature, refactor, "
-          "change, discovery, decision, note (saved by hand). Pass an #id to timeline or get_observations.")
+LEGEND = ("Legend: sessions newest first, unfinished work and decisions first; observation rows are #id HH:MM "
+          "type title, by day, oldest first; types: bugfix, feature, refactor, change, discovery, decision, note "
+          "(saved by hand). Pass an #id to timeline or get_observations.")
 MORE = ("More: search(query) lists matching ids (~50-100 tokens a hit) -> timeline(anchor=id) shows what "
         "happened around one -> get_observations(ids) reads full records; important_workflow explains the order.")
 NOTICE_CHARS = 300  # one notice at most
@@ -106,11 +120,48 @@ class ChainTotals:
 
 
 @dataclass(frozen=True)
+class SessionDigest:
+    """One session's summaries (newest first) and the decisions recorded in it, shown as one block."""
+
+    summaries: tuple[MemoryItem, ...]
+    decisions: tuple[MemoryItem, ...] = ()
+
+    @property
+    def latest(self) -> MemoryItem:
+        return self.summaries[0]
+
+
+def sessions_of(summaries: Sequence[MemoryItem], observations: Sequence[MemoryItem],
+                limit: int | None = None) -> tuple[SessionDigest, ...]:
+    """Summaries grouped by session, the session with the newest summary first; a summary without a session is
+    a session of its own. ``limit`` sessions at most."""
+    groups: dict[str, list[MemoryItem]] = {}
+    for item in summaries:  # newest first
+        groups.setdefault(item.session or f"#{item.id}", []).append(item)
+    out = []
+    for key, items in groups.items():
+        decisions = tuple(o for o in observations if o.type == "decision" and o.session and o.session == key)
+        out.append(SessionDigest(tuple(items), decisions))
+    return tuple(out[:limit] if limit is not None else out)
+
+
+def by_usefulness(observations: Sequence[MemoryItem]) -> tuple[MemoryItem, ...]:
+    """Newest-first ``observations`` reordered: the most useful types first, the newest first within a type."""
+    ranked = sorted(enumerate(observations), key=lambda pair: (USEFULNESS.get(pair[1].type, 4), pair[0]))
+    return tuple(item for _, item in ranked)
+
+
+@dataclass(frozen=True)
 class ContextData:
     projects: tuple[str, ...] | None  # None = every project
     observations: tuple[MemoryItem, ...]  # newest first
     summaries: tuple[MemoryItem, ...]  # newest first
     totals: ChainTotals
+    session_limit: int | None = None  # sessions shown at most (None: every one of ``summaries``)
+
+    @property
+    def sessions(self) -> tuple[SessionDigest, ...]:
+        return sessions_of(self.summaries, self.observations, self.session_limit)
 
 
 def _char_expression() -> str:
@@ -246,8 +297,9 @@ def gather(store: Any, settings: Settings, projects: Sequence[str] | None = None
             observations = store.list_items(replace(scope, kinds=list(OBSERVATION_KINDS), types=_types(settings)),
                                             limit=n_obs)
         if n_sum:
-            summaries = store.list_items(replace(scope, kinds=["summary"]), limit=n_sum)
-    return ContextData(names, tuple(observations), tuple(summaries), totals)
+            wanted = n_sum if full else n_sum * SUMMARIES_PER_SESSION
+            summaries = store.list_items(replace(scope, kinds=["summary"]), limit=wanted)
+    return ContextData(names, tuple(observations), tuple(summaries), totals, None if full else n_sum)
 
 
 # -- rendering --------------------------------------------------------------------------------------
@@ -264,25 +316,45 @@ class _Style:
 
 @dataclass
 class _Shape:
-    """How much of the data is shown; shrunk step by step until the text fits the budget."""
+    """How much of the data is shown; shrunk step by step until the text fits the budget (``_fit``)."""
 
     observations: int
-    earlier: int
+    sessions: int
     cap: int = 0  # index into SECTION_CAPS
     legend: bool = True
 
-    def shrink(self) -> bool:
-        if self.observations:
-            self.observations -= 1
-        elif self.earlier:
-            self.earlier -= 1
-        elif self.cap < len(SECTION_CAPS) - 1:
-            self.cap += 1
-        elif self.legend:
-            self.legend = False
-        else:
-            return False
+
+def _most(shape: _Shape, name: str, low: int, high: int, fits: Callable[[], bool]) -> None:
+    """Set ``name`` (observation rows or sessions) to the most in ``low..high`` that fit, ``low`` fitting: the
+    text grows with each, so bisection finds it in a few renders instead of one per row."""
+    while low < high:
+        middle = (low + high + 1) // 2
+        setattr(shape, name, middle)
+        low, high = (middle, high) if fits() else (low, middle - 1)
+    setattr(shape, name, low)
+
+
+def _fit(shape: _Shape, fits: Callable[[], bool]) -> bool:
+    """Shrink ``shape`` until ``fits``; False if nothing fits. In this order: the least useful observation rows
+    go down to ``KEPT_OBSERVATIONS``, the sessions' lines get shorter once, the oldest sessions go (one stays),
+    the other observation rows go, the last session's lines get shorter and go, then the legend. Whatever step
+    made it fit, as many sessions and then observation rows as then fit are shown."""
+    rows, sessions = shape.observations, shape.sessions
+    if fits():
         return True
+    shape.observations = min(rows, KEPT_OBSERVATIONS)
+    steps: list[Callable[[], None]] = [lambda: None, lambda: setattr(shape, "cap", 1),
+                                       lambda: setattr(shape, "sessions", min(sessions, 1)),
+                                       lambda: setattr(shape, "observations", 0)]
+    steps += [lambda: setattr(shape, "cap", shape.cap + 1)] * (len(SECTION_CAPS) - 2)
+    steps += [lambda: setattr(shape, "legend", False)]
+    for step in steps:
+        step()
+        if fits():
+            _most(shape, "sessions", shape.sessions, sessions, fits)
+            _most(shape, "observations", shape.observations, rows, fits)
+            return True
+    return False
 
 
 def _when(epoch_ms: int, tz: tzinfo | None) -> datetime:
@@ -389,7 +461,20 @@ def _body(data: ContextData, shape: _Shape, style: _Style, now: datetime, rows: 
     lines = [p(f"{HEADER}{_scope(data.projects)} · {_clock(now)}", BOLD)]
     if shape.legend:
         lines.append(p(LEGEND, DIM))
-    shown = list(reversed(data.observations[:shape.observations]))
+    sessions = data.sessions[:shape.sessions]
+    if sessions:
+        lines += ["", p(f"## Recent sessions ({len(sessions)}, newest first)", BOLD)]
+        for session in sessions:
+            latest = session.latest
+            lines.append(p(f"### {rows.when(latest.created_at_epoch):%Y-%m-%d %H:%M} · {_session_title(session)} "
+                           f"(#{latest.id})", BOLD, CYAN))
+            cap = SECTION_CAPS[shape.cap]
+            for label, text in _session_lines(session):
+                text = clean_line(text, cap) if cap else ""
+                if text:
+                    lines.append(f"{p(label + ':', YELLOW)} {text}")
+    useful = by_usefulness(data.observations)[:shape.observations]
+    shown = sorted(useful, key=lambda item: (item.created_at_epoch, item.id))
     if shown:
         lines += ["", p(f"## Recent observations ({len(shown)})", BOLD)]
         day = None
@@ -400,20 +485,6 @@ def _body(data: ContextData, shape: _Shape, style: _Style, now: datetime, rows: 
                 lines.append(p(f"### {day}", BOLD, CYAN))
             kind = rows.kind(item)
             lines.append(f"{p(f'#{item.id}', DIM)} {at:%H:%M} {p(kind, TYPE_COLOURS.get(kind, ''))} {rows.title(item)}")
-    latest, earlier = (data.summaries[0], data.summaries[1:1 + shape.earlier]) if data.summaries else (None, ())
-    if earlier:
-        lines += ["", p(f"## Earlier sessions ({len(earlier)})", BOLD)]
-        for item in earlier:
-            at = rows.when(item.created_at_epoch)
-            lines.append(f"{p(f'#{item.id}', DIM)} {at:%Y-%m-%d %H:%M} {rows.title(item)}")
-    if latest is not None:
-        lines += ["", p(f"## Latest session #{latest.id} · {rows.when(latest.created_at_epoch):%Y-%m-%d %H:%M} · "
-                        f"{rows.title(latest)}", BOLD)]
-        cap = SECTION_CAPS[shape.cap]
-        for name, label in SECTIONS:
-            text = clean_line(getattr(latest, name), cap) if cap else ""
-            if text:
-                lines.append(f"{p(label + ':', YELLOW)} {text}")
     totals = data.totals
     lines += ["", p(f"Cost: ~{here_tokens:,} tokens here; ~{totals.tokens:,} tokens of past work behind them "
                     f"({totals.items:,} {'memory' if totals.items == 1 else 'memories'}).", DIM),
@@ -421,28 +492,32 @@ def _body(data: ContextData, shape: _Shape, style: _Style, now: datetime, rows: 
     return lines
 
 
-def _fit(shape: _Shape, fits: Callable[[], bool]) -> bool:
-    """Shrink ``shape`` as ``_Shape.shrink`` does, one step at a time, until ``fits``; False if nothing fits.
+def _session_title(session: SessionDigest) -> str:
+    """What the session was about: the request of its first summary read (compaction summaries name the whole
+    conversation, so they serve only when nothing else does)."""
+    own = [s for s in session.summaries if not (s.title or "").startswith(COMPACTED)]
+    item = own[-1] if own else session.latest
+    title = display_title(item, limit=TITLE_CHARS * 4) or ""
+    title = title[len(COMPACTED):] if title.startswith(COMPACTED) else title
+    return clean_line(title, TITLE_CHARS) or "(untitled)"
 
-    The text grows with every row, so the number of observation rows (then of session rows) that fits is
-    found by bisection: a few renders instead of one per dropped row, with the same result."""
-    if fits():
-        return True
-    for name in ("observations", "earlier"):
-        top = getattr(shape, name)
-        setattr(shape, name, 0)
-        if top and fits():
-            low, high = 0, top - 1  # ``low`` fits, ``top`` does not
-            while low < high:
-                middle = (low + high + 1) // 2
-                setattr(shape, name, middle)
-                low, high = (middle, high) if fits() else (low, middle - 1)
-            setattr(shape, name, low)
-            return True
-    while shape.shrink():  # the latest session's sections, then the legend
-        if fits():
-            return True
-    return False
+
+def _joined(values: Sequence[str | None]) -> str:
+    seen: dict[str, None] = {}
+    for value in values:
+        if value and value.strip():
+            seen.setdefault(value.strip(), None)
+    return " / ".join(seen)
+
+
+def _session_lines(session: SessionDigest) -> list[tuple[str, str]]:
+    """(label, text) of a session block, unfinished work and decisions first: the next steps its newest summary
+    gives, the decisions recorded in it, then what it learned and did (newest first)."""
+    summaries = session.summaries
+    next_steps = next((s.next_steps for s in summaries if s.next_steps and s.next_steps.strip()), "")
+    decisions = _joined([display_title(d, limit=TITLE_CHARS * 2) for d in session.decisions])
+    return list(zip(SESSION_LINES, (next_steps, decisions, _joined([s.learned for s in summaries]),
+                                    _joined([s.completed for s in summaries])), strict=True))
 
 
 def _minimal(data: ContextData) -> str:
@@ -494,7 +569,7 @@ def _render(data: ContextData, settings: Settings, *, now_ms: int, tz: tzinfo | 
     if not data.totals.items:
         empty = EMPTY.format(scope=_scope(data.projects)) + "\n"
         return "" if limit is not None and len(empty) > limit and not colors else empty
-    shape = _Shape(len(data.observations), max(0, len(data.summaries) - 1))
+    shape = _Shape(len(data.observations), len(data.sessions))
     plain = _Style(False)
     rows = _Rows(tz)
 

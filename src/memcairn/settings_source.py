@@ -66,7 +66,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("recency_window_days", 0,
             "Semantic hits older than this many days are dropped unless a date range is given; 0 = off."),
     Setting("context_observations", 50, "Observations shown in the SessionStart context."),
-    Setting("context_summaries", 10, "Summaries shown in the SessionStart context."),
+    Setting("context_summaries", 10, "Sessions (their summaries) shown in the SessionStart context."),
     Setting("context_token_budget", 2000, "Hard cap on the SessionStart context, in tokens (chars/4)."),
     Setting("context_types", "", "Observation types shown in the SessionStart context, comma-separated; empty = all."),
     Setting("terminal_output", False, "Hooks also show the person a coloured SessionStart digest and the viewer URL."),
