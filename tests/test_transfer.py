@@ -849,3 +849,13 @@ def test_importing_an_export_taken_before_a_delete_leaves_it_deleted(tmp_path: P
         assert (report.items, report.forgotten, report.malformed) == (0, 1, 0)
         assert [i.id for i in store.list_items()] == [keep.id]
         assert report.to_dict()["forgotten"] == 1
+
+
+def test_claude_mem_import_without_a_database_at_the_default_path_is_a_note(
+        tmp_path: Path, isolated_home: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "fresh-home"))
+    assert run(["import", "claude-mem"]) == 0
+    err = capsys.readouterr().err
+    assert f"no claude-mem database at {tmp_path / 'fresh-home' / '.claude-mem' / 'claude-mem.db'}" in err
+    assert not isolated_home.exists()  # nothing opened, nothing made

@@ -46,6 +46,10 @@ def import_claude_mem_cmd(db: Path | None, as_json: bool) -> None:
     from memcairn.transfer.claude_mem import DEFAULT_PATH, import_claude_mem, open_source
 
     path = (db or DEFAULT_PATH).expanduser()
+    if db is None and not path.exists():  # nothing to import is no failure: the README runs this as optional
+        click.echo(f"note: no claude-mem database at {path}; nothing imported (give its path if it is elsewhere)",
+                   err=True)
+        return
     cfg = settings()
     source = open_source(path)  # checked before the store is opened: a bad file writes nothing
     try:
