@@ -16,6 +16,8 @@ store holds afterwards (read straight from SQLite once the worker stopped):
   must report the damage in ``/api/health`` and acknowledge no write after it.
 - **damaged keyword index**: a block of the FTS5 index is overwritten under a running worker while clients
   search and save; searches must not fail, and the worker repairs the index by itself.
+- **content drift**: an item's text is changed with the index's trigger off; the worker's idle-time check
+  must find and repair it by itself (keyword search then finds the new word).
 
 Acknowledged means the answer said stored (200 with an id, 202 accepted); stored means the row is in the file
 at the end. ``lost`` counts acknowledged writes not stored, ``duplicated`` writes stored more than once; the
@@ -60,6 +62,7 @@ class Row:
     duplicated: int = 0
     refused: int = 0
     server_errors: int = 0  # 5xx answers other than the ones the design gives (507, store_damaged)
+    unanswered: int = 0  # no answer at all (the worker was killed or not up yet)
     notes: list[str] = field(default_factory=list)
     skipped: str | None = None
 
@@ -84,7 +87,8 @@ def _env(home: Path, port: int, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMCAIRN_")}
     env.update(MEMCAIRN_HOME=str(home), MEMCAIRN_PORT=str(port), MEMCAIRN_VECTOR_BACKEND="none",
                MEMCAIRN_CAPTURE_BACKEND="offline", MEMCAIRN_WORKER_AUTOSTART="0",
-               MEMCAIRN_CAPTURE_BATCH_WAIT_SECONDS="0", **extra)
+               MEMCAIRN_CAPTURE_BATCH_WAIT_SECONDS="0")
+    env.update(extra)
     return env
 
 
@@ -100,7 +104,7 @@ def _request(port: int, method: str, path: str, body: Any = None, timeout: float
             return response.status, json.loads(raw)
         except ValueError:
             return response.status, None
-    except OSError:
+    except (OSError, http.client.HTTPException):  # refused, reset, cut short (a killed worker)
         return 0, None
     finally:
         conn.close()
@@ -198,8 +202,10 @@ def _save(port: int, row: Row, key: str, size: int = 200) -> int:
         row.acked.add(key)
     elif status in (507,) or (isinstance(body, dict) and body.get("error") == "store_damaged"):
         row.refused += 1
-    elif status >= 500 or status == 0:
-        row.server_errors += status >= 500
+    elif status >= 500:
+        row.server_errors += 1
+    elif status == 0:
+        row.unanswered += 1
     return status
 
 
@@ -212,6 +218,8 @@ def _post_event(port: int, row: Row, n: int, tag: str) -> int:
         row.refused += 1
     elif status >= 500:
         row.server_errors += 1
+    elif status == 0:
+        row.unanswered += 1
     return status
 
 
@@ -232,12 +240,12 @@ def sigkill(workdir: Path, kills: int, log: Log, seed: int = 7) -> Row:
             while not stop.is_set():
                 _post_event(port, row, next(counter), "kill")
 
-        threads = [threading.Thread(target=client) for _ in range(2)]
+        threads = [threading.Thread(target=client) for _ in range(4)]
         for t in threads:
             t.start()
-        time.sleep(rng.uniform(0.2, 0.8))
+        time.sleep(rng.uniform(0.3, 2.0))  # the capture processes what came in so far meanwhile
+        stop.set()  # requests in flight are cut by the kill; none is sent to a dead worker
         worker.kill()
-        stop.set()
         for t in threads:
             t.join()
         if (k + 1) % 10 == 0:
@@ -248,8 +256,9 @@ def sigkill(workdir: Path, kills: int, log: Log, seed: int = 7) -> Row:
     worker.stop()
     row.stored, row.duplicated = _stored_events(home / "memcairn.db", "kill")
     done = stats["ingest"]["done"] if status == 200 else "?"
-    row.notes.append(f"{done} events processed after the last start, {stats['ingest']['failed']} failed"
-                     if status == 200 else "stats unavailable")
+    row.notes.append(f"{row.unanswered} requests unanswered (the worker killed or starting); "
+                     + (f"{done} events processed in all, {stats['ingest']['failed']} failed"
+                        if status == 200 else "stats unavailable"))
     return row
 
 
@@ -440,6 +449,9 @@ def _readable_ids(db: Path, top: int) -> int:
 
 
 def damaged_index(workdir: Path, items: int, searches: int, log: Log) -> Row:
+    """The worker as configured by default (the mirror on, the in-memory keyword copy on, the idle-time check
+    every 30 minutes): half the searches filter by concept, which the in-memory copy does not answer, so they
+    read FTS5 itself and meet the damage."""
     from memcairn.bench.damage import damage_keyword_index
 
     row = Row("damaged keyword index")
@@ -447,14 +459,15 @@ def damaged_index(workdir: Path, items: int, searches: int, log: Log) -> Row:
     home.mkdir()
     db = home / "memcairn.db"
     failures, fallbacks = 0, 0
-    with _worker(home, MEMCAIRN_INTEGRITY_CHECK_SECONDS="5") as worker:
+    with _worker(home, MEMCAIRN_VECTOR_BACKEND="sqlite-vec") as worker:
         for n in range(items):
             _save(worker.port, row, f"fts-{n}")
         damage_keyword_index(db)
         started = time.monotonic()
         repaired_after = None
         for n in range(searches):
-            status, body = _request(worker.port, "GET", "/api/search?query=fault+campaign&format=json&limit=5")
+            concept = "&concepts=campaign" if n % 2 else ""
+            status, body = _request(worker.port, "GET", f"/api/search?query=fault+campaign&format=json{concept}")
             if status != 200:
                 failures += 1
             elif body.get("fallback_reason") == "keyword_index_damaged":
@@ -467,13 +480,46 @@ def damaged_index(workdir: Path, items: int, searches: int, log: Log) -> Row:
             if _repaired(worker.port):
                 repaired_after = time.monotonic() - started
             time.sleep(0.2)
-        _, final = _request(worker.port, "GET", "/api/search?query=fault+campaign&format=json&mode=keyword&limit=5")
+        _, final = _request(worker.port, "GET", "/api/search?query=fault+campaign&format=json&mode=keyword"
+                                                "&concepts=campaign")
     row.stored, row.duplicated = _stored_items(db, "fts")
     row.server_errors += failures
-    row.notes.append(f"{searches} searches: {failures} failed, {fallbacks} answered by the semantic fallback; "
-                     + (f"repaired by the worker after {repaired_after:.1f} s" if repaired_after is not None
+    row.notes.append(f"{searches} searches: {failures} failed, {fallbacks} answered by the semantic leg alone; "
+                     + (f"repaired by the worker {repaired_after:.1f} s after the damage" if repaired_after is not None
                         else "not repaired within 60 s")
-                     + f"; keyword search afterwards: {(final or {}).get('strategy')}")
+                     + f"; then keyword search: {(final or {}).get('strategy')}, "
+                     f"fallback {(final or {}).get('fallback_reason')}")
+    return row
+
+
+def content_drift(workdir: Path, items: int, log: Log, check_seconds: int = 5) -> Row:
+    """An item's text changed with the index's trigger off: no search fails, so only the worker's idle-time
+    check (every ``check_seconds`` here) can find it; writes go on meanwhile."""
+    from memcairn.bench.damage import drift_content
+
+    row = Row(f"content drift (check every {check_seconds} s)")
+    home = workdir / "drift"
+    home.mkdir()
+    db = home / "memcairn.db"
+    with _worker(home, MEMCAIRN_INTEGRITY_CHECK_SECONDS=str(check_seconds)) as worker:
+        for n in range(items):
+            _save(worker.port, row, f"drift-{n}")
+        drift_content(db, 1, "drift-0 okapi")
+        started = time.monotonic()
+        found_after = None
+        n = items
+        while found_after is None and time.monotonic() - started < 120:
+            if _repaired(worker.port):
+                found_after = time.monotonic() - started
+            elif n < items + 10:  # a few writes; then quiet, as the check waits for an idle moment
+                _save(worker.port, row, f"drift-{n}")
+                n += 1
+            time.sleep(0.5)
+        _, body = _request(worker.port, "GET", "/api/search?query=okapi&format=json&mode=keyword")
+    row.stored, row.duplicated = _stored_items(db, "drift")
+    row.notes.append((f"repaired by the worker {found_after:.1f} s after the change" if found_after is not None
+                      else "not repaired within 120 s")
+                     + f"; keyword search for the new word: {len((body or {}).get('results', []))} hit")
     return row
 
 
@@ -484,7 +530,7 @@ def _repaired(port: int) -> bool:
 
 
 # -- the campaign -----------------------------------------------------------------------------------------
-SCENARIOS = ("sigkill", "writers", "lock", "disk", "corrupt", "fts")
+SCENARIOS = ("sigkill", "writers", "lock", "disk", "corrupt", "fts", "drift")
 
 
 def run(kills: int = 30, writer_count: int = 4, writer_items: int = 1000, hooks: int = 5, hold_seconds: float = 10.0,
@@ -501,6 +547,7 @@ def run(kills: int = 30, writer_count: int = 4, writer_items: int = 1000, hooks:
             ("disk", lambda: disk_full(workdir, log, settle_seconds)),
             ("corrupt", lambda: corrupted_page(workdir, items, log)),
             ("fts", lambda: damaged_index(workdir, items, searches, log)),
+            ("drift", lambda: content_drift(workdir, min(items, 50), log)),
         ]
         for name, scenario in plan:
             if name not in only:

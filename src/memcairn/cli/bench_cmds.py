@@ -288,14 +288,15 @@ def bench_recall(qa: Path, transcripts: tuple[Path, ...], more_qa: tuple[Path, .
               help="Memories written before a page or the keyword index is damaged.")
 @click.option("--searches", default=30, show_default=True, type=click.IntRange(min=1),
               help="Searches (each with a write) while the keyword index is damaged.")
-@click.option("--only", multiple=True, type=click.Choice(["sigkill", "writers", "lock", "disk", "corrupt", "fts"]),
+@click.option("--only", multiple=True,
+              type=click.Choice(["sigkill", "writers", "lock", "disk", "corrupt", "fts", "drift"]),
               help="Run only these scenarios (repeatable) [default: all].")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), help="Also write rows here.")
 def bench_faults(kills: int, writer_count: int, writer_items: int, hooks: int, hold_seconds: float, items: int,
                  searches: int, only: tuple[str, ...], json_out: Path | None) -> None:
     """A reliability campaign: a worker SIGKILLed mid-ingest, concurrent writers, a held write lock, a 3 MB disk
-    that fills (a tmpfs: needs the right to mount), a corrupted page, a damaged keyword index. Prints, per
-    scenario, the writes acknowledged and stored (lost, duplicated).
+    that fills (a tmpfs: needs the right to mount), a corrupted page, a damaged keyword index, content that
+    drifted from the index. Prints, per scenario, the writes acknowledged and stored (lost, duplicated).
 
     Example:
 

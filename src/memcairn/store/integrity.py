@@ -7,7 +7,10 @@ Mixed into ``Store``. Two kinds of damage differ in what can be done about them:
   dropped trigger, a damaged block or content that drifted from the rows (an UPDATE made with the triggers
   off) is repaired by rebuilding it from the rows. Opening the store recreates a missing table; counts that
   differ rebuild it on open; the rest is found by FTS5's ``integrity-check`` (``repair_keyword_index``, what
-  ``memcairn doctor --fix`` and the worker's upkeep run).
+  ``memcairn doctor --fix`` and the worker's upkeep run). The worker's in-memory copy of the postings
+  (``keyword_index``) follows the rows, not the index: one read while the index was sound keeps answering
+  right over a damaged index; a rebuild logs a NULL change, so the copy is read again from the repaired index
+  (and a copy whose build failed on the damage is started again by ``rebuild_fts``).
 - **The file** failing SQLite's ``quick_check`` cannot be repaired in place. The store then refuses writes
   (``StoreDamagedError``, raised by ``db.atomic`` before it takes the write lock), so nothing more is put
   into a file that has to be restored; reads go on as far as the pages allow. ``quick_check`` reads every
