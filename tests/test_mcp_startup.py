@@ -182,3 +182,12 @@ def test_arguments_the_short_path_does_not_know_are_explained_by_the_full_comman
         args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert entry_main(["mcp", *args]) == 2
     assert "Usage: memcairn mcp" in capsys.readouterr().err
+
+
+def test_the_start_up_bench_times_each_first_request_and_each_ending() -> None:
+    from memcairn.bench import mcp as bench
+
+    rows = bench.run(1)
+    assert [(r["first request"], r["ended by"]) for r in rows] == [
+        ("initialize", "eof"), ("initialize", "sigint"), ("server/discover", "eof"), ("server/discover", "sigint")]
+    assert all(r["answer median_ms"] > 0 and r["exit median_ms"] >= 0 for r in rows)

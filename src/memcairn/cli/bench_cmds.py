@@ -203,6 +203,23 @@ def bench_hooks(items: int, runs: int, projects: int, home: Path | None) -> None
     click.echo(render_table(result["rows"]))
 
 
+@bench.command("mcp")
+@click.option("--runs", default=11, show_default=True, type=click.IntRange(min=1), help="Spawns per row.")
+def bench_mcp(runs: int) -> None:
+    """`memcairn mcp` spawned again and again: milliseconds to the answer of its first request (interpreter start
+    included; `initialize`, or the 2026-07-28 `server/discover` probe) and to its exit once its input closes or
+    SIGINT comes.
+
+    Example:
+
+    \b
+        memcairn bench mcp --runs 11
+    """
+    from memcairn.bench import mcp
+
+    click.echo(render_table(mcp.run(runs)))
+
+
 @bench.command("worker")
 @click.option("--items", default=100_000, show_default=True, help="Synthetic observations in the store.")
 @click.option("--clients", default=8, show_default=True, type=click.IntRange(min=1),
