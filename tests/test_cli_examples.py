@@ -43,7 +43,7 @@ def rendered_help(path: tuple[str, ...]) -> str:
 
 
 def examples(text: str) -> list[str]:
-    """The example command lines of a rendered help text, continuation lines joined as a shell joins them."""
+    """The example commands of a rendered help text, continuation lines joined as a shell joins them."""
     found, lines = [], text.splitlines()
     for i, line in enumerate(lines):
         if line.strip() != "Example:":
@@ -55,7 +55,7 @@ def examples(text: str) -> list[str]:
                     break
                 continue
             block.append(following.strip())
-        found.append(re.sub(r"\\\n", " ", "\n".join(block)))
+        found += re.sub(r"\\\n", " ", "\n".join(block)).splitlines()  # one command a line, continuations joined
     return found
 
 

@@ -317,6 +317,7 @@ def bench_faults(kills: int, writer_count: int, writer_items: int, hooks: int, h
 
     Example:
 
+    \b
         memcairn bench faults --kills 30 --writers 4 --writer-items 1000
     """
     from memcairn.bench import faults

@@ -73,11 +73,11 @@ def install(agent: str, dry_run: bool, executable: str | None, compress: str | N
     ~/.codex/hooks.json (CODEX_HOME). gemini: ~/.gemini/settings.json. Each file is backed up before it is
     written (<file>.memcairn-bak-<time>); running it twice changes nothing.
 
-    Example:
-
     With --compress claude-cli the memories are written by the claude command already logged in on this
     machine (its small model, headless), within the token caps llm_session_token_cap and llm_daily_token_cap;
     past a cap, and whenever the model fails, the offline extractor writes them.
+
+    Example:
 
     \b
         memcairn install claude-code --dry-run
