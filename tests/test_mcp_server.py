@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from memcairn.config import load_settings
 from memcairn.errors import WorkerError, WorkerUnavailableError
 from memcairn.mcp_server import TOOLS, WORKFLOW, MemoryTools, WorkerGateway, build_server, default_identity
 from memcairn.project import ProjectIdentity
+from memcairn.tokens import estimate_tokens
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self").exists(), reason="process checks read /proc")
 
@@ -195,7 +197,18 @@ def test_a_full_session_over_stdio_against_a_real_worker(env: dict[str, str], wo
     error, text = seen["full"]
     assert not error
     full = json.loads(text)
-    assert full == {"items": [{k: v for k, v in seen["record"].items() if v not in (None, "", [], {})}]}
+    (record,) = full["items"]
+    stored = seen["record"]  # the HTTP API's raw record keeps everything; the agent's drops what it cannot use
+    assert {"uuid", "content_hash", "created_at_epoch", "updated_at_epoch"} <= set(stored)
+    assert not {"uuid", "content_hash", "created_at_epoch", "updated_at_epoch", "metadata"} & set(record)
+    assert record == {k: v for k, v in stored.items() if k in record and k != "time"} | {"time": record["time"]}
+    assert datetime.fromisoformat(record["time"]).timestamp() == stored["created_at_epoch"] // 1000
+    assert all(v not in (None, "", [], {}) for v in record.values())
+    # the ~N tok beside the index row is what this record costs in the get_observations answer
+    row = next(line for line in seen["search"][1].splitlines() if line.startswith(f"- #{item_id} "))
+    shown = int(re.search(r"~(\d+) tok", row).group(1))
+    paid = estimate_tokens(json.dumps(record, ensure_ascii=False))
+    assert abs(shown - paid) <= 0.15 * paid, (shown, paid)
     assert full["items"][0]["text"].startswith("The auth service compares token expiry in UTC")
 
     for key in ("no_ids", "missing_ids"):

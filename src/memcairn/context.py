@@ -69,6 +69,7 @@ from memcairn.fence import clean_line, fence
 from memcairn.models import ARRAY_FIELDS, TEXT_FIELDS, ItemFilter, MemoryItem
 from memcairn.protocol import NOTICE_PREFIX
 from memcairn.search.render import display_title
+from memcairn.tokens import tokens_for_chars
 
 OBSERVATION_KINDS = ("observation", "manual")
 TITLE_CHARS = 90
@@ -116,7 +117,7 @@ class ChainTotals:
 
     @property
     def tokens(self) -> int:
-        return round(self.chars / 4)
+        return tokens_for_chars(self.chars)
 
 
 @dataclass(frozen=True)
@@ -413,7 +414,7 @@ class _Rows:
 
 
 def _tokens(chars: int) -> int:
-    return round(chars / 4)
+    return tokens_for_chars(chars)
 
 
 def _clock(now: datetime) -> str:

@@ -640,7 +640,8 @@ class MemoryTools:
         return [item["project"]] if isinstance(item, dict) and item.get("project") else None
 
     def get_observations(self, args: dict[str, Any]) -> str:
-        answer = self.gateway.call(lambda c: c.post_json("/api/observations/batch", {"ids": args["ids"]}))
+        body = {"ids": args["ids"], "format": "agent", "tz": _local_tz()}
+        answer = self.gateway.call(lambda c: c.post_json("/api/observations/batch", body))
         items: list[dict[str, Any]] = []
         truncated: list[Any] = []
         left: list[Any] = []

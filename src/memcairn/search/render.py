@@ -3,7 +3,8 @@
 - ``render_index``: one header line (hits per kind, strategy, fallback reason), the notes, then rows
   grouped by day (``### 2026-12-01``), days in the order their first hit appears (so relevance order
   survives), one compact row per hit: ``- #12 14:03 bugfix · Title · ~120 tok``. ``~N tok`` is what the
-  full record costs to read (stored characters / 4). A row costs ~20-40 tokens, never more than ~100.
+  full record costs to read through ``get_observations`` (``search.records.record_tokens``). A row costs
+  ~20-40 tokens, never more than ~100.
 - ``render_timeline``: grouped by day, then by file (first modified file, else first file read, else
   ``(no file)``) in runs, so summaries and prompts stay interleaved in time order; the anchor row ends
   with ``<- ANCHOR``.
@@ -23,6 +24,7 @@ from datetime import datetime, tzinfo
 from memcairn.errors import ValidationError
 from memcairn.fence import clean_line
 from memcairn.models import KINDS, MemoryItem
+from memcairn.search.records import record_tokens
 from memcairn.search.result import SearchResult, Timeline, display_title
 
 NO_FILE = "(no file)"
@@ -39,15 +41,11 @@ def _dt(epoch_ms: int, tz: tzinfo | None) -> datetime:
     return datetime.fromtimestamp(epoch_ms / 1000, tz)
 
 
-def token_estimate(item: MemoryItem) -> int:
-    return max(1, round(item.searchable_chars() / 4))
-
-
 def _row(item: MemoryItem, tz: tzinfo | None, *, project: bool = False, anchor: bool = False) -> str:
     parts = [f"- #{item.id} {_dt(item.created_at_epoch, tz):%H:%M} {clean_line(item.type)}", display_title(item)]
     if project:
         parts.append(clean_line(item.project))
-    parts.append(f"~{token_estimate(item)} tok")
+    parts.append(f"~{record_tokens(item, tz)} tok")
     return " · ".join(parts) + (" <- ANCHOR" if anchor else "")
 
 

@@ -672,10 +672,17 @@ async def observations_batch(request: Request) -> Response:
         raise BadRequest("ids must be whole numbers, e.g. [12, 15]")
     if not all(0 < i <= MAX_ITEM_ID for i in ids):
         raise BadRequest(f"ids must be between 1 and {MAX_ITEM_ID}")
+    from memcairn.search import parse_tz
+    from memcairn.search.records import agent_record, check_format
+
+    fmt, tz = data.get("format"), data.get("tz")
+    if not isinstance(fmt, str | None) or not isinstance(tz, str | None):
+        raise BadRequest("format and tz must be strings, e.g. {\"format\": \"agent\", \"tz\": \"UTC\"}")
+    fmt, tz = check_format(fmt), parse_tz(tz)
     items = await state.call(runtime.store.get_items, ids)
     found = {i.id for i in items}
-    return JSON({"items": [i.to_dict() for i in items],
-                 "missing": [i for i in dict.fromkeys(ids) if i not in found]})
+    records = [agent_record(i, tz) if fmt == "agent" else i.to_dict() for i in items]
+    return JSON({"items": records, "missing": [i for i in dict.fromkeys(ids) if i not in found]})
 
 
 def _kind_of(request: Request) -> str | None:

@@ -172,12 +172,16 @@ OPERATIONS: tuple[Operation, ...] = (
                         "read the same)"),
                   *PROJECT_PARAMS, FORMAT, TZ),
               errors=(400, 404, 500, 503)),
-    Operation("post", "/api/observations/batch", "Full records for ids, in the order asked, plus the missing ids",
-              _json(_obj(("items", "missing"), items={"type": "array", "items": ITEM},
+    Operation("post", "/api/observations/batch", "Full records for ids, in the order asked, plus the missing ids; "
+              "format agent drops what an agent cannot use (uuid, hash, epochs, empty fields) and adds an ISO time",
+              _json(_obj(("items", "missing"), items={"type": "array", "items": {"type": "object"}},
                          missing={"type": "array", "items": {"type": "integer"}})),
-              body={"type": "object", "required": ["ids"], "properties": {"ids": {
-                  "type": "array", "minItems": 1, "maxItems": MAX_BATCH_IDS,
-                  "items": {"type": "integer", "minimum": 1, "maximum": MAX_ITEM_ID}}}},
+              body={"type": "object", "required": ["ids"], "properties": {
+                  "ids": {"type": "array", "minItems": 1, "maxItems": MAX_BATCH_IDS,
+                          "items": {"type": "integer", "minimum": 1, "maximum": MAX_ITEM_ID}},
+                  "format": {"type": "string", "enum": ["raw", "agent"], "default": "raw"},
+                  "tz": {"type": "string", "description": "Zone of the agent format's times (IANA name, UTC or "
+                                                          "an offset); default: the worker's local time"}}},
               errors=(400, 413, 500, 503)),
     *(
         Operation("get", f"/api/{kind}/{{id}}", f"One {kind} (404 for another kind)", _json(ITEM),

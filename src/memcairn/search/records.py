@@ -1,0 +1,64 @@
+"""Full records as an agent reads them: only what it can use, and what reading one costs.
+
+``agent_record`` keeps a memory's id, its time as ISO 8601 in the caller's zone, its project and every
+non-empty field of content. It drops what an agent cannot act on: the uuid, the content hash, the epoch
+fields (the ISO time replaces them), provenance metadata and empty fields. ``format=raw`` over HTTP (and
+``memcairn show --json``) keeps the whole stored row.
+
+``record_tokens`` is the cost of one record inside a ``get_observations`` answer, so the ``~N tok`` printed
+beside an index row is what fetching that id will cost (``memcairn.tokens``).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, tzinfo
+from typing import Any
+
+from memcairn.models import MemoryItem
+from memcairn.tokens import estimate_tokens
+
+# Content fields in the order an agent reads them best: what it is, then what it says, then where.
+AGENT_FIELDS: tuple[str, ...] = (
+    "title", "subtitle", "narrative", "text", "facts", "request", "investigated", "learned", "completed",
+    "next_steps", "notes", "concepts", "files_read", "files_modified",
+)
+FORMATS = ("agent", "raw")
+
+
+def iso_time(epoch_ms: int, tz: tzinfo | None = None) -> str:
+    """``2026-12-01T14:03:00+01:00``: the moment in ``tz`` (None: this process's local zone), to the second."""
+    return datetime.fromtimestamp(epoch_ms / 1000, tz).astimezone(tz).isoformat(timespec="seconds")
+
+
+def agent_record(item: MemoryItem, tz: tzinfo | None = None) -> dict[str, Any]:
+    """The record an agent is given (module doc): no uuid, hash or epochs, no empty fields."""
+    record: dict[str, Any] = {"id": item.id, "time": iso_time(item.created_at_epoch, tz), "project": item.project,
+                              "kind": item.kind, "type": item.type}
+    if item.session:
+        record["session"] = item.session
+    for name in AGENT_FIELDS:
+        value = getattr(item, name)
+        if value not in (None, "", [], {}):
+            record[name] = value
+    return record
+
+
+def record_json(record: dict[str, Any]) -> str:
+    """A record as it appears in a ``get_observations`` answer."""
+    return json.dumps(record, ensure_ascii=False)
+
+
+def record_tokens(item: MemoryItem, tz: tzinfo | None = None) -> int:
+    """What reading ``item`` through ``get_observations`` costs (its record, and the comma that joins it)."""
+    return estimate_tokens(record_json(agent_record(item, tz))) + 1
+
+
+def check_format(value: str | None) -> str:
+    """``agent`` or ``raw`` (default raw: the HTTP API's records are whole unless an agent asks otherwise)."""
+    from memcairn.errors import ValidationError
+
+    chosen = (value or "raw").strip().lower()
+    if chosen not in FORMATS:
+        raise ValidationError(f"format must be {' or '.join(FORMATS)}, got {value!r}")
+    return chosen
