@@ -675,10 +675,9 @@ async def observations_batch(request: Request) -> Response:
     from memcairn.search import parse_tz
     from memcairn.search.records import agent_record, check_format
 
-    fmt, tz = data.get("format"), data.get("tz")
-    if not isinstance(fmt, str | None) or not isinstance(tz, str | None):
+    if any(not isinstance(data[key], str) for key in ("format", "tz") if key in data):
         raise BadRequest("format and tz must be strings, e.g. {\"format\": \"agent\", \"tz\": \"UTC\"}")
-    fmt, tz = check_format(fmt), parse_tz(tz)
+    fmt, tz = check_format(data.get("format")), parse_tz(data.get("tz"))
     items = await state.call(runtime.store.get_items, ids)
     found = {i.id for i in items}
     records = [agent_record(i, tz) if fmt == "agent" else i.to_dict() for i in items]
