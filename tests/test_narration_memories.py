@@ -178,3 +178,33 @@ def test_an_imported_compaction_is_stored_whole_and_in_small_observations(tmp_pa
     assert any(i.type == "bugfix" and "sandbox isolation" in (i.title or "") for i in small)
     CapturePipeline(store, settings).drain()
     assert len(store.list_items(ItemFilter(), limit=100)) == len(items)
+
+
+def test_a_closing_report_is_an_observation_of_its_own() -> None:
+    turn = _turn(narration=tuple(WORK), last_assistant_message=REPORT)
+    result = OfflineExtractor().summarize(turn, [])
+    (report,) = result.observations
+    assert report.title == "Added `Checkout.total/2` in `lib/shop/checkout.ex`, rounding with `Decimal`"
+    assert report.narrative and "12 tests pass, 0 failures." in report.narrative
+    assert "`shop-7.2` — the refund path drops `currency`" in report.narrative and "All done" not in report.narrative
+    assert result.summary is not None and result.summary.completed  # the summary keeps its head too
+    short = OfflineExtractor().summarize(_turn(last_assistant_message="Pushed the fix to `main`."), [])
+    assert short.summary is not None and short.observations == []
+
+
+def test_a_stop_that_goes_on_replaces_its_report_with_its_summary(store: Store, settings: Settings) -> None:  # noqa: F811
+    send(store, settings, "session_start")
+    send(store, settings, "user_prompt", prompt="Fix the cart guard")
+    send(store, settings, "tool_use", tool_name="Bash", tool_use_id="t1", tool_input={"command": "mix test"},
+         tool_response="12 tests, 0 failures")
+    send(store, settings, "stop", last_assistant_message=REPORT)
+    CapturePipeline(store, settings).drain()
+    again = REPORT.replace("12 tests pass", "14 tests pass")
+    send(store, settings, "stop", last_assistant_message=again, stop_hook_active=True)
+    CapturePipeline(store, settings).drain()
+    items = store.list_items(ItemFilter(), limit=100)
+    ends = [i for i in items if i.metadata.get("turn_end")]
+    assert len(ends) == 1 and "14 tests pass" in (ends[0].narrative or "")
+    assert ends[0].kind == "observation" and ends[0].prompt_number == 1
+    (summary,) = [i for i in items if i.kind == "summary"]
+    assert "14 tests pass" in (summary.completed or "")

@@ -77,6 +77,7 @@ TURN_NARRATION_CHARS = 60_000  # the agent's text of a turn's calls given to a c
 MAX_ATTEMPTS = 3
 AWAITING_RESULT = "awaiting_result"  # metadata of an observation made before its call's result was known
 REGROWN = "turn_regrown"  # in a replayed stop's body: the turn went on after an earlier import summarised it
+TURN_END = "turn_end"  # metadata of an observation a Stop made beside its summary (the closing report)
 HOOK_STARTED = HOOK_STARTED_FIELD  # read in SQL by Store.last_prompt_event too
 
 
@@ -427,7 +428,7 @@ class CapturePipeline:
             return []
         title = _first_line(summary.request or turn.prompt or summary.completed or summary.notes or "Session summary",
                             80)
-        return [NewItem(
+        items = [NewItem(
             project=turn.project, kind="summary", type="summary", title=title, request=summary.request,
             investigated=summary.investigated, learned=summary.learned, completed=summary.completed,
             next_steps=summary.next_steps, notes=summary.notes, files_read=summary.files_read,
@@ -435,6 +436,13 @@ class CapturePipeline:
             platform_source=turn.platform_source, created_at_epoch=event.at_epoch,
             metadata=_produced_by(self, compressed), source=_source(event),
         )]
+        # a compressor may also make observations of the turn's end (the offline extractor: the agent's closing
+        # report, a record of its own); they go and come with the summary (``_turn_summaries``)
+        for index, obs in enumerate(compressed.observations):
+            made = self._observation_item(obs, turn, event, index, compressed)
+            items.append(replace(made, metadata={**made.metadata, TURN_END: True},
+                                 source=_source(event, f"#end{index}")))
+        return items
 
     def _turn_summaries(self, turn: Turn, event: IngestEvent, prompt_event: IngestEvent | None) -> list[int]:
         """Ids of the summaries made by the earlier Stops of the turn ``event`` continues.
@@ -456,9 +464,10 @@ class CapturePipeline:
                 break
         if not times:
             return []
-        items = self.store.list_items(ItemFilter(session=turn.session_id, kinds=["summary"],
-                                                 platform_source=turn.platform_source), order="newest", limit=50)
-        return [i.id for i in items if i.prompt_number == turn.prompt_number and i.created_at_epoch in times]
+        items = self.store.list_items(ItemFilter(session=turn.session_id, kinds=["summary", "observation"],
+                                                 platform_source=turn.platform_source), order="newest", limit=500)
+        return [i.id for i in items if i.prompt_number == turn.prompt_number and i.created_at_epoch in times
+                and (i.kind == "summary" or i.metadata.get(TURN_END) is True)]
 
     def _turn_observations(self, turn: Turn) -> list[Observation]:
         items = self.store.list_items(ItemFilter(session=turn.session_id, kinds=["observation"],
@@ -467,7 +476,7 @@ class CapturePipeline:
             Observation(type=i.type, title=i.title or "", subtitle=i.subtitle, narrative=i.narrative,
                         facts=tuple(i.facts), concepts=tuple(i.concepts), files_read=tuple(i.files_read),
                         files_modified=tuple(i.files_modified))
-            for i in items if i.prompt_number == turn.prompt_number
+            for i in items if i.prompt_number == turn.prompt_number and i.metadata.get(TURN_END) is not True
         ]
 
 

@@ -17,7 +17,7 @@ from memcairn.capture.offline.drafts import (
     _task_draft,
 )
 from memcairn.capture.offline.fixes import _fix_evidence, _FixEvidence, _timeline
-from memcairn.capture.offline.summary import _summary
+from memcairn.capture.offline.summary import _report, _summary
 from memcairn.capture.records import Compressed, Observation, ToolCall, Turn
 
 
@@ -106,5 +106,9 @@ class OfflineExtractor:
         return Compressed(observations=_observe(turn, list(calls or ())))
 
     def summarize(self, turn: Turn, observations: Sequence[Observation]) -> Compressed:
-        """The turn's summary from its prompt, observations and the agent's last message."""
-        return Compressed(summary=_summary(turn, list(observations or ())))
+        """The turn's summary from its prompt, observations, the agent's narration and its last message; and the
+        closing message as an observation of its own when it reports enough."""
+        observed = list(observations or ())
+        summary = _summary(turn, observed)
+        report = _report(turn, observed) if summary is not None else None
+        return Compressed(summary=summary, observations=[report] if report is not None else [])

@@ -15,16 +15,17 @@ from collections.abc import Iterable, Sequence
 
 from memcairn.capture.offline import narration
 from memcairn.capture.offline.actions import _PURPOSE
-from memcairn.capture.offline.text import _SENTENCE_END, _clip, _plain, _unique
+from memcairn.capture.offline.text import _SENTENCE_END, SUBTITLE_MAX, TEXT_MAX, TITLE_MAX, _clip, _plain, _unique
 from memcairn.capture.records import Observation, Summary, Turn
 
 REQUEST_MAX = 300
 INVESTIGATED_MAX = 300
-LEARNED_MAX = 900
-COMPLETED_MAX = 1600
-REPORT_MAX = 1300  # of ``completed``, what the closing report may take
+LEARNED_MAX = 700
+COMPLETED_MAX = 1000
+REPORT_MAX = 600  # of ``completed``, what the closing report may take (all of it is an observation of its own)
+REPORT_MIN = 200  # characters of decisive sentences a closing report needs to be an observation of its own
 NEXT_MAX = 400
-NOTES_MAX = 600
+NOTES_MAX = 500
 
 _NEXT_CUE = re.compile(
     r"\b(?:next|todo|remaining|remains|should|need to|needs to|still|follow[- ]up)\b", re.IGNORECASE
@@ -49,6 +50,21 @@ def _next_steps(message: str | None) -> str | None:
 
 def _prose(parts: Sequence[str], limit: int) -> str | None:
     return _clip(narration.joined(parts), limit) or None
+
+
+def _report(turn: Turn, observations: Sequence[Observation]) -> Observation | None:
+    """The agent's closing report as an observation of its own, when it says enough (``REPORT_MIN`` characters of
+    decisive sentences): what was done, in its words, as a record a search finds without the whole summary."""
+    message = turn.last_assistant_message if isinstance(turn.last_assistant_message, str) else None
+    said = narration.decisive([message], TEXT_MAX)
+    text = narration.joined(said)
+    if len(text) < REPORT_MIN:
+        return None
+    named = [path for o in observations for path in o.files_modified if path and path in text]
+    return Observation(
+        type="change", title=_clip(said[0], TITLE_MAX), subtitle=_clip(turn.prompt, SUBTITLE_MAX) or None,
+        narrative=_clip(text, TEXT_MAX), concepts=("what-changed",), files_modified=tuple(_unique(named)),
+    )
 
 
 def _summary(turn: Turn, observations: Sequence[Observation]) -> Summary | None:
