@@ -19,7 +19,7 @@ def _consistent(row: dict) -> None:
 
 def test_a_small_campaign_loses_and_duplicates_nothing() -> None:
     rows = {r.scenario: r.as_dict() for r in faults.run(
-        kills=1, writer_count=2, writer_items=20, items=40, searches=3, settle_seconds=2.0,
+        kills=1, writer_count=2, writer_items=20, items=40, searches=4, settle_seconds=2.0, model="hash",
         only=("sigkill", "writers", "corrupt", "fts", "disk"), log=lambda _m: None)}
     kill = rows["SIGKILL x 1 mid-ingest"]
     _consistent(kill)
@@ -34,6 +34,7 @@ def test_a_small_campaign_loses_and_duplicates_nothing() -> None:
     fts = rows["damaged keyword index"]
     _consistent(fts)
     assert fts["acknowledged"] == fts["stored"] and "0 failed" in fts["notes"]
+    assert "answered by the semantic leg alone" in fts["notes"] and "repaired by the worker" in fts["notes"]
     disk = rows["3 MB disk fills"]
     if disk["held"] != "skipped":  # a 3 MB tmpfs needs the right to mount
         _consistent(disk)

@@ -448,10 +448,10 @@ def _readable_ids(db: Path, top: int) -> int:
     return readable
 
 
-def damaged_index(workdir: Path, items: int, searches: int, log: Log) -> Row:
+def damaged_index(workdir: Path, items: int, searches: int, log: Log, model: str | None = None) -> Row:
     """The worker as configured by default (the mirror on, the in-memory keyword copy on, the idle-time check
     every 30 minutes): half the searches filter by concept, which the in-memory copy does not answer, so they
-    read FTS5 itself and meet the damage."""
+    read FTS5 itself and meet the damage. ``model``: the embedding model (default: the setting's)."""
     from memcairn.bench.damage import damage_keyword_index
 
     row = Row("damaged keyword index")
@@ -459,7 +459,8 @@ def damaged_index(workdir: Path, items: int, searches: int, log: Log) -> Row:
     home.mkdir()
     db = home / "memcairn.db"
     failures, fallbacks = 0, 0
-    with _worker(home, MEMCAIRN_VECTOR_BACKEND="sqlite-vec") as worker:
+    with _worker(home, MEMCAIRN_VECTOR_BACKEND="sqlite-vec",
+                 **({"MEMCAIRN_EMBEDDING_MODEL": model} if model else {})) as worker:
         for n in range(items):
             _save(worker.port, row, f"fts-{n}")
         damage_keyword_index(db)
@@ -535,7 +536,7 @@ SCENARIOS = ("sigkill", "writers", "lock", "disk", "corrupt", "fts", "drift")
 
 def run(kills: int = 30, writer_count: int = 4, writer_items: int = 1000, hooks: int = 5, hold_seconds: float = 10.0,
         items: int = 200, searches: int = 30, settle_seconds: float = 7.0, only: tuple[str, ...] = SCENARIOS,
-        log: Log = print) -> list[Row]:
+        model: str | None = None, log: Log = print) -> list[Row]:
     """Run the scenarios named in ``only`` (all by default) with these counts; one row each."""
     workdir = Path(tempfile.mkdtemp(prefix="memcairn-faults-"))
     rows: list[Row] = []
@@ -546,7 +547,7 @@ def run(kills: int = 30, writer_count: int = 4, writer_items: int = 1000, hooks:
             ("lock", lambda: held_lock(workdir, hooks, hold_seconds, log)),
             ("disk", lambda: disk_full(workdir, log, settle_seconds)),
             ("corrupt", lambda: corrupted_page(workdir, items, log)),
-            ("fts", lambda: damaged_index(workdir, items, searches, log)),
+            ("fts", lambda: damaged_index(workdir, items, searches, log, model)),
             ("drift", lambda: content_drift(workdir, min(items, 50), log)),
         ]
         for name, scenario in plan:
