@@ -218,3 +218,18 @@ def test_worker_notices_damage_that_appears_while_it_runs(worker: tuple[Any, Tes
     assert client.get("/api/health").json()["store"]["state"] == "damaged"
     saved = client.post("/api/memory/save", json={"project": "p", "text": "not into a damaged file"})
     assert saved.json()["error"] == "store_damaged"
+
+
+def test_a_file_too_large_to_check_at_open_is_checked_by_the_worker(cfg: Settings, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from memcairn.store import integrity
+
+    _corrupted(cfg)
+    monkeypatch.setattr(integrity, "CHECK_AT_OPEN_BYTES", 0)  # every file counts as large: open stays cheap
+    with Store(cfg.db_path) as store:
+        assert store.damage is None and store.checked_at is None
+    app = make_app(None, cfg, static_dir=tmp_path / "static")
+    with TestClient(app, base_url=BASE) as client:
+        _wait(lambda: app.state.worker.phase == "ready", what="ready")
+        _wait(lambda: client.get("/api/health").json()["store"]["state"] == "damaged", what="the background check")
+        assert client.post("/api/memory/save", json={"project": "p", "text": "x"}).json()["error"] == "store_damaged"
