@@ -82,6 +82,7 @@ def test_bench_recall_imports_through_a_real_worker_and_scores_both_systems(
     assert "stored" not in none and isinstance(none["no_result"], bool) and none["raw"]["no_result"] is True
     assert result["totals"]["questions"] == 2 and result["totals"]["unanswerable"] == 1
     assert result["raw"]["totals"]["stored"] == 0.667  # 2 of the 3 facts
+    assert result["totals_by_qa"] == {}  # one QA file: its totals are the totals
     assert processes_of(home, mentioning(b"memcairn")) == []
 
     assert cli(["bench", "recall", str(qa), str(HELLO), "--model", "hash", "--home", str(home)]) == 1

@@ -191,6 +191,15 @@ def summarise(questions: Sequence[Question], rows: Sequence[dict[str, Any]]) -> 
     return out
 
 
+def by_qa(questions: Sequence[Question], rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The totals of each QA file's questions (when several files were given, each is a set of its own)."""
+    sources = list(dict.fromkeys(q.source for q in questions))
+    if len(sources) < 2:
+        return {}
+    return {src: summarise([q for q in questions if q.source == src],
+                           [r for q, r in zip(questions, rows, strict=True) if q.source == src]) for src in sources}
+
+
 # -- the run --------------------------------------------------------------------------------------------
 def run(qa_paths: Sequence[Path], transcripts: Sequence[Path], *, baseline: str | None = "raw",
         home: Path | None = None, model: str | None = None, log: Log = lambda _m: None) -> dict[str, Any]:
@@ -227,7 +236,7 @@ def run(qa_paths: Sequence[Path], transcripts: Sequence[Path], *, baseline: str 
                 if not q.unanswerable:
                     row["stored"] = _share(facts_held(q, everything))
             result["raw"] = {"chunks": len(index.chunks), "seconds": round(time.perf_counter() - started, 2),
-                             "totals": summarise(questions, raw_rows)}
+                             "totals": summarise(questions, raw_rows), "totals_by_qa": by_qa(questions, raw_rows)}
         finally:
             index.close()
         for row, raw in zip(result["questions"], raw_rows, strict=True):
@@ -259,7 +268,7 @@ def _measure(questions: Sequence[Question], files: Sequence[Path], home: Path, m
     return {"transcripts": [str(f) for f in files], "qa": sorted({q.source for q in questions}),
             "import": {"seconds": round(seconds, 2), "report": report, "failed_events": queue.get("failed", 0)},
             "items": kinds, "context_tokens": {p: tokens(len(t)) for p, t in contexts.items()},
-            "totals": summarise(questions, rows), "questions": rows}
+            "totals": summarise(questions, rows), "totals_by_qa": by_qa(questions, rows), "questions": rows}
 
 
 # -- rendering ------------------------------------------------------------------------------------------
@@ -293,6 +302,10 @@ def render(result: dict[str, Any]) -> str:
     lines.append(total_row("memcairn", totals))
     if "raw" in result:
         lines.append(total_row(f"raw BM25 ({result['raw']['chunks']:,} chunks)", result["raw"]["totals"]))
+    for source, part in result.get("totals_by_qa", {}).items():
+        lines.append(total_row(f"memcairn · {Path(source).name}", part))
+        if "raw" in result:
+            lines.append(total_row(f"raw BM25 · {Path(source).name}", result["raw"]["totals_by_qa"][source]))
     lines += ["", "| question | kind | facts | stored | top5 | digest | tokens | raw stored | raw top5 | raw tokens |",
               "|---|---|---|---|---|---|---|---|---|---|"]
     for row in result["questions"]:
