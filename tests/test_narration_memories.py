@@ -4,6 +4,7 @@ Claude Code writes when it compacts a conversation names files and errors that b
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from test_capture_pipeline import send, settings  # noqa: F401  (the fixture)
@@ -12,7 +13,7 @@ from test_transcripts import Transcript
 from memcairn.capture.offline import OfflineExtractor
 from memcairn.capture.offline.narration import CAUSE, DECISION, DONE, RESULT, TODO, decisive, read
 from memcairn.capture.pipeline import CapturePipeline
-from memcairn.capture.recap import recap_observations
+from memcairn.capture.recap import lean_fields, recap_observations
 from memcairn.capture.records import ToolCall, Turn
 from memcairn.config import Settings
 from memcairn.models import ItemFilter
@@ -208,3 +209,32 @@ def test_a_stop_that_goes_on_replaces_its_report_with_its_summary(store: Store, 
     assert ends[0].kind == "observation" and ends[0].prompt_number == 1
     (summary,) = [i for i in items if i.kind == "summary"]
     assert "14 tests pass" in (summary.completed or "")
+
+
+def test_a_compaction_summary_with_files_and_errors_keeps_their_headlines_not_their_details() -> None:
+    observations = recap_observations(RECAP)
+    fields = lean_fields(RECAP, observations)
+    assert fields is not None
+    assert fields["request"] == "The user asked to add refunds to the shop."
+    assert fields["completed"].startswith("Writing tests for `RefundLive`. Files: lib/shop/refund.ex: New module")
+    assert fields["learned"].startswith("Errors fixed: LiveView test: sandbox isolation")
+    assert "{:shared, self()}" in fields["learned"]  # the concepts
+    assert fields["next_steps"] == "`shop-9.3`: refund emails."
+    assert lean_fields("no sections at all", []) is None
+
+
+def test_a_report_between_two_calls_is_an_observation_of_its_own() -> None:
+    longer = REPORT + ("\n\n- Added `Refund.issue/3`, which books the refund and emails the customer\n"
+                       "- Added `RefundLive` at `/refunds/:id`, listing a refund's lines with their taxes\n"
+                       "- Removed `Cart.legacy_total/1`; nothing called it since the checkout moved to `Decimal`\n")
+    report = ToolCall(name="Bash", input={"command": "git status"}, response={"stdout": "clean"}, tool_use_id="t2",
+                      narration=longer)
+    run = ToolCall(name="Bash", input={"command": "mix test"}, response={"stdout": "12 tests, 0 failures"},
+                   tool_use_id="t1", narration="Let me run the tests. The cart guard needs `Decimal` now.")
+    observations = OfflineExtractor().observe(_turn(tools=(run, report)), [run, report]).observations
+    reports = [o for o in observations if "12 tests pass" in (o.narrative or "")]
+    assert len(reports) == 1 and reports[0].title.startswith("Added `Checkout.total/2`")
+    assert not any("12 tests pass" in (o.narrative or "") for o in observations if o is not reports[0])
+    short = replace(report, narration=REPORT)  # a shorter one goes with its call
+    (only,) = OfflineExtractor().observe(_turn(tools=(short,)), [short]).observations
+    assert only.title.startswith("Ran `git status`") and "12 tests pass" in (only.narrative or "")

@@ -51,7 +51,7 @@ from typing import Any
 from memcairn.capture.compaction import compaction_sections
 from memcairn.capture.noise import request_text, without_filler
 from memcairn.capture.offline import OfflineExtractor
-from memcairn.capture.recap import recap_observations
+from memcairn.capture.recap import lean_fields, recap_observations
 from memcairn.capture.records import (
     Compressed,
     CompressionFailed,
@@ -277,7 +277,10 @@ class CapturePipeline:
         if not isinstance(text, str) or not text.strip():
             self._commit(events, [], report)
             return
-        fields = compaction_sections(text)
+        # each file and error it names is an observation of its own, for a search to find one by one; the summary
+        # then keeps their headlines rather than their details (``capture.recap``)
+        observations = recap_observations(text)
+        fields = (lean_fields(text, observations) if observations else None) or compaction_sections(text)
         head = fields.get("request") or fields.get("notes") or text
         head = head.split(":", 1)[1] if head.lower().startswith("primary request") else head
         common: dict[str, Any] = {"project": self._project(event), "session": event.session_id,
@@ -285,10 +288,9 @@ class CapturePipeline:
                                   "metadata": {"compaction": True}}
         item = NewItem(kind="summary", type="summary", title=_first_line("Compacted: " + head.strip(), 80),
                        source=_source(event), **common, **fields)
-        # and each file and error it names as an observation of its own, for a search to find one by one
         small = [NewItem(kind="observation", type=o.type, title=o.title, narrative=o.narrative, facts=o.facts,
                          concepts=o.concepts, files_modified=o.files_modified, source=_source(event, f"#{i}"),
-                         **common) for i, o in enumerate(recap_observations(text))]
+                         **common) for i, o in enumerate(observations)]
         self._commit(events, [item, *small], report)
 
     def _session_end(self, events: list[IngestEvent], report: CaptureReport) -> None:

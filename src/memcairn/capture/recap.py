@@ -107,6 +107,8 @@ def _file_observation(item: _Item) -> Observation | None:
         return None
     rest = _LEAD.sub("", item.head[found.end():] if found else item.head)
     lead = rest or (item.details[0] if item.details else "")
+    if lead.startswith("(") and item.details:  # "(MODIFIED - task 3)": the first detail says more
+        lead = item.details[0]
     created = bool(re.match(r"(?:new|created|adds? a new)\b", lead, re.I))
     narrative = _clip(" ".join(p.rstrip(".") + "." for p in [lead, *item.details] if p), TEXT_MAX)
     return Observation(
@@ -132,3 +134,32 @@ def recap_observations(text: str | None) -> list[Observation]:
     sections = _sections(text[:RECAP_MAX_CHARS])
     files = [o for o in (_file_observation(i) for i in _items(sections.get("files", []))) if o is not None]
     return files + [_error_observation(i) for i in _items(sections.get("errors", []))]
+
+
+def _prose(lines: list[str] | None, limit: int) -> str | None:
+    """A section's bullets as one text: each item's head, its details after it in brackets."""
+    parts = [i.head + (f" ({'; '.join(i.details)})" if i.details else "") for i in _items(lines or [])]
+    text = "; ".join(p.rstrip(".;") for p in parts if p)
+    return _clip(text + "." if text and text[-1] not in ".!?…)" else text, limit) or None
+
+
+def lean_fields(text: str | None, observations: list[Observation]) -> dict[str, str] | None:
+    """A session summary's fields from a compaction summary whose files and errors are stored as ``observations``
+    of their own: the request, the current work and the files' headlines, the errors' headlines, what was solved
+    and the concepts, what is pending; about a third of the whole. None when the summary has no sections."""
+    sections = _sections((text or "")[:RECAP_MAX_CHARS])
+    if not sections:
+        return None
+    files = "; ".join(o.title for o in observations if o.files_modified)
+    errors = "; ".join(o.title for o in observations if o.type == "bugfix")
+    fields = {
+        "request": _prose(sections.get("request"), 400),
+        "completed": _clip(" ".join(p for p in (_prose(sections.get("current"), 500),
+                                                f"Files: {files}." if files else "") if p), 1100) or None,
+        "learned": _clip(" ".join(p for p in (f"Errors fixed: {errors}." if errors else "",
+                                              _prose(sections.get("problems"), 400),
+                                              _prose(sections.get("concepts"), 400)) if p), 1200) or None,
+        "next_steps": _prose(sections.get("pending", []) + sections.get("next", []), 500),
+        "notes": _prose(sections.get("other"), 300),
+    }
+    return {name: value for name, value in fields.items() if value}

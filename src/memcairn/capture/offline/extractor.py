@@ -17,7 +17,7 @@ from memcairn.capture.offline.drafts import (
     _task_draft,
 )
 from memcairn.capture.offline.fixes import _fix_evidence, _FixEvidence, _timeline
-from memcairn.capture.offline.summary import _report, _summary
+from memcairn.capture.offline.summary import MID_REPORT_MIN, _report, _summary, report_observation
 from memcairn.capture.records import Compressed, Observation, ToolCall, Turn
 
 
@@ -58,10 +58,17 @@ def _observe(turn: Turn, calls: Sequence[ToolCall]) -> list[Observation]:
     evidence = {a.index: e for a, e in edits}
     folded = _validations(edits, {a.index for a in batch})
     drafts: list[_Draft] = []
+    reports: list[Observation] = []
     group: list[_Action] = []
     said: list[str] = []  # narration of calls not drafted yet: it goes with the next draft
     for action in batch:
-        if action.call.narration:
+        # a report the agent wrote between two calls (a sub-task done) is a record of its own, else the narration
+        # goes with the call's observation
+        report = report_observation(action.call.narration, turn.prompt, action.writes + action.reads,
+                                    MID_REPORT_MIN)
+        if report is not None:
+            reports.append(report)
+        elif action.call.narration:
             said.append(action.call.narration)
         if _is_trivial(action) or action.index in folded:
             continue
@@ -77,7 +84,7 @@ def _observe(turn: Turn, calls: Sequence[ToolCall]) -> list[Observation]:
         drafts.append(_read_group_draft(group))
     if drafts and said:
         drafts[-1].said += said
-    return [_finish(draft, turn) for draft in drafts]
+    return reports + [_finish(draft, turn) for draft in drafts]
 
 
 def _draft_for(action: _Action, evidence: _FixEvidence | None, actions: Sequence[_Action]) -> _Draft:

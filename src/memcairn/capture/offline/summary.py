@@ -24,6 +24,7 @@ LEARNED_MAX = 700
 COMPLETED_MAX = 1000
 REPORT_MAX = 600  # of ``completed``, what the closing report may take (all of it is an observation of its own)
 REPORT_MIN = 200  # characters of decisive sentences a closing report needs to be an observation of its own
+MID_REPORT_MIN = 400  # the same for a report written between two calls (the end of a sub-task)
 NEXT_MAX = 400
 NOTES_MAX = 500
 
@@ -52,19 +53,25 @@ def _prose(parts: Sequence[str], limit: int) -> str | None:
     return _clip(narration.joined(parts), limit) or None
 
 
-def _report(turn: Turn, observations: Sequence[Observation]) -> Observation | None:
-    """The agent's closing report as an observation of its own, when it says enough (``REPORT_MIN`` characters of
-    decisive sentences): what was done, in its words, as a record a search finds without the whole summary."""
-    message = turn.last_assistant_message if isinstance(turn.last_assistant_message, str) else None
+def report_observation(message: str | None, prompt: str | None, files: Iterable[str] = (),
+                       minimum: int = REPORT_MIN) -> Observation | None:
+    """A report the agent wrote (what was done, in its words) as an observation of its own, when it says enough
+    (``minimum`` characters of decisive sentences); ``files`` it names become its files."""
     said = narration.decisive([message], TEXT_MAX)
     text = narration.joined(said)
-    if len(text) < REPORT_MIN:
+    if len(text) < minimum:
         return None
-    named = [path for o in observations for path in o.files_modified if path and path in text]
+    named = [path for path in files if path and path in text]
     return Observation(
-        type="change", title=_clip(said[0], TITLE_MAX), subtitle=_clip(turn.prompt, SUBTITLE_MAX) or None,
+        type="change", title=_clip(said[0], TITLE_MAX), subtitle=_clip(prompt, SUBTITLE_MAX) or None,
         narrative=_clip(text, TEXT_MAX), concepts=("what-changed",), files_modified=tuple(_unique(named)),
     )
+
+
+def _report(turn: Turn, observations: Sequence[Observation]) -> Observation | None:
+    """The agent's closing report as an observation of its own: a record a search finds without the summary."""
+    message = turn.last_assistant_message if isinstance(turn.last_assistant_message, str) else None
+    return report_observation(message, turn.prompt, (p for o in observations for p in o.files_modified))
 
 
 def _summary(turn: Turn, observations: Sequence[Observation]) -> Summary | None:
