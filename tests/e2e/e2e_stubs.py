@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 
@@ -54,6 +55,8 @@ class Logged:
 class Dialect:
     """How one API numbers turns and streams an answer."""
 
+    probes: tuple[str, ...] = ()  # reachability checks the client makes ("GET /"): answered 200, not counted
+
     def turn_of(self, body: dict[str, Any]) -> int:
         raise NotImplementedError
 
@@ -71,6 +74,8 @@ def _sse(data: dict[str, Any], event: str | None = None) -> bytes:
 
 class Anthropic(Dialect):
     """``POST /v1/messages`` (streaming): Claude Code."""
+
+    probes = ("GET /", "HEAD /")  # Claude Code 2.1.197 checks that the base URL answers
 
     def handles(self, path: str) -> bool:
         return path.startswith("/v1/messages") and "count_tokens" not in path
@@ -166,6 +171,7 @@ class ModelStub:
     script: list[Turn] = field(default_factory=list)
     requests: list[Logged] = field(default_factory=list)
     others: list[str] = field(default_factory=list)  # requests no turn answered (method and path)
+    history: list[Logged] = field(default_factory=list)  # every answered request, across resets
 
     def __post_init__(self) -> None:
         stub = self
@@ -188,6 +194,7 @@ class ModelStub:
                     turn = stub.dialect.turn_of(body)
                     ident = len(stub.requests)
                     stub.requests.append(Logged(self.path, body, turn))
+                    stub.history.append(stub.requests[-1])
                 answer = stub.script[turn](body) if turn < len(stub.script) else Say("done")
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
@@ -200,7 +207,11 @@ class ModelStub:
                 self.close_connection = True
 
             def do_GET(self) -> None:  # noqa: N802
-                stub.others.append(f"GET {self.path}")
+                asked = f"{self.command} {self.path}"
+                if asked in stub.dialect.probes:
+                    self._reply(200, b"{}", "application/json")
+                    return
+                stub.others.append(asked)
                 self._reply(404, b'{"error": "not stubbed"}', "application/json")
 
             do_HEAD = do_GET  # noqa: N815
@@ -231,10 +242,21 @@ class ModelStub:
         return f"http://127.0.0.1:{self.port}"
 
     def reset(self, script: list[Turn]) -> None:
+        """A new script for the next run; ``requests`` starts empty again (``history`` keeps them all)."""
         with self.lock:
             self.script = script
             self.requests = []
 
-    def close(self) -> None:
+    def close(self, log: Path | None = None) -> None:
+        """Stop serving; with ``log``, write every request it saw there (JSON lines), to read after a failure."""
         self.server.shutdown()
         self.server.server_close()
+        if log is not None:
+            self.dump(log)
+
+    def dump(self, log: Path) -> None:
+        with log.open("w", encoding="utf-8") as out:
+            for logged in self.history:
+                out.write(json.dumps({"path": logged.path, "turn": logged.turn, "body": logged.body}) + "\n")
+            for other in self.others:
+                out.write(json.dumps({"unanswered": other}) + "\n")

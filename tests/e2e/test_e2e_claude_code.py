@@ -162,10 +162,11 @@ def world(tmp_path: Path) -> Any:
 
 
 @pytest.fixture
-def stub() -> Any:
+def stub(tmp_path: Path) -> Any:
     made = ModelStub(Anthropic())
     yield made
-    made.close()
+    made.close(tmp_path / "model-requests.jsonl")  # every request, to read after a failure
+    assert not made.others, f"requests the stub does not serve: {made.others}"
 
 
 @pytest.mark.parametrize("cli", [CLAUDE_NATIVE, CLAUDE_NPM], ids=["newest-native", "plain-npm"])

@@ -99,10 +99,11 @@ def output_of(request: dict[str, Any], call_id: str) -> str:
 
 
 @pytest.fixture
-def stub() -> Any:
+def stub(tmp_path: Path) -> Any:
     made = ModelStub(Responses())
     yield made
-    made.close()
+    made.close(tmp_path / "model-requests.jsonl")  # every request, to read after a failure
+    assert not made.others, f"requests the stub does not serve: {made.others}"
 
 
 @pytest.fixture

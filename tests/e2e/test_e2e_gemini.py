@@ -62,10 +62,11 @@ def function_response(request: dict[str, Any], name: str) -> str:
 
 
 @pytest.fixture
-def stub() -> Any:
+def stub(tmp_path: Path) -> Any:
     made = ModelStub(Gemini())
     yield made
-    made.close()
+    made.close(tmp_path / "model-requests.jsonl")  # every request, to read after a failure
+    assert not made.others, f"requests the stub does not serve: {made.others}"
 
 
 @pytest.fixture
