@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -18,7 +19,7 @@ from typing import Any
 from test_mcp_server import free_port, processes_with
 
 MEMCAIRN = str(Path(sys.executable).with_name("memcairn"))
-NODE_DIR = str(Path(os.path.realpath("/usr/bin/node")).parent)
+NODE_DIR = str(Path(os.path.realpath(shutil.which("node") or "/usr/bin/node")).parent)  # the launchers run node
 
 
 @dataclass
