@@ -148,7 +148,7 @@ def test_write_of_a_new_file_is_a_feature_and_an_overwrite_is_a_change() -> None
                        response={"type": "create", "filePath": "/repo/src/new.py"})
     overwritten = ToolCall(name="Write", input={"file_path": "/repo/src/old.py", "content": "x = 1\n"},
                            response={"type": "update", "filePath": "/repo/src/old.py"})
-    first, second = observe([created, overwritten])
+    first, second = (only(observe([call])) for call in (created, overwritten))
     assert (first.type, first.title, first.files_modified) == ("feature", "Created src/new.py: added Cache",
                                                                ("src/new.py",))
     assert "created src/new.py (3 lines): added Cache" in first.facts
@@ -166,7 +166,7 @@ def test_multiedit_and_notebookedit() -> None:
         {"old_string": "a", "new_string": "b"}, {"old_string": "c", "new_string": "def helper():\n    pass"}]})
     notebook = ToolCall(name="NotebookEdit", input={"notebook_path": "/repo/nb.ipynb", "cell_id": "c1",
                                                     "new_source": "print(1)", "edit_mode": "replace"})
-    first, second = observe([multi, notebook])
+    first, second = (only(observe([call])) for call in (multi, notebook))
     assert first.type == "change" and first.files_modified == ("a.py",)
     assert "edited a.py (2 edits): added helper" in first.facts
     assert second.type == "change" and second.files_modified == ("nb.ipynb",)
@@ -206,16 +206,18 @@ def test_consecutive_lookups_merge_and_lists_are_capped() -> None:
     assert len(obs.facts) <= FACTS_MAX
 
 
-def test_lookups_separated_by_an_edit_are_not_merged() -> None:
-    obs = observe([read("/repo/a.py"), edit("/repo/a.py"), read("/repo/b.py")])
-    assert [o.type for o in obs] == ["discovery", "change", "discovery"]
+def test_lookups_and_the_edit_between_them_are_one_episode() -> None:
+    obs = only(observe([read("/repo/a.py"), edit("/repo/a.py"), read("/repo/b.py")]))
+    assert (obs.type, obs.title, obs.files_read) == ("change", "Edited a.py", ("a.py", "b.py"))
+    assert obs.facts[0] == "edited a.py"  # what changed first, what was looked at after
+    assert "read a.py" in obs.facts and "read b.py" in obs.facts
 
 
 def test_task_and_web_tools() -> None:
     task = ToolCall(name="Task", input={"description": "Explore the API", "prompt": "Look around"},
                     response={"content": [{"type": "text", "text": "The API lives in api.py. It has 3 routes."}]})
     search = ToolCall(name="WebSearch", input={"query": "httpx retry"}, response="results...")
-    first, second = observe([task, search])
+    first, second = (only(observe([call])) for call in (task, search))
     assert first.title == "Delegated: Explore the API"
     assert "result: The API lives in api.py. It has 3 routes." in first.facts
     assert second.type == "discovery" and "web search: httpx retry" in second.facts
@@ -279,9 +281,9 @@ def test_displayed_commands_drop_the_project_directory_and_fold_commit_heredocs(
 
 
 def test_read_only_shell_commands_join_the_lookups() -> None:
-    obs = only(observe([read("/repo/a.py"), bash("git status", stdout="On branch main"), bash("ls src", "a.py")]))
+    obs = only(observe([read("/repo/a.py"), bash("grep -n x a.py", stdout="3: x = 1"), bash("ls src", "a.py")]))
     assert obs.type == "discovery"
-    assert "ran `git status` → ok: On branch main" in obs.facts
+    assert "ran `grep -n x a.py` → ok: 3: x = 1" in obs.facts
 
 
 # ------------------------------------------------------------------------------------------ outcomes and facts
@@ -360,15 +362,16 @@ def test_failing_test_then_edit_then_passing_test_is_a_bugfix_in_one_batch() -> 
     passing = bash("pytest -q", stdout="5 passed in 0.2s")
     observations = observe([failing, fix, passing])
     assert_well_formed(observations)
-    assert [o.type for o in observations] == ["discovery", "bugfix"]  # the validating run is folded into the fix
-    bugfix = observations[1]
+    bugfix = only(observations)  # one episode: the failure, the fix and the run that verified it
+    assert bugfix.type == "bugfix"
+    assert "ran `pytest -q` → 1 failed, 4 passed → 5 passed" in bugfix.facts
+    assert bugfix.title == "Fixed src/app.py after failing `pytest -q`; tests 1 failed, 4 passed → 5 passed"
     assert bugfix.files_modified == ("src/app.py",)
     assert bugfix.concepts == ("what-changed", "problem-solution")
     assert "after failure: `pytest -q` → 1 failed, 4 passed" in bugfix.facts
     assert "verified: `pytest -q` → 5 passed" in bugfix.facts
     assert "tests passed" in bugfix.facts
     assert "fixes failing tests: tests/test_app.py::test_retry" in bugfix.facts
-    assert bugfix.title.startswith("Fixed src/app.py")
     assert "passed afterwards" in (bugfix.narrative or "")
 
 
@@ -391,7 +394,8 @@ def test_the_same_sequence_observed_call_by_call() -> None:
 def test_an_edit_whose_rerun_still_fails_is_a_change() -> None:
     calls = [bash("pytest", stdout="1 failed in 0.1s", code=1), edit("/repo/a.py"),
              bash("pytest", stdout="1 failed in 0.1s", code=1)]
-    assert [o.type for o in observe(calls)] == ["discovery", "change", "discovery"]
+    assert [o.type for o in observe(calls)] == ["change"]
+    assert "ran `pytest` → 1 failed" in only(observe(calls)).facts  # two runs, one outcome: said once
 
 
 def test_a_failure_already_resolved_before_the_edit_does_not_count() -> None:
@@ -404,15 +408,15 @@ def test_a_failing_non_test_command_needs_a_passing_rerun() -> None:
     build_fails = bash("make build", stderr="error: missing semicolon", code=2)
     alone = observe([build_fails, edit("/repo/a.c")])
     assert alone[-1].type == "change"
-    confirmed = observe([build_fails, edit("/repo/a.c"), bash("make build", stdout="built")])
-    assert [o.type for o in confirmed] == ["discovery", "bugfix"]
-    assert "fixes error: error: missing semicolon" in confirmed[1].facts
+    confirmed = only(observe([build_fails, edit("/repo/a.c"), bash("make build", stdout="built")]))
+    assert confirmed.type == "bugfix"
+    assert "fixes error: error: missing semicolon" in confirmed.facts
 
 
 def test_runs_of_the_same_runner_count_as_the_same_check() -> None:
     calls = [bash("pytest tests/test_a.py", stdout="1 failed in 0.1s", code=1), edit("/repo/a.py"),
              bash("python -m pytest -q", stdout="9 passed in 0.5s")]
-    assert observe(calls)[1].type == "bugfix"
+    assert only(observe(calls)).type == "bugfix"
 
 
 def test_earlier_turn_history_counts_when_only_new_calls_are_observed() -> None:
@@ -427,9 +431,9 @@ def test_earlier_turn_history_counts_when_only_new_calls_are_observed() -> None:
 def test_shell_edit_after_a_failing_test_is_a_bugfix() -> None:
     calls = [bash("pytest", stdout="1 failed in 0.1s", code=1), bash("sed -i 's/a/b/' src/app.py"),
              bash("pytest", stdout="3 passed in 0.1s")]
-    observations = observe(calls)
-    assert [o.type for o in observations] == ["discovery", "bugfix"]
-    assert observations[1].files_modified == ("src/app.py",)
+    observation = only(observe(calls))
+    assert observation.type == "bugfix"
+    assert observation.files_modified == ("src/app.py",)
 
 
 # ------------------------------------------------------------------------------------------- skipping and keeping
@@ -522,7 +526,7 @@ def test_codex_shell_and_exec_command() -> None:
                      response={"output": "x = 1", "metadata": {"exit_code": 0}})
     exec_failing = ToolCall(name="exec_command", input={"cmd": "pytest -q"},
                             response="Exit code: 1\nWall time: 0.4 seconds\nOutput:\n2 failed, 1 passed in 0.3s")
-    first, second = observe([shell, exec_failing])
+    first, second = (only(observe([call])) for call in (shell, exec_failing))
     assert first.files_read == ("pkg/src/app.py",)
     assert second.title == "Ran `pytest -q`: 2 failed, 1 passed"
     assert "ran `pytest -q` → 2 failed, 1 passed" in second.facts
@@ -544,12 +548,15 @@ def test_gemini_tools() -> None:
         ToolCall(name="run_shell_command", input={"command": "python run.py", "directory": "tools"},
                  response={"llmContent": "Command: python run.py\nStdout: boom\nError: (none)\nExit Code: 3"}),
     ]
-    lookups, created, replaced, shell = observe(calls)
+    lookups, created, replaced, shell = (only(observe(group)) for group in (calls[:5], *([c] for c in calls[5:])))
     assert lookups.files_read == ("a.py", "b.py", "c.py", "docs/*.md", "src", "tests")
     assert (created.type, created.files_modified) == ("feature", ("n.py",))
     assert (replaced.type, replaced.files_modified) == ("change", ("a.py",))
     assert shell.files_read == ("tools/run.py",)
     assert shell.title.startswith("Command failed (exit 3)")
+    episode = only(observe(calls))  # the whole batch: one episode of work
+    assert (episode.type, episode.files_modified) == ("feature", ("n.py", "a.py"))
+    assert "error: Stdout: boom" in episode.facts
 
 
 def test_gemini_error_field_marks_a_failure() -> None:
@@ -639,43 +646,43 @@ def incremental_transcript(turn: Turn, calls: list[ToolCall]) -> list[Observatio
 
 def test_coverage_fix_transcript() -> None:
     turn, calls = load_transcript("coverage-test-fix")
-    observations = OfflineExtractor().observe(turn, calls).observations
-    explored = observations[0]
-    assert explored.type == "discovery"
-    assert explored.files_read == ("**/*.py", "src/math_utils.py", "tests/test_math_utils.py")
-    edits = [o for o in observations if o.type == "change" and o.files_modified]
-    assert [o.files_modified for o in edits] == [("src/math_utils.py",), ("tests/test_math_utils.py",),
-                                                 (".gitignore",)]
-    assert any(o.type == "change" and o.title == "Committed: Add multiply_numbers function with test"
-               for o in observations)
-    assert "edited src/math_utils.py: added multiply_numbers" in edits[0].facts
-    tests = next(o for o in observations if "pytest" in o.title)
-    assert "ran `python -m pytest tests/test_math_utils.py -v` → 2 passed" in tests.facts
-    failed_commit = observations[-1]
-    assert failed_commit.title.startswith("Command failed (exit 1)")
-    assert "error: nothing to commit, working tree clean" in failed_commit.facts
+    committed, gitignore = OfflineExtractor().observe(turn, calls).observations  # a commit ends an episode
+    assert (committed.type, committed.title) == ("change", "Committed: Add multiply_numbers function with test")
+    assert committed.files_read == ("**/*.py", "src/math_utils.py", "tests/test_math_utils.py")
+    assert committed.files_modified == ("src/math_utils.py", "tests/test_math_utils.py")
+    assert committed.facts[:3] == (
+        "committed: Add multiply_numbers function with test",
+        "commit files: src/math_utils.py, tests/test_math_utils.py (2 files changed, 13 insertions(+), 1 deletion(-))",
+        "ran `python -m pytest tests/test_math_utils.py -v` → 2 passed",  # how it was verified
+    )
+    assert "edited src/math_utils.py: added multiply_numbers" in committed.facts
+    assert gitignore.files_modified == (".gitignore",)
+    assert "error: nothing to commit, working tree clean" in gitignore.facts
 
 
 def test_hello_world_transcript() -> None:
     turn, calls = load_transcript("hello-world-script")
-    created, ran = OfflineExtractor().observe(turn, calls).observations
-    assert (created.type, created.files_modified) == ("feature", ("hello.sh",))
-    assert ran.files_read == ("hello.sh",)
-    assert ran.title == "Ran `chmod +x hello.sh && ./hello.sh`"
+    created = only(OfflineExtractor().observe(turn, calls).observations)
+    assert (created.type, created.title, created.files_modified) == ("feature", "Created hello.sh", ("hello.sh",))
+    assert created.files_read == ("hello.sh",)
+    assert "ran `chmod +x hello.sh && ./hello.sh` → ok: Hello world" in created.facts
 
 
 def test_rust_port_transcript() -> None:
     turn, calls = load_transcript("python-to-rust-port")
     observations = OfflineExtractor().observe(turn, calls).observations
-    assert not any("Todo" in o.title for o in observations)
-    assert observations[0].title == "Delegated: Explore Python project structure"
-    created = [o.files_modified[0] for o in observations if o.type == "feature"]
-    assert created == ["src/string_utils.rs", "src/math_utils.rs", "src/list_utils.rs", "src/dict_utils.rs",
-                       "src/validation.rs"]
-    deleted = next(o for o in observations if o.title.startswith("Deleted src/"))
-    assert "src/validation.py" in deleted.files_modified
-    cargo = next(o for o in observations if o.title.startswith("Ran `cargo test"))
-    assert "tests passed" in cargo.facts
+    ported = only(observations)  # one batch, one commit: one episode
+    assert (ported.type, ported.title) == ("feature", "Committed: Port Python utility library to Rust")
+    created = [f.split(" (")[0] for f in ported.facts if f.startswith("created ")]
+    assert created == ["created src/string_utils.rs", "created src/math_utils.rs", "created src/list_utils.rs",
+                       "created src/dict_utils.rs", "created src/validation.rs"]
+    assert "src/validation.py" in ported.files_modified
+    assert any(f.startswith("commit message: Replace the Python implementation") for f in ported.facts)
+    steps = OfflineExtractor().observe(turn, calls[:20]).observations  # the pipeline's batches are smaller
+    assert not any("Todo" in o.title for o in steps)
+    assert only(steps).title == "Built Cargo.toml, src/lib.rs (+5 more); tests 34 passed"  # too many names to list
+    assert "created src/string_utils.rs (39 lines): added reverse_string, tests, test_reverse_string (+2 more)" in (
+        only(steps).facts)
 
 
 # --------------------------------------------------------------------------------------------------- summaries
@@ -690,7 +697,7 @@ def test_summary_sections_from_a_real_transcript() -> None:
     assert summary is not None and result.observations == [] and result.usage == []
     assert summary.request and summary.request.startswith("Add a function called multiply_numbers")
     assert summary.investigated and "src/math_utils.py" in summary.investigated
-    assert summary.completed and "Edited src/math_utils.py: added multiply_numbers" in summary.completed
+    assert summary.completed and "Committed: Add multiply_numbers function with test" in summary.completed
     assert summary.learned and "2 passed" in summary.learned and "nothing to commit" in summary.learned
     # the closing report leads what was done; its filler ("The task is complete.") is no summary
     assert summary.completed.startswith("The `.gitignore` was already committed (a hook or linter committed it).")
@@ -806,8 +813,10 @@ def test_a_test_summary_line_is_not_repeated_as_the_error() -> None:
 def test_identical_calls_without_ids_are_placed_at_the_end_of_the_turn() -> None:
     status = bash("git status", stdout="clean")
     turn = make_turn([bash("pytest", stdout="1 failed in 0.1s", code=1), status, edit("/repo/a.py"), status])
-    titles = [o.title for o in OfflineExtractor().observe(turn, [status]).observations]
-    assert titles == ["Ran `git status` → ok: clean"]
+    run = bash("ls src", stdout="a.py")
+    turn = make_turn([bash("pytest", stdout="1 failed in 0.1s", code=1), run, edit("/repo/a.py"), run])
+    titles = [o.title for o in OfflineExtractor().observe(turn, [run]).observations]
+    assert titles == ["Ran `ls src` → ok: a.py"]
 
 
 def test_summary_accepts_observations_from_any_compressor() -> None:

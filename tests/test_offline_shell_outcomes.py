@@ -123,8 +123,8 @@ def test_a_shell_edit_keeps_its_purpose() -> None:
 
 
 def test_the_purpose_is_not_taken_for_a_lesson() -> None:
-    call = claude_bash("git log --oneline -3 -- src/", "Check why the build fails on the errors module",
-                       "b0cdc5a Update .gitignore")
+    call = claude_bash("grep -rn errors src/", "Check why the build fails on the errors module",
+                       "src/errors.rs:3: pub mod errors;")
     extractor = OfflineExtractor()
     turn = Turn(session_id="s", platform_source="claude-code", project="p", prompt="Why?", cwd=CWD, tools=(call,))
     observations = extractor.observe(turn, [call]).observations
@@ -138,8 +138,9 @@ def test_descriptions_of_any_shape_stay_bounded(description: Any) -> None:
     command = "uv run --frozen python -m pytest tests/ -q -x --maxfail=1 -p no:cacheprovider --durations=5"
     calls = [claude_bash(command, "unused"), claude_bash(command, "unused", "3 passed in 0.1s")]
     calls = [replace(call, input={"command": command, "description": description}) for call in calls]
-    observations = observe(calls)
+    observations = [o for call in calls for o in observe([call])]  # each run alone keeps the agent's account
     assert_bounded(observations)
+    assert_bounded(observe(calls))
     purposes = [fact for obs in observations for fact in obs.facts if fact.startswith("purpose: ")]
     if isinstance(description, str) and description.strip():
         assert purposes and all(len(fact) <= len("purpose: ") + 120 for fact in purposes)
@@ -215,7 +216,7 @@ def test_a_failed_run_with_passing_counts_is_the_failure_a_bugfix_names() -> Non
         claude_bash("pytest --cov=src --cov-fail-under=100", "Run tests with the coverage gate",
                     "============================== 5 passed in 0.33s =============================="),
     ]
-    failed, fixed = observe(calls)
+    failed, fixed = only(observe(calls[:1])), only(observe(calls))
     assert failed.title == "Command failed (exit 1): `pytest --cov=src --cov-fail-under=100`"
     assert fixed.type == "bugfix"
     assert "after failure: `pytest --cov=src --cov-fail-under=100` → 4 passed; failed (exit 1)" in fixed.facts
@@ -242,10 +243,12 @@ def test_a_structured_failure_then_edit_then_pass_is_a_bugfix(failing: Any) -> N
         edit(f"{CWD}/src/math_utils.py"),
         claude_bash("pytest -q", None, "4 passed in 0.20s"),
     ]
-    observations = observe(calls)
-    assert [o.type for o in observations] == ["discovery", "bugfix"]
-    assert not any(fact.endswith("→ ok") for fact in observations[0].facts)
-    assert observations[0].title.startswith(("Command failed", "Command interrupted"))
+    fixed = only(observe(calls))  # one episode: the failure, the fix, the passing run
+    assert fixed.type == "bugfix"
+    after = next(fact for fact in fixed.facts if fact.startswith("after failure: `pytest -q` → "))
+    assert not after.endswith("→ ok")
+    assert not any(fact.endswith("→ ok") for fact in only(observe(calls[:1])).facts)
+    assert only(observe(calls[:1])).title.startswith(("Command failed", "Command interrupted"))
 
 
 DECLINED = ("Error: The user doesn't want to proceed with this tool use. The tool use was rejected (eg. if it "
@@ -263,7 +266,7 @@ def test_a_declined_run_is_no_failure_a_bugfix_can_name(declined: str) -> None:
     ]
     observations = observe(calls)
     assert "bugfix" not in [o.type for o in observations]
-    assert observations[0].title.startswith("Command interrupted")  # still never told as a success
+    assert only(observe(calls[:1])).title.startswith("Command interrupted")  # still never told as a success
 
 
 @pytest.mark.parametrize("code", ["1", " 2 "])

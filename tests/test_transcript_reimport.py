@@ -92,13 +92,13 @@ def test_the_result_reaches_the_queue_once_and_the_unanswered_observation_goes(t
         import_transcripts(store, settings, [live])
         early = [i for i in store.list_items(ItemFilter(kinds=["observation"]), limit=10)
                  if "awaiting_result" in i.metadata]
-        assert len(early) == 1 and early[0].title and early[0].title.startswith("Ran `chmod")
+        assert len(early) == 1 and early[0].title == "Created hello.sh"  # the episode the unanswered run goes on
         _write(live, lines)
         report = import_transcripts(store, settings, [live])
         assert report.observations == 1
-        ran = [i for i in store.list_items(ItemFilter(kinds=["observation"]), limit=10)
-               if i.title and i.title.startswith("Ran `chmod")]
+        ran = store.list_items(ItemFilter(kinds=["observation"]), limit=10)
         assert len(ran) == 1 and ran[0].id != early[0].id and "awaiting_result" not in ran[0].metadata
+        assert "ran `chmod +x hello.sh && ./hello.sh` → ok: Hello world" in ran[0].facts
         session = ran[0].session
         calls = [e for e in store.session_events("claude-code", session or "", event_type="observation")
                  if e.payload.get("tool_name") == "Bash"]
@@ -123,8 +123,7 @@ def test_a_live_hook_answer_replaces_the_unanswered_observation(tmp_path: Path, 
                                                 hook["tool_use_id"])
         assert created
         CapturePipeline(store, settings).drain()
-        ran = [i for i in store.list_items(ItemFilter(kinds=["observation"]), limit=10)
-               if i.title and i.title.startswith("Ran `chmod")]
+        ran = store.list_items(ItemFilter(kinds=["observation"]), limit=10)
         assert len(ran) == 1 and "awaiting_result" not in ran[0].metadata
         assert "Hello world" in " ".join(ran[0].facts) + (ran[0].narrative or "")
     finally:

@@ -107,7 +107,9 @@ class CapturePipeline:
         self.store = store
         self.settings = settings
         self.compressor = compressor
-        self.offline = OfflineExtractor()
+        # without a model every batch is the offline extractor's: an episode a batch boundary cut goes on in the
+        # next batch, whose observations replace the ones made of its first part (their ``steps``)
+        self.offline = OfflineExtractor(reopen=compressor is None)
         self.batch_max = batch_max
         self.clock = clock
 
@@ -237,6 +239,8 @@ class CapturePipeline:
                  for i, o in enumerate(compressed.observations)]
         answered = {_call_id(e) for e in earlier if _pending_result(e)} & answering
         replaced = self._awaiting_items(turn, answered) if answered else []
+        reopened = {step for o in compressed.observations for step in o.steps} - {_call_id(e) for e in events}
+        replaced += self._items_covering(turn, reopened) if reopened else []
         results = self._commit(events, items, report, replaces=replaced)
         for kept in {r.id for r in results or ()} & set(replaced):
             self._no_longer_awaiting(kept)
@@ -377,6 +381,13 @@ class CapturePipeline:
                                                  platform_source=turn.platform_source), order="newest", limit=500)
         return [i.id for i in items if i.metadata.get(AWAITING_RESULT) in call_ids]
 
+    def _items_covering(self, turn: Turn, call_ids: set[str | None]) -> list[int]:
+        """Ids of the turn's observations made of any of these calls (an episode observed again, whole)."""
+        items = self.store.list_items(ItemFilter(session=turn.session_id, kinds=["observation"],
+                                                 platform_source=turn.platform_source), order="newest", limit=500)
+        return [i.id for i in items if i.prompt_number == turn.prompt_number
+                and set(i.metadata.get("steps") or ()) & call_ids]
+
     def _call(self, event: IngestEvent) -> ToolCall:
         limit = self.settings.capture_max_tool_chars
         payload = event.payload
@@ -410,6 +421,8 @@ class CapturePipeline:
     def _observation_item(self, obs: Observation, turn: Turn, last: IngestEvent, index: int,
                           compressed: Compressed, awaiting: str | None = None) -> NewItem:
         metadata = _produced_by(self, compressed)
+        if obs.steps:
+            metadata["steps"] = list(obs.steps)
         if awaiting is not None:
             metadata[AWAITING_RESULT] = awaiting
         return NewItem(

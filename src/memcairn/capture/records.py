@@ -59,6 +59,7 @@ class Observation:
     concepts: tuple[str, ...] = ()
     files_read: tuple[str, ...] = ()
     files_modified: tuple[str, ...] = ()
+    steps: tuple[str, ...] = ()  # ids of the tool calls it covers (an episode's provenance), when known
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ class _Draft:
     files_read: list[str] = field(default_factory=list)
     files_modified: list[str] = field(default_factory=list)
     said: list[str] = field(default_factory=list)  # the agent's narration before the draft's calls
+    actions: list[_Action] = field(default_factory=list)  # the calls it covers, in order (its provenance)
 
 
 def _finish(draft: _Draft, turn: Turn) -> Observation:
@@ -61,6 +62,7 @@ def _finish(draft: _Draft, turn: Turn) -> Observation:
         narrative=_clip(narrative, TEXT_MAX), facts=tuple(_clip(f, FACT_MAX) for f in _unique(draft.facts))[:FACTS_MAX],
         concepts=concepts, files_read=tuple(_unique(draft.files_read)),
         files_modified=tuple(_unique(draft.files_modified)),
+        steps=tuple(_unique(a.call.tool_use_id for a in draft.actions if isinstance(a.call.tool_use_id, str))),
     )
 
 

@@ -16,6 +16,7 @@ from memcairn.capture.offline.drafts import (
     _shell_draft,
     _task_draft,
 )
+from memcairn.capture.offline.episodes import TAIL_MAX, episodes, is_housekeeping, open_tail
 from memcairn.capture.offline.fixes import _fix_evidence, _FixEvidence, _timeline
 from memcairn.capture.offline.summary import MID_REPORT_MIN, _report, _summary, report_observation
 from memcairn.capture.records import Compressed, Observation, ToolCall, Turn
@@ -47,12 +48,17 @@ def _validations(edits: Sequence[tuple[_Action, _FixEvidence | None]], batch: se
     return folded
 
 
-def _observe(turn: Turn, calls: Sequence[ToolCall]) -> list[Observation]:
+def _observe(turn: Turn, calls: Sequence[ToolCall], reopen: bool = False) -> list[Observation]:
     tools, positions = _timeline(turn, calls)
     actions: list[_Action] = []
     wanted = set(positions)
     for index, call in enumerate(tools):
         actions.append(_digest(index, call, turn, actions, index in wanted))
+    if reopen:
+        tail = open_tail(actions, min(positions, default=len(actions)), earlier_complete=len(turn.tools) < TAIL_MAX)
+        for index in tail:  # observed again with the batch: their episode goes on
+            actions[index] = _digest(index, tools[index], turn, actions[:index], True)
+        positions = sorted({*tail, *positions})
     batch = [actions[p] for p in positions]
     edits = [(a, _fix_evidence(a, actions)) for a in batch if a.is_edit and not a.outcome.failed]
     evidence = {a.index: e for a, e in edits}
@@ -61,6 +67,7 @@ def _observe(turn: Turn, calls: Sequence[ToolCall]) -> list[Observation]:
     reports: list[Observation] = []
     group: list[_Action] = []
     said: list[str] = []  # narration of calls not drafted yet: it goes with the next draft
+    chores: list[_Action] = []  # housekeeping skipped
     for action in batch:
         # a report the agent wrote between two calls (a sub-task done) is a record of its own, else the narration
         # goes with the call's observation
@@ -72,19 +79,31 @@ def _observe(turn: Turn, calls: Sequence[ToolCall]) -> list[Observation]:
             said.append(action.call.narration)
         if _is_trivial(action) or action.index in folded:
             continue
+        if is_housekeeping(action):
+            chores.append(action)
+            continue
         if _is_lookup(action):
             group.append(action)
             continue
         if group:
-            drafts.append(_read_group_draft(group))
+            drafts.append(_covering(_read_group_draft(group), group))
             group = []
-        drafts.append(_draft_for(action, evidence.get(action.index), actions))
+        draft = _draft_for(action, evidence.get(action.index), actions)
+        confirmed = [v for v, e in folded.items() if e == action.index]
+        drafts.append(_covering(draft, [action, *(actions[v] for v in confirmed)]))
         drafts[-1].said, said = said, []
     if group:
-        drafts.append(_read_group_draft(group))
+        drafts.append(_covering(_read_group_draft(group), group))
+    if not drafts and said and chores:  # the agent's words are kept with the chore they came with
+        drafts.append(_covering(_read_group_draft(chores[-1:]), chores[-1:]))
     if drafts and said:
         drafts[-1].said += said
-    return reports + [_finish(draft, turn) for draft in drafts]
+    return reports + [_finish(draft, turn) for draft in episodes(drafts)]
+
+
+def _covering(draft: _Draft, steps: Sequence[_Action]) -> _Draft:
+    draft.actions = sorted(steps, key=lambda a: a.index)
+    return draft
 
 
 def _draft_for(action: _Action, evidence: _FixEvidence | None, actions: Sequence[_Action]) -> _Draft:
@@ -108,9 +127,15 @@ class OfflineExtractor:
 
     name = "offline"
 
+    def __init__(self, *, reopen: bool = False) -> None:
+        self.reopen = reopen
+
     def observe(self, turn: Turn, calls: Sequence[ToolCall]) -> Compressed:
-        """One observation per meaningful call (runs of lookups merged); see the package docstring for types."""
-        return Compressed(observations=_observe(turn, list(calls or ())))
+        """One observation per episode of the batch (see ``episodes``). With ``reopen``, the turn's earlier
+        calls since its last commit are observed again with the batch, so an episode cut by a batch boundary
+        goes on; the earlier calls are in the observations' ``steps``, and the caller replaces what it stored
+        for them (the pipeline does)."""
+        return Compressed(observations=_observe(turn, list(calls or ()), self.reopen))
 
     def summarize(self, turn: Turn, observations: Sequence[Observation]) -> Compressed:
         """The turn's summary from its prompt, observations, the agent's narration and its last message; and the

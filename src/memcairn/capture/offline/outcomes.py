@@ -223,7 +223,7 @@ def _output_gist(text: str, limit: int) -> str:
     labels and harness framing are not meaningful."""
     lines = [line.strip() for line in text.splitlines()[:400] + text.splitlines()[-50:]]
     meaningful = [line for line in lines if len(line) > 2 and not _HARNESS_LINE.match(line)
-                  and re.search(r"[A-Za-z0-9]{2}", line) and not re.fullmatch(r"[.\-=*#~+_ ]+\S{0,3}", line)]
+                  and re.search(r"[A-Za-z0-9]", line) and not re.fullmatch(r"[.\-=*#~+_ ]+\S{0,3}", line)]
     if not meaningful:
         return ""
     first, last = meaningful[0], meaningful[-1]

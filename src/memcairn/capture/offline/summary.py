@@ -15,7 +15,16 @@ from collections.abc import Iterable, Sequence
 
 from memcairn.capture.offline import narration
 from memcairn.capture.offline.actions import _PURPOSE
-from memcairn.capture.offline.text import _SENTENCE_END, SUBTITLE_MAX, TEXT_MAX, TITLE_MAX, _clip, _plain, _unique
+from memcairn.capture.offline.text import (
+    _SENTENCE_END,
+    SUBTITLE_MAX,
+    TEXT_MAX,
+    TITLE_MAX,
+    _clip,
+    _listing,
+    _plain,
+    _unique,
+)
 from memcairn.capture.records import Observation, Summary, Turn
 
 REQUEST_MAX = 300
@@ -74,6 +83,12 @@ def _report(turn: Turn, observations: Sequence[Observation]) -> Observation | No
     return report_observation(message, turn.prompt, (p for o in observations for p in o.files_modified))
 
 
+def _looked_at(observations: Sequence[Observation]) -> str | None:
+    """What the turn read, when its lookups were folded into episodes of work (no discovery of their own)."""
+    read = _unique(path for o in observations for path in o.files_read)
+    return _clip(f"looked at {_listing(read)}", INVESTIGATED_MAX) if read else None
+
+
 def _summary(turn: Turn, observations: Sequence[Observation]) -> Summary | None:
     message = turn.last_assistant_message if isinstance(turn.last_assistant_message, str) else None
     prompt = turn.prompt if isinstance(turn.prompt, str) else None
@@ -95,7 +110,7 @@ def _summary(turn: Turn, observations: Sequence[Observation]) -> Summary | None:
     rest = _joined((o.title for o in done), COMPLETED_MAX - len(completed or "") - 2) if done else None
     return Summary(
         request=_clip(prompt, REQUEST_MAX) or None,
-        investigated=_joined((o.title for o in looked), INVESTIGATED_MAX),
+        investigated=_joined((o.title for o in looked), INVESTIGATED_MAX) or _looked_at(observations),
         learned=_joined([narration.joined(causes)] + learned, LEARNED_MAX),
         completed=" ".join(p for p in (completed, rest) if p) or None,
         next_steps=_prose(todo, NEXT_MAX) or _next_steps(message),
