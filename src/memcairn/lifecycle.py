@@ -35,10 +35,8 @@ from typing import Any
 from memcairn.client import WorkerClient, connect_host
 from memcairn.config import Settings, check_bind, load_settings
 from memcairn.errors import MemcairnError, WorkerUnavailableError
+from memcairn.protocol import LOCK_FILE, PID_FILE, START_LOCK_FILE
 
-PID_FILE = "worker.pid"
-LOCK_FILE = "worker.lock"
-START_LOCK_FILE = "worker.start.lock"
 STDERR_FILE = "worker-stderr.log"
 START_TIMEOUT = 30.0
 STOP_TIMEOUT = 30.0

@@ -54,6 +54,9 @@ KIND_PATHS = {SESSION_START: INIT_PATH, USER_PROMPT: INIT_PATH, TOOL_USE: OBSERV
 # Every hook body's stamp of when its hook started, epoch ms (read by capture.pipeline and
 # Store.last_prompt_event: an async tool event that arrives after the next prompt keeps its turn).
 HOOK_STARTED_FIELD = "hook_started_at"
+# Every live hook event's own key (random, 32 hex digits): the worker queues an event once however often it
+# arrives (sent, answered too late, then spooled; see ``memcairn.spool``).
+EVENT_KEY_FIELD = "event_key"
 # The SessionStart event's field saying whether its context reached the agent (read by Store.earlier_session_start).
 DELIVERED_FIELD = "context_delivered"
 # The answer statuses of an ingest route (202).
@@ -70,6 +73,11 @@ NOTICE_PREFIX = "memcairn notice: "
 MAX_BODY_BYTES = 1024 * 1024  # the worker refuses larger bodies (413)
 # What the hooks and the transcript importer fit a body into: under the worker's limit with room to spare.
 HOOK_BODY_BYTES = 900_000
+
+# -- finding the worker (files under MEMCAIRN_HOME; see memcairn.lifecycle) -----------------------------------
+LOCK_FILE = "worker.lock"  # a running worker holds an exclusive flock on it, starting and stopping included
+START_LOCK_FILE = "worker.start.lock"  # held while `memcairn worker start` (or a restart) brings one up
+PID_FILE = "worker.pid"
 
 # -- memcairn's own tools -----------------------------------------------------------------------------------
 MCP_SERVER_NAME = "memcairn"  # the key the installers give memcairn's MCP server

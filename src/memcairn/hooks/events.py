@@ -47,9 +47,11 @@ from memcairn.protocol import (
     CONTEXT_HEADER,
     CONTEXT_PATH,
     DELIVERED_FIELD,
+    EVENT_KEY_FIELD,
     HOOK_STARTED_FIELD,
     INGEST_STATUSES,
     INIT_PATH,
+    LOCK_FILE,
     MCP_SERVER_NAME,
     NOTICE_PREFIX,
     OBSERVATIONS_PATH,
@@ -57,6 +59,7 @@ from memcairn.protocol import (
     SEARCH_PATH,
     SESSION_END,
     SESSION_START,
+    START_LOCK_FILE,
     STOP,
     SUMMARIZE_PATH,
     TOOL_USE,
@@ -99,6 +102,10 @@ PROMPT_DIGEST_ROWS = 3
 PROMPT_QUERY_CHARS = 500
 READ_DIGEST_TOKENS = 400
 READ_DIGEST_ROWS = 5
+# An event spooled while older ones still wait this long: the worker has not drained the spool, so memory is off
+# (what counts toward the person's notice). A slow answer (a held write lock) or a 503 of a restart is no outage.
+SPOOL_STALE_SECONDS = 60.0
+STOP_SIGNALS = ("SIGTERM", "SIGHUP", "SIGINT")
 NO_MATCH = "No memories matched"
 TAG_TEXT = "memcairn-memory"  # fence.TAG, checked before the fence module (0.6 ms of patterns) is imported
 
@@ -156,6 +163,11 @@ class Hook:
         self.foreign = False  # another program answered on the worker's port
         self.failure: str | None = None
         self.refused = False
+        self.event_key = os.urandom(16).hex()  # the worker queues this event once, however often it arrives
+        self.pending: tuple[str, bytes] | None = None  # the event being delivered (route, body): not yet durable
+        self.spooled = False
+        self._spooling = False
+        self._before: tuple[str | None, bool] = (None, False)  # the failure noted before the delivery began
         self._identity: Any = None
         names = GEMINI_NAMES if platform == "gemini-cli" else AGENT_NAMES
         given = payload.get("hook_event_name")
@@ -182,7 +194,8 @@ class Hook:
         ident = self.identity
         body = {"event": event, "session_id": self.text("session_id"), "cwd": self.cwd, "project": ident.name,
                 "projects": list(ident.chain), "platform_source": self.platform,
-                "hook_event_name": self.agent_event, HOOK_STARTED_FIELD: self.started_at}
+                "hook_event_name": self.agent_event, HOOK_STARTED_FIELD: self.started_at,
+                EVENT_KEY_FIELD: self.event_key}
         for name in ("transcript_path", "permission_mode", "prompt_id", "agent_id", "agent_type", "model",
                      "turn_id"):
             value = self.payload.get(name)
@@ -222,6 +235,59 @@ class Hook:
             return None
         return response
 
+    # delivery: the event is durable once the worker acknowledged it or it is in the spool ----------------
+    def deliver(self, path: str, raw: bytes, timeout: float) -> Call | None:
+        """Send this hook's event; ``delivered`` makes it durable. From here until then, a signal that ends
+        the hook (an agent cancelling it as it exits) spools the event first."""
+        self.pending = (path, raw)
+        self._before = (self.failure, self.refused)
+        _spool_on_signals(self)
+        return self.send("POST", path, raw=raw, timeout=timeout)
+
+    def delivered(self, call: Call | None) -> Response | None:
+        """The worker's answer to ``deliver``'s call. Not acknowledged (nothing listens, 503 while it starts or
+        stops, no answer in time, another program on the port): the event goes to the spool, which the worker
+        drains into its queue. A refusal of the worker (4xx) is final: spooling would not change it."""
+        earlier, self.answered = self.answered, False
+        answer = self.wait(call, ingest_answer)
+        taken, self.answered = self.answered, self.answered or earlier
+        if taken:  # acknowledged (or refused by the worker itself)
+            self.pending = None
+            return answer
+        self.spool_pending()
+        return None
+
+    def spool_pending(self) -> None:
+        """Write the undelivered event to the spool. Once there, a slow or restarting worker (no answer in time,
+        503 or a closed port while a worker of this home starts or stops) is no failure, unless it has left the
+        spool undrained for ``SPOOL_STALE_SECONDS``; no worker at all, or another program on its port, still is
+        one (memory is off until a worker runs)."""
+        if self.pending is None or self._spooling:
+            return
+        from memcairn import spool
+
+        self._spooling = True
+        try:
+            spool.write(self.home, *self.pending)
+        except OSError as exc:
+            warn(f"could not keep the event in {spool.spool_dir(self.home)} ({exc}); it is lost")
+            return
+        finally:
+            self._spooling = False
+        self.pending = None
+        self.spooled = True
+        why = self.failure
+        warn(f"the worker did not take this event ({why}); it is kept in {spool.spool_dir(self.home)} and "
+             "queued when the worker runs")
+        if self.foreign or (self.refused and not _worker_coming_or_going(self.home)):
+            return  # another program on the port, or no worker at all: memory is off
+        age = spool.oldest_age(self.home)
+        if age is not None and age > SPOOL_STALE_SECONDS:
+            self.failure = (f"{why}; events have waited in {spool.spool_dir(self.home)} for {age:.0f} s "
+                            "for a worker to take them")
+            return
+        self.failure, self.refused = self._before
+
     def not_the_worker(self) -> None:
         """Another program answers on the worker's port: its answers are not memory, so this event counts as a
         failure (and the person learns memory is off) instead of a success."""
@@ -240,6 +306,47 @@ class Hook:
         if absent:
             warn(f"{self.agent_event} payload has no {', '.join(absent)}; nothing recorded")
         return bool(absent)
+
+
+def _worker_coming_or_going(home: str) -> bool:
+    """Whether a worker process of this home is starting, running or stopping (it holds ``worker.lock``, or a
+    start holds ``worker.start.lock``): a refused connection then is a restart, not an outage."""
+    import fcntl
+
+    for name in (LOCK_FILE, START_LOCK_FILE):
+        try:
+            fd = os.open(os.path.join(home, name), os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            return True
+        finally:
+            os.close(fd)  # closing releases a lock this probe took
+    return False
+
+
+def _spool_on_signals(hook: Hook) -> None:
+    """An agent that cancels the hook (Claude Code does when ``claude -p`` exits right after a tool call) ends it
+    with a signal: the event not yet acknowledged is spooled before the process exits. ``signal`` costs nothing
+    here: ``re`` (loaded by ``json``) imports ``enum`` already."""
+    import signal
+
+    def on_signal(signum: int, frame: Any) -> None:
+        if hook._spooling:  # the spool write under way finishes, then the hook ends anyway
+            return
+        hook.spool_pending()
+        from memcairn.hooks.runner import emit
+
+        emit({})
+        os._exit(0)
+
+    for name in STOP_SIGNALS:
+        try:
+            signal.signal(getattr(signal, name), on_signal)
+        except (AttributeError, ValueError, OSError):  # not the main thread, or no such signal here
+            pass
 
 
 # -- events ---------------------------------------------------------------------------------------------
@@ -319,7 +426,8 @@ def session_start(hook: Hook) -> dict[str, Any]:
     if context is None and hook.refused and hook.settings["worker_autostart"] and _autostart(hook):
         hook.failure, hook.refused = None, False
         context = hook.send("GET", CONTEXT_PATH, params=params, timeout=CONTEXT_TIMEOUT)
-    if context is None:
+    if context is None:  # nothing listens: the start is still recorded (spooled), the session goes on
+        _record_start(hook, False)
         return {}
     terminal = hook.settings["terminal_output"]
     coloured = None
@@ -332,14 +440,9 @@ def session_start(hook: Hook) -> dict[str, Any]:
         return {}
     text = answer.text() if answer is not None else ""
     out = _context_output(hook, text)
-    if hook.text("session_id"):
-        # Sent once the context's fate is known: a later resume of this session is told its context is earlier
-        # in the conversation only when this start delivered one (the worker's earlier_session_start).
-        body = hook.base_body(SESSION_START)
-        if hook.text("source"):
-            body["source"] = hook.text("source")
-        body[DELIVERED_FIELD] = bool(out)
-        hook.wait(hook.send("POST", INIT_PATH, body=body, timeout=INGEST_TIMEOUT), ingest_answer)
+    # Sent once the context's fate is known: a later resume of this session is told its context is earlier in
+    # the conversation only when this start delivered one (the worker's earlier_session_start).
+    _record_start(hook, bool(out))
     if answer is None and hook.answered and hook.failure is not None:  # dispatch says nothing: the worker answered
         warn(f"this session starts without memory context: {hook.failure}")
     if terminal:
@@ -351,6 +454,16 @@ def session_start(hook: Hook) -> dict[str, Any]:
         if notices:  # the person must learn that memory fell back or a cap was hit, not only the model
             out["systemMessage"] = "\n".join(notices)
     return out
+
+
+def _record_start(hook: Hook, delivered: bool) -> None:
+    if not hook.text("session_id"):
+        return
+    body = hook.base_body(SESSION_START)
+    if hook.text("source"):
+        body["source"] = hook.text("source")
+    body[DELIVERED_FIELD] = delivered
+    hook.delivered(hook.deliver(INIT_PATH, fit_body(body, ()), INGEST_TIMEOUT))
 
 
 def _index_rows(text: str) -> list[str]:
@@ -418,10 +531,10 @@ def user_prompt_submit(hook: Hook) -> dict[str, Any]:
         search = hook.send("GET", SEARCH_PATH, timeout=DIGEST_TIMEOUT, params={
             "query": prompt[:PROMPT_QUERY_CHARS], "format": "index", "limit": PROMPT_DIGEST_ROWS,
             "project": list(hook.identity.chain)})
-    init = hook.send("POST", INIT_PATH, raw=fit_body(body, ("prompt",), warn), timeout=INGEST_TIMEOUT)
+    init = hook.deliver(INIT_PATH, fit_body(body, ("prompt",), warn), INGEST_TIMEOUT)
     text = _search_digest(hook, search, "Memories that may relate to this prompt (most relevant first):",
                           PROMPT_DIGEST_TOKENS, PROMPT_DIGEST_ROWS) if search is not None else ""
-    hook.wait(init, ingest_answer)
+    hook.delivered(init)
     return _context_output(hook, text)
 
 
@@ -446,8 +559,8 @@ def post_tool_use(hook: Hook) -> dict[str, Any]:
             body[name] = hook.payload[name]
     if isinstance(hook.payload.get("tool_use_id"), str):
         body["tool_use_id"] = hook.payload["tool_use_id"]
-    hook.wait(hook.send("POST", OBSERVATIONS_PATH, raw=fit_body(body, warn=warn), timeout=INGEST_TIMEOUT),
-              ingest_answer)
+    # the event is made durable before anything else: an async hook may be cancelled as soon as the agent exits
+    hook.delivered(hook.deliver(OBSERVATIONS_PATH, fit_body(body, warn=warn), INGEST_TIMEOUT))
     return {}
 
 
@@ -499,8 +612,7 @@ def stop(hook: Hook) -> dict[str, Any]:
         body["last_assistant_message"] = message
     if isinstance(hook.payload.get("stop_hook_active"), bool):
         body["stop_hook_active"] = hook.payload["stop_hook_active"]
-    hook.wait(hook.send("POST", SUMMARIZE_PATH, raw=fit_body(body, ("last_assistant_message",), warn),
-                        timeout=INGEST_TIMEOUT), ingest_answer)
+    hook.delivered(hook.deliver(SUMMARIZE_PATH, fit_body(body, ("last_assistant_message",), warn), INGEST_TIMEOUT))
     return {}
 
 
@@ -510,7 +622,7 @@ def session_end(hook: Hook) -> dict[str, Any]:
     body = hook.base_body(SESSION_END)
     if hook.text("reason"):
         body["reason"] = hook.text("reason")
-    hook.wait(hook.send("POST", SUMMARIZE_PATH, body=body, timeout=SESSION_END_TIMEOUT), ingest_answer)
+    hook.delivered(hook.deliver(SUMMARIZE_PATH, fit_body(body, ()), SESSION_END_TIMEOUT))
     return {}
 
 
@@ -534,8 +646,9 @@ def dispatch(event_arg: str | None, platform: str, payload: dict[str, Any]) -> d
     elif hook.failure is not None:
         warn(f"memory is off for this event: {hook.failure}")
         if state.record_failure(hook.home, hook.failure, can_notify=event != "session-end"):
-            notice = (f"memcairn: memory is off — the worker has not answered {state.NOTIFY_AFTER} times in a row; "
-                      f"run `memcairn worker start` or see the logs in {os.path.join(hook.home, 'logs')}")
+            kept = " (events wait in its spool)" if hook.spooled else ""
+            notice = (f"memcairn: memory is off — the worker has not answered {state.NOTIFY_AFTER} times in a row"
+                      f"{kept}; run `memcairn worker start` or see the logs in {os.path.join(hook.home, 'logs')}")
             out["systemMessage"] = f"{notice}\n\n{out['systemMessage']}" if out.get("systemMessage") else notice
     return out
 

@@ -46,7 +46,8 @@ def warn(message: str) -> None:
         pass
 
 
-def _emit(out: dict[str, Any]) -> None:
+def emit(out: dict[str, Any]) -> None:
+    """Print the one JSON object the agent reads."""
     # "replace": a lone surrogate (a MEMCAIRN_HOME path that is not UTF-8, in a notice) must not cost the exit 0
     data = (json.dumps(out, ensure_ascii=False) + "\n").encode("utf-8", "replace")
     try:
@@ -125,7 +126,7 @@ def run_hook(args: list[str]) -> int:
     """Handle one event; always exit 0 with one JSON object on stdout."""
     out: dict[str, Any] = {}
     if os.environ.get("MEMCAIRN_CAPTURE_CHILD"):
-        _emit(out)
+        emit(out)
         return 0
     event: str | None = None
     payload: dict[str, Any] | None = None
@@ -154,5 +155,5 @@ def run_hook(args: list[str]) -> int:
             # a setting memcairn cannot use turns memory off on every event; stderr of an exit-0 hook is not
             # shown to the person, so say it where they see it (at session start and with each prompt)
             out = {"systemMessage": f"memcairn: memory is off until this setting is fixed: {exc}"}
-    _emit(out if isinstance(out, dict) else {})
+    emit(out if isinstance(out, dict) else {})
     return 0

@@ -86,10 +86,11 @@ class IngestStateMixin:
 
     def enqueue_ingest_event(self, session_id: str, platform_source: str, event_type: str,
                              payload: dict[str, Any], tool_use_id: str | None = None,
-                             source_key: str | None = None) -> tuple[int, bool]:
+                             source_key: str | None = None, event_key: str | None = None) -> tuple[int, bool]:
         """Record an event as pending; return (id, created). A repeat is recognised and returns the id
         recorded first with ``created`` False: the same tool call (session, event type, ``tool_use_id``), the
-        same replayed line (``source_key``), or the same prompt text of a session within a minute."""
+        same replayed line (``source_key``), the same hook event (``event_key``: sent, answered too late, and
+        spooled), or the same prompt text of a session within a minute."""
         now = int(time.time() * 1000)
         body = json.dumps(payload, ensure_ascii=False, sort_keys=True, default=str)
         with atomic(self._conn) as conn:
@@ -102,18 +103,23 @@ class IngestStateMixin:
                 ).fetchone()
                 if same is not None:
                     return same[0], False
+            if event_key is not None:
+                same = conn.execute("SELECT id FROM ingest_events WHERE event_key = ?", (event_key,)).fetchone()
+                if same is not None:
+                    return same[0], False
             row = conn.execute(
                 "INSERT INTO ingest_events(session_id, platform_source, event_type, tool_use_id, payload, "
-                "source_key, created_at_epoch, updated_at_epoch) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                "source_key, event_key, created_at_epoch, updated_at_epoch) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT DO NOTHING RETURNING id",
-                (session_id, platform_source, event_type, tool_use_id, body, source_key, now, now),
+                (session_id, platform_source, event_type, tool_use_id, body, source_key, event_key, now, now),
             ).fetchone()
             if row is not None:
                 return row[0], True
             existing = conn.execute(
                 "SELECT id FROM ingest_events WHERE (source_key IS NOT NULL AND source_key = ?) "
+                "OR (event_key IS NOT NULL AND event_key = ?) "
                 "OR (session_id = ? AND event_type = ? AND tool_use_id = ?) ORDER BY id LIMIT 1",
-                (source_key, session_id, event_type, tool_use_id),
+                (source_key, event_key, session_id, event_type, tool_use_id),
             ).fetchone()
         return existing[0], False
 

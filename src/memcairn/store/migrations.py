@@ -115,6 +115,12 @@ def m011_forgotten_hash_index(conn: sqlite3.Connection) -> None:
     run_script(conn, schema.FORGOTTEN_HASH_INDEX)
 
 
+@migration(12)
+def m012_ingest_event_key(conn: sqlite3.Connection) -> None:
+    """The hook's own key of an event (``schema.INGEST_EVENT_KEY``); no existing row changes."""
+    run_script(conn, schema.INGEST_EVENT_KEY)
+
+
 def _ensure_table(conn: sqlite3.Connection) -> None:
     conn.execute(
         f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} ("

@@ -288,6 +288,13 @@ CREATE TABLE IF NOT EXISTS capture_notices (
 );
 """
 
+# m012: the key a live hook gives its event (``protocol.EVENT_KEY_FIELD``): an event that reached the worker and
+# was also spooled (its answer came too late) is queued once, whatever its kind.
+INGEST_EVENT_KEY = """
+ALTER TABLE ingest_events ADD COLUMN event_key TEXT;
+CREATE UNIQUE INDEX IF NOT EXISTS ux_ingest_events_event_key ON ingest_events(event_key) WHERE event_key IS NOT NULL;
+"""
+
 # m011: deletion marks by content, so an insert asks "was this content deleted anywhere?" with one seek and
 # follows the merge chain of its project only when it was (``Store._is_forgotten``).
 FORGOTTEN_HASH_INDEX = """

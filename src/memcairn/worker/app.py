@@ -60,6 +60,7 @@ from memcairn.protocol import (
     CONTEXT_HEADER,
     CONTEXT_PATH,
     DELIVERED_FIELD,
+    EVENT_KEY_FIELD,
     INIT_PATH,
     MAX_BODY_BYTES,
     OBSERVATIONS_PATH,
@@ -220,6 +221,7 @@ class WorkerState:
         self.capture: Any = None
         self.tailer: ExternalWriteTailer | None = None
         self.upkeep: Any = None
+        self.spool: Any = None  # the spool drainer (worker/spool_drain.py), once ready
         self.context_memo: ContextMemo | None = None
         self.read_threads = max(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                                 else os.cpu_count() or 2)
@@ -300,6 +302,7 @@ class WorkerState:
                 return
             log.info("worker ready (store %s, mirror %s)", runtime.store.path,
                      "off" if runtime.mirror is None else runtime.mirror.index.name)
+            self._start_spool()
             self.broadcaster.publish_threadsafe("status", self.status_event())
         except Exception as exc:
             log.exception("worker startup failed")
@@ -307,6 +310,21 @@ class WorkerState:
                 if self.phase == "starting":
                     self.phase = "failed"
                     self.detail = f"startup failed: {exc}; see the worker log, fix the cause and restart the worker"
+
+    def _start_spool(self) -> None:
+        """Drain what hooks spooled while no worker took their events: now, then every second."""
+        from memcairn.worker.spool_drain import SpoolDrainer
+
+        def on_pass(report: Any) -> None:
+            log.info("spool: %d event(s) queued, %d already queued, %d set aside", report.queued,
+                     report.duplicates, report.rejected)
+
+        drainer = SpoolDrainer(str(self.settings.home), _spool_accept(self), on_pass=on_pass)
+        with self._cond:
+            if self.phase != "ready":
+                return
+            self.spool = drainer
+        drainer.start()
 
     def _start_capture(self, runtime: Runtime) -> Any:
         from memcairn.capture.background import CaptureRunner
@@ -350,6 +368,8 @@ class WorkerState:
                             drain_seconds)
         if self._thread is not None:
             self._thread.join(drain_seconds)
+        if self.spool is not None:  # what it has not drained stays spooled for the next worker
+            self.spool.stop(RUNNER_STOP_SECONDS)
         if self.upkeep is not None:
             self.upkeep.stop(RUNNER_STOP_SECONDS)
         if self.tailer is not None:
@@ -428,7 +448,11 @@ def _reject_constant(name: str) -> Any:
 
 
 async def read_json(request: Request) -> dict[str, Any]:
-    raw = await request.body()
+    return parse_json(await request.body())
+
+
+def parse_json(raw: bytes) -> dict[str, Any]:
+    """A request body (or a spooled one) as a JSON object; ``BadRequest`` says what is wrong with it."""
     if not raw.strip():
         raise BadRequest("a JSON object body is required")
     try:
@@ -755,10 +779,10 @@ async def save_memory(request: Request) -> Response:
     return JSON({"id": result.id, "created": result.created})
 
 
-async def _with_narration(event_type: str, data: dict[str, Any], tool_use_id: str | None) -> dict[str, Any]:
+def _narration(event_type: str, data: dict[str, Any], tool_use_id: str | None) -> dict[str, Any]:
     """A tool event's body with the agent's text before the call (``narration``) read from its transcript when
     the hook did not send it (``capture.transcript_tail``: bounded, and None on any trouble). Read before
-    admission, so the text is scrubbed like the rest of the body."""
+    admission, so the text is scrubbed like the rest of the body. Blocking: run off the event loop."""
     path = data.get("transcript_path")
     if event_type != "observation" or data.get("narration") is not None or not tool_use_id \
             or not isinstance(path, str) or data.get("event") not in (None, "tool_use"):
@@ -766,45 +790,110 @@ async def _with_narration(event_type: str, data: dict[str, Any], tool_use_id: st
     from memcairn.capture.transcript_tail import narration_before
 
     try:
-        said = await run_in_threadpool(narration_before, path, tool_use_id)
+        said = narration_before(path, tool_use_id)
     except Exception:  # the event matters more than its narration
         log.warning("could not read the narration of %s from %s", tool_use_id, path, exc_info=True)
         return data
     return {**data, "narration": said} if said else data
 
 
-def _ingest(event_type: str, *required: str) -> Endpoint:
+@dataclasses.dataclass(frozen=True)
+class IngestFields:
+    session_id: str
+    platform: str
+    tool_use_id: str | None
+    event_key: str | None
+
+
+def ingest_fields(data: dict[str, Any], required: tuple[str, ...]) -> IngestFields:
+    """The checks of an ingest body (a request's or a spooled one's); ``BadRequest`` names what is wrong."""
+    session_id = _text_field(data, "session_id", "contentSessionId", required=True, max_chars=200,
+                             hint=": the agent's session id")
+    project = _text_field(data, "project", max_chars=200)
+    cwd = _text_field(data, "cwd", max_chars=4096)
+    if project is None and cwd is None:
+        raise BadRequest("project or cwd is required: the project name, or the directory the agent runs in")
+    for name in required:
+        _text_field(data, name, required=True, max_chars=200)
+    for name in TEXT_PAYLOAD_FIELDS:
+        _field(data, name)
+    platform = _text_field(data, "platform_source", "platformSource", max_chars=100, blank_ok=True) or "unknown"
+    tool_use_id = _text_field(data, "tool_use_id", "toolUseId", max_chars=200, blank_ok=True)
+    event_key = _text_field(data, EVENT_KEY_FIELD, max_chars=100, blank_ok=True)
+    prompt_number = _field(data, "prompt_number", kind=int, what="a whole number")
+    _field(data, DELIVERED_FIELD, kind=bool, what="true or false")  # read by earlier_session_start
+    if prompt_number is not None and not 0 <= prompt_number <= 1_000_000:
+        raise BadRequest("prompt_number must be between 0 and 1000000")
+    return IngestFields(session_id or "", platform, tool_use_id, event_key)
+
+
+def queue_event(runtime: Runtime, settings: Settings, event_type: str, data: dict[str, Any],
+                fields: IngestFields) -> dict[str, Any]:
+    """Admit and queue one checked event (blocking): the ingest routes' answer body."""
+    admitted = admit(event_type, data, settings)
+    if admitted.body is None:
+        return {"status": "skipped", "reason": admitted.reason}
+    event_id, created = runtime.store.enqueue_ingest_event(
+        fields.session_id, fields.platform, event_type, admitted.body, fields.tool_use_id,
+        event_key=fields.event_key)
+    return {"status": "accepted", "event_id": event_id, "duplicate": not created}
+
+
+INGEST_ROUTES: dict[str, tuple[str, tuple[str, ...]]] = {
+    INIT_PATH: (ROUTE_EVENT_TYPES[INIT_PATH], ()),
+    OBSERVATIONS_PATH: (ROUTE_EVENT_TYPES[OBSERVATIONS_PATH], ("tool_name",)),
+    SUMMARIZE_PATH: (ROUTE_EVENT_TYPES[SUMMARIZE_PATH], ()),
+}
+
+
+def _ingest(path: str) -> Endpoint:
+    event_type, required = INGEST_ROUTES[path]
+
     async def accept(request: Request) -> Response:
         state = _state(request)
         runtime = state.require()
         data = await read_json(request)
-        session_id = _text_field(data, "session_id", "contentSessionId", required=True, max_chars=200,
-                                 hint=": the agent's session id")
-        project = _text_field(data, "project", max_chars=200)
-        cwd = _text_field(data, "cwd", max_chars=4096)
-        if project is None and cwd is None:
-            raise BadRequest("project or cwd is required: the project name, or the directory the agent runs in")
-        for name in required:
-            _text_field(data, name, required=True, max_chars=200)
-        for name in TEXT_PAYLOAD_FIELDS:
-            _field(data, name)
-        platform = _text_field(data, "platform_source", "platformSource", max_chars=100, blank_ok=True) or "unknown"
-        tool_use_id = _text_field(data, "tool_use_id", "toolUseId", max_chars=200, blank_ok=True)
-        prompt_number = _field(data, "prompt_number", kind=int, what="a whole number")
-        _field(data, DELIVERED_FIELD, kind=bool, what="true or false")  # read by earlier_session_start
-        if prompt_number is not None and not 0 <= prompt_number <= 1_000_000:
-            raise BadRequest("prompt_number must be between 0 and 1000000")
-        admitted = admit(event_type, await _with_narration(event_type, data, tool_use_id), state.settings)
-        if admitted.body is None:
-            return JSON({"status": "skipped", "reason": admitted.reason}, status_code=202)
-        event_id, created = await state.call(runtime.store.enqueue_ingest_event, session_id, platform, event_type,
-                                             admitted.body, tool_use_id, write=True)
-        if state.capture is not None and created:
+        fields = ingest_fields(data, required)
+
+        def admit_and_queue() -> dict[str, Any]:
+            return queue_event(runtime, state.settings, event_type,
+                               _narration(event_type, data, fields.tool_use_id), fields)
+
+        answer = await state.call(admit_and_queue, write=True)
+        if state.capture is not None and answer.get("duplicate") is False:
             state.capture.nudge()
-        return JSON({"status": "accepted", "event_id": event_id, "duplicate": not created}, status_code=202)
+        return JSON(answer, status_code=202)
 
     accept.__name__ = f"ingest_{event_type}"
     return endpoint(accept)
+
+
+def _spool_accept(state: WorkerState) -> Callable[[str, bytes], str]:
+    """What the spool drainer does with a spooled event: the ingest route's checks, admission and queue insert
+    (``Rejected`` for an event the route would refuse with 400: it never can be queued)."""
+    from memcairn.worker.spool_drain import Rejected
+
+    def accept(route: str, body: bytes) -> str:
+        if route not in INGEST_ROUTES:
+            raise Rejected(f"{route} is not an ingest route")
+        runtime = state.runtime
+        if runtime is None or state.phase != "ready":
+            raise NotReady("not_ready", state.detail)
+        event_type, required = INGEST_ROUTES[route]
+        try:
+            data = parse_json(body)
+            fields = ingest_fields(data, required)
+        except BadRequest as exc:
+            raise Rejected(str(exc)) from None
+        answer = queue_event(runtime, state.settings, event_type, _narration(event_type, data, fields.tool_use_id),
+                             fields)
+        if answer["status"] == "skipped":
+            return "skipped"
+        if state.capture is not None and not answer["duplicate"]:
+            state.capture.nudge()
+        return "duplicate" if answer["duplicate"] else "queued"
+
+    return accept
 
 
 def _context_settings(request: Request, settings: Settings) -> Settings:
@@ -963,9 +1052,9 @@ def make_app(runtime: RuntimeSource = None, settings: Settings | None = None, *,
         Route("/api/observations/batch", observations_batch, methods=["POST"]),
         Route(CONTEXT_PATH, context_inject),
         Route("/api/memory/save", save_memory, methods=["POST"]),
-        Route(INIT_PATH, _ingest(ROUTE_EVENT_TYPES[INIT_PATH]), methods=["POST"]),
-        Route(OBSERVATIONS_PATH, _ingest(ROUTE_EVENT_TYPES[OBSERVATIONS_PATH], "tool_name"), methods=["POST"]),
-        Route(SUMMARIZE_PATH, _ingest(ROUTE_EVENT_TYPES[SUMMARIZE_PATH]), methods=["POST"]),
+        Route(INIT_PATH, _ingest(INIT_PATH), methods=["POST"]),
+        Route(OBSERVATIONS_PATH, _ingest(OBSERVATIONS_PATH), methods=["POST"]),
+        Route(SUMMARIZE_PATH, _ingest(SUMMARIZE_PATH), methods=["POST"]),
         *(Route(f"/api/{kind}/{{id:int}}", item_route, methods=["GET", "DELETE"]) for kind in KIND_ROUTES),
         Route("/stream", stream),
         Route("/openapi.json", openapi),

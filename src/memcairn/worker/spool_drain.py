@@ -1,0 +1,142 @@
+"""The worker's side of the spool (``memcairn.spool``): events hooks could not hand over, drained into the queue.
+
+One thread per worker passes over ``$MEMCAIRN_HOME/spool/`` once the store is open and then every
+``interval`` seconds (listing an empty directory costs microseconds). Each file, oldest first, goes through
+``accept`` (the ingest route's own checks, admission and queue insert, with the same dedupe keys: an event
+both answered late and spooled is queued once); the file is removed only after the queue committed it.
+
+- A file that is no event (not the spool's format, not JSON, a field the route refuses) is moved to
+  ``spool/rejected/`` and logged by name with the reason: kept for a person, never retried in a loop.
+- Any other failure (the store locked past its busy timeout, a full disk) keeps the file for the next pass.
+- Temporary files a killed hook left are removed once they are ``TMP_MAX_AGE`` seconds old.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from memcairn import spool
+
+log = logging.getLogger("memcairn.worker")
+
+INTERVAL = 1.0
+TMP_MAX_AGE = 600.0
+
+
+class Rejected(Exception):
+    """The event can never be queued (the reason is the message): set aside, not retried."""
+
+
+@dataclass
+class DrainReport:
+    queued: int = 0  # new events in the queue
+    duplicates: int = 0  # already queued (answered late and spooled, or spooled twice)
+    skipped: int = 0  # refused by admission (an excluded project, a skipped tool), as the route would
+    rejected: int = 0  # set aside
+    kept: int = 0  # left for the next pass (a failure that may pass)
+
+
+# ``accept(route, body) -> "queued" | "duplicate" | "skipped"``; raises Rejected for an event that never can be.
+Accept = Callable[[str, bytes], str]
+
+
+class SpoolDrainer:
+    def __init__(self, home: str, accept: Accept, *, interval: float = INTERVAL,
+                 on_pass: Callable[[DrainReport], None] | None = None) -> None:
+        self.home = home
+        self.accept = accept
+        self.interval = interval
+        self.on_pass = on_pass
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._failing: set[str] = set()  # files whose failure was logged already
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name="memcairn-spool", daemon=True)
+            self._thread.start()
+
+    def nudge(self) -> None:
+        self._wake.set()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Finish the file in progress, then stop (what is left stays spooled for the next worker)."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._wake.clear()
+            try:
+                report = self.drain()
+                if self.on_pass is not None and (report.queued or report.duplicates or report.rejected):
+                    self.on_pass(report)
+            except Exception:  # noqa: BLE001 - the thread must outlive any one pass
+                log.exception("draining the spool failed; retrying in %.0f s", self.interval)
+            self._wake.wait(self.interval)
+
+    def drain(self) -> DrainReport:
+        """One pass over the spool, oldest event first."""
+        report = DrainReport()
+        for path in spool.pending(self.home):
+            if self._stop.is_set():
+                break
+            self._one(path, report)
+        for path in spool.stale_temporaries(self.home, TMP_MAX_AGE):
+            try:
+                spool.remove(path)
+            except OSError:
+                pass
+        return report
+
+    def _one(self, path: str, report: DrainReport) -> None:
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read()
+        except FileNotFoundError:
+            return  # drained by another pass
+        except OSError as exc:
+            self._keep(path, f"cannot read it ({exc})", report)
+            return
+        try:
+            route, body = spool.decode(data)
+            outcome = self.accept(route, body)
+        except (spool.SpoolError, Rejected) as exc:
+            self._set_aside(path, str(exc), report)
+            return
+        except Exception as exc:  # noqa: BLE001 - a failure that may pass: kept for the next pass
+            self._keep(path, f"{type(exc).__name__}: {exc}", report)
+            return
+        try:
+            spool.remove(path)
+        except FileNotFoundError:
+            pass
+        self._failing.discard(path)
+        if outcome == "queued":
+            report.queued += 1
+        elif outcome == "duplicate":
+            report.duplicates += 1
+        else:
+            report.skipped += 1
+
+    def _keep(self, path: str, why: str, report: DrainReport) -> None:
+        report.kept += 1
+        if path not in self._failing:
+            self._failing.add(path)
+            log.warning("spooled event %s not queued yet (%s); retried on the next pass", path, why)
+
+    def _set_aside(self, path: str, why: str, report: DrainReport) -> None:
+        report.rejected += 1
+        self._failing.discard(path)
+        try:
+            target = spool.set_aside(path)
+        except OSError as exc:
+            log.error("spool file %s is no event (%s) and cannot be moved aside (%s)", path, why, exc)
+            return
+        log.warning("spool file %s is no event the worker can queue (%s); kept as %s", path, why, target)
