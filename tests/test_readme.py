@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from memcairn import lifecycle
 from memcairn.config import load_settings
-from memcairn.worker import daemon
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text(encoding="utf-8")
@@ -91,7 +91,7 @@ def test_the_quick_start_runs_as_written_and_prints_what_the_readme_quotes(newco
         demo = bash("./scripts/demo", env, timeout=400)
         assert demo.returncode == 0, demo.stderr[-2000:]
     finally:
-        daemon.stop(load_settings(home=tmp_path / "demo-home", environ=env), timeout=20)
+        lifecycle.stop(load_settings(home=tmp_path / "demo-home", environ=env), timeout=20)
     # the README shows the stop command of a checkout in ~/src/memcairn, run with the script's default home
     printed = [line.rstrip().replace(env["MEMCAIRN_HOME"], "~/src/memcairn/.memcairn-demo").replace(str(REPO),
                                                                                                  "~/src/memcairn")
