@@ -270,3 +270,32 @@ def test_the_spool_writes_whole_events_only(tmp_path: Path) -> None:
     with pytest.raises(spool.SpoolError):
         spool.decode(b"memcairn-spool 1\nnot a route\n{}")
     assert hooks_base.free_port() > 0
+
+
+# -- 23.5: the agents' housekeeping and memcairn's own tools ----------------------------------------------------
+def test_housekeeping_and_own_tools_are_not_captured(env: dict[str, str], project: Path, workers: Workers,
+                                                     isolated_home: Path) -> None:
+    """Claude Code's ``ToolSearch`` became memories ("Used ToolSearch"); memcairn's own MCP tools, in each
+    agent's spelling, must not either. The setting lists the housekeeping tools; emptying it captures them."""
+    workers.start(env)
+    names = ["ToolSearch", "WaitForMcpServers", "TodoWrite", "update_plan", "write_todos",
+             "mcp__memcairn__search", "mcp__plugin_memcairn_memcairn__timeline", "mcp_memcairn_get_observations",
+             "MCP__MEMCAIRN__SEARCH", "Bash"]
+    for n, name in enumerate(names):
+        data = tool_event(project, n)
+        data["tool_name"] = name
+        data["tool_input"] = {"query": "select:mcp__memcairn__search"} if name == "ToolSearch" else data["tool_input"]
+        assert hook(env, "post-tool-use", data)[0] == {}
+    assert queued_tool_ids(isolated_home) == [f"toolu_spool_{len(names) - 1:04d}"]  # only Bash
+    # the worker itself refuses them too (an older hook, another client, an import):
+    client = hooks_base.WorkerClient(port=int(env["MEMCAIRN_PORT"]), token="")
+    body = {**tool_event(project, 99), "tool_name": "toolsearch", "event": "tool_use"}
+    assert client.post_json("/api/sessions/observations", body) == {"status": "skipped", "reason": "skipped_tool"}
+    hooks_base.Workers.stop_all(workers)
+    (isolated_home / "settings.json").write_text(json.dumps({"housekeeping_tools": []}))  # observe them after all
+    workers.start(env)
+    for n, name in ((100, "ToolSearch"), (101, "mcp__memcairn__search")):
+        data = tool_event(project, n)
+        data["tool_name"] = name
+        assert hook(env, "post-tool-use", data)[0] == {}
+    assert queued_tool_ids(isolated_home)[-1] == "toolu_spool_0100"  # memcairn's own tools never

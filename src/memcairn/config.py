@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from memcairn.errors import ConfigError
+from memcairn.protocol import HOUSEKEEPING_TOOLS
 from memcairn.settings_source import DEFAULT_PORT, SETTINGS, Setting, read_values
 from memcairn.settings_source import memcairn_home as _home_str
 
@@ -62,6 +63,7 @@ class Settings:
     capture_batch_wait_seconds: int = 2
     exclude_projects: str = ""
     skip_tools: str = ""
+    housekeeping_tools: str = ",".join(HOUSEKEEPING_TOOLS)
     ingest_retention_days: int = 7
     integrity_check_seconds: int = 1800
 

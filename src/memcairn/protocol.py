@@ -87,6 +87,13 @@ MCP_SERVER_NAME = "memcairn"  # the key the installers give memcairn's MCP serve
 OWN_TOOL_PREFIXES = ("mcp__memcairn__", "mcp__plugin_memcairn_", "mcp_memcairn_", "memcairn__")
 
 
+# The agents' own machinery, not the person's work: Claude Code's deferred-tool search, its wait for MCP servers,
+# its MCP resource listing and to-do list; Codex's plan tool; Gemini CLI's to-do list. The default of the
+# ``housekeeping_tools`` setting (``capture.admission`` never observes them).
+HOUSEKEEPING_TOOLS = ("ToolSearch", "WaitForMcpServers", "ListMcpResourcesTool", "TodoWrite", "TodoRead",
+                      "update_plan", "write_todos")
+
+
 def own_tool(name: str) -> bool:
     """Whether ``name`` is one of memcairn's own MCP tools (never recorded: memory must not remember itself)."""
     return name.lower().startswith(OWN_TOOL_PREFIXES)

@@ -16,6 +16,7 @@ import json
 import os
 
 from memcairn.errors import ConfigError
+from memcairn.protocol import HOUSEKEEPING_TOOLS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -90,7 +91,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("capture_batch_wait_seconds", 2,
             "Tool events of a turn wait this long for more before being compressed together (0 = at once)."),
     Setting("exclude_projects", "", "Projects not captured nor given context: comma-separated globs."),
-    Setting("skip_tools", "", "Tools never observed: comma-separated names."),
+    Setting("skip_tools", "", "Tools never observed, beyond housekeeping_tools: comma-separated names."),
+    Setting("housekeeping_tools", ",".join(HOUSEKEEPING_TOOLS),
+            "The agents' own machinery, never observed (like skip_tools, and memcairn's own MCP tools); "
+            "empty to observe them."),
     Setting("ingest_retention_days", 7, "Processed hook events are pruned after this many days."),
     Setting("integrity_check_seconds", 1800,
             "The worker checks the database file and the keyword index (repairing the index) this often, once "
@@ -141,7 +145,7 @@ def memcairn_home(environ: Mapping[str, str] | None = None) -> str:
     return _env_home(raw) if raw else tidy_path(os.path.join(os.path.expanduser("~"), ".memcairn"))
 
 
-LIST_SETTINGS = frozenset({"context_types", "exclude_projects", "skip_tools"})
+LIST_SETTINGS = frozenset({"context_types", "exclude_projects", "skip_tools", "housekeeping_tools"})
 """Comma-separated settings, which ``settings.json`` may also give as a JSON list of strings."""
 INT_RANGES: dict[str, tuple[int, int | None]] = {"port": (1, 65535)}
 """Bounds (lowest, highest or None) of whole-number settings; any other must be 0 or more."""

@@ -1,7 +1,9 @@
 """What may enter the queue: the rules applied to every event before it is stored (live hooks and imports).
 
 - Projects matching ``exclude_projects`` (globs, any name of the chain) are neither captured nor given context.
-- Tools named in ``skip_tools`` are never observed.
+- Tools named in ``skip_tools`` or ``housekeeping_tools`` (the agents' own machinery: Claude Code's
+  ``ToolSearch``, ``WaitForMcpServers``, …; a default list the person may empty), and memcairn's own MCP tools
+  in every agent's spelling (``protocol.own_tool``), are never observed: names compare without case.
 - Context an agent injected into a prompt (Gemini CLI prepends the SessionStart context in ``<hook_context>``)
   is removed before the prompt is stored (``fence.strip_injected``), so memcairn's own digest never
   becomes a prompt, a session title or a memory.
@@ -23,6 +25,7 @@ from memcairn.capture.privacy import is_entirely_private, scrub
 from memcairn.config import Settings
 from memcairn.fence import strip_injected
 from memcairn.models import ARRAY_FIELDS, TEXT_FIELDS, NewItem
+from memcairn.protocol import own_tool
 from memcairn.settings_source import project_excluded as excluded_by
 from memcairn.store.ingest_state import event_kind
 
@@ -59,11 +62,17 @@ def event_projects(body: dict[str, Any]) -> list[str]:
     return [n.strip() for n in names if isinstance(n, str) and n.strip()]
 
 
+def skipped_tool(name: str, settings: Settings) -> bool:
+    """Whether calls of ``name`` are never observed (``skip_tools``, ``housekeeping_tools``, memcairn's own)."""
+    skipped = {n.lower() for n in (*_names(settings.skip_tools), *_names(settings.housekeeping_tools))}
+    return name.strip().lower() in skipped or own_tool(name.strip())
+
+
 def admit(event_type: str, body: dict[str, Any], settings: Settings) -> Admission:
     if project_excluded(event_projects(body), settings):
         return Admission(None, "excluded_project")
     tool = body.get("tool_name")
-    if isinstance(tool, str) and tool in _names(settings.skip_tools):
+    if isinstance(tool, str) and skipped_tool(tool, settings):
         return Admission(None, "skipped_tool")
     is_prompt = event_kind(event_type, body) == "user_prompt"
     if is_prompt and isinstance(body.get("prompt"), str):
