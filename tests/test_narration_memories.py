@@ -238,3 +238,14 @@ def test_a_report_between_two_calls_is_an_observation_of_its_own() -> None:
     short = replace(report, narration=REPORT)  # a shorter one goes with its call
     (only,) = OfflineExtractor().observe(_turn(tools=(short,)), [short]).observations
     assert only.title.startswith("Ran `git status`") and "12 tests pass" in (only.narrative or "")
+
+
+def test_what_the_agent_was_about_to_do_is_no_next_step() -> None:
+    work = ["Now check if the epic has any remaining tasks, then close it and push.",
+            "Let me apply all remaining changes in one batch to avoid intermediate compile warnings.",
+            "Run full suite and credo.",
+            "Discovered a bug: `load_session_messages` drops `agent_id`; filed as `spotter-fum.5`."]
+    summary = OfflineExtractor().summarize(_turn(narration=tuple(work)), []).summary
+    assert summary is not None and summary.next_steps == work[3]
+    assert summary.notes == work[1]  # an intention with its reason is a decision
+    assert not any(s.decisive for s in read(work[2]))

@@ -64,8 +64,17 @@ _INTENT = re.compile(
     r"(?:check|look|read|see|explore|find|verify|examine|inspect|review|understand|search|grep|open|run|re-?run"
     r"|wait|start|continue|try|get|view|take|dig|investigate|confirm|double-check|figure|know|find out|test"
     r"|compile|sync|mark|claim|close|commit|push|do|begin|proceed|move|fix|update|add|write|create|implement"
-    r"|apply|make|rebuild|install|launch)\b",
+    r"|apply|make|rebuild|install|launch|file|note|record)\b",
     re.IGNORECASE)
+# An instruction the agent gives itself ("Now run the tests.", "Close gqc.4, commit, and move on.").
+_IMPERATIVE = re.compile(
+    r"^(?:(?:now|next|then|first|also|finally)[,]?\s+)?(?:check|run|re-?run|add|update|write|create|close|commit|push"
+    r"|look|read|see|verify|wait|move|continue|start|file|mark|claim|sync|install|replace|remove|fix|implement"
+    r"|rebuild|compile|test|apply|try|make|open|find|search|explore)\b(?!\s+(?:is|was|are|were)\b)",
+    re.IGNORECASE)
+# The reason an intention may carry.
+_WHY = re.compile(r"\b(?:because|since|due to|caused by|so that|in order to|to avoid|otherwise|instead of"
+                  r"|rather than)\b", re.IGNORECASE)
 _FILLER = re.compile(
     r"^(?:ok(?:ay)?|good|great|perfect|excellent|nice|done|all done|alright|right|yes|no|got it|understood"
     r"|progress|hmm|interesting|sure|exactly|indeed|that(?:'s| is) (?:it|all|done))\b[\s\S]{0,24}$",
@@ -95,13 +104,17 @@ class Said:
     specific: int  # how many specific things it names
 
     @property
+    def intent(self) -> bool:
+        """Something the agent was about to do ("Let me check ...", "Now run the tests.")."""
+        return bool(_INTENT.match(self.text) or _IMPERATIVE.match(self.text))
+
+    @property
     def decisive(self) -> bool:
         if _FILLER.match(self.text):
             return False
-        if _INTENT.match(self.text):
-            # an intention counts only for the cause or decision in it ("I'll bind it first, since ...")
-            return CAUSE in self.kinds or (DECISION in self.kinds and self.specific >= 1
-                                                        and not self.text.lower().startswith(("let me", "let's")))
+        if self.intent:
+            # an intention counts only for the reason in it ("I'll bind it first, since ...")
+            return bool(_WHY.search(self.text))
         return bool(self.kinds) or self.specific >= 2
 
 
@@ -163,9 +176,11 @@ def read(text: str | None) -> list[Said]:
     return out
 
 
-def decisive(texts: Iterable[str | None], limit: int, *, kinds: Iterable[str] | None = None) -> list[str]:
+def decisive(texts: Iterable[str | None], limit: int, *, kinds: Iterable[str] | None = None,
+             intents: bool = True) -> list[str]:
     """The decisive sentences of ``texts`` (of ``kinds``, when given), in order, without repeats, as many as fit
-    in ``limit`` characters (a sentence that does not fit is skipped; a later shorter one may still fit)."""
+    in ``limit`` characters (a sentence that does not fit is skipped; a later shorter one may still fit).
+    ``intents=False`` leaves out what the agent was about to do, even with its reason (not what is left)."""
     wanted = frozenset(kinds) if kinds is not None else None
     kept: list[str] = []
     seen: set[str] = set()
@@ -173,6 +188,8 @@ def decisive(texts: Iterable[str | None], limit: int, *, kinds: Iterable[str] | 
     for text in texts:
         for said in read(text):
             if not said.decisive or (wanted is not None and not (said.kinds & wanted)):
+                continue
+            if not intents and said.intent:
                 continue
             key = said.text.lower()
             if key in seen:

@@ -103,8 +103,12 @@ def _summary(turn: Turn, observations: Sequence[Observation]) -> Summary | None:
     learned += [fact for o in observations for fact in o.facts
                 if _LEARNED_CUE.search(fact) and fact not in ("tests passed", "tests failed")
                 and not fact.startswith((*_NAME_FACTS, _PURPOSE))][:6]
-    report = [s for s in narration.decisive([message], REPORT_MAX) if narration.TODO not in _kinds(s)]
-    todo = narration.decisive([message, *reversed(turn.narration)], NEXT_MAX, kinds=[narration.TODO])
+    # what was done: the closing message, then the reports the agent wrote between calls, newest first
+    reports = [t for t in reversed(turn.narration) if len(narration.joined(narration.decisive([t], TEXT_MAX)))
+               >= MID_REPORT_MIN]
+    report = [s for s in narration.decisive([message, *reports], REPORT_MAX) if narration.TODO not in _kinds(s)]
+    todo = narration.decisive([message, *reports, *reversed(turn.narration)], NEXT_MAX, kinds=[narration.TODO],
+                              intents=False)
     decided = narration.decisive(turn.narration, NOTES_MAX, kinds=[narration.DECISION])
     completed = _prose(report, REPORT_MAX)
     rest = _joined((o.title for o in done), COMPLETED_MAX - len(completed or "") - 2) if done else None
