@@ -77,10 +77,12 @@ TYPE_CHARS = 16
 SCOPE_CHARS = 80
 SCOPE_NAMES = 4  # project names a header lists at most (then "and N more"): a chain of many long names must
 # not fill the budget, nor push the rows out (the header is in every fitting attempt)
-SECTION_CAPS = (600, 300, 150, 80, 0)  # characters per line of a session, shortened step by step
+# Characters per line of a session, shortened step by step. The first is long: a session's own summary (the
+# agent's words: what it built, why, what broke) holds more of what a later session needs than more rows do.
+SECTION_CAPS = (1500, 600, 300, 150, 80, 0)
 # A session's lines, unfinished work and decisions first (see ``_session_lines``).
 SESSION_LINES = ("Next steps", "Decisions", "Learned", "Done")
-KEPT_OBSERVATIONS = 5  # the most useful rows, kept until the sessions' lines are shorter and only one is left
+KEPT_OBSERVATIONS = 10  # the most useful rows, kept until the sessions' lines are shorter and only one is left
 SUMMARIES_PER_SESSION = 8  # summaries read per session shown (a session has one per turn)
 # Which observations are most worth a row: decisions and fixes before features and changes, lookups last.
 USEFULNESS = {"decision": 0, "bugfix": 1, "feature": 2, "note": 2, "change": 3, "refactor": 3, "discovery": 5}
