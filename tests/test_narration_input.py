@@ -10,7 +10,7 @@ from typing import Any
 
 from starlette.testclient import TestClient
 from test_capture_pipeline import send, settings  # noqa: F401  (the fixture)
-from test_transcripts import Transcript, _parse
+from test_transcripts import SID, Transcript, _parse
 from test_worker_api import app, cfg, client, store_of  # noqa: F401  (fixtures)
 
 from memcairn.capture.pipeline import CapturePipeline
@@ -136,3 +136,30 @@ def test_the_pipeline_hands_calls_and_summaries_their_narration(store: Store, se
     summary_turn = compressor.summarized[-1]
     assert summary_turn.narration == (given[0][1], "Pushing.")
     assert summary_turn.last_assistant_message == "Pushed the guard fix."
+
+
+def _with_housekeeping(tmp_path: Path) -> Path:
+    """The text before a todo-list update is the next observed call's, as is the call's own."""
+    return (Transcript()
+            .prompt("Fix the guard")
+            .text("The guard fails because Access.get/2 can't be used inside a guard.", message_id="m1")
+            .tool("h1", "TodoWrite", {"todos": []}, message_id="m1")
+            .result("h1", "Todos updated")
+            .text("I'll bind it first.", message_id="m2")
+            .tool("t1", "Edit", {"file_path": "/w/a.ex"}, message_id="m2")
+            .result("t1")
+            .write(tmp_path / "h.jsonl"))
+
+
+def test_the_text_before_an_unobserved_call_goes_to_the_next_observed_one(tmp_path: Path, store: Store,
+                                                                         settings: Settings) -> None:  # noqa: F811
+    from memcairn.capture.admission import skipped_tool
+    from memcairn.capture.importer import import_transcripts
+
+    path = str(_with_housekeeping(tmp_path))
+    both = "The guard fails because Access.get/2 can't be used inside a guard.\n\nI'll bind it first."
+    assert narration_before(path, "t1", unobserved=lambda name: skipped_tool(name, settings)) == both
+    assert narration_before(path, "t1") == "I'll bind it first."  # without the rule, the todo call ends it
+    import_transcripts(store, settings, [Path(path)])
+    events = [e for e in store.session_events("claude-code", SID) if e.kind == "tool_use"]
+    assert [(e.payload["tool_name"], e.payload.get("narration")) for e in events] == [("Edit", both)]

@@ -33,10 +33,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memcairn.capture.admission import admit
+from memcairn.capture.admission import admit, skipped_tool
 from memcairn.capture.pipeline import REGROWN, CapturePipeline, CaptureReport
 from memcairn.capture.records import Compressor
 from memcairn.capture.transcripts import (
+    NARRATION,
     TURN_OPEN,
     TURN_THROUGH,
     ParseStats,
@@ -131,6 +132,32 @@ class _Known:
         return pending and event.body.get("tool_use_id") in queued.tool_use_ids
 
 
+class _Carried:
+    """The narration of calls that are never observed (housekeeping such as a todo list), carried to the next
+    observed call of the same session's turn, as the worker reads it live (``capture.transcript_tail``)."""
+
+    def __init__(self) -> None:
+        self.said: dict[str, list[str]] = {}
+
+    def through(self, body: dict[str, Any], settings: Settings) -> dict[str, Any]:
+        """``body``, with the narration carried so far when it is an observed call; an unobserved call's own
+        narration is kept for the next one, and a prompt or a stop drops what was kept."""
+        session = str(body.get("session_id"))
+        if body.get("event") != "tool_use":
+            self.said.pop(session, None)
+            return body
+        said = body.get(NARRATION)
+        tool = body.get("tool_name")
+        if isinstance(tool, str) and skipped_tool(tool, settings):
+            if isinstance(said, str) and said.strip():
+                self.said.setdefault(session, []).append(said)
+            return body
+        kept = self.said.pop(session, [])
+        if not kept:
+            return body
+        return {**body, NARRATION: "\n\n".join([*kept, *([said] if isinstance(said, str) and said else [])])}
+
+
 def _read_open(stop: dict[str, Any]) -> bool:
     """Whether a queued stop was read while its turn may still have been going on: marked so, or queued by a
     release that did not say (no ``turn_through``); a stop the next prompt gave is final."""
@@ -154,13 +181,14 @@ def import_transcripts(store: Store, settings: Settings, paths: Sequence[Path], 
     pipeline = CapturePipeline(store, settings, compressor=compressor)
     known = _Known(store)
     total = TranscriptImport()
+    carried = _Carried()
     for path in paths:
         stats = ParseStats()
         queued = 0
         try:
             for event in replay_transcript(path, stats):
                 body = event.body if project is None else {**event.body, "project": project, "projects": [project]}
-                admitted = admit(event.event_type, body, settings)
+                admitted = admit(event.event_type, carried.through(body, settings), settings)
                 if admitted.body is None:
                     stats.leave_out(f"events not admitted ({admitted.reason})")
                     continue

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from typing import Any
 
 from memcairn.capture.transcript_end import lines_backwards
@@ -45,8 +46,21 @@ def _calls(blocks: list[Any]) -> list[str]:
     return [str(b.get("id")) for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"]
 
 
-def narration_before(path: str, tool_use_id: str, *, max_bytes: int = MAX_BYTES) -> str | None:
-    """The assistant's text between the previous tool use and the call ``tool_use_id``, or None."""
+def _names(blocks: list[Any]) -> dict[str, str]:
+    return {str(b.get("id")): str(b.get("name")) for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"}
+
+
+def _results(blocks: list[Any]) -> list[str] | None:
+    """The ids a user line answers, or None when it is anything else (a prompt)."""
+    ids = [str(b.get("tool_use_id")) for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"]
+    return ids if ids and len(ids) == len(blocks) else None
+
+
+def narration_before(path: str, tool_use_id: str, *, max_bytes: int = MAX_BYTES,
+                     unobserved: Callable[[str], bool] = lambda name: False) -> str | None:
+    """The assistant's text between the previous tool use and the call ``tool_use_id``, or None. Calls of tools
+    that are never observed (``unobserved``: housekeeping such as a todo list) are read through, with their
+    results, as the import carries their text to the next call (``capture.importer``)."""
     if not (isinstance(path, str) and path.endswith(".jsonl") and tool_use_id):
         return None
     try:
@@ -54,6 +68,7 @@ def narration_before(path: str, tool_use_id: str, *, max_bytes: int = MAX_BYTES)
             return None
         found = False
         said: list[str] = []
+        waiting: set[str] = set()  # results met of calls not met yet (walking back)
         before = 0
         for raw in lines_backwards(path, max_bytes):
             if not found and tool_use_id.encode() not in raw:
@@ -74,14 +89,23 @@ def narration_before(path: str, tool_use_id: str, *, max_bytes: int = MAX_BYTES)
                 found = True
                 own = blocks[: next(i for i, b in enumerate(blocks) if isinstance(b, dict)
                                     and b.get("type") == "tool_use" and str(b.get("id")) == tool_use_id)]
-                if _calls(own):
+                if not all(unobserved(name) for name in _names(own).values()):
                     return None  # an earlier call of the same line took the text
                 said = _texts(own)
                 continue
             if entry.get("type") not in ("user", "assistant"):
                 continue  # progress, system and snapshot lines sit between messages
-            if entry.get("type") != "assistant" or _calls(blocks):
-                break
+            if entry.get("type") == "user":
+                answered = _results(blocks)
+                if answered is None:
+                    break  # a prompt: the turn begins here
+                waiting.update(answered)
+                continue
+            names = _names(blocks)
+            if names:
+                if not (set(names) <= waiting or not waiting) or not all(unobserved(n) for n in names.values()):
+                    break  # an observed call: its text was its own
+                waiting.difference_update(names)
             before += 1
             if before > MAX_LINES_BEFORE:
                 break

@@ -42,7 +42,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 import memcairn
-from memcairn.capture.admission import admit, project_excluded, scrub_item
+from memcairn.capture.admission import admit, project_excluded, scrub_item, skipped_tool
 from memcairn.capture.llm.compressor import local_day_start_ms
 from memcairn.config import Settings, check_bind, load_settings
 from memcairn.context_memo import Answer, ContextMemo
@@ -779,10 +779,12 @@ async def save_memory(request: Request) -> Response:
     return JSON({"id": result.id, "created": result.created})
 
 
-def _narration(event_type: str, data: dict[str, Any], tool_use_id: str | None) -> dict[str, Any]:
+def _narration(event_type: str, data: dict[str, Any], tool_use_id: str | None,
+               settings: Settings) -> dict[str, Any]:
     """A tool event's body with the agent's text before the call (``narration``) read from its transcript when
     the hook did not send it (``capture.transcript_tail``: bounded, and None on any trouble). Read before
-    admission, so the text is scrubbed like the rest of the body. Blocking: run off the event loop."""
+    admission, so the text is scrubbed like the rest of the body; calls that are never observed (housekeeping)
+    are read through. Blocking: run off the event loop."""
     path = data.get("transcript_path")
     if event_type != "observation" or data.get("narration") is not None or not tool_use_id \
             or not isinstance(path, str) or data.get("event") not in (None, "tool_use"):
@@ -790,7 +792,7 @@ def _narration(event_type: str, data: dict[str, Any], tool_use_id: str | None) -
     from memcairn.capture.transcript_tail import narration_before
 
     try:
-        said = narration_before(path, tool_use_id)
+        said = narration_before(path, tool_use_id, unobserved=lambda name: skipped_tool(name, settings))
     except Exception:  # the event matters more than its narration
         log.warning("could not read the narration of %s from %s", tool_use_id, path, exc_info=True)
         return data
@@ -857,7 +859,7 @@ def _ingest(path: str) -> Endpoint:
 
         def admit_and_queue() -> dict[str, Any]:
             return queue_event(runtime, state.settings, event_type,
-                               _narration(event_type, data, fields.tool_use_id), fields)
+                               _narration(event_type, data, fields.tool_use_id, state.settings), fields)
 
         answer = await state.call(admit_and_queue, write=True)
         if state.capture is not None and answer.get("duplicate") is False:
@@ -885,8 +887,8 @@ def _spool_accept(state: WorkerState) -> Callable[[str, bytes], str]:
             fields = ingest_fields(data, required)
         except BadRequest as exc:
             raise Rejected(str(exc)) from None
-        answer = queue_event(runtime, state.settings, event_type, _narration(event_type, data, fields.tool_use_id),
-                             fields)
+        answer = queue_event(runtime, state.settings, event_type,
+                             _narration(event_type, data, fields.tool_use_id, state.settings), fields)
         if answer["status"] == "skipped":
             return "skipped"
         if state.capture is not None and not answer["duplicate"]:
