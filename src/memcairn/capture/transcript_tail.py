@@ -4,8 +4,9 @@ A ``PostToolUse`` body names the call (``tool_use_id``) and the session's transc
 not the assistant's text around the call: why it makes it, what it concluded from the previous result. The
 worker reads that text from the transcript when it accepts the event, so it travels in the queued body
 (``narration``) as an import's replay puts it there (``capture.transcripts``): the text blocks of the
-assistant lines before the call's own ``tool_use`` block, back to the previous tool use, a user line (a tool
-result, a prompt) or another turn. Of several calls made at once, the first carries that text.
+assistant lines before the call's own ``tool_use`` block, back to the previous observed tool use or a prompt
+(calls that are never observed, such as a todo-list update, and their results are read through). Of several
+calls made at once, the first carries that text.
 
 Careful by design: the file is Claude Code's and is being written while it is read. At most ``MAX_BYTES`` from
 its end are read, in blocks (``capture.transcript_end.lines_backwards``), and only until the call is found; the call's
