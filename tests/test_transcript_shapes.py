@@ -127,7 +127,9 @@ def test_a_codex_rollout_replays_as_prompts_calls_and_turns(store: Store, settin
              "metadata": {"exit_code": 1, "duration_seconds": 0.4}})}, 7),
         _codex_line("response_item", {"type": "message", "role": "assistant", "content": [
             {"type": "output_text", "text": "The total uses floats; switched it to Decimal."}]}, 8),
-        _codex_line("compacted", {"message": "Summary: the cart total now uses Decimal."}, 9),
+        _codex_line("response_item", {"type": "message", "role": "user", "content": [
+            {"type": "input_text", "text": "continue"}]}, 9),
+        _codex_line("compacted", {"message": "Summary: the cart total now uses Decimal."}, 10),
     ]) + "\n")
     events, stats = _parse(path)
     assert _kinds(events) == ["session_start", "user_prompt", "tool_use", "compaction", "stop", "session_end"]
@@ -139,6 +141,7 @@ def test_a_codex_rollout_replays_as_prompts_calls_and_turns(store: Store, settin
     assert stats.shape == "codex" and stats.left_out == {
         "'event_msg' lines (the terminal's copy of the conversation)": 1,
         "'reasoning' items (the model's reasoning or other internals)": 1,
+        "prompts that are no request (a notice, a bare 'continue')": 1,
         "user messages Codex writes itself (environment, instructions)": 1}
 
     report = import_transcripts(store, settings, transcripts_under(tmp_path / "sessions"))

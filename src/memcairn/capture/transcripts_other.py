@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from memcairn.capture.noise import request_text
 from memcairn.capture.transcripts import (
     ParseStats,
     ReplayEvent,
@@ -92,6 +93,15 @@ class _OtherReplayer(_Replayer):
         if found is not None:
             yield found
 
+    def _prompt(self, session: _Session, text: str, ref: str, at: int) -> Iterator[ReplayEvent]:
+        """A prompt, unless it is no request (``capture.noise``): then the turn goes on."""
+        request = request_text(text)
+        if request is None:
+            if text.strip():
+                self.stats.leave_out("prompts that are no request (a notice, a bare 'continue')")
+            return
+        yield from self._new_prompt(session, request, ref, session.last_cwd, at)
+
     def _said(self, session: _Session, text: str, ref: str) -> None:
         text = text.strip()
         if text:
@@ -155,10 +165,10 @@ class _CodexReplayer(_OtherReplayer):
         if kind == "message":
             text = _codex_text(item.get("content"))
             if item.get("role") == "user":
-                if text.strip() and not text.lstrip().startswith(CODEX_CONTEXT_PREFIXES):
-                    yield from self._new_prompt(session, text, ref, session.last_cwd, at)
-                else:
+                if not text.strip() or text.lstrip().startswith(CODEX_CONTEXT_PREFIXES):
                     self.stats.leave_out("user messages Codex writes itself (environment, instructions)")
+                else:
+                    yield from self._prompt(session, text, ref, at)
             elif item.get("role") == "assistant":
                 self._said(session, text, ref)
             else:
@@ -259,9 +269,7 @@ def replay_gemini(path: Path, stats: ParseStats) -> Iterator[ReplayEvent]:
         at = timestamp_ms(message.get("timestamp")) or session.last_at
         kind = message.get("type")
         if kind == "user":
-            text = _gemini_text(message.get("content"))
-            if text.strip():
-                yield from replayer._new_prompt(session, text, ref, cwd, at)
+            yield from replayer._prompt(session, _gemini_text(message.get("content")), ref, at)
         elif kind in ("gemini", "model", "assistant"):
             replayer._said(session, _gemini_text(message.get("content")), ref)
             for n, call in enumerate(message.get("toolCalls") or ()):
