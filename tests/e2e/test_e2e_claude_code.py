@@ -193,3 +193,27 @@ def test_claude_p_exiting_right_after_a_tool_call_loses_no_event(world: World, s
         commands = [e["payload"].get("tool_input", {}).get("command") for e in world.events(session)
                     if e["event_type"] == "observation"]
         assert commands == [f"echo attempt-{attempt}"], (attempt, commands)
+
+
+def test_with_tool_search_on_the_model_finds_memcairn_and_housekeeping_is_not_remembered(
+        world: World, stub: ModelStub, tmp_path: Path) -> None:
+    """Claude Code's default: MCP tools are deferred behind its ToolSearch tool. The model loads memcairn's search
+    through it and calls it; neither ToolSearch nor memcairn's own tool becomes a memory."""
+    if not CLAUDE_NATIVE.installed():
+        pytest.fail(missing_message(CLAUDE_NATIVE))
+    stub.reset([call("ToolSearch", {"query": f"select:{SEARCH}", "max_results": 5}),
+                call(SEARCH, {"query": "retry limit"}), say("Nothing about the retry limit yet.")])
+    env = claude_env(world, stub)
+    del env["ENABLE_TOOL_SEARCH"], env["MCP_CONNECTION_NONBLOCKING"]
+    prompt = "Does memory say anything about the retry limit?"
+    done = subprocess.run([str(CLAUDE_NATIVE.executable()), "-p", prompt, "--dangerously-skip-permissions"],
+                          env=env, cwd=world.workspace, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert SEARCH not in tool_names(stub.requests[0].body) and SEARCH in tool_names(stub.requests[1].body)
+    assert "1 memory (1 prompt)" in tool_result(stub.requests[2].body, "toolu_stub0001")  # this session's prompt
+
+    world.settled()
+    tools = [e["payload"].get("tool_name") for e in world.events() if e["event_type"] == "observation"]
+    assert SEARCH not in tools  # the hook does not even send memcairn's own calls
+    assert [(i["kind"], i["text"] or i["title"]) for i in world.items()] == [("prompt", prompt),
+                                                                           ("summary", prompt)]
