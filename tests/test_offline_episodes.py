@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from memcairn.capture.offline import FACT_MAX, FACTS_MAX, TITLE_MAX, OfflineExtractor
+from memcairn.capture.offline.episodes import FACTS_BUDGET
 from memcairn.capture.records import Observation, ToolCall, Turn
 
 CWD = "/work/app"
@@ -92,7 +93,7 @@ def test_an_episode_stays_within_its_caps_and_keeps_every_file_s_account() -> No
     episode = only(observe(calls))
     assert len(episode.title) <= TITLE_MAX and len(episode.facts) <= FACTS_MAX
     assert all(len(fact) <= FACT_MAX for fact in episode.facts)
-    assert sum(len(fact) for fact in episode.facts) <= 1_400 + FACT_MAX
+    assert sum(len(fact) for fact in episode.facts) <= FACTS_BUDGET + FACT_MAX
     accounts = [fact for fact in episode.facts if fact.startswith("edited lib/web/controller_")]
     assert len(accounts) == min(10, FACTS_MAX)  # one line per file before any file's quoted lines
 

@@ -242,18 +242,21 @@ class CapturePipeline:
         reopened = {step for o in compressed.observations for step in o.steps} - {_call_id(e) for e in events}
         replaced += self._items_covering(turn, reopened) if reopened else []
         results = self._commit(events, items, report, replaces=replaced)
-        for kept in {r.id for r in results or ()} & set(replaced):
-            self._no_longer_awaiting(kept)
+        for item, result in zip(items, results or (), strict=False):
+            if result.id in replaced:
+                self._refresh(result.id, item)
 
-    def _no_longer_awaiting(self, item_id: int) -> None:
-        """The answered call made the very observation the unanswered one had made (it is kept, not replaced):
-        drop its mark. After the commit, so a failure here only leaves the mark (never fails done events)."""
+    def _refresh(self, item_id: int, made: NewItem) -> None:
+        """The new observation is the one it replaces by title and narrative (the store kept that one): give it
+        the new one's facts, files, type and metadata (an answered call's result, an episode's later steps; no
+        awaiting-result mark unless the new one has it). After the commit, so a failure here only leaves the
+        older content (never fails done events)."""
         try:
-            item = self.store.get_item(item_id)
-            self.store.update_item(item_id, metadata={k: v for k, v in item.metadata.items()
-                                                      if k != AWAITING_RESULT})
+            self.store.update_item(item_id, type=made.type, subtitle=made.subtitle, facts=made.facts,
+                                   concepts=made.concepts, files_read=made.files_read,
+                                   files_modified=made.files_modified, metadata=made.metadata)
         except Exception:
-            log.warning("could not clear the awaiting-result mark of #%s", item_id, exc_info=True)
+            log.warning("could not bring #%s up to date with its later observation", item_id, exc_info=True)
 
     def _stop(self, events: list[IngestEvent], report: CaptureReport) -> None:
         event = events[0]

@@ -31,7 +31,9 @@ from memcairn.capture.offline.drafts import _added, _Draft
 from memcairn.capture.offline.outcomes import _output_gist
 from memcairn.capture.offline.text import TITLE_MAX, _clip, _code, _listing, _unique
 
-FACTS_BUDGET = 1_400  # characters of facts an episode keeps
+FACTS_BUDGET = 1_000  # characters of facts an episode keeps: a search hands five whole records to the agent
+READ_MAX = 8  # files read an episode lists (those it changed are all listed, up to MODIFIED_MAX)
+MODIFIED_MAX = 24
 TAIL_MAX = 30  # earlier calls of an open episode observed again with a new batch, at most
 _TYPE_ORDER = ("bugfix", "feature", "change", "refactor", "decision", "discovery")
 _HARNESS_TOOLS = frozenset({
@@ -113,11 +115,13 @@ def merge(pieces: Sequence[_Draft]) -> _Draft:
     actions = [a for p in pieces for a in p.actions]
     facts = _facts(pieces, actions)
     modified = _unique(path for p in pieces for path in p.files_modified)
+    read = _unique(path for p in pieces for path in p.files_read)
+    # a fix's own account ("`pytest` had failed … and passed afterwards"), not each step's "Outcome: ok"
+    outcomes = _unique(p.outcome_text for p in pieces if p.outcome_text and not p.outcome_text.startswith("Outcome:"))
     draft = _Draft(
-        type=kind, title=_title(pieces, kind, modified, actions), action_text=_action_text(pieces), facts=facts,
-        outcome_text=" ".join(_unique(p.outcome_text for p in pieces if p.outcome_text)),
-        concepts=_unique(c for p in pieces for c in p.concepts),
-        files_read=_unique(path for p in pieces for path in p.files_read), files_modified=modified,
+        type=kind, title=_title(pieces, kind, modified, actions), action_text=_action_text(modified, read),
+        facts=facts, outcome_text=" ".join(outcomes[-2:]), concepts=_unique(c for p in pieces for c in p.concepts),
+        files_read=read[:READ_MAX], files_modified=modified[:MODIFIED_MAX],
     )
     draft.actions = actions
     draft.said = [said for p in pieces for said in p.said]
@@ -154,10 +158,11 @@ def _test_trend(actions: Sequence[_Action]) -> str:
     return f"tests {last}" if first == last else f"tests {first} → {last}"
 
 
-def _action_text(pieces: Sequence[_Draft]) -> str:
-    texts = _unique(p.action_text.rstrip(".") for p in pieces if p.action_text)
-    shown = "; ".join(texts[:3])
-    return shown + (f" and {len(texts) - 3} more steps" if len(texts) > 3 else "")
+def _action_text(modified: Sequence[str], read: Sequence[str]) -> str:
+    """A short lead: the facts say what happened step by step."""
+    if modified:
+        return f"changed {_listing(modified, 3)}"
+    return f"looked at {_listing(read, 3)}" if read else "worked through several steps"
 
 
 def _bucket(fact: str) -> int:
