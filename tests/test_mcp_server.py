@@ -477,7 +477,7 @@ def test_startup_instructions_without_a_worker_ask_for_the_tool() -> None:
 class _SilentClient:
     """Answers the context route as the worker does for an excluded project: with nothing."""
 
-    def get_text(self, path: str, params: dict[str, Any] | None = None) -> str:
+    def post_text(self, path: str, params: dict[str, Any] | None = None, body: Any = None) -> str:
         return ""
 
 

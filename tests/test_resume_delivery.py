@@ -102,7 +102,10 @@ def test_a_resume_with_pending_capture_notices_gets_the_full_context(client: Tes
     _start(client, app, "s-notice", ago_ms=10 * MINUTE, **{DELIVERED_FIELD: True})
     store = api.store_of(app)
     store.add_capture_notice("llm_config", "memory capture: the model is unreachable")
-    answer = client.get("/api/context/inject", params=_resume("s-notice"))
+    peek = client.get("/api/context/inject", params=_resume("s-notice"))  # read-only: shown, left unshown
+    assert "memory capture: the model is unreachable" in peek.text
+    assert store.pending_capture_notices() == ["memory capture: the model is unreachable"]
+    answer = client.post("/api/context/inject", params=_resume("s-notice"), json={})  # the SessionStart hook's
     assert answer.headers["x-memcairn-context"] != RESUMED
     assert "memory capture: the model is unreachable" in answer.text and "Parser handles tabs" in answer.text
     assert store.pending_capture_notices() == []  # shown, as a full context shows them
@@ -110,13 +113,14 @@ def test_a_resume_with_pending_capture_notices_gets_the_full_context(client: Tes
     store.add_capture_notice("llm_config", "beta's model failed", project="beta")
     store._conn.execute("UPDATE capture_notices SET shown_at_epoch = shown_at_epoch - ? "
                         "WHERE shown_at_epoch IS NOT NULL", (2 * MINUTE,))
-    assert client.get("/api/context/inject", params=_resume("s-notice")).headers["x-memcairn-context"] == RESUMED
+    assert client.post("/api/context/inject", params=_resume("s-notice"),
+                       json={}).headers["x-memcairn-context"] == RESUMED
     assert store.pending_capture_notices() == ["beta's model failed"]
 
 
 # -- through the real hook --------------------------------------------------------------------------------
 class _FakeWorker:
-    """A loopback server on which ``GET /api/context/inject`` is ``context`` (stall or fail) and
+    """A loopback server on which ``POST /api/context/inject`` is ``context`` (stall or fail) and
     ``POST /api/sessions/init`` is recorded, then answered by ``init`` (202, or passed on to a real worker)."""
 
     def __init__(self, context: str, forward_to: int | None = None) -> None:
@@ -136,14 +140,17 @@ class _FakeWorker:
                 self.end_headers()
                 self.wfile.write(body)
 
-            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+            def _context(self) -> None:
                 if context == "stall":
                     outer.release.wait(CONTEXT_TIMEOUT + 10)
                     return
                 self._answer(503, b'{"error": "unavailable", "detail": "warming up"}')
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                if self.path.startswith("/api/context/inject"):
+                    self._context()
+                    return
                 outer.inits.append(body)
                 if forward_to is None:
                     self._answer(202, b'{"status": "accepted", "event_id": 1, "duplicate": false}')

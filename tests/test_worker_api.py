@@ -597,7 +597,8 @@ def test_body_limit(client: TestClient) -> None:
             yield b"y" * 65536
         yield b'"}'
 
-    assert_error(client.post("/api/memory/save", content=chunks()), 413, "payload_too_large")
+    chunked = client.post("/api/memory/save", content=chunks(), headers={"Content-Type": "application/json"})
+    assert_error(chunked, 413, "payload_too_large")
     assert client.post("/api/memory/save", json={"text": "z" * 200_000}).status_code == 200
 
 

@@ -116,6 +116,12 @@ class WorkerClient:
         value = self._decode(status, content_type, raw)
         return value if isinstance(value, str) else json.dumps(value)
 
+    def post_text(self, path: str, params: dict[str, Any] | None = None, body: Any = None) -> str:
+        """A POST (``body``, default ``{}``, as JSON) whose answer is text, such as the context an agent is given."""
+        status, content_type, raw = self.request("POST", path, body={} if body is None else body, params=params)
+        value = self._decode(status, content_type, raw)
+        return value if isinstance(value, str) else json.dumps(value)
+
     def post_json(self, path: str, body: Any) -> Any:
         return self._decode(*self.request("POST", path, body=body))
 

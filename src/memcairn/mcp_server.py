@@ -682,7 +682,8 @@ class MemoryTools:
         projects = self._projects(chosen)
         params = {"project": projects, "platformSource": args.get("platformSource"),
                   "full": "true" if args.get("full") else None, "tz": _local_tz()}
-        text = self.gateway.call(lambda c: c.get_text("/api/context/inject", params))
+        # POST: the context reaches the agent, so the capture notices in it count as shown (as at SessionStart)
+        text = self.gateway.call(lambda c: c.post_text("/api/context/inject", params))
         return text if text.strip() else NO_CONTEXT
 
     def save_memory(self, args: dict[str, Any]) -> str:

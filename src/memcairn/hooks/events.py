@@ -1,6 +1,6 @@
 """What each hook event does. Every handler returns the JSON object the agent reads (``{}`` for nothing).
 
-- **session-start**: the project chain from ``cwd``; ``GET /api/context/inject`` (the fenced context, with
+- **session-start**: the project chain from ``cwd``; ``POST /api/context/inject`` (the fenced context, with
   times in this process's zone, and for Claude Code within its 10,000-character inline limit), then
   ``POST /api/sessions/init`` with ``context_delivered`` (whether that context reached the agent: a resume of
   the session is told its context is earlier in the conversation only after a start that delivered one); the
@@ -422,18 +422,18 @@ def session_start(hook: Hook) -> dict[str, Any]:
     # No platformSource: a session starts with what every agent learned in this project chain.
     resumed = _resume_params(hook)
     params = _context_params(hook, **resumed)
-    context = hook.send("GET", CONTEXT_PATH, params=params, timeout=CONTEXT_TIMEOUT)
+    context = hook.send("POST", CONTEXT_PATH, params=params, raw=b"{}", timeout=CONTEXT_TIMEOUT)
     if context is None and hook.refused and hook.settings["worker_autostart"] and _autostart(hook):
         hook.failure, hook.refused = None, False
-        context = hook.send("GET", CONTEXT_PATH, params=params, timeout=CONTEXT_TIMEOUT)
+        context = hook.send("POST", CONTEXT_PATH, params=params, raw=b"{}", timeout=CONTEXT_TIMEOUT)
     if context is None:  # nothing listens: the start is still recorded (spooled), the session goes on
         _record_start(hook, False)
         return {}
     terminal = hook.settings["terminal_output"]
     coloured = None
     if terminal and hook.platform == "claude-code":  # Codex and Gemini print systemMessage as it is: no ANSI
-        coloured = hook.send("GET", CONTEXT_PATH, params=_context_params(hook, colors="true", **resumed),
-                             timeout=CONTEXT_TIMEOUT)
+        coloured = hook.send("POST", CONTEXT_PATH, params=_context_params(hook, colors="true", **resumed),
+                             raw=b"{}", timeout=CONTEXT_TIMEOUT)
     answer = hook.wait(context, context_answer)
     shown = hook.wait(coloured, context_answer) if coloured is not None else None
     if hook.foreign:  # another program answers on the port: nothing to tell it

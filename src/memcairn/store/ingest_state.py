@@ -345,10 +345,10 @@ class IngestStateMixin:
                     "INSERT INTO capture_notices(kind, message, project, created_at_epoch) VALUES (?, ?, ?, ?)",
                     (kind, message, project, int(time.time() * 1000)))
 
-    def take_capture_notices(self, projects: Sequence[str] | None = None) -> list[str]:
-        """Warnings for these projects (and those of no project) not shown yet, oldest first, marked shown.
-        Ones shown in the last minute come back too: a SessionStart asks twice (for the model and, in
-        colour, for the person) and both should carry them."""
+    def take_capture_notices(self, projects: Sequence[str] | None = None, *, mark: bool = True) -> list[str]:
+        """Warnings for these projects (and those of no project) not shown yet, oldest first, marked shown
+        (unless ``mark`` is false: a read-only look). Ones shown in the last minute come back too: a
+        SessionStart asks twice (for the model and, in colour, for the person) and both should carry them."""
         now = int(time.time() * 1000)
         sql = "SELECT id, message, shown_at_epoch FROM capture_notices WHERE (shown_at_epoch IS NULL " \
               "OR shown_at_epoch >= ?)"
@@ -358,7 +358,7 @@ class IngestStateMixin:
             params += list(projects)
         rows = self._conn.execute(sql + " ORDER BY id", params).fetchall()
         fresh = [(now, r[0]) for r in rows if r[2] is None]
-        if fresh:
+        if fresh and mark:
             with atomic(self._conn) as conn:
                 conn.executemany("UPDATE capture_notices SET shown_at_epoch = ? WHERE id = ?", fresh)
         return [r[1] for r in rows]

@@ -55,7 +55,7 @@ from memcairn.errors import (
     ValidationError,
 )
 from memcairn.json_depth import loads_bounded
-from memcairn.models import NewItem
+from memcairn.models import CONTROL_CHARACTER, NewItem
 from memcairn.protocol import (
     CONTEXT_HEADER,
     CONTEXT_PATH,
@@ -832,6 +832,7 @@ def ingest_fields(data: dict[str, Any], required: tuple[str, ...]) -> IngestFiel
 def queue_event(runtime: Runtime, settings: Settings, event_type: str, data: dict[str, Any],
                 fields: IngestFields) -> dict[str, Any]:
     """Admit and queue one checked event (blocking): the ingest routes' answer body."""
+    _check_project_names(runtime, [data.get("project"), *_chain(data)])
     admitted = admit(event_type, data, settings)
     if admitted.body is None:
         return {"status": "skipped", "reason": admitted.reason}
@@ -839,6 +840,25 @@ def queue_event(runtime: Runtime, settings: Settings, event_type: str, data: dic
         fields.session_id, fields.platform, event_type, admitted.body, fields.tool_use_id,
         event_key=fields.event_key)
     return {"status": "accepted", "event_id": event_id, "duplicate": not created}
+
+
+def _chain(data: dict[str, Any]) -> list[Any]:
+    chain = data.get("projects")
+    return chain if isinstance(chain, list) else []
+
+
+def _check_project_names(runtime: Runtime, names: list[Any]) -> None:
+    """Refuse a project name holding a control character (NUL, a newline...) as ``Store.add_items`` would,
+    before the event is queued: accepted here, it would fail later, when its memories are stored. A name an
+    earlier release stored keeps working, as it does for ``add_items`` (blocking: it may read the store)."""
+    odd = [n.strip() for n in names if isinstance(n, str) and CONTROL_CHARACTER.search(n.strip())]
+    if not odd:
+        return
+    known = {name for _, name in runtime.store.resolve_projects(odd)}
+    for name in odd:
+        if name not in known:
+            raise BadRequest(f"project name {name!r} contains a control character (a newline, tab or NUL...); "
+                             "use printable text")
 
 
 INGEST_ROUTES: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -887,8 +907,11 @@ def _spool_accept(state: WorkerState) -> Callable[[str, bytes], str]:
             fields = ingest_fields(data, required)
         except BadRequest as exc:
             raise Rejected(str(exc)) from None
-        answer = queue_event(runtime, state.settings, event_type,
-                             _narration(event_type, data, fields.tool_use_id, state.settings), fields)
+        try:
+            answer = queue_event(runtime, state.settings, event_type,
+                                 _narration(event_type, data, fields.tool_use_id, state.settings), fields)
+        except BadRequest as exc:
+            raise Rejected(str(exc)) from None
         if answer["status"] == "skipped":
             return "skipped"
         if state.capture is not None and not answer["duplicate"]:
@@ -918,6 +941,11 @@ async def context_inject(request: Request) -> Response:
 
     state = _state(request)
     runtime = state.require()
+    # POST is the SessionStart hook giving the context to an agent: the capture notices in it are then marked
+    # shown. GET reads only (a person, the demo, a benchmark): the notices are in the text and stay unshown.
+    mark = request.method == "POST"
+    if mark and (await request.body()).strip():
+        await read_json(request)  # the parameters are the query's; a body, when sent, must still be JSON
     names = _projects(request)
     platform = _param(request, "platformSource")
     colors, full, fresh = _flag(request, "colors"), _flag(request, "full"), _flag(request, "fresh")
@@ -936,7 +964,7 @@ async def context_inject(request: Request) -> Response:
             notices = [f"memory is read-only: the database fails SQLite's check ({runtime.store.damage}); new "
                        "memories are not saved until it is restored: run `memcairn doctor`"]
         else:
-            notices = runtime.store.take_capture_notices(names or None)
+            notices = runtime.store.take_capture_notices(names or None, mark=mark)
         # Capture warnings are shown at the top of a full context: a resume with some gets the context, or they
         # would wait for the next start.
         if resumed is not None and not notices and _unchanged_since_start(runtime.store, names, *resumed):
@@ -1052,7 +1080,7 @@ def make_app(runtime: RuntimeSource = None, settings: Settings | None = None, *,
         Route("/api/search", search),
         Route("/api/timeline", timeline),
         Route("/api/observations/batch", observations_batch, methods=["POST"]),
-        Route(CONTEXT_PATH, context_inject),
+        Route(CONTEXT_PATH, context_inject, methods=["GET", "POST"]),
         Route("/api/memory/save", save_memory, methods=["POST"]),
         Route(INIT_PATH, _ingest(INIT_PATH), methods=["POST"]),
         Route(OBSERVATIONS_PATH, _ingest(OBSERVATIONS_PATH), methods=["POST"]),
@@ -1066,7 +1094,8 @@ def make_app(runtime: RuntimeSource = None, settings: Settings | None = None, *,
     routes.append(Mount("/static", StaticFiles(directory=static) if static.is_dir() else _not_found_app))
     app = Starlette(
         routes=routes,
-        middleware=[Middleware(GuardMiddleware, settings=cfg),
+        middleware=[Middleware(GuardMiddleware, settings=cfg, json_paths=frozenset(
+                        r.path for r in routes if isinstance(r, Route) and "POST" in (r.methods or ()))),
                     Middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)],
         exception_handlers={HTTPException: _http_error, Exception: _unexpected},
         lifespan=lifespan,

@@ -159,6 +159,7 @@ def _serve(cfg: Settings, sock: socket.socket, holder: dict[str, Any]) -> None:
     import uvicorn
 
     from memcairn.worker.app import make_app
+    from memcairn.worker.http_protocol import H11_BUFFER_BYTES, BoundedHeadProtocol
 
     app = make_app(None, cfg)
     state = app.state.worker
@@ -169,8 +170,9 @@ def _serve(cfg: Settings, sock: socket.socket, holder: dict[str, Any]) -> None:
             super().handle_exit(sig, frame)
 
     config = uvicorn.Config(app, host=cfg.host, port=cfg.port, log_config=None, access_log=False, lifespan="on",
-                            loop="asyncio", http="h11", ws="none", server_header=False, proxy_headers=False,
-                            timeout_graceful_shutdown=GRACEFUL_SECONDS)
+                            loop="asyncio", http=BoundedHeadProtocol, ws="none", server_header=False,
+                            proxy_headers=False, timeout_graceful_shutdown=GRACEFUL_SECONDS,
+                            h11_max_incomplete_event_size=H11_BUFFER_BYTES)
     server = Server(config)
     holder["server"] = server
     if holder.get("signalled"):

@@ -12,7 +12,7 @@ from typing import Any
 import memcairn
 from memcairn.config import Settings, is_loopback_host
 from memcairn.models import MAX_ITEM_ID
-from memcairn.protocol import CONTEXT_HEADER
+from memcairn.protocol import CONTEXT_HEADER, CONTEXT_PATH
 from memcairn.worker.security import cookie_name
 
 MAX_BATCH_IDS = 500
@@ -27,9 +27,11 @@ _OBJ = {"type": "object"}
 ERROR_TEXT = {
     400: "The request is malformed (the detail says what to fix)",
     401: "A bearer token or the viewer cookie is required (non-loopback bind only)",
-    403: "Host or Origin refused",
+    403: "Host or Origin refused, or a write sent by another site (Sec-Fetch-Site)",
     404: "No such item (or not of this kind), or no such route",
     413: "The request body is larger than the limit",
+    414: "The request line (the query string) is longer than the limit",
+    415: "A write must send its body as JSON (Content-Type: application/json)",
     500: "Unexpected error (no trace is sent; see the worker log), or a damaged database (store_damaged)",
     503: "Not ready yet (starting), or shutting down",
     507: "The disk is full: nothing was stored (free some space and send it again)",
@@ -148,6 +150,29 @@ def _session_body(extra: dict[str, Any], required: tuple[str, ...] = ()) -> dict
             "required": ["session_id", *required], "anyOf": _PROJECT_OR_CWD}
 
 
+CONTEXT_PARAMS: tuple[Param, ...] = (
+    Param("projects", _STR, "Project names, comma-separated (default: every project)"),
+    Param("project", _STR, "One project, its whole name (a comma is part of it); may repeat"),
+    Param("platformSource", _STR, "Only items from this platform (and notes recorded by no agent)"),
+    Param("tz", _STR, "Zone of the day headers and times: an IANA name (Europe/Paris), UTC or an "
+                      "offset (+09:00); default: the worker's local time"),
+    Param("maxTokens", {"type": "integer", "minimum": 1},
+          "Lower the token budget for this answer (an agent's own size limit); never raises it"),
+    Param("colors", FLAG, "ANSI colours, for the person's terminal (never for the model)"),
+    Param("full", FLAG, "Lift the item limits and the token budget"),
+    Param("fresh", FLAG, "Diagnostic: render even when the memo holds this context (the new text is "
+                         "kept); the text is the same either way"),
+    Param("source", _STR, "The SessionStart source (startup, resume, clear, compact). With resume, "
+                          "session and agent: one line instead of the context when nothing was stored "
+                          "since the session's earlier start (its transcript replays that context)"),
+    Param("session", _STR, "The agent's session id (with source=resume)"),
+    Param("agent", _STR, "The agent the session belongs to: claude-code, codex, gemini (with "
+                         "source=resume)"),
+    Param("started", {"type": "integer"}, "When the asking hook started, epoch ms (with source=resume): only a "
+                                          "start before it is the session's earlier one"),
+)
+
+
 OPERATIONS: tuple[Operation, ...] = (
     Operation("get", "/api/health", "Liveness: answers as soon as the process serves HTTP", _json(_HEALTH),
               errors=(500,)),
@@ -188,28 +213,14 @@ OPERATIONS: tuple[Operation, ...] = (
                   params=(ID_PARAM,), errors=(404, 500, 503))
         for kind in ("observation", "summary", "prompt", "memory")
     ),
-    Operation("get", "/api/context/inject", "The SessionStart context for these projects, as text",
-              {**_text(), "headers": CONTEXT_HEADERS}, params=(
-                  Param("projects", _STR, "Project names, comma-separated (default: every project)"),
-                  Param("project", _STR, "One project, its whole name (a comma is part of it); may repeat"),
-                  Param("platformSource", _STR, "Only items from this platform (and notes recorded by no agent)"),
-                  Param("tz", _STR, "Zone of the day headers and times: an IANA name (Europe/Paris), UTC or an "
-                                    "offset (+09:00); default: the worker's local time"),
-                  Param("maxTokens", {"type": "integer", "minimum": 1},
-                        "Lower the token budget for this answer (an agent's own size limit); never raises it"),
-                  Param("colors", FLAG, "ANSI colours, for the person's terminal (never for the model)"),
-                  Param("full", FLAG, "Lift the item limits and the token budget"),
-                  Param("fresh", FLAG, "Diagnostic: render even when the memo holds this context (the new text is "
-                                       "kept); the text is the same either way"),
-                  Param("source", _STR, "The SessionStart source (startup, resume, clear, compact). With resume, "
-                                        "session and agent: one line instead of the context when nothing was stored "
-                                        "since the session's earlier start (its transcript replays that context)"),
-                  Param("session", _STR, "The agent's session id (with source=resume)"),
-                  Param("agent", _STR, "The agent the session belongs to: claude-code, codex, gemini (with "
-                                       "source=resume)"),
-                  Param("started", {"type": "integer"}, "When the asking hook started, epoch ms (with "
-                                                        "source=resume): only a start before it is the session's "
-                                                        "earlier one"))),
+    *(Operation(method, CONTEXT_PATH, summary, {**_text(), "headers": CONTEXT_HEADERS},
+                params=CONTEXT_PARAMS, body={"type": "object"} if method == "post" else None,
+                errors=(400, 413, 500, 503) if method == "post" else (400, 500, 503))
+      for method, summary in (
+          ("get", "The SessionStart context for these projects, as text; read-only: capture notices are shown "
+                  "and stay unshown"),
+          ("post", "The SessionStart context given to an agent: capture notices in it are marked shown (the "
+                   "SessionStart hook; the body is {} and the parameters are the query's)"))),
     Operation("post", "/api/memory/save", "Save a manual memory", _json(_obj(
         ("id", "created"), id={"type": "integer"}, created={"type": "boolean"})),
         body={"type": "object", "required": ["text"], "properties": {
@@ -257,7 +268,9 @@ def _responses(op: Operation, secured: bool) -> dict[str, Any]:
                                                "content": {ok["media"]: {"schema": ok["schema"]}}}}
     if ok.get("headers"):
         out[str(ok["status"])]["headers"] = ok["headers"]
-    codes = set(op.errors) | {403}
+    codes = set(op.errors) | {403, 414}
+    if op.method == "post":
+        codes.add(415)
     if any(p.location == "path" for p in op.params):
         codes.add(404)
     if secured:

@@ -19,7 +19,16 @@
   address bar. A wrong token gets the 401 of the token guard and no cookie. Browsers send a host's cookies
   to every port of it, so another web server on the same host name receives this one too: it can replay it
   here (not learn the token); ``HttpOnly`` keeps it from the scripts of pages served there.
-- **Body limit**: request bodies above ``max_body_bytes`` are refused with 413 before the route runs.
+- **Cross-site writes**: a browser sends some requests to any site without asking it first (a form's POST, a
+  ``fetch`` in ``no-cors`` mode with a ``text/plain`` or form body), and an older browser or a redirect may
+  send them without ``Origin``. So every POST must say ``Content-Type: application/json`` (415 otherwise),
+  which no page can send to another origin without a CORS preflight the worker never grants; and a write
+  (POST, PUT, PATCH, DELETE) whose ``Sec-Fetch-Site`` is not ``same-origin`` or ``none`` (typed by the person)
+  is refused (403): ``same-site`` is refused too, as every other port of localhost is the same site. Hooks, the
+  CLI and the MCP server send no ``Sec-Fetch-Site`` and JSON bodies; the viewer's own requests are same-origin.
+- **Body limit**: request bodies above ``max_body_bytes`` are refused with 413 before the route runs; a body
+  that stops arriving before its ``Content-Length`` is complete is refused with 400 after ``BODY_IDLE_SECONDS``
+  without a byte, and a request line longer than the server reads gets 414 (``daemon.py``).
 
 Why the Host guard stops at loopback. DNS rebinding makes ``http://evil.example:37877`` resolve to the
 worker's address, so the attacker's page talks to the worker *as its own origin*: the Origin check cannot
@@ -54,7 +63,13 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
+# A body that gets no byte for this long before it is whole was declared longer than it is: loopback clients
+# (hooks, the CLI, the MCP server, the viewer) send theirs at once, in microseconds.
+BODY_IDLE_SECONDS = 1.0
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
+WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+JSON_BODY_METHODS = frozenset({"POST"})  # the only method with a body the routes take
+SAME_ORIGIN_FETCH_SITES = (b"same-origin", b"none")
 TOKEN_PARAM = "token"  # GET /?token=<token> trades the token for the viewer cookie
 COOKIE_LABEL = b"memcairn viewer cookie v1"
 COOKIE_MAX_AGE = 30 * 24 * 3600  # the browser keeps it a month; changing the token voids it at once
@@ -119,8 +134,9 @@ async def _refuse(send: Send, status: int, error: str, detail: str,
 class GuardMiddleware:
     """Host, Origin and token checks and the viewer cookie (see the module docstring)."""
 
-    def __init__(self, app: ASGIApp, settings: Settings) -> None:
+    def __init__(self, app: ASGIApp, settings: Settings, json_paths: frozenset[str] = frozenset()) -> None:
         self.app = app
+        self.json_paths = json_paths  # the routes taking POST: a POST there must be JSON (others get 404 or 405)
         self.port = str(settings.port)
         self.loopback = is_loopback_host(settings.host)
         self.host_names = frozenset({*LOOPBACK_NAMES, settings.host.strip().strip("[]").lower()})
@@ -148,6 +164,10 @@ class GuardMiddleware:
         if origin is not None and not self._own_origin(origin.decode("latin-1").rstrip("/").lower(), scope, host):
             await _refuse(send, 403, "forbidden_origin",
                           "cross-origin requests are refused: web pages may not read or write your memory")
+            return
+        refusal = _write_refusal(scope.get("method", ""), headers, scope.get("path") in self.json_paths)
+        if refusal is not None:
+            await _refuse(send, *refusal)
             return
         if self.cookie is not None and scope.get("path") == "/" and scope.get("method") in ("GET", "HEAD"):
             given, rest = _take_token(scope.get("query_string", b""))
@@ -196,6 +216,27 @@ class GuardMiddleware:
         await send({"type": "http.response.body", "body": b""})
 
 
+def is_json_content_type(value: bytes | None) -> bool:
+    """``application/json``, in any case, with or without parameters (``; charset=utf-8``)."""
+    return value is not None and value.split(b";", 1)[0].strip().lower() == b"application/json"
+
+
+def _write_refusal(method: str, headers: dict[bytes, bytes], json_route: bool) -> tuple[int, str, str] | None:
+    """(status, error, detail) refusing a write a web page of another site may have sent, else None.
+    ``json_route``: the path is a route taking POST (elsewhere the router answers 404 or 405)."""
+    if method not in WRITE_METHODS:
+        return None
+    site = headers.get(b"sec-fetch-site")
+    if site is not None and site.strip().lower() not in SAME_ORIGIN_FETCH_SITES:
+        return (403, "forbidden_site", f"a write sent by a page of another site (Sec-Fetch-Site: "
+                f"{site.decode('latin-1')}) is refused: web pages may not write your memory")
+    if json_route and method in JSON_BODY_METHODS and not is_json_content_type(headers.get(b"content-type")):
+        given = headers.get(b"content-type")
+        return (415, "unsupported_media_type", "send the body as JSON with Content-Type: application/json"
+                + (f" (got {given.decode('latin-1')!r})" if given is not None else " (none was given)"))
+    return None
+
+
 def _take_token(query: bytes) -> tuple[str | None, list[tuple[str, str]]]:
     """(the ``token`` parameter or None, the other parameters) of a query string."""
     pairs = parse_qsl(query.decode("latin-1"), keep_blank_values=True)
@@ -204,11 +245,14 @@ def _take_token(query: bytes) -> tuple[str | None, list[tuple[str, str]]]:
 
 
 class BodyLimitMiddleware:
-    """Buffer request bodies up to ``max_bytes`` and refuse larger ones with 413 before the route runs."""
+    """Buffer request bodies up to ``max_bytes`` and refuse larger ones with 413 before the route runs; a body
+    that stops arriving for ``idle_seconds`` before it is whole (a ``Content-Length`` larger than what was
+    sent) is refused with 400 instead of holding the request open until the client gives up."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int = MAX_BODY_BYTES) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int = MAX_BODY_BYTES, idle_seconds: float = BODY_IDLE_SECONDS) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.idle_seconds = idle_seconds
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
@@ -225,10 +269,18 @@ class BodyLimitMiddleware:
                 if declared > self.max_bytes:
                     await _refuse(send, 413, "payload_too_large", too_big)
                     return
+        import anyio  # here: the CLI's lifecycle commands import this module for check_bind alone
+
         chunks: list[bytes] = []
         size = 0
         while True:
-            message = await receive()
+            with anyio.move_on_after(self.idle_seconds) as idle:
+                message = await receive()
+            if idle.cancelled_caught:
+                await _refuse(send, 400, "invalid_request",
+                              f"the body stopped {size:,} bytes in, short of its Content-Length; send the whole body "
+                              "(or the right Content-Length)")
+                return
             if message["type"] == "http.disconnect":
                 return
             chunk = message.get("body", b"")

@@ -1,0 +1,62 @@
+"""The worker's HTTP/1.1 connection: uvicorn's h11 protocol, with an oversized request head answered instead of
+reset.
+
+uvicorn hands h11 every byte and, when the request line and headers outgrow h11's buffer, writes a 400 and
+closes the socket at once. The client is still sending its long query string, so the kernel answers the unread
+bytes with a reset and the client sees ``connection reset`` instead of an answer. Here a head longer than
+``MAX_HEAD_BYTES`` is refused before h11 sees it: 414 when the request line itself is that long (a query string
+of 200 KB), 431 when the headers are; the answer is written, the sending side of the socket closed, and what the
+client still sends is read and dropped for ``LINGER_SECONDS`` (a lingering close), so the answer arrives.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+MAX_HEAD_BYTES = 64 * 1024  # a request line and headers, together; the hooks' longest is a few KB
+H11_BUFFER_BYTES = MAX_HEAD_BYTES + 1024 * 1024  # h11's own limit: never reached first (see data_received)
+LINGER_SECONDS = 2.0
+
+
+def _refusal(status: int, reason: str, error: str, detail: str) -> bytes:
+    body = json.dumps({"error": error, "detail": detail}).encode("utf-8")
+    head = (f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n"
+            "connection: close\r\n\r\n")
+    return head.encode("ascii") + body
+
+
+URI_TOO_LONG = _refusal(414, "URI Too Long", "uri_too_long",
+                        f"the request line is longer than {MAX_HEAD_BYTES:,} bytes; send long input in a JSON body "
+                        "(POST) or shorten the query")
+HEADERS_TOO_LARGE = _refusal(431, "Request Header Fields Too Large", "headers_too_large",
+                             f"the request headers are larger than {MAX_HEAD_BYTES:,} bytes")
+
+
+class BoundedHeadProtocol(H11Protocol):
+    """``H11Protocol`` refusing a request head over ``MAX_HEAD_BYTES`` with 414 or 431 (module docstring)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._refused = False
+
+    def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return  # the answer is out: what the client still sends is dropped
+        if self.conn.their_state is h11.IDLE:
+            pending = self.conn.trailing_data[0]
+            if len(pending) + len(data) > MAX_HEAD_BYTES:
+                head = pending + data
+                self._refuse(HEADERS_TOO_LARGE if b"\n" in head[:MAX_HEAD_BYTES] else URI_TOO_LONG)
+                return
+        super().data_received(data)
+
+    def _refuse(self, answer: bytes) -> None:
+        self._refused = True
+        self.transport.write(answer)
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+        self.loop.call_later(LINGER_SECONDS, self.transport.close)
