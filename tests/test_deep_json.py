@@ -153,3 +153,14 @@ def test_the_mcp_server_answers_deep_arguments_and_keeps_serving(env: dict[str, 
         proc.wait(10)
         proc.stdin.close()
         proc.stdout.close()
+
+
+def test_the_stop_hook_reads_the_last_answer_past_a_deep_line(tmp_path: Path) -> None:
+    """The stop hook reads a transcript backwards for the last answer: a deep line after it is passed over."""
+    from memcairn.capture.transcript_end import last_assistant_text
+
+    answer = {"type": "assistant", "message": {"id": "m1", "content": [{"type": "text", "text": "All done."}]}}
+    path = tmp_path / "session.jsonl"
+    path.write_text(json.dumps(answer) + "\n" + '{"type": "user", "deep": ' + nested_text(100_000) + "}\n",
+                    encoding="utf-8")
+    assert last_assistant_text(str(path)) == "All done."

@@ -13,8 +13,9 @@ Standard library only.
 
 from __future__ import annotations
 
-import json
 import os
+
+from memcairn.json_depth import loads_bounded
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ def last_assistant_text(path: str, *, max_bytes: int = MAX_BYTES, max_chars: int
     try:
         for raw in lines_backwards(path, max_bytes):
             try:
-                entry = json.loads(raw)
+                entry = loads_bounded(raw)
             except ValueError:
                 continue
             if not isinstance(entry, dict) or entry.get("isSidechain") is True:

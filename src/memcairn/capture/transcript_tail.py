@@ -17,13 +17,13 @@ narration, never refused or delayed beyond the read.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from typing import Any
 
 from memcairn.capture.transcript_end import lines_backwards
 from memcairn.capture.truncate import cut
+from memcairn.json_depth import loads_bounded
 
 MAX_BYTES = 2 * 1024 * 1024
 MAX_LINES_BEFORE = 40  # assistant lines read before the call's own, at most
@@ -75,7 +75,7 @@ def narration_before(path: str, tool_use_id: str, *, max_bytes: int = MAX_BYTES,
             if not found and tool_use_id.encode() not in raw:
                 continue
             try:
-                entry = json.loads(raw)
+                entry = loads_bounded(raw)
             except ValueError:
                 if found:
                     break

@@ -589,7 +589,7 @@ def transcript_shape(path: Path) -> str:
             raise UnsupportedTranscript(f"{path.name}: JSON, but not a Gemini CLI session (no sessionId and messages)")
         line = next((raw for raw in fh if raw.strip()), "")
     try:
-        first = json.loads(line) if line else None
+        first = loads_bounded(line) if line else None
     except ValueError:
         first = None
     if isinstance(first, dict) and first.get("type") in CODEX_LINE_TYPES and "payload" in first:

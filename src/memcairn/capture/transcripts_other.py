@@ -20,7 +20,6 @@ a project named after the directory of the file's project hash (``import transcr
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -34,6 +33,7 @@ from memcairn.capture.transcripts import (
     _Session,
     timestamp_ms,
 )
+from memcairn.json_depth import loads_bounded
 from memcairn.protocol import own_tool
 
 # Text Codex writes into user messages itself (not typed by the person).
@@ -46,7 +46,7 @@ CODEX_RESULTS = ("function_call_output", "custom_tool_call_output", "local_shell
 def _json_or_text(value: Any) -> Any:
     if isinstance(value, str) and value.strip()[:1] in ("{", "["):
         try:
-            return json.loads(value)
+            return loads_bounded(value)
         except ValueError:
             return value
     return value
@@ -126,7 +126,7 @@ class _CodexReplayer(_OtherReplayer):
 
     def line(self, number: int, raw: str) -> Iterator[ReplayEvent]:
         try:
-            entry = json.loads(raw)
+            entry = loads_bounded(raw)
         except ValueError:
             self.stats.leave_out("malformed JSON lines", malformed=True)
             return
@@ -244,7 +244,7 @@ def replay_gemini(path: Path, stats: ParseStats) -> Iterator[ReplayEvent]:
     replayer = _OtherReplayer(path, stats, "gemini-cli")
     with open(path, encoding="utf-8", errors="replace") as fh:
         try:
-            data = json.load(fh)
+            data = loads_bounded(fh.read())
         except ValueError:
             stats.leave_out("file is not valid JSON", malformed=True)
             return
