@@ -979,11 +979,13 @@ async def context_inject(request: Request) -> Response:
 def _resumed_session(request: Request) -> tuple[str, str, int | None] | None:
     """(agent, session id, when the asking hook started or None) when the context is asked for a resumed session
     (``source=resume``), else None."""
+    started = _param(request, "started")
+    if started is not None and not (started.isascii() and started.isdecimal()):
+        raise BadRequest(f"started must be epoch milliseconds (a whole number), got {started!r}")
     if (_param(request, "source") or "").lower() != "resume":
         return None
     agent, session = _param(request, "agent"), _param(request, "session")
-    started = _param(request, "started")
-    return (agent, session, int(started) if started and started.isdecimal() else None) if agent and session else None
+    return (agent, session, int(started) if started is not None else None) if agent and session else None
 
 
 def _unchanged_since_start(store: Any, projects: list[str] | None, agent: str, session: str,
