@@ -97,7 +97,7 @@ def test_a_body_short_of_its_content_length_is_answered_at_once(env: dict[str, s
         answer = sock.recv(65536)
         elapsed = time.monotonic() - started
     assert answer.startswith(b"HTTP/1.1 400 ") and b"Content-Length" in answer, answer
-    assert elapsed < 2.5, elapsed
+    assert elapsed < 5, elapsed  # the idle limit (1 s) and a busy machine; without it: no answer at all
 
 
 def test_a_control_character_in_a_project_is_refused_by_every_write(env: dict[str, str], workers: Workers,
@@ -126,3 +126,14 @@ def test_a_query_string_of_200_kb_gets_414_not_a_reset(env: dict[str, str], work
     status, _ = request(port, "GET", "/api/health", headers={f"X-Pad-{i}": "z" * 1000 for i in range(80)})
     assert status == 431
     assert request(port, "GET", "/api/health")[0] == 200  # and the worker goes on serving
+    # a long body is no long head: it arrives with the head in one piece and is taken
+    big = json.dumps({"project": "calc", "text": "long " * 40_000, "facts": ["fact " * 40_000],
+                      "metadata": {"notes": "note " * 40_000}}).encode()
+    assert len(big) > 500_000
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(b"POST /api/memory/save HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(big) + big)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 200 "), answer[:300]

@@ -46,12 +46,13 @@ class BoundedHeadProtocol(H11Protocol):
     def data_received(self, data: bytes) -> None:
         if self._refused:
             return  # the answer is out: what the client still sends is dropped
-        if self.conn.their_state is h11.IDLE:
+        if self.conn.their_state is h11.IDLE:  # no whole request head yet: is this one too long?
             pending = self.conn.trailing_data[0]
             if len(pending) + len(data) > MAX_HEAD_BYTES:
-                head = pending + data
-                self._refuse(HEADERS_TOO_LARGE if b"\n" in head[:MAX_HEAD_BYTES] else URI_TOO_LONG)
-                return
+                head = (pending + data[:MAX_HEAD_BYTES + 4])[:MAX_HEAD_BYTES + 4]
+                if b"\r\n\r\n" not in head and b"\n\n" not in head:  # else: the head ends in time, a body follows
+                    self._refuse(HEADERS_TOO_LARGE if b"\n" in head else URI_TOO_LONG)
+                    return
         super().data_received(data)
 
     def _refuse(self, answer: bytes) -> None:
