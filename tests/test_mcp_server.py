@@ -159,7 +159,7 @@ def test_a_full_session_over_stdio_against_a_real_worker(env: dict[str, str], wo
         "text"]
     assert set(tools["search"].input_schema["properties"]) == {
         "query", "limit", "offset", "project", "type", "obs_type", "concepts", "files", "dateStart", "dateEnd",
-        "orderBy", "platformSource"}
+        "orderBy", "platformSource", "min_score"}
     assert tools["search"].input_schema["properties"]["type"]["enum"] == ["observations", "summaries", "prompts", "all"]
     assert set(tools["timeline"].input_schema["properties"]) == {"anchor", "query", "before", "after", "project"}
     for name, tool in tools.items():
@@ -168,7 +168,8 @@ def test_a_full_session_over_stdio_against_a_real_worker(env: dict[str, str], wo
     assert tools["forget"].annotations.destructive_hint is True
     assert tools["save_memory"].annotations.destructive_hint is False
     workflow = tools["important_workflow"].description
-    assert all(w in workflow for w in ("search", "timeline", "get_observations", "ten times", "50-100", "500-1000"))
+    assert all(w in workflow for w in ("search", "timeline", "get_observations"))
+    assert all(w in WORKFLOW for w in ("20-30 tokens", "median 166", "7 times", "min_score=0"))
 
     assert seen["workflow"] == (False, WORKFLOW)
     item_id = seen["id"]

@@ -17,9 +17,10 @@ Tools (read-only ones carry ``readOnlyHint``):
   ``NO_CONTEXT`` (why there is none) when that is empty.
 - ``save_memory`` and ``forget``: write a memory, delete memories by id.
 
-Why three layers: an index row costs about 50-100 tokens, a full record about 500-1000. Reading the index,
-narrowing it down, then fetching a few records spends about ten times fewer tokens than returning full
-records from every search.
+Why three layers: measured on real sessions, an index row costs about 20-30 tokens and a full record about
+150-300 (``WORKFLOW`` has the figures); reading the index, narrowing it down, then fetching a few records
+spends several times fewer tokens than returning full records from every search. The tool definitions are
+kept under 1,000 tokens, since every session that loads the server pays for them.
 
 **Project defaults.** A tool called without ``project`` works on the project of the directory the server
 runs for: ``CLAUDE_PROJECT_DIR`` (Claude Code sets it for MCP servers), else ``GEMINI_PROJECT_DIR``, else
@@ -93,14 +94,16 @@ SHOW_IN_FULL = "memcairn show {id} --json"
 WORKFLOW = """\
 memcairn memory is read in three steps, cheapest first. Follow them in order.
 
-1. search(query) -> a compact index: one row per memory with its #id, date, type and title
-   (about 50-100 tokens per row).
+1. search(query) -> a compact index: one row per memory with its #id, time, type, title and ~N tok, what
+   reading that memory's full record costs. Only memories that match the query well enough are listed; when
+   none does, it says so (min_score=0 shows the weaker matches).
 2. timeline(anchor=<id>) -> what happened just before and after an interesting row, to confirm it is the
    right one.
-3. get_observations(ids=[...]) -> full records (about 500-1000 tokens each), ONLY for the few ids you kept.
+3. get_observations(ids=[...]) -> full records, ONLY for the few ids you kept.
 
-Why: reading the index and narrowing it down before fetching costs about ten times fewer tokens than full
-records for every hit would.
+What it costs (measured on two long real coding sessions): an index row about 20-30 tokens; a full record
+about 150-300 (median 166), a session summary up to about 900. A row is about 7 times cheaper than its
+record, so narrow down before fetching.
 
 Without `project`, every tool works on the current project; `project: "*"` searches every project.
 save_memory stores something worth remembering; forget deletes memories by id.
@@ -150,101 +153,82 @@ def _string(description: str, **extra: Any) -> dict[str, Any]:
     return {"type": "string", "description": description, **extra}
 
 
-PROJECT_ARG = _string('Project name (comma-separated for several). Default: the current project; "*" = every '
-                      "project.")
-IDS_ARG = {"type": "array", "items": {"type": "integer", "minimum": 1}, "minItems": 1, "maxItems": MAX_IDS,
-           "description": "Memory ids as shown in the index and timeline (#12 -> 12), as a list: [12, 15]."}
+PROJECT_ARG = _string('Default: the current project; "*" = all; comma-separated for several.')
+IDS_ARG = {"type": "array", "items": {"type": "integer"}, "minItems": 1, "description": "Ids, e.g. [12, 15]."}
+DATE_FORMS = "2026-08-01, ISO time or 7d"
 
+# Kept short on purpose: every session that loads the server pays for these texts (important_workflow's
+# result carries the longer guidance, on demand). tests/test_mcp_server.py holds them under 1,000 tokens.
 TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
-        "important_workflow", "How to use memcairn memory (read first)",
-        "Start here: memcairn memory is read in three steps, cheapest first. (1) search -> a compact index, one "
-        "row per memory with its id (about 50-100 tokens a row). (2) timeline around an id -> the rows just "
-        "before and after it, to check it is the right one. (3) get_observations with only the ids you kept -> "
-        "full records (about 500-1000 tokens each). Never jump to step 3 without narrowing down first: the "
-        "index costs about ten times fewer tokens than the records.",
+        "important_workflow", "How to read memcairn memory",
+        "Read once before using memory: search -> timeline -> get_observations, cheapest first.",
         {"type": "object", "properties": {}},
         read_only=True,
     ),
     ToolSpec(
-        "search", "Search memory (index)",
-        "Step 1 of 3. Search past work (observations, session summaries, prompts, saved memories) and get a "
-        "compact index: one row per memory with its #id, time, type and title, grouped by day (~50-100 tokens "
-        "per row). Then use timeline around an id, and get_observations for the few ids worth reading in full. "
-        "Without a query, lists the newest memories matching the filters.",
+        "search", "Search memory",
+        "Step 1. Search past work: one row per memory (#id, time, type, title, ~tokens to read it). Weak "
+        "matches are hidden. No query: newest first.",
         {"type": "object", "properties": {
-            "query": _string("What to look for (keywords and meaning). Omit to list recent memories."),
-            "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 20,
-                      "description": "Rows to return."},
-            "offset": {"type": "integer", "minimum": 0, "maximum": 1000, "default": 0,
-                       "description": "Rows to skip (paging)."},
+            "query": _string("Keywords or a question."),
+            "limit": {"type": "integer", "description": "Rows, 1-100 (default 20)."},
+            "offset": {"type": "integer", "description": "Rows to skip."},
             "project": PROJECT_ARG,
-            "type": _string("Which records.", enum=["observations", "summaries", "prompts", "all"]),
-            "obs_type": _string("Observation types, comma-separated: bugfix, feature, refactor, change, "
-                                "discovery, decision (note = saved memories)."),
-            "concepts": _string("Concepts, comma-separated (e.g. gotcha, how-it-works)."),
-            "files": _string("File paths or parts of them, comma-separated."),
-            "dateStart": _string("From: 2026-08-01, 2026-08-01T14:30, epoch seconds, or relative (24h, 7d, 2w)."),
-            "dateEnd": _string("Until (same forms as dateStart)."),
-            "orderBy": _string("Order of the rows; default relevance with a query, newest without.",
-                               enum=["relevance", "newest", "oldest"]),
-            "platformSource": _string("Only memories from one agent: claude-code, codex or gemini-cli."),
+            "type": _string("Record kind.", enum=["observations", "summaries", "prompts", "all"]),
+            "obs_type": _string("bugfix, feature, change, discovery, decision, note..."),
+            "concepts": _string("Comma-separated."),
+            "files": _string("Path parts, comma-separated."),
+            "dateStart": _string(f"From: {DATE_FORMS}."),
+            "dateEnd": _string("Until (same forms)."),
+            "orderBy": _string("Default: relevance with a query.", enum=["relevance", "newest", "oldest"]),
+            "platformSource": _string("claude-code, codex or gemini-cli."),
+            "min_score": {"type": "number", "description": "Relevance floor: 1 default, 0 shows all."},
         }},
         read_only=True,
     ),
     ToolSpec(
         "timeline", "Timeline around a memory",
-        "Step 2 of 3. What happened just before and after a memory: give anchor (an id from search, S<id> for "
-        "a session summary, or a time such as 2026-08-01 or 24h) or query (its best match becomes the anchor). "
-        "Returns index rows in time order, grouped by day and file; then get_observations for the ids you need.",
+        "Step 2. Memories just before and after an anchor.",
         {"type": "object", "properties": {
-            "anchor": _string("An id from search (12 or #12), S<id> for a summary, or a date / relative time."),
-            "query": _string("Instead of anchor: the best match of this search becomes the anchor."),
-            "before": {"type": "integer", "minimum": 0, "maximum": 50, "default": 10,
-                       "description": "Memories to show before the anchor (depth_before is read the same)."},
-            "after": {"type": "integer", "minimum": 0, "maximum": 50, "default": 10,
-                      "description": "Memories to show after the anchor (depth_after is read the same)."},
-            "project": _string('Project name. Default: the anchor\'s project (with an id), else the current '
-                               'project; "*" = every project.'),
+            "anchor": _string(f"An id (12), S<id> for a summary, or a time: {DATE_FORMS}."),
+            "query": _string("Anchor on its best match instead."),
+            "before": {"type": "integer", "description": "Rows before, 0-50 (default 10)."},
+            "after": {"type": "integer", "description": "Rows after (default 10)."},
+            "project": _string("Default: the anchor's project, else the current one."),
         }},
         read_only=True,
     ),
     ToolSpec(
         "get_observations", "Read full memory records",
-        "Step 3 of 3. Full records (~500-1000 tokens each) for ids picked from search or timeline, as JSON. "
-        "ids is required: search first, keep only the ids worth reading, then fetch them here.",
+        "Step 3. Full records of the few ids worth reading (each costs the ~tokens on its row).",
         {"type": "object", "properties": {"ids": IDS_ARG}, "required": ["ids"]},
         read_only=True,
     ),
     ToolSpec(
         "session_start_context", "Session start context",
-        "The memory digest the SessionStart hook injects at the start of a session (recent summaries and "
-        "observations of the project), as text. Useful where hooks are not installed.",
+        "The digest injected at session start, for clients without hooks.",
         {"type": "object", "properties": {
-            "project": _string("Project name. Default: the current project."),
-            "projects": {"type": "array", "items": {"type": "string"},
-                         "description": "Several projects instead of project."},
-            "platformSource": _string("Only memories from one agent: claude-code, codex or gemini-cli (notes "
-                                      "saved without an agent are kept)."),
-            "full": {"type": "boolean", "default": False, "description": "The full rendering, not the compact one."},
+            "project": PROJECT_ARG,
+            "platformSource": _string("claude-code, codex or gemini-cli."),
+            "full": {"type": "boolean", "description": "Not the compact rendering."},
         }},
         read_only=True,
     ),
     ToolSpec(
         "save_memory", "Save a memory",
-        "Store something worth remembering in later sessions (a decision, a gotcha, a fact about the project). "
-        "Saving the same text twice stores it once.",
+        "Remember something for later sessions (a decision, a gotcha, a fact).",
         {"type": "object", "properties": {
-            "text": _string("The memory, as self-contained text."),
-            "title": _string("A short title (shown in the index)."),
-            "type": _string("Its type, e.g. decision, discovery, bugfix, note (default note)."),
-            "project": _string("Project name. Default: the current project."),
+            "text": _string("Self-contained text."),
+            "title": _string("Short title."),
+            "type": _string("decision, bugfix, note (default)..."),
+            "project": _string("Default: the current project."),
         }, "required": ["text"]},
         read_only=False,
     ),
     ToolSpec(
         "forget", "Delete memories",
-        "Delete memories by id, for good (wrong, outdated or sensitive ones). Search first to find the ids.",
+        "Delete memories by id for good (wrong, outdated or sensitive).",
         {"type": "object", "properties": {"ids": IDS_ARG}, "required": ["ids"]},
         read_only=False, destructive=True,
     ),
@@ -254,7 +238,8 @@ TOOLS_BY_NAME = {t.name: t for t in TOOLS}
 
 # -- arguments --------------------------------------------------------------------------------------
 # Earlier names of arguments, still read: one vocabulary (before / after) across the CLI, MCP and HTTP.
-ARGUMENT_ALIASES = {"timeline": {"depth_before": "before", "depth_after": "after"}}
+ARGUMENT_ALIASES = {"timeline": {"depth_before": "before", "depth_after": "after"},
+                    "session_start_context": {"projects": "project"}}
 
 
 def _check_arguments(spec: ToolSpec, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -289,6 +274,14 @@ def _check_arguments(spec: ToolSpec, arguments: Mapping[str, Any] | None) -> dic
             if number is None:
                 raise ToolError(f"{name} must be a whole number, got {_shown(value)}")
             value = number
+        elif kind == "number":
+            if isinstance(value, str):
+                try:
+                    value = float(value)
+                except ValueError:
+                    raise ToolError(f"{name} must be a number, got {_shown(value)}") from None
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
+                raise ToolError(f"{name} must be a number >= 0, got {_shown(value)}")
         elif kind == "boolean":
             if not isinstance(value, bool):
                 raise ToolError(f"{name} must be true or false, got {_shown(value)}")
@@ -600,6 +593,7 @@ class MemoryTools:
             "project": projects, "kind": kind, "obs_type": args.get("obs_type"), "concepts": args.get("concepts"),
             "files": args.get("files"), "dateStart": args.get("dateStart"), "dateEnd": args.get("dateEnd"),
             "orderBy": args.get("orderBy"), "platformSource": args.get("platformSource"), "tz": _local_tz(),
+            "min_score": args.get("min_score"),
         }
         answer = self.gateway.call(lambda c: c.get_json("/api/search", params))
         text = str(answer.get("text", ""))
@@ -678,7 +672,7 @@ class MemoryTools:
         return json.dumps(out, ensure_ascii=False)
 
     def session_start_context(self, args: dict[str, Any]) -> str:
-        chosen = args.get("projects") or args.get("project")
+        chosen = args.get("project")
         projects = self._projects(chosen)
         params = {"project": projects, "platformSource": args.get("platformSource"),
                   "full": "true" if args.get("full") else None, "tz": _local_tz()}
@@ -787,11 +781,11 @@ def tool_entries() -> list[dict[str, Any]]:
     """``TOOLS`` as ``tools/list`` entries."""
     entries = []
     for spec in TOOLS:
-        annotations: dict[str, Any] = {"title": spec.title, "readOnlyHint": spec.read_only, "openWorldHint": False}
+        annotations: dict[str, Any] = {"readOnlyHint": spec.read_only}
         if not spec.read_only:
             annotations |= {"destructiveHint": spec.destructive, "idempotentHint": spec.idempotent}
-        entries.append({"name": spec.name, "title": spec.title, "description": spec.description,
-                        "inputSchema": spec.input_schema, "annotations": annotations})
+        entries.append({"name": spec.name, "description": spec.description, "inputSchema": spec.input_schema,
+                        "annotations": annotations})
     return entries
 
 

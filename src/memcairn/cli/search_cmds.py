@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 ORDER_CHOICES = click.Choice(["relevance", "newest", "oldest"])
 PROBE_TIMEOUT = 1.0  # /api/health answers at once, even while the worker is busy
 REQUEST_TIMEOUT = 30.0
-SEARCH_RESULT_KEYS = ("id", "kind", "type", "title", "project", "created_at_epoch", "score")
+SEARCH_RESULT_KEYS = ("id", "kind", "type", "title", "project", "created_at_epoch", "score", "relevance")
 LOCAL_HELP = "Search in this process even when a worker is running."
 
 
@@ -130,7 +130,8 @@ def search_json(data: dict[str, Any]) -> dict[str, Any]:
         "strategy": data["strategy"],
         "fallback_reason": data["fallback_reason"],
         "notes": data["notes"],
-        "results": [{key: hit[key] for key in SEARCH_RESULT_KEYS} for hit in data["results"]],
+        "hidden": data.get("hidden", 0),
+        "results": [{key: hit.get(key) for key in SEARCH_RESULT_KEYS} for hit in data["results"]],
     }
 
 
@@ -147,12 +148,14 @@ def search_json(data: dict[str, Any]) -> dict[str, Any]:
 @click.option("--limit", default=20, show_default=True, type=int, help="Results per page (1..100).")
 @click.option("--offset", default=0, show_default=True, type=int, help="Skip this many results.")
 @click.option("--order", type=ORDER_CHOICES, help="relevance (default with a query) | newest | oldest.")
+@click.option("--min-score", type=click.FloatRange(min=0), help="Relevance floor: 1 (default) hides weak matches, "
+              "0 shows every candidate.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("--local", is_flag=True, help=LOCAL_HELP)
 def search(query: str, projects: tuple[str, ...], kind: str | None, types: tuple[str, ...],
            concepts: tuple[str, ...], files: tuple[str, ...], since: str | None, until: str | None,
-           platform_source: str | None, limit: int, offset: int, order: str | None, as_json: bool,
-           local: bool) -> None:
+           platform_source: str | None, limit: int, offset: int, order: str | None, min_score: float | None,
+           as_json: bool, local: bool) -> None:
     """Search memories: keyword and semantic together, best matches first; without a query, the newest.
 
     Prints a compact index (one line per memory, with its id); use `memcairn timeline --anchor ID` for
@@ -168,7 +171,7 @@ def search(query: str, projects: tuple[str, ...], kind: str | None, types: tuple
     params = {"query": query or None, "project": list(projects), "kind": kind, "type": list(types),
               "concepts": list(concepts), "files": list(files), "dateStart": since, "dateEnd": until,
               "platformSource": platform_source, "limit": limit, "offset": offset, "orderBy": order,
-              "format": "json" if as_json else "index", "tz": _caller_tz()}
+              "min_score": min_score, "format": "json" if as_json else "index", "tz": _caller_tz()}
     answer = _ask_worker(local, "/api/search", params, projects, types, concepts, files)
     if _worker_output(answer, as_json, search_json):
         return
@@ -177,7 +180,7 @@ def search(query: str, projects: tuple[str, ...], kind: str | None, types: tuple
 
     req = SearchRequest(query=query, projects=projects, kinds=kind, types=types, concepts=concepts, files=files,
                         date_start=since, date_end=until, platform_source=platform_source, limit=limit,
-                        offset=offset, order=order)
+                        offset=offset, order=order, min_score=min_score)
     with _service() as service:
         result = service.search(req)
     if as_json:

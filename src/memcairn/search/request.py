@@ -55,7 +55,7 @@ FIELD_ALIASES = {
     "q": "query", "project": "projects", "kind": "kinds", "type": "types", "concept": "concepts",
     "file": "files", "since": "date_start", "until": "date_end", "dateStart": "date_start",
     "dateEnd": "date_end", "platform": "platform_source", "platformSource": "platform_source",
-    "orderBy": "order", "order_by": "order",
+    "orderBy": "order", "order_by": "order", "minScore": "min_score",
 }
 
 
@@ -276,6 +276,23 @@ def _choice(value: Any, what: str, choices: Sequence[str], sep: str = ", ") -> s
     return name
 
 
+def _min_score(value: Any) -> float:
+    """The relevance floor a request asks for: a number >= 0 (0 shows every candidate).
+
+    Raises:
+        ValidationError: anything else.
+    """
+    number = value
+    if isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            number = None
+    if isinstance(number, bool) or not isinstance(number, int | float) or not number >= 0 or number == float("inf"):
+        raise ValidationError(f"min_score must be a number >= 0 (0 shows every match), got {value!r}")
+    return float(number)
+
+
 def clamp(value: Any, low: int, high: int, what: str, notes: list[str]) -> int:
     """``value`` as an int within low..high; a clamp appends a note such as ``limit 500 clamped to 100``."""
     number = _integer(value, what)
@@ -313,6 +330,7 @@ class SearchRequest:
     fusion: str | None = None
     recency_boost_half_life_days: float | None = None
     mode: str | None = None
+    min_score: float | None = None
     now: int | None = None
     tz: tzinfo | None = field(default=None, compare=False, repr=False)
     notes: tuple[str, ...] = ()
@@ -351,6 +369,8 @@ class SearchRequest:
             if isinstance(half_life, bool) or not isinstance(half_life, int | float) or not half_life >= 0:
                 raise ValidationError(f"recency_boost_half_life_days must be a number >= 0, got {half_life!r}")
             put(self, "recency_boost_half_life_days", float(half_life) or None)
+        if self.min_score is not None:
+            put(self, "min_score", _min_score(self.min_score))
         put(self, "notes", tuple(dict.fromkeys(notes)))
 
     @classmethod

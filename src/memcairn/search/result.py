@@ -42,12 +42,14 @@ class SearchHit:
     item: MemoryItem
     score: float  # the fused score (after any recency boost); 0.0 for filter_only
     legs: dict[str, LegRank] = field(default_factory=dict)  # "keyword" / "semantic"
+    relevance: float | None = None  # 1.0 = at the relevance floor (search.relevance); None: no floor applied
 
     def to_dict(self) -> dict[str, Any]:
         i = self.item
         return {
             **item_row(i), "score": round(self.score, 6),
             "legs": {name: {"rank": leg.rank, "score": round(leg.score, 6)} for name, leg in self.legs.items()},
+            "relevance": self.relevance,
         }
 
 
@@ -60,6 +62,8 @@ class SearchResult:
     notes: list[str]
     latency_ms: float
     mirror_available: bool
+    hidden: int = 0  # candidates left out for being below the relevance floor
+    min_score: float | None = None  # the floor applied (None: no query, no floor)
 
     @staticmethod
     def count_kinds(hits: list[SearchHit]) -> dict[str, int]:
@@ -76,7 +80,7 @@ class SearchResult:
         return {
             "strategy": self.strategy, "fallback_reason": self.fallback_reason, "notes": list(self.notes),
             "counts": dict(self.counts), "latency_ms": self.latency_ms, "mirror_available": self.mirror_available,
-            "results": [h.to_dict() for h in self.hits],
+            "hidden": self.hidden, "min_score": self.min_score, "results": [h.to_dict() for h in self.hits],
         }
 
 

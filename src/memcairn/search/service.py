@@ -43,7 +43,7 @@ from typing import Any
 
 from memcairn.errors import KeywordIndexDamagedError, ValidationError
 from memcairn.models import MAX_ITEM_ID, ItemFilter, MemoryItem
-from memcairn.search import fusion
+from memcairn.search import fusion, relevance
 from memcairn.search.request import SearchRequest, now_ms
 from memcairn.search.result import LegRank, SearchHit, SearchResult, Timeline
 from memcairn.search.telemetry import SearchEnvelope, Telemetry
@@ -247,13 +247,34 @@ class SearchService:
         scores = fusion.boost_recent(scores, created, now=run.now, half_life_days=half_life)
         ranks = {name: {item_id: LegRank(n, score) for n, (item_id, score) in enumerate(leg, 1)}
                  for name, leg in legs.items()}
-        ordered = fusion.order_ids(scores, created, order)[req.offset:req.offset + req.limit]
+        ordered = fusion.order_ids(scores, created, order)
+        weight = self._relevance(run, ordered, ranks.get("semantic", {}))
+        if weight is not None:
+            kept = [i for i in ordered if weight[i] >= run.min_score]
+            run.hidden = len(ordered) - len(kept)
+            ordered = kept
+        ordered = ordered[req.offset:req.offset + req.limit]
         items = {item.id: item for item in self.store.get_items(ordered)}
         run.fusion = method
         run.hits = [
-            SearchHit(items[i], scores[i], {name: r[i] for name, r in ranks.items() if i in r})
+            SearchHit(items[i], scores[i], {name: r[i] for name, r in ranks.items() if i in r},
+                      None if weight is None else round(weight[i], 4))
             for i in ordered if i in items
         ]
+
+    def _relevance(self, run: _Run, ordered: list[int], semantic: dict[int, LegRank]) -> dict[int, float] | None:
+        """Each candidate's relevance (``search.relevance``); None when the request turned the floor off."""
+        if run.min_score <= 0 or not ordered:
+            return None
+        terms = self.store.query_terms(run.req.query, ordered)
+        model = getattr(getattr(self.mirror, "embedder", None), "model_id", None)
+        weights = relevance.informative_weights(terms) if terms is not None else {}
+        out = {}
+        for item_id in ordered:
+            coverage = relevance.keyword_coverage(terms, weights, item_id) if terms is not None else 0.0
+            leg = semantic.get(item_id)
+            out[item_id] = relevance.relevance(leg.score if leg else None, coverage, model)
+        return out
 
     def _semantic_leg(self, run: _Run, flt: ItemFilter, pool: int) -> list[tuple[int, float]] | None:
         """(item id, 1 - distance) best first, filtered like the keyword leg plus the recency window;
@@ -306,7 +327,8 @@ class SearchService:
         result = SearchResult(
             strategy=run.strategy, fallback_reason=run.fallback_reason, hits=run.hits,
             counts=SearchResult.count_kinds(run.hits), notes=list(dict.fromkeys(run.notes)), latency_ms=latency,
-            mirror_available=self.mirror_available,
+            mirror_available=self.mirror_available, hidden=run.hidden,
+            min_score=run.min_score if req.query else None,
         )
         self.telemetry.record(SearchEnvelope(
             at_epoch=now_ms(), strategy=result.strategy, fallback_reason=result.fallback_reason,
@@ -335,6 +357,8 @@ class _Run:
         self.query_truncated = False
         self.keyword_damaged = False  # the keyword index could not be read (damaged or dropped)
         self.created: dict[int, int] = {}  # created_at_epoch of items already read, by id
+        self.min_score = relevance.DEFAULT_MIN_SCORE if req.min_score is None else req.min_score
+        self.hidden = 0  # candidates below the relevance floor
 
 
 def unknown_projects_note(unknown: Sequence[str], known: Sequence[str]) -> str:

@@ -219,3 +219,27 @@ def plan_terms(text: str, total_docs: int, frequencies: Callable[[list[str]], li
         total += df
     rest = [tok for _, _, tok in present if tok not in core]
     return MatchPlan(tuple(core), tuple(rest) if len(rest) >= 2 else ())
+
+
+def rows_holding(conn: sqlite3.Connection, tokens: Sequence[str], ids: Sequence[int]) -> dict[str, set[int]]:
+    """For each token, which of ``ids`` hold it as FTS5 matches it (its porter stem, in any indexed column)."""
+    if not ids:
+        return {t: set() for t in tokens}
+    wanted = ",".join(str(int(i)) for i in dict.fromkeys(ids))
+    found: dict[str, set[int]] = {}
+    for token in tokens:
+        rows = conn.execute(f"SELECT rowid FROM memory_items_fts WHERE memory_items_fts MATCH ? "
+                            f"AND rowid IN ({wanted})", (_quote(token),)).fetchall()
+        found[token] = {r[0] for r in rows}
+    return found
+
+
+@dataclass(frozen=True)
+class QueryTerms:
+    """The words a query searches for (``query_tokens``), each one's document frequency over ``total`` indexed
+    rows (0 = no row holds it), and which of the rows asked about hold each (``holding[token]``)."""
+
+    tokens: tuple[str, ...]
+    frequencies: tuple[int, ...]
+    total: int
+    holding: dict[str, set[int]]

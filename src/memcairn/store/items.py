@@ -636,6 +636,19 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin, IntegrityMix
                 f"the keyword index cannot be read ({exc}); `memcairn doctor --fix` rebuilds it from the stored "
                 "rows (a running worker does so by itself)") from None
 
+    def query_terms(self, query: str, ids: Sequence[int]) -> fts.QueryTerms | None:
+        """The words ``query`` searches for, how many indexed rows hold each, and which of ``ids`` do; None when
+        the keyword index cannot be read (the caller then has no keyword evidence)."""
+        tokens = fts.query_tokens(query)
+        try:
+            frequencies = fts._document_frequencies(self._conn, tokens, self._frequencies) if tokens else []
+            holding = fts.rows_holding(self._conn, tokens, ids)
+            total = self._fts_rows()
+        except sqlite3.DatabaseError as exc:
+            self.note_error(exc)
+            return None
+        return fts.QueryTerms(tuple(tokens), tuple(frequencies), total, holding)
+
     def _keyword_ids(self, query: str, flt: ItemFilter | None, *, limit: int, offset: int,
                      order: str) -> list[tuple[int, float]]:
         project_ids = None

@@ -650,13 +650,14 @@ async def search(request: Request) -> Response:
         offset=_param(request, "offset") or 0,
         order=_param(request, "orderBy"),
         mode=_param(request, "mode"),
+        min_score=_param(request, "min_score", "minScore"),
         tz=tz,
     )
     result = await state.call(state.search.search, req)
     if fmt == "index":
         out = {"format": "index", "text": render_index(result, tz=tz), "strategy": result.strategy,
                "fallback_reason": result.fallback_reason, "notes": list(result.notes), "counts": result.counts,
-               "latency_ms": result.latency_ms}
+               "hidden": result.hidden, "latency_ms": result.latency_ms}
     else:
         out = {"format": "json", **result.to_dict()}
     return JSON(out)

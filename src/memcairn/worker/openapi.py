@@ -113,12 +113,16 @@ SEARCH_PARAMS = (
           "Which legs answer a query: auto (default: hybrid when the vector mirror is up, else keyword with a "
           "fallback_reason), keyword (the keyword leg alone), semantic (the semantic leg alone; keyword with a "
           "fallback_reason when the mirror is down)"),
+    Param("min_score", {"type": "number", "minimum": 0},
+          "Relevance floor: 1 (default) shows only hits whose evidence reaches the calibrated floor, 0 every "
+          "candidate; the answer counts the hidden ones (minScore is read the same)"),
     FORMAT,
     TZ,
 )
 
 _SEARCH_OK = _obj(("format", "strategy", "notes", "counts"), format=_STR, text=_STR, strategy=_STR,
-                  fallback_reason=_NULLABLE_STR, notes=_STR_LIST, counts=_OBJ, results={"type": "array"})
+                  fallback_reason=_NULLABLE_STR, notes=_STR_LIST, counts=_OBJ, results={"type": "array"},
+                  hidden={"type": "integer"})
 _TIMELINE_OK = _obj(("format", "anchor_id", "notes"), format=_STR, text=_STR,
                     anchor_id={"type": ["integer", "null"]}, notes=_STR_LIST, results={"type": "array"})
 _HEALTH = _obj(("status", "pid", "port", "version", "ready"), status=_STR, pid={"type": "integer"},

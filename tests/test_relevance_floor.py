@@ -1,0 +1,136 @@
+"""The relevance floor: a question nothing in memory answers gets "nothing relevant", not the nearest rows.
+
+Real components: a SQLite store, the bundled embedding model and the sqlite-vec mirror for the semantic leg; the
+store alone for the keyword leg; a real worker and the MCP server for what an agent reads."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from memcairn.mcp_server import tool_entries
+from memcairn.models import NewItem
+from memcairn.search import SearchService, render_index
+from memcairn.search.relevance import DEFAULT_MIN_SCORE, KEYWORD_FLOOR, SEMANTIC_FLOORS, relevance
+from memcairn.store import Store
+from memcairn.tokens import estimate_tokens
+
+MEMCAIRN = str(Path(sys.executable).with_name("memcairn"))
+
+NOTES = [
+    ("Deploy with fly.io", "The app deploys with `fly deploy` from main; the release command runs migrations."),
+    ("Session cookie expiry", "Users were logged out early because the session cookie expired after 15 minutes; "
+                              "raised it to 7 days and rotate the refresh token."),
+    ("Flaky upload test", "test_upload_large_file timed out on CI: the fixture wrote 2 GB; it now writes 20 MB."),
+    ("Postgres connection pool", "Raised the pool size to 20 after 'too many clients' errors under load."),
+    ("My cat Luna", "The user's cat is called Luna; she is three years old and likes the balcony."),
+]
+
+
+def fill(store: Store) -> dict[str, int]:
+    results = store.add_items([NewItem(project="app", kind="manual", title=t, text=x) for t, x in NOTES])
+    return {t: r.id for (t, _), r in zip(NOTES, results, strict=True)}
+
+
+@pytest.fixture(scope="module")
+def bundled(tmp_path_factory: pytest.TempPathFactory):
+    """A store of the notes with the bundled model's mirror (the model the semantic floor is calibrated for)."""
+    from memcairn.mirror.sync import MirrorSync
+    from memcairn.vectors.embedder import load_embedder
+    from memcairn.vectors.factory import open_index
+
+    home = tmp_path_factory.mktemp("floor")
+    store = Store(home / "memcairn.db")
+    ids = fill(store)
+    model = load_embedder()
+    assert model.model_id in SEMANTIC_FLOORS
+    mirror = MirrorSync(store, open_index("sqlite-vec", home=home, dimension=model.dimension), model,
+                        index_key="sqlite-vec")
+    mirror.backfill()
+    yield SearchService(store, mirror), ids
+    mirror.index.close()
+    store.close()
+
+
+@pytest.mark.parametrize("query", ["xyzzy nothing", "sk-ant", "what is the name of my hamster",
+                                   "kubernetes helm chart values", "why did the GraphQL schema stitching break"])
+def test_a_question_nothing_answers_gets_no_result_and_says_so(bundled, query: str) -> None:
+    service, _ = bundled
+    result = service.search(query=query, projects=["app"])
+    assert result.hits == [] and result.hidden > 0 and result.min_score == DEFAULT_MIN_SCORE
+    line = render_index(result)
+    assert line.startswith(f"No memory matches the query (strategy: hybrid); {result.hidden} weaker")
+    assert "pass min_score=0 to see them" in line and len(line.splitlines()) == 1
+    weaker = service.search(query=query, projects=["app"], min_score=0)
+    assert len(weaker.hits) == result.hidden and weaker.hidden == 0
+
+
+@pytest.mark.parametrize(("query", "title"), [
+    ("why were users logged out", "Session cookie expiry"),
+    ("how do we deploy", "Deploy with fly.io"),
+    ("upload test timeout on CI", "Flaky upload test"),
+    ("too many clients postgres", "Postgres connection pool"),
+    ("what is the name of my cat", "My cat Luna"),
+])
+def test_a_question_memory_answers_keeps_its_answer_first(bundled, query: str, title: str) -> None:
+    service, ids = bundled
+    result = service.search(query=query, projects=["app"])
+    assert result.hits and result.hits[0].item.id == ids[title]
+    assert all(h.relevance is not None and h.relevance >= DEFAULT_MIN_SCORE for h in result.hits)
+    assert len(result.hits) < len(NOTES)  # the others are hidden, not padded in
+
+
+def test_keyword_evidence_weighs_rare_words_and_ignores_ubiquitous_ones(store: Store) -> None:
+    """Without a mirror, a hit needs enough of the query's informative words (weighted by rarity)."""
+    store.add_items([NewItem(project="p", kind="manual", title=f"note {n}", text=f"name of thing {n}")
+                     for n in range(30)])
+    fill(store)
+    service = SearchService(store, None)
+    assert service.search(query="name of my hamster").hits == []  # "name" is everywhere, "hamster" nowhere
+    luna = service.search(query="name of my cat")
+    assert [h.item.title for h in luna.hits] == ["My cat Luna"]  # "name" says nothing here: it is in most rows
+    assert service.search(query="fly deploy migrations").hits[0].item.title == "Deploy with fly.io"
+    assert service.search(query="").hits  # no query: the filters alone, no floor
+
+
+def test_relevance_is_one_at_either_floor() -> None:
+    model = next(iter(SEMANTIC_FLOORS))
+    assert relevance(SEMANTIC_FLOORS[model], 0.0, model) == pytest.approx(1.0)
+    assert relevance(None, KEYWORD_FLOOR, model) == pytest.approx(1.0)
+    assert relevance(0.99, 0.0, "a-model-without-a-floor") == 1.0  # no claim either way for it
+
+
+def test_min_score_is_checked() -> None:
+    from memcairn.errors import ValidationError
+    from memcairn.search import SearchRequest
+
+    assert SearchRequest(query="x", min_score="0").min_score == 0.0
+    for bad in (-1, "lots", True, float("inf")):
+        with pytest.raises(ValidationError, match="min_score must be a number >= 0"):
+            SearchRequest(query="x", min_score=bad)
+
+
+def test_the_tool_definitions_fit_in_1000_tokens() -> None:
+    """What every session that loads the server pays for, as the server sends it (compact JSON)."""
+    wire = json.dumps(tool_entries(), ensure_ascii=False, separators=(",", ":"))
+    assert estimate_tokens(wire) <= 1000, estimate_tokens(wire)
+
+
+def test_the_cli_passes_min_score_and_reports_what_it_hid(tmp_path: Path) -> None:
+    env = {**os.environ, "MEMCAIRN_HOME": str(tmp_path / "h"), "MEMCAIRN_VECTOR_BACKEND": "none"}
+    for title, text in NOTES:
+        subprocess.run([MEMCAIRN, "add", "--project", "app", "--title", title, "--text", text], env=env,
+                       check=True, capture_output=True, timeout=60)
+
+    def search(*args: str) -> dict:
+        done = subprocess.run([MEMCAIRN, "search", *args, "--project", "app", "--json", "--local"], env=env,
+                              capture_output=True, text=True, timeout=60, check=True)
+        return json.loads(done.stdout)
+
+    assert search("hamster cat")["results"] == [] and search("hamster cat")["hidden"] > 0
+    assert search("hamster cat", "--min-score", "0")["results"]
