@@ -299,3 +299,28 @@ def test_housekeeping_and_own_tools_are_not_captured(env: dict[str, str], projec
         data["tool_name"] = name
         assert hook(env, "post-tool-use", data)[0] == {}
     assert queued_tool_ids(isolated_home)[-1] == "toolu_spool_0100"  # memcairn's own tools never
+
+
+def test_a_restart_is_never_taken_for_an_outage(env: dict[str, str], workers: Workers, isolated_home: Path) -> None:
+    """From before the stop until the new worker is ready, a worker of the home is seen coming or going (the
+    start lock is held across the restart), so a hook refused in between does not count toward the notice."""
+    from memcairn.hooks.events import _worker_coming_or_going
+
+    workers.start(env)
+    gaps, done = [], threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            if not _worker_coming_or_going(str(isolated_home)):
+                gaps.append(time.monotonic())
+            time.sleep(0.002)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        restart(env)
+    finally:
+        done.set()
+        watcher.join()
+    assert gaps == []
+    assert not _worker_coming_or_going(str(isolated_home / "elsewhere"))  # no worker ever: an outage

@@ -332,31 +332,53 @@ def start(cfg: Settings | None = None, timeout: float = START_TIMEOUT, *,
     cfg.home.mkdir(parents=True, exist_ok=True)
     lock_fd = _acquire_start_lock(cfg, deadline)
     try:
-        action = "started"
-        info = probe(cfg)
-        if info is not None and not serves_this_home(cfg, info):
-            raise WorkerUnavailableError(_foreign(cfg, info))
-        if info is not None and info.get("version") != version:
-            stop(cfg, timeout=max(1.0, deadline - time.monotonic()), pid=info.get("pid"))
-            info, action = None, "replaced"
-        if info is not None:
-            return _result("running", _wait_ready(cfg, deadline, None))
-        clean_stale_pid_file(cfg)
-        recorded = read_pid_file(cfg)
-        if recorded is not None and recorded.get("port") != cfg.port and worker_lock_held(cfg):
-            if not replace_other_port:
-                raise WorkerUnavailableError(
-                    f"the worker of {cfg.home} serves port {recorded.get('port')}, but this process is set for "
-                    f"port {cfg.port}; it was left running. Give this process the same MEMCAIRN_PORT (an agent "
-                    "must pass memcairn's variables to its MCP server: run `memcairn install <agent>` again)")
-            # A worker of this home serves another port (the setting changed): replace it.
-            stop(cfg, timeout=max(1.0, deadline - time.monotonic()))
-            action = "replaced"
-        offset = _stderr_size(cfg)
-        proc = None if worker_lock_held(cfg) else spawn(cfg)
-        return _result(action, _wait_ready(cfg, deadline, proc, offset))
+        return _start_locked(cfg, deadline, replace_other_port)
     finally:
         os.close(lock_fd)
+
+
+def restart(cfg: Settings | None = None, timeout: float = START_TIMEOUT) -> dict[str, Any]:
+    """Stop the worker of this home (if one runs) and start a new one: ``{"stopped": ..., "started": ...}``.
+
+    The start lock is held from before the stop until the new worker is ready, so a hook that finds the port
+    closed in between sees a worker coming (``worker.start.lock``), not an outage."""
+    cfg = cfg or load_settings()
+    check_bind(cfg)
+    cfg.home.mkdir(parents=True, exist_ok=True)
+    lock_fd = _acquire_start_lock(cfg, time.monotonic() + timeout)
+    try:
+        stopped = stop(cfg, timeout=timeout)
+        return {"stopped": stopped, "started": _start_locked(cfg, time.monotonic() + timeout, True)}
+    finally:
+        os.close(lock_fd)
+
+
+def _start_locked(cfg: Settings, deadline: float, replace_other_port: bool) -> dict[str, Any]:
+    """``start`` once it holds the start lock."""
+    version = current_version()
+    action = "started"
+    info = probe(cfg)
+    if info is not None and not serves_this_home(cfg, info):
+        raise WorkerUnavailableError(_foreign(cfg, info))
+    if info is not None and info.get("version") != version:
+        stop(cfg, timeout=max(1.0, deadline - time.monotonic()), pid=info.get("pid"))
+        info, action = None, "replaced"
+    if info is not None:
+        return _result("running", _wait_ready(cfg, deadline, None))
+    clean_stale_pid_file(cfg)
+    recorded = read_pid_file(cfg)
+    if recorded is not None and recorded.get("port") != cfg.port and worker_lock_held(cfg):
+        if not replace_other_port:
+            raise WorkerUnavailableError(
+                f"the worker of {cfg.home} serves port {recorded.get('port')}, but this process is set for "
+                f"port {cfg.port}; it was left running. Give this process the same MEMCAIRN_PORT (an agent "
+                "must pass memcairn's variables to its MCP server: run `memcairn install <agent>` again)")
+        # A worker of this home serves another port (the setting changed): replace it.
+        stop(cfg, timeout=max(1.0, deadline - time.monotonic()))
+        action = "replaced"
+    offset = _stderr_size(cfg)
+    proc = None if worker_lock_held(cfg) else spawn(cfg)
+    return _result(action, _wait_ready(cfg, deadline, proc, offset))
 
 
 # -- stop and status --------------------------------------------------------------------------------

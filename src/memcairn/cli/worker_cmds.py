@@ -103,13 +103,12 @@ def restart_cmd(timeout: float, as_json: bool) -> None:
     \b
         memcairn worker restart
     """
-    from memcairn.lifecycle import start, stop
+    from memcairn.lifecycle import restart
 
-    cfg = settings()
-    stopped = stop(cfg, timeout=timeout)
-    result = start(cfg, timeout=timeout)
+    done = restart(settings(), timeout=timeout)
+    result = done["started"]
     if as_json:
-        emit_json({"stopped": stopped, "started": result})
+        emit_json(done)
         return
     click.echo(f"worker started: pid {result['pid']}, port {result['port']}, version {result['version']}")
 
