@@ -12,6 +12,7 @@ from test_transcripts import Transcript
 
 from memcairn.capture.offline import OfflineExtractor
 from memcairn.capture.offline.narration import CAUSE, DECISION, DONE, RESULT, TODO, decisive, read
+from memcairn.capture.offline.summary import report_observation
 from memcairn.capture.pipeline import CapturePipeline
 from memcairn.capture.recap import lean_fields, recap_observations
 from memcairn.capture.records import ToolCall, Turn
@@ -249,3 +250,12 @@ def test_what_the_agent_was_about_to_do_is_no_next_step() -> None:
     assert summary is not None and summary.next_steps == work[3]
     assert summary.notes == work[1]  # an intention with its reason is a decision
     assert not any(s.decisive for s in read(work[2]))
+
+
+def test_a_reports_title_is_what_was_done_not_its_first_list_item() -> None:
+    message = ("- string_utils - `reverse_string()` function\n"
+               "- math_utils - `factorial()` with `NegativeInputError`\n\n"
+               "All 5 modules are implemented with 100% line coverage, tests pass, and the changes are committed. "
+               "Used `Result<T, E>` instead of raising exceptions for `factorial()`.")
+    report = report_observation(message, "Port this project to Rust")
+    assert report is not None and report.title.startswith("All 5 modules are implemented with 100% line coverage")

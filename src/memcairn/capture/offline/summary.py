@@ -71,8 +71,10 @@ def report_observation(message: str | None, prompt: str | None, files: Iterable[
     if len(text) < minimum:
         return None
     named = [path for path in files if path and path in text]
+    # the title: the first sentence that says what was done or came out, else the first
+    lead = next((s for s in said if _kinds(s) & {narration.DONE, narration.RESULT} and len(s.split()) >= 4), said[0])
     return Observation(
-        type="change", title=_clip(said[0], TITLE_MAX), subtitle=_clip(prompt, SUBTITLE_MAX) or None,
+        type="change", title=_clip(lead, TITLE_MAX), subtitle=_clip(prompt, SUBTITLE_MAX) or None,
         narrative=_clip(text, TEXT_MAX), concepts=("what-changed",), files_modified=tuple(_unique(named)),
     )
 
