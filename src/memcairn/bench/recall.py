@@ -144,10 +144,11 @@ def _top(port: int, query: str) -> tuple[int, str, int]:
     if not ids:
         return 0, "", 0
     index = _get(port, "/api/search", {"query": query, "limit": TOP_K, "format": "index"})["text"]
-    status, raw = _request(port, "POST", "/api/observations/batch", {"ids": ids})
+    status, raw = _request(port, "POST", "/api/observations/batch", {"ids": ids, "format": "agent"})
     if status != 200:
         raise RuntimeError(f"POST /api/observations/batch answered {status}: {raw[:300]!r}")
-    # as get_observations hands them to the agent: empty fields dropped
+    # as get_observations hands them to the agent (format=agent: no uuid, hash, epochs or provenance metadata),
+    # empty fields dropped
     records = [{k: v for k, v in item.items() if v not in (None, "", [], {})} for item in json.loads(raw)["items"]]
     shown = json.dumps(records, ensure_ascii=False)
     return len(ids), index + "\n" + "\n".join(_strings(records)), len(index) + len(shown)
