@@ -95,6 +95,8 @@ class World:
             time.sleep(0.25)
 
     def settled(self, timeout: float = 60) -> None:
-        """Wait until no queued event is pending (the capture pipeline has stored what it will)."""
-        self.wait_until(lambda: self.db.exists() and not self.rows(
-            "SELECT 1 FROM ingest_events WHERE status = 'pending' LIMIT 1"), timeout, "the queue to drain")
+        """Wait until no event waits in the hooks' spool (kept while the worker could not take it) nor in the queue
+        (the capture pipeline has stored what it will)."""
+        spool = Path(self.env["MEMCAIRN_HOME"]) / "spool"
+        self.wait_until(lambda: not any(spool.glob("*.event")) and self.db.exists() and not self.rows(
+            "SELECT 1 FROM ingest_events WHERE status = 'pending' LIMIT 1"), timeout, "the spool and queue to drain")

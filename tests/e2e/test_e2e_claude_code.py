@@ -105,9 +105,12 @@ def first_session(cli: Cli, world: World, stub: ModelStub, tmp_path: Path) -> st
     session = session_of(lines)
 
     outcomes = hook_outcomes(lines)
-    for hook in ("SessionStart:startup", "UserPromptSubmit", "PreToolUse:Read", "PostToolUse:Bash", "PostToolUse:Read",
-                 "PostToolUse:Edit", "Stop"):
+    for hook in ("SessionStart:startup", "UserPromptSubmit", "PreToolUse:Read", "Stop"):
         assert outcomes.get(hook) == ["success:0"], (hook, outcomes)
+    for hook in ("PostToolUse:Bash", "PostToolUse:Read", "PostToolUse:Edit"):
+        # async: the last one is often cancelled as claude -p exits; its event must reach the worker all the same
+        assert len(outcomes.get(hook, [])) == 1 and outcomes[hook][0].split(":")[0] in ("success", "cancelled"), (
+            hook, outcomes)
     assert "SessionEnd" in (tmp_path / "debug-1.txt").read_text()  # shown only in the debug file
 
     world.settled()

@@ -31,6 +31,12 @@ def test_a_tool_call_made_while_the_worker_is_down_is_stored_once_it_is_back(wor
     lines = run_claude(CLAUDE_NATIVE, world, stub, "Echo something while the worker is down", tmp_path / "d.txt")
     session = session_of(lines)
     world.start_worker()
+
+    def kept() -> list[tuple[str, str | None]]:  # the spool is drained at start and then every second
+        return [(e["event_type"], e["payload"].get("event")) for e in world.events(session)]
+
+    world.wait_until(lambda: ("observation", "tool_use") in kept() and ("summarize", "stop") in kept(), 30,
+                     "the kept events to be queued")
     world.settled()
     events = world.events(session)
     commands = [e["payload"].get("tool_input", {}).get("command") for e in events if e["event_type"] == "observation"]
