@@ -11,8 +11,12 @@ steer the agent. Every recalled text reaches the model inside exactly one block:
 - ``fence`` wraps a body once; the worker's SessionStart context is fenced by ``memcairn.context`` and the
   hooks fence only the search digests they build themselves, so no text is fenced twice.
 - ``neutralise`` defuses anything in recalled text that could pass for the fence's own markers (an opening
-  or closing tag, also with spaces, fullwidth brackets or invisible characters inside), so a memory cannot
-  close the block early and speak outside it.
+  or closing tag, also with spaces, invisible characters, look-alike characters (``‹/memcairn‐memory>``, a
+  Cyrillic ``е``: folded by ``memcairn.confusables``) or escapes (``<\/``, ``&lt;/``, ``\u003c``) inside),
+  so a memory cannot close the block early and speak outside it; and the role markers of chat templates
+  (``<|im_start|>``, ``<|system|>``, ``[INST]``, ``<<SYS>>``, ``<start_of_turn>``, ``<system>``, ``</user>``,
+  ``<system-reminder>``...), so it cannot pass for another turn of the conversation either. A defused marker
+  keeps its words with square brackets (``[/memcairn-memory``, ``[|im_start|]``, ``[/system]``, ``(INST)``).
 - ``clean_line`` makes recalled text one printable line: control characters (ANSI escapes included, which
   would reach a person's terminal through the coloured variant), bidirectional overrides and zero-width
   characters are removed (joiners only beside ASCII: emoji and scripts need them), whitespace runs become
@@ -24,6 +28,8 @@ Standard library only: hooks import it on every agent event.
 from __future__ import annotations
 
 import re
+
+from memcairn.confusables import fold
 
 TAG = "memcairn-memory"
 OPEN = f'<{TAG} trust="data">'
@@ -40,23 +46,76 @@ _INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u00ad\u034f\u061c\u180e\u2
                         "\u2060-\u2064\u2066-\u2069\ufe00-\ufe0f\ufeff\U000e0000-\U000e007f\U000e0100-\U000e01ef]"
                         "|(?<=[\x00-\x7f])[\u200c\u200d]+|[\u200c\u200d]+(?=[\x00-\x7f])")
 _SPACES = re.compile(r"\s+")
-# "<" or a look-alike, optional "/", then the tag name: what a forged opening or closing marker needs.
-_MARKER = re.compile(r"[<\uff1c\ufe64\u2039\u3008]\s*/?\s*memcairn-memory", re.IGNORECASE)
+# Markers, matched in text folded by ``confusables.fold`` (look-alikes are ASCII there, at the same places), with
+# "<", "/" and ">" also in the escapes a memory may hold them in: HTML entities, JSON and JavaScript escapes
+# (``<\/``, ``\u003c``), percent-encoding.
+_LT = r"(?:<|&lt;?|&#0*60;?|&#x0*3c;?|\\+u003c|\\+x3c|%3c)"
+_GT = r"(?:>|&gt;?|&#0*62;?|&#x0*3e;?|\\+u003e|\\+x3e|%3e)"
+_SLASH = r"(?:\\*/|&#0*47;?|&#x0*2f;?|&sol;|\\+u002f|%2f)"
+_ROLE_WORDS = (r"system|user|assistant|developer|tool|human|model|im_start|im_end|im_sep|start_of_turn|end_of_turn"
+               r"|system[-_ ]?reminder|instructions?")
+_MARKER = re.compile(
+    rf"(?P<fence>{_LT}\s*(?P<close>{_SLASH})?\s*memcairn[-_\s]*memory)"
+    rf"|(?P<special>{_LT}\s*\|\s*(?P<token>[a-z][\w.-]{{0,40}})\s*\|\s*{_GT})"  # <|im_start|>, <|eot_id|>
+    rf"|(?P<role>{_LT}\s*(?P<rclose>{_SLASH})?\s*(?P<word>{_ROLE_WORDS})\s*(?:\s[^<>]{{0,80}})?{_GT})"
+    r"|(?P<inst>\[\s*(?P<iclose>/)?\s*inst\s*\])"  # Llama 2: [INST] ... [/INST]
+    rf"|(?P<sys>{_LT}{_LT}\s*(?P<sclose>{_SLASH})?\s*sys\s*{_GT}{_GT})",  # <<SYS>> ... <</SYS>>
+    re.IGNORECASE)
+_MAY_HOLD_MARKER = re.compile(r"[<&\\%\[]")
+
+
+def _defused(match: re.Match[str]) -> str:
+    """What stands for a marker: its words, without the angle brackets a model reads as markup."""
+    close = "/" if match.group("close") or match.group("rclose") or match.group("iclose") or match.group("sclose") \
+        else ""
+    if match.group("fence"):
+        return f"[{close}memcairn-memory"
+    if match.group("special"):
+        return f"[|{match.group('token')}|]"
+    if match.group("role"):
+        return f"[{close}{match.group('word')}]"
+    if match.group("inst"):
+        return f"({close}INST)"
+    return f"(({close}SYS))"
+
+
+def _defuse_markers(text: str) -> str:
+    """``text`` with every fence and role marker replaced by ``_defused``; found in the folded text, replaced
+    in the original (one character for one: the places agree)."""
+    if text.isascii() and _MAY_HOLD_MARKER.search(text) is None:
+        return text
+    folded = fold(text)
+    out: list[str] = []
+    kept = 0
+    for match in _MARKER.finditer(folded):
+        out.append(text[kept:match.start()])
+        out.append(_defused(match))
+        kept = match.end()
+    if not out:
+        return text
+    out.append(text[kept:])
+    return "".join(out)
 
 
 def neutralise(text: str) -> str:
-    """``text`` with every fence marker defused (``</memcairn-memory`` becomes ``[/memcairn-memory``) and
-    invisible characters removed; line breaks are kept."""
-    text = _INVISIBLE.sub("", text)
-    return _MARKER.sub(lambda m: "[" + m.group(0)[1:].lstrip(), text)
+    """``text`` with every fence marker and chat-template role marker defused (``</memcairn-memory`` becomes
+    ``[/memcairn-memory``, ``<|im_start|>`` becomes ``[|im_start|]``) and invisible characters removed; line
+    breaks are kept."""
+    return _defuse_markers(_INVISIBLE.sub("", text))
+
+
+def defuse(text: str) -> str:
+    """``text`` as it is unless it holds a fence or role marker (also one spelled with invisible characters), and
+    then ``neutralise(text)``: for whole records shown as they were stored (control characters and all)."""
+    cleaned = neutralise(text)
+    return text if cleaned == _INVISIBLE.sub("", text) else cleaned
 
 
 def clean_line(text: str | None, limit: int | None = None) -> str:
     """Recalled text as one printable line of at most ``limit`` characters (an ellipsis marks a cut)."""
     if not text:
         return ""
-    line = _SPACES.sub(" ", _INVISIBLE.sub("", text.replace("\t", " "))).strip()
-    line = _MARKER.sub(lambda m: "[" + m.group(0)[1:].lstrip(), line)
+    line = _defuse_markers(_SPACES.sub(" ", _INVISIBLE.sub("", text.replace("\t", " "))).strip())
     if limit is not None and len(line) > limit:
         line = line[: max(0, limit - 1)].rstrip() + "…"
     return line

@@ -60,6 +60,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from memcairn import __version__
 from memcairn.errors import ConfigError, MemcairnError, NotFoundError, ValidationError, WorkerUnavailableError
+from memcairn.fence import defuse
 from memcairn.mcp_protocol import McpServer, ServerInfo, serve_lines
 from memcairn.project import ProjectIdentity, project_from_cwd
 
@@ -395,6 +396,7 @@ def _fitting(text: str, room: int) -> int:
 
 
 def _cut_text(text: str, budget: _Budget) -> str:
+    text = defuse(text)  # stored text in the agent's context: no fence or chat-template role marker passes
     keep = _fitting(text, max(0, budget.left))
     if keep < len(text):
         text = f"{text[:keep]}… [cut: {len(text) - keep:,} more characters]"
