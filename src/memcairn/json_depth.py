@@ -71,7 +71,7 @@ def cut_deep(value: Any, max_depth: int = MAX_DEPTH) -> Any:
     return root
 
 
-_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
+_TOKENS = r'"(?:[^"\\]|\\.)*"|[\[\]{}]'  # compiled on first use: the hooks rarely need it
 
 
 def cut_deep_text(text: str, max_depth: int = MAX_DEPTH) -> str:
@@ -81,7 +81,7 @@ def cut_deep_text(text: str, max_depth: int = MAX_DEPTH) -> str:
     marker = json.dumps(cut_marker(max_depth))
     out: list[str] = []
     kept_from, depth, cut_at = 0, 0, -1
-    for match in _TOKENS.finditer(text):
+    for match in re.finditer(_TOKENS, text, re.DOTALL):
         token = match.group(0)
         if token in "[{":
             depth += 1
