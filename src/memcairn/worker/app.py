@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import functools
 import json
@@ -66,6 +67,7 @@ from memcairn.protocol import (
     OBSERVATIONS_PATH,
     ROUTE_EVENT_TYPES,
     SUMMARIZE_PATH,
+    encode_json,
 )
 from memcairn.runtime import Runtime, open_runtime
 from memcairn.worker.events import HEARTBEAT_SECONDS, Broadcaster, ExternalWriteTailer, StoreEventBridge
@@ -78,6 +80,7 @@ log = logging.getLogger("memcairn.worker")
 STATIC_DIR = Path(__file__).with_name("static")
 PLACEHOLDER = "<!doctype html><title>memcairn</title><p>memcairn worker is running; the viewer is not installed.</p>\n"
 DRAIN_SECONDS = 10.0
+ACK_SECONDS = 0.5  # a hook's event whose insert takes longer (a held write lock) is acknowledged once spooled
 RUNNER_STOP_SECONDS = 5.0
 # Fields of hook events that must be text when present (the rest of a payload is kept as sent).
 TEXT_PAYLOAD_FIELDS = ("prompt", "last_assistant_message", "tool_name", "transcript_path", "narration")
@@ -882,13 +885,33 @@ def _ingest(path: str) -> Endpoint:
             return queue_event(runtime, state.settings, event_type,
                                _narration(event_type, data, fields.tool_use_id, state.settings), fields)
 
-        answer = await state.call(admit_and_queue, write=True)
+        job = asyncio.ensure_future(state.call(admit_and_queue, write=True))
+        if fields.event_key is not None:  # a hook's event: durable in the spool is as good as queued
+            done, _ = await asyncio.wait({job}, timeout=ACK_SECONDS)
+            if not done and await _spool_late(state, path, data, job):
+                return JSON({"status": "accepted", "spooled": True, "duplicate": False}, status_code=202)
+        answer = await job
         if state.capture is not None and answer.get("duplicate") is False:
             state.capture.nudge()
         return JSON(answer, status_code=202)
 
     accept.__name__ = f"ingest_{event_type}"
     return endpoint(accept)
+
+
+async def _spool_late(state: WorkerState, path: str, data: dict[str, Any], job: asyncio.Future) -> bool:
+    """A write that waits (another process holds the store's write lock) is no outage: the event is written to
+    the spool and acknowledged, the insert under way goes on, and the drainer queues the spooled copy once
+    (``event_key``) after it, or in its place should it fail. False when the spool cannot be written."""
+    from memcairn import spool
+
+    try:
+        await run_in_threadpool(spool.write, str(state.settings.home), path, encode_json(data))
+    except OSError as exc:
+        log.warning("could not spool a slow %s event (%s); waiting for the store instead", path, exc)
+        return False
+    job.add_done_callback(lambda done: done.cancelled() or done.exception())  # its outcome is the spool's now
+    return True
 
 
 def _spool_accept(state: WorkerState) -> Callable[[str, bytes], str]:
