@@ -57,3 +57,11 @@ def test_the_gist_stays_within_its_budget_and_prefers_definitions() -> None:
     found = change("", f"class Big:\n{body}\n    def run(self):\n        pass", budget=120)
     assert found.gist[0] == "class Big:" and "def run(self):" in found.gist
     assert sum(len(line) + 3 for line in found.gist) <= 120
+
+
+def test_settings_are_quoted_before_other_lines() -> None:
+    module = ("defmodule Tokens do\n" + "".join(f"  value_{i} = compute('x', 'y')\n" for i in range(5))
+              + "  @default_ttl_seconds 120\nend")
+    assert change("", module, budget=60).gist == ["defmodule Tokens do", "@default_ttl_seconds 120"]
+    script = 'set -e\ncurl -s http://localhost/api | jq .\nPORT="${APP_PORT:-1100}"\n'
+    assert change("", script, budget=40).gist == ['PORT="${APP_PORT:-1100}"']

@@ -53,7 +53,7 @@ def test_look_fix_rerun_and_commit_are_one_episode_with_its_steps() -> None:
     assert episode.type == "bugfix"
     assert episode.title == "Committed: fix: bind the type before the guard"
     assert episode.steps == ("r1", "t1", "e1", "t2", "c1")  # git status was housekeeping: no step of it
-    assert episode.facts[0] == "committed: fix: bind the type before the guard"
+    assert episode.facts[0] == "committed: fix: bind the type before the guard (1a2b3c4)"
     assert "after failure: `mix test 2>&1 | tail -20` → 3 failed, 407 passed" in episode.facts
     assert "fixes failing tests: renders lines" in episode.facts
     # two runs of one check (their `| tail` variants), one trajectory

@@ -651,7 +651,7 @@ def test_coverage_fix_transcript() -> None:
     assert committed.files_read == ("**/*.py", "src/math_utils.py", "tests/test_math_utils.py")
     assert committed.files_modified == ("src/math_utils.py", "tests/test_math_utils.py")
     assert committed.facts[:3] == (
-        "committed: Add multiply_numbers function with test",
+        "committed: Add multiply_numbers function with test (6322cf4)",  # with git's short hash
         "commit files: src/math_utils.py, tests/test_math_utils.py (2 files changed, 13 insertions(+), 1 deletion(-))",
         "ran `python -m pytest tests/test_math_utils.py -v` → 2 passed",  # how it was verified
     )

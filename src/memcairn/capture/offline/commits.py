@@ -18,6 +18,7 @@ BODY_MAX = 360
 _COMMIT = re.compile(r"\bgit\b(?:\s+-[Cc]\s+\S+)*\s+commit\b")
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)\1[^\n]*\n(.*?)\n\s*\2\b", re.DOTALL)
 _TRAILER = re.compile(r"^\s*(?:Co-Authored-By|Signed-off-by|Reviewed-by|Generated with|🤖)\b.*$", re.I | re.M)
+_SHA = re.compile(r"^\[[^\]\n]*?([0-9a-f]{7,40})\] ", re.MULTILINE)  # git's ``[branch 1a2b3c4] subject``
 _SUBJECT_LINE = re.compile(r"^\[[^\]\n]+\] (.+)$", re.MULTILINE)
 _STAT = re.compile(r"^\s*(\d+ files? changed(?:, \d+ insertions?\(\+\))?(?:, \d+ deletions?\(-\))?)", re.M)
 _MODE = re.compile(r"^\s*(?:create|delete) mode \d+ (\S+)$|^\s*rename (\S+) \(\d+%\)$", re.MULTILINE)
@@ -38,6 +39,12 @@ def commit_message(command: str, output: str) -> tuple[str, str] | None:
         return None
     subject, _, body = text.partition("\n")
     return _clip(subject, 160), _clip(body, BODY_MAX)
+
+
+def commit_sha(output: str) -> str | None:
+    """The short hash git printed for the commit (``[branch 1a2b3c4] subject``)."""
+    found = _SHA.search(output[:4000])
+    return found.group(1) if found else None
 
 
 def _from_command(command: str) -> str | None:

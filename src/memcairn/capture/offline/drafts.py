@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from memcairn.capture.offline import narration
 from memcairn.capture.offline.actions import _Action, _input_dict, _purpose, _subject
-from memcairn.capture.offline.commits import commit_files, commit_message, is_commit
+from memcairn.capture.offline.commits import commit_files, commit_message, commit_sha, is_commit
 from memcairn.capture.offline.fixes import _FixEvidence
 from memcairn.capture.offline.outcomes import _Outcome, _output_gist
 from memcairn.capture.offline.text import (
@@ -183,7 +183,8 @@ def _commit_facts(draft: _Draft, action: _Action) -> None:
     if found is None:
         return
     subject, body = found
-    draft.facts.append(f"{COMMITTED}{subject}")
+    sha = commit_sha(output)
+    draft.facts.append(f"{COMMITTED}{subject}" + (f" ({sha})" if sha else ""))
     if body:
         draft.facts.append(f"commit message: {body}")
     files, stat = commit_files(command, output)

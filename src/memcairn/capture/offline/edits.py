@@ -50,6 +50,12 @@ _KEY = re.compile(
 )
 _TRIVIAL = re.compile(r"^[\s\])}>;,.]*(?:end|fi|done|esac|\}\)?;?|\)\s*;?|do|else|\{|\[|\(|<\/\w+>|\*/|/\*\*?|\"\"\")?"
                       r"[\s\])}>;,.]*$")
+# A setting: ``@ttl_seconds 120``, ``MAX_SIZE = 10``, ``export const API_URL =``, ``PORT=1100``, or a line naming
+# an environment variable (``{"APP_REVIEW_TOKEN", token}``, ``${APP_PORT:-1100}``).
+_SETTING = re.compile(
+    r"^@[a-z_]\w*\s+\S|^(?:export\s+)?(?:(?:const|let|var|static|readonly|final)\s+)?[A-Z][A-Z0-9_]{2,}\s*(?::[^=]+)?="
+    r"|\b[A-Z][A-Z0-9]*_[A-Z0-9_]{2,}\b"
+)
 _COMMENT = re.compile(r"^\s*(?:#|//|--|/?\*|<!--|;)")
 _SIGNAL = re.compile(r"[\"'`]|[A-Za-z]_[A-Za-z]|[a-z][A-Z]|/\w|:\w|\w\(|=|\[|^[\w.-]+:\s")
 
@@ -120,15 +126,18 @@ def _salient(line: str) -> bool:
     stripped = line.strip()
     if len(stripped) < 4 or _TRIVIAL.match(stripped):
         return False
-    if _DEFINITION.match(line):
+    if _DEFINITION.match(line) or _SETTING.search(stripped):
         return True
     return bool(_SIGNAL.search(stripped)) or len(stripped.split()) >= 3
 
 
 def _rank(line: str) -> int:
-    """Higher first: definitions, then lines with strings/paths/keys, then comments (often a why)."""
+    """Higher first: definitions, then settings (constants, module attributes, environment variables: the
+    values a later question asks for), then lines with strings/paths/keys, then comments (often a why)."""
     stripped = line.strip()
     if _DEFINITION.match(line):
+        return 4
+    if _SETTING.search(stripped):
         return 3
     if _COMMENT.match(stripped):
         return 1
@@ -140,7 +149,7 @@ def gist(added_lines: Sequence[str], budget: int) -> list[str]:
     candidates = [(i, line) for i, line in enumerate(added_lines) if _salient(line)]
     chosen: list[tuple[int, str]] = []
     used = 0
-    for rank in (3, 2, 1):
+    for rank in (4, 3, 2, 1):
         for index, line in candidates:
             if _rank(line) != rank:
                 continue
