@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -19,6 +20,8 @@ from click.testing import CliRunner
 
 from memcairn.cli import cli, run, search_cmds
 from memcairn.client import WorkerClient
+from memcairn.models import NewItem
+from memcairn.store import Store
 
 
 def free_port() -> int:
@@ -171,3 +174,43 @@ def test_the_worker_reads_and_prints_times_in_the_callers_zone(worker: WorkerCli
     monkeypatch.setattr(search_cmds, "_service", lambda: (_ for _ in ()).throw(AssertionError("in-process")))
     for args, expected in local.items():
         assert invoke(*args) == expected, args
+
+
+@pytest.mark.parametrize(("seed", "size"), [(1, 9), (2, 150), (3, 1300)])
+def test_the_worker_and_an_in_process_search_rank_alike(env: dict[str, str], isolated_home: Path, seed: int,
+                                                        size: int) -> None:
+    """One ranking: the same store and query give the same ids, in the same order, with the same scores,
+    whether the worker answers (warm model, keyword copy, binary scan past 1,000 documents) or this process."""
+    rng = random.Random(seed)
+    words = ("login token expiry cookie session deploy fly migration postgres pool upload test fixture cache "
+             "timeout retry worker queue index search vector guard clause credo").split()
+    isolated_home.mkdir(parents=True, exist_ok=True)
+    with Store(isolated_home / "memcairn.db") as store:
+        store.add_items([NewItem(project="p", kind=rng.choice(["observation", "manual"]), type="discovery",
+                                 title=" ".join(rng.sample(words, 3)), narrative=" ".join(rng.choices(words, k=9)),
+                                 facts=[" ".join(rng.choices(words, k=4))], created_at_epoch=1_700_000_000_000 + n)
+                         for n in range(size)])
+    done = subprocess.run([sys.executable, "-m", "memcairn", "worker", "start", "--json"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    try:
+        def lag() -> int:
+            status = subprocess.run([sys.executable, "-m", "memcairn", "sync", "status", "--json"], env=env,
+                                    capture_output=True, text=True, timeout=60, check=True)
+            return sum(row["lag"] for row in json.loads(status.stdout)["rows"])
+
+        deadline = time.monotonic() + 120
+        while lag() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert lag() == 0
+        for query in [" ".join(rng.sample(words, n)) for n in (1, 2, 3, 3, 5)] + ["xyzzy nothing"]:
+            for floor in ("1", "0"):
+                args = ["search", query, "--project", "p", "--json", "--limit", "30", "--min-score", floor]
+                answers = [json.loads(subprocess.run([sys.executable, "-m", "memcairn", *args, *local], env=env,
+                                                     capture_output=True, text=True, timeout=60, check=True).stdout)
+                           for local in ((), ("--local",))]
+                worker, here = ([(r["id"], r["score"], r["relevance"]) for r in a["results"]] for a in answers)
+                assert worker == here, (query, floor)
+                assert answers[0]["hidden"] == answers[1]["hidden"]
+    finally:
+        subprocess.run([sys.executable, "-m", "memcairn", "worker", "stop"], env=env, capture_output=True, timeout=60)

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 ORDER_CHOICES = click.Choice(["relevance", "newest", "oldest"])
 PROBE_TIMEOUT = 1.0  # /api/health answers at once, even while the worker is busy
 REQUEST_TIMEOUT = 30.0
+SCAN_WAIT_SECONDS = 60.0  # reading the scan of a million documents from a warm page cache takes seconds
 SEARCH_RESULT_KEYS = ("id", "kind", "type", "title", "project", "created_at_epoch", "score", "relevance")
 LOCAL_HELP = "Search in this process even when a worker is running."
 
@@ -48,11 +49,26 @@ def _service() -> Iterator[SearchService]:
     except Exception as exc:  # the mirror could not be opened: search without it, and say why
         runtime = open_runtime(cfg, with_mirror=False)
         runtime.mirror_error = f"{type(exc).__name__}: {exc}" if not isinstance(exc, MemcairnError) else str(exc)
+    _ready_as_the_worker(runtime.mirror)
     try:
         yield SearchService(runtime.store, runtime.mirror, recency_window_days=cfg.recency_window_days,
                             mirror_error=runtime.mirror_error)
     finally:
         runtime.close()
+
+
+def _ready_as_the_worker(mirror: Any) -> None:
+    """Read the vector index's binary scan before searching, as the worker does at start, so an in-process
+    search picks its semantic candidates the same way and ranks exactly as the worker would (one ranking).
+    On a large index that costs a moment; without the scan (a small index, another backend) it costs nothing."""
+    index = getattr(mirror, "index", None)
+    warm, wait = getattr(index, "warm", None), getattr(index, "wait_for_scan", None)
+    if callable(warm) and callable(wait):
+        try:
+            warm()
+            wait(SCAN_WAIT_SECONDS)
+        except Exception:  # noqa: BLE001 - the exact path still answers
+            pass
 
 
 def _caller_tz() -> str:

@@ -296,9 +296,11 @@ class SearchService:
             start = run.now - int(self.recency_window_days * DAY_MS)
             semantic_filter = replace(flt, date_start=start)
         # Filters the index does not apply (its partitions are the projects) drop hits after the query, so a
-        # filtered request asks for twice its pool; an unfiltered one gets what it fuses.
+        # filtered request asks for twice as much. Every request asks for twice its pool again and keeps the
+        # pool by exact similarity: an index that picks candidates approximately (the sqlite-vec scan) then
+        # hands over the same pool as its exact path, so the worker and an in-process search rank alike.
         dropping = replace(semantic_filter, projects=None) != ItemFilter()
-        want = pool * 2 if dropping else pool
+        want = pool * (4 if dropping else 2)
         try:
             hits = self.mirror.query(text, projects=list(req.projects) if req.projects else None,
                                      limit=min(max(want, POOL_MIN), MAX_VECTOR_CANDIDATES))
