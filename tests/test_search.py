@@ -623,7 +623,7 @@ def test_scoped_keyword_search_ranks_only_the_projects_rows(store: Store) -> Non
     assert store.keyword_ids("eviction", ItemFilter(projects=["nowhere"])) == []
 
 
-def test_the_semantic_leg_asks_twice_its_pool_only_when_filters_may_drop_hits(mem_store: Store) -> None:
+def test_the_semantic_leg_asks_twice_its_pool_and_twice_again_when_filters_may_drop_hits(mem_store: Store) -> None:
     ids = [add(mem_store, days_ago=1 + n, title=f"queue note {n}") for n in range(3)]
     mirror = FixedMirror({i: 0.1 for i in ids})
     service = SearchService(mem_store, mirror)
@@ -631,7 +631,7 @@ def test_the_semantic_leg_asks_twice_its_pool_only_when_filters_may_drop_hits(me
     service.search(query="queue", projects=["p"], limit=80)
     service.search(query="queue", projects=["p"], types=["bugfix"], limit=20)
     SearchService(mem_store, mirror, recency_window_days=30).search(query="queue", limit=20, now=NOW)
-    assert mirror.limits == [50, 80, 100, 100]
+    assert mirror.limits == [100, 160, 200, 200]
 
 
 def test_the_file_filter_matches_paths_with_backslashes_and_quotes(mem_store: Store) -> None:
