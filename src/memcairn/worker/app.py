@@ -305,8 +305,8 @@ class WorkerState:
                 return
             log.info("worker ready (store %s, mirror %s)", runtime.store.path,
                      "off" if runtime.mirror is None else runtime.mirror.index.name)
-            self._start_spool()
             self.broadcaster.publish_threadsafe("status", self.status_event())
+            self._start_spool()
         except Exception as exc:
             log.exception("worker startup failed")
             with self._cond:
