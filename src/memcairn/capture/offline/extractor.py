@@ -57,7 +57,8 @@ def _observe(turn: Turn, calls: Sequence[ToolCall], reopen: bool = False) -> lis
     if reopen:
         tail = open_tail(actions, min(positions, default=len(actions)), earlier_complete=len(turn.tools) < TAIL_MAX)
         for index in tail:  # observed again with the batch: their episode goes on
-            actions[index] = _digest(index, tools[index], turn, actions[:index], True)
+            if actions[index].command is None:  # a command's digest is already whole; others skipped detail
+                actions[index] = _digest(index, tools[index], turn, actions[:index], True)
         positions = sorted({*tail, *positions})
     batch = [actions[p] for p in positions]
     edits = [(a, _fix_evidence(a, actions)) for a in batch if a.is_edit and not a.outcome.failed]
