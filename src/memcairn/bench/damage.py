@@ -16,16 +16,17 @@ def _connect(db_path: Path | str) -> sqlite3.Connection:
 
 
 def damage_keyword_index(db_path: Path | str) -> None:
-    """Overwrite bytes of the keyword index's largest block: row counts stay equal, every query that reads
-    the block fails with "database disk image is malformed"."""
+    """Overwrite bytes of every block of the keyword index's postings (not its averages record, id 1, nor its
+    structure record, id 10): row counts stay equal, every query that reads postings fails with "database disk
+    image is malformed"."""
     conn = _connect(db_path)
     try:
-        block_id, block = conn.execute(
-            "SELECT id, block FROM memory_items_fts_data ORDER BY length(block) DESC LIMIT 1").fetchone()
-        garbled = bytearray(block)
-        for at in range(4, len(garbled), 7):
-            garbled[at] = 0xFF
-        conn.execute("UPDATE memory_items_fts_data SET block = ? WHERE id = ?", (bytes(garbled), block_id))
+        for block_id, block in conn.execute(
+                "SELECT id, block FROM memory_items_fts_data WHERE id NOT IN (1, 10)").fetchall():
+            garbled = bytearray(block)
+            for at in range(4, len(garbled), 7):
+                garbled[at] = 0xFF
+            conn.execute("UPDATE memory_items_fts_data SET block = ? WHERE id = ?", (bytes(garbled), block_id))
     finally:
         conn.close()
 
