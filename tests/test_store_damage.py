@@ -87,7 +87,8 @@ def test_the_in_memory_keyword_copy_keeps_answering_over_a_damaged_index(worker:
     assert app.state.worker.runtime.store._keyword_index.wait(10)
     app.state.worker.upkeep.interval = 3600.0
     damage_keyword_index(cfg.db_path)
-    body = client.get("/api/search", params={"query": "zebra", "format": "json", "mode": "keyword"}).json()
+    body = client.get("/api/search", params={"query": "zebra", "format": "json", "mode": "keyword",
+                                            "min_score": "0"}).json()
     assert body["strategy"] == "keyword" and len(body["results"]) == 20
 
 

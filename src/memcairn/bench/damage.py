@@ -15,14 +15,15 @@ def _connect(db_path: Path | str) -> sqlite3.Connection:
     return sqlite3.connect(str(db_path), isolation_level=None, timeout=30)
 
 
-def damage_keyword_index(db_path: Path | str) -> None:
-    """Overwrite bytes of every block of the keyword index's postings (not its averages record, id 1, nor its
-    structure record, id 10): row counts stay equal, every query that reads postings fails with "database disk
-    image is malformed"."""
+def damage_keyword_index(db_path: Path | str, *, every_block: bool = False) -> None:
+    """Overwrite bytes of the keyword index's largest block, or with ``every_block`` of every block of its
+    postings (not its averages record, id 1, nor its structure record, id 10): row counts stay equal, a query
+    that reads a damaged block fails with "database disk image is malformed"."""
     conn = _connect(db_path)
     try:
-        for block_id, block in conn.execute(
-                "SELECT id, block FROM memory_items_fts_data WHERE id NOT IN (1, 10)").fetchall():
+        sql = ("SELECT id, block FROM memory_items_fts_data WHERE id NOT IN (1, 10)" if every_block else
+               "SELECT id, block FROM memory_items_fts_data ORDER BY length(block) DESC LIMIT 1")
+        for block_id, block in conn.execute(sql).fetchall():
             garbled = bytearray(block)
             for at in range(4, len(garbled), 7):
                 garbled[at] = 0xFF

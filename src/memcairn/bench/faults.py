@@ -463,7 +463,7 @@ def damaged_index(workdir: Path, items: int, searches: int, log: Log, model: str
                  **({"MEMCAIRN_EMBEDDING_MODEL": model} if model else {})) as worker:
         for n in range(items):
             _save(worker.port, row, f"fts-{n}")
-        damage_keyword_index(db)
+        damage_keyword_index(db, every_block=True)  # whichever block the query reads
         started = time.monotonic()
         repaired_after = None
         for n in range(searches):
