@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from memcairn.bench.hooks import hook_command
+from memcairn.capture.pipeline import TURN_END
 from memcairn.capture.transcript_end import last_assistant_text
 from memcairn.client import WorkerClient
 from memcairn.fence import CLOSE, OPEN
@@ -332,13 +333,19 @@ def test_a_turn_through_the_real_hooks_becomes_observations_and_a_summary(env: d
         by_kind.setdefault(item.kind, []).append(item)
     assert sorted(by_kind) == ["observation", "prompt", "summary"]
     assert [i.text for i in by_kind["prompt"]] == [prompt["prompt"]] and by_kind["prompt"][0].prompt_number == 1
-    edits = [o for o in by_kind["observation"] if o.files_modified]
+    # the agent's closing report is an observation of its own beside the summary (it names the file it changed);
+    # the edit itself is the one other observation that modified a file
+    (report,) = [o for o in by_kind["observation"] if o.metadata.get(TURN_END) is True]
+    assert report.type == "change" and report.files_modified == ["src/math_utils.py"] and report.prompt_number == 1
+    assert "multiply_numbers" in (report.narrative or "")
+    edits = [o for o in by_kind["observation"] if o.files_modified and o is not report]
     assert len(edits) == 1
     edit = edits[0]
     assert edit.type == "change" and edit.files_modified == ["src/math_utils.py"] and edit.prompt_number == 1
     assert "multiply_numbers" in (edit.title or "")
-    reads = [o for o in by_kind["observation"] if o.type == "discovery"]
-    assert reads and all(o.files_read == ["src/math_utils.py"] for o in reads)
+    # the read before the edit is a step of the same episode (one observation per goal, not per call)
+    steps = [payload(name, project)["tool_use_id"] for name in ("post_tool_use_read", "post_tool_use_edit")]
+    assert edit.files_read == ["src/math_utils.py"] and edit.metadata["steps"] == steps
     (summary,) = by_kind["summary"]
     assert summary.request and summary.request.startswith("Add a function called multiply_numbers")
     assert summary.files_modified == ["src/math_utils.py"] and summary.prompt_number == 1
