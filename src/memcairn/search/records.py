@@ -2,7 +2,9 @@
 
 ``agent_record`` keeps a memory's id, its time as ISO 8601 in the caller's zone, its project and every
 non-empty field of content. It drops what an agent cannot act on: the uuid, the content hash, the epoch
-fields (the ISO time replaces them), provenance metadata and empty fields. ``format=raw`` over HTTP (and
+fields (the ISO time replaces them), provenance metadata and empty fields, and it lists a file read or modified
+only when the record's text does not name it already (an episode's facts say "edited lib/x.ex: added f/2";
+listing lib/x.ex again costs tokens and tells nothing). ``format=raw`` over HTTP (and
 ``memcairn show --json``) keeps the whole stored row.
 
 ``record_tokens`` is the cost of one record inside a ``get_observations`` answer, so the ``~N tok`` printed
@@ -24,6 +26,7 @@ AGENT_FIELDS: tuple[str, ...] = (
     "next_steps", "notes", "concepts", "files_read", "files_modified",
 )
 FORMATS = ("agent", "raw")
+_FILE_FIELDS = ("files_read", "files_modified")
 
 
 def iso_time(epoch_ms: int, tz: tzinfo | None = None) -> str:
@@ -41,6 +44,14 @@ def agent_record(item: MemoryItem, tz: tzinfo | None = None) -> dict[str, Any]:
         value = getattr(item, name)
         if value not in (None, "", [], {}):
             record[name] = value
+    said = json.dumps([v for k, v in record.items() if k not in _FILE_FIELDS], ensure_ascii=False)
+    for name in _FILE_FIELDS:
+        if isinstance(record.get(name), (list, tuple)):
+            unsaid = [p for p in record[name] if not (isinstance(p, str) and json.dumps(p)[1:-1] in said)]
+            if unsaid:
+                record[name] = unsaid
+            else:
+                del record[name]
     return record
 
 
