@@ -127,7 +127,8 @@ def first_session(cli: Cli, world: World, stub: ModelStub, tmp_path: Path) -> st
 
     items = world.items()
     assert [i["text"] for i in items if i["kind"] == "prompt"] == [PROMPT_1]
-    observations = " ".join(f"{i['title']} {i['narrative']}" for i in items if i["kind"] == "observation")
+    # an episode keeps its lookup commands among its facts (the edit is the narrative)
+    observations = " ".join(f"{i['title']} {i['narrative']} {i['facts']}" for i in items if i["kind"] == "observation")
     assert COMMAND in observations and "Edited config.ini" in observations, observations
     return session
 

@@ -142,7 +142,8 @@ def test_codex_hooks_injection_and_mcp_search(world: World, stub: ModelStub) -> 
     assert all(e["status"] == "done" for e in events)
     items = world.items()
     assert [i["text"] for i in items if i["kind"] == "prompt"] == [PROMPT_1]
-    observations = " ".join(f"{i['title']} {i['narrative']}" for i in items if i["kind"] == "observation")
+    # an episode keeps its lookup commands among its facts (the edit is the narrative)
+    observations = " ".join(f"{i['title']} {i['narrative']} {i['facts']}" for i in items if i["kind"] == "observation")
     assert COMMAND in observations and "Edited config.ini" in observations, observations
 
     # -- session 2 -------------------------------------------------------------------------------------
