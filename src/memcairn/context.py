@@ -95,7 +95,7 @@ MCP_TOOLS = ("search", "timeline", "get_observations", "important_workflow")
 LEGEND = ("Legend: sessions newest first, unfinished work and decisions first; observation rows are #id HH:MM "
           "type title, by day, oldest first; types: bugfix, feature, refactor, change, discovery, decision, note "
           "(saved by hand). Pass an #id to timeline or get_observations.")
-MORE = ("More: search(query) lists matching ids (~50-100 tokens a hit) -> timeline(anchor=id) shows what "
+MORE = ("More: search(query) lists matching ids (~20-30 tokens a hit) -> timeline(anchor=id) shows what "
         "happened around one -> get_observations(ids) reads full records; important_workflow explains the order.")
 NOTICE_CHARS = 300  # one notice at most
 MORE_NOTICES = "{count:,} more {noun} not shown (notices take at most half of the context's token budget)."
