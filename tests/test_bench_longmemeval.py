@@ -110,7 +110,9 @@ def synthetic_records() -> list[dict]:
             "a_bakery": [_turn("user", "My cousin Ines opened a sourdough bakery in Leeds.", True),
                          _turn("assistant", "A sourdough bakery needs a lively starter.")],
         }, ["a_bakery"]),
-        _record("q_guitar", "multi-session", "How many guitars do I own now?", {
+        # worded so that both answer sessions hold every informative word of it: the search's relevance floor hides a
+        # hit holding under 0.6 of them, and in a store this small "many" would count as much as "guitars"
+        _record("q_guitar", "multi-session", "Which guitars do I own now?", {
             "a_guitar1": [_turn("user", "I bought my first guitar, a red hollow-body electric.", True),
                           _turn("assistant", "Great choice for a first electric guitar.")],
             **FILLER,
@@ -204,6 +206,8 @@ def test_the_service_runs_one_leg_when_asked(mem_store: Store) -> None:
     assert semantic.hits[0].item.id == zebra and all(set(h.legs) == {"semantic"} for h in semantic.hits)
     keyword = SearchService(mem_store, mirror, legs=("keyword",)).search(query="zebra crossing")
     assert keyword.strategy == "keyword" and keyword.fallback_reason is None
+    assert [h.item.id for h in keyword.hits] == [zebra]  # tiger holds half the query: under the relevance floor
+    keyword = SearchService(mem_store, mirror, legs=("keyword",)).search(query="zebra crossing", min_score=0)
     assert {h.item.id for h in keyword.hits} == {zebra, tiger}
     assert all(set(h.legs) == {"keyword"} for h in keyword.hits)
     hybrid = SearchService(mem_store, mirror).search(query="zebra crossing")
