@@ -31,7 +31,7 @@ from memcairn.capture.offline.drafts import _added, _Draft
 from memcairn.capture.offline.outcomes import _output_gist
 from memcairn.capture.offline.text import TITLE_MAX, _clip, _code, _listing, _unique
 
-FACTS_BUDGET = 1_000  # characters of facts an episode keeps: a search hands five whole records to the agent
+FACTS_BUDGET = 700  # characters of facts an episode keeps: a search hands five whole records to the agent
 READ_MAX = 8  # files read an episode lists (those it changed are all listed, up to MODIFIED_MAX)
 MODIFIED_MAX = 24
 TAIL_MAX = 30  # earlier calls of an open episode observed again with a new batch, at most
