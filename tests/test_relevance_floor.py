@@ -134,3 +134,11 @@ def test_the_cli_passes_min_score_and_reports_what_it_hid(tmp_path: Path) -> Non
 
     assert search("hamster cat")["results"] == [] and search("hamster cat")["hidden"] > 0
     assert search("hamster cat", "--min-score", "0")["results"]
+
+
+def test_how_a_question_is_asked_is_no_evidence(mem_store: Store) -> None:
+    """In a store of a handful of rows every word weighs the same: "many" must not outweigh "guitars"."""
+    mem_store.add_items([NewItem(project="p", kind="manual", text=t) for t in (
+        "I bought a Fender guitar", "I sold my Gibson guitars", "Dinner with Ana", "The car needs new tyres")])
+    hits = SearchService(mem_store, None).search(query="How many guitars do I own?").hits
+    assert {h.item.text for h in hits} == {"I bought a Fender guitar", "I sold my Gibson guitars"}

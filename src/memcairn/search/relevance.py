@@ -42,8 +42,18 @@ UBIQUITY_MIN_ROWS = 20
 DEFAULT_MIN_SCORE = 1.0
 
 
+# Words of how a question is asked, not of what it asks about ("how many guitars", "how much time"): the
+# keyword index keeps them (they are no stopwords of a search), but they are no evidence of an answer.
+QUESTION_WORDS = frozenset({"many", "much"})
+
+
 def informative_weights(terms: QueryTerms) -> dict[str, float]:
     """Each informative word of the query and its weight (module doc); every word at 1.0 when none is."""
+    asked = [t not in QUESTION_WORDS for t in terms.tokens]
+    if any(asked) and not all(asked):
+        terms = QueryTerms(tuple(t for t, keep in zip(terms.tokens, asked, strict=True) if keep),
+                           tuple(f for f, keep in zip(terms.frequencies, asked, strict=True) if keep),
+                           terms.total, terms.holding)
     total = max(terms.total, 1)
     if total < UBIQUITY_MIN_ROWS:  # a handful of rows says nothing about how rare a word is: count words
         return dict.fromkeys(terms.tokens, 1.0)
