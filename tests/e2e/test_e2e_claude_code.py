@@ -111,7 +111,8 @@ def first_session(cli: Cli, world: World, stub: ModelStub, tmp_path: Path) -> st
         # async: the last one is often cancelled as claude -p exits; its event must reach the worker all the same
         assert len(outcomes.get(hook, [])) == 1 and outcomes[hook][0].split(":")[0] in ("success", "cancelled"), (
             hook, outcomes)
-    assert "SessionEnd" in (tmp_path / "debug-1.txt").read_text()  # shown only in the debug file
+    # SessionEnd runs after the result line: its run is proven below by its event reaching the worker (the
+    # debug file, where Claude Code logs it, was found unflushed when read right after 2.1.197 exited)
 
     world.settled()
     events = world.events(session)
