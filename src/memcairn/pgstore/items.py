@@ -1,0 +1,255 @@
+"""The team store: memories of one tenant at a time, on PostgreSQL.
+
+Every method takes the tenant it acts for and runs in ``tenant_transaction``, so row-level security and the
+explicit ``tenant_id`` filters agree on what is visible. A project pin (a key's ``project_id``) narrows reads
+and writes further. Items carry their embedding in the same row, written in the same transaction as the text.
+
+Search runs two legs and fuses them with ``search.fusion.rrf``:
+
+- keyword: the query's words OR-ed into a tsquery over the weighted ``fts`` column (title A, text B), the
+  newest ``KEYWORD_CAP`` matches ranked with ``ts_rank(fts, q, 1)`` (log length normalisation);
+- semantic: pgvector cosine distance through the HNSW index with ``hnsw.iterative_scan = relaxed_order``, so a
+  small project inside a large tenant still gets its neighbours; hits under the bundled model's calibrated
+  similarity floor are dropped, so a query nothing answers gets no semantic noise.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import psycopg
+
+from memcairn.capture.privacy import redact_secrets, strip_private
+from memcairn.errors import NotFoundError, ValidationError
+from memcairn.models import NewItem
+from memcairn.pgstore.db import Pool, tenant_transaction
+from memcairn.pgstore.schema import EMBEDDING_DIM
+from memcairn.search.fusion import order_ids, rrf
+from memcairn.search.relevance import SEMANTIC_FLOORS
+from memcairn.store.items import content_hash
+from memcairn.store.validation import validate_item
+from memcairn.vectors.base import Embedder
+
+KEYWORD_CAP = 10_000
+MAX_QUERY_WORDS = 32
+MAX_LIMIT = 100
+SEMANTIC_FLOOR = SEMANTIC_FLOORS["all-MiniLM-L6-v2-int8"]
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+
+@dataclass(frozen=True)
+class Saved:
+    id: int
+    created: bool
+    forgotten: bool = False
+
+
+def vector_literal(values: Sequence[float]) -> str:
+    if len(values) != EMBEDDING_DIM:
+        raise ValueError(f"an embedding has {EMBEDDING_DIM} components, not {len(values)}")
+    return "[" + ",".join(f"{float(v):.7g}" for v in values) + "]"
+
+
+def or_tsquery(query: str) -> str | None:
+    """The query's words as ``'a' | 'b'`` for ``to_tsquery`` (each quoted; \\w+ holds no quote)."""
+    words = list(dict.fromkeys(w.lower() for w in _WORD.findall(query)))[:MAX_QUERY_WORDS]
+    return " | ".join(f"'{w}'" for w in words) if words else None
+
+
+def document(title: str, text: str) -> str:
+    """What an item's embedding is computed from."""
+    return f"{title}\n{text}".strip()
+
+
+class TeamStore:
+    """Tenant-scoped reads and writes over a pool of ``memcairn_app`` connections."""
+
+    def __init__(self, pool: Pool, embedder: Embedder | None = None) -> None:
+        self.pool = pool
+        self.embedder = embedder
+
+    # -- projects -----------------------------------------------------------------------------------------
+    @staticmethod
+    def _project_id(cur: psycopg.Cursor, tenant_id: int, name: str, *, create: bool) -> int | None:
+        row = cur.execute("SELECT id FROM projects WHERE tenant_id = %s AND name = %s", (tenant_id, name)).fetchone()
+        if row or not create:
+            return row[0] if row else None
+        cur.execute("INSERT INTO projects (tenant_id, name) VALUES (%s, %s) ON CONFLICT (tenant_id, name) DO NOTHING",
+                    (tenant_id, name))
+        row = cur.execute("SELECT id FROM projects WHERE tenant_id = %s AND name = %s", (tenant_id, name)).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    def projects(self, tenant_id: int, *, pin: int | None = None) -> list[dict[str, Any]]:
+        with self.pool.connection() as conn, tenant_transaction(conn, tenant_id) as cur:
+            rows = cur.execute(
+                "SELECT p.id, p.name, count(i.id), max(i.created_at_epoch) FROM projects p"
+                " LEFT JOIN items i ON i.project_id = p.id AND i.tenant_id = p.tenant_id"
+                " WHERE p.tenant_id = %s AND (%s::bigint IS NULL OR p.id = %s)"
+                " GROUP BY p.id, p.name ORDER BY p.name", (tenant_id, pin, pin)).fetchall()
+        return [{"name": name, "items": count, "last_item_at_epoch": last} for _, name, count, last in rows]
+
+    def project_ids(self, tenant_id: int, names: Sequence[str], *, pin: int | None = None) -> list[int]:
+        with self.pool.connection() as conn, tenant_transaction(conn, tenant_id) as cur:
+            if names:
+                rows = cur.execute("SELECT id FROM projects WHERE tenant_id = %s AND name = ANY(%s)",
+                                   (tenant_id, list(names))).fetchall()
+            else:
+                rows = cur.execute("SELECT id FROM projects WHERE tenant_id = %s", (tenant_id,)).fetchall()
+        ids = [r[0] for r in rows]
+        return [i for i in ids if i == pin] if pin is not None else ids
+
+    # -- writes -------------------------------------------------------------------------------------------
+    def add(self, tenant_id: int, item: NewItem, *, pin: int | None = None, revive: bool = True,
+            created_by: str | None = None) -> Saved:
+        """Store ``item`` for the tenant (dedupe by project and content hash). A forgotten content is refused
+        unless ``revive`` (an explicit save brings it back, as ``memcairn add`` does locally)."""
+        item = validate_item(item)
+        item = replace(item, title=_clean(item.title), text=_clean(item.text))
+        digest = content_hash(item)
+        title, text = item.title or "", item.text or ""
+        vector = vector_literal(self.embedder.embed_documents([document(title, text)])[0]) if self.embedder else None
+        epoch = item.created_at_epoch or int(time.time() * 1000)
+        with self.pool.connection() as conn, tenant_transaction(conn, tenant_id) as cur:
+            project_id = self._project_id(cur, tenant_id, item.project, create=pin is None)
+            if project_id is None or (pin is not None and project_id != pin):
+                raise NotFoundError(f"this key may only write to its own project, not {item.project!r}")
+            if revive:
+                cur.execute("DELETE FROM forgotten WHERE tenant_id = %s AND project_id = %s AND content_hash = %s",
+                            (tenant_id, project_id, digest))
+            elif cur.execute("SELECT 1 FROM forgotten WHERE tenant_id = %s AND project_id = %s AND content_hash = %s",
+                             (tenant_id, project_id, digest)).fetchone():
+                return Saved(0, False, forgotten=True)
+            session_id = None
+            if item.session:
+                session_id = self._session_id(cur, tenant_id, project_id, item.session,
+                                              item.platform_source or "unknown")
+            row = cur.execute(
+                "INSERT INTO items (tenant_id, project_id, session_id, kind, type, title, text, content_hash,"
+                " created_by, created_at_epoch, embedding) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s,"
+                " %s::vector) ON CONFLICT (project_id, content_hash) DO NOTHING RETURNING id",
+                (tenant_id, project_id, session_id, item.kind, item.type, title, text, digest, created_by, epoch,
+                 vector)).fetchone()
+            if row:
+                return Saved(int(row[0]), True)
+            found = cur.execute("SELECT id FROM items WHERE tenant_id = %s AND project_id = %s AND content_hash = %s",
+                                (tenant_id, project_id, digest)).fetchone()
+            assert found is not None
+            return Saved(int(found[0]), False)
+
+    @staticmethod
+    def _session_id(cur: psycopg.Cursor, tenant_id: int, project_id: int, agent_session: str, platform: str) -> int:
+        cur.execute("INSERT INTO sessions (tenant_id, project_id, agent_session_id, platform) VALUES (%s, %s, %s, %s)"
+                    " ON CONFLICT (project_id, platform, agent_session_id) DO NOTHING",
+                    (tenant_id, project_id, agent_session, platform))
+        row = cur.execute("SELECT id FROM sessions WHERE tenant_id = %s AND project_id = %s AND platform = %s"
+                          " AND agent_session_id = %s", (tenant_id, project_id, platform, agent_session)).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    def forget(self, tenant_id: int, item_id: int, *, pin: int | None = None) -> bool:
+        """Delete the item and mark its content forgotten in its project; False when not visible."""
+        with self.pool.connection() as conn, tenant_transaction(conn, tenant_id) as cur:
+            row = cur.execute("DELETE FROM items WHERE tenant_id = %s AND id = %s AND (%s::bigint IS NULL OR"
+                              " project_id = %s) RETURNING project_id, content_hash",
+                              (tenant_id, item_id, pin, pin)).fetchone()
+            if not row:
+                return False
+            cur.execute("INSERT INTO forgotten (tenant_id, project_id, content_hash) VALUES (%s, %s, %s)"
+                        " ON CONFLICT DO NOTHING", (tenant_id, row[0], row[1]))
+            return True
+
+    # -- reads --------------------------------------------------------------------------------------------
+    _COLUMNS = ("i.id, p.name, i.kind, i.type, i.title, i.text, i.created_at_epoch, i.content_hash,"
+                " s.agent_session_id")
+    _FROM = (" FROM items i JOIN projects p ON p.id = i.project_id AND p.tenant_id = i.tenant_id"
+             " LEFT JOIN sessions s ON s.id = i.session_id AND s.tenant_id = i.tenant_id")
+
+    @staticmethod
+    def _record(row: Sequence[Any]) -> dict[str, Any]:
+        keys = ("id", "project", "kind", "type", "title", "text", "created_at_epoch", "content_hash", "session")
+        return dict(zip(keys, row, strict=True))
+
+    def get(self, tenant_id: int, item_id: int, *, pin: int | None = None) -> dict[str, Any]:
+        found = self.get_many(tenant_id, [item_id], pin=pin)
+        if not found:
+            raise NotFoundError(f"no memory #{item_id}")
+        return found[0]
+
+    def get_many(self, tenant_id: int, ids: Sequence[int], *, pin: int | None = None) -> list[dict[str, Any]]:
+        with self.pool.connection() as conn, tenant_transaction(conn, tenant_id) as cur:
+            rows = cur.execute(f"SELECT {self._COLUMNS}{self._FROM} WHERE i.tenant_id = %s AND i.id = ANY(%s)"
+                               " AND (%s::bigint IS NULL OR i.project_id = %s)",
+                               (tenant_id, list(ids), pin, pin)).fetchall()
+        by_id = {row[0]: self._record(row) for row in rows}
+        return [by_id[i] for i in ids if i in by_id]
+
+    def recent(self, tenant_id: int, project_ids: Sequence[int], limit: int) -> list[dict[str, Any]]:
+        with self.pool.connection() as conn, tenant_transaction(conn, tenant_id) as cur:
+            rows = cur.execute(f"SELECT {self._COLUMNS}{self._FROM} WHERE i.tenant_id = %s AND i.project_id = ANY(%s)"
+                               " ORDER BY i.created_at_epoch DESC, i.id DESC LIMIT %s",
+                               (tenant_id, list(project_ids), limit)).fetchall()
+        return [self._record(row) for row in rows]
+
+    def keyword_leg(self, cur: psycopg.Cursor, tenant_id: int, project_ids: list[int], query: str,
+                    limit: int) -> list[tuple[int, float]]:
+        tsq = or_tsquery(query)
+        if tsq is None:
+            return []
+        rows = cur.execute(
+            "WITH q AS (SELECT to_tsquery('english', %s) AS q),"
+            " m AS (SELECT i.id, i.fts FROM items i, q WHERE i.tenant_id = %s AND i.project_id = ANY(%s)"
+            "  AND i.fts @@ q.q ORDER BY i.id DESC LIMIT %s)"
+            " SELECT m.id, ts_rank(m.fts, q.q, 1) AS score FROM m, q ORDER BY score DESC, m.id DESC LIMIT %s",
+            (tsq, tenant_id, project_ids, KEYWORD_CAP, limit)).fetchall()
+        return [(int(i), float(s)) for i, s in rows]
+
+    def semantic_leg(self, cur: psycopg.Cursor, tenant_id: int, project_ids: list[int], query: str,
+                     limit: int) -> list[tuple[int, float]]:
+        if self.embedder is None or not query.strip():
+            return []
+        vector = vector_literal(self.embedder.embed_query(query))
+        cur.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        rows = cur.execute(
+            "SELECT id, 1 - (embedding <=> %s::vector) AS similarity FROM items WHERE tenant_id = %s"
+            " AND project_id = ANY(%s) AND embedding IS NOT NULL ORDER BY embedding <=> %s::vector LIMIT %s",
+            (vector, tenant_id, project_ids, vector, limit)).fetchall()
+        hits = sorted(((int(i), float(s)) for i, s in rows), key=lambda hit: -hit[1])  # relaxed order: re-sort
+        return [hit for hit in hits if hit[1] >= SEMANTIC_FLOOR]
+
+    def search(self, tenant_id: int, query: str, project_ids: Sequence[int], *, limit: int = 20,
+               mode: str = "auto") -> list[dict[str, Any]]:
+        """Fused hits for ``query`` in the projects (already resolved for the tenant), best first, each with
+        its ``score`` and the legs that found it."""
+        if not 1 <= limit <= MAX_LIMIT:
+            raise ValidationError(f"limit must be between 1 and {MAX_LIMIT}")
+        if mode not in ("auto", "keyword", "semantic"):
+            raise ValidationError("mode must be auto, keyword or semantic")
+        if not project_ids:
+            return []
+        pool_size = max(limit * 2, 20)
+        legs: dict[str, list[tuple[int, float]]] = {}
+        with self.pool.connection() as conn, tenant_transaction(conn, tenant_id) as cur:
+            if mode in ("auto", "keyword"):
+                legs["keyword"] = self.keyword_leg(cur, tenant_id, list(project_ids), query, pool_size)
+            if mode in ("auto", "semantic"):
+                legs["semantic"] = self.semantic_leg(cur, tenant_id, list(project_ids), query, pool_size)
+        fused = rrf(legs)
+        if not fused:
+            return []
+        records = {r["id"]: r for r in self.get_many(tenant_id, list(fused))}
+        created = {i: records[i]["created_at_epoch"] for i in fused if i in records}
+        ordered = order_ids({i: s for i, s in fused.items() if i in created}, created)[:limit]
+        found_by = {name: {i for i, _ in leg} for name, leg in legs.items()}
+        return [{**records[i], "score": round(fused[i], 6),
+                 "legs": sorted(name for name, ids in found_by.items() if i in ids)} for i in ordered]
+
+
+def _clean(value: str | None) -> str | None:
+    """Secrets and ``<private>`` parts never reach the team's database."""
+    return None if value is None else redact_secrets(strip_private(value))

@@ -1,0 +1,230 @@
+"""API keys and the audit log.
+
+A key is ``mck_<id>_<secret>``: the id is public (it names the key in lists, the audit log and revocation),
+the whole key is shown once and stored only as HMAC-SHA256 under the server secret (``secret.py``), so a copy
+of the database alone lets nobody forge or test keys offline. A key belongs to one tenant, holds scopes
+(``memories:read``, ``memories:write``, ``admin``), may be pinned to one project, may expire, and records its
+last use (at most once a minute, so reads do not become writes). Every write and every administrative action
+is recorded in ``audit_log`` with the key (or ``cli``), the action and the request id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+
+from memcairn.errors import MemcairnError, NotFoundError, ValidationError
+from memcairn.pgstore.db import tenant_transaction
+
+SCOPES = ("memories:read", "memories:write", "admin")
+DEFAULT_SCOPES = ("memories:read", "memories:write")
+PREFIX = "mck"
+_KEY = re.compile(r"^mck_([0-9a-f]{12})_([A-Za-z0-9_-]{20,100})$")
+_RELATIVE = re.compile(r"^(\d{1,6})([mhd])$")
+
+
+class Unauthorized(MemcairnError):
+    """No key, an unknown, revoked or expired key (HTTP 401)."""
+
+
+@dataclass(frozen=True)
+class KeyInfo:
+    id: str
+    tenant_id: int
+    scopes: tuple[str, ...]
+    project_id: int | None
+
+    def allows(self, scope: str) -> bool:
+        return scope in self.scopes or "admin" in self.scopes
+
+
+def digest(secret: bytes, key: str) -> str:
+    return hmac.new(secret, key.encode("utf-8"), hashlib.sha256).hexdigest()
+
+
+def parse_scopes(text: str | Sequence[str] | None) -> tuple[str, ...]:
+    parts = text.split(",") if isinstance(text, str) else list(text or DEFAULT_SCOPES)
+    scopes = tuple(dict.fromkeys(p.strip() for p in parts if p.strip()))
+    unknown = [s for s in scopes if s not in SCOPES]
+    if unknown or not scopes:
+        raise ValidationError(f"unknown scope {', '.join(unknown) or '(none)'}; use one or more of: {', '.join(SCOPES)}"
+                              " (comma-separated)")
+    return scopes
+
+
+def parse_expiry(text: str | None, *, now: datetime | None = None) -> datetime | None:
+    """``30d``, ``12h``, ``90m`` from now, or an ISO date/time (UTC unless it names a zone); None for never."""
+    if not text:
+        return None
+    now = now or datetime.now(UTC)
+    relative = _RELATIVE.match(text.strip())
+    if relative:
+        unit = {"m": "minutes", "h": "hours", "d": "days"}[relative.group(2)]
+        return now + timedelta(**{unit: int(relative.group(1))})
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ValidationError(f"expiry {text!r} is neither a duration (30d, 12h, 90m) nor an ISO date/time "
+                              "(2027-01-31 or 2027-01-31T12:00:00+00:00)") from None
+    when = when if when.tzinfo else when.replace(tzinfo=UTC)
+    if when <= now:
+        raise ValidationError(f"expiry {text!r} is in the past")
+    return when
+
+
+def audit(cur: psycopg.Cursor, tenant_id: int, action: str, *, key_id: str | None, target: str | None = None,
+          request_id: str | None = None) -> None:
+    cur.execute("INSERT INTO audit_log (tenant_id, key_id, actor, action, target, request_id)"
+                " VALUES (%s, %s, %s, %s, %s, %s)",
+                (tenant_id, key_id, f"key:{key_id}" if key_id else "cli", action, target, request_id))
+
+
+def _tenant_id(conn: psycopg.Connection, name: str, *, create: bool) -> int:
+    with conn.transaction():
+        if create:
+            conn.execute("INSERT INTO tenants (name) VALUES (%s) ON CONFLICT (name) DO NOTHING", (name,))
+        row = conn.execute("SELECT id FROM tenants WHERE name = %s", (name,)).fetchone()
+    if not row:
+        raise NotFoundError(f"no tenant {name!r}")
+    return int(row[0])
+
+
+def _new_key() -> tuple[str, str]:
+    key_id = secrets.token_hex(6)
+    return key_id, f"{PREFIX}_{key_id}_{secrets.token_urlsafe(32)}"
+
+
+def _insert_key(cur: psycopg.Cursor, secret: bytes, tenant_id: int, scopes: Sequence[str], project_id: int | None,
+                expires_at: datetime | None, label: str | None) -> tuple[str, str]:
+    key_id, key = _new_key()
+    cur.execute("INSERT INTO api_keys (id, tenant_id, project_id, digest, scopes, label, expires_at)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                (key_id, tenant_id, project_id, digest(secret, key), list(scopes), label, expires_at))
+    return key_id, key
+
+
+def create_key(conn: psycopg.Connection, secret: bytes, tenant: str, *, scopes: Sequence[str] = DEFAULT_SCOPES,
+               project: str | None = None, expires_at: datetime | None = None, label: str | None = None,
+               key_id: str | None = None, request_id: str | None = None) -> dict[str, Any]:
+    """Create a key for ``tenant`` (made when new; needs the owner's connection then). ``key_id`` is the key
+    acting (an admin key over HTTP), None for the command line. Returns the key, shown this once."""
+    if not tenant.strip() or len(tenant) > 200:
+        raise ValidationError("tenant must be a name of 1 to 200 characters")
+    scopes = parse_scopes(scopes)
+    tenant_id = _tenant_id(conn, tenant.strip(), create=key_id is None)
+    with tenant_transaction(conn, tenant_id) as cur:
+        project_id = None
+        if project:
+            cur.execute("INSERT INTO projects (tenant_id, name) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                        (tenant_id, project))
+            row = cur.execute("SELECT id FROM projects WHERE tenant_id = %s AND name = %s",
+                              (tenant_id, project)).fetchone()
+            project_id = row[0] if row else None
+        new_id, key = _insert_key(cur, secret, tenant_id, scopes, project_id, expires_at, label)
+        audit(cur, tenant_id, "keys.create", key_id=key_id, target=new_id, request_id=request_id)
+    return {"id": new_id, "key": key, "tenant": tenant.strip(), "scopes": list(scopes), "project": project,
+            "expires_at": expires_at.isoformat() if expires_at else None}
+
+
+def _key_row(conn: psycopg.Connection, key_id: str) -> tuple[Any, ...] | None:
+    """A key's row found by its id alone (``app.key_id`` opens that one row to the policy)."""
+    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        raise RuntimeError("a key is looked up in a transaction of its own")
+    with conn.transaction():
+        conn.execute("SELECT set_config('app.key_id', %s, true)", (key_id,))
+        return conn.execute("SELECT id, tenant_id, project_id, digest, scopes, expires_at, revoked_at, last_used_at"
+                            " FROM api_keys WHERE id = %s", (key_id,)).fetchone()
+
+
+_LIST = ("SELECT k.id, k.scopes, p.name, k.label, k.created_at, k.expires_at, k.revoked_at, k.last_used_at,"
+         " k.replaced_by FROM api_keys k LEFT JOIN projects p ON p.id = k.project_id AND p.tenant_id = k.tenant_id"
+         " WHERE k.tenant_id = %s ORDER BY k.created_at, k.id")
+
+
+def list_keys(conn: psycopg.Connection, tenant: str | None = None, *, tenant_id: int | None = None
+              ) -> list[dict[str, Any]]:
+    """Keys (never their secrets) of one tenant, or of every tenant when the owner asks without one."""
+    if tenant_id is not None:
+        tenants = [(tenant_id, None)]
+    elif tenant is not None:
+        tenants = [(_tenant_id(conn, tenant, create=False), tenant)]
+    else:
+        with conn.transaction():
+            tenants = [(r[0], r[1]) for r in conn.execute("SELECT id, name FROM tenants ORDER BY name")]
+    out = []
+    for tid, name in tenants:
+        with tenant_transaction(conn, tid) as cur:
+            for row in cur.execute(_LIST, (tid,)).fetchall():
+                key_id, scopes, project, label, created, expires, revoked, used, replaced = row
+                status = "revoked" if revoked else "expired" if expires and expires <= datetime.now(UTC) else "active"
+                out.append({"id": key_id, "tenant": name, "scopes": list(scopes), "project": project,
+                            "label": label, "status": status, "created_at": _iso(created),
+                            "expires_at": _iso(expires), "revoked_at": _iso(revoked), "last_used_at": _iso(used),
+                            "replaced_by": replaced})
+    return out
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None
+
+
+def revoke_key(conn: psycopg.Connection, key_id: str, *, tenant_id: int | None = None, actor_key: str | None = None,
+               request_id: str | None = None) -> None:
+    """Revoke ``key_id``; with ``tenant_id`` (an admin key) only a key of that tenant."""
+    row = _key_row(conn, key_id)
+    if row is None or (tenant_id is not None and row[1] != tenant_id):
+        raise NotFoundError(f"no key {key_id!r}")
+    with tenant_transaction(conn, row[1]) as cur:
+        cur.execute("UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE tenant_id = %s AND id = %s",
+                    (row[1], key_id))
+        audit(cur, row[1], "keys.revoke", key_id=actor_key, target=key_id, request_id=request_id)
+
+
+def rotate_key(conn: psycopg.Connection, secret: bytes, key_id: str, *, tenant_id: int | None = None,
+               actor_key: str | None = None, request_id: str | None = None) -> dict[str, Any]:
+    """A new key with the same tenant, scopes, pin and expiry; the old one is revoked in the same transaction."""
+    row = _key_row(conn, key_id)
+    if row is None or (tenant_id is not None and row[1] != tenant_id):
+        raise NotFoundError(f"no key {key_id!r}")
+    _, tid, project_id, _, scopes, expires_at, revoked_at, _ = row
+    if revoked_at is not None:
+        raise ValidationError(f"key {key_id!r} is revoked; create a new one instead")
+    with tenant_transaction(conn, tid) as cur:
+        new_id, key = _insert_key(cur, secret, tid, scopes, project_id, expires_at, None)
+        cur.execute("UPDATE api_keys SET revoked_at = now(), replaced_by = %s WHERE tenant_id = %s AND id = %s",
+                    (new_id, tid, key_id))
+        audit(cur, tid, "keys.rotate", key_id=actor_key, target=f"{key_id}->{new_id}", request_id=request_id)
+    return {"id": new_id, "key": key, "replaces": key_id, "scopes": list(scopes),
+            "expires_at": _iso(expires_at)}
+
+
+def authenticate(conn: psycopg.Connection, secret: bytes, presented: str | None) -> KeyInfo:
+    """The key behind an ``Authorization: Bearer`` value, or Unauthorized saying why."""
+    if not presented:
+        raise Unauthorized("an API key is required: send Authorization: Bearer <key> "
+                           "(create one with `memcairn server keys create --tenant NAME`)")
+    match = _KEY.match(presented.strip())
+    if not match:
+        raise Unauthorized("the API key is malformed: it looks like mck_<id>_<secret>")
+    row = _key_row(conn, match.group(1))
+    if row is None or not hmac.compare_digest(row[3], digest(secret, presented.strip())):
+        raise Unauthorized("the API key is not valid")
+    key_id, tenant_id, project_id, _, scopes, expires_at, revoked_at, last_used = row
+    if revoked_at is not None:
+        raise Unauthorized(f"the API key {key_id} was revoked")
+    now = datetime.now(UTC)
+    if expires_at is not None and expires_at <= now:
+        raise Unauthorized(f"the API key {key_id} expired at {expires_at.isoformat()}")
+    if last_used is None or now - last_used > timedelta(minutes=1):
+        with tenant_transaction(conn, tenant_id) as cur:
+            cur.execute("UPDATE api_keys SET last_used_at = now() WHERE tenant_id = %s AND id = %s",
+                        (tenant_id, key_id))
+    return KeyInfo(key_id, int(tenant_id), tuple(scopes), project_id)

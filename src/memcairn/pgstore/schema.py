@@ -1,0 +1,157 @@
+"""The PostgreSQL schema as numbered, forward-only migrations (applied by ``migrations.py``).
+
+tenant -> project -> session -> item, with ``tenant_id`` on every row and composite foreign keys, so an item
+cannot name a session of another project or tenant, nor a project of another tenant. Every tenant table has
+``FORCE ROW LEVEL SECURITY`` with one policy: a row is visible and writable only while the transaction's
+``app.tenant_id`` names its tenant (``memcairn_tenant()``). The server connects as ``memcairn_app``, a role that
+owns nothing, so the policies hold for it; the queries add explicit tenant filters too (the planner needs them
+for the indexes). ``api_keys`` is also readable by the key id the transaction set in ``app.key_id``: a request
+is authenticated before its tenant is known.
+
+A migration is never edited once released: a change is a new entry at the end.
+"""
+
+from __future__ import annotations
+
+APP_ROLE = "memcairn_app"
+EMBEDDING_DIM = 384  # the bundled all-MiniLM-L6-v2
+
+TENANT_TABLES = ("projects", "sessions", "items", "forgotten", "api_keys", "audit_log")
+
+_M001 = f"""
+CREATE EXTENSION IF NOT EXISTS vector;
+CREATE EXTENSION IF NOT EXISTS btree_gin;
+
+DO $$ BEGIN
+  CREATE ROLE {APP_ROLE} NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS;
+EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL;
+END $$;
+
+CREATE FUNCTION memcairn_tenant() RETURNS bigint LANGUAGE sql STABLE AS
+  $$ SELECT NULLIF(current_setting('app.tenant_id', true), '')::bigint $$;
+
+CREATE TABLE tenants (
+  id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  name text NOT NULL UNIQUE CHECK (length(name) BETWEEN 1 AND 200),
+  created_at timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE projects (
+  id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  tenant_id bigint NOT NULL REFERENCES tenants (id),
+  name text NOT NULL CHECK (length(name) BETWEEN 1 AND 200),
+  created_at timestamptz NOT NULL DEFAULT now(),
+  UNIQUE (tenant_id, name),
+  UNIQUE (id, tenant_id)
+);
+
+CREATE TABLE sessions (
+  id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  tenant_id bigint NOT NULL,
+  project_id bigint NOT NULL,
+  agent_session_id text NOT NULL,
+  platform text NOT NULL DEFAULT 'unknown',
+  status text NOT NULL DEFAULT 'active',
+  started_at timestamptz NOT NULL DEFAULT now(),
+  ended_at timestamptz,
+  UNIQUE (project_id, platform, agent_session_id),
+  UNIQUE (id, project_id, tenant_id),
+  FOREIGN KEY (project_id, tenant_id) REFERENCES projects (id, tenant_id)
+);
+
+CREATE TABLE items (
+  id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  tenant_id bigint NOT NULL,
+  project_id bigint NOT NULL,
+  session_id bigint,
+  kind text NOT NULL DEFAULT 'manual' CHECK (kind IN ('observation', 'summary', 'prompt', 'manual')),
+  type text,
+  title text NOT NULL DEFAULT '',
+  text text NOT NULL DEFAULT '',
+  content_hash text NOT NULL,
+  created_by text,
+  created_at_epoch bigint NOT NULL,
+  fts tsvector GENERATED ALWAYS AS (
+    setweight(to_tsvector('english', title), 'A') || setweight(to_tsvector('english', text), 'B')) STORED,
+  embedding vector({EMBEDDING_DIM}),
+  UNIQUE (project_id, content_hash),
+  FOREIGN KEY (project_id, tenant_id) REFERENCES projects (id, tenant_id),
+  FOREIGN KEY (session_id, project_id, tenant_id) REFERENCES sessions (id, project_id, tenant_id)
+);
+CREATE INDEX items_fts ON items USING gin (project_id, fts);
+CREATE INDEX items_recent ON items (tenant_id, project_id, created_at_epoch DESC, id DESC);
+CREATE INDEX items_embedding ON items USING hnsw (embedding vector_cosine_ops);
+
+-- What was forgotten stays forgotten: a capture of the same content under the project is refused.
+CREATE TABLE forgotten (
+  tenant_id bigint NOT NULL,
+  project_id bigint NOT NULL,
+  content_hash text NOT NULL,
+  forgotten_at timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (project_id, content_hash),
+  FOREIGN KEY (project_id, tenant_id) REFERENCES projects (id, tenant_id)
+);
+
+CREATE TABLE api_keys (
+  id text PRIMARY KEY,
+  tenant_id bigint NOT NULL REFERENCES tenants (id),
+  project_id bigint,
+  digest text NOT NULL,
+  scopes text[] NOT NULL,
+  label text,
+  created_at timestamptz NOT NULL DEFAULT now(),
+  expires_at timestamptz,
+  revoked_at timestamptz,
+  last_used_at timestamptz,
+  replaced_by text,
+  FOREIGN KEY (project_id, tenant_id) REFERENCES projects (id, tenant_id)
+);
+CREATE INDEX api_keys_tenant ON api_keys (tenant_id);
+
+CREATE TABLE audit_log (
+  id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  tenant_id bigint NOT NULL REFERENCES tenants (id),
+  key_id text,
+  actor text NOT NULL,
+  action text NOT NULL,
+  target text,
+  request_id text,
+  at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX audit_log_tenant ON audit_log (tenant_id, id);
+
+ALTER TABLE projects ENABLE ROW LEVEL SECURITY;
+ALTER TABLE projects FORCE ROW LEVEL SECURITY;
+CREATE POLICY tenant_rows ON projects USING (tenant_id = memcairn_tenant()) WITH CHECK (tenant_id = memcairn_tenant());
+ALTER TABLE sessions ENABLE ROW LEVEL SECURITY;
+ALTER TABLE sessions FORCE ROW LEVEL SECURITY;
+CREATE POLICY tenant_rows ON sessions USING (tenant_id = memcairn_tenant()) WITH CHECK (tenant_id = memcairn_tenant());
+ALTER TABLE items ENABLE ROW LEVEL SECURITY;
+ALTER TABLE items FORCE ROW LEVEL SECURITY;
+CREATE POLICY tenant_rows ON items USING (tenant_id = memcairn_tenant()) WITH CHECK (tenant_id = memcairn_tenant());
+ALTER TABLE forgotten ENABLE ROW LEVEL SECURITY;
+ALTER TABLE forgotten FORCE ROW LEVEL SECURITY;
+CREATE POLICY tenant_rows ON forgotten USING (tenant_id = memcairn_tenant())
+  WITH CHECK (tenant_id = memcairn_tenant());
+ALTER TABLE audit_log ENABLE ROW LEVEL SECURITY;
+ALTER TABLE audit_log FORCE ROW LEVEL SECURITY;
+CREATE POLICY tenant_rows ON audit_log USING (tenant_id = memcairn_tenant())
+  WITH CHECK (tenant_id = memcairn_tenant());
+ALTER TABLE api_keys ENABLE ROW LEVEL SECURITY;
+ALTER TABLE api_keys FORCE ROW LEVEL SECURITY;
+CREATE POLICY tenant_rows ON api_keys
+  USING (tenant_id = memcairn_tenant() OR id = NULLIF(current_setting('app.key_id', true), ''))
+  WITH CHECK (tenant_id = memcairn_tenant() OR id = NULLIF(current_setting('app.key_id', true), ''));
+
+GRANT SELECT, INSERT, UPDATE, DELETE ON projects, sessions, items, forgotten TO {APP_ROLE};
+GRANT SELECT, INSERT, UPDATE ON api_keys TO {APP_ROLE};
+GRANT SELECT, INSERT ON audit_log TO {APP_ROLE};
+GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {APP_ROLE};
+GRANT EXECUTE ON FUNCTION memcairn_tenant() TO {APP_ROLE};
+"""
+
+# (version, name, sql): applied in order, each in its own transaction with its record.
+MIGRATIONS: tuple[tuple[int, str, str], ...] = (
+    (1, "tenants, projects, sessions, items, forgotten marks, keys, audit log; row-level security", _M001),
+)
+LATEST = MIGRATIONS[-1][0]

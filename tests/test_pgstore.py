@@ -1,0 +1,225 @@
+"""The team store on a real PostgreSQL 18 + pgvector: migrations, dedupe, forgotten marks, integrity, row-level
+security, the two search legs and API keys."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import psycopg
+import pytest
+from postgres_server import TEST_SECRET
+
+from memcairn.errors import NotFoundError, SchemaTooNewError, ValidationError
+from memcairn.models import NewItem
+from memcairn.pgstore import db, keys
+from memcairn.pgstore.items import TeamStore
+from memcairn.pgstore.migrations import migrate
+from memcairn.pgstore.schema import LATEST
+from memcairn.vectors.embedder import load_embedder
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    return load_embedder()
+
+
+@pytest.fixture
+def pool(pg_database: str) -> Iterator[db.Pool]:
+    p = db.Pool(db.app_conninfo(pg_database, TEST_SECRET), size=4)
+    yield p
+    p.close()
+
+
+@pytest.fixture
+def team(pool: db.Pool, embedder) -> TeamStore:
+    return TeamStore(pool, embedder)
+
+
+def tenant(owner_dsn: str, name: str) -> int:
+    with db.connect(owner_dsn, autocommit=True) as conn:
+        row = conn.execute("INSERT INTO tenants (name) VALUES (%s) RETURNING id", (name,)).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def note(project: str, title: str, text: str = "body") -> NewItem:
+    return NewItem(project=project, kind="manual", title=title, text=text)
+
+
+def test_migrations_are_idempotent_and_serialised(pg_cluster) -> None:
+    name = pg_cluster.create_database(template=None)
+    dsn = pg_cluster.owner_dsn(name)
+    try:
+        results: list[list[int]] = []
+        errors: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                with db.connect(dsn, autocommit=True) as conn:
+                    results.append(migrate(conn))
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=run) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        assert sorted(results) == [[], [], [], list(range(1, LATEST + 1))]
+        assert db.prepare(dsn, TEST_SECRET) == []
+        with db.connect(dsn, autocommit=True) as conn:
+            assert conn.execute("SELECT count(*) FROM schema_migrations").fetchone() == (LATEST,)
+            conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, 'from the future')", (LATEST + 1,))
+            with pytest.raises(SchemaTooNewError):
+                migrate(conn)
+    finally:
+        pg_cluster.drop_database(name)
+
+
+def test_dedupe_by_project_and_content(pg_database: str, team: TeamStore) -> None:
+    acme = tenant(pg_database, "acme")
+    first = team.add(acme, note("api", "Use WAL", "SQLite runs in WAL mode"))
+    again = team.add(acme, note("api", "Use WAL", "SQLite runs in WAL mode"))
+    elsewhere = team.add(acme, note("web", "Use WAL", "SQLite runs in WAL mode"))
+    assert first.created and not again.created and again.id == first.id
+    assert elsewhere.created and elsewhere.id != first.id
+    assert [p["items"] for p in team.projects(acme)] == [1, 1]
+
+
+def test_secrets_and_private_parts_never_reach_the_database(pg_database: str, team: TeamStore) -> None:
+    acme = tenant(pg_database, "acme")
+    saved = team.add(acme, note("api", "deploy", "token AKIAIOSFODNN7EXAMPLE and <private>the PIN is 4711</private>"))
+    text = team.get(acme, saved.id)["text"]
+    assert "AKIAIOSFODNN7EXAMPLE" not in text and "4711" not in text
+
+
+def test_forgotten_content_stays_forgotten_unless_saved_again(pg_database: str, team: TeamStore) -> None:
+    acme = tenant(pg_database, "acme")
+    saved = team.add(acme, note("api", "Old decision"))
+    assert team.forget(acme, saved.id)
+    assert not team.forget(acme, saved.id)
+    with pytest.raises(NotFoundError):
+        team.get(acme, saved.id)
+    assert team.add(acme, note("api", "Old decision"), revive=False).forgotten
+    revived = team.add(acme, note("api", "Old decision"))
+    assert revived.created and revived.id != saved.id
+
+
+def test_composite_keys_refuse_a_session_of_another_project_or_tenant(pg_database: str, team: TeamStore) -> None:
+    acme, other = tenant(pg_database, "acme"), tenant(pg_database, "other")
+    team.add(acme, NewItem(project="api", kind="manual", title="t", session="s1", platform_source="codex"))
+    with db.connect(pg_database, autocommit=True) as conn:
+        session_id, project_id = conn.execute("SELECT id, project_id FROM sessions").fetchone()
+        web = conn.execute("INSERT INTO projects (tenant_id, name) VALUES (%s, 'web') RETURNING id",
+                           (acme,)).fetchone()[0]
+        theirs = conn.execute("INSERT INTO projects (tenant_id, name) VALUES (%s, 'x') RETURNING id",
+                              (other,)).fetchone()[0]
+        insert = ("INSERT INTO items (tenant_id, project_id, session_id, title, content_hash, created_at_epoch)"
+                  " VALUES (%s, %s, %s, 'x', %s, 0)")
+        with pytest.raises(psycopg.errors.ForeignKeyViolation):
+            conn.execute(insert, (acme, web, session_id, "h1"))  # the session is api's
+        with pytest.raises(psycopg.errors.ForeignKeyViolation):
+            conn.execute(insert, (acme, theirs, None, "h2"))  # the project is another tenant's
+        with pytest.raises(psycopg.errors.ForeignKeyViolation):
+            conn.execute(insert, (other, project_id, None, "h3"))
+
+
+def test_row_level_security_blocks_other_tenants_even_without_a_filter(pg_database: str, team: TeamStore) -> None:
+    acme, other = tenant(pg_database, "acme"), tenant(pg_database, "other")
+    mine = team.add(acme, note("api", "acme's secret plan"))
+    team.add(other, note("api", "other's secret plan"))
+    with db.connect(db.app_conninfo(pg_database, TEST_SECRET)) as conn:
+        assert conn.execute("SELECT current_user").fetchone() == ("memcairn_app",)
+        with db.tenant_transaction(conn, acme) as cur:
+            assert cur.execute("SELECT id FROM items").fetchall() == [(mine.id,)]
+            assert cur.execute("SELECT count(*) FROM projects").fetchone() == (1,)
+            assert cur.execute("SELECT count(*) FROM items WHERE tenant_id = %s", (other,)).fetchone() == (0,)
+            updated = cur.execute("UPDATE items SET title = 'x' WHERE tenant_id = %s", (other,))
+            assert updated.rowcount == 0
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):  # WITH CHECK: no row written for another
+            with db.tenant_transaction(conn, acme) as cur:
+                cur.execute("INSERT INTO projects (tenant_id, name) VALUES (%s, 'planted')", (other,))
+        with conn.transaction():  # no tenant set: nothing at all
+            assert conn.execute("SELECT count(*) FROM items").fetchone() == (0,)
+            assert conn.execute("SELECT count(*) FROM api_keys").fetchone() == (0,)
+        with pytest.raises(psycopg.errors.InsufficientPrivilege), conn.transaction():
+            conn.execute("SELECT count(*) FROM tenants")
+
+
+def test_search_fuses_keyword_and_semantic_legs_within_the_tenant(pg_database: str, team: TeamStore) -> None:
+    acme, other = tenant(pg_database, "acme"), tenant(pg_database, "other")
+    retry = team.add(acme, note("api", "Retry uploads with exponential backoff",
+                                "The S3 client now retries failed uploads, doubling the wait each time"))
+    team.add(acme, note("api", "Release checklist", "Tag, build the wheel, publish to the index"))
+    team.add(other, note("api", "Retry uploads with exponential backoff", "the other tenant's copy"))
+    projects = team.project_ids(acme, ["api"])
+    hits = team.search(acme, "retry backoff", projects)
+    assert [h["id"] for h in hits][:1] == [retry.id] and set(hits[0]["legs"]) == {"keyword", "semantic"}
+    assert all(h["project"] == "api" for h in hits) and len({h["id"] for h in hits}) == len(hits)
+    semantic = team.search(acme, "exponentially backing off on upload retry", projects, mode="semantic")
+    assert [h["id"] for h in semantic] == [retry.id]
+    assert team.search(acme, "banana bread recipe", projects) == []  # under the similarity floor, no word shared
+    assert team.search(acme, "retry", team.project_ids(acme, ["nope"])) == []
+    with pytest.raises(ValidationError):
+        team.search(acme, "retry", projects, limit=0)
+
+
+def test_keys_lifecycle(pg_database: str, pool: db.Pool) -> None:
+    with db.connect(pg_database) as conn:
+        made = keys.create_key(conn, TEST_SECRET, "acme", scopes=["memories:read"], project="api")
+        assert made["key"].startswith(f"mck_{made['id']}_")
+        with conn.transaction():
+            stored = conn.execute("SELECT digest FROM api_keys WHERE id = %s", (made["id"],)).fetchone()[0]
+        assert made["key"] not in stored and stored == keys.digest(TEST_SECRET, made["key"])
+    with pool.connection() as conn:
+        info = keys.authenticate(conn, TEST_SECRET, made["key"])
+        assert info.scopes == ("memories:read",) and info.project_id is not None
+        assert info.allows("memories:read") and not info.allows("memories:write")
+        for bad in (None, "", "mck_nothex_x", made["key"][:-1] + ("A" if made["key"][-1] != "A" else "B")):
+            with pytest.raises(keys.Unauthorized):
+                keys.authenticate(conn, TEST_SECRET, bad)
+        with pytest.raises(keys.Unauthorized):  # the right key under another server's secret
+            keys.authenticate(conn, bytes(32), made["key"])
+    with db.connect(pg_database) as conn:
+        rotated = keys.rotate_key(conn, TEST_SECRET, made["id"])
+        listed = {k["id"]: k for k in keys.list_keys(conn, "acme")}
+        assert listed[made["id"]]["status"] == "revoked" and listed[made["id"]]["replaced_by"] == rotated["id"]
+        assert listed[made["id"]]["last_used_at"] is not None and listed[rotated["id"]]["project"] == "api"
+        with pytest.raises(ValidationError):
+            keys.rotate_key(conn, TEST_SECRET, made["id"])
+    with pool.connection() as conn:
+        with pytest.raises(keys.Unauthorized, match="revoked"):
+            keys.authenticate(conn, TEST_SECRET, made["key"])
+        assert keys.authenticate(conn, TEST_SECRET, rotated["key"]).id == rotated["id"]
+    with db.connect(pg_database) as conn:
+        keys.revoke_key(conn, rotated["id"])
+        later = keys.create_key(conn, TEST_SECRET, "acme", expires_at=keys.parse_expiry("1h"))
+        with conn.transaction():
+            conn.execute("UPDATE api_keys SET expires_at = now() - interval '1 second' WHERE id = %s", (later["id"],))
+        with pytest.raises(NotFoundError):
+            keys.revoke_key(conn, "000000000000")
+        with conn.transaction():
+            actions = [r[0] for r in conn.execute("SELECT action FROM audit_log ORDER BY id")]
+    assert actions == ["keys.create", "keys.rotate", "keys.revoke", "keys.create"]
+    with pool.connection() as conn:
+        with pytest.raises(keys.Unauthorized, match="revoked"):
+            keys.authenticate(conn, TEST_SECRET, rotated["key"])
+        with pytest.raises(keys.Unauthorized, match="expired"):
+            keys.authenticate(conn, TEST_SECRET, later["key"])
+
+
+def test_scopes_and_expiry_are_checked_with_actionable_messages() -> None:
+    assert keys.parse_scopes("memories:read, admin") == ("memories:read", "admin")
+    with pytest.raises(ValidationError, match="memories:read"):
+        keys.parse_scopes("memories:delete")
+    now = datetime(2027, 1, 1, tzinfo=UTC)
+    assert keys.parse_expiry("30d", now=now) == now + timedelta(days=30)
+    assert keys.parse_expiry("2027-02-01", now=now) == datetime(2027, 2, 1, tzinfo=UTC)
+    for bad in ("soon", "2026-01-01"):
+        with pytest.raises(ValidationError):
+            keys.parse_expiry(bad, now=now)
