@@ -440,8 +440,8 @@ def test_the_sample_transcripts_replay_end_to_end(store: Store, settings: Settin
         assert "Committed: Add multiply_numbers function with test" in titles(multiply)
         coverage_run = service.search(SearchRequest(query="llvm-cov coverage", limit=3))
         assert coverage_run.hits[0].item.session == port
-        ported = next(h.item for h in coverage_run.hits if h.item.kind == "observation")
-        assert any(fact.startswith("ran `cargo llvm-cov") for fact in ported.facts)  # how the work was verified
+        ported = [h.item for h in coverage_run.hits if h.item.kind == "observation"]
+        assert any(fact.startswith("ran `cargo llvm-cov") for o in ported for fact in o.facts)  # how it was verified
         shell = service.search(SearchRequest(query="shell script that prints hello world", limit=3))
         assert shell.hits[0].item.kind == "summary" and shell.hits[0].item.session == hello
         assert "Created hello.sh" in titles(shell)

@@ -671,19 +671,26 @@ def test_hello_world_transcript() -> None:
 def test_rust_port_transcript() -> None:
     turn, calls = load_transcript("python-to-rust-port")
     observations = OfflineExtractor().observe(turn, calls).observations
-    ported = only(observations)  # one batch, one commit: one episode
+    ported = observations[0]  # one batch, one commit: one episode, then a card per file it wrote
     assert (ported.type, ported.title) == ("feature", "Committed: Port Python utility library to Rust")
     created = [f.split(" (")[0] for f in ported.facts if f.startswith("created ")]
     rust = {"src/string_utils.rs", "src/math_utils.rs", "src/list_utils.rs", "src/dict_utils.rs", "src/validation.rs"}
+    cards = observations[1:]
+    written = [*rust, "src/lib.rs", "Cargo.toml", "Justfile"]
+    assert {card.files_modified for card in cards} <= {(path,) for path in written}
+    assert all(len(card.steps) == 1 and set(card.steps) <= set(ported.steps) for card in cards)
+    flatten = next(card for card in cards if card.files_modified == ("src/list_utils.rs",))
+    assert flatten.title.startswith("list_utils.rs: NestedItem, flatten")
     assert set(created) <= {f"created {path}" for path in rust}  # as many as the episode's budget holds
     assert rust <= set(ported.files_modified)  # and each file is listed
     assert "src/validation.py" in ported.files_modified
     assert any(f.startswith("commit message: Replace the Python implementation") for f in ported.facts)
     steps = OfflineExtractor().observe(turn, calls[:20]).observations  # the pipeline's batches are smaller
     assert not any("Todo" in o.title for o in steps)
-    assert only(steps).title == "Built Cargo.toml, src/lib.rs (+5 more); tests 34 passed"  # too many names to list
+    assert steps[0].title == "Built Cargo.toml, src/lib.rs (+5 more); tests 34 passed"  # too many names to list
     assert "created src/string_utils.rs (39 lines): added reverse_string, tests, test_reverse_string (+2 more)" in (
-        only(steps).facts)
+        steps[0].facts)
+    assert all(card.files_modified[0] in steps[0].files_modified for card in steps[1:])
 
 
 # --------------------------------------------------------------------------------------------------- summaries

@@ -57,6 +57,14 @@ _SETTING = re.compile(
     r"|\b[A-Z][A-Z0-9]*_[A-Z0-9_]{2,}\b"
 )
 _COMMENT = re.compile(r"^\s*(?:#|//|--|/?\*|<!--|;)")
+# Elixir attributes that document or annotate code (``@moduledoc false``, ``@impl true``, ``@spec ...``): not
+# settings; with nothing but a flag or a heredoc opener after them they say nothing at all.
+_ANNOTATION = re.compile(
+    r"^@(?:moduledoc|doc|typedoc|impl|spec|type|typep|opaque|callback|macrocallback|behaviour|derive|tag"
+    r"|moduletag|describetag|external_resource|compile|dialyzer|deprecated|since|enforce_keys|before_compile"
+    r"|after_compile|on_load|optional_callbacks)\b(?P<rest>.*)$"
+)
+_EMPTY_ANNOTATION = frozenset({"", "true", "false", "nil", '"""', "'''", "~S\"\"\"", "~s\"\"\""})
 _SIGNAL = re.compile(r"[\"'`]|[A-Za-z]_[A-Za-z]|[a-z][A-Z]|/\w|:\w|\w\(|=|\[|^[\w.-]+:\s")
 
 
@@ -126,6 +134,9 @@ def _salient(line: str) -> bool:
     stripped = line.strip()
     if len(stripped) < 4 or _TRIVIAL.match(stripped):
         return False
+    annotation = _ANNOTATION.match(stripped)
+    if annotation and annotation["rest"].strip() in _EMPTY_ANNOTATION:
+        return False
     if _DEFINITION.match(line) or _SETTING.search(stripped):
         return True
     return bool(_SIGNAL.search(stripped)) or len(stripped.split()) >= 3
@@ -137,6 +148,8 @@ def _rank(line: str) -> int:
     stripped = line.strip()
     if _DEFINITION.match(line):
         return 4
+    if _ANNOTATION.match(stripped):
+        return 1
     if _SETTING.search(stripped):
         return 3
     if _COMMENT.match(stripped):
@@ -144,12 +157,13 @@ def _rank(line: str) -> int:
     return 2
 
 
-def gist(added_lines: Sequence[str], budget: int) -> list[str]:
-    """The telling added lines, in file order, within ``budget`` characters in all."""
+def gist(added_lines: Sequence[str], budget: int, first: Sequence[int] = (4, 3, 2, 1)) -> list[str]:
+    """The telling added lines, in file order, within ``budget`` characters in all, chosen rank by rank in the
+    order ``first`` gives (``_rank``: definitions first by default)."""
     candidates = [(i, line) for i, line in enumerate(added_lines) if _salient(line)]
     chosen: list[tuple[int, str]] = []
     used = 0
-    for rank in (4, 3, 2, 1):
+    for rank in first:
         for index, line in candidates:
             if _rank(line) != rank:
                 continue

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from memcairn.capture.offline.actions import _Action, _digest
+from memcairn.capture.offline.cards import file_cards
 from memcairn.capture.offline.drafts import (
     _Draft,
     _edit_draft,
@@ -19,6 +20,7 @@ from memcairn.capture.offline.drafts import (
 from memcairn.capture.offline.episodes import TAIL_MAX, episodes, is_housekeeping, open_tail
 from memcairn.capture.offline.fixes import _fix_evidence, _FixEvidence, _timeline
 from memcairn.capture.offline.summary import MID_REPORT_MIN, _report, _summary, report_observation
+from memcairn.capture.offline.text import SUBTITLE_MAX, _clip, _first_sentence
 from memcairn.capture.records import Compressed, Observation, ToolCall, Turn
 
 
@@ -99,7 +101,13 @@ def _observe(turn: Turn, calls: Sequence[ToolCall], reopen: bool = False) -> lis
         drafts.append(_covering(_read_group_draft(chores[-1:]), chores[-1:]))
     if drafts and said:
         drafts[-1].said += said
-    return reports + [_finish(draft, turn) for draft in episodes(drafts)]
+    pieces = episodes(drafts)
+    finished = [_finish(draft, turn) for draft in pieces]
+    # a file written within a longer episode gets a card of its own, unless the episode already quotes all of it
+    subtitle = _clip(_first_sentence(turn.prompt, 150), SUBTITLE_MAX) or None
+    cards = [card for draft, episode in zip(pieces, finished, strict=True) if len(draft.actions) > 1
+             for card in file_cards(draft.actions, subtitle, told=" ".join(episode.facts))]
+    return reports + finished + cards
 
 
 def _covering(draft: _Draft, steps: Sequence[_Action]) -> _Draft:

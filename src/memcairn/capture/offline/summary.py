@@ -36,6 +36,7 @@ REPORT_MIN = 200  # characters of decisive sentences a closing report needs to b
 MID_REPORT_MIN = 400  # the same for a report written between two calls (the end of a sub-task)
 NEXT_MAX = 400
 NOTES_MAX = 500
+READ_MAX = 10  # files a summary lists as read: its observations list the rest
 
 _NEXT_CUE = re.compile(
     r"\b(?:next|todo|remaining|remains|should|need to|needs to|still|follow[- ]up)\b", re.IGNORECASE
@@ -46,6 +47,13 @@ _LEARNED_CUE = re.compile(
 )
 # what edits did to code, not lessons (``edited a.py: added ParseError``, its new lines)
 _NAME_FACTS = ("edited ", "created ", "rewrote ", "added ", "updated ", "new text: ")
+# the harness's words when the user declined a tool call: no lesson about the code
+_HARNESS_FACT = re.compile(r"rejected tool use|tool use was rejected", re.IGNORECASE)
+
+
+def in_project(path: str) -> bool:
+    """A path of the project's own (relative, no glob): not a harness's temporary file or a search pattern."""
+    return bool(path) and not path.startswith(("/", "~")) and not any(c in path for c in "*?[")
 
 
 def _joined(parts: Iterable[str], limit: int = 800) -> str | None:
@@ -87,7 +95,7 @@ def _report(turn: Turn, observations: Sequence[Observation]) -> Observation | No
 
 def _looked_at(observations: Sequence[Observation]) -> str | None:
     """What the turn read, when its lookups were folded into episodes of work (no discovery of their own)."""
-    read = _unique(path for o in observations for path in o.files_read)
+    read = _unique(path for o in observations for path in o.files_read if in_project(path))
     return _clip(f"looked at {_listing(read)}", INVESTIGATED_MAX) if read else None
 
 
@@ -97,14 +105,15 @@ def _summary(turn: Turn, observations: Sequence[Observation]) -> Summary | None:
     if not (prompt and prompt.strip()) and not observations and not (message and message.strip()):
         return None
     said = [*turn.narration, message]
-    looked = [o for o in observations if o.type == "discovery"]
+    # lookups of the project's files (not only a background task's output file or a glob)
+    looked = [o for o in observations if o.type == "discovery" and any(map(in_project, o.files_read))]
     done = [o for o in observations if o.type in ("bugfix", "feature", "change", "refactor")]
     causes = [s for s in narration.decisive(said, LEARNED_MAX // 2, kinds=[narration.CAUSE])
               if narration.DECISION not in _kinds(s)]
     learned = [o.title for o in observations if o.type in ("bugfix", "decision")]
     learned += [fact for o in observations for fact in o.facts
                 if _LEARNED_CUE.search(fact) and fact not in ("tests passed", "tests failed")
-                and not fact.startswith((*_NAME_FACTS, _PURPOSE))][:6]
+                and not fact.startswith((*_NAME_FACTS, _PURPOSE)) and not _HARNESS_FACT.search(fact)][:6]
     # what was done: the closing message, then the reports the agent wrote between calls, newest first
     reports = [t for t in reversed(turn.narration) if len(narration.joined(narration.decisive([t], TEXT_MAX)))
                >= MID_REPORT_MIN]
@@ -113,6 +122,7 @@ def _summary(turn: Turn, observations: Sequence[Observation]) -> Summary | None:
                               intents=False)
     decided = narration.decisive(turn.narration, NOTES_MAX, kinds=[narration.DECISION])
     completed = _prose(report, REPORT_MAX)
+    modified = _unique(path for o in observations for path in o.files_modified)
     rest = _joined((o.title for o in done), COMPLETED_MAX - len(completed or "") - 2) if done else None
     return Summary(
         request=_clip(prompt, REQUEST_MAX) or None,
@@ -121,8 +131,9 @@ def _summary(turn: Turn, observations: Sequence[Observation]) -> Summary | None:
         completed=" ".join(p for p in (completed, rest) if p) or None,
         next_steps=_prose(todo, NEXT_MAX) or _next_steps(message),
         notes=_prose(decided, NOTES_MAX),
-        files_read=tuple(_unique(path for o in observations for path in o.files_read)),
-        files_modified=tuple(_unique(path for o in observations for path in o.files_modified)),
+        files_read=tuple([path for path in _unique(path for o in observations for path in o.files_read)
+                          if in_project(path)][:READ_MAX]),
+        files_modified=tuple(modified),
     )
 
 

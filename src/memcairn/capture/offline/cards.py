@@ -1,0 +1,141 @@
+"""File cards: each file the agent wrote whole (created, or rewritten) as a small observation of its own.
+
+An episode of work (everything up to a commit) can create a dozen files; its facts give each file one line
+within a budget, so what a file holds is cut: the lifetime a module attribute sets, the environment variables a
+script reads and their defaults, the error a controller answers, the name a function gives a session. Those are
+the questions a later session asks ("how long does a token stay valid?", "which port does the hook use by
+default?"). A card keeps, for one written file, what it defines and its telling lines (settings first, then
+lines with names, strings and keys; ``edits.gist``), with the agent's own words about it, within
+``CARD_FACTS`` characters: a record of about a hundred tokens that a search can find by itself. The episode still
+tells the story; the card is the file's reference entry.
+
+Only whole-file writes get a card: an edit shows a few lines, which the episode's facts already quote. A file
+that defines nothing and has no telling line (a blank file, generated CSS, a lock file) gets none.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from memcairn.capture.offline import narration
+from memcairn.capture.offline.actions import _Action, _input_dict
+from memcairn.capture.offline.edits import _ANNOTATION, _COMMENT, _DEFINITION, _SETTING, _salient, definitions
+from memcairn.capture.offline.text import FACTS_MAX, TITLE_MAX, _clip, _listing, _unique
+from memcairn.capture.records import Observation
+
+CARD_FACTS = 480  # characters of a card's header comment and telling lines
+CARD_SAID = 200  # characters of the agent's words before the write
+PURPOSE_MAX = 300  # characters of the file's own header comment or module doc
+SHORT_LINE = 12  # a shorter line of code (``project =``) is part of a statement, not a telling line
+LINE_MAX = 110
+_GENERATED = (".lock", "-lock.json", ".min.js", ".min.css", ".map", ".svg", ".css")
+_SCAN_LINES = 2_000
+# a string of words (a message, a test's name, a label): ``"invalid or expired token"``, ``test "rejects ..."``
+_MESSAGE = re.compile(r"[\"'`][^\"'`\n]*[A-Za-z]+ [A-Za-z]+[^\"'`\n]*[\"'`]")
+_COMMENT_TEXT = re.compile(r"^\s*(?:#!.*|#+|//+|--|/\*\*?|\*/?|<!--)\s?")
+_HEREDOC = ('"""', "'''")
+
+
+def file_cards(actions: Sequence[_Action], subtitle: str | None, told: str = "") -> list[Observation]:
+    """A card per whole-file write of ``actions`` that ended well (the last write of a file wins), but for a file
+    whose every telling line ``told`` (the episode's facts) already quotes: a small file says all in its episode."""
+    latest: dict[str, _Action] = {}
+    for action in actions:
+        if action.family == "write" and not action.outcome.failed and len(action.writes) == 1:
+            latest[action.writes[0]] = action
+    cards = [_card(path, action, subtitle) for path, action in latest.items()]
+    return [card for card in cards if card is not None and not all(line in told for line in card.facts)]
+
+
+def _card(path: str, action: _Action, subtitle: str | None) -> Observation | None:
+    if path.endswith(_GENERATED) or path.startswith(("/tmp/", "~")):
+        return None
+    content = str(_input_dict(action.call.input).get("content") or "")
+    lines = content.splitlines()[:_SCAN_LINES]
+    names = definitions("\n".join(lines))
+    purpose, rest = _purpose(lines)
+    shown = _telling(rest, CARD_FACTS - len(purpose), names)
+    if not names and not shown and not purpose:
+        return None
+    verb = "Created" if action.created else "Rewrote"
+    short = _unique(name.rsplit(".", 1)[-1] for name in names)  # Spotter.Services.TokenStore: TokenStore
+    head = f"{path.rsplit('/', 1)[-1]}: {_listing(short, 3)}" if names else f"{verb} {path}"
+    said = narration.joined(narration.decisive([action.call.narration], CARD_SAID))
+    lead = f"{verb} {path} ({len(lines)} lines)" + (f", defining {_listing(names, 8)}." if names else ".")
+    lead += f" Its header: {purpose}" if purpose else ""
+    return Observation(
+        type="feature" if action.created else "change", title=_clip(head, TITLE_MAX), subtitle=subtitle,
+        narrative=f"{said} {lead}".strip() if said else lead, facts=tuple(_unique(shown))[:FACTS_MAX],
+        concepts=("how-it-works",), files_modified=(path,),
+        steps=(action.call.tool_use_id,) if isinstance(action.call.tool_use_id, str) else (),
+    )
+
+
+def _purpose(lines: Sequence[str]) -> tuple[str, list[str]]:
+    """The file's own account of itself (its leading comment block, else its first doc heredoc such as
+    ``@moduledoc \"\"\"``, a Python docstring or a ``/** ... */`` block), and the lines not used for it."""
+    start = 0
+    while start < len(lines) and (not lines[start].strip() or lines[start].startswith("#!")):
+        start += 1
+    said: list[str] = []
+    end = start
+    while end < len(lines) and _COMMENT.match(lines[end]):
+        said.append(_COMMENT_TEXT.sub("", lines[end]).strip())
+        end += 1
+    if said and " ".join(said).strip():
+        return _clip(" ".join(said), PURPOSE_MAX), [*lines[:start], *lines[end:]]
+    for i, line in enumerate(lines[:40]):
+        one_line = next((q for q in _HEREDOC if line.strip().startswith(q) and line.strip().endswith(q)
+                         and len(line.strip()) > 2 * len(q)), None)
+        if one_line:  # """Parse the config file."""
+            return _clip(line.strip()[len(one_line):-len(one_line)], PURPOSE_MAX), [*lines[:i], *lines[i + 1:]]
+        opener = next((q for q in _HEREDOC if line.rstrip().endswith(q)), None)
+        if opener is None:
+            continue
+        close = next((j for j in range(i + 1, min(len(lines), i + 30)) if opener in lines[j]), None)
+        if close is None:
+            break
+        text = " ".join(part.strip() for part in lines[i + 1:close]).strip()
+        if text:
+            return _clip(text, PURPOSE_MAX), [*lines[:i], *lines[close + 1:]]
+        break
+    return "", list(lines)
+
+
+def _rank(line: str) -> int:
+    """Lower first: settings (constants, module attributes, environment variables with their defaults), then
+    strings of words (messages, test names) and routes, then other code, then comments."""
+    stripped = line.strip()
+    if _ANNOTATION.match(stripped):
+        return 3
+    if _SETTING.search(stripped):
+        return 0
+    if _COMMENT.match(stripped):
+        return 3
+    if _MESSAGE.search(stripped):
+        return 1
+    return 2 if len(stripped) >= SHORT_LINE else 4
+
+
+def _telling(lines: Sequence[str], budget: int, names: Sequence[str]) -> list[str]:
+    """The file's telling lines, best first by ``_rank``, shown in file order within ``budget`` characters."""
+    candidates = [(i, line) for i, line in enumerate(lines) if _salient(line) and not _only_definition(line, names)]
+    chosen: list[tuple[int, str]] = []
+    used = 0
+    for rank in range(4):
+        for index, line in candidates:
+            if _rank(line) != rank:
+                continue
+            shown = _clip(line, LINE_MAX)
+            if used + len(shown) + 2 > budget:
+                continue
+            chosen.append((index, shown))
+            used += len(shown) + 2
+    return _unique(shown for _, shown in sorted(chosen))
+
+
+def _only_definition(line: str, names: Sequence[str]) -> bool:
+    """A bare definition line (``def mint(ttl) do``) says no more than the names listed in the narrative."""
+    found = definitions(line)
+    return bool(found) and found[0] in names and len(line.strip()) < 60 and bool(_DEFINITION.match(line))
