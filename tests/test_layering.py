@@ -31,6 +31,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("composition", ("memcairn.runtime", "memcairn.context", "memcairn.context_memo", "memcairn.doctor")),
     ("reach", ("memcairn.client", "memcairn.lifecycle")),
     ("worker", ("memcairn.worker",)),
+    ("server", ("memcairn.server",)),
     ("measurement", ("memcairn.bench",)),
     ("doors", ("memcairn.cli", "memcairn.entry", "memcairn.__main__", "memcairn.hooks", "memcairn.mcp_server",
                "memcairn.mcp_protocol", "memcairn.install")),

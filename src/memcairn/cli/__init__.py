@@ -13,6 +13,7 @@ from memcairn.cli.demo_cmd import demo
 from memcairn.cli.hook_cmd import hook
 from memcairn.cli.integration_cmds import install, mcp, uninstall
 from memcairn.cli.search_cmds import search, timeline
+from memcairn.cli.server_cmds import server
 from memcairn.cli.settings_cmd import settings_cmd
 from memcairn.cli.store_cmds import add, db, doctor, forget, show, stats
 from memcairn.cli.sync_cmds import sync
@@ -36,7 +37,7 @@ def cli() -> None:
 
 
 for command in (add, search, timeline, show, forget, stats, doctor, db, demo, bench, sync, worker, mcp, install,
-                uninstall, import_group, export, settings_cmd, hook):
+                uninstall, import_group, export, settings_cmd, hook, server):
     cli.add_command(command)
 
 

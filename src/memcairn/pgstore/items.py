@@ -26,6 +26,7 @@ import psycopg
 from memcairn.capture.privacy import redact_secrets, strip_private
 from memcairn.errors import NotFoundError, ValidationError
 from memcairn.models import NewItem
+from memcairn.pgstore.audit import Actor, audit
 from memcairn.pgstore.db import Pool, tenant_transaction
 from memcairn.pgstore.schema import EMBEDDING_DIM
 from memcairn.search.fusion import order_ids, rrf
@@ -106,7 +107,7 @@ class TeamStore:
 
     # -- writes -------------------------------------------------------------------------------------------
     def add(self, tenant_id: int, item: NewItem, *, pin: int | None = None, revive: bool = True,
-            created_by: str | None = None) -> Saved:
+            actor: Actor | None = None) -> Saved:
         """Store ``item`` for the tenant (dedupe by project and content hash). A forgotten content is refused
         unless ``revive`` (an explicit save brings it back, as ``memcairn add`` does locally)."""
         item = validate_item(item)
@@ -133,9 +134,10 @@ class TeamStore:
                 "INSERT INTO items (tenant_id, project_id, session_id, kind, type, title, text, content_hash,"
                 " created_by, created_at_epoch, embedding) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s,"
                 " %s::vector) ON CONFLICT (project_id, content_hash) DO NOTHING RETURNING id",
-                (tenant_id, project_id, session_id, item.kind, item.type, title, text, digest, created_by, epoch,
-                 vector)).fetchone()
+                (tenant_id, project_id, session_id, item.kind, item.type, title, text, digest,
+                 actor.key_id if actor else None, epoch, vector)).fetchone()
             if row:
+                audit(cur, tenant_id, "memories.create", actor, str(row[0]))
                 return Saved(int(row[0]), True)
             found = cur.execute("SELECT id FROM items WHERE tenant_id = %s AND project_id = %s AND content_hash = %s",
                                 (tenant_id, project_id, digest)).fetchone()
@@ -152,7 +154,7 @@ class TeamStore:
         assert row is not None
         return int(row[0])
 
-    def forget(self, tenant_id: int, item_id: int, *, pin: int | None = None) -> bool:
+    def forget(self, tenant_id: int, item_id: int, *, pin: int | None = None, actor: Actor | None = None) -> bool:
         """Delete the item and mark its content forgotten in its project; False when not visible."""
         with self.pool.connection() as conn, tenant_transaction(conn, tenant_id) as cur:
             row = cur.execute("DELETE FROM items WHERE tenant_id = %s AND id = %s AND (%s::bigint IS NULL OR"
@@ -162,6 +164,7 @@ class TeamStore:
                 return False
             cur.execute("INSERT INTO forgotten (tenant_id, project_id, content_hash) VALUES (%s, %s, %s)"
                         " ON CONFLICT DO NOTHING", (tenant_id, row[0], row[1]))
+            audit(cur, tenant_id, "memories.forget", actor, str(item_id))
             return True
 
     # -- reads --------------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from typing import Any
 import psycopg
 
 from memcairn.errors import MemcairnError, NotFoundError, ValidationError
+from memcairn.pgstore.audit import Actor, audit
 from memcairn.pgstore.db import tenant_transaction
 
 SCOPES = ("memories:read", "memories:write", "admin")
@@ -80,13 +81,6 @@ def parse_expiry(text: str | None, *, now: datetime | None = None) -> datetime |
     return when
 
 
-def audit(cur: psycopg.Cursor, tenant_id: int, action: str, *, key_id: str | None, target: str | None = None,
-          request_id: str | None = None) -> None:
-    cur.execute("INSERT INTO audit_log (tenant_id, key_id, actor, action, target, request_id)"
-                " VALUES (%s, %s, %s, %s, %s, %s)",
-                (tenant_id, key_id, f"key:{key_id}" if key_id else "cli", action, target, request_id))
-
-
 def _tenant_id(conn: psycopg.Connection, name: str, *, create: bool) -> int:
     with conn.transaction():
         if create:
@@ -113,13 +107,14 @@ def _insert_key(cur: psycopg.Cursor, secret: bytes, tenant_id: int, scopes: Sequ
 
 def create_key(conn: psycopg.Connection, secret: bytes, tenant: str, *, scopes: Sequence[str] = DEFAULT_SCOPES,
                project: str | None = None, expires_at: datetime | None = None, label: str | None = None,
-               key_id: str | None = None, request_id: str | None = None) -> dict[str, Any]:
-    """Create a key for ``tenant`` (made when new; needs the owner's connection then). ``key_id`` is the key
-    acting (an admin key over HTTP), None for the command line. Returns the key, shown this once."""
+               actor: Actor | None = None) -> dict[str, Any]:
+    """Create a key for ``tenant`` (made when new; needs the owner's connection then). ``actor`` is the admin
+    key acting over HTTP (it may not create tenants), None for the command line. Returns the key, shown this
+    once."""
     if not tenant.strip() or len(tenant) > 200:
         raise ValidationError("tenant must be a name of 1 to 200 characters")
     scopes = parse_scopes(scopes)
-    tenant_id = _tenant_id(conn, tenant.strip(), create=key_id is None)
+    tenant_id = _tenant_id(conn, tenant.strip(), create=actor is None or actor.key_id is None)
     with tenant_transaction(conn, tenant_id) as cur:
         project_id = None
         if project:
@@ -129,7 +124,7 @@ def create_key(conn: psycopg.Connection, secret: bytes, tenant: str, *, scopes: 
                               (tenant_id, project)).fetchone()
             project_id = row[0] if row else None
         new_id, key = _insert_key(cur, secret, tenant_id, scopes, project_id, expires_at, label)
-        audit(cur, tenant_id, "keys.create", key_id=key_id, target=new_id, request_id=request_id)
+        audit(cur, tenant_id, "keys.create", actor, new_id)
     return {"id": new_id, "key": key, "tenant": tenant.strip(), "scopes": list(scopes), "project": project,
             "expires_at": expires_at.isoformat() if expires_at else None}
 
@@ -176,8 +171,8 @@ def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value else None
 
 
-def revoke_key(conn: psycopg.Connection, key_id: str, *, tenant_id: int | None = None, actor_key: str | None = None,
-               request_id: str | None = None) -> None:
+def revoke_key(conn: psycopg.Connection, key_id: str, *, tenant_id: int | None = None,
+               actor: Actor | None = None) -> None:
     """Revoke ``key_id``; with ``tenant_id`` (an admin key) only a key of that tenant."""
     row = _key_row(conn, key_id)
     if row is None or (tenant_id is not None and row[1] != tenant_id):
@@ -185,11 +180,11 @@ def revoke_key(conn: psycopg.Connection, key_id: str, *, tenant_id: int | None =
     with tenant_transaction(conn, row[1]) as cur:
         cur.execute("UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE tenant_id = %s AND id = %s",
                     (row[1], key_id))
-        audit(cur, row[1], "keys.revoke", key_id=actor_key, target=key_id, request_id=request_id)
+        audit(cur, row[1], "keys.revoke", actor, key_id)
 
 
 def rotate_key(conn: psycopg.Connection, secret: bytes, key_id: str, *, tenant_id: int | None = None,
-               actor_key: str | None = None, request_id: str | None = None) -> dict[str, Any]:
+               actor: Actor | None = None) -> dict[str, Any]:
     """A new key with the same tenant, scopes, pin and expiry; the old one is revoked in the same transaction."""
     row = _key_row(conn, key_id)
     if row is None or (tenant_id is not None and row[1] != tenant_id):
@@ -201,7 +196,7 @@ def rotate_key(conn: psycopg.Connection, secret: bytes, key_id: str, *, tenant_i
         new_id, key = _insert_key(cur, secret, tid, scopes, project_id, expires_at, None)
         cur.execute("UPDATE api_keys SET revoked_at = now(), replaced_by = %s WHERE tenant_id = %s AND id = %s",
                     (new_id, tid, key_id))
-        audit(cur, tid, "keys.rotate", key_id=actor_key, target=f"{key_id}->{new_id}", request_id=request_id)
+        audit(cur, tid, "keys.rotate", actor, f"{key_id}->{new_id}")
     return {"id": new_id, "key": key, "replaces": key_id, "scopes": list(scopes),
             "expires_at": _iso(expires_at)}
 

@@ -1,0 +1,24 @@
+"""The audit log: every write and every administrative action, with the key that did it (or ``cli``), the
+action, its target and the request id, in the same transaction as the change it records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import psycopg
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who acts: an API key (None for the command line) within one request."""
+
+    key_id: str | None = None
+    request_id: str | None = None
+
+
+def audit(cur: psycopg.Cursor, tenant_id: int, action: str, actor: Actor | None, target: str | None = None) -> None:
+    actor = actor or Actor()
+    cur.execute("INSERT INTO audit_log (tenant_id, key_id, actor, action, target, request_id)"
+                " VALUES (%s, %s, %s, %s, %s, %s)",
+                (tenant_id, actor.key_id, f"key:{actor.key_id}" if actor.key_id else "cli", action, target,
+                 actor.request_id))

@@ -1,0 +1,1 @@
+"""``memcairn server``: the team memory's /v1 HTTP API over the PostgreSQL team store (``memcairn.pgstore``)."""

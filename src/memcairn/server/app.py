@@ -1,0 +1,334 @@
+"""The /v1 HTTP API of ``memcairn server`` (Starlette, like the worker).
+
+Every route but ``/v1/health`` and ``/v1/openapi.json`` needs ``Authorization: Bearer <key>``: no key, an
+unknown, revoked or expired key is 401; a key without the route's scope is 403; a memory of another tenant, or
+outside the key's project pin, does not exist for it (404, or absent from lists). Errors are JSON
+``{"error": code, "detail": what to do}``; bad input is a 4xx, never a 500. Each answer carries
+``X-Request-Id`` (the caller's when it sent a sane one), which the audit log records with every write.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from memcairn import fence, tokens
+from memcairn.errors import ConfigError, MemcairnError, NotFoundError, ValidationError
+from memcairn.models import MAX_ITEM_ID, NewItem
+from memcairn.pgstore import keys
+from memcairn.pgstore.audit import Actor
+from memcairn.pgstore.db import Pool
+from memcairn.pgstore.items import MAX_LIMIT, TeamStore
+from memcairn.pgstore.schema import LATEST
+from memcairn.server.openapi import openapi_document
+
+log = logging.getLogger("memcairn.server")
+MAX_BODY_BYTES = 1 << 20
+MAX_QUERY_CHARS = 2_000
+DEFAULT_CONTEXT_TOKENS = 2_000
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, code: str, detail: str) -> None:
+        super().__init__(detail)
+        self.status, self.code, self.detail = status, code, detail
+
+
+@dataclass
+class ServerState:
+    pool: Pool
+    team: TeamStore
+    secret: bytes
+
+
+def _error(status: int, code: str, detail: str, request_id: str) -> JSONResponse:
+    headers = {"X-Request-Id": request_id}
+    if status == 401:
+        headers["WWW-Authenticate"] = 'Bearer realm="memcairn"'
+    return JSONResponse({"error": code, "detail": detail}, status_code=status, headers=headers)
+
+
+Handler = Callable[[Request, "Call"], Any]
+
+
+@dataclass(frozen=True)
+class Call:
+    """What a handler knows about the caller: the key (None on open routes) and the request id."""
+
+    key: keys.KeyInfo | None
+    request_id: str
+
+    @property
+    def actor(self) -> Actor:
+        return Actor(self.key.id if self.key else None, self.request_id)
+
+
+def route(scope: str | None, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+    """``handler`` (run in a thread: psycopg is blocking) behind the key check for ``scope`` (None: open) and
+    the translation of errors into JSON answers."""
+
+    async def endpoint(request: Request) -> Response:
+        given = request.headers.get("x-request-id", "")
+        request_id = given if _REQUEST_ID.match(given) else uuid.uuid4().hex
+        state: ServerState = request.app.state.server
+        try:
+            body = await _body(request) if request.method in ("POST", "PUT", "PATCH") else None
+            key = None
+            if scope is not None:
+                key = await run_in_threadpool(_authorize, state, request, scope)
+            request.state.body = body
+            result = await run_in_threadpool(handler, request, Call(key, request_id))
+        except ApiError as exc:
+            return _error(exc.status, exc.code, exc.detail, request_id)
+        except keys.Unauthorized as exc:
+            return _error(401, "unauthorized", str(exc), request_id)
+        except ValidationError as exc:
+            return _error(400, "invalid", str(exc), request_id)
+        except NotFoundError as exc:
+            return _error(404, "not_found", str(exc), request_id)
+        except (ConfigError, psycopg.OperationalError) as exc:
+            log.warning("database unavailable: %s", exc)
+            return _error(503, "database_unavailable", "the database cannot be reached; try again shortly",
+                          request_id)
+        except (MemcairnError, psycopg.Error):
+            log.exception("request %s failed", request_id)
+            return _error(500, "internal", f"unexpected error (request {request_id}; see the server log)",
+                          request_id)
+        if isinstance(result, Response):
+            result.headers["X-Request-Id"] = request_id
+            return result
+        status, payload = result if isinstance(result, tuple) else (200, result)
+        return JSONResponse(payload, status_code=status, headers={"X-Request-Id": request_id})
+
+    return endpoint
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    raw = b""
+    async for chunk in request.stream():
+        raw += chunk
+        if len(raw) > MAX_BODY_BYTES:
+            raise ApiError(413, "too_large", f"the body is over {MAX_BODY_BYTES:,} bytes; send a smaller memory")
+    try:
+        body = json.loads(raw or b"null")
+    except (ValueError, UnicodeDecodeError):
+        raise ApiError(400, "invalid_json", "the body is not JSON: send a JSON object such as "
+                       '{"project": "api", "title": "...", "text": "..."}') from None
+    if not isinstance(body, dict):
+        raise ApiError(400, "invalid_json", "the body must be a JSON object")
+    return body
+
+
+def _authorize(state: ServerState, request: Request, scope: str) -> keys.KeyInfo:
+    header = request.headers.get("authorization", "")
+    scheme, _, value = header.partition(" ")
+    if header and scheme.lower() != "bearer":
+        raise keys.Unauthorized("send the key as Authorization: Bearer <key>")
+    with state.pool.connection() as conn:
+        key = keys.authenticate(conn, state.secret, value.strip() or None)
+    if not key.allows(scope):
+        raise ApiError(403, "forbidden", f"this key lacks the {scope} scope (it has {', '.join(key.scopes)}); "
+                       f"create one with --scope {scope}")
+    return key
+
+
+# -- helpers for handlers -----------------------------------------------------------------------------------
+def _text_field(body: dict[str, Any], name: str, *, required: bool = False) -> str | None:
+    value = body.get(name)
+    if value is None:
+        if required:
+            raise ApiError(400, "invalid", f"{name} is required")
+        return None
+    if not isinstance(value, str):
+        raise ApiError(400, "invalid", f"{name} must be a string, not {type(value).__name__}")
+    return value
+
+
+def _item_id(request: Request) -> int:
+    raw = request.path_params["item_id"]
+    if not raw.isdigit() or not 0 < int(raw) <= MAX_ITEM_ID:
+        raise ApiError(404, "not_found", f"no memory {raw!r} (ids are positive whole numbers)")
+    return int(raw)
+
+
+def _int_param(request: Request, name: str, default: int, low: int, high: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    if not raw.strip().isdigit() or not low <= int(raw) <= high:
+        raise ApiError(400, "invalid", f"{name} must be a whole number from {low} to {high}")
+    return int(raw)
+
+
+def _projects_param(request: Request) -> list[str]:
+    names = request.query_params.getlist("project")
+    names += [n for raw in request.query_params.getlist("projects") for n in raw.split(",")]
+    return [n.strip() for n in names if n.strip()]
+
+
+def _scope_projects(state: ServerState, call: Call, names: list[str]) -> list[int]:
+    """The project ids a read may see: the named ones of the key's tenant (all when none named), within its pin."""
+    assert call.key is not None
+    return state.team.project_ids(call.key.tenant_id, names, pin=call.key.project_id)
+
+
+# -- handlers -----------------------------------------------------------------------------------------------
+def health(request: Request, call: Call) -> Any:
+    state: ServerState = request.app.state.server
+    try:
+        with state.pool.connection() as conn:
+            conn.execute("SELECT 1")
+    except (ConfigError, psycopg.Error):
+        return 503, {"status": "unavailable", "database": "unreachable"}
+    return {"status": "ok", "database": "ok", "schema_version": LATEST}
+
+
+def openapi(request: Request, call: Call) -> Any:
+    return openapi_document()
+
+
+def save_memory(request: Request, call: Call) -> Any:
+    state: ServerState = request.app.state.server
+    assert call.key is not None
+    body = request.state.body
+    project = _text_field(body, "project")
+    if not project:
+        if call.key.project_id is None:
+            raise ApiError(400, "invalid", "project is required (the name of the repository or team project)")
+        project = _pinned_name(state, call)
+    kind = _text_field(body, "kind") or "manual"
+    item = NewItem(project=project, kind=kind, type=_text_field(body, "type"), title=_text_field(body, "title"),
+                   text=_text_field(body, "text"), session=_text_field(body, "session"),
+                   platform_source=_text_field(body, "platform"))
+    try:
+        saved = state.team.add(call.key.tenant_id, item, pin=call.key.project_id, actor=call.actor)
+    except NotFoundError:
+        raise ApiError(403, "forbidden", f"this key is pinned to one project; it may not write to {project!r}")\
+            from None
+    return (201 if saved.created else 200), {"id": saved.id, "created": saved.created}
+
+
+def _pinned_name(state: ServerState, call: Call) -> str:
+    assert call.key is not None
+    names = [p["name"] for p in state.team.projects(call.key.tenant_id, pin=call.key.project_id)]
+    if not names:
+        raise ApiError(400, "invalid", "project is required")
+    return str(names[0])
+
+
+def get_memory(request: Request, call: Call) -> Any:
+    state: ServerState = request.app.state.server
+    assert call.key is not None
+    return state.team.get(call.key.tenant_id, _item_id(request), pin=call.key.project_id)
+
+
+def forget_memory(request: Request, call: Call) -> Any:
+    state: ServerState = request.app.state.server
+    assert call.key is not None
+    item_id = _item_id(request)
+    if not state.team.forget(call.key.tenant_id, item_id, pin=call.key.project_id, actor=call.actor):
+        raise ApiError(404, "not_found", f"no memory #{item_id}")
+    return {"id": item_id, "forgotten": True}
+
+
+def search(request: Request, call: Call) -> Any:
+    state: ServerState = request.app.state.server
+    assert call.key is not None
+    query = request.query_params.get("query", request.query_params.get("q", ""))
+    if not query.strip():
+        raise ApiError(400, "invalid", "query is required: /v1/search?query=words&project=name")
+    if len(query) > MAX_QUERY_CHARS:
+        raise ApiError(400, "invalid", f"query is over {MAX_QUERY_CHARS:,} characters")
+    limit = _int_param(request, "limit", 20, 1, MAX_LIMIT)
+    mode = request.query_params.get("mode", "auto")
+    projects = _scope_projects(state, call, _projects_param(request))
+    results = state.team.search(call.key.tenant_id, query, projects, limit=limit, mode=mode)
+    return {"query": query, "mode": mode, "results": results}
+
+
+def list_projects(request: Request, call: Call) -> Any:
+    state: ServerState = request.app.state.server
+    assert call.key is not None
+    return {"projects": state.team.projects(call.key.tenant_id, pin=call.key.project_id)}
+
+
+def context(request: Request, call: Call) -> Any:
+    """The project's newest memories as a fenced digest within ``max_tokens``."""
+    state: ServerState = request.app.state.server
+    assert call.key is not None
+    names = _projects_param(request)
+    if not names:
+        raise ApiError(400, "invalid", "project is required: /v1/context?project=name")
+    budget = _int_param(request, "max_tokens", DEFAULT_CONTEXT_TOKENS, 100, 20_000)
+    projects = _scope_projects(state, call, names)
+    rows = state.team.recent(call.key.tenant_id, projects, 50) if projects else []
+    lines: list[str] = []
+    used = tokens.estimate_tokens(fence.fence(""))
+    for row in rows:
+        line = f"- #{row['id']} {row['type'] or row['kind']} {fence.clean_line(row['title'], 120)}: " \
+               f"{fence.clean_line(row['text'], 300)}"
+        cost = tokens.estimate_tokens(line) + 1
+        if used + cost > budget:
+            break
+        lines.append(line)
+        used += cost
+    header = f"# memcairn team memory · {', '.join(names)}"
+    body = "\n".join([header, *lines]) if lines else f"{header}\n(no memories yet)"
+    return {"projects": names, "items": len(lines), "tokens": tokens.estimate_tokens(fence.fence(body)),
+            "context": fence.fence(body)}
+
+
+def list_keys(request: Request, call: Call) -> Any:
+    state: ServerState = request.app.state.server
+    assert call.key is not None
+    with state.pool.connection() as conn:
+        return {"keys": keys.list_keys(conn, tenant_id=call.key.tenant_id)}
+
+
+def revoke_key(request: Request, call: Call) -> Any:
+    state: ServerState = request.app.state.server
+    assert call.key is not None
+    key_id = request.path_params["key_id"]
+    with state.pool.connection() as conn:
+        keys.revoke_key(conn, key_id, tenant_id=call.key.tenant_id, actor=call.actor)
+    return {"id": key_id, "revoked": True}
+
+
+def make_app(state: ServerState) -> Starlette:
+    routes = [
+        Route("/v1/health", route(None, health), methods=["GET"]),
+        Route("/v1/openapi.json", route(None, openapi), methods=["GET"]),
+        Route("/v1/memories", route("memories:write", save_memory), methods=["POST"]),
+        Route("/v1/memories/{item_id}", route("memories:read", get_memory), methods=["GET"]),
+        Route("/v1/memories/{item_id}", route("memories:write", forget_memory), methods=["DELETE"]),
+        Route("/v1/search", route("memories:read", search), methods=["GET"]),
+        Route("/v1/projects", route("memories:read", list_projects), methods=["GET"]),
+        Route("/v1/context", route("memories:read", context), methods=["GET"]),
+        Route("/v1/keys", route("admin", list_keys), methods=["GET"]),
+        Route("/v1/keys/{key_id}", route("admin", revoke_key), methods=["DELETE"]),
+    ]
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        status = exc.status_code if isinstance(exc, HTTPException) else 500
+        code = {404: "not_found", 405: "method_not_allowed"}.get(status, "error")
+        detail = {404: "no such route; see /v1/openapi.json", 405: "method not allowed on this route"}.get(
+            status, "request failed")
+        return JSONResponse({"error": code, "detail": detail}, status_code=status)
+
+    app = Starlette(routes=routes, exception_handlers={HTTPException: not_found})
+    app.state.server = state
+    return app

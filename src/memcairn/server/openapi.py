@@ -1,0 +1,101 @@
+"""The OpenAPI document of ``memcairn server``'s /v1 API (served at ``/v1/openapi.json``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import memcairn
+
+ERROR = {"$ref": "#/components/schemas/Error"}
+_STR = {"type": "string"}
+_INT = {"type": "integer"}
+
+
+def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _errors(*codes: int) -> dict[str, Any]:
+    text = {400: "Bad input (the detail says what to fix)", 401: "No key, or an unknown, revoked or expired key",
+            403: "The key lacks the scope, or is pinned to another project", 404: "Not found (or not this tenant's)",
+            413: "Body over 1 MiB", 503: "The database cannot be reached"}
+    return {str(c): _json(ERROR, text[c]) for c in codes}
+
+
+def _q(name: str, schema: dict[str, Any], description: str, required: bool = False) -> dict[str, Any]:
+    return {"name": name, "in": "query", "required": required, "schema": schema, "description": description}
+
+
+_ID = {"name": "item_id", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 1}}
+_PROJECT = _q("project", _STR, "a project name of the key's tenant (repeatable)")
+_AUTH = [{"bearer": []}]
+_READ = _errors(401, 403, 503)
+
+
+def openapi_document() -> dict[str, Any]:
+    item = {"type": "object", "required": ["id", "project", "title", "text"],
+            "properties": {"id": _INT, "project": _STR, "kind": _STR, "type": {"type": ["string", "null"]},
+                           "title": _STR, "text": _STR, "created_at_epoch": _INT,
+                           "session": {"type": ["string", "null"]}}}
+    hit = {"allOf": [item, {"type": "object", "properties": {"score": {"type": "number"},
+                                                             "legs": {"type": "array", "items": _STR}}}]}
+    new = {"type": "object", "properties": {"project": _STR, "title": _STR, "text": _STR, "kind": _STR, "type": _STR,
+                                            "session": _STR, "platform": _STR},
+           "example": {"project": "api", "title": "Use WAL", "text": "SQLite runs in WAL mode"}}
+    paths: dict[str, Any] = {
+        "/v1/health": {"get": {"operationId": "health", "security": [],
+                               "responses": {"200": _json({"type": "object"}, "Ready"),
+                                             "503": _json({"type": "object"}, "The database is unreachable")}}},
+        "/v1/openapi.json": {"get": {"operationId": "openapi", "security": [],
+                                     "responses": {"200": _json({"type": "object"}, "This document")}}},
+        "/v1/memories": {"post": {
+            "operationId": "saveMemory", "summary": "Save a memory (memories:write); the same content in the same "
+            "project is stored once", "requestBody": {"required": True, "content": {"application/json": {
+                "schema": new}}},
+            "responses": {"201": _json({"type": "object", "properties": {"id": _INT, "created": {"type": "boolean"}}},
+                                       "Stored"),
+                          "200": _json({"type": "object"}, "Already stored: the existing id"),
+                          **_errors(400, 401, 403, 413, 503)}}},
+        "/v1/memories/{item_id}": {
+            "get": {"operationId": "getMemory", "parameters": [_ID],
+                    "responses": {"200": _json(item, "The memory"), **_errors(401, 403, 404, 503)}},
+            "delete": {"operationId": "forgetMemory", "summary": "Delete and mark forgotten (memories:write)",
+                       "parameters": [_ID],
+                       "responses": {"200": _json({"type": "object"}, "Forgotten"), **_errors(401, 403, 404, 503)}}},
+        "/v1/search": {"get": {
+            "operationId": "search", "summary": "Hybrid search (keyword + semantic, fused)",
+            "parameters": [_q("query", _STR, "what to look for", True), _PROJECT,
+                           _q("limit", {"type": "integer", "minimum": 1, "maximum": 100}, "at most this many"),
+                           _q("mode", {"enum": ["auto", "keyword", "semantic"]}, "which legs run")],
+            "responses": {"200": _json({"type": "object", "properties": {"results": {"type": "array", "items": hit}}},
+                                       "Hits, best first"), **_errors(400, 401, 403, 503)}}},
+        "/v1/projects": {"get": {"operationId": "projects",
+                                 "responses": {"200": _json({"type": "object"}, "The tenant's projects"), **_READ}}},
+        "/v1/context": {"get": {
+            "operationId": "context", "parameters": [{**_PROJECT, "required": True},
+                                                     _q("max_tokens", {"type": "integer", "minimum": 100,
+                                                                       "maximum": 20000}, "token budget")],
+            "responses": {"200": _json({"type": "object"}, "A fenced digest of the newest memories"),
+                          **_errors(400, 401, 403, 503)}}},
+        "/v1/keys": {"get": {"operationId": "listKeys", "summary": "The tenant's keys (admin)",
+                             "responses": {"200": _json({"type": "object"}, "Keys, never their secrets"), **_READ}}},
+        "/v1/keys/{key_id}": {"delete": {
+            "operationId": "revokeKey", "summary": "Revoke a key of the tenant (admin)",
+            "parameters": [{"name": "key_id", "in": "path", "required": True, "schema": _STR}],
+            "responses": {"200": _json({"type": "object"}, "Revoked"), **_errors(401, 403, 404, 503)}}},
+    }
+    for path, operations in paths.items():
+        for operation in operations.values():
+            operation.setdefault("security", _AUTH)
+            operation.setdefault("summary", path)
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "memcairn team server", "version": memcairn.__version__},
+        "paths": paths,
+        "components": {
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer",
+                                           "description": "a key from `memcairn server keys create`"}},
+            "schemas": {"Error": {"type": "object", "required": ["error", "detail"],
+                                  "properties": {"error": _STR, "detail": _STR}}},
+        },
+    }

@@ -1,0 +1,130 @@
+"""`memcairn server` end to end, as outside checks use it: a real `memcairn server --embedded` process on a
+free loopback port with its data under MEMCAIRN_HOME, keys made with `memcairn server keys`, and the /v1 API
+over HTTP."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+pytest.importorskip("pg0")
+pytest.importorskip("psycopg")
+
+from memcairn.pgstore.embedded import EmbeddedPostgres, free_port  # noqa: E402
+from memcairn.pgstore.secret import load_or_create_password  # noqa: E402
+
+MEMCAIRN = str(Path(sys.executable).parent / "memcairn")
+pytestmark = pytest.mark.timeout(240)
+
+
+def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "MEMCAIRN_HOME": str(home)}
+    return subprocess.run([MEMCAIRN, *args], env=env, capture_output=True, text=True, timeout=120)
+
+
+def make_key(home: Path, *args: str) -> dict[str, str]:
+    done = cli(home, "server", "keys", "create", *args, "--json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def wait_ready(url: str, server: subprocess.Popen[bytes], log: Path) -> None:
+    """Readiness as an outside check sees it: /v1/health answers 200 (a wait, not a timed assertion)."""
+    for _ in range(600):
+        assert server.poll() is None, f"the server exited: {log.read_text(errors='replace')}"
+        try:
+            if httpx.get(f"{url}/v1/health", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError("the server did not become ready")
+
+
+def test_the_outside_check_interface_end_to_end(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    acme = make_key(home, "--tenant", "acme")  # before the server ever ran: the CLI starts the cluster itself
+    assert acme["key"].startswith("mck_") and set(acme) >= {"id", "key"}
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = tmp_path / "server.log"
+    with log.open("wb") as sink:
+        server = subprocess.Popen([MEMCAIRN, "server", "--embedded", "--port", str(port)],
+                                  env={**os.environ, "MEMCAIRN_HOME": str(home)}, stdout=sink, stderr=sink)
+    try:
+        wait_ready(url, server, log)
+        other = make_key(home, "--tenant", "other", "--scope", "memories:read,memories:write")
+        reader = make_key(home, "--tenant", "acme", "--scope", "memories:read")
+        pinned = make_key(home, "--tenant", "acme", "--project", "web")
+
+        def auth(key: dict[str, str]) -> dict[str, str]:
+            return {"Authorization": f"Bearer {key['key']}"}
+
+        memory = {"project": "api", "title": "Retry uploads with exponential backoff",
+                  "text": "The S3 client retries failed uploads, doubling the wait each time"}
+        saved = httpx.post(f"{url}/v1/memories", json=memory, headers=auth(acme))
+        assert saved.status_code == 201, saved.text
+        item_id = saved.json()["id"]
+        again = httpx.post(f"{url}/v1/memories", json=memory, headers=auth(acme))
+        assert again.status_code == 200 and again.json() == {"id": item_id, "created": False}
+
+        found = httpx.get(f"{url}/v1/search", params={"query": "retry uploads backoff", "project": "api"},
+                          headers=auth(acme)).json()["results"]
+        assert found[0]["id"] == item_id and found[0]["title"] == memory["title"]
+        assert httpx.get(f"{url}/v1/memories/{item_id}", headers=auth(reader)).json()["text"] == memory["text"]
+        context = httpx.get(f"{url}/v1/context", params={"project": "api"}, headers=auth(acme)).json()
+        assert memory["title"] in context["context"] and context["context"].startswith("<memcairn-memory")
+
+        # another tenant never sees it, whatever it asks
+        assert httpx.get(f"{url}/v1/search", params={"query": "retry uploads backoff", "project": "api"},
+                         headers=auth(other)).json()["results"] == []
+        assert httpx.get(f"{url}/v1/search", params={"query": "retry uploads backoff"},
+                         headers=auth(other)).json()["results"] == []
+        assert httpx.get(f"{url}/v1/memories/{item_id}", headers=auth(other)).status_code == 404
+        assert httpx.delete(f"{url}/v1/memories/{item_id}", headers=auth(other)).status_code == 404
+        assert httpx.get(f"{url}/v1/projects", headers=auth(other)).json()["projects"] == []
+        # nor does a key pinned to another project of the same tenant
+        assert httpx.get(f"{url}/v1/memories/{item_id}", headers=auth(pinned)).status_code == 404
+        assert httpx.post(f"{url}/v1/memories", json=memory, headers=auth(pinned)).status_code == 403
+        # scopes, missing and broken keys
+        assert httpx.post(f"{url}/v1/memories", json=memory, headers=auth(reader)).status_code == 403
+        assert httpx.get(f"{url}/v1/search", params={"query": "retry"}).status_code == 401
+        assert httpx.get(f"{url}/v1/search", params={"query": "retry"},
+                         headers={"Authorization": "Bearer mck_000000000000_" + "x" * 43}).status_code == 401
+        bad = httpx.post(f"{url}/v1/memories", content=b"{not json", headers=auth(acme))
+        assert bad.status_code == 400 and bad.json()["error"] == "invalid_json"
+        assert httpx.get(f"{url}/v1/openapi.json").json()["openapi"].startswith("3.")
+
+        # revoked while the server runs: refused from the next request on
+        done = cli(home, "server", "keys", "revoke", acme["id"])
+        assert done.returncode == 0, done.stderr
+        refused = httpx.get(f"{url}/v1/search", params={"query": "retry", "project": "api"}, headers=auth(acme))
+        assert refused.status_code == 401 and "revoked" in refused.json()["detail"]
+        listed = {k["id"]: k for k in json.loads(cli(home, "server", "keys", "list", "--json").stdout)}
+        assert listed[acme["id"]]["status"] == "revoked" and listed[acme["id"]]["last_used_at"]
+        assert listed[other["id"]]["tenant"] == "other"
+    finally:
+        server.send_signal(signal.SIGTERM)
+        code = server.wait(timeout=60)
+    assert code == 0, log.read_text(errors="replace")
+    cluster = EmbeddedPostgres(home / "postgres", password=load_or_create_password(home, "postgres-password"))
+    assert cluster.info().get("running") is False  # the server stopped the PostgreSQL it started
+    if (home / "postgres").is_symlink():  # the cluster was kept where its user can reach it: remove it too
+        shutil.rmtree((home / "postgres").resolve(), ignore_errors=True)
+
+
+def test_the_server_says_how_to_choose_a_database(tmp_path: Path) -> None:
+    done = cli(tmp_path / "home", "server")
+    assert done.returncode != 0 and "--embedded" in done.stderr
+    done = cli(tmp_path / "home", "server", "keys", "create", "--tenant", "acme", "--scope", "memories:delete",
+               "--database", "postgresql://nobody@127.0.0.1:1/none")
+    assert done.returncode == 2 and "unknown scope memories:delete" in done.stderr
