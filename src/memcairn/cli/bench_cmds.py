@@ -254,6 +254,35 @@ def bench_worker(items: int, clients: int, requests: int, projects: int, home: P
         _write_json(json_out, result)
 
 
+@bench.command("server")
+@click.option("--items", default=2_000, show_default=True, type=click.IntRange(min=1),
+              help="Memories posted in the ingest scenario.")
+@click.option("--clients", default=16, show_default=True, type=click.IntRange(min=1),
+              help="Concurrent loopback clients, each with its own keep-alive connection.")
+@click.option("--requests", default=400, show_default=True, type=click.IntRange(min=1),
+              help="Requests per read scenario, shared by the clients.")
+@click.option("--projects", default=10, show_default=True, type=click.IntRange(min=1))
+@click.option("--database", metavar="URL", help="An existing PostgreSQL [default: the embedded one, in a temp dir].")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), help="Also write results here.")
+def bench_server(items: int, clients: int, requests: int, projects: int, database: str | None,
+                 json_out: Path | None) -> None:
+    """A real `memcairn server` process under concurrent clients: ingest, keyword and hybrid search, context.
+
+    Example:
+
+    \b
+        memcairn bench server --items 2000 --clients 16
+    """
+    from memcairn.bench import server
+
+    _check_output(json_out)
+    result = server.run(items=items, clients=clients, requests=requests, projects=projects, database_url=database,
+                        log=lambda m: click.echo(m, err=True))
+    click.echo(server.render(result))
+    if json_out:
+        _write_json(json_out, result)
+
+
 @bench.command("recall")
 @click.argument("qa", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.argument("transcripts", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))

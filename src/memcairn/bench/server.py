@@ -1,0 +1,179 @@
+"""``memcairn bench server``: a real ``memcairn server`` process (embedded PostgreSQL, or ``--database``) under
+concurrent loopback clients.
+
+Scenarios: ingest (POST /v1/memories of synthetic observations over several projects; the server embeds each
+one with the bundled model in the request, so this is the whole write path), keyword search, hybrid search
+(the query's embedding included), and context. Each client holds one keep-alive connection; rows give
+throughput, median, p95 and max. Nothing here is asserted in tests.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memcairn.bench.synthetic import synthetic_items, synthetic_queries
+from memcairn.bench.timing import percentile, render_table
+from memcairn.pgstore.embedded import free_port
+
+Log = Callable[[str], None]
+REQUEST_TIMEOUT = 60.0
+
+
+@dataclass
+class Outcome:
+    latencies_ms: list[float] = field(default_factory=list)
+    errors: int = 0
+    sample_errors: list[str] = field(default_factory=list)
+    wall_s: float = 0.0
+
+
+Request = tuple[str, str, bytes | None]  # method, path, body
+
+
+def drive(port: int, key: str, requests: Sequence[Request], clients: int) -> Outcome:
+    """Send every request once, from ``clients`` threads each holding one keep-alive connection."""
+    outcome = Outcome()
+    lock = threading.Lock()
+    work = iter(requests)
+    start = threading.Barrier(clients + 1)
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+
+    def client() -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=REQUEST_TIMEOUT)
+        try:
+            start.wait()
+            while True:
+                with lock:
+                    request = next(work, None)
+                if request is None:
+                    return
+                method, path, body = request
+                try:
+                    t0 = time.perf_counter()
+                    conn.request(method, path, body=body, headers=headers)
+                    response = conn.getresponse()
+                    answer = response.read()
+                    latency = (time.perf_counter() - t0) * 1000
+                except (OSError, http.client.HTTPException) as exc:
+                    conn.close()
+                    error: str | None = f"{path}: {type(exc).__name__}: {exc}"
+                else:
+                    error = None if response.status in (200, 201) else f"{path}: {response.status} {answer[:200]!r}"
+                with lock:
+                    if error is None:
+                        outcome.latencies_ms.append(latency)
+                    else:
+                        outcome.errors += 1
+                        if len(outcome.sample_errors) < 5:
+                            outcome.sample_errors.append(error)
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=client, daemon=True) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    start.wait()
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join()
+    outcome.wall_s = time.perf_counter() - t0
+    return outcome
+
+
+def _row(scenario: str, clients: int, outcome: Outcome, unit: str = "req/s") -> dict[str, Any]:
+    done = len(outcome.latencies_ms)
+    return {"scenario": scenario, "clients": clients, "requests": done, "errors": outcome.errors,
+            unit: round(done / outcome.wall_s, 1) if outcome.wall_s else 0.0,
+            "median_ms": round(percentile(outcome.latencies_ms, 50), 2),
+            "p95_ms": round(percentile(outcome.latencies_ms, 95), 2),
+            "max_ms": round(max(outcome.latencies_ms, default=float("nan")), 2)}
+
+
+def _memcairn() -> list[str]:
+    return [sys.executable, "-m", "memcairn"]
+
+
+def _wait_ready(proc: subprocess.Popen[bytes], port: int, log_path: Path) -> None:
+    for _ in range(1200):
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server exited: {log_path.read_text(errors='replace')[-2000:]}")
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            conn.request("GET", "/v1/health")
+            if conn.getresponse().status == 200:
+                return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError("the server did not answer /v1/health in 120 s")
+
+
+def run(*, items: int = 2_000, clients: int = 16, requests: int = 400, projects: int = 10,
+        database_url: str | None = None, log: Log = lambda _m: None) -> dict[str, Any]:
+    root = Path(tempfile.mkdtemp(prefix="memcairn-bench-server-"))
+    root.chmod(0o755)  # the embedded PostgreSQL's user must reach its folder under it
+    home = root / "home"
+    env = {**os.environ, "MEMCAIRN_HOME": str(home)}
+    database = ["--database", database_url] if database_url else []
+    made = subprocess.run([*_memcairn(), "server", "keys", "create", "--tenant", f"bench-{os.getpid()}", "--json",
+                           *database], env=env, capture_output=True, text=True, check=False)
+    if made.returncode != 0:
+        raise RuntimeError(f"keys create failed: {made.stderr.strip()}")
+    key = json.loads(made.stdout)["key"]
+    port = free_port()
+    log_path = root / "server.log"
+    with log_path.open("wb") as sink:
+        proc = subprocess.Popen([*_memcairn(), "server", *(database or ["--embedded"]), "--port", str(port)],
+                                env=env, stdout=sink, stderr=sink)
+    rows = []
+    try:
+        _wait_ready(proc, port, log_path)
+        log(f"server ready on port {port}; ingesting {items:,} memories with {clients} clients")
+        posts: list[Request] = [
+            ("POST", "/v1/memories", json.dumps({"project": it.project, "title": it.title,
+                                                 "text": it.narrative, "kind": "observation",
+                                                 "type": it.type}).encode())
+            for it in synthetic_items(items, projects=projects)]
+        ingest = drive(port, key, posts, clients)
+        rows.append(_row("ingest (POST /v1/memories, embedding included)", clients, ingest, "req/s"))
+        queries = synthetic_queries(requests)
+        names = [f"project-{i % projects:02d}" for i in range(requests)]
+        for label, mode in (("search keyword", "keyword"), ("search hybrid (query embedding included)", "auto")):
+            paths: list[Request] = [("GET", "/v1/search?" + urllib.parse.urlencode(
+                {"query": q, "project": p, "mode": mode, "limit": 10}), None) for q, p in zip(queries, names,
+                                                                                        strict=True)]
+            log(f"{label}: {len(paths)} requests")
+            rows.append(_row(label, clients, drive(port, key, paths, clients)))
+        context: list[Request] = [("GET", "/v1/context?" + urllib.parse.urlencode({"project": p}), None)
+                                  for p in names]
+        rows.append(_row("context", clients, drive(port, key, context, clients)))
+        errors = [e for r in (ingest,) for e in r.sample_errors]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        shutil.rmtree(root, ignore_errors=True)
+    return {"items": items, "projects": projects, "clients": clients, "database": "given" if database_url else
+            "embedded", "rows": rows, "sample_errors": errors}
+
+
+def render(result: dict[str, Any]) -> str:
+    head = (f"memcairn server on {result['database']} PostgreSQL: {result['items']:,} memories over "
+            f"{result['projects']} projects, {result['clients']} concurrent loopback clients")
+    return head + "\n\n" + render_table(result["rows"])
