@@ -32,6 +32,7 @@ from memcairn.store import Store
 pytestmark = pytest.mark.skipif(not Path("/proc/self").exists(), reason="process checks read /proc")
 
 FIXTURES = Path(__file__).parent / "fixtures"
+SRC = Path(__file__).resolve().parents[1] / "src"  # the folder holding the memcairn package
 TRANSCRIPT = FIXTURES / "transcripts" / "claude-reliability__coverage-test-fix.jsonl"
 HOOK = hook_command()
 SCRIPT = Path(sys.executable).with_name("memcairn")
@@ -487,6 +488,26 @@ sys.stderr.write("MODULES " + json.dumps(sorted(sys.modules)) + "\\n")
 """
 
 
+# The same hook, without the site (as the installed command runs it) and without this probe importing anything:
+# what it loads beyond the interpreter's start is the hook's own doing.
+BARE_PROBE = """
+import sys
+sys.path.insert(0, sys.argv[2])
+from memcairn.hooks.runner import run_hook
+run_hook([sys.argv[1]])
+sys.stderr.write("MODULES " + " ".join(sorted(sys.modules)) + "\\n")
+"""
+# What ``json``, ``socket`` and ``signal`` would bring, each import a few ms of every agent event; the hooks use
+# ``memcairn.fastjson``, ``_socket`` and ``_signal`` instead.
+REGEX_AND_ENUMS = {"re", "json", "enum", "socket", "selectors", "signal", "functools", "collections"}
+FENCE_NEEDS = {"re", "enum", "functools", "collections"}
+
+
+def _bare_modules(stderr: str) -> set[str]:
+    line = next(x for x in stderr.splitlines() if x.startswith("MODULES "))
+    return set(line[len("MODULES "):].split())
+
+
 def _heavy(stderr: str) -> list[str]:
     line = next(x for x in stderr.splitlines() if x.startswith("MODULES "))
     loaded = json.loads(line[len("MODULES "):])
@@ -517,6 +538,14 @@ def test_the_hook_path_imports_nothing_heavy(env: dict[str, str], project: Path,
                                   capture_output=True, env=env, timeout=30)
             assert done.returncode == 0 and isinstance(json.loads(done.stdout), dict), done.stderr
             assert _heavy(done.stderr.decode()) == [], (event, live)
+            bare = subprocess.run([sys.executable, "-S", "-c", BARE_PROBE, event, str(SRC)],
+                                  input=json.dumps(data).encode(), capture_output=True, env=env, timeout=30)
+            assert bare.returncode == 0 and isinstance(json.loads(bare.stdout), dict), bare.stderr
+            loaded = _bare_modules(bare.stderr.decode())
+            assert "memcairn.hooks.events" in loaded
+            # a digest to show (the Read of a file the post-tool-use case recorded) is fenced: fence needs re
+            unwanted = REGEX_AND_ENUMS - (FENCE_NEEDS if b"additionalContext" in bare.stdout else set())
+            assert sorted(loaded & unwanted) == [], (event, live)
     # the real process, as `python -m memcairn hook`, with the import log
     traced = subprocess.run([sys.executable, "-X", "importtime", "-m", "memcairn", "hook", "post-tool-use"],
                             input=json.dumps(cases[1][1]).encode(), capture_output=True, env=env, timeout=30)

@@ -3,16 +3,11 @@
 The hooks (``hooks/``, a new process for every agent event) and the worker (``worker/app.py``) are separate
 programs that must spell the same names: routes, header and field names, event kinds, platform names and
 their aliases, body limits, the prefixes of memcairn's own tools. Each is defined here once; both sides, the
-capture pipeline and the transcript importer import it. Nothing here imports anything beyond ``json``.
+capture pipeline and the transcript importer import it. Nothing here imports anything (``encode_json``, the
+bodies' encoding, is in ``fastjson``).
 """
 
 from __future__ import annotations
-
-import json
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
 
 # -- agents -------------------------------------------------------------------------------------------------
 PLATFORMS = ("claude-code", "codex", "gemini-cli")
@@ -98,8 +93,3 @@ def own_tool(name: str) -> bool:
     """Whether ``name`` is one of memcairn's own MCP tools (never recorded: memory must not remember itself)."""
     return name.lower().startswith(OWN_TOOL_PREFIXES)
 
-
-def encode_json(value: Any) -> bytes:
-    """``value`` as UTF-8 JSON. A lone surrogate (an agent that cut a tool's output inside an emoji sends one as
-    a ``\\udXXX`` escape) becomes ``?``: strict UTF-8 would refuse it and the event would be lost."""
-    return json.dumps(value, ensure_ascii=False).encode("utf-8", "replace")

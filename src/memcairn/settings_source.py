@@ -12,10 +12,10 @@ hook ~14 ms). ``memcairn.config.Settings`` is the typed view the rest of the cod
 
 from __future__ import annotations
 
-import json
 import os
 
 from memcairn.errors import ConfigError
+from memcairn.fastjson import loads
 from memcairn.protocol import HOUSEKEEPING_TOOLS
 
 TYPE_CHECKING = False
@@ -211,7 +211,7 @@ def read_values(home: str | os.PathLike[str] | None = None, environ: Mapping[str
     if os.path.exists(settings_file):
         try:
             with open(settings_file, encoding="utf-8") as fh:
-                data = json.loads(fh.read())
+                data = loads(fh.read())
         except (OSError, ValueError) as exc:
             raise ConfigError(f"cannot read {settings_file}: {exc}; fix or delete the file") from None
         if not isinstance(data, dict):

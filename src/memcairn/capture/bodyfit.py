@@ -1,15 +1,14 @@
 """A hook body fitted under the worker's size limit, with no half of a secret left where a string was cut.
 
-Used by the hooks (every event, standard library only: ``re`` is loaded by ``json`` already) and by the
-transcript importer. The redaction (``capture.privacy``) is imported on the first cut only, so an ordinary
-event never loads it.
+Used by the hooks (every event, standard library only) and by the transcript importer. The redaction
+(``capture.privacy``) and ``re`` are imported on the first cut only, so an ordinary event never loads them (a
+hook does without ``re`` otherwise).
 """
 
 from __future__ import annotations
 
-import re
-
-from memcairn.protocol import HOOK_BODY_BYTES, encode_json
+from memcairn.fastjson import encode_json
+from memcairn.protocol import HOOK_BODY_BYTES
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -69,6 +68,8 @@ def _window_start(text: str, cap: int) -> int:
     latest = cap - CUT_CONTEXT
     if latest <= 0:
         return 0
+    import re
+
     for pattern in (r"\n", r"\s"):
         found = [m.end() for m in re.finditer(pattern, text[max(0, latest - 3 * CUT_CONTEXT):latest])]
         if found:
@@ -115,6 +116,8 @@ def cut_redacted(text: str, cap: int, budget: Budget) -> str:
     redaction (it does not start like a placeholder); and as the end of the kept text is redacted already,
     nothing it ends with can escape the worker's rules by being glued to the marker.
     """
+    import re
+
     begin = _window_start(text, cap)
     reach = cap + CUT_LOOKAHEAD
     space = re.compile(r"\s").search(text, reach, reach + CUT_TOKEN_REACH)

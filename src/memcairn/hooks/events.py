@@ -329,9 +329,9 @@ def _worker_coming_or_going(home: str) -> bool:
 
 def _spool_on_signals(hook: Hook) -> None:
     """An agent that cancels the hook (Claude Code does when ``claude -p`` exits right after a tool call) ends it
-    with a signal: the event not yet acknowledged is spooled before the process exits. ``signal`` costs nothing
-    here: ``re`` (loaded by ``json``) imports ``enum`` already."""
-    import signal
+    with a signal: the event not yet acknowledged is spooled before the process exits. ``_signal``, which the
+    interpreter has loaded at start, not ``signal``: that one builds its enums with ``enum`` (~1 ms and more)."""
+    import _signal
 
     def on_signal(signum: int, frame: Any) -> None:
         if hook._spooling:  # the spool write under way finishes, then the hook ends anyway
@@ -344,7 +344,7 @@ def _spool_on_signals(hook: Hook) -> None:
 
     for name in STOP_SIGNALS:
         try:
-            signal.signal(getattr(signal, name), on_signal)
+            _signal.signal(getattr(_signal, name), on_signal)
         except (AttributeError, ValueError, OSError):  # not the main thread, or no such signal here
             pass
 
@@ -501,14 +501,16 @@ def _excluded(hook: Hook) -> bool:
     return project_excluded(hook.identity.chain, str(hook.settings.get("exclude_projects") or ""))
 
 
-def _search_digest(hook: Hook, call: Call | None, heading: str, max_tokens: int, max_rows: int) -> str:
+def _search_digest(hook: Hook, call: Call | None, heading: Callable[[], str], max_tokens: int, max_rows: int) -> str:
+    """The digest of a search's answer, under ``heading()`` (made only when there is one: it may need ``fence``,
+    whose ``re`` a hook with nothing to show does without)."""
     answer = hook.wait(call, search_answer)
     if answer is None:
         return ""
     text = answer.json_object()["text"]  # search_answer: a JSON object with a text
     if text.startswith(NO_MATCH):
         return ""
-    return digest(heading, _index_rows(text), max_tokens, max_rows)
+    return digest(heading(), _index_rows(text), max_tokens, max_rows)
 
 
 def user_prompt_submit(hook: Hook) -> dict[str, Any]:
@@ -532,7 +534,7 @@ def user_prompt_submit(hook: Hook) -> dict[str, Any]:
             "query": prompt[:PROMPT_QUERY_CHARS], "format": "index", "limit": PROMPT_DIGEST_ROWS,
             "project": list(hook.identity.chain)})
     init = hook.deliver(INIT_PATH, fit_body(body, ("prompt",), warn), INGEST_TIMEOUT)
-    text = _search_digest(hook, search, "Memories that may relate to this prompt (most relevant first):",
+    text = _search_digest(hook, search, lambda: "Memories that may relate to this prompt (most relevant first):",
                           PROMPT_DIGEST_TOKENS, PROMPT_DIGEST_ROWS) if search is not None else ""
     hook.delivered(init)
     return _context_output(hook, text)
@@ -588,12 +590,15 @@ def pre_tool_use(hook: Hook) -> dict[str, Any]:
     target = _read_target(hook)
     if target is None or _excluded(hook):
         return {}
-    from memcairn.fence import clean_line
-
     call = hook.send("GET", SEARCH_PATH, timeout=DIGEST_TIMEOUT, params={
         "files": target, "format": "index", "limit": READ_DIGEST_ROWS, "project": list(hook.identity.chain)})
-    text = _search_digest(hook, call, f"Earlier sessions touched {clean_line(target, 200)} (newest first):",
-                          READ_DIGEST_TOKENS, READ_DIGEST_ROWS)
+
+    def heading() -> str:
+        from memcairn.fence import clean_line
+
+        return f"Earlier sessions touched {clean_line(target, 200)} (newest first):"
+
+    text = _search_digest(hook, call, heading, READ_DIGEST_TOKENS, READ_DIGEST_ROWS)
     return _context_output(hook, text)
 
 

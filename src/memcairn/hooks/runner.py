@@ -24,10 +24,10 @@ its hooks answer ``{}`` at once, so compressing a session never records (or recu
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
+from memcairn.fastjson import dumps
 from memcairn.protocol import PLATFORM_ALIASES, PLATFORMS, platform_key
 
 TYPE_CHECKING = False
@@ -49,7 +49,7 @@ def warn(message: str) -> None:
 def emit(out: dict[str, Any]) -> None:
     """Print the one JSON object the agent reads."""
     # "replace": a lone surrogate (a MEMCAIRN_HOME path that is not UTF-8, in a notice) must not cost the exit 0
-    data = (json.dumps(out, ensure_ascii=False) + "\n").encode("utf-8", "replace")
+    data = (dumps(out, ensure_ascii=False) + "\n").encode("utf-8", "replace")
     try:
         sys.stdout.flush()
         sys.stdout.buffer.write(data)

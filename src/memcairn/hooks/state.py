@@ -11,9 +11,10 @@ not an audit. Standard library only.
 
 from __future__ import annotations
 
-import json
 import os
 import time
+
+from memcairn.fastjson import dumps, loads
 
 STATE_FILE = "hook-state.json"
 NOTIFY_AFTER = 3
@@ -26,7 +27,7 @@ def _path(home: str) -> str:
 def read(home: str) -> dict:
     try:
         with open(_path(home), encoding="utf-8") as fh:
-            data = json.load(fh)
+            data = loads(fh.read())
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
@@ -37,7 +38,7 @@ def _write(home: str, data: dict) -> None:
     target = _path(home)
     tmp = f"{target}.{os.getpid()}.tmp"
     with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(data, fh)
+        fh.write(dumps(data))
     os.replace(tmp, target)
 
 

@@ -1,8 +1,11 @@
 """HTTP/1.1 to the worker over one loopback socket per request, standard library only.
 
 Why not ``memcairn.client``: it uses ``http.client``, which imports ``email`` and ``ssl`` (~10 ms of a hook's
-budget, every agent event). The worker answers every request with ``Content-Length`` (or chunked), and
-hooks send ``Connection: close``, so a request is: connect, send, read to the end, parse one status line.
+budget, every agent event). Why ``_socket`` and not ``socket``: the module around it builds its enums at import
+(``enum``, ``selectors``: ~4 ms more of every hook); a plain connected socket is all a request needs.
+
+The worker answers every request with ``Content-Length`` (or chunked), and hooks send ``Connection: close``,
+so a request is: connect, send, read to the end, parse one status line.
 
 ``Worker.send`` returns a ``Call`` at once (the request is on the wire); ``Call.result()`` reads the answer.
 Sending several calls before reading any lets the worker serve them concurrently.
@@ -10,11 +13,10 @@ Sending several calls before reading any lets the worker serve them concurrently
 
 from __future__ import annotations
 
-import json
-import socket
+import _socket
 import time
 
-from memcairn.protocol import encode_json
+from memcairn.fastjson import encode_json, loads
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -47,13 +49,13 @@ class Response:
         return self.body.decode("utf-8", errors="replace")
 
     def json(self) -> Any:
-        return json.loads(self.body)
+        return loads(self.body)
 
     def json_object(self) -> dict[str, Any] | None:
         """The body as a JSON object, else None (not JSON, or JSON of another kind); parsed once."""
         if self._object is False:
             try:
-                data = json.loads(self.body)
+                data = loads(self.body)
             except (ValueError, RecursionError):
                 data = None
             self._object = data if isinstance(data, dict) else None
@@ -98,7 +100,7 @@ def _dechunk(data: bytes) -> bytes:
 class Call:
     """One request in flight (already sent); ``result`` reads and parses the answer."""
 
-    def __init__(self, sock: socket.socket, deadline: float, what: str) -> None:
+    def __init__(self, sock: _socket.socket, deadline: float, what: str) -> None:
         self._sock = sock
         self._deadline = deadline
         self._what = what
@@ -160,6 +162,22 @@ def _parse_head(head: bytes) -> tuple[int, dict[str, str]]:
     return int(parts[1]), headers
 
 
+def connect(host: bytes, port: int, timeout: float) -> _socket.socket:
+    """A TCP connection to the first address of ``host`` that accepts one, as ``socket.create_connection`` makes it:
+    each address tried in turn, the last error raised when none connects."""
+    error: OSError = OSError(f"no address for {host!r}")
+    for family, kind, proto, _name, address in _socket.getaddrinfo(host, port, 0, _socket.SOCK_STREAM):
+        sock = _socket.socket(family, kind, proto)
+        try:
+            sock.settimeout(timeout)
+            sock.connect(address)
+            return sock
+        except OSError as exc:
+            sock.close()
+            error = exc
+    raise error
+
+
 class Worker:
     """Where the worker listens, and the token to present (see ``memcairn.settings_source``)."""
 
@@ -189,7 +207,7 @@ class Worker:
         what = f"{method} {path}"
         try:
             # A bytes host: getaddrinfo would otherwise load the "idna" codec (and unicodedata) for a str.
-            sock = socket.create_connection((self.host.encode("ascii", "replace"), self.port), timeout=timeout)
+            sock = connect(self.host.encode("ascii", "replace"), self.port, timeout)
         except ConnectionRefusedError:
             raise Unreachable(f"nothing listens on {self.base_url}", refused=True) from None
         except TimeoutError:
@@ -197,7 +215,7 @@ class Worker:
         except OSError as exc:
             raise Unreachable(f"cannot connect to {self.base_url}: {exc}") from None
         try:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.setsockopt(_socket.IPPROTO_TCP, _socket.TCP_NODELAY, 1)
             sock.settimeout(max(0.001, deadline - time.monotonic()))
             sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + (data or b""))
         except (OSError, TimeoutError) as exc:

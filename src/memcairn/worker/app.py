@@ -55,6 +55,7 @@ from memcairn.errors import (
     StoreError,
     ValidationError,
 )
+from memcairn.fastjson import encode_json
 from memcairn.json_depth import loads_bounded
 from memcairn.models import CONTROL_CHARACTER, NewItem
 from memcairn.protocol import (
@@ -67,7 +68,6 @@ from memcairn.protocol import (
     OBSERVATIONS_PATH,
     ROUTE_EVENT_TYPES,
     SUMMARIZE_PATH,
-    encode_json,
 )
 from memcairn.runtime import Runtime, open_runtime
 from memcairn.worker.events import HEARTBEAT_SECONDS, Broadcaster, ExternalWriteTailer, StoreEventBridge
