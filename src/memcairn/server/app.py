@@ -117,6 +117,17 @@ def route(scope: str | None, handler: Handler) -> Callable[[Request], Awaitable[
     return endpoint
 
 
+def by_method(endpoints: dict[str, Callable[[Request], Awaitable[Response]]]) -> Callable[[Request],
+                                                                                        Awaitable[Response]]:
+    """One route for several methods, so a 405 on the path lists all of them in ``Allow``."""
+
+    async def endpoint(request: Request) -> Response:
+        method = "GET" if request.method == "HEAD" else request.method
+        return await endpoints[method](request)
+
+    return endpoint
+
+
 async def _body(request: Request) -> dict[str, Any]:
     raw = b""
     async for chunk in request.stream():
@@ -313,8 +324,9 @@ def make_app(state: ServerState) -> Starlette:
         Route("/v1/health", route(None, health), methods=["GET"]),
         Route("/v1/openapi.json", route(None, openapi), methods=["GET"]),
         Route("/v1/memories", route("memories:write", save_memory), methods=["POST"]),
-        Route("/v1/memories/{item_id}", route("memories:read", get_memory), methods=["GET"]),
-        Route("/v1/memories/{item_id}", route("memories:write", forget_memory), methods=["DELETE"]),
+        Route("/v1/memories/{item_id}", by_method({"GET": route("memories:read", get_memory),
+                                                   "DELETE": route("memories:write", forget_memory)}),
+              methods=["GET", "DELETE"]),
         Route("/v1/search", route("memories:read", search), methods=["GET"]),
         Route("/v1/projects", route("memories:read", list_projects), methods=["GET"]),
         Route("/v1/context", route("memories:read", context), methods=["GET"]),
@@ -327,7 +339,8 @@ def make_app(state: ServerState) -> Starlette:
         code = {404: "not_found", 405: "method_not_allowed"}.get(status, "error")
         detail = {404: "no such route; see /v1/openapi.json", 405: "method not allowed on this route"}.get(
             status, "request failed")
-        return JSONResponse({"error": code, "detail": detail}, status_code=status)
+        headers = dict(exc.headers or {}) if isinstance(exc, HTTPException) else {}  # 405 keeps its Allow
+        return JSONResponse({"error": code, "detail": detail}, status_code=status, headers=headers)
 
     app = Starlette(routes=routes, exception_handlers={HTTPException: not_found})
     app.state.server = state

@@ -39,8 +39,10 @@ def openapi_document() -> dict[str, Any]:
                            "session": {"type": ["string", "null"]}}}
     hit = {"allOf": [item, {"type": "object", "properties": {"score": {"type": "number"},
                                                              "legs": {"type": "array", "items": _STR}}}]}
-    new = {"type": "object", "properties": {"project": _STR, "title": _STR, "text": _STR, "kind": _STR, "type": _STR,
-                                            "session": _STR, "platform": _STR},
+    optional = {"type": ["string", "null"]}
+    new = {"type": "object", "properties": {"project": _STR, "title": optional, "text": optional,
+                                            "kind": {"enum": ["manual", "observation", "summary", "prompt", None]},
+                                            "type": optional, "session": optional, "platform": optional},
            "example": {"project": "api", "title": "Use WAL", "text": "SQLite runs in WAL mode"}}
     paths: dict[str, Any] = {
         "/v1/health": {"get": {"operationId": "health", "security": [],
