@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -19,7 +21,17 @@ from memcairn.cli import run
 from memcairn.errors import ConfigError
 from memcairn.install import install, memcairn_executable, tomlblock, uninstall
 from memcairn.install.jsonedit import detect_style
-from memcairn.install.specs import AGENTS, CLAUDE_CODE, CODEX, GEMINI, hook_command, setting_variables
+from memcairn.install.specs import (
+    AGENTS,
+    CLAUDE_CODE,
+    CODEX,
+    GEMINI,
+    HOOK_CODE,
+    hook_command,
+    hook_interpreter,
+    is_memcairn_command,
+    setting_variables,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 EXE = "/opt/tools/bin/memcairn"
@@ -561,7 +573,9 @@ def test_the_cli_installs_with_the_running_memcairn(home: Path, capsys: pytest.C
     assert run(["install", "gemini"]) == 0
     out = capsys.readouterr().out
     exe = memcairn_executable()
-    assert f"created {home}/.gemini/settings.json" in out and f"{exe} hook <event> --platform gemini-cli" in out
+    python = hook_interpreter(exe)  # this checkout's console script: its Python runs the hooks by itself
+    shown = f"{python} -I -c '{HOOK_CODE}' '<event>' --platform gemini-cli"
+    assert python is not None and f"created {home}/.gemini/settings.json" in out and shown in out
     assert run(["install", "gemini"]) == 0 and "nothing to install" in capsys.readouterr().out
     assert run(["uninstall", "gemini"]) == 0 and f"removed {home}/.gemini/settings.json" in capsys.readouterr().out
 
@@ -604,6 +618,50 @@ def test_every_agent_spec_names_known_hook_verbs() -> None:
     assert hook_command("/a b/memcairn", CODEX, "stop") == "'/a b/memcairn' hook stop --platform codex"
     assert hook_command(EXE, GEMINI, "stop").endswith("--platform gemini-cli")
     assert hook_command(EXE, CLAUDE_CODE, "stop") == f"{EXE} hook stop"
+
+
+# -- the short hook command -------------------------------------------------------------------------
+def test_the_running_memcairn_installs_hooks_that_skip_the_console_script(home: Path, tmp_path: Path) -> None:
+    exe = memcairn_executable()
+    python = hook_interpreter(exe)
+    assert python == Path(exe).read_text().split("\n", 1)[0][2:].strip()  # the script's own Python
+    install("claude-code", exe)
+    doc = json.loads((home / ".claude" / "settings.json").read_text())
+    commands = {event: group["hooks"][0]["command"] for event, groups in doc["hooks"].items() for group in groups}
+    assert commands["Stop"] == f"{shlex.quote(python)} -I -c '{HOOK_CODE}' stop"
+    assert all(is_memcairn_command(c) for c in commands.values()) and len(commands) == len(CLAUDE_CODE.hooks)
+    # what that command loads: the hook's modules, and none of re/json/socket/enum (site included, as installed)
+    argv = shlex.split(commands["Stop"])
+    payload = json.dumps({"session_id": "s", "cwd": str(tmp_path), "hook_event_name": "Stop"}).encode()
+    env = {**os.environ, "MEMCAIRN_HOME": str(tmp_path / "mh"), "MEMCAIRN_PORT": "9", "MEMCAIRN_WORKER_AUTOSTART": "0"}
+    done = subprocess.run([argv[0], "-X", "importtime", *argv[1:]], input=payload, capture_output=True, env=env,
+                          timeout=30)
+    assert done.returncode == 0 and json.loads(done.stdout) == {}, done.stderr
+    loaded = {line.rsplit("|", 1)[1].strip() for line in done.stderr.decode().splitlines() if "|" in line}
+    assert "memcairn.hooks.events" in loaded and "memcairn.entry" not in loaded
+    assert sorted(loaded & {"re", "json", "enum", "socket", "selectors", "signal", "click"}) == []
+    # the earlier form (`<memcairn> hook <verb>`) is memcairn's too: a second install replaces it, adds nothing
+    old = (home / ".claude" / "settings.json").read_text().replace(commands["Stop"], f"{exe} hook stop")
+    (home / ".claude" / "settings.json").write_text(old)
+    install("claude-code", exe)
+    again = json.loads((home / ".claude" / "settings.json").read_text())
+    assert again == doc
+    uninstall("claude-code")  # made by the install: removed whole
+    assert not (home / ".claude" / "settings.json").exists()
+
+
+def test_a_python_that_cannot_run_the_hooks_by_itself_keeps_the_script(home: Path, tmp_path: Path) -> None:
+    # the same console script text under a Python without memcairn (the interpreter behind this virtual
+    # environment, which -I keeps from its site-packages), and a launcher of another kind
+    bare_python = os.path.realpath(sys.executable)
+    script = Path(memcairn_executable()).read_text().split("\n", 1)[1]
+    foreign = write(tmp_path / "a" / "memcairn", f"#!{bare_python}\n{script}")
+    shell = write(tmp_path / "b" / "memcairn", "#!/bin/sh\nexec python3 -m memcairn \"$@\"\n")
+    for exe in (foreign, shell):
+        exe.chmod(0o755)
+        assert hook_interpreter(str(exe)) is None
+        assert hook_command(str(exe), CLAUDE_CODE, "stop", hook_interpreter(str(exe))) == f"{exe} hook stop"
+    assert not is_memcairn_command(f"{bare_python} -I -c 'print(1)' stop")
 
 
 # -- a demanding user's setups ----------------------------------------------------------------------

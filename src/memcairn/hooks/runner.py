@@ -122,6 +122,12 @@ def _tells_person(event: str | None, payload: dict[str, Any] | None) -> bool:
     return canonical_event(given if isinstance(given, str) else None) in ("session-start", "user-prompt-submit")
 
 
+def main() -> None:
+    """The installed hook command, ``<python> -I -c "from memcairn.hooks.runner import main; main()" <event> ...``
+    (see ``install.specs.hook_command``): ``run_hook`` without the console script's start-up."""
+    sys.exit(run_hook(sys.argv[1:]))
+
+
 def run_hook(args: list[str]) -> int:
     """Handle one event; always exit 0 with one JSON object on stdout."""
     out: dict[str, Any] = {}

@@ -44,6 +44,7 @@ from memcairn.install.specs import (
     AgentSpec,
     check_executable,
     hook_group,
+    hook_interpreter,
     mcp_args,
     setting_variables,
 )
@@ -116,7 +117,8 @@ def gemini_settings() -> Path:
 
 
 def hook_groups(executable: str, agent: AgentSpec) -> dict[str, dict[str, Any]]:
-    return {spec.event: hook_group(executable, agent, spec) for spec in agent.hooks}
+    interpreter = hook_interpreter(executable)  # the short command when the script's Python runs the hooks
+    return {spec.event: hook_group(executable, agent, spec, interpreter) for spec in agent.hooks}
 
 
 def targets(platform: str, executable: str) -> list[Target]:
