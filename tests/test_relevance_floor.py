@@ -16,7 +16,13 @@ import pytest
 from memcairn.mcp_server import tool_entries
 from memcairn.models import NewItem
 from memcairn.search import SearchService, render_index
-from memcairn.search.relevance import DEFAULT_MIN_SCORE, KEYWORD_FLOOR, SEMANTIC_FLOORS, relevance
+from memcairn.search.relevance import (
+    AGREEMENT,
+    DEFAULT_MIN_SCORE,
+    KEYWORD_FLOOR,
+    SEMANTIC_FLOORS,
+    relevance,
+)
 from memcairn.store import Store
 from memcairn.tokens import estimate_tokens
 
@@ -103,6 +109,16 @@ def test_relevance_is_one_at_either_floor() -> None:
     assert relevance(SEMANTIC_FLOORS[model], 0.0, model) == pytest.approx(1.0)
     assert relevance(None, KEYWORD_FLOOR, model) == pytest.approx(1.0)
     assert relevance(0.99, 0.0, "a-model-without-a-floor") == 1.0  # no claim either way for it
+
+
+def test_two_pieces_of_evidence_just_short_of_their_floors_confirm_each_other() -> None:
+    model = next(iter(SEMANTIC_FLOORS))
+    near, far = 0.95, 0.5
+    both = relevance(SEMANTIC_FLOORS[model] * near, KEYWORD_FLOOR * near, model)
+    assert both == pytest.approx(near * AGREEMENT) and both >= DEFAULT_MIN_SCORE
+    # one of them alone, or one near and the other weak, is not enough
+    assert relevance(SEMANTIC_FLOORS[model] * near, 0.0, model) < DEFAULT_MIN_SCORE
+    assert relevance(SEMANTIC_FLOORS[model] * near, KEYWORD_FLOOR * far, model) < DEFAULT_MIN_SCORE
 
 
 def test_min_score_is_checked() -> None:

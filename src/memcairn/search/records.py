@@ -38,8 +38,6 @@ def agent_record(item: MemoryItem, tz: tzinfo | None = None) -> dict[str, Any]:
     """The record an agent is given (module doc): no uuid, hash or epochs, no empty fields."""
     record: dict[str, Any] = {"id": item.id, "time": iso_time(item.created_at_epoch, tz), "project": item.project,
                               "kind": item.kind, "type": item.type}
-    if item.session:
-        record["session"] = item.session
     for name in AGENT_FIELDS:
         value = getattr(item, name)
         if value not in (None, "", [], {}):

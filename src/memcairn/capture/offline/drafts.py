@@ -24,10 +24,11 @@ from memcairn.capture.offline.text import (
     _listing,
     _unique,
 )
+from memcairn.capture.offline.trackers import FILED_PREFIX, is_tracker, tracker_fact
 from memcairn.capture.records import CONCEPTS, Observation, Turn
 
 COMMITTED = "committed: "
-NARRATION_MAX = 600  # characters of the agent's narration an observation keeps
+NARRATION_MAX = 500  # characters of the agent's narration an observation keeps
 
 
 @dataclass
@@ -170,6 +171,12 @@ def _shell_draft(action: _Action, actions: Sequence[_Action]) -> _Draft:
         draft.title = f"Command failed{code}: {shown}"
     if is_commit(action.command) and re.search(r"^\[[^\]\n]+\] ", outcome.text[:4000], re.MULTILINE):
         _commit_facts(draft, action)
+    elif outcome.ok and is_tracker(action.command):  # a ticket filed or closed: what it says, not "ran bd ..."
+        draft.facts[0] = tracker_fact(action.shown, outcome.text)
+        said = draft.facts[0].split(" → ", 1)
+        if len(said) == 2:
+            filed = "Filed: " if draft.facts[0].startswith(FILED_PREFIX) else ""
+            draft.type, draft.title = "change", _clip(filed + said[1], TITLE_MAX)
     if not draft.outcome_text:
         draft.outcome_text = f"Outcome: {outcome.label()}." if outcome.status != "unknown" else ""
     return draft

@@ -30,9 +30,10 @@ from memcairn.capture.offline.commits import is_commit
 from memcairn.capture.offline.drafts import _added, _Draft
 from memcairn.capture.offline.outcomes import _output_gist
 from memcairn.capture.offline.text import TITLE_MAX, _clip, _code, _listing, _unique
+from memcairn.capture.offline.trackers import FILED_PREFIX, is_tracker, is_tracker_chore
 
 FACTS_BUDGET = 700  # characters of facts an episode keeps: a search hands five whole records to the agent
-READ_MAX = 8  # files read an episode lists (those it changed are all listed, up to MODIFIED_MAX)
+READ_MAX = 5  # files read an episode lists (those it changed are all listed, up to MODIFIED_MAX)
 MODIFIED_MAX = 24
 TAIL_MAX = 30  # earlier calls of an open episode observed again with a new batch, at most
 _TYPE_ORDER = ("bugfix", "feature", "change", "refactor", "decision", "discovery")
@@ -45,7 +46,7 @@ _STATUS_COMMAND = re.compile(
 )
 # Fact kinds, most wanted first; facts of a kind not listed rank with "other".
 _BUCKETS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("commit", ("committed: ", "commit message: ", "commit files: ")),
+    ("commit", ("committed: ", "commit message: ", "commit files: ", FILED_PREFIX)),
     ("fix", ("after failure: ", "fixes ", "verified: ")),
     ("check", ()),  # runs of tests and checks, and runs that failed: how the work was verified
     ("edit", ("edited ", "created ", "rewrote ", "updated ", "added ", "deleted ", "moved ", "wrote ",
@@ -67,6 +68,8 @@ def is_housekeeping(action: _Action) -> bool:
         return False
     if action.family == "other":
         return action.label.lower() in _HARNESS_TOOLS
+    if action.family == "shell" and is_tracker_chore(action.command):
+        return True
     if action.family != "shell" or not action.read_only_shell or not action.command:
         return False
     if _STATUS_COMMAND.match(action.key):
@@ -197,8 +200,8 @@ def _run_facts(actions: Sequence[_Action]) -> list[tuple[int, str]]:
     left to its commit facts."""
     groups: list[list[_Action]] = []
     for action in actions:
-        if not action.is_run or (is_commit(action.command) and action.outcome.ok):
-            continue
+        if not action.is_run or ((is_commit(action.command) or is_tracker(action.command)) and action.outcome.ok):
+            continue  # their facts say more (``drafts``)
         group = next((g for g in groups if g[0].same_check(action)), None)
         if group is None:
             groups.append([action])

@@ -21,6 +21,7 @@ from memcairn.capture.offline.episodes import TAIL_MAX, episodes, is_housekeepin
 from memcairn.capture.offline.fixes import _fix_evidence, _FixEvidence, _timeline
 from memcairn.capture.offline.summary import MID_REPORT_MIN, _report, _summary, report_observation
 from memcairn.capture.offline.text import SUBTITLE_MAX, _clip, _first_sentence
+from memcairn.capture.offline.trackers import filed_tickets
 from memcairn.capture.records import Compressed, Observation, ToolCall, Turn
 
 
@@ -107,7 +108,8 @@ def _observe(turn: Turn, calls: Sequence[ToolCall], reopen: bool = False) -> lis
     subtitle = _clip(_first_sentence(turn.prompt, 150), SUBTITLE_MAX) or None
     cards = [card for draft, episode in zip(pieces, finished, strict=True) if len(draft.actions) > 1
              for card in file_cards(draft.actions, subtitle, told=" ".join(episode.facts))]
-    return reports + finished + cards
+    tickets = [t for draft in pieces if len(draft.actions) > 1 for t in filed_tickets(draft.actions, subtitle)]
+    return reports + finished + cards + tickets
 
 
 def _covering(draft: _Draft, steps: Sequence[_Action]) -> _Draft:

@@ -25,17 +25,18 @@ from memcairn.capture.offline.text import (
     _plain,
     _unique,
 )
+from memcairn.capture.offline.trackers import FILED_PREFIX
 from memcairn.capture.records import Observation, Summary, Turn
 
 REQUEST_MAX = 300
-INVESTIGATED_MAX = 300
-LEARNED_MAX = 700
-COMPLETED_MAX = 1000
+INVESTIGATED_MAX = 200
+LEARNED_MAX = 500
+COMPLETED_MAX = 700
 REPORT_MAX = 600  # of ``completed``, what the closing report may take (all of it is an observation of its own)
 REPORT_MIN = 200  # characters of decisive sentences a closing report needs to be an observation of its own
 MID_REPORT_MIN = 400  # the same for a report written between two calls (the end of a sub-task)
 NEXT_MAX = 400
-NOTES_MAX = 500
+NOTES_MAX = 350
 READ_MAX = 10  # files a summary lists as read: its observations list the rest
 
 _NEXT_CUE = re.compile(
@@ -122,6 +123,9 @@ def _summary(turn: Turn, observations: Sequence[Observation]) -> Summary | None:
                               intents=False)
     decided = narration.decisive(turn.narration, NOTES_MAX, kinds=[narration.DECISION])
     completed = _prose(report, REPORT_MAX)
+    # tickets filed for later: work left, in the tracker's words
+    filed = _unique(f"filed {f.split(' → ', 1)[1]}" for o in observations for f in o.facts
+                    if f.startswith(FILED_PREFIX) and " → " in f)
     modified = _unique(path for o in observations for path in o.files_modified)
     rest = _joined((o.title for o in done), COMPLETED_MAX - len(completed or "") - 2) if done else None
     return Summary(
@@ -129,7 +133,8 @@ def _summary(turn: Turn, observations: Sequence[Observation]) -> Summary | None:
         investigated=_joined((o.title for o in looked), INVESTIGATED_MAX) or _looked_at(observations),
         learned=_joined([narration.joined(causes)] + learned, LEARNED_MAX),
         completed=" ".join(p for p in (completed, rest) if p) or None,
-        next_steps=_prose(todo, NEXT_MAX) or _next_steps(message),
+        next_steps=_clip("; ".join(p for p in (*filed, _prose(todo, NEXT_MAX) or _next_steps(message)) if p),
+                         NEXT_MAX) or None,
         notes=_prose(decided, NOTES_MAX),
         files_read=tuple([path for path in _unique(path for o in observations for path in o.files_read)
                           if in_project(path)][:READ_MAX]),
