@@ -14,7 +14,7 @@ from postgres_server import TEST_SECRET
 from memcairn.errors import NotFoundError, SchemaTooNewError, ValidationError
 from memcairn.models import NewItem
 from memcairn.pgstore import db, keys
-from memcairn.pgstore.items import TeamStore
+from memcairn.pgstore.items import TeamStore, nearest_sql
 from memcairn.pgstore.migrations import migrate
 from memcairn.pgstore.schema import LATEST
 from memcairn.vectors.embedder import load_embedder
@@ -223,3 +223,41 @@ def test_scopes_and_expiry_are_checked_with_actionable_messages() -> None:
     for bad in ("soon", "2026-01-01"):
         with pytest.raises(ValidationError):
             keys.parse_expiry(bad, now=now)
+
+
+def _random_vectors(conn: psycopg.Connection, tenant_id: int, project: str, count: int, start: int) -> int:
+    """``count`` items with random vectors in ``project`` (made here), written in SQL: no model needed."""
+    project_id = conn.execute("INSERT INTO projects (tenant_id, name) VALUES (%s, %s) RETURNING id",
+                              (tenant_id, project)).fetchone()[0]
+    conn.execute(
+        "INSERT INTO items (tenant_id, project_id, title, content_hash, created_at_epoch, embedding)"
+        " SELECT %s, %s, 'row ' || g, md5(g::text), g,"
+        "  (SELECT array_agg(random() - 0.5)::vector FROM generate_series(1, 384) WHERE g > 0)"
+        " FROM generate_series(%s::int, %s::int) AS g", (tenant_id, project_id, start, start + count - 1))
+    return int(project_id)
+
+
+def test_the_vector_plan_scans_small_projects_and_walks_the_index_for_large_ones(pg_database: str,
+                                                                                pool: db.Pool) -> None:
+    acme = tenant(pg_database, "acme")
+    with db.connect(pg_database) as conn:
+        big = _random_vectors(conn, acme, "big", 2000, 1)
+        tiny = _random_vectors(conn, acme, "tiny", 20, 10_000)  # 1% of the rows
+        conn.execute("ANALYZE items")
+        probe = conn.execute("SELECT id, embedding::text FROM items WHERE project_id = %s ORDER BY id LIMIT 1",
+                             (tiny,)).fetchone()
+    probe_id, literal = probe[0], [float(v) for v in probe[1].strip("[]").split(",")]
+    team = TeamStore(pool, None, exact_below=100)
+    with pool.connection() as conn, db.tenant_transaction(conn, acme) as cur:
+        def plan(exact: bool, projects: list[int]) -> str:
+            rows = cur.execute("EXPLAIN " + nearest_sql(exact=exact),
+                               (probe[1], acme, projects, probe[1], 10)).fetchall()
+            return "\n".join(r[0] for r in rows)
+
+        assert "items_embedding" in plan(False, [big])
+        assert "items_embedding" not in plan(True, [big, tiny])
+        assert team.vector_count(cur, acme, [tiny]) == 20 and team.vector_count(cur, acme, [big]) == 100
+        assert team.nearest(cur, acme, [tiny], literal, 5)[0][0] == probe_id  # through the index
+    exact = TeamStore(pool, None, exact_below=5000)
+    with pool.connection() as conn, db.tenant_transaction(conn, acme) as cur:
+        assert exact.nearest(cur, acme, [tiny], literal, 5)[0] == (probe_id, pytest.approx(1.0))

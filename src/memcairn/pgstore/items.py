@@ -9,8 +9,9 @@ Search runs two legs and fuses them with ``search.fusion.rrf``:
 - keyword: the query's words OR-ed into a tsquery over the weighted ``fts`` column (title A, text B), the
   newest ``KEYWORD_CAP`` matches ranked with ``ts_rank(fts, q, 1)`` (log length normalisation);
 - semantic: pgvector cosine distance through the HNSW index with ``hnsw.iterative_scan = relaxed_order``, so a
-  small project inside a large tenant still gets its neighbours; hits under the bundled model's calibrated
-  similarity floor are dropped, so a query nothing answers gets no semantic noise.
+  small project inside a large tenant still gets its neighbours, or an exact scan when the projects hold fewer
+  than ``EXACT_BELOW`` vectors; hits under the bundled model's calibrated similarity floor are dropped, so a
+  query nothing answers gets no semantic noise.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from memcairn.store.validation import validate_item
 from memcairn.vectors.base import Embedder
 
 KEYWORD_CAP = 10_000
+EXACT_BELOW = 2_000  # projects holding fewer vectors than this are scanned exactly (the reference: 11-27 ms at 1k)
 MAX_QUERY_WORDS = 32
 MAX_LIMIT = 100
 SEMANTIC_FLOOR = SEMANTIC_FLOORS["all-MiniLM-L6-v2-int8"]
@@ -48,6 +50,16 @@ class Saved:
     id: int
     created: bool
     forgotten: bool = False
+
+
+def nearest_sql(*, exact: bool) -> str:
+    """The semantic leg's query. Ordering by ``distance + 0`` is no ordering the HNSW index offers, so the
+    planner reads the projects' rows through their btree and sorts them all: exact, and cheaper than the graph
+    for a small project. Plain ``embedding <=> q`` lets it walk the HNSW graph, the filters applied as it goes
+    (with ``hnsw.iterative_scan`` it keeps walking until enough rows pass them)."""
+    order = "(embedding <=> %s::vector) + 0" if exact else "embedding <=> %s::vector"
+    return ("SELECT id, 1 - (embedding <=> %s::vector) AS similarity FROM items WHERE tenant_id = %s"
+            f" AND project_id = ANY(%s) AND embedding IS NOT NULL ORDER BY {order} LIMIT %s")
 
 
 def vector_literal(values: Sequence[float]) -> str:
@@ -70,9 +82,10 @@ def document(title: str, text: str) -> str:
 class TeamStore:
     """Tenant-scoped reads and writes over a pool of ``memcairn_app`` connections."""
 
-    def __init__(self, pool: Pool, embedder: Embedder | None = None) -> None:
+    def __init__(self, pool: Pool, embedder: Embedder | None = None, *, exact_below: int = EXACT_BELOW) -> None:
         self.pool = pool
         self.embedder = embedder
+        self.exact_below = exact_below
 
     # -- projects -----------------------------------------------------------------------------------------
     @staticmethod
@@ -216,14 +229,26 @@ class TeamStore:
                      limit: int) -> list[tuple[int, float]]:
         if self.embedder is None or not query.strip():
             return []
-        vector = vector_literal(self.embedder.embed_query(query))
-        cur.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-        rows = cur.execute(
-            "SELECT id, 1 - (embedding <=> %s::vector) AS similarity FROM items WHERE tenant_id = %s"
-            " AND project_id = ANY(%s) AND embedding IS NOT NULL ORDER BY embedding <=> %s::vector LIMIT %s",
-            (vector, tenant_id, project_ids, vector, limit)).fetchall()
+        return self.nearest(cur, tenant_id, project_ids, self.embedder.embed_query(query), limit)
+
+    def nearest(self, cur: psycopg.Cursor, tenant_id: int, project_ids: list[int], vector: Sequence[float],
+                limit: int) -> list[tuple[int, float]]:
+        """(id, cosine similarity) of the nearest items at or over the floor, best first: an exact scan when the
+        projects hold fewer than ``exact_below`` vectors, else the HNSW index with iterative scan."""
+        literal = vector_literal(vector)
+        exact = self.vector_count(cur, tenant_id, project_ids) < self.exact_below
+        if not exact:
+            cur.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        rows = cur.execute(nearest_sql(exact=exact), (literal, tenant_id, project_ids, literal, limit)).fetchall()
         hits = sorted(((int(i), float(s)) for i, s in rows), key=lambda hit: -hit[1])  # relaxed order: re-sort
         return [hit for hit in hits if hit[1] >= SEMANTIC_FLOOR]
+
+    def vector_count(self, cur: psycopg.Cursor, tenant_id: int, project_ids: list[int]) -> int:
+        """The projects' vectors, counted up to ``exact_below`` only (a bounded index scan)."""
+        row = cur.execute("SELECT count(*) FROM (SELECT 1 FROM items WHERE tenant_id = %s AND project_id = ANY(%s)"
+                          " AND embedding IS NOT NULL LIMIT %s) AS bounded", (tenant_id, project_ids,
+                                                                         self.exact_below)).fetchone()
+        return int(row[0]) if row else 0
 
     def search(self, tenant_id: int, query: str, project_ids: Sequence[int], *, limit: int = 20,
                mode: str = "auto") -> list[dict[str, Any]]:
