@@ -23,6 +23,8 @@ VALUES = [
 def test_dumps_is_json_dumps(value: object) -> None:
     for ascii_only in (True, False):
         assert fastjson.dumps(value, ensure_ascii=ascii_only) == json.dumps(value, ensure_ascii=ascii_only)
+        compact = fastjson.dumps(value, ensure_ascii=ascii_only, separators=(",", ":"))
+        assert compact == json.dumps(value, ensure_ascii=ascii_only, separators=(",", ":"))
 
 
 @pytest.mark.parametrize("value", VALUES, ids=range(len(VALUES)))

@@ -76,25 +76,26 @@ def _unserializable(value: Any) -> Any:
     raise TypeError(f"Object of type {value.__class__.__name__} is not JSON serializable")
 
 
-def dumps(value: Any, *, ensure_ascii: bool = True) -> str:
-    """``json.dumps(value, ensure_ascii=ensure_ascii)`` (its other options at their defaults)."""
+def dumps(value: Any, *, ensure_ascii: bool = True, separators: tuple[str, str] = (", ", ": ")) -> str:
+    """``json.dumps(value, ensure_ascii=ensure_ascii, separators=separators)`` (its other options at their
+    defaults)."""
     make = getattr(_json, "make_encoder", None) if _json is not None else None
     quote = getattr(_json, "encode_basestring_ascii" if ensure_ascii else "encode_basestring", None)
     if make is None or quote is None:
-        return _json_dumps(value, ensure_ascii)
+        return _json_dumps(value, ensure_ascii, separators)
     if isinstance(value, str):
         return quote(value)
     try:  # the arguments json.JSONEncoder.iterencode passes (markers fresh for each call, as there)
-        encode = make({}, _unserializable, quote, None, ": ", ", ", False, False, True)
+        encode = make({}, _unserializable, quote, None, separators[1], separators[0], False, False, True)
     except TypeError:  # an accelerator that takes other arguments: json knows them
-        return _json_dumps(value, ensure_ascii)
+        return _json_dumps(value, ensure_ascii, separators)
     return "".join(encode(value, 0))
 
 
-def _json_dumps(value: Any, ensure_ascii: bool) -> str:
+def _json_dumps(value: Any, ensure_ascii: bool, separators: tuple[str, str]) -> str:
     import json
 
-    return json.dumps(value, ensure_ascii=ensure_ascii)
+    return json.dumps(value, ensure_ascii=ensure_ascii, separators=separators)
 
 
 

@@ -48,26 +48,51 @@ stay open, when its parent process dies (a daemon thread watches ``os.getppid()`
 
 from __future__ import annotations
 
-import json
-import logging
 import os
-import re
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
 
 from memcairn import __version__
 from memcairn.errors import ConfigError, MemcairnError, NotFoundError, ValidationError, WorkerUnavailableError
-from memcairn.fence import defuse
+from memcairn.fastjson import dumps
 from memcairn.mcp_protocol import McpServer, ServerInfo, serve_lines
-from memcairn.project import ProjectIdentity, project_from_cwd
+from memcairn.project import project_from_cwd
 
-if TYPE_CHECKING:  # the worker's client (http.client, ssl, settings) is imported on the first tool call
+# Imported where first needed, not at start (the agent waits for the first answer, and together they cost the
+# server's start ~15 ms): ``logging`` (the first line logged), ``re`` and ``fence`` (the first tool call), ``typing``
+# (never: annotations only), and the worker's client (http.client, ssl, settings: the first tool call).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from typing import Any, TypeVar
+
     from memcairn.client import WorkerClient
+    from memcairn.project import ProjectIdentity
 
-log = logging.getLogger("memcairn.mcp")
+    T = TypeVar("T")
+
+LOG_FORMAT = "memcairn mcp: %(levelname)s %(message)s"
+_log_to_stderr = False  # set by main: the server's own process, whose stderr the agent keeps
+
+
+class _Log:
+    """``logging.getLogger("memcairn.mcp")``, made on first use (see above); in the server's own process the
+    first use also sends warnings to stderr, as ``main`` did at start before."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(_logger(), name)
+
+
+def _logger() -> Any:
+    import logging
+
+    if _log_to_stderr:
+        logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format=LOG_FORMAT)  # once: then a no-op
+    return logging.getLogger("memcairn.mcp")
+
+
+log = _Log()
 
 SERVER_NAME = "memcairn"
 ALL_PROJECTS = "*"
@@ -121,9 +146,7 @@ STARTUP_CONTEXT_MISSING = ("At the start of this session, call session_start_con
 
 IDS_REQUIRED = 'ids is required: call search first to find ids, then pass them as a list, e.g. {"ids": [12, 15]}'
 # Between the ids of one text ("12,15", "#12, #15", "12 15"): commas, semicolons and white space.
-ID_SEPARATORS = re.compile(r"[\s,;]+")
-
-T = TypeVar("T")
+ID_SEPARATORS = r"[\s,;]+"
 
 
 def _local_tz() -> str:
@@ -305,7 +328,7 @@ def _check_arguments(spec: ToolSpec, arguments: Mapping[str, Any] | None) -> dic
 
 def _shown(value: Any) -> str:
     """An argument as an error message quotes it: JSON, with its non-ASCII text as written ("²", not "\\u00b2")."""
-    return json.dumps(value, ensure_ascii=False)
+    return dumps(value, ensure_ascii=False)
 
 
 def _whole(value: Any) -> int | None:
@@ -334,6 +357,8 @@ def _id_entries(value: Any) -> list[Any]:
 
     Models often send ids as one text ("12,15", "#12, #15", even "[12, 15]") where the schema asks for a
     list; that is read as the list it means. Anything else is left whole for ``_ids`` to refuse by name."""
+    import re
+
     raw = value if isinstance(value, list) else [value]
     entries: list[Any] = []
     for entry in raw:
@@ -341,7 +366,7 @@ def _id_entries(value: Any) -> list[Any]:
             text = entry.strip()
             if text.startswith("[") and text.endswith("]"):
                 text = text[1:-1]
-            entries += [part for part in ID_SEPARATORS.split(text) if part]
+            entries += [part for part in re.split(ID_SEPARATORS, text) if part]
         else:
             entries.append(entry)
     return entries
@@ -380,7 +405,7 @@ class _Budget:
 
 def _cost(value: Any) -> int:
     """Characters ``value`` takes in the tool's answer (JSON escapes such as ``\\n`` count double or more)."""
-    return len(json.dumps(value, ensure_ascii=False))
+    return len(dumps(value, ensure_ascii=False))
 
 
 def _fitting(text: str, room: int) -> int:
@@ -396,6 +421,8 @@ def _fitting(text: str, room: int) -> int:
 
 
 def _cut_text(text: str, budget: _Budget) -> str:
+    from memcairn.fence import defuse
+
     text = defuse(text)  # stored text in the agent's context: no fence or chat-template role marker passes
     keep = _fitting(text, max(0, budget.left))
     if keep < len(text):
@@ -479,6 +506,8 @@ def installed_version() -> str | None:
         source = Path(memcairn.__file__ or "").read_text(encoding="utf-8")
     except OSError:
         return None
+    import re
+
     found = re.search(r'^__version__ = "([^"]+)"', source, re.MULTILINE)
     return found.group(1) if found else None
 
@@ -647,7 +676,7 @@ class MemoryTools:
                 left.append(raw.get("id"))
                 continue
             record, cut = _bounded(_compact(raw))
-            cost = len(json.dumps(record, ensure_ascii=False))
+            cost = len(dumps(record, ensure_ascii=False))
             if items and size + cost > MAX_RECORDS_CHARS:
                 left.append(record.get("id"))
                 continue
@@ -671,7 +700,7 @@ class MemoryTools:
                          "the not_included ids")
         if notes:
             out["note"] = "; ".join(notes)
-        return json.dumps(out, ensure_ascii=False)
+        return dumps(out, ensure_ascii=False)
 
     def session_start_context(self, args: dict[str, Any]) -> str:
         chosen = args.get("project")
@@ -846,7 +875,8 @@ def main(platform: str | None = None) -> int:
     ``platform`` names the agent that runs the server; for those in ``STARTUP_PLATFORMS`` the instructions
     carry the SessionStart context (see the module docstring). Returns when stdin closes or on SIGINT.
     """
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="memcairn mcp: %(levelname)s %(message)s")
+    global _log_to_stderr
+    _log_to_stderr = True
     watch_parent()
     tools: MemoryTools | None = None
     instructions: str | Callable[[], str] = WORKFLOW
