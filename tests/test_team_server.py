@@ -112,12 +112,21 @@ def test_the_outside_check_interface_end_to_end(tmp_path: Path) -> None:
         listed = {k["id"]: k for k in json.loads(cli(home, "server", "keys", "list", "--json").stdout)}
         assert listed[acme["id"]]["status"] == "revoked" and listed[acme["id"]]["last_used_at"]
         assert listed[other["id"]]["tenant"] == "other"
+
+        # killed outright, the server leaves its PostgreSQL running; a new one takes it over, the data intact
+        server.kill()
+        server.wait(timeout=60)
+        with log.open("ab") as sink:
+            server = subprocess.Popen([MEMCAIRN, "server", "--embedded", "--port", str(port)],
+                                      env={**os.environ, "MEMCAIRN_HOME": str(home)}, stdout=sink, stderr=sink)
+        wait_ready(url, server, log)
+        assert httpx.get(f"{url}/v1/memories/{item_id}", headers=auth(reader)).json()["title"] == memory["title"]
     finally:
         server.send_signal(signal.SIGTERM)
         code = server.wait(timeout=60)
     assert code == 0, log.read_text(errors="replace")
     cluster = EmbeddedPostgres(home / "postgres", password=load_or_create_password(home, "postgres-password"))
-    assert cluster.info().get("running") is False  # the server stopped the PostgreSQL it started
+    assert cluster.info().get("running") is False  # the server stopped the PostgreSQL it ran on
     if (home / "postgres").is_symlink():  # the cluster was kept where its user can reach it: remove it too
         shutil.rmtree((home / "postgres").resolve(), ignore_errors=True)
 

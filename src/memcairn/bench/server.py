@@ -39,16 +39,19 @@ class Outcome:
     errors: int = 0
     sample_errors: list[str] = field(default_factory=list)
     wall_s: float = 0.0
+    acked: dict[int, int] = field(default_factory=dict)  # request index -> the id a POST was answered with
 
 
 Request = tuple[str, str, bytes | None]  # method, path, body
 
 
-def drive(port: int, key: str, requests: Sequence[Request], clients: int) -> Outcome:
-    """Send every request once, from ``clients`` threads each holding one keep-alive connection."""
+def drive(port: int, key: str, requests: Sequence[Request], clients: int,
+          on_ack: Callable[[Outcome], None] | None = None) -> Outcome:
+    """Send every request once, from ``clients`` threads each holding one keep-alive connection; ``on_ack`` is
+    called (under the lock) after each acknowledged POST."""
     outcome = Outcome()
     lock = threading.Lock()
-    work = iter(requests)
+    work = iter(enumerate(requests))
     start = threading.Barrier(clients + 1)
     headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
 
@@ -58,10 +61,10 @@ def drive(port: int, key: str, requests: Sequence[Request], clients: int) -> Out
             start.wait()
             while True:
                 with lock:
-                    request = next(work, None)
-                if request is None:
+                    numbered = next(work, None)
+                if numbered is None:
                     return
-                method, path, body = request
+                index, (method, path, body) = numbered
                 try:
                     t0 = time.perf_counter()
                     conn.request(method, path, body=body, headers=headers)
@@ -76,6 +79,10 @@ def drive(port: int, key: str, requests: Sequence[Request], clients: int) -> Out
                 with lock:
                     if error is None:
                         outcome.latencies_ms.append(latency)
+                        if method == "POST":
+                            outcome.acked[index] = int(json.loads(answer)["id"])
+                            if on_ack is not None:
+                                on_ack(outcome)
                     else:
                         outcome.errors += 1
                         if len(outcome.sample_errors) < 5:
@@ -162,6 +169,10 @@ def run(*, items: int = 2_000, clients: int = 16, requests: int = 400, projects:
                                   for p in names]
         rows.append(_row("context", clients, drive(port, key, context, clients)))
         errors = [e for r in (ingest,) for e in r.sample_errors]
+        log("kill -9 under ingest, then a restart")
+        proc, crash = _crash_and_restart(proc, port, key, clients, max(60, items // 2), projects,
+                                         [*_memcairn(), "server", *(database or ["--embedded"]), "--port", str(port)],
+                                         env, log_path)
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -170,10 +181,45 @@ def run(*, items: int = 2_000, clients: int = 16, requests: int = 400, projects:
             proc.kill()
         shutil.rmtree(root, ignore_errors=True)
     return {"items": items, "projects": projects, "clients": clients, "database": "given" if database_url else
-            "embedded", "rows": rows, "sample_errors": errors}
+            "embedded", "rows": rows, "crash": crash, "sample_errors": errors}
+
+
+def _crash_and_restart(proc: subprocess.Popen[bytes], port: int, key: str, clients: int, count: int, projects: int,
+                       argv: list[str], env: dict[str, str], log_path: Path
+                       ) -> tuple[subprocess.Popen[bytes], dict[str, Any]]:
+    """SIGKILL the server once a third of ``count`` new memories are acknowledged, start it again, send every
+    memory again (a client retries what it has no answer for, and may retry what it had), and count the
+    acknowledged memories that are gone and the memories stored twice."""
+    posts: list[Request] = [("POST", "/v1/memories", json.dumps({
+        "project": f"crash-{i % projects:02d}", "title": f"crash test memory {i}",
+        "text": f"written while the server may be killed ({i})"}).encode()) for i in range(count)]
+    killed = threading.Event()
+
+    def kill_at_a_third(outcome: Outcome) -> None:
+        if not killed.is_set() and len(outcome.acked) >= count // 3:
+            killed.set()
+            proc.kill()
+
+    first = drive(port, key, posts, clients, on_ack=kill_at_a_third)
+    proc.wait(timeout=60)
+    with log_path.open("ab") as sink:
+        restarted = subprocess.Popen(argv, env=env, stdout=sink, stderr=sink)
+    _wait_ready(restarted, port, log_path)
+    again = drive(port, key, posts, clients)
+    lost = sum(1 for index, item_id in first.acked.items() if again.acked.get(index) != item_id)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=REQUEST_TIMEOUT)
+    conn.request("GET", "/v1/projects", headers={"Authorization": f"Bearer {key}"})
+    stored = sum(p["items"] for p in json.loads(conn.getresponse().read())["projects"]
+                 if p["name"].startswith("crash-"))
+    conn.close()
+    return restarted, {"sent": count, "acknowledged_before_kill": len(first.acked), "unanswered": first.errors,
+                       "acknowledged_then_lost": lost, "stored": stored, "duplicates": stored - count,
+                       "retries_unanswered": again.errors}
 
 
 def render(result: dict[str, Any]) -> str:
     head = (f"memcairn server on {result['database']} PostgreSQL: {result['items']:,} memories over "
             f"{result['projects']} projects, {result['clients']} concurrent loopback clients")
-    return head + "\n\n" + render_table(result["rows"])
+    crash = result.get("crash")
+    tail = ("\n\nkill -9 under ingest, restarted, everything sent again:\n\n" + render_table([crash])) if crash else ""
+    return head + "\n\n" + render_table(result["rows"]) + tail

@@ -1,8 +1,9 @@
 """Where the server's database is, and running the server in the foreground.
 
 ``--embedded``: the bundled PostgreSQL in ``$MEMCAIRN_HOME/postgres`` (its superuser's password in
-``$MEMCAIRN_HOME/server/postgres-password``), database ``memcairn``; started if it is not running, and stopped
-again by whoever started it. ``--database URL``: an existing PostgreSQL, the URL naming a role that owns (or
+``$MEMCAIRN_HOME/server/postgres-password``), database ``memcairn``; started if it is not running (reused if
+a server killed with SIGKILL left it running) and stopped when the server stops; a ``keys`` command stops it
+again only if it started it. ``--database URL``: an existing PostgreSQL, the URL naming a role that owns (or
 may create) the schema; the server itself then connects as ``memcairn_app``. Either way the migrations run
 first and the server secret is ``$MEMCAIRN_HOME/server/secret``.
 """
@@ -29,9 +30,10 @@ log = logging.getLogger("memcairn.server")
 
 
 @contextmanager
-def owner_database(home: Path, database_url: str | None) -> Iterator[str]:
+def owner_database(home: Path, database_url: str | None, *, owns_cluster: bool = False) -> Iterator[str]:
     """The owner's connection string of the server's database, migrated; the embedded cluster is started when
-    needed and stopped on exit if this call started it."""
+    needed and stopped on exit if this call started it, or always when ``owns_cluster`` (the server: a cluster
+    it found running was left by a server killed before it could stop it)."""
     secret = load_or_create_secret(home)
     if database_url:
         db.prepare(database_url, secret)
@@ -48,7 +50,7 @@ def owner_database(home: Path, database_url: str | None) -> Iterator[str]:
         db.prepare(owner, secret)
         yield owner
     finally:
-        if not was_running:
+        if owns_cluster or not was_running:
             cluster.stop()
 
 
@@ -60,7 +62,7 @@ def serve(home: Path, *, database_url: str | None, host: str, port: int, pool_si
     from memcairn.vectors.embedder import load_embedder
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    with owner_database(home, database_url) as owner:
+    with owner_database(home, database_url, owns_cluster=True) as owner:
         secret = load_or_create_secret(home)
         pool = db.Pool(db.app_conninfo(owner, secret), size=pool_size)
         embedder: Any = load_embedder()
