@@ -113,11 +113,12 @@ def test_the_outside_check_interface_end_to_end(tmp_path: Path) -> None:
         assert listed[acme["id"]]["status"] == "revoked" and listed[acme["id"]]["last_used_at"]
         assert listed[other["id"]]["tenant"] == "other"
 
-        # killed outright, the server leaves its PostgreSQL running; a new one takes it over, the data intact
+        # killed outright, the server leaves its PostgreSQL running; a new one (in two worker processes) takes
+        # it over, the data intact
         server.kill()
         server.wait(timeout=60)
         with log.open("ab") as sink:
-            server = subprocess.Popen([MEMCAIRN, "server", "--embedded", "--port", str(port)],
+            server = subprocess.Popen([MEMCAIRN, "server", "--embedded", "--port", str(port), "--workers", "2"],
                                       env={**os.environ, "MEMCAIRN_HOME": str(home)}, stdout=sink, stderr=sink)
         wait_ready(url, server, log)
         assert httpx.get(f"{url}/v1/memories/{item_id}", headers=auth(reader)).json()["title"] == memory["title"]

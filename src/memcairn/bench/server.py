@@ -130,7 +130,7 @@ def _wait_ready(proc: subprocess.Popen[bytes], port: int, log_path: Path) -> Non
 
 
 def run(*, items: int = 2_000, clients: int = 16, requests: int = 400, projects: int = 10,
-        database_url: str | None = None, log: Log = lambda _m: None) -> dict[str, Any]:
+        database_url: str | None = None, workers: int = 1, log: Log = lambda _m: None) -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix="memcairn-bench-server-"))
     root.chmod(0o755)  # the embedded PostgreSQL's user must reach its folder under it
     home = root / "home"
@@ -142,10 +142,10 @@ def run(*, items: int = 2_000, clients: int = 16, requests: int = 400, projects:
         raise RuntimeError(f"keys create failed: {made.stderr.strip()}")
     key = json.loads(made.stdout)["key"]
     port = free_port()
+    argv = [*_memcairn(), "server", *(database or ["--embedded"]), "--port", str(port), "--workers", str(workers)]
     log_path = root / "server.log"
     with log_path.open("wb") as sink:
-        proc = subprocess.Popen([*_memcairn(), "server", *(database or ["--embedded"]), "--port", str(port)],
-                                env=env, stdout=sink, stderr=sink)
+        proc = subprocess.Popen(argv, env=env, stdout=sink, stderr=sink, start_new_session=True)
     rows = []
     try:
         _wait_ready(proc, port, log_path)
@@ -171,8 +171,7 @@ def run(*, items: int = 2_000, clients: int = 16, requests: int = 400, projects:
         errors = [e for r in (ingest,) for e in r.sample_errors]
         log("kill -9 under ingest, then a restart")
         proc, crash = _crash_and_restart(proc, port, key, clients, max(60, items // 2), projects,
-                                         [*_memcairn(), "server", *(database or ["--embedded"]), "--port", str(port)],
-                                         env, log_path)
+                                         argv, env, log_path)
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -180,16 +179,16 @@ def run(*, items: int = 2_000, clients: int = 16, requests: int = 400, projects:
         except subprocess.TimeoutExpired:
             proc.kill()
         shutil.rmtree(root, ignore_errors=True)
-    return {"items": items, "projects": projects, "clients": clients, "database": "given" if database_url else
-            "embedded", "rows": rows, "crash": crash, "sample_errors": errors}
+    return {"items": items, "projects": projects, "clients": clients, "workers": workers,
+            "database": "given" if database_url else "embedded", "rows": rows, "crash": crash, "sample_errors": errors}
 
 
 def _crash_and_restart(proc: subprocess.Popen[bytes], port: int, key: str, clients: int, count: int, projects: int,
                        argv: list[str], env: dict[str, str], log_path: Path
                        ) -> tuple[subprocess.Popen[bytes], dict[str, Any]]:
-    """SIGKILL the server once a third of ``count`` new memories are acknowledged, start it again, send every
-    memory again (a client retries what it has no answer for, and may retry what it had), and count the
-    acknowledged memories that are gone and the memories stored twice."""
+    """SIGKILL the server (its process group) once a third of ``count`` new memories are acknowledged, start it
+    again, send every memory again (a client retries what it has no answer for, and may retry what it had), and
+    count the acknowledged memories that are gone and the memories stored twice."""
     posts: list[Request] = [("POST", "/v1/memories", json.dumps({
         "project": f"crash-{i % projects:02d}", "title": f"crash test memory {i}",
         "text": f"written while the server may be killed ({i})"}).encode()) for i in range(count)]
@@ -198,19 +197,21 @@ def _crash_and_restart(proc: subprocess.Popen[bytes], port: int, key: str, clien
     def kill_at_a_third(outcome: Outcome) -> None:
         if not killed.is_set() and len(outcome.acked) >= count // 3:
             killed.set()
-            proc.kill()
+            os.killpg(proc.pid, signal.SIGKILL)  # the server and its worker processes, as a crash takes them
 
     first = drive(port, key, posts, clients, on_ack=kill_at_a_third)
     proc.wait(timeout=60)
     with log_path.open("ab") as sink:
-        restarted = subprocess.Popen(argv, env=env, stdout=sink, stderr=sink)
+        restarted = subprocess.Popen(argv, env=env, stdout=sink, stderr=sink, start_new_session=True)
     _wait_ready(restarted, port, log_path)
     again = drive(port, key, posts, clients)
     lost = sum(1 for index, item_id in first.acked.items() if again.acked.get(index) != item_id)
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=REQUEST_TIMEOUT)
     conn.request("GET", "/v1/projects", headers={"Authorization": f"Bearer {key}"})
-    stored = sum(p["items"] for p in json.loads(conn.getresponse().read())["projects"]
-                 if p["name"].startswith("crash-"))
+    listed = json.loads(conn.getresponse().read())
+    if "projects" not in listed:
+        raise RuntimeError(f"GET /v1/projects after the restart: {listed}")
+    stored = sum(p["items"] for p in listed["projects"] if p["name"].startswith("crash-"))
     conn.close()
     return restarted, {"sent": count, "acknowledged_before_kill": len(first.acked), "unanswered": first.errors,
                        "acknowledged_then_lost": lost, "stored": stored, "duplicates": stored - count,
@@ -219,7 +220,8 @@ def _crash_and_restart(proc: subprocess.Popen[bytes], port: int, key: str, clien
 
 def render(result: dict[str, Any]) -> str:
     head = (f"memcairn server on {result['database']} PostgreSQL: {result['items']:,} memories over "
-            f"{result['projects']} projects, {result['clients']} concurrent loopback clients")
+            f"{result['projects']} projects, {result['clients']} concurrent loopback clients, "
+            f"{result.get('workers', 1)} server worker process(es)")
     crash = result.get("crash")
     tail = ("\n\nkill -9 under ingest, restarted, everything sent again:\n\n" + render_table([crash])) if crash else ""
     return head + "\n\n" + render_table(result["rows"]) + tail

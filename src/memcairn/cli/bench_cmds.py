@@ -263,8 +263,10 @@ def bench_worker(items: int, clients: int, requests: int, projects: int, home: P
               help="Requests per read scenario, shared by the clients.")
 @click.option("--projects", default=10, show_default=True, type=click.IntRange(min=1))
 @click.option("--database", metavar="URL", help="An existing PostgreSQL [default: the embedded one, in a temp dir].")
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64),
+              help="The server's uvicorn worker processes.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), help="Also write results here.")
-def bench_server(items: int, clients: int, requests: int, projects: int, database: str | None,
+def bench_server(items: int, clients: int, requests: int, projects: int, database: str | None, workers: int,
                  json_out: Path | None) -> None:
     """A real `memcairn server` process under concurrent clients: ingest, keyword and hybrid search, context.
 
@@ -277,7 +279,7 @@ def bench_server(items: int, clients: int, requests: int, projects: int, databas
 
     _check_output(json_out)
     result = server.run(items=items, clients=clients, requests=requests, projects=projects, database_url=database,
-                        log=lambda m: click.echo(m, err=True))
+                        workers=workers, log=lambda m: click.echo(m, err=True))
     click.echo(server.render(result))
     if json_out:
         _write_json(json_out, result)

@@ -20,8 +20,10 @@ _DATABASE = click.option("--database", metavar="URL", envvar="MEMCAIRN_SERVER_DA
 @_DATABASE
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", type=click.IntRange(1, 65535), default=37900, show_default=True)
+@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="uvicorn worker processes (each loads the embedding model, about 150 MB).")
 @click.pass_context
-def server(ctx: click.Context, embedded: bool, database: str | None, host: str, port: int) -> None:
+def server(ctx: click.Context, embedded: bool, database: str | None, host: str, port: int, workers: int) -> None:
     """The team memory server: the /v1 HTTP API over PostgreSQL, in the foreground.
 
     It is ready when GET /v1/health answers 200. Every other route needs a key from
@@ -39,7 +41,7 @@ def server(ctx: click.Context, embedded: bool, database: str | None, host: str, 
         raise click.UsageError("choose one: --embedded (bundled PostgreSQL) or --database postgresql://...")
     from memcairn.server.run import serve
 
-    sys.exit(serve(memcairn_home(), database_url=database, host=host, port=port))
+    sys.exit(serve(memcairn_home(), database_url=database, host=host, port=port, workers=workers))
 
 
 @server.group("keys")

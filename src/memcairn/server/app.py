@@ -319,7 +319,7 @@ def revoke_key(request: Request, call: Call) -> Any:
     return {"id": key_id, "revoked": True}
 
 
-def make_app(state: ServerState) -> Starlette:
+def make_app(state: ServerState, *, lifespan: Any = None) -> Starlette:
     routes = [
         Route("/v1/health", route(None, health), methods=["GET"]),
         Route("/v1/openapi.json", route(None, openapi), methods=["GET"]),
@@ -342,6 +342,6 @@ def make_app(state: ServerState) -> Starlette:
         headers = dict(exc.headers or {}) if isinstance(exc, HTTPException) else {}  # 405 keeps its Allow
         return JSONResponse({"error": code, "detail": detail}, status_code=status, headers=headers)
 
-    app = Starlette(routes=routes, exception_handlers={HTTPException: not_found})
+    app = Starlette(routes=routes, exception_handlers={HTTPException: not_found}, lifespan=lifespan)
     app.state.server = state
     return app

@@ -10,19 +10,25 @@ first and the server secret is ``$MEMCAIRN_HOME/server/secret``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import signal
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
+from starlette.applications import Starlette
+from uvicorn.supervisors import Multiprocess
 
+from memcairn.config import memcairn_home
 from memcairn.pgstore import db
 from memcairn.pgstore.embedded import EmbeddedPostgres
 from memcairn.pgstore.items import TeamStore
+from memcairn.pgstore.schema import APP_ROLE
 from memcairn.pgstore.secret import load_or_create_password, load_or_create_secret
 
 DATABASE = "memcairn"
@@ -54,34 +60,62 @@ def owner_database(home: Path, database_url: str | None, *, owns_cluster: bool =
             cluster.stop()
 
 
-def serve(home: Path, *, database_url: str | None, host: str, port: int, pool_size: int = 16) -> int:
-    """Run the API in the foreground until SIGINT or SIGTERM."""
-    import uvicorn
+APP_DATABASE_ENV = "MEMCAIRN_SERVER_APP_DATABASE"  # the app role's conninfo, without its password
 
+
+def build_app(home: Path, app_conninfo: str, *, pool_size: int = 16) -> Starlette:
+    """The API over a pool of ``memcairn_app`` connections (the password derived from the server secret) and
+    the bundled model, loaded now rather than on the first request."""
     from memcairn.server.app import ServerState, make_app
     from memcairn.vectors.embedder import load_embedder
 
+    secret = load_or_create_secret(home)
+    pool = db.Pool(make_conninfo(app_conninfo, password=db.app_password(secret)), size=pool_size)
+    embedder: Any = load_embedder()
+    embedder.embed_query("warm up")
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        yield
+        pool.close()
+
+    return make_app(ServerState(pool=pool, team=TeamStore(pool, embedder), secret=secret), lifespan=lifespan)
+
+
+def worker_app() -> Starlette:
+    """The app of one of several uvicorn worker processes (``--workers``): the parent migrated the database
+    and passes where it is in ``MEMCAIRN_SERVER_APP_DATABASE``."""
+    return build_app(memcairn_home(), os.environ[APP_DATABASE_ENV])
+
+
+def serve(home: Path, *, database_url: str | None, host: str, port: int, workers: int = 1) -> int:
+    """Run the API in the foreground until SIGINT or SIGTERM, in one process or ``workers`` processes."""
+    import uvicorn
+
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     with owner_database(home, database_url, owns_cluster=True) as owner:
-        secret = load_or_create_secret(home)
-        pool = db.Pool(db.app_conninfo(owner, secret), size=pool_size)
-        embedder: Any = load_embedder()
-        embedder.embed_query("warm up")  # the model loads now, not on the first request
-        app = make_app(ServerState(pool=pool, team=TeamStore(pool, embedder), secret=secret))
-        config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False, lifespan="off",
-                                server_header=False, proxy_headers=False, timeout_graceful_shutdown=5)
-        log.info("memcairn server on http://%s:%d/v1 (database %s)", host, port,
-                 "embedded" if database_url is None else "given")
+        app_conninfo = make_conninfo(owner, user=APP_ROLE, password="")
+        common: dict[str, Any] = dict(host=host, port=port, log_config=None, access_log=False, lifespan="on",
+                                      server_header=False, proxy_headers=False, timeout_graceful_shutdown=5)
+        if workers > 1:
+            os.environ[APP_DATABASE_ENV] = app_conninfo
+            config = uvicorn.Config("memcairn.server.run:worker_app", factory=True, workers=workers, **common)
+        else:
+            config = uvicorn.Config(build_app(home, app_conninfo), **common)
+        log.info("memcairn server on http://%s:%d/v1 (database %s, %d worker%s)", host, port,
+                 "embedded" if database_url is None else "given", workers, "s" if workers > 1 else "")
         # uvicorn raises the signal that stopped it again once it has shut down: as an exception here, so the
         # embedded PostgreSQL is stopped below instead of the process ending first.
         previous = signal.signal(signal.SIGTERM, _exit_on_signal)
         try:
-            uvicorn.Server(config).run()
+            if workers > 1:
+                Multiprocess(config, sockets=[config.bind_socket()]).run()
+            else:
+                uvicorn.Server(config).run()
         except (SystemExit, KeyboardInterrupt):
             pass
         finally:
             signal.signal(signal.SIGTERM, previous)
-            pool.close()
     return 0
 
 
