@@ -27,6 +27,7 @@ from memcairn.install.specs import (
     CODEX,
     GEMINI,
     HOOK_CODE,
+    MCP_CODE,
     hook_command,
     hook_interpreter,
     is_memcairn_command,
@@ -640,6 +641,16 @@ def test_the_running_memcairn_installs_hooks_that_skip_the_console_script(home: 
     loaded = {line.rsplit("|", 1)[1].strip() for line in done.stderr.decode().splitlines() if "|" in line}
     assert "memcairn.hooks.events" in loaded and "memcairn.entry" not in loaded
     assert sorted(loaded & {"re", "json", "enum", "socket", "selectors", "signal", "click"}) == []
+    # the MCP server the same way; it answers initialize, having loaded neither re nor click
+    server = json.loads((home / ".claude.json").read_text())["mcpServers"]["memcairn"]
+    assert server == {"type": "stdio", "command": python, "args": ["-I", "-c", MCP_CODE]}
+    hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    done = subprocess.run([python, "-X", "importtime", *server["args"]], input=json.dumps(hello).encode() + b"\n",
+                          capture_output=True, env=env, timeout=30)
+    assert json.loads(done.stdout.splitlines()[0])["result"]["serverInfo"]["name"] == "memcairn", done.stderr
+    loaded = {line.rsplit("|", 1)[1].strip() for line in done.stderr.decode().splitlines() if "|" in line}
+    assert "memcairn.mcp_server" in loaded and sorted(loaded & {"re", "json", "logging", "click"}) == []
     # the earlier form (`<memcairn> hook <verb>`) is memcairn's too: a second install replaces it, adds nothing
     old = (home / ".claude" / "settings.json").read_text().replace(commands["Stop"], f"{exe} hook stop")
     (home / ".claude" / "settings.json").write_text(old)

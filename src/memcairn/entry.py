@@ -30,6 +30,12 @@ def main(argv: list[str] | None = None) -> int:
     return run(args)
 
 
+def mcp() -> None:
+    """The installed MCP server command, ``<python> -I -c "from memcairn.entry import mcp; mcp()" [args]`` (see
+    ``install.specs.mcp_command``): ``memcairn mcp [args]`` without the console script's start-up."""
+    sys.exit(main(["mcp", *sys.argv[1:]]))
+
+
 MCP_PLATFORMS = ("claude-code", "codex", "gemini-cli")  # as ``memcairn mcp --platform`` (click) lists them
 
 

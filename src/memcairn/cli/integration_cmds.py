@@ -88,7 +88,7 @@ def install(agent: str, dry_run: bool, executable: str | None, compress: str | N
 
     from memcairn.install import AGENTS, memcairn_executable
     from memcairn.install import install as run_install
-    from memcairn.install.specs import hook_command, hook_interpreter, mcp_args, resolve_executable
+    from memcairn.install.specs import hook_command, hook_interpreter, mcp_command, resolve_executable
 
     exe = resolve_executable(executable) if executable else memcairn_executable()
     report = run_install(agent, exe, dry_run=dry_run)
@@ -98,8 +98,10 @@ def install(agent: str, dry_run: bool, executable: str | None, compress: str | N
     if not dry_run:
         spec = AGENTS[agent]
         events = ", ".join(h.event for h in spec.hooks)
-        click.echo(f"hooks: {events} -> {hook_command(exe, spec, '<event>', hook_interpreter(exe))}")
-        click.echo(f"MCP server memcairn: {' '.join(shlex.quote(a) for a in [exe, *mcp_args(spec)])}")
+        interpreter = hook_interpreter(exe)
+        command, args = mcp_command(exe, spec, interpreter)
+        click.echo(f"hooks: {events} -> {hook_command(exe, spec, '<event>', interpreter)}")
+        click.echo(f"MCP server memcairn: {' '.join(shlex.quote(a) for a in [command, *args])}")
         for note in report.notes:
             click.echo(note)
         for name in ("MEMCAIRN_HOME", "MEMCAIRN_PORT"):

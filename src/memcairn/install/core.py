@@ -45,7 +45,7 @@ from memcairn.install.specs import (
     check_executable,
     hook_group,
     hook_interpreter,
-    mcp_args,
+    mcp_command,
     setting_variables,
 )
 
@@ -116,28 +116,30 @@ def gemini_settings() -> Path:
     return Path.home() / ".gemini" / "settings.json"
 
 
-def hook_groups(executable: str, agent: AgentSpec) -> dict[str, dict[str, Any]]:
-    interpreter = hook_interpreter(executable)  # the short command when the script's Python runs the hooks
+def hook_groups(executable: str, agent: AgentSpec, interpreter: str | None) -> dict[str, dict[str, Any]]:
     return {spec.event: hook_group(executable, agent, spec, interpreter) for spec in agent.hooks}
 
 
 def targets(platform: str, executable: str) -> list[Target]:
     """The files ``platform`` reads and what memcairn puts in each."""
+    interpreter = hook_interpreter(executable)  # the short commands when the script's Python runs them itself
     if platform == CLAUDE_CODE.platform:
+        command, args = mcp_command(executable, CLAUDE_CODE, interpreter)
         return [
-            Target(claude_dir() / "settings.json", "json", hooks=hook_groups(executable, CLAUDE_CODE)),
-            Target(claude_json(), "json", server={"type": "stdio", "command": executable,
-                                                  "args": mcp_args(CLAUDE_CODE)}),
+            Target(claude_dir() / "settings.json", "json", hooks=hook_groups(executable, CLAUDE_CODE, interpreter)),
+            Target(claude_json(), "json", server={"type": "stdio", "command": command, "args": args}),
         ]
     if platform == CODEX.platform:
+        command, args = mcp_command(executable, CODEX, interpreter)
         return [
             Target(codex_home() / "config.toml", "toml",
-                   block=tomlblock.server_block(executable, setting_variables(), mcp_args(CODEX))),
-            Target(codex_home() / "hooks.json", "json", hooks=hook_groups(executable, CODEX)),
+                   block=tomlblock.server_block(command, setting_variables(), args)),
+            Target(codex_home() / "hooks.json", "json", hooks=hook_groups(executable, CODEX, interpreter)),
         ]
     if platform == GEMINI.platform:
-        return [Target(gemini_settings(), "json", hooks=hook_groups(executable, GEMINI),
-                       server={"command": executable, "args": mcp_args(GEMINI)}, allowed=setting_variables())]
+        command, args = mcp_command(executable, GEMINI, interpreter)
+        return [Target(gemini_settings(), "json", hooks=hook_groups(executable, GEMINI, interpreter),
+                       server={"command": command, "args": args}, allowed=setting_variables())]
     raise ConfigError(f"unknown agent {platform!r}; use one of {', '.join(PLATFORMS)}")
 
 

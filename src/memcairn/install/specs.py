@@ -23,6 +23,9 @@ COMMAND_NAME = "memcairn"
 # imports ``re`` (~6 ms of every agent event), and isolated (``-I``: no user site, no PYTHON* variables).
 HOOK_CODE = "from memcairn.hooks.runner import main; main()"
 HOOK_FLAGS = ("-I", "-c")
+MCP_CODE = "from memcairn.entry import mcp; mcp()"  # the MCP server the same way: ``memcairn mcp`` without the script
+# What proves that a Python runs both by itself: the hook command's code, once the MCP server's entry is found.
+PROOF_CODE = f"import memcairn.entry; memcairn.entry.mcp; {HOOK_CODE}"
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,15 @@ def mcp_args(agent: AgentSpec) -> list[str]:
     return ["mcp", "--platform", "codex"] if agent is CODEX else ["mcp"]
 
 
+def mcp_command(executable: str, agent: AgentSpec, interpreter: str | None = None) -> tuple[str, list[str]]:
+    """The MCP server entry's command and arguments: ``<python> -I -c MCP_CODE [--platform codex]`` with the
+    ``interpreter`` of ``hook_interpreter`` (the server's start is what the agent's first request waits for), else
+    ``<memcairn> mcp [--platform codex]``."""
+    if interpreter:
+        return interpreter, [*HOOK_FLAGS, MCP_CODE, *mcp_args(agent)[1:]]
+    return executable, mcp_args(agent)
+
+
 def hook_command(executable: str, agent: AgentSpec, verb: str, interpreter: str | None = None) -> str:
     """The shell command of one hook (paths quoted): ``<python> -I -c HOOK_CODE <verb> [--platform <name>]`` with
     the ``interpreter`` of ``hook_interpreter``, else ``<memcairn> hook <verb> [--platform <name>]``."""
@@ -98,15 +110,17 @@ def hook_command(executable: str, agent: AgentSpec, verb: str, interpreter: str 
 
 
 def hook_interpreter(executable: str) -> str | None:
-    """The Python of the console script ``executable`` (its ``#!`` line), when that Python runs the hooks by
-    itself: ``hook_command``'s short form, proven by running it (as a capture child, which answers ``{}`` at
-    once). None, and hooks call ``executable``, for anything else: a launcher of another kind, a memcairn that only
-    ``PYTHONPATH`` or the user site provides (``-I`` ignores both), an older memcairn without the entry point.
+    """The Python of the console script ``executable`` (its ``#!`` line), when that Python runs the hooks and the
+    MCP server by itself: ``hook_command``'s and ``mcp_command``'s short form, proven by running the hook's code
+    (as a capture child, which answers ``{}`` at once) after importing the server's entry. None, and both call
+    ``executable``, for anything else: a launcher of another kind, a memcairn that only ``PYTHONPATH`` or the user
+    site provides (``-I`` ignores both), an older memcairn without these entry points.
 
     Why: a hook is a new process for every agent event, and the console script alone costs a hook ~6 ms of its
-    ~20 (``import re``), which every agent waits for at each prompt, each stop and the session's start and end.
-    The Python's path is kept as the script names it (a virtual environment's ``bin/python`` link), so the hooks
-    break no sooner than the script would: both live in the same ``bin`` folder.
+    ~20 (``import re``), which every agent waits for at each prompt, each stop and the session's start and end;
+    the MCP server's start is waited for before the first request. The Python's path is kept as the script names
+    it (a virtual environment's ``bin/python`` link), so the commands break no sooner than the script would: both
+    live in the same ``bin`` folder.
     """
     if not os.path.isabs(executable):
         return None
@@ -120,7 +134,7 @@ def hook_interpreter(executable: str) -> str | None:
     if not interpreter or not os.path.isabs(interpreter) or " " in interpreter or b"memcairn.entry" not in rest:
         return None
     try:
-        done = subprocess.run([interpreter, *HOOK_FLAGS, HOOK_CODE, "stop"], input=b"", capture_output=True,
+        done = subprocess.run([interpreter, *HOOK_FLAGS, PROOF_CODE, "stop"], input=b"", capture_output=True,
                               timeout=30, env={**os.environ, "MEMCAIRN_CAPTURE_CHILD": "1"})
     except (OSError, subprocess.SubprocessError):
         return None
