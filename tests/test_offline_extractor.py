@@ -650,11 +650,12 @@ def test_coverage_fix_transcript() -> None:
     assert (committed.type, committed.title) == ("change", "Committed: Add multiply_numbers function with test")
     assert committed.files_read == ("**/*.py", "src/math_utils.py", "tests/test_math_utils.py")
     assert committed.files_modified == ("src/math_utils.py", "tests/test_math_utils.py")
-    assert committed.facts[:3] == (
+    assert committed.facts[:2] == (
         "committed: Add multiply_numbers function with test (6322cf4)",  # with git's short hash
-        "commit files: src/math_utils.py, tests/test_math_utils.py (2 files changed, 13 insertions(+), 1 deletion(-))",
         "ran `python -m pytest tests/test_math_utils.py -v` → 2 passed",  # how it was verified
     )
+    # the commit's files rank low (the episode lists them already): after the edits, when the budget holds them
+    assert not any(f.startswith("commit files: ") for f in committed.facts[:3])
     assert "edited src/math_utils.py: added multiply_numbers" in committed.facts
     assert gitignore.files_modified == (".gitignore",)
     assert "error: nothing to commit, working tree clean" in gitignore.facts

@@ -106,24 +106,24 @@ def _file_observation(item: _Item) -> Observation | None:
     if not path or "/" not in path and "." not in path:
         return None
     rest = _LEAD.sub("", item.head[found.end():] if found else item.head)
-    lead = rest or (item.details[0] if item.details else "")
-    if lead.startswith("(") and item.details:  # "(MODIFIED - task 3)": the first detail says more
-        lead = item.details[0]
+    details = list(item.details)
+    lead = rest
+    if (not lead or lead.startswith("(")) and details:  # "(MODIFIED - task 3)": the first detail says more
+        lead = details.pop(0)
     created = bool(re.match(r"(?:new|created|adds? a new)\b", lead, re.I))
-    narrative = _clip(" ".join(p.rstrip(".") + "." for p in [lead, *item.details] if p), TEXT_MAX)
+    # the lead is the narrative and each detail a fact: a reader pays for every line once
     return Observation(
         type="feature" if created else "change", title=_clip(f"{path}: {lead}" if lead else path, TITLE_MAX),
-        narrative=narrative or None, facts=tuple(_clip(d, FACT_MAX) for d in item.details[:FACTS_MAX]),
-        concepts=("what-changed",), files_modified=(path,),
+        narrative=_clip(lead.rstrip(".") + ".", TEXT_MAX) if lead else None,
+        facts=tuple(_clip(d, FACT_MAX) for d in details[:FACTS_MAX]), concepts=("what-changed",),
+        files_modified=(path,),
     )
 
 
 def _error_observation(item: _Item) -> Observation:
     return Observation(
-        type="bugfix", title=_clip(item.head, TITLE_MAX),
-        narrative=_clip(" ".join(p.rstrip(".") + "." for p in [item.head, *item.details] if p), TEXT_MAX),
-        facts=tuple(_clip(d, FACT_MAX) for d in item.details[:FACTS_MAX]),
-        concepts=("problem-solution",),
+        type="bugfix", title=_clip(item.head, TITLE_MAX), narrative=_clip(item.head.rstrip(".") + ".", TEXT_MAX),
+        facts=tuple(_clip(d, FACT_MAX) for d in item.details[:FACTS_MAX]), concepts=("problem-solution",),
     )
 
 

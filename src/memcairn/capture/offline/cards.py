@@ -20,13 +20,13 @@ from collections.abc import Sequence
 
 from memcairn.capture.offline import narration
 from memcairn.capture.offline.actions import _Action, _input_dict
-from memcairn.capture.offline.edits import _ANNOTATION, _COMMENT, _DEFINITION, _SETTING, _salient, definitions
+from memcairn.capture.offline.edits import _ANNOTATION, _COMMENT, _DEFINITION, _KEY, _SETTING, _salient, definitions
 from memcairn.capture.offline.text import FACTS_MAX, TITLE_MAX, _clip, _listing, _unique
 from memcairn.capture.records import Observation
 
-CARD_FACTS = 480  # characters of a card's header comment and telling lines
+CARD_FACTS = 400  # characters of a card's telling lines
 CARD_SAID = 200  # characters of the agent's words before the write
-PURPOSE_MAX = 300  # characters of the file's own header comment or module doc
+PURPOSE_MAX = 240  # characters of the file's own header comment or module doc
 SHORT_LINE = 12  # a shorter line of code (``project =``) is part of a statement, not a telling line
 LINE_MAX = 110
 _GENERATED = (".lock", "-lock.json", ".min.js", ".min.css", ".map", ".svg", ".css")
@@ -44,20 +44,22 @@ def file_cards(actions: Sequence[_Action], subtitle: str | None, told: str = "")
     for action in actions:
         if action.family == "write" and not action.outcome.failed and len(action.writes) == 1:
             latest[action.writes[0]] = action
-    cards = [_card(path, action, subtitle) for path, action in latest.items()]
-    return [card for card in cards if card is not None and not all(line in told for line in card.facts)]
+    cards = [_card(path, action, subtitle, told) for path, action in latest.items()]
+    return [card for card in cards if card is not None]
 
 
-def _card(path: str, action: _Action, subtitle: str | None) -> Observation | None:
+def _card(path: str, action: _Action, subtitle: str | None, told: str) -> Observation | None:
     if path.endswith(_GENERATED) or path.startswith(("/tmp/", "~")):
         return None
     content = str(_input_dict(action.call.input).get("content") or "")
     lines = content.splitlines()[:_SCAN_LINES]
     names = definitions("\n".join(lines))
     purpose, rest = _purpose(lines)
-    shown = _telling(rest, CARD_FACTS - len(purpose), names)
+    shown = _telling(rest, CARD_FACTS, names)
     if not names and not shown and not purpose:
         return None
+    if all(line in told for line in shown) and (not purpose or purpose in told):
+        return None  # the episode quotes it all
     verb = "Created" if action.created else "Rewrote"
     short = _unique(name.rsplit(".", 1)[-1] for name in names)  # Spotter.Services.TokenStore: TokenStore
     head = f"{path.rsplit('/', 1)[-1]}: {_listing(short, 3)}" if names else f"{verb} {path}"
@@ -105,17 +107,20 @@ def _purpose(lines: Sequence[str]) -> tuple[str, list[str]]:
 
 def _rank(line: str) -> int:
     """Lower first: settings (constants, module attributes, environment variables with their defaults), then
-    strings of words (messages, test names) and routes, then other code, then comments."""
+    strings of words (messages, test names), then named declarations (``attribute :ordinal``, ``identity
+    :unique_ref, [...]``, a route, a YAML key), then other code, then comments."""
     stripped = line.strip()
     if _ANNOTATION.match(stripped):
-        return 3
+        return 4
     if _SETTING.search(stripped):
         return 0
     if _COMMENT.match(stripped):
-        return 3
+        return 4
     if _MESSAGE.search(stripped):
         return 1
-    return 2 if len(stripped) >= SHORT_LINE else 4
+    if _KEY.match(line) and len(stripped) >= SHORT_LINE and not _DEFINITION.match(line):
+        return 2
+    return 3 if len(stripped) >= SHORT_LINE else 5
 
 
 def _telling(lines: Sequence[str], budget: int, names: Sequence[str]) -> list[str]:
@@ -123,7 +128,7 @@ def _telling(lines: Sequence[str], budget: int, names: Sequence[str]) -> list[st
     candidates = [(i, line) for i, line in enumerate(lines) if _salient(line) and not _only_definition(line, names)]
     chosen: list[tuple[int, str]] = []
     used = 0
-    for rank in range(4):
+    for rank in range(5):
         for index, line in candidates:
             if _rank(line) != rank:
                 continue

@@ -32,7 +32,7 @@ from memcairn.capture.offline.outcomes import _output_gist
 from memcairn.capture.offline.text import TITLE_MAX, _clip, _code, _listing, _unique
 from memcairn.capture.offline.trackers import FILED_PREFIX, is_tracker, is_tracker_chore
 
-FACTS_BUDGET = 700  # characters of facts an episode keeps: a search hands five whole records to the agent
+FACTS_BUDGET = 600  # characters of facts an episode keeps: a search hands five whole records to the agent
 READ_MAX = 5  # files read an episode lists (those it changed are all listed, up to MODIFIED_MAX)
 MODIFIED_MAX = 24
 TAIL_MAX = 30  # earlier calls of an open episode observed again with a new batch, at most
@@ -46,7 +46,7 @@ _STATUS_COMMAND = re.compile(
 )
 # Fact kinds, most wanted first; facts of a kind not listed rank with "other".
 _BUCKETS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("commit", ("committed: ", "commit message: ", "commit files: ", FILED_PREFIX)),
+    ("commit", ("committed: ", "commit message: ", FILED_PREFIX)),
     ("fix", ("after failure: ", "fixes ", "verified: ")),
     ("check", ()),  # runs of tests and checks, and runs that failed: how the work was verified
     ("edit", ("edited ", "created ", "rewrote ", "updated ", "added ", "deleted ", "moved ", "wrote ",
@@ -54,7 +54,7 @@ _BUCKETS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("problem", ("failing tests: ", "error: ", "warning: ")),
     ("gist", ("new text: ",)),  # after every file's one-line account: many files still each get theirs
     ("run", ("ran ",)),  # other commands that changed something
-    ("other", ()),
+    ("other", ("commit files: ",)),  # the files are listed with the episode already
     ("lookup", ("read ", "searched for ", "glob ", "listed ", "fetched ", "web search: ")),
 )
 _DROPPED = ("purpose: ",)  # the agent's account of one command; the episode's facts say what happened
