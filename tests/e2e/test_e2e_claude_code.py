@@ -119,7 +119,14 @@ def first_session(cli: Cli, world: World, stub: ModelStub, tmp_path: Path) -> st
     kinds = [(e["event_type"], e["payload"].get("event")) for e in events]
     assert kinds.count(("session_init", "session_start")) == 1, kinds
     assert kinds.count(("session_init", "user_prompt")) == 1, kinds
-    assert ("summarize", "stop") in kinds and ("summarize", "session_end") in kinds, kinds
+    assert ("summarize", "stop") in kinds, kinds
+    # 2.1.197 runs no SessionEnd hook at all after cancelling an async hook as it exits (measured with a hook that
+    # logs its start and signals: the cancelled PostToolUse got SIGTERM, the SessionEnd hook never started); the
+    # newest release runs it either way. Only then may the session end be missing.
+    cancelled = any(o.startswith("cancelled") for hook, runs in outcomes.items() if hook.startswith("PostToolUse")
+                    for o in runs)
+    if not (cli is CLAUDE_NPM and cancelled):
+        assert ("summarize", "session_end") in kinds, kinds
     tools = {e["payload"].get("tool_name"): e for e in events if e["event_type"] == "observation"}
     assert set(tools) == {"Bash", "Read", "Edit"}, tools
     assert tools["Bash"]["payload"]["tool_input"]["command"] == COMMAND
