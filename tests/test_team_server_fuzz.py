@@ -30,6 +30,8 @@ class Key:
     secret: str
     pin: str | None
     writes: bool
+    id: str = ""
+    admin: bool = False
 
 
 @dataclass
@@ -58,9 +60,10 @@ def world(pg_database: str) -> Iterator[World]:
     with db.connect(pg_database) as conn:
         for tenant in TENANTS:
             for pin in (None, "api"):
-                for scopes in (["memories:read", "memories:write"], ["memories:read"]):
+                for scopes in (["memories:read", "memories:write"], ["memories:read"], ["admin"]):
                     k = keys.create_key(conn, TEST_SECRET, tenant, scopes=scopes, project=pin)
-                    made.append(Key(f"{tenant}/{pin}/{len(scopes)}", tenant, k["key"], pin, len(scopes) == 2))
+                    made.append(Key(f"{tenant}/{pin}/{scopes[-1]}", tenant, k["key"], pin,
+                                    scopes != ["memories:read"], k["id"], scopes == ["admin"]))
         tenant_ids = {t: conn.execute("SELECT id FROM tenants WHERE name = %s", (t,)).fetchone()[0] for t in TENANTS}
     items = {}
     for tenant in TENANTS:
@@ -76,16 +79,16 @@ def world(pg_database: str) -> Iterator[World]:
 
 def test_no_request_crosses_a_tenant_or_a_project_pin(world: World) -> None:
     ids = sorted(world.items)
-    routes = ("get", "delete", "search", "search_all", "projects", "context", "post")
+    routes = ("get", "delete", "search", "search_all", "projects", "context", "post", "keys", "revoke")
 
-    @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), database=None)
     @given(key=st.sampled_from(world.keys), route=st.sampled_from(routes),
            item_id=st.one_of(st.sampled_from(ids), st.integers(min_value=-3, max_value=10**20)),
            project=st.sampled_from(PROJECTS))
     def check(key: Key, route: str, item_id: int, project: str) -> None:
         headers = {"Authorization": f"Bearer {key.secret}"}
         c = world.client
-        visible = {i for i in ids if world.visible(key, i)}
+        visible = {i for i in world.items if world.visible(key, i)}  # the posts below add to world.items
         if route == "get":
             r = c.get(f"/v1/memories/{item_id}", headers=headers)
             assert r.status_code == (200 if item_id in visible else 404), r.text
@@ -109,6 +112,16 @@ def test_no_request_crosses_a_tenant_or_a_project_pin(world: World) -> None:
             text = c.get("/v1/context", params={"project": project}, headers=headers).json()["context"]
             for i, (_, _, title) in world.items.items():
                 assert (title in text) <= (i in visible)
+        elif route == "keys":
+            r = c.get("/v1/keys", headers=headers)
+            assert r.status_code == (200 if key.admin else 403), r.text
+            if key.admin:
+                assert {k["id"] for k in r.json()["keys"]} <= {k.id for k in world.keys if k.tenant == key.tenant}
+        elif route == "revoke":
+            target = next(k for k in world.keys if k.tenant != key.tenant)
+            assert c.delete(f"/v1/keys/{target.id}", headers=headers).status_code == (404 if key.admin else 403)
+            auth = {"Authorization": f"Bearer {target.secret}"}
+            assert c.get("/v1/projects", headers=auth).status_code == 200  # still valid
         else:
             before = world.item_count()
             r = c.post("/v1/memories", json={"project": project, "title": f"new {key.name}"}, headers=headers)
@@ -116,5 +129,33 @@ def test_no_request_crosses_a_tenant_or_a_project_pin(world: World) -> None:
             assert r.status_code in ((200, 201) if allowed else (403,)), r.text
             if not allowed:
                 assert world.item_count() == before
+            else:
+                world.items[r.json()["id"]] = (key.tenant, project, f"new {key.name}")
 
     check()
+
+
+def test_an_admin_key_manages_its_own_tenants_keys_over_http(world: World) -> None:
+    c = world.client
+    admin = next(k for k in world.keys if k.admin and k.pin is None and k.tenant == "acme")
+    pinned_admin = next(k for k in world.keys if k.admin and k.pin == "api" and k.tenant == "acme")
+    as_admin = {"Authorization": f"Bearer {admin.secret}"}
+    made = c.post("/v1/keys", json={"scopes": ["memories:read"], "project": "web", "label": "ci"}, headers=as_admin)
+    assert made.status_code == 201 and made.json()["project"] == "web"
+    new = {"Authorization": f"Bearer {made.json()['key']}"}
+    assert [p["name"] for p in c.get("/v1/projects", headers=new).json()["projects"]] == ["web"]
+    rotated = c.post(f"/v1/keys/{made.json()['id']}/rotate", headers=as_admin)
+    assert rotated.status_code == 200
+    assert c.get("/v1/projects", headers=new).status_code == 401
+    assert c.get("/v1/projects", headers={"Authorization": f"Bearer {rotated.json()['key']}"}).status_code == 200
+    as_pinned = {"Authorization": f"Bearer {pinned_admin.secret}"}
+    assert c.post("/v1/keys", json={"project": "web"}, headers=as_pinned).status_code == 403
+    assert c.post("/v1/keys", json={}, headers=as_pinned).json()["project"] == "api"
+    assert c.post("/v1/keys", json={"scopes": ["root"]}, headers=as_admin).status_code == 400
+    other_admin = next(k for k in world.keys if k.admin and k.tenant == "other")
+    assert c.post(f"/v1/keys/{admin.id}/rotate", headers={"Authorization": f"Bearer {other_admin.secret}"}
+                  ).status_code == 404
+    with db.connect(world.owner) as conn:
+        rows = conn.execute("SELECT action, key_id, request_id IS NOT NULL FROM audit_log WHERE action LIKE 'keys.%'"
+                            " AND key_id IS NOT NULL ORDER BY id").fetchall()
+    assert [r[0] for r in rows] == ["keys.create", "keys.rotate", "keys.create"] and all(r[2] for r in rows)

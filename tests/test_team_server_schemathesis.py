@@ -47,7 +47,7 @@ def server_app(pg_database: str) -> Iterator[tuple[Any, str]]:
 
 
 @schema.parametrize()
-@settings(max_examples=15, derandomize=True, database=None, deadline=None,
+@settings(max_examples=10, derandomize=True, database=None, deadline=None,
           phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
 def test_api_conforms_to_its_schema(case: Any, server_app: tuple[Any, str]) -> None:
     app, key = server_app

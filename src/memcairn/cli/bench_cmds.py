@@ -179,6 +179,41 @@ def bench_longmemeval(path: Path, method: str, all_methods: bool, pooled: bool, 
         _write_json(json_out, result)
 
 
+@bench.command("longmemeval-server")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--limit-questions", type=click.IntRange(min=1), help="Only the first N questions of the file.")
+@click.option("--sqlite-json", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="The --json of `memcairn bench longmemeval` on the same questions, shown beside.")
+@click.option("--cache", "cache_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Embedding cache file [default: MEMCAIRN_HOME/bench-cache/embeddings.sqlite].")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), help="Also write results here.")
+def bench_longmemeval_server(path: Path, limit_questions: int | None, sqlite_json: Path | None,
+                             cache_path: Path | None, json_out: Path | None) -> None:
+    """LongMemEval session retrieval on the team store (PostgreSQL + pgvector), per question, hybrid.
+
+    Example:
+
+    \b
+        memcairn bench longmemeval-server longmemeval_s_cleaned.json --sqlite-json sqlite.json
+    """
+    from memcairn.bench import longmemeval as lme
+    from memcairn.bench import longmemeval_server as lme_pg
+    from memcairn.config import load_settings
+
+    _check_output(json_out)
+    sqlite = None
+    if sqlite_json is not None:
+        sqlite = json.loads(sqlite_json.read_text(encoding="utf-8")).get("hybrid", {}).get("overall")
+        if sqlite is None:
+            raise click.BadParameter("holds no hybrid results", param_hint="'--sqlite-json'")
+    questions = lme.load_questions(path, limit_questions)
+    result = lme_pg.run(questions, cache_path=cache_path or load_settings().home / "bench-cache" / "embeddings.sqlite",
+                        log=lambda m: click.echo(m, err=True))
+    click.echo(lme_pg.render(result, sqlite))
+    if json_out:
+        _write_json(json_out, result)
+
+
 @bench.command("hooks")
 @click.option("--items", default=100_000, show_default=True, help="Synthetic observations in the store.")
 @click.option("--runs", default=40, show_default=True, help="Hook processes per event (after 3 warm-up runs).")

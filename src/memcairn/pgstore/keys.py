@@ -106,26 +106,37 @@ def _insert_key(cur: psycopg.Cursor, secret: bytes, tenant_id: int, scopes: Sequ
 
 
 def create_key(conn: psycopg.Connection, secret: bytes, tenant: str, *, scopes: Sequence[str] = DEFAULT_SCOPES,
-               project: str | None = None, expires_at: datetime | None = None, label: str | None = None,
-               actor: Actor | None = None) -> dict[str, Any]:
-    """Create a key for ``tenant`` (made when new; needs the owner's connection then). ``actor`` is the admin
-    key acting over HTTP (it may not create tenants), None for the command line. Returns the key, shown this
-    once."""
+               project: str | None = None, expires_at: datetime | None = None, label: str | None = None
+               ) -> dict[str, Any]:
+    """Create a key for the tenant named ``tenant``, made when new (the owner's connection: the command line).
+    Returns the key, shown this once."""
     if not tenant.strip() or len(tenant) > 200:
         raise ValidationError("tenant must be a name of 1 to 200 characters")
+    tenant_id = _tenant_id(conn, tenant.strip(), create=True)
+    made = create_tenant_key(conn, secret, tenant_id, scopes=scopes, project=project, expires_at=expires_at,
+                             label=label)
+    return {**made, "tenant": tenant.strip()}
+
+
+def create_tenant_key(conn: psycopg.Connection, secret: bytes, tenant_id: int, *,
+                      scopes: Sequence[str] = DEFAULT_SCOPES, project: str | None = None,
+                      expires_at: datetime | None = None, label: str | None = None,
+                      actor: Actor | None = None) -> dict[str, Any]:
+    """Create a key of tenant ``tenant_id`` (an admin key over HTTP acts for its own tenant: ``actor``)."""
     scopes = parse_scopes(scopes)
-    tenant_id = _tenant_id(conn, tenant.strip(), create=actor is None or actor.key_id is None)
+    if project is not None and not 1 <= len(project.strip()) <= 200:
+        raise ValidationError("project must be a name of 1 to 200 characters")
     with tenant_transaction(conn, tenant_id) as cur:
         project_id = None
         if project:
             cur.execute("INSERT INTO projects (tenant_id, name) VALUES (%s, %s) ON CONFLICT DO NOTHING",
-                        (tenant_id, project))
+                        (tenant_id, project.strip()))
             row = cur.execute("SELECT id FROM projects WHERE tenant_id = %s AND name = %s",
-                              (tenant_id, project)).fetchone()
+                              (tenant_id, project.strip())).fetchone()
             project_id = row[0] if row else None
         new_id, key = _insert_key(cur, secret, tenant_id, scopes, project_id, expires_at, label)
         audit(cur, tenant_id, "keys.create", actor, new_id)
-    return {"id": new_id, "key": key, "tenant": tenant.strip(), "scopes": list(scopes), "project": project,
+    return {"id": new_id, "key": key, "scopes": list(scopes), "project": project,
             "expires_at": expires_at.isoformat() if expires_at else None}
 
 

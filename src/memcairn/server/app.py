@@ -135,7 +135,7 @@ async def _body(request: Request) -> dict[str, Any]:
         if len(raw) > MAX_BODY_BYTES:
             raise ApiError(413, "too_large", f"the body is over {MAX_BODY_BYTES:,} bytes; send a smaller memory")
     try:
-        body = json.loads(raw or b"null")
+        body = json.loads(raw) if raw.strip() else {}  # no body: no fields (POST .../rotate needs none)
     except (ValueError, UnicodeDecodeError):
         raise ApiError(400, "invalid_json", "the body is not JSON: send a JSON object such as "
                        '{"project": "api", "title": "...", "text": "..."}') from None
@@ -310,6 +310,35 @@ def list_keys(request: Request, call: Call) -> Any:
         return {"keys": keys.list_keys(conn, tenant_id=call.key.tenant_id)}
 
 
+def create_key(request: Request, call: Call) -> Any:
+    """A new key of the caller's tenant (admin); a key pinned to a project may only make keys pinned there."""
+    state: ServerState = request.app.state.server
+    assert call.key is not None
+    body = request.state.body
+    scopes = body.get("scopes", list(keys.DEFAULT_SCOPES))
+    if not isinstance(scopes, list) or not all(isinstance(s, str) for s in scopes):
+        raise ApiError(400, "invalid", 'scopes must be a list such as ["memories:read"]')
+    project = _text_field(body, "project")
+    if call.key.project_id is not None:
+        pinned = _pinned_name(state, call)
+        if project not in (None, pinned):
+            raise ApiError(403, "forbidden", f"this key is pinned to {pinned!r}; it may only make keys pinned there")
+        project = pinned
+    with state.pool.connection() as conn:
+        made = keys.create_tenant_key(conn, state.secret, call.key.tenant_id, scopes=scopes, project=project,
+                                      expires_at=keys.parse_expiry(_text_field(body, "expires")),
+                                      label=_text_field(body, "label"), actor=call.actor)
+    return 201, made
+
+
+def rotate_key(request: Request, call: Call) -> Any:
+    state: ServerState = request.app.state.server
+    assert call.key is not None
+    with state.pool.connection() as conn:
+        return keys.rotate_key(conn, state.secret, request.path_params["key_id"], tenant_id=call.key.tenant_id,
+                               actor=call.actor)
+
+
 def revoke_key(request: Request, call: Call) -> Any:
     state: ServerState = request.app.state.server
     assert call.key is not None
@@ -330,8 +359,10 @@ def make_app(state: ServerState, *, lifespan: Any = None) -> Starlette:
         Route("/v1/search", route("memories:read", search), methods=["GET"]),
         Route("/v1/projects", route("memories:read", list_projects), methods=["GET"]),
         Route("/v1/context", route("memories:read", context), methods=["GET"]),
-        Route("/v1/keys", route("admin", list_keys), methods=["GET"]),
+        Route("/v1/keys", by_method({"GET": route("admin", list_keys), "POST": route("admin", create_key)}),
+              methods=["GET", "POST"]),
         Route("/v1/keys/{key_id}", route("admin", revoke_key), methods=["DELETE"]),
+        Route("/v1/keys/{key_id}/rotate", route("admin", rotate_key), methods=["POST"]),
     ]
 
     async def not_found(request: Request, exc: Exception) -> Response:

@@ -27,6 +27,7 @@ def _q(name: str, schema: dict[str, Any], description: str, required: bool = Fal
 
 
 _ID = {"name": "item_id", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 1}}
+_KEY_ID = {"name": "key_id", "in": "path", "required": True, "schema": _STR}
 _PROJECT = _q("project", _STR, "a project name of the key's tenant (repeatable)")
 _AUTH = [{"bearer": []}]
 _READ = _errors(401, 403, 503)
@@ -79,12 +80,27 @@ def openapi_document() -> dict[str, Any]:
                                                                        "maximum": 20000}, "token budget")],
             "responses": {"200": _json({"type": "object"}, "A fenced digest of the newest memories"),
                           **_errors(400, 401, 403, 503)}}},
-        "/v1/keys": {"get": {"operationId": "listKeys", "summary": "The tenant's keys (admin)",
-                             "responses": {"200": _json({"type": "object"}, "Keys, never their secrets"), **_READ}}},
+        "/v1/keys": {
+            "get": {"operationId": "listKeys", "summary": "The tenant's keys (admin)",
+                    "responses": {"200": _json({"type": "object"}, "Keys, never their secrets"), **_READ}},
+            "post": {"operationId": "createKey", "summary": "A new key of the tenant, shown once (admin)",
+                     "requestBody": {"required": False, "content": {"application/json": {"schema": {
+                         "type": "object", "properties": {
+                             "scopes": {"type": "array", "items": {"enum": ["memories:read", "memories:write",
+                                                                              "admin"]}},
+                             "project": {"type": ["string", "null"]}, "expires": {"type": ["string", "null"]},
+                             "label": {"type": ["string", "null"]}}}}}},
+                     "responses": {"201": _json({"type": "object", "properties": {"id": _STR, "key": _STR}},
+                                                "Created"), **_errors(400, 401, 403, 413, 503)}}},
         "/v1/keys/{key_id}": {"delete": {
             "operationId": "revokeKey", "summary": "Revoke a key of the tenant (admin)",
-            "parameters": [{"name": "key_id", "in": "path", "required": True, "schema": _STR}],
+            "parameters": [_KEY_ID],
             "responses": {"200": _json({"type": "object"}, "Revoked"), **_errors(401, 403, 404, 503)}}},
+        "/v1/keys/{key_id}/rotate": {"post": {
+            "operationId": "rotateKey", "summary": "Replace a key of the tenant by a new one (admin)",
+            "parameters": [_KEY_ID],
+            "responses": {"200": _json({"type": "object", "properties": {"id": _STR, "key": _STR}}, "The new key"),
+                          **_errors(400, 401, 403, 404, 503)}}},
     }
     for path, operations in paths.items():
         for operation in operations.values():
