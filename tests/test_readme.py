@@ -22,6 +22,7 @@ import pytest
 
 from memcairn import lifecycle
 from memcairn.config import load_settings
+from memcairn.install.specs import MCP_CODE
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text(encoding="utf-8")
@@ -114,7 +115,9 @@ def test_use_it_with_your_agent_runs_as_written_in_a_fresh_home(newcomer_env: di
     home = Path(newcomer_env["HOME"])
     hooks = json.loads((home / ".claude" / "settings.json").read_text())["hooks"]
     assert "memcairn" in json.dumps(hooks["SessionStart"]) and "memcairn" in json.dumps(hooks["PostToolUse"])
-    assert json.loads((home / ".claude.json").read_text())["mcpServers"]["memcairn"]["args"] == ["mcp"]
+    # `memcairn mcp`, or the same through the script's own Python (see test_install for which one and why)
+    assert json.loads((home / ".claude.json").read_text())["mcpServers"]["memcairn"]["args"] in (
+        ["mcp"], ["-I", "-c", MCP_CODE])
     assert "does not exist" in done.stderr and "no claude-mem database" in done.stderr  # optional steps, said so
     # and the way back the README names leaves nothing of the install behind
     undone = bash("source .venv/bin/activate\nmemcairn uninstall claude-code", newcomer_env, timeout=120)
