@@ -159,3 +159,18 @@ def test_an_admin_key_manages_its_own_tenants_keys_over_http(world: World) -> No
         rows = conn.execute("SELECT action, key_id, request_id IS NOT NULL FROM audit_log WHERE action LIKE 'keys.%'"
                             " AND key_id IS NOT NULL ORDER BY id").fetchall()
     assert [r[0] for r in rows] == ["keys.create", "keys.rotate", "keys.create"] and all(r[2] for r in rows)
+
+
+def test_a_nul_character_is_refused_with_a_400_not_stored_or_a_500(world: World) -> None:
+    c = world.client
+    admin = next(k for k in world.keys if k.admin and k.pin is None)
+    headers = {"Authorization": f"Bearer {admin.secret}"}
+    assert c.post("/v1/memories", json={"project": "a\x00b", "title": "t"}, headers=headers).status_code == 400
+    assert c.get("/v1/search", params={"query": "x\x00"}, headers=headers).status_code == 400
+    assert c.get("/v1/context", params={"project": "\x00"}, headers=headers).status_code == 400
+    assert c.post("/v1/keys", json={"project": "\x00"}, headers=headers).status_code == 400
+    assert c.post("/v1/keys", json={"label": "\x00"}, headers=headers).status_code == 400
+    assert c.delete("/v1/keys/%00", headers=headers).status_code == 404
+    saved = c.post("/v1/memories", json={"project": "api", "title": "nul\x00inside"}, headers=headers)
+    assert saved.status_code == 201  # title and text: NUL becomes U+FFFD, as in the SQLite store
+    assert c.get(f"/v1/memories/{saved.json()['id']}", headers=headers).json()["title"] == "nul\ufffdinside"

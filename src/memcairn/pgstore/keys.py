@@ -29,6 +29,7 @@ SCOPES = ("memories:read", "memories:write", "admin")
 DEFAULT_SCOPES = ("memories:read", "memories:write")
 PREFIX = "mck"
 _KEY = re.compile(r"^mck_([0-9a-f]{12})_([A-Za-z0-9_-]{20,100})$")
+_KEY_ID = re.compile(r"[0-9a-f]{12}")
 _RELATIVE = re.compile(r"^(\d{1,6})([mhd])$")
 
 
@@ -110,8 +111,8 @@ def create_key(conn: psycopg.Connection, secret: bytes, tenant: str, *, scopes: 
                ) -> dict[str, Any]:
     """Create a key for the tenant named ``tenant``, made when new (the owner's connection: the command line).
     Returns the key, shown this once."""
-    if not tenant.strip() or len(tenant) > 200:
-        raise ValidationError("tenant must be a name of 1 to 200 characters")
+    if not tenant.strip() or len(tenant) > 200 or "\x00" in tenant:
+        raise ValidationError("tenant must be a name of 1 to 200 characters (no NUL)")
     tenant_id = _tenant_id(conn, tenant.strip(), create=True)
     made = create_tenant_key(conn, secret, tenant_id, scopes=scopes, project=project, expires_at=expires_at,
                              label=label)
@@ -124,8 +125,10 @@ def create_tenant_key(conn: psycopg.Connection, secret: bytes, tenant_id: int, *
                       actor: Actor | None = None) -> dict[str, Any]:
     """Create a key of tenant ``tenant_id`` (an admin key over HTTP acts for its own tenant: ``actor``)."""
     scopes = parse_scopes(scopes)
-    if project is not None and not 1 <= len(project.strip()) <= 200:
-        raise ValidationError("project must be a name of 1 to 200 characters")
+    if project is not None and (not 1 <= len(project.strip()) <= 200 or "\x00" in project):
+        raise ValidationError("project must be a name of 1 to 200 characters (no NUL)")
+    if label is not None and "\x00" in label:
+        raise ValidationError("label contains a NUL character")
     with tenant_transaction(conn, tenant_id) as cur:
         project_id = None
         if project:
@@ -144,6 +147,8 @@ def _key_row(conn: psycopg.Connection, key_id: str) -> tuple[Any, ...] | None:
     """A key's row found by its id alone (``app.key_id`` opens that one row to the policy)."""
     if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
         raise RuntimeError("a key is looked up in a transaction of its own")
+    if not _KEY_ID.fullmatch(key_id):
+        return None
     with conn.transaction():
         conn.execute("SELECT set_config('app.key_id', %s, true)", (key_id,))
         return conn.execute("SELECT id, tenant_id, project_id, digest, scopes, expires_at, revoked_at, last_used_at"

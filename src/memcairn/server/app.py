@@ -166,6 +166,15 @@ def _text_field(body: dict[str, Any], name: str, *, required: bool = False) -> s
         return None
     if not isinstance(value, str):
         raise ApiError(400, "invalid", f"{name} must be a string, not {type(value).__name__}")
+    if name not in ("title", "text"):  # those two are cleaned by the store's validation (NUL becomes U+FFFD)
+        _plain(name, value)
+    return value
+
+
+def _plain(name: str, value: str) -> str:
+    """``value`` unless it holds a NUL character, which PostgreSQL text cannot store (400, not a 500)."""
+    if "\x00" in value:
+        raise ApiError(400, "invalid", f"{name} contains a NUL character; remove it")
     return value
 
 
@@ -188,7 +197,7 @@ def _int_param(request: Request, name: str, default: int, low: int, high: int) -
 def _projects_param(request: Request) -> list[str]:
     names = request.query_params.getlist("project")
     names += [n for raw in request.query_params.getlist("projects") for n in raw.split(",")]
-    return [n.strip() for n in names if n.strip()]
+    return [_plain("project", n.strip()) for n in names if n.strip()]
 
 
 def _scope_projects(state: ServerState, call: Call, names: list[str]) -> list[int]:
@@ -259,13 +268,13 @@ def forget_memory(request: Request, call: Call) -> Any:
 def search(request: Request, call: Call) -> Any:
     state: ServerState = request.app.state.server
     assert call.key is not None
-    query = request.query_params.get("query", request.query_params.get("q", ""))
+    query = _plain("query", request.query_params.get("query", request.query_params.get("q", "")))
     if not query.strip():
         raise ApiError(400, "invalid", "query is required: /v1/search?query=words&project=name")
     if len(query) > MAX_QUERY_CHARS:
         raise ApiError(400, "invalid", f"query is over {MAX_QUERY_CHARS:,} characters")
     limit = _int_param(request, "limit", 20, 1, MAX_LIMIT)
-    mode = request.query_params.get("mode", "auto")
+    mode = _plain("mode", request.query_params.get("mode", "auto"))
     projects = _scope_projects(state, call, _projects_param(request))
     results = state.team.search(call.key.tenant_id, query, projects, limit=limit, mode=mode)
     return {"query": query, "mode": mode, "results": results}
