@@ -113,3 +113,30 @@ def test_a_files_own_account_is_its_header_comment_or_first_doc_heredoc() -> Non
     assert _purpose(['"""Parse the config file."""', "import os"]) == ("Parse the config file.", ["import os"])
     assert _purpose(["import os", "x = 1"]) == ("", ["import os", "x = 1"])
     assert _purpose(['"""', "Parse the config file.", '"""', "import os"])[0] == "Parse the config file."
+
+
+def test_edits_that_add_definitions_get_a_card_of_what_they_added() -> None:
+    old = "defmodule MyApp.Tmux do\n  def list_sessions, do: cmd([\"ls\"])\nend\n"
+    new = ('defmodule MyApp.Tmux do\n  def list_sessions, do: cmd(["ls"])\n\n'
+           '  def launch_review(project_id, token) do\n'
+           '    name = "app-review-project-#{project_id}"\n'
+           '    cmd(["new-session", "-d", "-s", name, "-e", "APP_REVIEW_TOKEN=#{token}"])\n'
+           '    Logger.info("launched review session #{name} for project #{project_id}")\n'
+           '    {:ok, %{session: name, attach: "tmux attach -t #{name}", port: System.get_env("APP_PORT", "1100")}}\n'
+           '  end\nend\n')
+    calls = [
+        ToolCall(name="Edit", input={"file_path": "/repo/lib/my_app/tmux.ex", "old_string": old, "new_string": new},
+                 response={"filePath": "/repo/lib/my_app/tmux.ex"}, tool_use_id="e1",
+                 narration="The hook reads the token from its environment, so the session must be started with it."),
+        ToolCall(name="Edit", input={"file_path": "/repo/lib/my_app/tmux.ex", "old_string": "x = 1",
+                                     "new_string": "x = 2"}, response={}, tool_use_id="e2"),
+        bash("mix test", "3 tests, 0 failures\n", "t1"),
+    ]
+    episode, card = observe(calls)
+    assert card.title == "tmux.ex: added launch_review" and card.steps == ("e1", "e2")
+    assert card.narrative == ("The hook reads the token from its environment, so the session must be started "
+                              "with it. Edited lib/my_app/tmux.ex, adding launch_review.")
+    assert 'name = "app-review-project-#{project_id}"' in card.facts
+    assert not any("list_sessions" in fact for fact in card.facts)  # it was there before
+    # an edit that adds no definition: the episode's facts tell it
+    assert len(observe([calls[1], calls[2]])) == 1

@@ -90,7 +90,9 @@ def test_housekeeping_alone_is_skipped_and_a_failure_is_never_housekeeping() -> 
 def test_an_episode_stays_within_its_caps_and_keeps_every_file_s_account() -> None:
     body = "\n".join(f"  def handler_{i}(conn, params), do: render(conn, :page_{i}, params: params)" for i in range(30))
     calls = [edit(f"e{i}", f"lib/web/controller_{i}.ex", "x", body) for i in range(10)]
-    episode = only(observe(calls))
+    episode, *cards = observe(calls)
+    # each file's new definitions and lines that the episode could not hold are in a card of its own
+    assert [card.files_modified for card in cards] == [(f"lib/web/controller_{i}.ex",) for i in range(10)]
     assert len(episode.title) <= TITLE_MAX and len(episode.facts) <= FACTS_MAX
     assert all(len(fact) <= FACT_MAX for fact in episode.facts)
     assert sum(len(fact) for fact in episode.facts) <= FACTS_BUDGET + FACT_MAX

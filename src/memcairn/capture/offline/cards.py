@@ -38,14 +38,56 @@ _HEREDOC = ('"""', "'''")
 
 
 def file_cards(actions: Sequence[_Action], subtitle: str | None, told: str = "") -> list[Observation]:
-    """A card per whole-file write of ``actions`` that ended well (the last write of a file wins), but for a file
-    whose every telling line ``told`` (the episode's facts) already quotes: a small file says all in its episode."""
+    """A card per whole-file write of ``actions`` that ended well (the last write of a file wins), and per file
+    whose edits added definitions (``_edit_card``); but none for a file whose every telling line ``told`` (the
+    episode's facts) already quotes: a small file says all in its episode."""
     latest: dict[str, _Action] = {}
+    edits: dict[str, list[_Action]] = {}
     for action in actions:
-        if action.family == "write" and not action.outcome.failed and len(action.writes) == 1:
+        if action.outcome.failed or len(action.writes) != 1:
+            continue
+        if action.family == "write":
             latest[action.writes[0]] = action
+            edits.pop(action.writes[0], None)
+        elif action.family == "edit":
+            edits.setdefault(action.writes[0], []).append(action)
     cards = [_card(path, action, subtitle, told) for path, action in latest.items()]
+    cards += [_edit_card(path, steps, subtitle, told) for path, steps in edits.items()]
     return [card for card in cards if card is not None]
+
+
+def _edit_card(path: str, steps: Sequence[_Action], subtitle: str | None, told: str) -> Observation | None:
+    """The definitions a file's edits added and the telling lines around them: ``tmux.ex: added
+    launch_project_review`` with the session name it builds. Edits that added no definition get none (the
+    episode's facts say what they changed)."""
+    if path.endswith(_GENERATED) or path.startswith(("/tmp/", "~")):
+        return None
+    added: list[str] = []
+    names: list[str] = []
+    for action in steps:
+        data = _input_dict(action.call.input)
+        pairs = [(e.get("old_string"), e.get("new_string")) for e in data.get("edits") or [] if isinstance(e, dict)]
+        pairs = pairs or [(data.get("old_string"), data.get("new_string"))]
+        for old, new in pairs:
+            before = {line.strip() for line in str(old or "").splitlines()}
+            fresh = [line for line in str(new or "").splitlines()[:_SCAN_LINES] if line.strip() not in before]
+            names += [n for n in definitions("\n".join(fresh)) if n not in definitions(str(old or ""))]
+            added += fresh
+    names = _unique(names)
+    if not names:
+        return None
+    shown = _telling(added, CARD_FACTS, names)
+    if all(line in told for line in shown):
+        return None
+    short = _unique(name.rsplit(".", 1)[-1] for name in names)
+    said = narration.joined(narration.decisive([a.call.narration for a in steps], CARD_SAID))
+    lead = f"Edited {path}, adding {_listing(names, 8)}."
+    return Observation(
+        type="change", title=_clip(f"{path.rsplit('/', 1)[-1]}: added {_listing(short, 3)}", TITLE_MAX),
+        subtitle=subtitle, narrative=f"{said} {lead}".strip() if said else lead,
+        facts=tuple(_unique(shown))[:FACTS_MAX], concepts=("how-it-works",), files_modified=(path,),
+        steps=tuple(a.call.tool_use_id for a in steps if isinstance(a.call.tool_use_id, str)),
+    )
 
 
 def _card(path: str, action: _Action, subtitle: str | None, told: str) -> Observation | None:
