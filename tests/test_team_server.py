@@ -61,8 +61,10 @@ def test_the_outside_check_interface_end_to_end(tmp_path: Path) -> None:
         server = subprocess.Popen([MEMCAIRN, "server", "--embedded", "--port", str(port)],
                                   env={**os.environ, "MEMCAIRN_HOME": str(home)}, stdout=sink, stderr=sink)
     try:
-        wait_ready(url, server, log)
+        # a key made while the server is still starting: the command waits for the server's cluster or goes
+        # first, and never stops the cluster under the server
         other = make_key(home, "--tenant", "other", "--scope", "memories:read,memories:write")
+        wait_ready(url, server, log)
         reader = make_key(home, "--tenant", "acme", "--scope", "memories:read")
         pinned = make_key(home, "--tenant", "acme", "--project", "web")
 

@@ -11,6 +11,7 @@ first and the server secret is ``$MEMCAIRN_HOME/server/secret``.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import os
 import signal
@@ -29,7 +30,7 @@ from memcairn.pgstore import db
 from memcairn.pgstore.embedded import EmbeddedPostgres
 from memcairn.pgstore.items import TeamStore
 from memcairn.pgstore.schema import APP_ROLE
-from memcairn.pgstore.secret import load_or_create_password, load_or_create_secret
+from memcairn.pgstore.secret import load_or_create_password, load_or_create_secret, server_dir
 
 DATABASE = "memcairn"
 log = logging.getLogger("memcairn.server")
@@ -37,27 +38,56 @@ log = logging.getLogger("memcairn.server")
 
 @contextmanager
 def owner_database(home: Path, database_url: str | None, *, owns_cluster: bool = False) -> Iterator[str]:
-    """The owner's connection string of the server's database, migrated; the embedded cluster is started when
-    needed and stopped on exit if this call started it, or always when ``owns_cluster`` (the server: a cluster
-    it found running was left by a server killed before it could stop it)."""
+    """The owner's connection string of the server's database, migrated.
+
+    The embedded cluster is shared through a lock file, ``server/postgres.lock``: the server takes it
+    exclusively to start the cluster (or take over one a SIGKILLed server left running), then holds it shared
+    until it stops the cluster on exit (``owns_cluster``). A ``keys`` command either gets it exclusively (no
+    server: it starts the cluster if needed and stops again only what it started) or shared (a server runs: it
+    uses that server's cluster). So a server starting while a ``keys`` command runs waits for it, and a
+    ``keys`` command never stops the cluster under a running server."""
     secret = load_or_create_secret(home)
     if database_url:
         db.prepare(database_url, secret)
         yield database_url
         return
     cluster = EmbeddedPostgres(home / "postgres", password=load_or_create_password(home, "postgres-password"))
-    was_running = bool(cluster.info().get("running"))
-    admin = cluster.start()
+    lock = os.open(server_dir(home) / "postgres.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        with db.connect(admin) as conn:
-            if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE,)).fetchone():
-                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(DATABASE)))
-        owner = make_conninfo(admin, dbname=DATABASE)
-        db.prepare(owner, secret)
-        yield owner
+        stop_after = _lock_cluster(lock, cluster, server=owns_cluster)
+        try:
+            admin = cluster.start()
+            with db.connect(admin) as conn:
+                if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE,)).fetchone():
+                    conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(DATABASE)))
+            owner = make_conninfo(admin, dbname=DATABASE)
+            db.prepare(owner, secret)
+            if owns_cluster:
+                fcntl.flock(lock, fcntl.LOCK_SH)  # started: keys commands may share it now
+            yield owner
+        finally:
+            if stop_after:
+                cluster.stop()
     finally:
-        if owns_cluster or not was_running:
-            cluster.stop()
+        os.close(lock)  # releases the lock
+
+
+def _lock_cluster(lock: int, cluster: EmbeddedPostgres, *, server: bool) -> bool:
+    """Take the cluster's lock as the server or a ``keys`` command; True when the caller stops the cluster at
+    its end."""
+    if server:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return True
+    while True:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fcntl.flock(lock, fcntl.LOCK_SH)  # a server holds it (or is starting): wait, then use its cluster
+            if cluster.info().get("running"):
+                return False
+            fcntl.flock(lock, fcntl.LOCK_UN)  # that server has stopped meanwhile: try again
+            continue
+        return not cluster.info().get("running")
 
 
 APP_DATABASE_ENV = "MEMCAIRN_SERVER_APP_DATABASE"  # the app role's conninfo, without its password
