@@ -82,6 +82,12 @@ def test_bench_recall_imports_through_a_real_worker_and_scores_both_systems(
     assert "stored" not in none and isinstance(none["no_result"], bool) and none["raw"]["no_result"] is True
     assert result["totals"]["questions"] == 2 and result["totals"]["unanswerable"] == 1
     assert result["raw"]["totals"]["stored"] == 0.667  # 2 of the 3 facts
+    # the raw ranking read only as far as memcairn's median cost: the same questions, text cut at that budget
+    budget = result["totals"]["tokens_median"]
+    cut = result["raw_at_budget"]
+    assert cut["tokens"] == budget and cut["totals"]["tokens_median"] <= budget
+    assert cut["totals"]["top5"] <= result["raw"]["totals"]["top5"]
+    assert f"| raw BM25 at {budget:,} tokens |" in captured.out
     assert result["totals_by_qa"] == {}  # one QA file: its totals are the totals
     assert processes_of(home, mentioning(b"memcairn")) == []
 

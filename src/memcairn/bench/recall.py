@@ -13,7 +13,9 @@
   matched against the contexts of every project); ``tokens``, what the top 5 cost (index text and full
   records, characters / 4). A question without facts is answered right when the search returns nothing.
 - **Baseline** ``raw`` (``recall_raw``): BM25 over one chunk per assistant step of the same transcripts, its top 5
-  scored the same way, so each run shows both side by side.
+  scored the same way, so each run shows both side by side; and the same ranking read only as far as memcairn's
+  median top-5 cost (``raw BM25 at N tokens``: its best chunks in order, the text cut at N tokens), which says
+  what plain retrieval answers for what memcairn's answers cost.
 
 Totals: ``stored`` and ``digest`` are shares of all facts, ``top5`` the share of questions with facts,
 ``tokens`` the median over those questions, ``no_result`` the share of fact-less questions with no hit.
@@ -43,6 +45,7 @@ from memcairn.capture.transcripts import transcripts_under
 
 Log = Callable[[str], None]
 TOP_K = 5
+BUDGET_CHUNKS = 20  # chunks of the raw ranking read, at most, for the budget-matched baseline
 CAPTURE_TIMEOUT = 600.0
 REQUEST_TIMEOUT = 120.0
 _ITEM_COLUMNS = ("title", "subtitle", "text", "narrative", "facts", "concepts", "files_read", "files_modified",
@@ -226,18 +229,23 @@ def run(qa_paths: Sequence[Path], transcripts: Sequence[Path], *, baseline: str 
     if baseline == "raw":
         started = time.perf_counter()
         index = RawIndex(files)
+        budget = result["totals"].get("tokens_median") or 0
         try:
-            raw_rows = []
+            raw_rows, cut_rows = [], []
             for q in questions:
                 chunks = index.top(q.question, TOP_K)
                 text = "\n".join(chunks)
                 raw_rows.append(_score(q, None, text, len(chunks), len(text), None))
+                cut = "\n".join(index.top(q.question, BUDGET_CHUNKS))[:budget * 4]
+                cut_rows.append(_score(q, None, cut, len(chunks), len(cut), None))
             everything = normalise("\n".join(index.chunks))
             for q, row in zip(questions, raw_rows, strict=True):
                 if not q.unanswerable:
                     row["stored"] = _share(facts_held(q, everything))
             result["raw"] = {"chunks": len(index.chunks), "seconds": round(time.perf_counter() - started, 2),
                              "totals": summarise(questions, raw_rows), "totals_by_qa": by_qa(questions, raw_rows)}
+            result["raw_at_budget"] = {"tokens": budget, "totals": summarise(questions, cut_rows),
+                                       "totals_by_qa": by_qa(questions, cut_rows)}
         finally:
             index.close()
         for row, raw in zip(result["questions"], raw_rows, strict=True):
@@ -301,12 +309,18 @@ def render(result: dict[str, Any]) -> str:
                 f"{empty} |")
 
     lines.append(total_row("memcairn", totals))
+    cut = result.get("raw_at_budget")
     if "raw" in result:
         lines.append(total_row(f"raw BM25 ({result['raw']['chunks']:,} chunks)", result["raw"]["totals"]))
+    if cut:
+        lines.append(total_row(f"raw BM25 at {cut['tokens']:,} tokens", cut["totals"]))
     for source, part in result.get("totals_by_qa", {}).items():
         lines.append(total_row(f"memcairn · {Path(source).name}", part))
         if "raw" in result:
             lines.append(total_row(f"raw BM25 · {Path(source).name}", result["raw"]["totals_by_qa"][source]))
+        if cut:
+            lines.append(total_row(f"raw BM25 at {cut['tokens']:,} tokens · {Path(source).name}",
+                                   cut["totals_by_qa"][source]))
     lines += ["", "| question | kind | facts | stored | top5 | digest | tokens | raw stored | raw top5 | raw tokens |",
               "|---|---|---|---|---|---|---|---|---|---|"]
     for row in result["questions"]:
