@@ -261,3 +261,19 @@ def test_the_vector_plan_scans_small_projects_and_walks_the_index_for_large_ones
     exact = TeamStore(pool, None, exact_below=5000)
     with pool.connection() as conn, db.tenant_transaction(conn, acme) as cur:
         assert exact.nearest(cur, acme, [tiny], literal, 5)[0] == (probe_id, pytest.approx(1.0))
+
+
+def test_sessions_and_the_timeline_around_a_memory(pg_database: str, team: TeamStore) -> None:
+    acme, other = tenant(pg_database, "acme"), tenant(pg_database, "other")
+    assert team.start_session(acme, "api", "s1", "codex") == team.start_session(acme, "api", "s1", "codex")
+    ids = [team.add(acme, NewItem(project="api", kind="manual", title=f"step {n}", created_at_epoch=1000 + n)).id
+           for n in range(6)]
+    team.add(acme, NewItem(project="web", kind="manual", title="elsewhere", created_at_epoch=1003))
+    around = team.timeline(acme, ids[3], before=2, after=1)
+    assert [r["id"] for r in around] == ids[1:5] and [r["anchor"] for r in around] == [False, False, True, False]
+    with pytest.raises(NotFoundError):
+        team.timeline(other, ids[3], before=2, after=2)
+    assert team.end_session(other, "s1", "codex") == 0  # another tenant's session of the same name is not touched
+    assert team.end_session(acme, "s1", "codex") == 1
+    with db.connect(pg_database) as conn:
+        assert conn.execute("SELECT status FROM sessions").fetchall() == [("completed",)]

@@ -79,7 +79,8 @@ def world(pg_database: str) -> Iterator[World]:
 
 def test_no_request_crosses_a_tenant_or_a_project_pin(world: World) -> None:
     ids = sorted(world.items)
-    routes = ("get", "delete", "search", "search_all", "projects", "context", "post", "keys", "revoke")
+    routes = ("get", "delete", "search", "search_all", "projects", "context", "post", "keys", "revoke",
+              "timeline")
 
     @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), database=None)
     @given(key=st.sampled_from(world.keys), route=st.sampled_from(routes),
@@ -112,6 +113,12 @@ def test_no_request_crosses_a_tenant_or_a_project_pin(world: World) -> None:
             text = c.get("/v1/context", params={"project": project}, headers=headers).json()["context"]
             for i, (_, _, title) in world.items.items():
                 assert (title in text) <= (i in visible)
+        elif route == "timeline":
+            r = c.get("/v1/timeline", params={"anchor": item_id, "before": 5, "after": 5}, headers=headers)
+            if item_id in visible:
+                assert r.status_code == 200 and {i["id"] for i in r.json()["items"]} <= visible, r.text
+            else:
+                assert r.status_code in (400, 404), r.text
         elif route == "keys":
             r = c.get("/v1/keys", headers=headers)
             assert r.status_code == (200 if key.admin else 403), r.text

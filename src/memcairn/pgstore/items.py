@@ -167,6 +167,52 @@ class TeamStore:
         assert row is not None
         return int(row[0])
 
+    def start_session(self, tenant_id: int, project: str, agent_session: str, platform: str, *,
+                      pin: int | None = None, actor: Actor | None = None) -> int:
+        """The session's id (made when new) under the project; a pinned key only under its project."""
+        for name, value in (("project", project), ("session", agent_session), ("platform", platform)):
+            if not value.strip() or len(value) > 200:
+                raise ValidationError(f"{name} must be 1 to 200 characters")
+        with self.pool.connection() as conn, tenant_transaction(conn, tenant_id) as cur:
+            project_id = self._project_id(cur, tenant_id, project, create=pin is None)
+            if project_id is None or (pin is not None and project_id != pin):
+                raise NotFoundError(f"this key may only write to its own project, not {project!r}")
+            session_id = self._session_id(cur, tenant_id, project_id, agent_session, platform)
+            audit(cur, tenant_id, "sessions.start", actor, str(session_id))
+            return session_id
+
+    def end_session(self, tenant_id: int, agent_session: str, platform: str, status: str = "completed", *,
+                    pin: int | None = None, actor: Actor | None = None) -> int:
+        """Mark the agent's session ended (in every project of the tenant, within the pin); how many were."""
+        with self.pool.connection() as conn, tenant_transaction(conn, tenant_id) as cur:
+            ended = cur.execute(
+                "UPDATE sessions SET status = %s, ended_at = now() WHERE tenant_id = %s AND agent_session_id = %s"
+                " AND platform = %s AND (%s::bigint IS NULL OR project_id = %s) RETURNING id",
+                (status, tenant_id, agent_session, platform, pin, pin)).fetchall()
+            for (session_id,) in ended:
+                audit(cur, tenant_id, "sessions.end", actor, str(session_id))
+            return len(ended)
+
+    def timeline(self, tenant_id: int, anchor: int, *, before: int, after: int,
+                 pin: int | None = None) -> list[dict[str, Any]]:
+        """The anchor's project around it in time: ``before`` older items, the anchor, ``after`` newer ones."""
+        with self.pool.connection() as conn, tenant_transaction(conn, tenant_id) as cur:
+            row = cur.execute("SELECT project_id, created_at_epoch FROM items WHERE tenant_id = %s AND id = %s"
+                              " AND (%s::bigint IS NULL OR project_id = %s)", (tenant_id, anchor, pin, pin)).fetchone()
+            if row is None:
+                raise NotFoundError(f"no memory #{anchor}")
+            project_id, epoch = row
+            older = cur.execute(f"SELECT {self._COLUMNS}{self._FROM} WHERE i.tenant_id = %s AND i.project_id = %s"
+                                " AND (i.created_at_epoch, i.id) < (%s, %s)"
+                                " ORDER BY i.created_at_epoch DESC, i.id DESC LIMIT %s",
+                                (tenant_id, project_id, epoch, anchor, before)).fetchall()
+            newer = cur.execute(f"SELECT {self._COLUMNS}{self._FROM} WHERE i.tenant_id = %s AND i.project_id = %s"
+                                " AND (i.created_at_epoch, i.id) >= (%s, %s)"
+                                " ORDER BY i.created_at_epoch, i.id LIMIT %s",
+                                (tenant_id, project_id, epoch, anchor, after + 1)).fetchall()
+        rows = [self._record(r) for r in reversed(older)] + [self._record(r) for r in newer]
+        return [{**r, "anchor": r["id"] == anchor} for r in rows]
+
     def forget(self, tenant_id: int, item_id: int, *, pin: int | None = None, actor: Actor | None = None) -> bool:
         """Delete the item and mark its content forgotten in its project; False when not visible."""
         with self.pool.connection() as conn, tenant_transaction(conn, tenant_id) as cur:

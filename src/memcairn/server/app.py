@@ -280,6 +280,53 @@ def search(request: Request, call: Call) -> Any:
     return {"query": query, "mode": mode, "results": results}
 
 
+def start_session(request: Request, call: Call) -> Any:
+    state: ServerState = request.app.state.server
+    assert call.key is not None
+    body = request.state.body
+    project = _text_field(body, "project") or (_pinned_name(state, call) if call.key.project_id else None)
+    session = _text_field(body, "session", required=True)
+    if not project:
+        raise ApiError(400, "invalid", "project is required")
+    assert session is not None
+    try:
+        session_id = state.team.start_session(call.key.tenant_id, project, session,
+                                              _text_field(body, "platform") or "unknown", pin=call.key.project_id,
+                                              actor=call.actor)
+    except NotFoundError:
+        raise ApiError(403, "forbidden", f"this key is pinned to one project; it may not write to {project!r}")\
+            from None
+    return 201, {"id": session_id, "session": session, "project": project}
+
+
+def end_session(request: Request, call: Call) -> Any:
+    state: ServerState = request.app.state.server
+    assert call.key is not None
+    body = request.state.body
+    session = _text_field(body, "session", required=True)
+    assert session is not None
+    status = _text_field(body, "status") or "completed"
+    if status not in ("completed", "failed", "abandoned"):
+        raise ApiError(400, "invalid", "status must be completed, failed or abandoned")
+    ended = state.team.end_session(call.key.tenant_id, session, _text_field(body, "platform") or "unknown", status,
+                                   pin=call.key.project_id, actor=call.actor)
+    if not ended:
+        raise ApiError(404, "not_found", f"no session {session!r} (start it with POST /v1/sessions/start)")
+    return {"session": session, "status": status}
+
+
+def timeline(request: Request, call: Call) -> Any:
+    state: ServerState = request.app.state.server
+    assert call.key is not None
+    raw = request.query_params.get("anchor", "")
+    if not raw.isdigit() or not 0 < int(raw) <= MAX_ITEM_ID:
+        raise ApiError(400, "invalid", "anchor must be a memory id: /v1/timeline?anchor=12&before=3&after=3")
+    before = _int_param(request, "before", 3, 0, 50)
+    after = _int_param(request, "after", 3, 0, 50)
+    return {"anchor": int(raw), "items": state.team.timeline(call.key.tenant_id, int(raw), before=before,
+                                                             after=after, pin=call.key.project_id)}
+
+
 def list_projects(request: Request, call: Call) -> Any:
     state: ServerState = request.app.state.server
     assert call.key is not None
@@ -366,6 +413,9 @@ def make_app(state: ServerState, *, lifespan: Any = None) -> Starlette:
                                                    "DELETE": route("memories:write", forget_memory)}),
               methods=["GET", "DELETE"]),
         Route("/v1/search", route("memories:read", search), methods=["GET"]),
+        Route("/v1/timeline", route("memories:read", timeline), methods=["GET"]),
+        Route("/v1/sessions/start", route("memories:write", start_session), methods=["POST"]),
+        Route("/v1/sessions/end", route("memories:write", end_session), methods=["POST"]),
         Route("/v1/projects", route("memories:read", list_projects), methods=["GET"]),
         Route("/v1/context", route("memories:read", context), methods=["GET"]),
         Route("/v1/keys", by_method({"GET": route("admin", list_keys), "POST": route("admin", create_key)}),

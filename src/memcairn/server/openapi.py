@@ -72,6 +72,27 @@ def openapi_document() -> dict[str, Any]:
                            _q("mode", {"enum": ["auto", "keyword", "semantic"]}, "which legs run")],
             "responses": {"200": _json({"type": "object", "properties": {"results": {"type": "array", "items": hit}}},
                                        "Hits, best first"), **_errors(400, 401, 403, 503)}}},
+        "/v1/timeline": {"get": {
+            "operationId": "timeline", "summary": "Memories around an anchor in its project, oldest first",
+            "parameters": [_q("anchor", {"type": "integer", "minimum": 1}, "a memory id", True),
+                           _q("before", {"type": "integer", "minimum": 0, "maximum": 50}, "older items"),
+                           _q("after", {"type": "integer", "minimum": 0, "maximum": 50}, "newer items")],
+            "responses": {"200": _json({"type": "object", "properties": {"items": {"type": "array",
+                                                                                    "items": item}}},
+                                       "The anchor's neighbourhood"), **_errors(400, 401, 403, 404, 503)}}},
+        "/v1/sessions/start": {"post": {
+            "operationId": "startSession", "summary": "Start (or find) an agent's session under a project",
+            "requestBody": {"required": True, "content": {"application/json": {"schema": {
+                "type": "object", "required": ["session"],
+                "properties": {"project": _STR, "session": _STR, "platform": {"type": ["string", "null"]}}}}}},
+            "responses": {"201": _json({"type": "object"}, "The session"), **_errors(400, 401, 403, 413, 503)}}},
+        "/v1/sessions/end": {"post": {
+            "operationId": "endSession", "summary": "Mark an agent's session ended",
+            "requestBody": {"required": True, "content": {"application/json": {"schema": {
+                "type": "object", "required": ["session"],
+                "properties": {"session": _STR, "platform": {"type": ["string", "null"]},
+                               "status": {"enum": ["completed", "failed", "abandoned", None]}}}}}},
+            "responses": {"200": _json({"type": "object"}, "Ended"), **_errors(400, 401, 403, 404, 413, 503)}}},
         "/v1/projects": {"get": {"operationId": "projects",
                                  "responses": {"200": _json({"type": "object"}, "The tenant's projects"), **_READ}}},
         "/v1/context": {"get": {
