@@ -138,6 +138,7 @@ def test_row_level_security_blocks_other_tenants_even_without_a_filter(pg_databa
         with db.tenant_transaction(conn, acme) as cur:
             assert cur.execute("SELECT id FROM items").fetchall() == [(mine.id,)]
             assert cur.execute("SELECT count(*) FROM projects").fetchone() == (1,)
+            assert cur.execute("SELECT item_id FROM changes").fetchall() == [(mine.id,)]
             assert cur.execute("SELECT count(*) FROM items WHERE tenant_id = %s", (other,)).fetchone() == (0,)
             updated = cur.execute("UPDATE items SET title = 'x' WHERE tenant_id = %s", (other,))
             assert updated.rowcount == 0
@@ -147,6 +148,7 @@ def test_row_level_security_blocks_other_tenants_even_without_a_filter(pg_databa
         with conn.transaction():  # no tenant set: nothing at all
             assert conn.execute("SELECT count(*) FROM items").fetchone() == (0,)
             assert conn.execute("SELECT count(*) FROM api_keys").fetchone() == (0,)
+            assert conn.execute("SELECT count(*) FROM changes").fetchone() == (0,)
         with pytest.raises(psycopg.errors.InsufficientPrivilege), conn.transaction():
             conn.execute("SELECT count(*) FROM tenants")
 

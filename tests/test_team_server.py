@@ -94,6 +94,18 @@ def test_the_outside_check_interface_end_to_end(tmp_path: Path) -> None:
         assert httpx.get(f"{url}/v1/memories/{item_id}", headers=auth(other)).status_code == 404
         assert httpx.delete(f"{url}/v1/memories/{item_id}", headers=auth(other)).status_code == 404
         assert httpx.get(f"{url}/v1/projects", headers=auth(other)).json()["projects"] == []
+        # the change feed (server-sent events) of each tenant holds its own memories only
+        def first_change(key: dict[str, str]) -> dict[str, object]:
+            with httpx.stream("GET", f"{url}/v1/stream", params={"after": 0}, headers=auth(key), timeout=60) as r:
+                assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+                for line in r.iter_lines():
+                    if line.startswith("data: "):
+                        return json.loads(line[len("data: "):])
+            raise AssertionError("the stream ended")
+
+        theirs = httpx.post(f"{url}/v1/memories", json={**memory, "title": "their own"}, headers=auth(other))
+        assert first_change(acme)["id"] == item_id and first_change(acme)["op"] == "stored"
+        assert first_change(other)["id"] == theirs.json()["id"]
         # nor does a key pinned to another project of the same tenant
         assert httpx.get(f"{url}/v1/memories/{item_id}", headers=auth(pinned)).status_code == 404
         assert httpx.post(f"{url}/v1/memories", json=memory, headers=auth(pinned)).status_code == 403

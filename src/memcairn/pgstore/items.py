@@ -151,6 +151,7 @@ class TeamStore:
                  actor.key_id if actor else None, epoch, vector)).fetchone()
             if row:
                 audit(cur, tenant_id, "memories.create", actor, str(row[0]))
+                _changed(cur, tenant_id, project_id, int(row[0]), "stored")
                 return Saved(int(row[0]), True)
             found = cur.execute("SELECT id FROM items WHERE tenant_id = %s AND project_id = %s AND content_hash = %s",
                                 (tenant_id, project_id, digest)).fetchone()
@@ -224,7 +225,27 @@ class TeamStore:
             cur.execute("INSERT INTO forgotten (tenant_id, project_id, content_hash) VALUES (%s, %s, %s)"
                         " ON CONFLICT DO NOTHING", (tenant_id, row[0], row[1]))
             audit(cur, tenant_id, "memories.forget", actor, str(item_id))
+            _changed(cur, tenant_id, row[0], item_id, "forgotten")
             return True
+
+    def latest_change(self, tenant_id: int) -> int:
+        with self.pool.connection() as conn, tenant_transaction(conn, tenant_id) as cur:
+            row = cur.execute("SELECT coalesce(max(seq), 0) FROM changes WHERE tenant_id = %s", (tenant_id,)).fetchone()
+        return int(row[0]) if row else 0
+
+    def changes(self, tenant_id: int, after: int, project_ids: Sequence[int] | None, limit: int = 100
+                ) -> list[dict[str, Any]]:
+        """Changes after sequence number ``after``, oldest first, in the projects (all when None)."""
+        with self.pool.connection() as conn, tenant_transaction(conn, tenant_id) as cur:
+            rows = cur.execute(
+                "SELECT c.seq, c.op, c.item_id, p.name, (extract(epoch FROM c.at) * 1000)::bigint FROM changes c"
+                " JOIN projects p ON p.id = c.project_id AND p.tenant_id = c.tenant_id"
+                " WHERE c.tenant_id = %s AND c.seq > %s AND (%s::bigint[] IS NULL OR c.project_id = ANY(%s))"
+                " ORDER BY c.seq LIMIT %s",
+                (tenant_id, after, None if project_ids is None else list(project_ids),
+                 None if project_ids is None else list(project_ids), limit)).fetchall()
+        return [{"seq": seq, "op": op, "id": item_id, "project": project, "at_epoch": at}
+                for seq, op, item_id, project, at in rows]
 
     # -- reads --------------------------------------------------------------------------------------------
     _COLUMNS = ("i.id, p.name, i.kind, i.type, i.title, i.text, i.created_at_epoch, i.content_hash,"
@@ -322,6 +343,11 @@ class TeamStore:
         found_by = {name: {i for i, _ in leg} for name, leg in legs.items()}
         return [{**records[i], "score": round(fused[i], 6),
                  "legs": sorted(name for name, ids in found_by.items() if i in ids)} for i in ordered]
+
+
+def _changed(cur: psycopg.Cursor, tenant_id: int, project_id: int, item_id: int, op: str) -> None:
+    cur.execute("INSERT INTO changes (tenant_id, project_id, item_id, op) VALUES (%s, %s, %s, %s)",
+                (tenant_id, project_id, item_id, op))
 
 
 def _clean(value: str | None) -> str | None:

@@ -9,11 +9,12 @@ outside the key's project pin, does not exist for it (404, or absent from lists)
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +23,7 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from memcairn import fence, tokens
@@ -39,6 +40,8 @@ log = logging.getLogger("memcairn.server")
 MAX_BODY_BYTES = 1 << 20
 MAX_QUERY_CHARS = 2_000
 DEFAULT_CONTEXT_TOKENS = 2_000
+POLL_SECONDS = 1.0
+HEARTBEAT_SECONDS = 15.0
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
 
 
@@ -327,6 +330,41 @@ def timeline(request: Request, call: Call) -> Any:
                                                              after=after, pin=call.key.project_id)}
 
 
+def stream(request: Request, call: Call) -> Any:
+    """Server-sent events of the tenant's stored and forgotten memories (``event: memory``, ``id``: the change's
+    sequence number), polled from the change sequence every ``POLL_SECONDS``; from ``after`` (or the
+    ``Last-Event-ID`` a reconnecting client sends), else from now. A comment line keeps an idle stream open."""
+    state: ServerState = request.app.state.server
+    assert call.key is not None
+    key = call.key
+    raw = request.query_params.get("after") or request.headers.get("last-event-id") or ""
+    if raw and not raw.isdigit():
+        raise ApiError(400, "invalid", "after (or Last-Event-ID) must be a change's sequence number")
+    names = _projects_param(request)
+    project_ids = _scope_projects(state, call, names) if names or key.project_id else None
+    after = int(raw) if raw else state.team.latest_change(key.tenant_id)
+
+    async def events() -> AsyncIterator[str]:
+        last, idle = after, 0.0
+        yield ": memcairn change feed\n\n"
+        while not await request.is_disconnected():
+            batch = await run_in_threadpool(state.team.changes, key.tenant_id, last, project_ids)
+            for change in batch:
+                last = change["seq"]
+                yield f"id: {last}\nevent: memory\ndata: {json.dumps(change)}\n\n"
+            if batch:
+                idle = 0.0
+                continue
+            await asyncio.sleep(POLL_SECONDS)
+            idle += POLL_SECONDS
+            if idle >= HEARTBEAT_SECONDS:
+                idle = 0.0
+                yield ": keep-alive\n\n"
+
+    return StreamingResponse(events(), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+
+
 def list_projects(request: Request, call: Call) -> Any:
     state: ServerState = request.app.state.server
     assert call.key is not None
@@ -414,6 +452,7 @@ def make_app(state: ServerState, *, lifespan: Any = None) -> Starlette:
               methods=["GET", "DELETE"]),
         Route("/v1/search", route("memories:read", search), methods=["GET"]),
         Route("/v1/timeline", route("memories:read", timeline), methods=["GET"]),
+        Route("/v1/stream", route("memories:read", stream), methods=["GET"]),
         Route("/v1/sessions/start", route("memories:write", start_session), methods=["POST"]),
         Route("/v1/sessions/end", route("memories:write", end_session), methods=["POST"]),
         Route("/v1/projects", route("memories:read", list_projects), methods=["GET"]),

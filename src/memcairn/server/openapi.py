@@ -93,6 +93,13 @@ def openapi_document() -> dict[str, Any]:
                 "properties": {"session": _STR, "platform": {"type": ["string", "null"]},
                                "status": {"enum": ["completed", "failed", "abandoned", None]}}}}}},
             "responses": {"200": _json({"type": "object"}, "Ended"), **_errors(400, 401, 403, 404, 413, 503)}}},
+        "/v1/stream": {"get": {
+            "operationId": "stream", "summary": "Server-sent events of stored and forgotten memories",
+            "parameters": [_PROJECT, _q("after", {"type": "integer", "minimum": 0},
+                                        "replay changes after this sequence number (else from now)")],
+            "responses": {"200": {"description": "An endless text/event-stream",
+                                  "content": {"text/event-stream": {"schema": _STR}}},
+                          **_errors(400, 401, 403, 503)}}},
         "/v1/projects": {"get": {"operationId": "projects",
                                  "responses": {"200": _json({"type": "object"}, "The tenant's projects"), **_READ}}},
         "/v1/context": {"get": {
