@@ -168,7 +168,7 @@ def test_an_admin_key_manages_its_own_tenants_keys_over_http(world: World) -> No
     assert [r[0] for r in rows] == ["keys.create", "keys.rotate", "keys.create"] and all(r[2] for r in rows)
 
 
-def test_a_nul_character_is_refused_with_a_400_not_stored_or_a_500(world: World) -> None:
+def test_a_nul_character_or_a_deep_body_is_refused_with_a_400_not_stored_or_a_500(world: World) -> None:
     c = world.client
     admin = next(k for k in world.keys if k.admin and k.pin is None)
     headers = {"Authorization": f"Bearer {admin.secret}"}
@@ -178,6 +178,8 @@ def test_a_nul_character_is_refused_with_a_400_not_stored_or_a_500(world: World)
     assert c.post("/v1/keys", json={"project": "\x00"}, headers=headers).status_code == 400
     assert c.post("/v1/keys", json={"label": "\x00"}, headers=headers).status_code == 400
     assert c.delete("/v1/keys/%00", headers=headers).status_code == 404
+    deep = c.post("/v1/memories", content=b"[" * 100_000, headers={**headers, "Content-Type": "application/json"})
+    assert deep.status_code == 400 and deep.json()["error"] == "invalid_json"
     saved = c.post("/v1/memories", json={"project": "api", "title": "nul\x00inside"}, headers=headers)
     assert saved.status_code == 201  # title and text: NUL becomes U+FFFD, as in the SQLite store
     assert c.get(f"/v1/memories/{saved.json()['id']}", headers=headers).json()["title"] == "nul\ufffdinside"

@@ -139,7 +139,7 @@ async def _body(request: Request) -> dict[str, Any]:
             raise ApiError(413, "too_large", f"the body is over {MAX_BODY_BYTES:,} bytes; send a smaller memory")
     try:
         body = json.loads(raw) if raw.strip() else {}  # no body: no fields (POST .../rotate needs none)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested deeper than Python reads
         raise ApiError(400, "invalid_json", "the body is not JSON: send a JSON object such as "
                        '{"project": "api", "title": "...", "text": "..."}') from None
     if not isinstance(body, dict):
