@@ -16,6 +16,7 @@ Search runs two legs and fuses them with ``search.fusion.rrf``:
 
 from __future__ import annotations
 
+import hashlib
 import re
 import time
 from collections.abc import Sequence
@@ -23,9 +24,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import psycopg
+from psycopg.types.json import Jsonb
 
 from memcairn.capture.privacy import redact_secrets, strip_private
-from memcairn.errors import NotFoundError, ValidationError
+from memcairn.errors import MemcairnError, NotFoundError, ValidationError
 from memcairn.models import NewItem
 from memcairn.pgstore.audit import Actor, audit
 from memcairn.pgstore.db import Pool, tenant_transaction
@@ -43,6 +45,27 @@ MAX_LIMIT = 100
 SEMANTIC_FLOOR = SEMANTIC_FLOORS["all-MiniLM-L6-v2-int8"]
 _WORD = re.compile(r"\w+", re.UNICODE)
 
+
+
+class IdempotencyConflict(MemcairnError):
+    """An Idempotency-Key sent again with another batch (HTTP 409)."""
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """An item validated, cleaned of secrets and hashed, with what its vector is computed from."""
+
+    item: NewItem
+    digest: str
+    document: str
+    epoch: int
+
+
+def _prepare(item: NewItem) -> _Prepared:
+    item = validate_item(item)
+    item = replace(item, title=_clean(item.title), text=_clean(item.text))
+    return _Prepared(item, content_hash(item), document(item.title or "", item.text or ""),
+                     item.created_at_epoch or int(time.time() * 1000))
 
 
 @dataclass(frozen=True)
@@ -123,40 +146,75 @@ class TeamStore:
             actor: Actor | None = None) -> Saved:
         """Store ``item`` for the tenant (dedupe by project and content hash). A forgotten content is refused
         unless ``revive`` (an explicit save brings it back, as ``memcairn add`` does locally)."""
-        item = validate_item(item)
-        item = replace(item, title=_clean(item.title), text=_clean(item.text))
-        digest = content_hash(item)
-        title, text = item.title or "", item.text or ""
-        vector = vector_literal(self.embedder.embed_documents([document(title, text)])[0]) if self.embedder else None
-        epoch = item.created_at_epoch or int(time.time() * 1000)
+        ready = _prepare(item)
+        vectors = self._vectors([ready])
         with self.pool.connection() as conn, tenant_transaction(conn, tenant_id) as cur:
-            project_id = self._project_id(cur, tenant_id, item.project, create=pin is None)
-            if project_id is None or (pin is not None and project_id != pin):
-                raise NotFoundError(f"this key may only write to its own project, not {item.project!r}")
-            if revive:
-                cur.execute("DELETE FROM forgotten WHERE tenant_id = %s AND project_id = %s AND content_hash = %s",
-                            (tenant_id, project_id, digest))
-            elif cur.execute("SELECT 1 FROM forgotten WHERE tenant_id = %s AND project_id = %s AND content_hash = %s",
-                             (tenant_id, project_id, digest)).fetchone():
-                return Saved(0, False, forgotten=True)
-            session_id = None
-            if item.session:
-                session_id = self._session_id(cur, tenant_id, project_id, item.session,
-                                              item.platform_source or "unknown")
-            row = cur.execute(
-                "INSERT INTO items (tenant_id, project_id, session_id, kind, type, title, text, content_hash,"
-                " created_by, created_at_epoch, embedding) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s,"
-                " %s::vector) ON CONFLICT (project_id, content_hash) DO NOTHING RETURNING id",
-                (tenant_id, project_id, session_id, item.kind, item.type, title, text, digest,
-                 actor.key_id if actor else None, epoch, vector)).fetchone()
-            if row:
-                audit(cur, tenant_id, "memories.create", actor, str(row[0]))
-                _changed(cur, tenant_id, project_id, int(row[0]), "stored")
-                return Saved(int(row[0]), True)
-            found = cur.execute("SELECT id FROM items WHERE tenant_id = %s AND project_id = %s AND content_hash = %s",
-                                (tenant_id, project_id, digest)).fetchone()
-            assert found is not None
-            return Saved(int(found[0]), False)
+            return self._insert(cur, tenant_id, ready, vectors[0], pin=pin, revive=revive, actor=actor)
+
+    def add_batch(self, tenant_id: int, items: Sequence[NewItem], *, pin: int | None = None,
+                  actor: Actor | None = None, idempotency_key: str | None = None) -> tuple[list[Saved], bool]:
+        """Store a batch of captured memories in one transaction (all or none; forgotten content is refused,
+        as a capture is). With ``idempotency_key`` the batch's answer is kept: the same key again gets it back
+        (True: replayed) without storing anything twice, even while the first request is still running; the
+        key with another batch is refused (IdempotencyConflict)."""
+        ready = [_prepare(item) for item in items]
+        fingerprint = hashlib.sha256("\n".join(f"{r.item.project}\x00{r.digest}" for r in ready).encode()).hexdigest()
+        vectors = self._vectors(ready)
+        with self.pool.connection() as conn, tenant_transaction(conn, tenant_id) as cur:
+            if idempotency_key is not None:
+                claimed = cur.execute(
+                    "INSERT INTO idempotency (tenant_id, key, request_hash) VALUES (%s, %s, %s)"
+                    " ON CONFLICT (tenant_id, key) DO NOTHING RETURNING 1",
+                    (tenant_id, idempotency_key, fingerprint)).fetchone()
+                if not claimed:  # a committed earlier request (a running one made the insert wait for it)
+                    row = cur.execute("SELECT request_hash, response FROM idempotency WHERE tenant_id = %s"
+                                      " AND key = %s", (tenant_id, idempotency_key)).fetchone()
+                    assert row is not None
+                    if row[0] != fingerprint:
+                        raise IdempotencyConflict(f"Idempotency-Key {idempotency_key!r} was used for another batch; "
+                                                  "use a new key for new events")
+                    return [Saved(**saved) for saved in row[1]], True
+            saved = [self._insert(cur, tenant_id, r, v, pin=pin, revive=False, actor=actor)
+                     for r, v in zip(ready, vectors, strict=True)]
+            if idempotency_key is not None:
+                cur.execute("UPDATE idempotency SET response = %s WHERE tenant_id = %s AND key = %s",
+                            (Jsonb([s.__dict__ for s in saved]), tenant_id, idempotency_key))
+        return saved, False
+
+    def _vectors(self, ready: Sequence[_Prepared]) -> list[str | None]:
+        if self.embedder is None:
+            return [None] * len(ready)
+        return [vector_literal(v) for v in self.embedder.embed_documents([r.document for r in ready])]
+
+    def _insert(self, cur: psycopg.Cursor, tenant_id: int, ready: _Prepared, vector: str | None, *,
+                pin: int | None, revive: bool, actor: Actor | None) -> Saved:
+        item, digest = ready.item, ready.digest
+        project_id = self._project_id(cur, tenant_id, item.project, create=pin is None)
+        if project_id is None or (pin is not None and project_id != pin):
+            raise NotFoundError(f"this key may only write to its own project, not {item.project!r}")
+        if revive:
+            cur.execute("DELETE FROM forgotten WHERE tenant_id = %s AND project_id = %s AND content_hash = %s",
+                        (tenant_id, project_id, digest))
+        elif cur.execute("SELECT 1 FROM forgotten WHERE tenant_id = %s AND project_id = %s AND content_hash = %s",
+                         (tenant_id, project_id, digest)).fetchone():
+            return Saved(0, False, forgotten=True)
+        session_id = None
+        if item.session:
+            session_id = self._session_id(cur, tenant_id, project_id, item.session, item.platform_source or "unknown")
+        row = cur.execute(
+            "INSERT INTO items (tenant_id, project_id, session_id, kind, type, title, text, content_hash,"
+            " created_by, created_at_epoch, embedding) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s,"
+            " %s::vector) ON CONFLICT (project_id, content_hash) DO NOTHING RETURNING id",
+            (tenant_id, project_id, session_id, item.kind, item.type, item.title or "", item.text or "", digest,
+             actor.key_id if actor else None, ready.epoch, vector)).fetchone()
+        if row:
+            audit(cur, tenant_id, "memories.create", actor, str(row[0]))
+            _changed(cur, tenant_id, project_id, int(row[0]), "stored")
+            return Saved(int(row[0]), True)
+        found = cur.execute("SELECT id FROM items WHERE tenant_id = %s AND project_id = %s AND content_hash = %s",
+                            (tenant_id, project_id, digest)).fetchone()
+        assert found is not None
+        return Saved(int(found[0]), False)
 
     @staticmethod
     def _session_id(cur: psycopg.Cursor, tenant_id: int, project_id: int, agent_session: str, platform: str) -> int:

@@ -16,7 +16,7 @@ from __future__ import annotations
 APP_ROLE = "memcairn_app"
 EMBEDDING_DIM = 384  # the bundled all-MiniLM-L6-v2
 
-TENANT_TABLES = ("projects", "sessions", "items", "forgotten", "api_keys", "audit_log", "changes")
+TENANT_TABLES = ("projects", "sessions", "items", "forgotten", "api_keys", "audit_log", "changes", "idempotency")
 
 _M001 = f"""
 CREATE EXTENSION IF NOT EXISTS vector;
@@ -170,9 +170,27 @@ GRANT SELECT, INSERT ON changes TO {APP_ROLE};
 GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {APP_ROLE};
 """
 
+# The answer to a batch of events sent with an Idempotency-Key, kept so that a retry gets it again.
+_M003 = f"""
+CREATE TABLE idempotency (
+  tenant_id bigint NOT NULL REFERENCES tenants (id),
+  key text NOT NULL CHECK (length(key) BETWEEN 1 AND 200),
+  request_hash text NOT NULL,
+  response jsonb,
+  created_at timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (tenant_id, key)
+);
+ALTER TABLE idempotency ENABLE ROW LEVEL SECURITY;
+ALTER TABLE idempotency FORCE ROW LEVEL SECURITY;
+CREATE POLICY tenant_rows ON idempotency USING (tenant_id = memcairn_tenant())
+  WITH CHECK (tenant_id = memcairn_tenant());
+GRANT SELECT, INSERT, UPDATE ON idempotency TO {APP_ROLE};
+"""
+
 # (version, name, sql): applied in order, each in its own transaction with its record.
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "tenants, projects, sessions, items, forgotten marks, keys, audit log; row-level security", _M001),
     (2, "the change sequence of stored and forgotten memories, for the SSE feed", _M002),
+    (3, "answers kept by Idempotency-Key for batches of events", _M003),
 )
 LATEST = MIGRATIONS[-1][0]

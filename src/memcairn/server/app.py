@@ -32,7 +32,7 @@ from memcairn.models import MAX_ITEM_ID, NewItem
 from memcairn.pgstore import keys
 from memcairn.pgstore.audit import Actor
 from memcairn.pgstore.db import Pool
-from memcairn.pgstore.items import MAX_LIMIT, TeamStore
+from memcairn.pgstore.items import MAX_LIMIT, IdempotencyConflict, TeamStore
 from memcairn.pgstore.schema import LATEST
 from memcairn.server.openapi import openapi_document
 
@@ -245,6 +245,58 @@ def save_memory(request: Request, call: Call) -> Any:
     return (201 if saved.created else 200), {"id": saved.id, "created": saved.created}
 
 
+MAX_EVENTS = 100
+_IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,200}$")
+
+
+def post_events(request: Request, call: Call) -> Any:
+    """A batch of captured memories (``{"events": [{project, session, platform, kind, type, title, text,
+    created_at_epoch}, ...]}``), stored in one transaction; forgotten content is refused as a capture is. With
+    an ``Idempotency-Key`` header a retry gets the first answer back (``Idempotent-Replayed: true``)."""
+    state: ServerState = request.app.state.server
+    assert call.key is not None
+    events = request.state.body.get("events")
+    if not isinstance(events, list) or not 1 <= len(events) <= MAX_EVENTS:
+        raise ApiError(400, "invalid", f"events must be a list of 1 to {MAX_EVENTS} objects")
+    key = request.headers.get("idempotency-key")
+    if key is not None and not _IDEMPOTENCY_KEY.match(key):
+        raise ApiError(400, "invalid", "Idempotency-Key must be 1 to 200 visible ASCII characters (a UUID is good)")
+    items = []
+    for n, event in enumerate(events):
+        if not isinstance(event, dict):
+            raise ApiError(400, "invalid", f"events[{n}] must be an object")
+        try:
+            items.append(_event_item(state, call, event))
+        except ApiError as exc:
+            raise ApiError(exc.status, exc.code, f"events[{n}]: {exc.detail}") from None
+        epoch = event.get("created_at_epoch")
+        if epoch is not None and (not isinstance(epoch, int) or isinstance(epoch, bool)):
+            raise ApiError(400, "invalid", f"events[{n}]: created_at_epoch must be milliseconds since 1970")
+    try:
+        saved, replayed = state.team.add_batch(call.key.tenant_id, items, pin=call.key.project_id, actor=call.actor,
+                                               idempotency_key=key)
+    except NotFoundError:
+        raise ApiError(403, "forbidden", "this key is pinned to one project; every event must be for it") from None
+    except IdempotencyConflict as exc:
+        raise ApiError(409, "conflict", str(exc)) from None
+    except ValidationError as exc:
+        raise ApiError(400, "invalid", f"an event is not valid: {exc}") from None
+    payload = {"results": [s.__dict__ for s in saved], "replayed": replayed}
+    return JSONResponse(payload, status_code=200 if replayed else 201,
+                        headers={"Idempotent-Replayed": "true"} if replayed else {})
+
+
+def _event_item(state: ServerState, call: Call, event: dict[str, Any]) -> NewItem:
+    project = _text_field(event, "project") or (_pinned_name(state, call) if call.key and call.key.project_id
+                                                else None)
+    if not project:
+        raise ApiError(400, "invalid", "project is required")
+    return NewItem(project=project, kind=_text_field(event, "kind") or "observation", type=_text_field(event, "type"),
+                   title=_text_field(event, "title"), text=_text_field(event, "text"),
+                   session=_text_field(event, "session"), platform_source=_text_field(event, "platform"),
+                   created_at_epoch=event.get("created_at_epoch"))
+
+
 def _pinned_name(state: ServerState, call: Call) -> str:
     assert call.key is not None
     names = [p["name"] for p in state.team.projects(call.key.tenant_id, pin=call.key.project_id)]
@@ -447,6 +499,7 @@ def make_app(state: ServerState, *, lifespan: Any = None) -> Starlette:
         Route("/v1/health", route(None, health), methods=["GET"]),
         Route("/v1/openapi.json", route(None, openapi), methods=["GET"]),
         Route("/v1/memories", route("memories:write", save_memory), methods=["POST"]),
+        Route("/v1/events", route("memories:write", post_events), methods=["POST"]),
         Route("/v1/memories/{item_id}", by_method({"GET": route("memories:read", get_memory),
                                                    "DELETE": route("memories:write", forget_memory)}),
               methods=["GET", "DELETE"]),

@@ -59,6 +59,19 @@ def openapi_document() -> dict[str, Any]:
                                        "Stored"),
                           "200": _json({"type": "object"}, "Already stored: the existing id"),
                           **_errors(400, 401, 403, 413, 503)}}},
+        "/v1/events": {"post": {
+            "operationId": "postEvents", "summary": "A batch of captured memories, stored together (memories:write)",
+            "parameters": [{"name": "Idempotency-Key", "in": "header", "required": False,
+                            "schema": {"type": "string", "pattern": "^[\\x21-\\x7e]{1,200}$"}}],
+            "requestBody": {"required": True, "content": {"application/json": {"schema": {
+                "type": "object", "required": ["events"],
+                "properties": {"events": {"type": "array", "minItems": 1, "maxItems": 100, "items": {
+                    "type": "object", "properties": {**new["properties"],
+                                                     "created_at_epoch": {"type": ["integer", "null"]}}}}}}}}},
+            "responses": {"201": _json({"type": "object"}, "Stored: one result per event"),
+                          "200": _json({"type": "object"}, "A retry: the first answer (Idempotent-Replayed)"),
+                          "409": _json(ERROR, "The Idempotency-Key was used for another batch"),
+                          **_errors(400, 401, 403, 413, 503)}}},
         "/v1/memories/{item_id}": {
             "get": {"operationId": "getMemory", "parameters": [_ID],
                     "responses": {"200": _json(item, "The memory"), **_errors(401, 403, 404, 503)}},
