@@ -22,13 +22,10 @@ from typing import Any
 
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
-from starlette.applications import Starlette
-from uvicorn.supervisors import Multiprocess
 
 from memcairn.config import memcairn_home
 from memcairn.pgstore import db
 from memcairn.pgstore.embedded import EmbeddedPostgres
-from memcairn.pgstore.items import TeamStore
 from memcairn.pgstore.schema import APP_ROLE
 from memcairn.pgstore.secret import load_or_create_password, load_or_create_secret, server_dir
 
@@ -93,9 +90,10 @@ def _lock_cluster(lock: int, cluster: EmbeddedPostgres, *, server: bool) -> bool
 APP_DATABASE_ENV = "MEMCAIRN_SERVER_APP_DATABASE"  # the app role's conninfo, without its password
 
 
-def build_app(home: Path, app_conninfo: str, *, pool_size: int = 16) -> Starlette:
+def build_app(home: Path, app_conninfo: str, *, pool_size: int = 16) -> Any:
     """The API over a pool of ``memcairn_app`` connections (the password derived from the server secret) and
     the bundled model, loaded now rather than on the first request."""
+    from memcairn.pgstore.items import TeamStore
     from memcairn.server.app import ServerState, make_app
     from memcairn.vectors.embedder import load_embedder
 
@@ -105,14 +103,14 @@ def build_app(home: Path, app_conninfo: str, *, pool_size: int = 16) -> Starlett
     embedder.embed_query("warm up")
 
     @contextlib.asynccontextmanager
-    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+    async def lifespan(_app: Any) -> AsyncIterator[None]:
         yield
         pool.close()
 
     return make_app(ServerState(pool=pool, team=TeamStore(pool, embedder), secret=secret), lifespan=lifespan)
 
 
-def worker_app() -> Starlette:
+def worker_app() -> Any:
     """The app of one of several uvicorn worker processes (``--workers``): the parent migrated the database
     and passes where it is in ``MEMCAIRN_SERVER_APP_DATABASE``."""
     return build_app(memcairn_home(), os.environ[APP_DATABASE_ENV])
@@ -121,6 +119,7 @@ def worker_app() -> Starlette:
 def serve(home: Path, *, database_url: str | None, host: str, port: int, workers: int = 1) -> int:
     """Run the API in the foreground until SIGINT or SIGTERM, in one process or ``workers`` processes."""
     import uvicorn
+    from uvicorn.supervisors import Multiprocess
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     with owner_database(home, database_url, owns_cluster=True) as owner:
