@@ -1,0 +1,32 @@
+"""`memcairn bench longmemeval-server` end to end on a tiny LongMemEval file: its own embedded PostgreSQL, the real
+model, the same metrics as the SQLite bench, and the comparison rows."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from test_bench_longmemeval import synthetic_records
+
+from memcairn.bench.longmemeval import TABLE_METRICS
+from memcairn.cli import run as cli_run
+
+pytest.importorskip("pg0")
+pytestmark = pytest.mark.timeout(180)
+
+
+def test_the_server_store_answers_the_questions_and_is_compared(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    data = tmp_path / "lme.json"
+    data.write_text(json.dumps(synthetic_records()))
+    sqlite = tmp_path / "sqlite.json"
+    sqlite.write_text(json.dumps({"hybrid": {"overall": {m: 0.5 for m in TABLE_METRICS}}}))
+    out = tmp_path / "pg.json"
+    assert cli_run(["bench", "longmemeval-server", str(data), "--sqlite-json", str(sqlite), "--cache",
+                    str(tmp_path / "cache.sqlite"), "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "postgresql (hybrid) |" in printed and "sqlite (hybrid) |" in printed and "difference |" in printed
+    result = json.loads(out.read_text())
+    assert result["overall"]["n"] == 2  # the _abs question is not scored
+    assert result["overall"]["recall_any@5"] == 1.0 and result["overall"]["recall_all@10"] == 1.0
