@@ -49,7 +49,8 @@ def embedded_cluster() -> Iterator[Cluster]:
     root = Path(tempfile.mkdtemp(prefix="memcairn-pg-"))
     root.chmod(0o755)
     server = EmbeddedPostgres(root / "cluster", password="memcairn-tests",
-                              config={"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"})
+                              config={"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off",
+                                      "shared_buffers": "32MB"})
     try:
         dsn = server.start()
         cluster = Cluster(server, dsn)
