@@ -152,3 +152,7 @@ def test_the_server_says_how_to_choose_a_database(tmp_path: Path) -> None:
     done = cli(tmp_path / "home", "server", "keys", "create", "--tenant", "acme", "--scope", "memories:delete",
                "--database", "postgresql://nobody@127.0.0.1:1/none")
     assert done.returncode == 2 and "unknown scope memories:delete" in done.stderr
+    # a --database given before `keys` is the one the keys command uses (no embedded cluster is made)
+    done = cli(tmp_path / "home", "server", "--database", "postgresql://nobody@127.0.0.1:1/none", "keys", "list")
+    assert done.returncode == 2 and "127.0.0.1:1" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "home" / "postgres").exists()

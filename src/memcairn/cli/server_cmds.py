@@ -21,7 +21,7 @@ _DATABASE = click.option("--database", metavar="URL", envvar="MEMCAIRN_SERVER_DA
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", type=click.IntRange(1, 65535), default=37900, show_default=True)
 @click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
-              help="uvicorn worker processes (each loads the embedding model, about 150 MB).")
+              help="uvicorn worker processes (each loads its own copy of the embedding model).")
 @click.pass_context
 def server(ctx: click.Context, embedded: bool, database: str | None, host: str, port: int, workers: int) -> None:
     """The team memory server: the /v1 HTTP API over PostgreSQL, in the foreground.
@@ -36,6 +36,7 @@ def server(ctx: click.Context, embedded: bool, database: str | None, host: str, 
         memcairn server --database postgresql://memcairn@db.internal/memcairn
     """
     if ctx.invoked_subcommand is not None:
+        ctx.ensure_object(dict)["database"] = database  # `memcairn server --database URL keys ...` means that URL
         return
     if embedded == bool(database):
         raise click.UsageError("choose one: --embedded (bundled PostgreSQL) or --database postgresql://...")
@@ -47,6 +48,14 @@ def server(ctx: click.Context, embedded: bool, database: str | None, host: str, 
 @server.group("keys")
 def keys_group() -> None:
     """API keys: shown once at creation, stored as HMAC under the server secret in MEMCAIRN_HOME."""
+
+
+def _database(given: str | None) -> str | None:
+    """A keys command's own --database, else the one given to `memcairn server` before it."""
+    if given:
+        return given
+    obj = click.get_current_context().find_object(dict)
+    return obj.get("database") if obj else None
 
 
 def _emit_key(made: dict[str, Any], as_json: bool) -> None:
@@ -85,7 +94,7 @@ def keys_create(tenant: str, scopes: str, project: str | None, expires: str | No
     scope_list = keys.parse_scopes(scopes)
     expires_at = keys.parse_expiry(expires)
     home = memcairn_home()
-    with owner_database(home, database) as owner, db.connect(owner) as conn:
+    with owner_database(home, _database(database)) as owner, db.connect(owner) as conn:
         made = keys.create_key(conn, load_or_create_secret(home), tenant, scopes=scope_list, project=project,
                                expires_at=expires_at, label=label)
     _emit_key(made, as_json)
@@ -106,7 +115,7 @@ def keys_list(tenant: str | None, as_json: bool, database: str | None) -> None:
     from memcairn.pgstore import db, keys
     from memcairn.server.run import owner_database
 
-    with owner_database(memcairn_home(), database) as owner, db.connect(owner) as conn:
+    with owner_database(memcairn_home(), _database(database)) as owner, db.connect(owner) as conn:
         found = keys.list_keys(conn, tenant)
     if as_json:
         emit_json(found)
@@ -132,7 +141,7 @@ def keys_revoke(key_id: str, database: str | None) -> None:
     from memcairn.pgstore import db, keys
     from memcairn.server.run import owner_database
 
-    with owner_database(memcairn_home(), database) as owner, db.connect(owner) as conn:
+    with owner_database(memcairn_home(), _database(database)) as owner, db.connect(owner) as conn:
         keys.revoke_key(conn, key_id)
     click.echo(f"revoked {key_id}")
 
@@ -154,6 +163,6 @@ def keys_rotate(key_id: str, as_json: bool, database: str | None) -> None:
     from memcairn.server.run import owner_database
 
     home = memcairn_home()
-    with owner_database(home, database) as owner, db.connect(owner) as conn:
+    with owner_database(home, _database(database)) as owner, db.connect(owner) as conn:
         made = keys.rotate_key(conn, load_or_create_secret(home), key_id)
     _emit_key({**made, "project": None}, as_json)
