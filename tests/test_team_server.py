@@ -156,3 +156,32 @@ def test_the_server_says_how_to_choose_a_database(tmp_path: Path) -> None:
     done = cli(tmp_path / "home", "server", "--database", "postgresql://nobody@127.0.0.1:1/none", "keys", "list")
     assert done.returncode == 2 and "127.0.0.1:1" in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "home" / "postgres").exists()
+
+
+def test_the_server_on_an_existing_postgresql(tmp_path: Path, pg_database: str) -> None:
+    """`memcairn server --database URL` (and `keys --database URL`) on a PostgreSQL it did not start."""
+    from postgres_server import TEST_SECRET
+
+    home = tmp_path / "home"
+    (home / "server").mkdir(parents=True, mode=0o700)
+    # memcairn_app is one role of the whole cluster: this home derives the same password as the other tests'
+    (home / "server" / "secret").write_text(TEST_SECRET.hex() + "\n")
+    made = make_key(home, "--tenant", "acme", "--database", pg_database)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = tmp_path / "server.log"
+    with log.open("wb") as sink:
+        server = subprocess.Popen([MEMCAIRN, "server", "--database", pg_database, "--port", str(port)],
+                                  env={**os.environ, "MEMCAIRN_HOME": str(home)}, stdout=sink, stderr=sink)
+    try:
+        wait_ready(url, server, log)
+        headers = {"Authorization": f"Bearer {made['key']}"}
+        saved = httpx.post(f"{url}/v1/memories", json={"project": "api", "title": "Use pgbouncer in transaction mode",
+                                                       "text": "the tenant is set per transaction"}, headers=headers)
+        assert saved.status_code == 201
+        hits = httpx.get(f"{url}/v1/search", params={"query": "pgbouncer", "project": "api"}, headers=headers)
+        assert [h["id"] for h in hits.json()["results"]] == [saved.json()["id"]]
+    finally:
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=60) == 0, log.read_text(errors="replace")
+    assert not (home / "postgres").exists()  # nothing embedded was started
