@@ -646,9 +646,10 @@ def incremental_transcript(turn: Turn, calls: list[ToolCall]) -> list[Observatio
 
 def test_coverage_fix_transcript() -> None:
     turn, calls = load_transcript("coverage-test-fix")
-    committed, gitignore, *cards = OfflineExtractor().observe(turn, calls).observations  # a commit ends an episode
-    assert [(c.title, c.files_modified) for c in cards] == [
-        ("test_math_utils.py: added test_multiply_numbers", ("tests/test_math_utils.py",))]  # what the edit added
+    # a commit ends an episode; the card of what its test edit added follows it
+    committed, card, gitignore = OfflineExtractor().observe(turn, calls).observations
+    assert (card.title, card.files_modified) == (
+        "test_math_utils.py: added test_multiply_numbers", ("tests/test_math_utils.py",))
     assert (committed.type, committed.title) == ("change", "Committed: Add multiply_numbers function with test")
     assert committed.files_read == ("**/*.py", "src/math_utils.py", "tests/test_math_utils.py")
     assert committed.files_modified == ("src/math_utils.py", "tests/test_math_utils.py")

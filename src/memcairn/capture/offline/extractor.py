@@ -102,14 +102,18 @@ def _observe(turn: Turn, calls: Sequence[ToolCall], reopen: bool = False) -> lis
         drafts.append(_covering(_read_group_draft(chores[-1:]), chores[-1:]))
     if drafts and said:
         drafts[-1].said += said
-    pieces = episodes(drafts)
-    finished = [_finish(draft, turn) for draft in pieces]
-    # a file written within a longer episode gets a card of its own, unless the episode already quotes all of it
+    # Each episode, then the cards of the files it wrote (unless it quotes all of them) and the tickets it filed:
+    # in the order of the work, so an episode observed in two batches leaves its records in the same order as
+    # one observed whole.
     subtitle = _clip(_first_sentence(turn.prompt, 150), SUBTITLE_MAX) or None
-    cards = [card for draft, episode in zip(pieces, finished, strict=True) if len(draft.actions) > 1
-             for card in file_cards(draft.actions, subtitle, told=" ".join(episode.facts))]
-    tickets = [t for draft in pieces if len(draft.actions) > 1 for t in filed_tickets(draft.actions, subtitle)]
-    return reports + finished + cards + tickets
+    out = list(reports)
+    for draft in episodes(drafts):
+        episode = _finish(draft, turn)
+        out.append(episode)
+        if len(draft.actions) > 1:
+            out += file_cards(draft.actions, subtitle, told=" ".join(episode.facts))
+            out += filed_tickets(draft.actions, subtitle)
+    return out
 
 
 def _covering(draft: _Draft, steps: Sequence[_Action]) -> _Draft:
