@@ -20,7 +20,16 @@ from collections.abc import Sequence
 
 from memcairn.capture.offline import narration
 from memcairn.capture.offline.actions import _Action, _input_dict
-from memcairn.capture.offline.edits import _ANNOTATION, _COMMENT, _DEFINITION, _KEY, _SETTING, _salient, definitions
+from memcairn.capture.offline.edits import (
+    _ANNOTATION,
+    _COMMENT,
+    _DEFINITION,
+    _KEY,
+    _SETTING,
+    _salient,
+    definitions,
+    pick_lines,
+)
 from memcairn.capture.offline.text import FACTS_MAX, TITLE_MAX, _clip, _listing, _unique
 from memcairn.capture.records import Observation
 
@@ -167,19 +176,8 @@ def _rank(line: str) -> int:
 
 def _telling(lines: Sequence[str], budget: int, names: Sequence[str]) -> list[str]:
     """The file's telling lines, best first by ``_rank``, shown in file order within ``budget`` characters."""
-    candidates = [(i, line) for i, line in enumerate(lines) if _salient(line) and not _only_definition(line, names)]
-    chosen: list[tuple[int, str]] = []
-    used = 0
-    for rank in range(5):
-        for index, line in candidates:
-            if _rank(line) != rank:
-                continue
-            shown = _clip(line, LINE_MAX)
-            if used + len(shown) + 2 > budget:
-                continue
-            chosen.append((index, shown))
-            used += len(shown) + 2
-    return _unique(shown for _, shown in sorted(chosen))
+    candidates = [line for line in lines if _salient(line) and not _only_definition(line, names)]
+    return pick_lines(candidates, budget, _rank, range(5), LINE_MAX, 2)
 
 
 def _only_definition(line: str, names: Sequence[str]) -> bool:

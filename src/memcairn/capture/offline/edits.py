@@ -11,7 +11,7 @@ lines the old text already had never count. Everything is bounded: a huge paste 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from memcairn.capture.offline.text import _clip, _listing, _unique
@@ -157,21 +157,28 @@ def _rank(line: str) -> int:
     return 2
 
 
-def gist(added_lines: Sequence[str], budget: int, first: Sequence[int] = (4, 3, 2, 1)) -> list[str]:
-    """The telling added lines, in file order, within ``budget`` characters in all, chosen rank by rank in the
-    order ``first`` gives (``_rank``: definitions first by default)."""
-    candidates = [(i, line) for i, line in enumerate(added_lines) if _salient(line)]
+def gist(added_lines: Sequence[str], budget: int) -> list[str]:
+    """The telling added lines, in file order, within ``budget`` characters in all: definitions first, then
+    settings, other lines, comments (``_rank``)."""
+    return pick_lines([line for line in added_lines if _salient(line)], budget, _rank, (4, 3, 2, 1), _GIST_LINE, 3)
+
+
+def pick_lines(lines: Sequence[str], budget: int, rank: Callable[[str], int], order: Sequence[int],
+               line_max: int, separator: int) -> list[str]:
+    """``lines`` chosen rank by rank (in ``order``; a rank not in it is never chosen), each clipped to
+    ``line_max``, while they fit ``budget`` characters (each costing ``separator`` more), shown in their order."""
     chosen: list[tuple[int, str]] = []
     used = 0
-    for rank in first:
-        for index, line in candidates:
-            if _rank(line) != rank:
+    ranks = [rank(line) for line in lines]
+    for wanted in order:
+        for index, line in enumerate(lines):
+            if ranks[index] != wanted:
                 continue
-            shown = _clip(line, _GIST_LINE)
-            if used + len(shown) + 3 > budget:
+            shown = _clip(line, line_max)
+            if used + len(shown) + separator > budget:
                 continue
             chosen.append((index, shown))
-            used += len(shown) + 3
+            used += len(shown) + separator
     return _unique(shown for _, shown in sorted(chosen))
 
 
