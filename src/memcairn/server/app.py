@@ -1,21 +1,17 @@
-"""The /v1 HTTP API of ``memcairn server`` (Starlette, like the worker).
+"""The /v1 HTTP API of ``memcairn server`` (Starlette, like the worker): its handlers and routes.
 
 Every route but ``/v1/health`` and ``/v1/openapi.json`` needs ``Authorization: Bearer <key>``: no key, an
 unknown, revoked or expired key is 401; a key without the route's scope is 403; a memory of another tenant, or
-outside the key's project pin, does not exist for it (404, or absent from lists). Errors are JSON
-``{"error": code, "detail": what to do}``; bad input is a 4xx, never a 500. Each answer carries
-``X-Request-Id`` (the caller's when it sent a sane one), which the audit log records with every write.
+outside the key's project pin, does not exist for it (404, or absent from lists). ``http.py`` holds the
+plumbing (key check, JSON errors, request ids, input readers).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import re
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator
 from typing import Any
 
 import psycopg
@@ -27,180 +23,30 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from memcairn import fence, tokens
-from memcairn.errors import ConfigError, MemcairnError, NotFoundError, ValidationError
+from memcairn.errors import ConfigError, NotFoundError, ValidationError
 from memcairn.models import MAX_ITEM_ID, NewItem
 from memcairn.pgstore import keys
-from memcairn.pgstore.audit import Actor
-from memcairn.pgstore.db import Pool
-from memcairn.pgstore.items import MAX_LIMIT, IdempotencyConflict, TeamStore
+from memcairn.pgstore.items import MAX_LIMIT, IdempotencyConflict
 from memcairn.pgstore.schema import LATEST
+from memcairn.server.http import (
+    ApiError,
+    Call,
+    ServerState,
+    by_method,
+    int_param,
+    item_id_param,
+    plain,
+    projects_param,
+    route,
+    text_field,
+)
 from memcairn.server.openapi import openapi_document
 
-log = logging.getLogger("memcairn.server")
-MAX_BODY_BYTES = 1 << 20
+__all__ = ["ServerState", "make_app"]
 MAX_QUERY_CHARS = 2_000
 DEFAULT_CONTEXT_TOKENS = 2_000
 POLL_SECONDS = 1.0
 HEARTBEAT_SECONDS = 15.0
-_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
-
-
-class ApiError(Exception):
-    def __init__(self, status: int, code: str, detail: str) -> None:
-        super().__init__(detail)
-        self.status, self.code, self.detail = status, code, detail
-
-
-@dataclass
-class ServerState:
-    pool: Pool
-    team: TeamStore
-    secret: bytes
-
-
-def _error(status: int, code: str, detail: str, request_id: str) -> JSONResponse:
-    headers = {"X-Request-Id": request_id}
-    if status == 401:
-        headers["WWW-Authenticate"] = 'Bearer realm="memcairn"'
-    return JSONResponse({"error": code, "detail": detail}, status_code=status, headers=headers)
-
-
-Handler = Callable[[Request, "Call"], Any]
-
-
-@dataclass(frozen=True)
-class Call:
-    """What a handler knows about the caller: the key (None on open routes) and the request id."""
-
-    key: keys.KeyInfo | None
-    request_id: str
-
-    @property
-    def actor(self) -> Actor:
-        return Actor(self.key.id if self.key else None, self.request_id)
-
-
-def route(scope: str | None, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
-    """``handler`` (run in a thread: psycopg is blocking) behind the key check for ``scope`` (None: open) and
-    the translation of errors into JSON answers."""
-
-    async def endpoint(request: Request) -> Response:
-        given = request.headers.get("x-request-id", "")
-        request_id = given if _REQUEST_ID.match(given) else uuid.uuid4().hex
-        state: ServerState = request.app.state.server
-        try:
-            body = await _body(request) if request.method in ("POST", "PUT", "PATCH") else None
-            key = None
-            if scope is not None:
-                key = await run_in_threadpool(_authorize, state, request, scope)
-            request.state.body = body
-            result = await run_in_threadpool(handler, request, Call(key, request_id))
-        except ApiError as exc:
-            return _error(exc.status, exc.code, exc.detail, request_id)
-        except keys.Unauthorized as exc:
-            return _error(401, "unauthorized", str(exc), request_id)
-        except ValidationError as exc:
-            return _error(400, "invalid", str(exc), request_id)
-        except NotFoundError as exc:
-            return _error(404, "not_found", str(exc), request_id)
-        except (ConfigError, psycopg.OperationalError) as exc:
-            log.warning("database unavailable: %s", exc)
-            return _error(503, "database_unavailable", "the database cannot be reached; try again shortly",
-                          request_id)
-        except (MemcairnError, psycopg.Error):
-            log.exception("request %s failed", request_id)
-            return _error(500, "internal", f"unexpected error (request {request_id}; see the server log)",
-                          request_id)
-        if isinstance(result, Response):
-            result.headers["X-Request-Id"] = request_id
-            return result
-        status, payload = result if isinstance(result, tuple) else (200, result)
-        return JSONResponse(payload, status_code=status, headers={"X-Request-Id": request_id})
-
-    return endpoint
-
-
-def by_method(endpoints: dict[str, Callable[[Request], Awaitable[Response]]]) -> Callable[[Request],
-                                                                                        Awaitable[Response]]:
-    """One route for several methods, so a 405 on the path lists all of them in ``Allow``."""
-
-    async def endpoint(request: Request) -> Response:
-        method = "GET" if request.method == "HEAD" else request.method
-        return await endpoints[method](request)
-
-    return endpoint
-
-
-async def _body(request: Request) -> dict[str, Any]:
-    raw = b""
-    async for chunk in request.stream():
-        raw += chunk
-        if len(raw) > MAX_BODY_BYTES:
-            raise ApiError(413, "too_large", f"the body is over {MAX_BODY_BYTES:,} bytes; send a smaller memory")
-    try:
-        body = json.loads(raw) if raw.strip() else {}  # no body: no fields (POST .../rotate needs none)
-    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested deeper than Python reads
-        raise ApiError(400, "invalid_json", "the body is not JSON: send a JSON object such as "
-                       '{"project": "api", "title": "...", "text": "..."}') from None
-    if not isinstance(body, dict):
-        raise ApiError(400, "invalid_json", "the body must be a JSON object")
-    return body
-
-
-def _authorize(state: ServerState, request: Request, scope: str) -> keys.KeyInfo:
-    header = request.headers.get("authorization", "")
-    scheme, _, value = header.partition(" ")
-    if header and scheme.lower() != "bearer":
-        raise keys.Unauthorized("send the key as Authorization: Bearer <key>")
-    with state.pool.connection() as conn:
-        key = keys.authenticate(conn, state.secret, value.strip() or None)
-    if not key.allows(scope):
-        raise ApiError(403, "forbidden", f"this key lacks the {scope} scope (it has {', '.join(key.scopes)}); "
-                       f"create one with --scope {scope}")
-    return key
-
-
-# -- helpers for handlers -----------------------------------------------------------------------------------
-def _text_field(body: dict[str, Any], name: str, *, required: bool = False) -> str | None:
-    value = body.get(name)
-    if value is None:
-        if required:
-            raise ApiError(400, "invalid", f"{name} is required")
-        return None
-    if not isinstance(value, str):
-        raise ApiError(400, "invalid", f"{name} must be a string, not {type(value).__name__}")
-    if name not in ("title", "text"):  # those two are cleaned by the store's validation (NUL becomes U+FFFD)
-        _plain(name, value)
-    return value
-
-
-def _plain(name: str, value: str) -> str:
-    """``value`` unless it holds a NUL character, which PostgreSQL text cannot store (400, not a 500)."""
-    if "\x00" in value:
-        raise ApiError(400, "invalid", f"{name} contains a NUL character; remove it")
-    return value
-
-
-def _item_id(request: Request) -> int:
-    raw = request.path_params["item_id"]
-    if not raw.isdigit() or not 0 < int(raw) <= MAX_ITEM_ID:
-        raise ApiError(404, "not_found", f"no memory {raw!r} (ids are positive whole numbers)")
-    return int(raw)
-
-
-def _int_param(request: Request, name: str, default: int, low: int, high: int) -> int:
-    raw = request.query_params.get(name)
-    if raw is None or raw == "":
-        return default
-    if not raw.strip().isdigit() or not low <= int(raw) <= high:
-        raise ApiError(400, "invalid", f"{name} must be a whole number from {low} to {high}")
-    return int(raw)
-
-
-def _projects_param(request: Request) -> list[str]:
-    names = request.query_params.getlist("project")
-    names += [n for raw in request.query_params.getlist("projects") for n in raw.split(",")]
-    return [_plain("project", n.strip()) for n in names if n.strip()]
 
 
 def _scope_projects(state: ServerState, call: Call, names: list[str]) -> list[int]:
@@ -228,15 +74,15 @@ def save_memory(request: Request, call: Call) -> Any:
     state: ServerState = request.app.state.server
     assert call.key is not None
     body = request.state.body
-    project = _text_field(body, "project")
+    project = text_field(body, "project")
     if not project:
         if call.key.project_id is None:
             raise ApiError(400, "invalid", "project is required (the name of the repository or team project)")
         project = _pinned_name(state, call)
-    kind = _text_field(body, "kind") or "manual"
-    item = NewItem(project=project, kind=kind, type=_text_field(body, "type"), title=_text_field(body, "title"),
-                   text=_text_field(body, "text"), session=_text_field(body, "session"),
-                   platform_source=_text_field(body, "platform"))
+    kind = text_field(body, "kind") or "manual"
+    item = NewItem(project=project, kind=kind, type=text_field(body, "type"), title=text_field(body, "title"),
+                   text=text_field(body, "text"), session=text_field(body, "session"),
+                   platform_source=text_field(body, "platform"))
     try:
         saved = state.team.add(call.key.tenant_id, item, pin=call.key.project_id, actor=call.actor)
     except NotFoundError:
@@ -287,13 +133,13 @@ def post_events(request: Request, call: Call) -> Any:
 
 
 def _event_item(state: ServerState, call: Call, event: dict[str, Any]) -> NewItem:
-    project = _text_field(event, "project") or (_pinned_name(state, call) if call.key and call.key.project_id
+    project = text_field(event, "project") or (_pinned_name(state, call) if call.key and call.key.project_id
                                                 else None)
     if not project:
         raise ApiError(400, "invalid", "project is required")
-    return NewItem(project=project, kind=_text_field(event, "kind") or "observation", type=_text_field(event, "type"),
-                   title=_text_field(event, "title"), text=_text_field(event, "text"),
-                   session=_text_field(event, "session"), platform_source=_text_field(event, "platform"),
+    return NewItem(project=project, kind=text_field(event, "kind") or "observation", type=text_field(event, "type"),
+                   title=text_field(event, "title"), text=text_field(event, "text"),
+                   session=text_field(event, "session"), platform_source=text_field(event, "platform"),
                    created_at_epoch=event.get("created_at_epoch"))
 
 
@@ -308,13 +154,13 @@ def _pinned_name(state: ServerState, call: Call) -> str:
 def get_memory(request: Request, call: Call) -> Any:
     state: ServerState = request.app.state.server
     assert call.key is not None
-    return state.team.get(call.key.tenant_id, _item_id(request), pin=call.key.project_id)
+    return state.team.get(call.key.tenant_id, item_id_param(request), pin=call.key.project_id)
 
 
 def forget_memory(request: Request, call: Call) -> Any:
     state: ServerState = request.app.state.server
     assert call.key is not None
-    item_id = _item_id(request)
+    item_id = item_id_param(request)
     if not state.team.forget(call.key.tenant_id, item_id, pin=call.key.project_id, actor=call.actor):
         raise ApiError(404, "not_found", f"no memory #{item_id}")
     return {"id": item_id, "forgotten": True}
@@ -323,14 +169,14 @@ def forget_memory(request: Request, call: Call) -> Any:
 def search(request: Request, call: Call) -> Any:
     state: ServerState = request.app.state.server
     assert call.key is not None
-    query = _plain("query", request.query_params.get("query", request.query_params.get("q", "")))
+    query = plain("query", request.query_params.get("query", request.query_params.get("q", "")))
     if not query.strip():
         raise ApiError(400, "invalid", "query is required: /v1/search?query=words&project=name")
     if len(query) > MAX_QUERY_CHARS:
         raise ApiError(400, "invalid", f"query is over {MAX_QUERY_CHARS:,} characters")
-    limit = _int_param(request, "limit", 20, 1, MAX_LIMIT)
-    mode = _plain("mode", request.query_params.get("mode", "auto"))
-    projects = _scope_projects(state, call, _projects_param(request))
+    limit = int_param(request, "limit", 20, 1, MAX_LIMIT)
+    mode = plain("mode", request.query_params.get("mode", "auto"))
+    projects = _scope_projects(state, call, projects_param(request))
     results = state.team.search(call.key.tenant_id, query, projects, limit=limit, mode=mode)
     return {"query": query, "mode": mode, "results": results}
 
@@ -339,14 +185,14 @@ def start_session(request: Request, call: Call) -> Any:
     state: ServerState = request.app.state.server
     assert call.key is not None
     body = request.state.body
-    project = _text_field(body, "project") or (_pinned_name(state, call) if call.key.project_id else None)
-    session = _text_field(body, "session", required=True)
+    project = text_field(body, "project") or (_pinned_name(state, call) if call.key.project_id else None)
+    session = text_field(body, "session", required=True)
     if not project:
         raise ApiError(400, "invalid", "project is required")
     assert session is not None
     try:
         session_id = state.team.start_session(call.key.tenant_id, project, session,
-                                              _text_field(body, "platform") or "unknown", pin=call.key.project_id,
+                                              text_field(body, "platform") or "unknown", pin=call.key.project_id,
                                               actor=call.actor)
     except NotFoundError:
         raise ApiError(403, "forbidden", f"this key is pinned to one project; it may not write to {project!r}")\
@@ -358,12 +204,12 @@ def end_session(request: Request, call: Call) -> Any:
     state: ServerState = request.app.state.server
     assert call.key is not None
     body = request.state.body
-    session = _text_field(body, "session", required=True)
+    session = text_field(body, "session", required=True)
     assert session is not None
-    status = _text_field(body, "status") or "completed"
+    status = text_field(body, "status") or "completed"
     if status not in ("completed", "failed", "abandoned"):
         raise ApiError(400, "invalid", "status must be completed, failed or abandoned")
-    ended = state.team.end_session(call.key.tenant_id, session, _text_field(body, "platform") or "unknown", status,
+    ended = state.team.end_session(call.key.tenant_id, session, text_field(body, "platform") or "unknown", status,
                                    pin=call.key.project_id, actor=call.actor)
     if not ended:
         raise ApiError(404, "not_found", f"no session {session!r} (start it with POST /v1/sessions/start)")
@@ -376,8 +222,8 @@ def timeline(request: Request, call: Call) -> Any:
     raw = request.query_params.get("anchor", "")
     if not raw.isdigit() or not 0 < int(raw) <= MAX_ITEM_ID:
         raise ApiError(400, "invalid", "anchor must be a memory id: /v1/timeline?anchor=12&before=3&after=3")
-    before = _int_param(request, "before", 3, 0, 50)
-    after = _int_param(request, "after", 3, 0, 50)
+    before = int_param(request, "before", 3, 0, 50)
+    after = int_param(request, "after", 3, 0, 50)
     return {"anchor": int(raw), "items": state.team.timeline(call.key.tenant_id, int(raw), before=before,
                                                              after=after, pin=call.key.project_id)}
 
@@ -392,7 +238,7 @@ def stream(request: Request, call: Call) -> Any:
     raw = request.query_params.get("after") or request.headers.get("last-event-id") or ""
     if raw and not raw.isdigit():
         raise ApiError(400, "invalid", "after (or Last-Event-ID) must be a change's sequence number")
-    names = _projects_param(request)
+    names = projects_param(request)
     project_ids = _scope_projects(state, call, names) if names or key.project_id else None
     after = int(raw) if raw else state.team.latest_change(key.tenant_id)
 
@@ -427,10 +273,10 @@ def context(request: Request, call: Call) -> Any:
     """The project's newest memories as a fenced digest within ``max_tokens``."""
     state: ServerState = request.app.state.server
     assert call.key is not None
-    names = _projects_param(request)
+    names = projects_param(request)
     if not names:
         raise ApiError(400, "invalid", "project is required: /v1/context?project=name")
-    budget = _int_param(request, "max_tokens", DEFAULT_CONTEXT_TOKENS, 100, 20_000)
+    budget = int_param(request, "max_tokens", DEFAULT_CONTEXT_TOKENS, 100, 20_000)
     projects = _scope_projects(state, call, names)
     rows = state.team.recent(call.key.tenant_id, projects, 50) if projects else []
     lines: list[str] = []
@@ -464,7 +310,7 @@ def create_key(request: Request, call: Call) -> Any:
     scopes = body.get("scopes", list(keys.DEFAULT_SCOPES))
     if not isinstance(scopes, list) or not all(isinstance(s, str) for s in scopes):
         raise ApiError(400, "invalid", 'scopes must be a list such as ["memories:read"]')
-    project = _text_field(body, "project")
+    project = text_field(body, "project")
     if call.key.project_id is not None:
         pinned = _pinned_name(state, call)
         if project not in (None, pinned):
@@ -472,8 +318,8 @@ def create_key(request: Request, call: Call) -> Any:
         project = pinned
     with state.pool.connection() as conn:
         made = keys.create_tenant_key(conn, state.secret, call.key.tenant_id, scopes=scopes, project=project,
-                                      expires_at=keys.parse_expiry(_text_field(body, "expires")),
-                                      label=_text_field(body, "label"), actor=call.actor)
+                                      expires_at=keys.parse_expiry(text_field(body, "expires")),
+                                      label=text_field(body, "label"), actor=call.actor)
     return 201, made
 
 

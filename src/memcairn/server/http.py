@@ -1,0 +1,189 @@
+"""The plumbing of the /v1 API: a handler runs in a thread behind the key check for its scope, and every error
+becomes a JSON answer (``{"error": code, "detail": what to do}``): bad input is a 4xx, never a 500. Each answer
+carries ``X-Request-Id`` (the caller's when it sent a sane one), which the audit log records with every write.
+Also the readers of bodies, ids and query parameters, each refusing what PostgreSQL could not store (NUL).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from memcairn.errors import ConfigError, MemcairnError, NotFoundError, ValidationError
+from memcairn.models import MAX_ITEM_ID
+from memcairn.pgstore import keys
+from memcairn.pgstore.audit import Actor
+from memcairn.pgstore.db import Pool
+from memcairn.pgstore.items import TeamStore
+
+log = logging.getLogger("memcairn.server")
+MAX_BODY_BYTES = 1 << 20
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, code: str, detail: str) -> None:
+        super().__init__(detail)
+        self.status, self.code, self.detail = status, code, detail
+
+
+@dataclass
+class ServerState:
+    pool: Pool
+    team: TeamStore
+    secret: bytes
+
+
+def _error(status: int, code: str, detail: str, request_id: str) -> JSONResponse:
+    headers = {"X-Request-Id": request_id}
+    if status == 401:
+        headers["WWW-Authenticate"] = 'Bearer realm="memcairn"'
+    return JSONResponse({"error": code, "detail": detail}, status_code=status, headers=headers)
+
+
+Handler = Callable[[Request, "Call"], Any]
+
+
+@dataclass(frozen=True)
+class Call:
+    """What a handler knows about the caller: the key (None on open routes) and the request id."""
+
+    key: keys.KeyInfo | None
+    request_id: str
+
+    @property
+    def actor(self) -> Actor:
+        return Actor(self.key.id if self.key else None, self.request_id)
+
+
+def route(scope: str | None, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+    """``handler`` (run in a thread: psycopg is blocking) behind the key check for ``scope`` (None: open) and
+    the translation of errors into JSON answers."""
+
+    async def endpoint(request: Request) -> Response:
+        given = request.headers.get("x-request-id", "")
+        request_id = given if _REQUEST_ID.match(given) else uuid.uuid4().hex
+        state: ServerState = request.app.state.server
+        try:
+            body = await _body(request) if request.method in ("POST", "PUT", "PATCH") else None
+            key = None
+            if scope is not None:
+                key = await run_in_threadpool(_authorize, state, request, scope)
+            request.state.body = body
+            result = await run_in_threadpool(handler, request, Call(key, request_id))
+        except ApiError as exc:
+            return _error(exc.status, exc.code, exc.detail, request_id)
+        except keys.Unauthorized as exc:
+            return _error(401, "unauthorized", str(exc), request_id)
+        except ValidationError as exc:
+            return _error(400, "invalid", str(exc), request_id)
+        except NotFoundError as exc:
+            return _error(404, "not_found", str(exc), request_id)
+        except (ConfigError, psycopg.OperationalError) as exc:
+            log.warning("database unavailable: %s", exc)
+            return _error(503, "database_unavailable", "the database cannot be reached; try again shortly",
+                          request_id)
+        except (MemcairnError, psycopg.Error):
+            log.exception("request %s failed", request_id)
+            return _error(500, "internal", f"unexpected error (request {request_id}; see the server log)",
+                          request_id)
+        if isinstance(result, Response):
+            result.headers["X-Request-Id"] = request_id
+            return result
+        status, payload = result if isinstance(result, tuple) else (200, result)
+        return JSONResponse(payload, status_code=status, headers={"X-Request-Id": request_id})
+
+    return endpoint
+
+
+def by_method(endpoints: dict[str, Callable[[Request], Awaitable[Response]]]) -> Callable[[Request],
+                                                                                        Awaitable[Response]]:
+    """One route for several methods, so a 405 on the path lists all of them in ``Allow``."""
+
+    async def endpoint(request: Request) -> Response:
+        method = "GET" if request.method == "HEAD" else request.method
+        return await endpoints[method](request)
+
+    return endpoint
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    raw = b""
+    async for chunk in request.stream():
+        raw += chunk
+        if len(raw) > MAX_BODY_BYTES:
+            raise ApiError(413, "too_large", f"the body is over {MAX_BODY_BYTES:,} bytes; send a smaller memory")
+    try:
+        body = json.loads(raw) if raw.strip() else {}  # no body: no fields (POST .../rotate needs none)
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested deeper than Python reads
+        raise ApiError(400, "invalid_json", "the body is not JSON: send a JSON object such as "
+                       '{"project": "api", "title": "...", "text": "..."}') from None
+    if not isinstance(body, dict):
+        raise ApiError(400, "invalid_json", "the body must be a JSON object")
+    return body
+
+
+def _authorize(state: ServerState, request: Request, scope: str) -> keys.KeyInfo:
+    header = request.headers.get("authorization", "")
+    scheme, _, value = header.partition(" ")
+    if header and scheme.lower() != "bearer":
+        raise keys.Unauthorized("send the key as Authorization: Bearer <key>")
+    with state.pool.connection() as conn:
+        key = keys.authenticate(conn, state.secret, value.strip() or None)
+    if not key.allows(scope):
+        raise ApiError(403, "forbidden", f"this key lacks the {scope} scope (it has {', '.join(key.scopes)}); "
+                       f"create one with --scope {scope}")
+    return key
+
+
+# -- helpers for handlers -----------------------------------------------------------------------------------
+def text_field(body: dict[str, Any], name: str, *, required: bool = False) -> str | None:
+    value = body.get(name)
+    if value is None:
+        if required:
+            raise ApiError(400, "invalid", f"{name} is required")
+        return None
+    if not isinstance(value, str):
+        raise ApiError(400, "invalid", f"{name} must be a string, not {type(value).__name__}")
+    if name not in ("title", "text"):  # those two are cleaned by the store's validation (NUL becomes U+FFFD)
+        plain(name, value)
+    return value
+
+
+def plain(name: str, value: str) -> str:
+    """``value`` unless it holds a NUL character, which PostgreSQL text cannot store (400, not a 500)."""
+    if "\x00" in value:
+        raise ApiError(400, "invalid", f"{name} contains a NUL character; remove it")
+    return value
+
+
+def item_id_param(request: Request) -> int:
+    raw = request.path_params["item_id"]
+    if not raw.isdigit() or not 0 < int(raw) <= MAX_ITEM_ID:
+        raise ApiError(404, "not_found", f"no memory {raw!r} (ids are positive whole numbers)")
+    return int(raw)
+
+
+def int_param(request: Request, name: str, default: int, low: int, high: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    if not raw.strip().isdigit() or not low <= int(raw) <= high:
+        raise ApiError(400, "invalid", f"{name} must be a whole number from {low} to {high}")
+    return int(raw)
+
+
+def projects_param(request: Request) -> list[str]:
+    names = request.query_params.getlist("project")
+    names += [n for raw in request.query_params.getlist("projects") for n in raw.split(",")]
+    return [plain("project", n.strip()) for n in names if n.strip()]
