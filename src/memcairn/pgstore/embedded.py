@@ -6,7 +6,7 @@ the cluster's folder so everything stays in it. ``initdb`` refuses to run as roo
 an unprivileged system user (``postgres`` when it exists, else ``memcairn-pg``, created once) through
 ``runuser``; only PostgreSQL runs as that user, never Python. That user must reach the cluster's folder: when
 an ancestor of it is closed to others (``/root``, pytest's 0700 temp folders) the cluster lives in
-``/var/lib/memcairn-pg/<digest of the folder>`` and the folder is a symlink to it. The binary itself is copied
+``/var/lib/memcairn-pg/<digest of the folder>-<random>`` and the folder is a symlink to it. The binary itself is copied
 next to the cluster when the user cannot execute it where pip put it.
 """
 
@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import pwd
+import secrets
 import shutil
 import socket
 import subprocess
@@ -101,10 +102,12 @@ class EmbeddedPostgres:
             self.root.mkdir(mode=0o700)
             target = self.root
         else:
-            digest = hashlib.sha256(str(self.root.resolve()).encode()).hexdigest()[:16]
+            # A new name each time: the cluster of an earlier home at the same path (deleted since) must not be
+            # picked up with this home's new password.
+            digest = hashlib.sha256(str(self.root.resolve()).encode()).hexdigest()[:12]
             SHARED_ROOT.mkdir(mode=0o755, parents=True, exist_ok=True)
-            target = SHARED_ROOT / digest
-            target.mkdir(mode=0o700, exist_ok=True)
+            target = SHARED_ROOT / f"{digest}-{secrets.token_hex(4)}"
+            target.mkdir(mode=0o700)
             self.root.symlink_to(target, target_is_directory=True)
         if self.user is not None:
             shutil.chown(target, self.user, self.user)
