@@ -13,7 +13,7 @@ from postgres_server import TEST_SECRET
 
 from memcairn.errors import NotFoundError, SchemaTooNewError, ValidationError
 from memcairn.models import NewItem
-from memcairn.pgstore import db, keys
+from memcairn.pgstore import backlog, db, keys
 from memcairn.pgstore.items import IdempotencyConflict, TeamStore, nearest_sql
 from memcairn.pgstore.migrations import migrate
 from memcairn.pgstore.schema import LATEST
@@ -159,6 +159,7 @@ def test_search_fuses_keyword_and_semantic_legs_within_the_tenant(pg_database: s
                                 "The S3 client now retries failed uploads, doubling the wait each time"))
     team.add(acme, note("api", "Release checklist", "Tag, build the wheel, publish to the index"))
     team.add(other, note("api", "Retry uploads with exponential backoff", "the other tenant's copy"))
+    backlog.drain(team.pool, team.embedder)
     projects = team.project_ids(acme, ["api"])
     hits = team.search(acme, "retry backoff", projects)
     assert [h["id"] for h in hits][:1] == [retry.id] and set(hits[0]["legs"]) == {"keyword", "semantic"}

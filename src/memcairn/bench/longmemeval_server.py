@@ -29,7 +29,7 @@ from memcairn.bench.longmemeval import (
     session_items,
 )
 from memcairn.bench.timing import percentile, render_table
-from memcairn.pgstore import db
+from memcairn.pgstore import backlog, db
 from memcairn.pgstore.embedded import EmbeddedPostgres
 from memcairn.pgstore.items import MAX_LIMIT, TeamStore
 from memcairn.vectors.embedder import load_embedder
@@ -62,6 +62,7 @@ def run(questions: Sequence[Question], *, cache_path: Path | None, log: Log = la
             for session in question.sessions:
                 for item in session_items(session):
                     team.add(tenant, replace(item, project=project), revive=False)
+            backlog.drain(pool, cache or embedder)  # what the server's embedding task does behind the writes
             project_ids = team.project_ids(tenant, [project])
             t0 = time.perf_counter()
             hits = team.search(tenant, question.text, project_ids, limit=min(HITS_PER_QUERY, MAX_LIMIT))

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -30,8 +31,8 @@ from memcairn.capture.privacy import redact_secrets, strip_private
 from memcairn.errors import MemcairnError, NotFoundError, ValidationError
 from memcairn.models import NewItem
 from memcairn.pgstore.audit import Actor, audit
+from memcairn.pgstore.backlog import enqueue, vector_literal
 from memcairn.pgstore.db import Pool, tenant_transaction
-from memcairn.pgstore.schema import EMBEDDING_DIM
 from memcairn.search.fusion import order_ids, rrf
 from memcairn.search.relevance import SEMANTIC_FLOORS
 from memcairn.store.items import content_hash
@@ -53,19 +54,17 @@ class IdempotencyConflict(MemcairnError):
 
 @dataclass(frozen=True)
 class _Prepared:
-    """An item validated, cleaned of secrets and hashed, with what its vector is computed from."""
+    """An item validated, cleaned of secrets and hashed."""
 
     item: NewItem
     digest: str
-    document: str
     epoch: int
 
 
 def _prepare(item: NewItem) -> _Prepared:
     item = validate_item(item)
     item = replace(item, title=_clean(item.title), text=_clean(item.text))
-    return _Prepared(item, content_hash(item), document(item.title or "", item.text or ""),
-                     item.created_at_epoch or int(time.time() * 1000))
+    return _Prepared(item, content_hash(item), item.created_at_epoch or int(time.time() * 1000))
 
 
 @dataclass(frozen=True)
@@ -85,21 +84,10 @@ def nearest_sql(*, exact: bool) -> str:
             f" AND project_id = ANY(%s) AND embedding IS NOT NULL ORDER BY {order} LIMIT %s")
 
 
-def vector_literal(values: Sequence[float]) -> str:
-    if len(values) != EMBEDDING_DIM:
-        raise ValueError(f"an embedding has {EMBEDDING_DIM} components, not {len(values)}")
-    return "[" + ",".join(f"{float(v):.7g}" for v in values) + "]"
-
-
 def or_tsquery(query: str) -> str | None:
     """The query's words as ``'a' | 'b'`` for ``to_tsquery`` (each quoted; \\w+ holds no quote)."""
     words = list(dict.fromkeys(w.lower() for w in _WORD.findall(query)))[:MAX_QUERY_WORDS]
     return " | ".join(f"'{w}'" for w in words) if words else None
-
-
-def document(title: str, text: str) -> str:
-    """What an item's embedding is computed from."""
-    return f"{title}\n{text}".strip()
 
 
 class TeamStore:
@@ -107,8 +95,9 @@ class TeamStore:
 
     def __init__(self, pool: Pool, embedder: Embedder | None = None, *, exact_below: int = EXACT_BELOW) -> None:
         self.pool = pool
-        self.embedder = embedder
+        self.embedder = embedder  # for queries; documents are embedded by the backlog's task
         self.exact_below = exact_below
+        self.written = threading.Event()  # set after a commit that stored a new item (wakes the embedding task)
 
     # -- projects -----------------------------------------------------------------------------------------
     @staticmethod
@@ -147,9 +136,11 @@ class TeamStore:
         """Store ``item`` for the tenant (dedupe by project and content hash). A forgotten content is refused
         unless ``revive`` (an explicit save brings it back, as ``memcairn add`` does locally)."""
         ready = _prepare(item)
-        vectors = self._vectors([ready])
         with self.pool.connection() as conn, tenant_transaction(conn, tenant_id) as cur:
-            return self._insert(cur, tenant_id, ready, vectors[0], pin=pin, revive=revive, actor=actor)
+            saved = self._insert(cur, tenant_id, ready, pin=pin, revive=revive, actor=actor)
+        if saved.created:
+            self.written.set()
+        return saved
 
     def add_batch(self, tenant_id: int, items: Sequence[NewItem], *, pin: int | None = None,
                   actor: Actor | None = None, idempotency_key: str | None = None) -> tuple[list[Saved], bool]:
@@ -159,7 +150,6 @@ class TeamStore:
         key with another batch is refused (IdempotencyConflict)."""
         ready = [_prepare(item) for item in items]
         fingerprint = hashlib.sha256("\n".join(f"{r.item.project}\x00{r.digest}" for r in ready).encode()).hexdigest()
-        vectors = self._vectors(ready)
         with self.pool.connection() as conn, tenant_transaction(conn, tenant_id) as cur:
             if idempotency_key is not None:
                 claimed = cur.execute(
@@ -174,19 +164,15 @@ class TeamStore:
                         raise IdempotencyConflict(f"Idempotency-Key {idempotency_key!r} was used for another batch; "
                                                   "use a new key for new events")
                     return [Saved(**saved) for saved in row[1]], True
-            saved = [self._insert(cur, tenant_id, r, v, pin=pin, revive=False, actor=actor)
-                     for r, v in zip(ready, vectors, strict=True)]
+            saved = [self._insert(cur, tenant_id, r, pin=pin, revive=False, actor=actor) for r in ready]
             if idempotency_key is not None:
                 cur.execute("UPDATE idempotency SET response = %s WHERE tenant_id = %s AND key = %s",
                             (Jsonb([s.__dict__ for s in saved]), tenant_id, idempotency_key))
+        if any(s.created for s in saved):
+            self.written.set()
         return saved, False
 
-    def _vectors(self, ready: Sequence[_Prepared]) -> list[str | None]:
-        if self.embedder is None:
-            return [None] * len(ready)
-        return [vector_literal(v) for v in self.embedder.embed_documents([r.document for r in ready])]
-
-    def _insert(self, cur: psycopg.Cursor, tenant_id: int, ready: _Prepared, vector: str | None, *,
+    def _insert(self, cur: psycopg.Cursor, tenant_id: int, ready: _Prepared, *,
                 pin: int | None, revive: bool, actor: Actor | None) -> Saved:
         item, digest = ready.item, ready.digest
         project_id = self._project_id(cur, tenant_id, item.project, create=pin is None)
@@ -203,11 +189,12 @@ class TeamStore:
             session_id = self._session_id(cur, tenant_id, project_id, item.session, item.platform_source or "unknown")
         row = cur.execute(
             "INSERT INTO items (tenant_id, project_id, session_id, kind, type, title, text, content_hash,"
-            " created_by, created_at_epoch, embedding) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s,"
-            " %s::vector) ON CONFLICT (project_id, content_hash) DO NOTHING RETURNING id",
+            " created_by, created_at_epoch) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+            " ON CONFLICT (project_id, content_hash) DO NOTHING RETURNING id",
             (tenant_id, project_id, session_id, item.kind, item.type, item.title or "", item.text or "", digest,
-             actor.key_id if actor else None, ready.epoch, vector)).fetchone()
+             actor.key_id if actor else None, ready.epoch)).fetchone()
         if row:
+            enqueue(cur, tenant_id, int(row[0]))
             audit(cur, tenant_id, "memories.create", actor, str(row[0]))
             _changed(cur, tenant_id, project_id, int(row[0]), "stored")
             return Saved(int(row[0]), True)

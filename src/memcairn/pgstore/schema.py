@@ -187,10 +187,26 @@ CREATE POLICY tenant_rows ON idempotency USING (tenant_id = memcairn_tenant())
 GRANT SELECT, INSERT, UPDATE ON idempotency TO {APP_ROLE};
 """
 
+# Items still waiting for their vector. A write commits its item and a row here in one transaction; the
+# server's embedding task embeds them in batches and writes each vector and deletes its row in one transaction
+# (``pgstore/backlog.py``). The rows hold ids only, no content, so the table has no row-level security: the
+# task must find the backlog of every tenant before it knows which tenant to act for, and reads and writes
+# the items themselves in tenant transactions.
+_M004 = f"""
+CREATE TABLE embedding_backlog (
+  item_id bigint PRIMARY KEY REFERENCES items (id) ON DELETE CASCADE,
+  tenant_id bigint NOT NULL,
+  queued_at timestamptz NOT NULL DEFAULT now()
+);
+INSERT INTO embedding_backlog (item_id, tenant_id) SELECT id, tenant_id FROM items WHERE embedding IS NULL;
+GRANT SELECT, INSERT, DELETE ON embedding_backlog TO {APP_ROLE};
+"""
+
 # (version, name, sql): applied in order, each in its own transaction with its record.
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "tenants, projects, sessions, items, forgotten marks, keys, audit log; row-level security", _M001),
     (2, "the change sequence of stored and forgotten memories, for the SSE feed", _M002),
     (3, "answers kept by Idempotency-Key for batches of events", _M003),
+    (4, "the backlog of items whose vector is still to be computed", _M004),
 )
 LATEST = MIGRATIONS[-1][0]

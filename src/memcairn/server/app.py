@@ -25,7 +25,7 @@ from starlette.routing import Route
 from memcairn import fence, tokens
 from memcairn.errors import ConfigError, NotFoundError, ValidationError
 from memcairn.models import MAX_ITEM_ID, NewItem
-from memcairn.pgstore import keys
+from memcairn.pgstore import backlog, keys
 from memcairn.pgstore.items import MAX_LIMIT, IdempotencyConflict
 from memcairn.pgstore.schema import LATEST
 from memcairn.server.http import (
@@ -60,10 +60,11 @@ def health(request: Request, call: Call) -> Any:
     state: ServerState = request.app.state.server
     try:
         with state.pool.connection() as conn:
-            conn.execute("SELECT 1")
+            lag = backlog.lag(conn)
     except (ConfigError, psycopg.Error):
         return 503, {"status": "unavailable", "database": "unreachable"}
-    return {"status": "ok", "database": "ok", "schema_version": LATEST}
+    # embedding: the items of all tenants still waiting for their vector (a count and an age, no content)
+    return {"status": "ok", "database": "ok", "schema_version": LATEST, "embedding": lag.as_dict()}
 
 
 def openapi(request: Request, call: Call) -> Any:

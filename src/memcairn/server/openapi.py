@@ -33,6 +33,10 @@ _AUTH = [{"bearer": []}]
 _READ = _errors(401, 403, 503)
 
 
+_HEALTHY = ("Ready; embedding: the items of all tenants still waiting for their vector (pending, "
+            "oldest_pending_seconds)")
+
+
 def openapi_document() -> dict[str, Any]:
     item = {"type": "object", "required": ["id", "project", "title", "text"],
             "properties": {"id": _INT, "project": _STR, "kind": _STR, "type": {"type": ["string", "null"]},
@@ -47,7 +51,7 @@ def openapi_document() -> dict[str, Any]:
            "example": {"project": "api", "title": "Use WAL", "text": "SQLite runs in WAL mode"}}
     paths: dict[str, Any] = {
         "/v1/health": {"get": {"operationId": "health", "security": [],
-                               "responses": {"200": _json({"type": "object"}, "Ready"),
+                               "responses": {"200": _json({"type": "object"}, _HEALTHY),
                                              "503": _json({"type": "object"}, "The database is unreachable")}}},
         "/v1/openapi.json": {"get": {"operationId": "openapi", "security": [],
                                      "responses": {"200": _json({"type": "object"}, "This document")}}},
