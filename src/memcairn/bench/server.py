@@ -1,10 +1,11 @@
 """``memcairn bench server``: a real ``memcairn server`` process (embedded PostgreSQL, or ``--database``) under
 concurrent loopback clients.
 
-Scenarios: ingest (POST /v1/memories of synthetic observations over several projects; the server embeds each
-one with the bundled model in the request, so this is the whole write path), keyword search, hybrid search
-(the query's embedding included), and context. Each client holds one keep-alive connection; rows give
-throughput, median, p95 and max. Nothing here is asserted in tests.
+Scenarios: ingest (POST /v1/memories of synthetic observations over several projects; the server commits each
+one and answers, its embedding task embeds them in batches behind the writes), the embedding backlog (how long
+it took to drain after the last write was answered, polled on /v1/health), keyword search, hybrid search (the
+query's embedding included), and context, both after the backlog drained. Each client holds one keep-alive
+connection; rows give throughput, median, p95 and max. Nothing here is asserted in tests.
 """
 
 from __future__ import annotations
@@ -46,9 +47,11 @@ Request = tuple[str, str, bytes | None]  # method, path, body
 
 
 def drive(port: int, key: str, requests: Sequence[Request], clients: int,
-          on_ack: Callable[[Outcome], None] | None = None) -> Outcome:
+          on_ack: Callable[[Outcome], None] | None = None, rate: float | None = None) -> Outcome:
     """Send every request once, from ``clients`` threads each holding one keep-alive connection; ``on_ack`` is
-    called (under the lock) after each acknowledged POST."""
+    called (under the lock) after each acknowledged POST. With ``rate`` the requests are offered at that many
+    per second in all (request n is due at n / rate), like agents that each write now and then, and a latency
+    counts from when its request was due, so a server falling behind shows as waiting, not as fewer requests."""
     outcome = Outcome()
     lock = threading.Lock()
     work = iter(enumerate(requests))
@@ -66,7 +69,10 @@ def drive(port: int, key: str, requests: Sequence[Request], clients: int,
                     return
                 index, (method, path, body) = numbered
                 try:
-                    t0 = time.perf_counter()
+                    if rate:
+                        due = started[0] + index / rate
+                        time.sleep(max(0.0, due - time.perf_counter()))
+                    t0 = due if rate else time.perf_counter()
                     conn.request(method, path, body=body, headers=headers)
                     response = conn.getresponse()
                     answer = response.read()
@@ -91,10 +97,11 @@ def drive(port: int, key: str, requests: Sequence[Request], clients: int,
             conn.close()
 
     threads = [threading.Thread(target=client, daemon=True) for _ in range(clients)]
+    started = [0.0]
     for t in threads:
         t.start()
+    started[0] = t0 = time.perf_counter()
     start.wait()
-    t0 = time.perf_counter()
     for t in threads:
         t.join()
     outcome.wall_s = time.perf_counter() - t0
@@ -130,7 +137,8 @@ def _wait_ready(proc: subprocess.Popen[bytes], port: int, log_path: Path) -> Non
 
 
 def run(*, items: int = 2_000, clients: int = 16, requests: int = 400, projects: int = 10,
-        database_url: str | None = None, workers: int = 1, log: Log = lambda _m: None) -> dict[str, Any]:
+        database_url: str | None = None, workers: int = 1, rate: float | None = None,
+        log: Log = lambda _m: None) -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix="memcairn-bench-server-"))
     root.chmod(0o755)  # the embedded PostgreSQL's user must reach its folder under it
     home = root / "home"
@@ -155,8 +163,11 @@ def run(*, items: int = 2_000, clients: int = 16, requests: int = 400, projects:
                                                  "text": it.narrative, "kind": "observation",
                                                  "type": it.type}).encode())
             for it in synthetic_items(items, projects=projects)]
-        ingest = drive(port, key, posts, clients)
-        rows.append(_row("ingest (POST /v1/memories, embedding included)", clients, ingest, "req/s"))
+        ingest = drive(port, key, posts, clients, rate=rate)
+        offered = f", offered at {rate:g}/s" if rate else ""
+        rows.append(_row(f"ingest (POST /v1/memories, embedded behind{offered})", clients, ingest, "req/s"))
+        backlog = _drain(port, ingest.wall_s, items)
+        log(f"embedding backlog: {backlog}")
         queries = synthetic_queries(requests)
         names = [f"project-{i % projects:02d}" for i in range(requests)]
         for label, mode in (("search keyword", "keyword"), ("search hybrid (query embedding included)", "auto")):
@@ -179,8 +190,30 @@ def run(*, items: int = 2_000, clients: int = 16, requests: int = 400, projects:
         except subprocess.TimeoutExpired:
             proc.kill()
         shutil.rmtree(root, ignore_errors=True)
-    return {"items": items, "projects": projects, "clients": clients, "workers": workers,
-            "database": "given" if database_url else "embedded", "rows": rows, "crash": crash, "sample_errors": errors}
+    return {"items": items, "projects": projects, "clients": clients, "workers": workers, "rate": rate,
+            "database": "given" if database_url else "embedded", "rows": rows, "backlog": backlog, "crash": crash,
+            "sample_errors": errors}
+
+
+def _health(port: int) -> dict[str, Any]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=REQUEST_TIMEOUT)
+    try:
+        conn.request("GET", "/v1/health")
+        return dict(json.loads(conn.getresponse().read()))
+    finally:
+        conn.close()
+
+
+def _drain(port: int, ingest_s: float, items: int) -> dict[str, Any]:
+    """Wait for the embedding backlog to empty; how much was left when the writes ended and how long it took."""
+    t0 = time.perf_counter()
+    left = int(_health(port)["embedding"]["pending"])
+    while _health(port)["embedding"]["pending"]:
+        time.sleep(0.1)
+    drain_s = time.perf_counter() - t0
+    return {"items": items, "pending_when_ingest_ended": left, "ingest_s": round(ingest_s, 1),
+            "drained_after_ingest_s": round(drain_s, 1),
+            "embedded_per_s": round(items / (ingest_s + drain_s), 1) if ingest_s + drain_s else 0.0}
 
 
 def _crash_and_restart(proc: subprocess.Popen[bytes], port: int, key: str, clients: int, count: int, projects: int,
@@ -205,6 +238,8 @@ def _crash_and_restart(proc: subprocess.Popen[bytes], port: int, key: str, clien
         restarted = subprocess.Popen(argv, env=env, stdout=sink, stderr=sink, start_new_session=True)
     _wait_ready(restarted, port, log_path)
     again = drive(port, key, posts, clients)
+    while _health(port)["embedding"]["pending"]:  # the backlog the crash left, and the retries', drains
+        time.sleep(0.1)
     lost = sum(1 for index, item_id in first.acked.items() if again.acked.get(index) != item_id)
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=REQUEST_TIMEOUT)
     conn.request("GET", "/v1/projects", headers={"Authorization": f"Bearer {key}"})
@@ -224,4 +259,6 @@ def render(result: dict[str, Any]) -> str:
             f"{result.get('workers', 1)} server worker process(es)")
     crash = result.get("crash")
     tail = ("\n\nkill -9 under ingest, restarted, everything sent again:\n\n" + render_table([crash])) if crash else ""
-    return head + "\n\n" + render_table(result["rows"]) + tail
+    backlog = result.get("backlog")
+    middle = ("\n\nembedding backlog after the ingest:\n\n" + render_table([backlog])) if backlog else ""
+    return head + "\n\n" + render_table(result["rows"]) + middle + tail

@@ -300,9 +300,12 @@ def bench_worker(items: int, clients: int, requests: int, projects: int, home: P
 @click.option("--database", metavar="URL", help="An existing PostgreSQL [default: the embedded one, in a temp dir].")
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64),
               help="The server's uvicorn worker processes.")
+@click.option("--rate", type=click.FloatRange(min=0, min_open=True),
+              help="Offer the ingest at this many memories per second in all (latency counted from when each was "
+                   "due) instead of each client sending as fast as it is answered.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), help="Also write results here.")
 def bench_server(items: int, clients: int, requests: int, projects: int, database: str | None, workers: int,
-                 json_out: Path | None) -> None:
+                 rate: float | None, json_out: Path | None) -> None:
     """A real `memcairn server` process under concurrent clients: ingest, keyword and hybrid search, context.
 
     Example:
@@ -314,7 +317,7 @@ def bench_server(items: int, clients: int, requests: int, projects: int, databas
 
     _check_output(json_out)
     result = server.run(items=items, clients=clients, requests=requests, projects=projects, database_url=database,
-                        workers=workers, log=lambda m: click.echo(m, err=True))
+                        workers=workers, rate=rate, log=lambda m: click.echo(m, err=True))
     click.echo(server.render(result))
     if json_out:
         _write_json(json_out, result)

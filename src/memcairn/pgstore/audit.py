@@ -16,9 +16,13 @@ class Actor:
     request_id: str | None = None
 
 
+def audit_actor(actor: Actor) -> str:
+    """The ``actor`` column: ``key:<id>``, or ``cli``."""
+    return f"key:{actor.key_id}" if actor.key_id else "cli"
+
+
 def audit(cur: psycopg.Cursor, tenant_id: int, action: str, actor: Actor | None, target: str | None = None) -> None:
     actor = actor or Actor()
     cur.execute("INSERT INTO audit_log (tenant_id, key_id, actor, action, target, request_id)"
                 " VALUES (%s, %s, %s, %s, %s, %s)",
-                (tenant_id, actor.key_id, f"key:{actor.key_id}" if actor.key_id else "cli", action, target,
-                 actor.request_id))
+                (tenant_id, actor.key_id, audit_actor(actor), action, target, actor.request_id))

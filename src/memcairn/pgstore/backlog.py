@@ -57,12 +57,6 @@ def vector_literal(values: Sequence[float]) -> str:
     return "[" + ",".join(f"{float(v):.7g}" for v in values) + "]"
 
 
-def enqueue(cur: psycopg.Cursor, tenant_id: int, item_id: int) -> None:
-    """Mark a new item as waiting for its vector (in the item's own transaction)."""
-    cur.execute("INSERT INTO embedding_backlog (item_id, tenant_id) VALUES (%s, %s) ON CONFLICT DO NOTHING",
-                (item_id, tenant_id))
-
-
 def lag(conn: psycopg.Connection) -> Lag:
     row = conn.execute("SELECT count(*), coalesce(extract(epoch FROM now() - min(queued_at)), 0)"
                        " FROM embedding_backlog").fetchone()

@@ -30,8 +30,8 @@ from psycopg.types.json import Jsonb
 from memcairn.capture.privacy import redact_secrets, strip_private
 from memcairn.errors import MemcairnError, NotFoundError, ValidationError
 from memcairn.models import NewItem
-from memcairn.pgstore.audit import Actor, audit
-from memcairn.pgstore.backlog import enqueue, vector_literal
+from memcairn.pgstore.audit import Actor, audit, audit_actor
+from memcairn.pgstore.backlog import vector_literal
 from memcairn.pgstore.db import Pool, tenant_transaction
 from memcairn.search.fusion import order_ids, rrf
 from memcairn.search.relevance import SEMANTIC_FLOORS
@@ -187,16 +187,23 @@ class TeamStore:
         session_id = None
         if item.session:
             session_id = self._session_id(cur, tenant_id, project_id, item.session, item.platform_source or "unknown")
+        who = actor or Actor()
+        # the item, its backlog row, its audit row and its change in one statement (one round trip, not four)
         row = cur.execute(
-            "INSERT INTO items (tenant_id, project_id, session_id, kind, type, title, text, content_hash,"
-            " created_by, created_at_epoch) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-            " ON CONFLICT (project_id, content_hash) DO NOTHING RETURNING id",
-            (tenant_id, project_id, session_id, item.kind, item.type, item.title or "", item.text or "", digest,
-             actor.key_id if actor else None, ready.epoch)).fetchone()
+            "WITH new AS (INSERT INTO items (tenant_id, project_id, session_id, kind, type, title, text,"
+            "  content_hash, created_by, created_at_epoch) VALUES (%(t)s, %(p)s, %(s)s, %(kind)s, %(type)s,"
+            "  %(title)s, %(text)s, %(hash)s, %(key)s, %(epoch)s)"
+            "  ON CONFLICT (project_id, content_hash) DO NOTHING RETURNING id),"
+            " queued AS (INSERT INTO embedding_backlog (item_id, tenant_id) SELECT id, %(t)s FROM new),"
+            " audited AS (INSERT INTO audit_log (tenant_id, key_id, actor, action, target, request_id)"
+            "  SELECT %(t)s, %(key)s, %(actor)s, 'memories.create', id::text, %(request)s FROM new),"
+            " changed AS (INSERT INTO changes (tenant_id, project_id, item_id, op) SELECT %(t)s, %(p)s, id, 'stored'"
+            "  FROM new)"
+            " SELECT id FROM new",
+            {"t": tenant_id, "p": project_id, "s": session_id, "kind": item.kind, "type": item.type,
+             "title": item.title or "", "text": item.text or "", "hash": digest, "key": who.key_id,
+             "epoch": ready.epoch, "actor": audit_actor(who), "request": who.request_id}).fetchone()
         if row:
-            enqueue(cur, tenant_id, int(row[0]))
-            audit(cur, tenant_id, "memories.create", actor, str(row[0]))
-            _changed(cur, tenant_id, project_id, int(row[0]), "stored")
             return Saved(int(row[0]), True)
         found = cur.execute("SELECT id FROM items WHERE tenant_id = %s AND project_id = %s AND content_hash = %s",
                             (tenant_id, project_id, digest)).fetchone()
