@@ -33,3 +33,8 @@ def test_files_named_in_the_text_are_not_listed_again() -> None:
 def test_a_file_only_partly_named_stays_listed() -> None:
     record = agent_record(_item(narrative="see a.ex", files_read=["lib/a.ex", "a.ex"]), UTC)
     assert record["files_read"] == ["lib/a.ex"]
+
+
+def test_ids_and_facets_an_agent_cannot_act_on_are_left_out() -> None:
+    record = agent_record(_item(title="Fixed the guard", concepts=["gotcha"], session="4f9c-uuid"), UTC)
+    assert set(record) == {"id", "time", "project", "kind", "type", "title"}

@@ -121,8 +121,9 @@ WORKFLOW = """\
 memcairn memory is read in three steps, cheapest first. Follow them in order.
 
 1. search(query) -> a compact index: one row per memory with its #id, time, type, title and ~N tok, what
-   reading that memory's full record costs. Only memories that match the query well enough are listed; when
-   none does, it says so (min_score=0 shows the weaker matches).
+   reading that memory's full record costs. Memories that only resemble the query are marked "weak"
+   (the index says so first when every row is); what nothing relates to is hidden and counted (min_score=0
+   shows it).
 2. timeline(anchor=<id>) -> what happened just before and after an interesting row, to confirm it is the
    right one.
 3. get_observations(ids=[...]) -> full records, ONLY for the few ids you kept.
@@ -207,7 +208,7 @@ TOOLS: tuple[ToolSpec, ...] = (
             "dateEnd": _string("Until (same forms)."),
             "orderBy": _string("Default: relevance with a query.", enum=["relevance", "newest", "oldest"]),
             "platformSource": _string("claude-code, codex or gemini-cli."),
-            "min_score": {"type": "number", "description": "Relevance floor: 1 default, 0 shows all."},
+            "min_score": {"type": "number", "description": "Relevance floor: 0.75 default, 0 shows all."},
         }},
         read_only=True,
     ),

@@ -153,13 +153,13 @@ def lean_fields(text: str | None, observations: list[Observation]) -> dict[str, 
     files = "; ".join(o.title for o in observations if o.files_modified)
     errors = "; ".join(o.title for o in observations if o.type == "bugfix")
     fields = {
-        "request": _prose(sections.get("request"), 300),
-        "completed": _clip(" ".join(p for p in (_prose(sections.get("current"), 400),
-                                                f"Files: {files}." if files else "") if p), 800) or None,
+        "request": _prose(sections.get("request"), 200),
+        "completed": _clip(" ".join(p for p in (_prose(sections.get("current"), 300),
+                                                f"Files: {files}." if files else "") if p), 550) or None,
         "learned": _clip(" ".join(p for p in (f"Errors fixed: {errors}." if errors else "",
-                                              _prose(sections.get("problems"), 300),
-                                              _prose(sections.get("concepts"), 200)) if p), 800) or None,
-        "next_steps": _prose(sections.get("pending", []) + sections.get("next", []), 400),
-        "notes": _prose(sections.get("other"), 200),
+                                              _prose(sections.get("problems"), 250),
+                                              _prose(sections.get("concepts"), 150)) if p), 550) or None,
+        "next_steps": _prose(sections.get("pending", []) + sections.get("next", []), 300),
+        "notes": _prose(sections.get("other"), 150),
     }
     return {name: value for name, value in fields.items() if value}

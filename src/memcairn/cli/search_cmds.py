@@ -164,8 +164,8 @@ def search_json(data: dict[str, Any]) -> dict[str, Any]:
 @click.option("--limit", default=20, show_default=True, type=int, help="Results per page (1..100).")
 @click.option("--offset", default=0, show_default=True, type=int, help="Skip this many results.")
 @click.option("--order", type=ORDER_CHOICES, help="relevance (default with a query) | newest | oldest.")
-@click.option("--min-score", type=click.FloatRange(min=0), help="Relevance floor: 1 (default) hides weak matches, "
-              "0 shows every candidate.")
+@click.option("--min-score", type=click.FloatRange(min=0), help="Relevance floor: 0.75 (default) hides what "
+              "nothing relates to; hits under 1 show as weak; 0 shows every candidate.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("--local", is_flag=True, help=LOCAL_HELP)
 def search(query: str, projects: tuple[str, ...], kind: str | None, types: tuple[str, ...],

@@ -2,7 +2,8 @@
 
 ``agent_record`` keeps a memory's id, its time as ISO 8601 in the caller's zone, its project and every
 non-empty field of content. It drops what an agent cannot act on: the uuid, the content hash, the epoch
-fields (the ISO time replaces them), provenance metadata and empty fields, and it lists a file read or modified
+fields (the ISO time replaces them), the session's uuid, the concept tags (search facets), provenance
+metadata and empty fields, and it lists a file read or modified
 only when the record's text does not name it already (an episode's facts say "edited lib/x.ex: added f/2";
 listing lib/x.ex again costs tokens and tells nothing). ``format=raw`` over HTTP (and
 ``memcairn show --json``) keeps the whole stored row.
@@ -21,9 +22,10 @@ from memcairn.models import MemoryItem
 from memcairn.tokens import estimate_tokens
 
 # Content fields in the order an agent reads them best: what it is, then what it says, then where.
+# Concepts are search facets (``concept=`` filters on them), not content: left out, like the session's uuid.
 AGENT_FIELDS: tuple[str, ...] = (
     "title", "subtitle", "narrative", "text", "facts", "request", "investigated", "learned", "completed",
-    "next_steps", "notes", "concepts", "files_read", "files_modified",
+    "next_steps", "notes", "files_read", "files_modified",
 )
 FORMATS = ("agent", "raw")
 _FILE_FIELDS = ("files_read", "files_modified")

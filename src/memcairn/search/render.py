@@ -25,7 +25,8 @@ from memcairn.errors import ValidationError
 from memcairn.fence import clean_line
 from memcairn.models import KINDS, MemoryItem
 from memcairn.search.records import record_tokens
-from memcairn.search.result import SearchResult, Timeline, display_title
+from memcairn.search.relevance import STRONG
+from memcairn.search.result import SearchHit, SearchResult, Timeline, display_title
 
 NO_FILE = "(no file)"
 _KIND_WORDS = {
@@ -34,6 +35,7 @@ _KIND_WORDS = {
     "prompt": ("prompt", "prompts"),
     "manual": ("manual note", "manual notes"),
 }
+WEAK_ONLY = "No strong match: these only resemble the query (weak); memory may not hold the answer."
 NEXT_STEP = "Next: a timeline around an #id shows what happened then; fetch full records only for the ids you need."
 
 
@@ -41,12 +43,20 @@ def _dt(epoch_ms: int, tz: tzinfo | None) -> datetime:
     return datetime.fromtimestamp(epoch_ms / 1000, tz)
 
 
-def _row(item: MemoryItem, tz: tzinfo | None, *, project: bool = False, anchor: bool = False) -> str:
+def _row(item: MemoryItem, tz: tzinfo | None, *, project: bool = False, anchor: bool = False,
+         weak: bool = False) -> str:
     parts = [f"- #{item.id} {_dt(item.created_at_epoch, tz):%H:%M} {clean_line(item.type)}", display_title(item)]
     if project:
         parts.append(clean_line(item.project))
     parts.append(f"~{record_tokens(item, tz)} tok")
+    if weak:
+        parts.append("weak")
     return " · ".join(parts) + (" <- ANCHOR" if anchor else "")
+
+
+def _weak(hit: SearchHit) -> bool:
+    """Shown above the floor but short of a match (``search.relevance``)."""
+    return hit.relevance is not None and hit.relevance < STRONG
 
 
 def describe_counts(counts: dict[str, int]) -> str:
@@ -80,12 +90,14 @@ def render_index(result: SearchResult, *, tz: tzinfo | None = None) -> str:
         return "\n".join([f"No memories matched ({strategy}).", *_notes(result.notes)]) + "\n"
     total = len(result.hits)
     lines = [f"{total} {'memory' if total == 1 else 'memories'} ({describe_counts(result.counts)}) · {strategy}"]
+    if all(_weak(h) for h in result.hits):
+        lines.append(WEAK_ONLY)
     lines += _notes(result.notes)
     show_project = len({h.item.project for h in result.hits}) > 1
     days: dict[str, list[str]] = {}
     for hit in result.hits:
         day = f"{_dt(hit.item.created_at_epoch, tz):%Y-%m-%d}"
-        days.setdefault(day, []).append(_row(hit.item, tz, project=show_project))
+        days.setdefault(day, []).append(_row(hit.item, tz, project=show_project, weak=_weak(hit)))
     for day, rows in days.items():
         lines += ["", f"### {day}", *rows]
     lines += ["", NEXT_STEP]

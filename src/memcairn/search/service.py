@@ -250,7 +250,11 @@ class SearchService:
         ordered = fusion.order_ids(scores, created, order)
         weight = self._relevance(run, ordered, ranks.get("semantic", {}))
         if weight is not None:
-            kept = [i for i in ordered if weight[i] >= run.min_score]
+            # the floor judges the query by its best hit: nothing when that one is below it, else the ranking
+            # (weak hits marked as such; search.relevance)
+            best = max(weight.values(), default=0.0)
+            floor = relevance.unrelated_floor(run.min_score)
+            kept = [i for i in ordered if weight[i] >= floor] if best >= run.min_score else []
             run.hidden = len(ordered) - len(kept)
             ordered = kept
         ordered = ordered[req.offset:req.offset + req.limit]

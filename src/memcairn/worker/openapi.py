@@ -114,8 +114,9 @@ SEARCH_PARAMS = (
           "fallback_reason), keyword (the keyword leg alone), semantic (the semantic leg alone; keyword with a "
           "fallback_reason when the mirror is down)"),
     Param("min_score", {"type": "number", "minimum": 0},
-          "Relevance floor: 1 (default) shows only hits whose evidence reaches the calibrated floor, 0 every "
-          "candidate; the answer counts the hidden ones (minScore is read the same)"),
+          "Relevance floor: 0.75 (default) hides hits nothing relates the query to; hits between it and 1 "
+          "(the calibrated floor) are weak matches; 0 shows every candidate; the answer counts the hidden ones "
+          "(minScore is read the same)"),
     FORMAT,
     TZ,
 )

@@ -28,15 +28,15 @@ from memcairn.capture.offline.text import (
 from memcairn.capture.offline.trackers import FILED_PREFIX
 from memcairn.capture.records import Observation, Summary, Turn
 
-REQUEST_MAX = 300
-INVESTIGATED_MAX = 200
-LEARNED_MAX = 500
-COMPLETED_MAX = 700
-REPORT_MAX = 600  # of ``completed``, what the closing report may take (all of it is an observation of its own)
+REQUEST_MAX = 200
+INVESTIGATED_MAX = 150
+LEARNED_MAX = 400
+COMPLETED_MAX = 500
+REPORT_MAX = 400  # of ``completed``, what the closing report may take (all of it is an observation of its own)
 REPORT_MIN = 200  # characters of decisive sentences a closing report needs to be an observation of its own
 MID_REPORT_MIN = 400  # the same for a report written between two calls (the end of a sub-task)
-NEXT_MAX = 400
-NOTES_MAX = 350
+NEXT_MAX = 300
+NOTES_MAX = 250
 READ_MAX = 10  # files a summary lists as read: its observations list the rest
 
 _NEXT_CUE = re.compile(
