@@ -75,12 +75,13 @@ def route(scope: str | None, handler: Handler) -> Callable[[Request], Awaitable[
         request_id = given if _REQUEST_ID.match(given) else uuid.uuid4().hex
         state: ServerState = request.app.state.server
         try:
-            body = await _body(request) if request.method in ("POST", "PUT", "PATCH") else None
-            key = None
-            if scope is not None:
-                key = await run_in_threadpool(_authorize, state, request, scope)
-            request.state.body = body
-            result = await run_in_threadpool(handler, request, Call(key, request_id))
+            request.state.body = await _body(request) if request.method in ("POST", "PUT", "PATCH") else None
+
+            def checked() -> Any:  # the key check and the handler in one trip to a thread
+                key = _authorize(state, request, scope) if scope is not None else None
+                return handler(request, Call(key, request_id))
+
+            result = await run_in_threadpool(checked)
         except ApiError as exc:
             return _error(exc.status, exc.code, exc.detail, request_id)
         except keys.Unauthorized as exc:
