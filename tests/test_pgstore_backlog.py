@@ -133,3 +133,26 @@ def test_one_embedding_task_leads_and_drains_what_every_process_writes(pg_databa
         second.stop()
     assert vectors(pg_database) == dict.fromkeys(saved, True)
     assert sorted([first.embedded, second.embedded]) == [0, 10]  # one leader; the other never embedded
+
+
+def test_a_failed_batch_stays_in_the_backlog_and_the_task_goes_on(pg_database: str, pool: db.Pool, embedder,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from memcairn.server import embedding
+
+    monkeypatch.setattr(embedding, "LEADER_RETRY_SECONDS", 0.1)
+    acme = tenant(pg_database, "acme")
+    team = TeamStore(pool, embedder)
+    saved = [team.add(acme, NewItem(project="api", kind="manual", title=f"event {n}")).id for n in range(3)]
+    failing_once = Recording(embedder, fail_on=1)
+    task = EmbeddingTask(team, failing_once, nice=0)
+    task.start()
+    try:
+        for _ in range(600):  # a wait, not a timed assertion
+            with pool.connection() as conn:
+                if backlog.lag(conn).pending == 0:
+                    break
+            time.sleep(0.05)
+    finally:
+        task.stop()
+    assert failing_once.calls == 2 and sorted(failing_once.documents) == ["event 0", "event 1", "event 2"]
+    assert vectors(pg_database) == dict.fromkeys(saved, True) and task.embedded == 3

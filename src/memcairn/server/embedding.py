@@ -70,6 +70,9 @@ class EmbeddingTask:
             except (psycopg.Error, ConfigError) as exc:  # the database went away: try again shortly
                 log.warning("embedding task: %s", exc)
                 self._stop.wait(LEADER_RETRY_SECONDS)
+            except Exception:  # noqa: BLE001 - the model failed: the batch stays in the backlog, try again later
+                log.exception("embedding task: a batch failed; it stays in the backlog")
+                self._stop.wait(LEADER_RETRY_SECONDS)
 
     @contextlib.contextmanager
     def _leadership(self) -> Iterator[psycopg.Connection | None]:
