@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("transfer", ("memcairn.transfer",)),
     ("team store", ("memcairn.pgstore",)),
     ("composition", ("memcairn.runtime", "memcairn.context", "memcairn.context_memo", "memcairn.doctor")),
-    ("reach", ("memcairn.client", "memcairn.lifecycle")),
+    ("reach", ("memcairn.client", "memcairn.lifecycle", "memcairn.team_client")),
     ("worker", ("memcairn.worker",)),
     ("server", ("memcairn.server",)),
     ("measurement", ("memcairn.bench",)),

@@ -66,6 +66,7 @@ class Settings:
     housekeeping_tools: str = ",".join(HOUSEKEEPING_TOOLS)
     ingest_retention_days: int = 7
     integrity_check_seconds: int = 1800
+    remote_timeout_ms: int = 400
 
     @property
     def db_path(self) -> Path:

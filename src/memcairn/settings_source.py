@@ -99,6 +99,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("integrity_check_seconds", 1800,
             "The worker checks the database file and the keyword index (repairing the index) this often, once "
             "no write came for a minute; damage SQLite reports is checked at once."),
+    Setting("remote_timeout_ms", 400,
+            "Connected to a team server (`memcairn connect`): how long context and search wait for its answer "
+            "before the worker answers from the local copy instead."),
 )
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}

@@ -34,6 +34,7 @@ from memcairn.store.ingest_state import IngestStateMixin
 from memcairn.store.integrity import IntegrityMixin
 from memcairn.store.migrations import migrate
 from memcairn.store.mirror_state import MirrorStateMixin
+from memcairn.store.remote_state import RemoteStateMixin
 from memcairn.store.transfer_state import TransferStateMixin
 from memcairn.store.validation import validate_item
 
@@ -103,7 +104,7 @@ class ProjectInfo:
     last_epoch: int | None
 
 
-class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin, IntegrityMixin):
+class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin, IntegrityMixin, RemoteStateMixin):
     """Open (creating and migrating if needed) the database at ``path``.
 
     Raises:

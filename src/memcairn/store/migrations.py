@@ -121,6 +121,12 @@ def m012_ingest_event_key(conn: sqlite3.Connection) -> None:
     run_script(conn, schema.INGEST_EVENT_KEY)
 
 
+@migration(13)
+def m013_remote_sync_state(conn: sqlite3.Connection) -> None:
+    """The team server forwarder's watermark (``schema.REMOTE_SYNC_STATE``); no existing row changes."""
+    run_script(conn, schema.REMOTE_SYNC_STATE)
+
+
 def _ensure_table(conn: sqlite3.Connection) -> None:
     conn.execute(
         f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} ("

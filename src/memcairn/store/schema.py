@@ -337,3 +337,13 @@ END;
 KEYWORD_TRIGGER_NAMES: tuple[str, ...] = (
     "keyword_changes_prune", "memory_items_keyword_ai", "memory_items_keyword_au", "memory_items_keyword_ad",
 )
+
+# m013: how far each team server has acknowledged this store's items (``memcairn connect``): the forwarder sends
+# the items above ``watermark`` in id order and moves it only after the server's answer.
+REMOTE_SYNC_STATE = """
+CREATE TABLE IF NOT EXISTS remote_sync_state (
+    server TEXT PRIMARY KEY,                -- the team server's URL
+    watermark INTEGER NOT NULL,             -- the highest memory_items.id the server acknowledged
+    updated_at_epoch INTEGER NOT NULL
+);
+"""
