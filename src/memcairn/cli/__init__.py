@@ -12,6 +12,7 @@ from memcairn.cli.common import run_guarded
 from memcairn.cli.demo_cmd import demo
 from memcairn.cli.hook_cmd import hook
 from memcairn.cli.integration_cmds import install, mcp, uninstall
+from memcairn.cli.remote_cmds import connect, disconnect
 from memcairn.cli.search_cmds import search, timeline
 from memcairn.cli.server_cmds import server
 from memcairn.cli.settings_cmd import settings_cmd
@@ -37,7 +38,7 @@ def cli() -> None:
 
 
 for command in (add, search, timeline, show, forget, stats, doctor, db, demo, bench, sync, worker, mcp, install,
-                uninstall, import_group, export, settings_cmd, hook, server):
+                uninstall, import_group, export, settings_cmd, hook, server, connect, disconnect):
     cli.add_command(command)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import textwrap
+from pathlib import Path
 from typing import Any
 
 import click
@@ -15,6 +16,8 @@ from memcairn.errors import ConfigError
 from memcairn.settings_source import BY_NAME, SETTINGS, SETTINGS_FILE, coerce, memcairn_home, read_values
 
 HOME_HELP = "Where the database, the semantic mirror, the logs and settings.json live (environment only)."
+REMOTE_HELP = ("The team server this worker forwards to and asks first (`memcairn connect`/`disconnect`): the key "
+               "masked, the forwarder's state, memories waiting, the last sync (epoch ms) and error.")
 # Settings whose value is one of a few names; a typo there would only show when the worker next starts.
 CHOICES = {"vector_backend": ("sqlite-vec", "chroma", "memory", "none"),
            "capture_backend": ("offline", "anthropic", "claude-cli", "openai")}
@@ -50,14 +53,24 @@ def settings_cmd(ctx: click.Context, as_json: bool) -> None:
     """
     if ctx.invoked_subcommand is not None:
         return
+    from memcairn.team_client import REMOTE_FILE, describe
+
     rows = settings_rows()
-    if as_json:
-        emit_json(rows)
+    remote = describe(Path(memcairn_home()))
+    if as_json:  # connected: one more row, the link (key masked) and the forwarder's last state
+        emit_json(rows if remote["mode"] == "local" else [*rows, {
+            "name": "remote", "value": remote, "from": os.path.join(memcairn_home(), REMOTE_FILE), "variable": None,
+            "help": REMOTE_HELP}])
         return
     for row in rows:
         where = f"default; {row['variable']}" if row["from"] == "default" else f"from {row['from']}"
         click.echo(f"{row['name']} = {json.dumps(row['value'], ensure_ascii=False)}  ({where})")
         click.echo(textwrap.indent(textwrap.fill(row["help"], 96), "    "))
+    if remote["mode"] == "local":
+        click.echo("remote = local mode (not connected to a team server; `memcairn connect URL --key KEY`)")
+    else:
+        click.echo(f"remote = {json.dumps(remote, ensure_ascii=False)}")
+        click.echo(textwrap.indent(textwrap.fill(REMOTE_HELP, 96), "    "))
 
 
 def settings_file() -> tuple[str, dict[str, Any]]:
@@ -77,8 +90,6 @@ def settings_file() -> tuple[str, dict[str, Any]]:
 
 def write_settings_file(path: str, data: dict[str, Any]) -> None:
     """Write ``data`` as ``settings.json`` (removed when empty; owner-only when it holds the token)."""
-    from pathlib import Path
-
     from memcairn.install.files import write_text
 
     if not data:

@@ -169,8 +169,12 @@ def doctor(ctx: click.Context, fix: bool, as_json: bool) -> None:
         memcairn doctor --fix
     """
     from memcairn.doctor import run_checks
+    from memcairn.team_client import doctor_check
 
-    report = run_checks(settings(), fix=fix)
+    cfg = settings()
+    report = run_checks(cfg, fix=fix)
+    report["checks"].append(doctor_check(cfg.home))
+    report["healthy"] = report["healthy"] and report["checks"][-1]["status"] != "problem"
     if as_json:
         emit_json(report)
     else:

@@ -70,6 +70,7 @@ from memcairn.protocol import (
     SUMMARIZE_PATH,
 )
 from memcairn.runtime import Runtime, open_runtime
+from memcairn.worker import remote_reads
 from memcairn.worker.events import HEARTBEAT_SECONDS, Broadcaster, ExternalWriteTailer, StoreEventBridge
 from memcairn.worker.openapi import MAX_BATCH_IDS, MAX_ITEM_ID, build_openapi
 from memcairn.worker.security import BodyLimitMiddleware, GuardMiddleware
@@ -225,6 +226,7 @@ class WorkerState:
         self.tailer: ExternalWriteTailer | None = None
         self.upkeep: Any = None
         self.spool: Any = None  # the spool drainer (worker/spool_drain.py), once ready
+        self.forwarder: Any = None  # remote mode's forwarder (worker/forwarder.py), once ready
         self.context_memo: ContextMemo | None = None
         self.read_threads = max(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                                 else os.cpu_count() or 2)
@@ -307,6 +309,7 @@ class WorkerState:
                      "off" if runtime.mirror is None else runtime.mirror.index.name)
             self.broadcaster.publish_threadsafe("status", self.status_event())
             self._start_spool()
+            self._start_forwarder(runtime)
         except Exception as exc:
             log.exception("worker startup failed")
             with self._cond:
@@ -328,6 +331,18 @@ class WorkerState:
                 return
             self.spool = drainer
         drainer.start()
+
+    def _start_forwarder(self, runtime: Runtime) -> None:
+        """Remote mode's forwarder: idle (a look at remote.json a second) until `memcairn connect`."""
+        from memcairn.worker.forwarder import Forwarder
+
+        forwarder = Forwarder(runtime.store, self.settings.home)
+        with self._cond:
+            if self.phase != "ready":
+                return
+            self.forwarder = forwarder
+        runtime.store.add_listener(forwarder.nudge)
+        forwarder.start()
 
     def _start_capture(self, runtime: Runtime) -> Any:
         from memcairn.capture.background import CaptureRunner
@@ -373,6 +388,8 @@ class WorkerState:
             self._thread.join(drain_seconds)
         if self.spool is not None:  # what it has not drained stays spooled for the next worker
             self.spool.stop(RUNNER_STOP_SECONDS)
+        if self.forwarder is not None:  # what it has not sent waits above the watermark for the next worker
+            self.forwarder.stop(RUNNER_STOP_SECONDS)
         if self.upkeep is not None:
             self.upkeep.stop(RUNNER_STOP_SECONDS)
         if self.tailer is not None:
@@ -614,6 +631,7 @@ async def stats(request: Request) -> Response:
         out["llm_tokens_today"] = runtime.store.tokens_spent(since_epoch=local_day_start_ms())
         out["search"] = state.search.telemetry_snapshot() if state.search is not None else None
         out["keyword_index"] = runtime.store.keyword_index_stats()
+        out["remote"] = dict(state.forwarder.status) if state.forwarder is not None else {"mode": "local"}
         out["worker"] = {"pid": os.getpid(), "version": memcairn.__version__,
                          "uptime_seconds": round(time.time() - state.started_at, 1),
                          "stream_clients": state.broadcaster.subscribers}
@@ -656,7 +674,17 @@ async def search(request: Request) -> Response:
         min_score=_param(request, "min_score", "minScore"),
         tz=tz,
     )
+    team = await _team_search(state, req) if _team_answerable(req) else None
+    if team is not None and not isinstance(team, str):
+        if fmt == "index":
+            return JSON({"format": "index", "text": remote_reads.team_index_text(team), "strategy": "team",
+                         "fallback_reason": None, "notes": team["notes"], "counts": team["counts"], "hidden": 0,
+                         "latency_ms": team["latency_ms"], "source": "team"})
+        return JSON({"format": "json", **team})
     result = await state.call(state.search.search, req)
+    if isinstance(team, str):  # remote mode, the server did not answer: the local copy, saying so
+        result = dataclasses.replace(result, fallback_reason=remote_reads.FALLBACK_REASON,
+                                     notes=[*result.notes, f"{team}; answered from the local copy"])
     if fmt == "index":
         out = {"format": "index", "text": render_index(result, tz=tz), "strategy": result.strategy,
                "fallback_reason": result.fallback_reason, "notes": list(result.notes), "counts": result.counts,
@@ -664,6 +692,31 @@ async def search(request: Request) -> Response:
     else:
         out = {"format": "json", **result.to_dict()}
     return JSON(out)
+
+
+def _team_answerable(req: Any) -> bool:
+    """A plain query (words, projects, limit, mode) is what the team API answers; filters stay local."""
+    return bool(req.query.strip()) and not any((req.kinds, req.types, req.concepts, req.files, req.date_start,
+                                                req.date_end, req.platform_source, req.order)) \
+        and not int(req.offset or 0) and req.min_score is None
+
+
+async def _team_search(state: WorkerState, req: Any) -> dict[str, Any] | str | None:
+    """Remote mode: the team server's result, or why it gave none (a string); None in local mode."""
+    cfg = remote_reads.remote_config(state.settings)
+    if cfg is None:
+        return None
+    started = time.perf_counter()
+    params: dict[str, Any] = {"query": req.query, "limit": int(req.limit or 20)}
+    if req.mode in ("keyword", "semantic"):
+        params["mode"] = req.mode
+    if req.projects:
+        params["project"] = [cfg.server_project(p) for p in req.projects]
+    body, why = await remote_reads.ask(state.settings, cfg, "/v1/search", params)
+    if body is None:
+        assert why is not None
+        return why
+    return remote_reads.team_search_result(body, cfg, (time.perf_counter() - started) * 1000)
 
 
 @endpoint
@@ -996,6 +1049,17 @@ async def context_inject(request: Request) -> Response:
         return memo.render(runtime.store, settings, projects=names, platform_source=platform, colors=colors,
                            full=full, tz=tz, notices=notices, fresh=fresh)
 
+    cfg = remote_reads.remote_config(state.settings) if names else None
+    if cfg is not None and resumed is None:  # remote mode: the team's digest first
+        body, why = await remote_reads.ask(state.settings, cfg, "/v1/context", {
+            "project": [cfg.server_project(n) for n in names or ()], "max_tokens": settings.context_token_budget})
+        if body is not None and isinstance(body.get("context"), str):
+            return PlainTextResponse(body["context"], headers={CONTEXT_HEADER: "team",
+                                                               remote_reads.REMOTE_HEADER: "team"})
+        answer = await state.call(build)
+        return PlainTextResponse(answer.text, headers={CONTEXT_HEADER: answer.source,
+                                                       remote_reads.REMOTE_HEADER: "local-fallback",
+                                                       remote_reads.FALLBACK_HEADER: str(why)[:300]})
     answer = await state.call(build)
     return PlainTextResponse(answer.text, headers={CONTEXT_HEADER: answer.source})
 
