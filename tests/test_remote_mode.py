@@ -296,6 +296,7 @@ def test_connect_forward_fall_back_and_disconnect(team: tuple[TeamServer, str, s
     assert remote_status(cfg) == {"mode": "local"}
     assert server_items(superuser_dsn)[0] == rows and missing_on_server(cfg, superuser_dsn)
     assert "local mode" in cli(cfg.home, "settings").stdout
+    assert not [log for log in cfg.logs_dir.iterdir() if key in log.read_text(errors="replace")]  # never logged
 
 
 def test_retry_after_is_read_in_seconds() -> None:
