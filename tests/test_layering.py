@@ -21,7 +21,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("base", ("memcairn.__version__", "memcairn.settings_source", "memcairn.config",
               "memcairn.errors", "memcairn.models", "memcairn.serde", "memcairn.project", "memcairn.json_depth",
-              "memcairn.fastjson",
+              "memcairn.fastjson", "memcairn.background",
               "memcairn.protocol", "memcairn.spool", "memcairn.fence", "memcairn.confusables", "memcairn.tokens")),
     ("store", ("memcairn.store",)),
     ("mirror", ("memcairn.vectors", "memcairn.mirror")),

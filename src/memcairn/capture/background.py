@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 
+from memcairn.background import BackgroundLoop
 from memcairn.capture.pipeline import CapturePipeline, CaptureReport
 
 log = logging.getLogger("memcairn.capture")
@@ -14,11 +14,13 @@ log = logging.getLogger("memcairn.capture")
 PRUNE_EVERY_SECONDS = 3600.0
 
 
-class CaptureRunner:
+class CaptureRunner(BackgroundLoop):
     """One daemon thread per worker. ``nudge()`` is cheap and safe from any thread; ``on_pass`` hears about
     every pass that did something (the worker turns it into a ``/stream`` status event). Processed events
     older than ``ingest_retention_days`` are pruned after a pass at most every ``prune_every_seconds``, as
     measured by ``clock`` (both injectable for tests)."""
+
+    thread_name = "memcairn-capture"
 
     def __init__(self, pipeline: CapturePipeline, *, idle_seconds: float = 30.0,
                  on_pass: Callable[[CaptureReport], None] | None = None,
@@ -28,31 +30,8 @@ class CaptureRunner:
         self.on_pass = on_pass
         self.prune_every_seconds = prune_every_seconds
         self.clock = clock
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._idle = threading.Event()
-        self._thread: threading.Thread | None = None
+        super().__init__()
         self._pruned_at = 0.0
-
-    def start(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._loop, name="memcairn-capture", daemon=True)
-            self._thread.start()
-
-    def nudge(self, *_args: object) -> None:
-        self._idle.clear()
-        self._wake.set()
-
-    def stop(self, timeout: float = 10.0) -> None:
-        """Finish the pass in progress (its results commit with their events, or not at all), then stop."""
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-
-    def wait_idle(self, timeout: float) -> bool:
-        """Block until everything nudged so far is processed (batches still waiting count as processed)."""
-        return self._idle.wait(timeout)
 
     def _loop(self) -> None:
         while not self._stop.is_set():

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import logging
-import threading
 
+from memcairn.background import BackgroundLoop
 from memcairn.mirror.sync import MirrorSync
 
 log = logging.getLogger("memcairn.mirror")
 
 
-class MirrorRunner:
+class MirrorRunner(BackgroundLoop):
     """One daemon thread per worker. ``nudge()`` is cheap and safe from any thread.
 
     Between nudges it still looks every ``idle_seconds``: other processes (``memcairn import``, ``add``) write
@@ -18,34 +18,14 @@ class MirrorRunner:
     committed since the last one (``PRAGMA data_version``).
     """
 
+    thread_name = "memcairn-mirror"
+
     def __init__(self, mirror: MirrorSync, *, retry_seconds: float = 15.0, idle_seconds: float = 5.0) -> None:
         self.mirror = mirror
         self.retry_seconds = retry_seconds
         self.idle_seconds = idle_seconds
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._idle = threading.Event()
-        self._thread: threading.Thread | None = None
+        super().__init__()
         self.backfill_first = True
-
-    def start(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._loop, name="memcairn-mirror", daemon=True)
-            self._thread.start()
-
-    def nudge(self, *_args: object) -> None:
-        self._idle.clear()
-        self._wake.set()
-
-    def stop(self, timeout: float = 10.0) -> None:
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-
-    def wait_idle(self, timeout: float) -> bool:
-        """Block until the mirror has caught up with every nudge so far (tests and shutdown use it)."""
-        return self._idle.wait(timeout)
 
     def _loop(self) -> None:
         seen: int | None = None  # the store's data_version when the last pass began

@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from memcairn.background import BackgroundLoop
 from memcairn.errors import ConfigError
 from memcairn.team_client import (
     RemoteConfig,
@@ -59,33 +59,19 @@ def as_event(item: dict[str, Any], cfg: RemoteConfig) -> dict[str, Any]:
     return {k: v for k, v in event.items() if v is not None}
 
 
-class Forwarder:
+class Forwarder(BackgroundLoop):
     """One daemon thread per worker; ``nudge()`` (after a store write) makes it look at once."""
+
+    thread_name = "memcairn-forwarder"
 
     def __init__(self, store: Any, home: Path) -> None:
         self.store = store
         self.home = home
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        super().__init__()
         self.failures = 0
         self.status: dict[str, Any] = {"mode": "local"}
         self._forwarded = 0
         self._refused = 0
-
-    def start(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._loop, name="memcairn-forwarder", daemon=True)
-            self._thread.start()
-
-    def nudge(self, *_args: object) -> None:
-        self._wake.set()
-
-    def stop(self, timeout: float = 10.0) -> None:
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
 
     def _loop(self) -> None:
         while not self._stop.is_set():

@@ -14,11 +14,11 @@ both answered late and spooled is queued once); the file is removed only after t
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from memcairn import spool
+from memcairn.background import BackgroundLoop
 
 log = logging.getLogger("memcairn.worker")
 
@@ -43,32 +43,18 @@ class DrainReport:
 Accept = Callable[[str, bytes], str]
 
 
-class SpoolDrainer:
+class SpoolDrainer(BackgroundLoop):
+    thread_name = "memcairn-spool"
+    stop_timeout = 5.0
+
     def __init__(self, home: str, accept: Accept, *, interval: float = INTERVAL,
                  on_pass: Callable[[DrainReport], None] | None = None) -> None:
         self.home = home
         self.accept = accept
         self.interval = interval
         self.on_pass = on_pass
-        self._stop = threading.Event()
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
+        super().__init__()
         self._failing: set[str] = set()  # files whose failure was logged already
-
-    def start(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._loop, name="memcairn-spool", daemon=True)
-            self._thread.start()
-
-    def nudge(self) -> None:
-        self._wake.set()
-
-    def stop(self, timeout: float = 5.0) -> None:
-        """Finish the file in progress, then stop (what is left stays spooled for the next worker)."""
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
 
     def _loop(self) -> None:
         while not self._stop.is_set():
