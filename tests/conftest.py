@@ -62,3 +62,31 @@ def pg_database(pg_cluster):
     name = pg_cluster.create_database()
     yield pg_cluster.owner_dsn(name)
     pg_cluster.drop_database(name)
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    """The bundled model (a module may define its own ``embedder`` fixture, which then wins)."""
+    from memcairn.vectors.embedder import load_embedder
+
+    return load_embedder()
+
+
+@pytest.fixture
+def pool(pg_database: str):
+    """A pool of the application role's connections to this test's team database."""
+    from postgres_server import TEST_SECRET
+
+    from memcairn.pgstore import db
+
+    p = db.Pool(db.app_conninfo(pg_database, TEST_SECRET), size=4)
+    yield p
+    p.close()
+
+
+@pytest.fixture
+def team(pool, embedder):
+    """The team store on this test's database, with the bundled model."""
+    from memcairn.pgstore.items import TeamStore
+
+    return TeamStore(pool, embedder)

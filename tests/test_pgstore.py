@@ -4,7 +4,6 @@ security, the two search legs and API keys."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import psycopg
@@ -17,26 +16,8 @@ from memcairn.pgstore import backlog, db, keys
 from memcairn.pgstore.items import IdempotencyConflict, TeamStore, nearest_sql
 from memcairn.pgstore.migrations import migrate
 from memcairn.pgstore.schema import LATEST
-from memcairn.vectors.embedder import load_embedder
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@pytest.fixture(scope="module")
-def embedder():
-    return load_embedder()
-
-
-@pytest.fixture
-def pool(pg_database: str) -> Iterator[db.Pool]:
-    p = db.Pool(db.app_conninfo(pg_database, TEST_SECRET), size=4)
-    yield p
-    p.close()
-
-
-@pytest.fixture
-def team(pool: db.Pool, embedder) -> TeamStore:
-    return TeamStore(pool, embedder)
 
 
 def tenant(owner_dsn: str, name: str) -> int:

@@ -5,7 +5,7 @@ and row-level security binds the task as it binds requests."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import pytest
 from postgres_server import TEST_SECRET
@@ -14,26 +14,8 @@ from memcairn.models import NewItem
 from memcairn.pgstore import backlog, db
 from memcairn.pgstore.items import TeamStore
 from memcairn.server.embedding import EmbeddingTask
-from memcairn.vectors.embedder import load_embedder
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@pytest.fixture(scope="module")
-def embedder():
-    return load_embedder()
-
-
-@pytest.fixture
-def pool(pg_database: str) -> Iterator[db.Pool]:
-    p = db.Pool(db.app_conninfo(pg_database, TEST_SECRET), size=4)
-    yield p
-    p.close()
-
-
-@pytest.fixture
-def team(pool: db.Pool, embedder) -> TeamStore:
-    return TeamStore(pool, embedder)
 
 
 class Recording:
@@ -57,6 +39,14 @@ def tenant(owner_dsn: str, name: str) -> int:
     with db.connect(owner_dsn, autocommit=True) as conn:
         row = conn.execute("INSERT INTO tenants (name) VALUES (%s) RETURNING id", (name,)).fetchone()
     return int(row[0])
+
+
+def wait_for_an_empty_backlog(pool: db.Pool) -> None:
+    for _ in range(600):  # a wait, not a timed assertion
+        with pool.connection() as conn:
+            if backlog.lag(conn).pending == 0:
+                return
+        time.sleep(0.05)
 
 
 def vectors(owner_dsn: str) -> dict[int, bool]:
@@ -123,11 +113,7 @@ def test_one_embedding_task_leads_and_drains_what_every_process_writes(pg_databa
     second.start()
     try:
         saved = [team.add(acme, NewItem(project="api", kind="manual", title=f"event {n}")).id for n in range(10)]
-        for _ in range(600):  # a wait, not a timed assertion
-            with pool.connection() as conn:
-                if backlog.lag(conn).pending == 0:
-                    break
-            time.sleep(0.05)
+        wait_for_an_empty_backlog(pool)
     finally:
         first.stop()
         second.stop()
@@ -147,11 +133,7 @@ def test_a_failed_batch_stays_in_the_backlog_and_the_task_goes_on(pg_database: s
     task = EmbeddingTask(team, failing_once, nice=0)
     task.start()
     try:
-        for _ in range(600):  # a wait, not a timed assertion
-            with pool.connection() as conn:
-                if backlog.lag(conn).pending == 0:
-                    break
-            time.sleep(0.05)
+        wait_for_an_empty_backlog(pool)
     finally:
         task.stop()
     assert failing_once.calls == 2 and sorted(failing_once.documents) == ["event 0", "event 1", "event 2"]
