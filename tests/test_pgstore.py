@@ -13,7 +13,7 @@ from postgres_server import TEST_SECRET
 from memcairn.errors import NotFoundError, SchemaTooNewError, ValidationError
 from memcairn.models import NewItem
 from memcairn.pgstore import backlog, db, keys
-from memcairn.pgstore.items import IdempotencyConflict, TeamStore, nearest_sql
+from memcairn.pgstore.items import TeamStore, nearest_sql
 from memcairn.pgstore.migrations import migrate
 from memcairn.pgstore.schema import LATEST
 
@@ -261,26 +261,3 @@ def test_sessions_and_the_timeline_around_a_memory(pg_database: str, team: TeamS
     assert team.end_session(acme, "s1", "codex") == 1
     with db.connect(pg_database) as conn:
         assert conn.execute("SELECT status FROM sessions").fetchall() == [("completed",)]
-
-
-def test_concurrent_retries_of_one_idempotency_key_store_the_batch_once(pg_database: str, team: TeamStore) -> None:
-    acme = tenant(pg_database, "acme")
-    batch = [note("api", f"event {n}") for n in range(4)]
-    answers: list[tuple[list, bool]] = []
-
-    def send() -> None:
-        answers.append(team.add_batch(acme, batch, idempotency_key="k-1"))
-
-    threads = [threading.Thread(target=send) for _ in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert len(answers) == 3 and sorted(replayed for _, replayed in answers) == [False, True, True]
-    assert all(saved == answers[0][0] for saved, _ in answers)
-    with db.connect(pg_database) as conn:
-        assert conn.execute("SELECT count(*) FROM items").fetchone() == (4,)
-    with pytest.raises(IdempotencyConflict):
-        team.add_batch(acme, batch[:1], idempotency_key="k-1")
-    other = tenant(pg_database, "other")
-    assert team.add_batch(other, batch, idempotency_key="k-1")[1] is False  # keys are per tenant

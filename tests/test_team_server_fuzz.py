@@ -13,7 +13,7 @@ from postgres_server import TEST_SECRET
 from starlette.testclient import TestClient
 
 from memcairn.models import NewItem
-from memcairn.pgstore import db, keys
+from memcairn.pgstore import db, ingest, keys
 from memcairn.pgstore.items import TeamStore
 from memcairn.server.app import ServerState, make_app
 from memcairn.vectors.embedder import load_embedder
@@ -38,6 +38,7 @@ class Key:
 class World:
     client: TestClient
     owner: str
+    team: TeamStore
     keys: list[Key]
     items: dict[int, tuple[str, str, str]]  # id -> (tenant, project, title)
 
@@ -73,7 +74,7 @@ def world(pg_database: str) -> Iterator[World]:
                                                          text=f"how {project} of {tenant} is deployed"))
             items[saved.id] = (tenant, project, title)
     with TestClient(make_app(ServerState(pool=pool, team=team, secret=TEST_SECRET))) as client:
-        yield World(client, pg_database, made, items)
+        yield World(client, pg_database, team, made, items)
     pool.close()
 
 
@@ -185,33 +186,35 @@ def test_a_nul_character_or_a_deep_body_is_refused_with_a_400_not_stored_or_a_50
     assert c.get(f"/v1/memories/{saved.json()['id']}", headers=headers).json()["title"] == "nul\ufffdinside"
 
 
-def test_a_batch_of_events_is_stored_once_whatever_is_retried(world: World) -> None:
+def test_a_batch_of_events_is_queued_and_stored_once_whatever_is_retried(world: World) -> None:
     c = world.client
     writer = next(k for k in world.keys if k.writes and not k.admin and k.pin is None and k.tenant == "acme")
     pinned = next(k for k in world.keys if k.writes and not k.admin and k.pin == "api" and k.tenant == "acme")
     headers = {"Authorization": f"Bearer {writer.secret}"}
     events = [{"project": "api", "session": "s9", "platform": "codex", "kind": "observation", "title": f"step {n}",
                "text": f"what step {n} did"} for n in range(3)]
-    first = c.post("/v1/events", json={"events": events}, headers={**headers, "Idempotency-Key": "batch-1"})
-    assert first.status_code == 201 and [r["created"] for r in first.json()["results"]] == [True] * 3
     before = world.item_count()
+    first = c.post("/v1/events", json={"events": events}, headers={**headers, "Idempotency-Key": "batch-1"})
+    assert first.status_code == 202 and len(first.json()["queued"]) == 3 and first.json()["replayed"] is False
     again = c.post("/v1/events", json={"events": events}, headers={**headers, "Idempotency-Key": "batch-1"})
-    assert again.status_code == 200 and again.headers["Idempotent-Replayed"] == "true"
-    assert again.json()["results"] == first.json()["results"] and world.item_count() == before
+    assert again.status_code == 202 and again.headers["Idempotent-Replayed"] == "true"
+    assert again.json()["queued"] == first.json()["queued"]
+    assert ingest.drain(world.team) == 3 and world.item_count() == before + 3
     other = c.post("/v1/events", json={"events": events[:1]}, headers={**headers, "Idempotency-Key": "batch-1"})
     assert other.status_code == 409
     plain = c.post("/v1/events", json={"events": events}, headers=headers)  # no key: dedupe still holds
-    assert [r["id"] for r in plain.json()["results"]] == [r["id"] for r in first.json()["results"]]
-    assert not any(r["created"] for r in plain.json()["results"])
-    gone = first.json()["results"][0]["id"]
+    assert plain.status_code == 202 and ingest.drain(world.team) == 3 and world.item_count() == before + 3
+    found = c.get("/v1/search", params={"query": "step 0", "project": "api", "mode": "keyword"}, headers=headers)
+    gone = next(r["id"] for r in found.json()["results"] if r["title"] == "step 0")
     assert c.delete(f"/v1/memories/{gone}", headers=headers).status_code == 200
-    replayed = c.post("/v1/events", json={"events": events[:1]}, headers=headers).json()["results"][0]
-    assert replayed == {"id": 0, "created": False, "forgotten": True}  # a capture does not bring it back
+    assert c.post("/v1/events", json={"events": events[:1]}, headers=headers).status_code == 202
+    assert ingest.drain(world.team) == 1 and world.item_count() == before + 2  # a capture does not bring it back
     mixed = [{**events[1], "title": "new"}, {**events[2], "project": "web"}]
     refused = c.post("/v1/events", json={"events": mixed}, headers={"Authorization": f"Bearer {pinned.secret}"})
-    assert refused.status_code == 403 and world.item_count() == before - 1  # all or nothing
+    assert refused.status_code == 403 and ingest.drain(world.team) == 0  # all or nothing
     for bad in ({"events": []}, {"events": [1]}, {"events": [{"project": "api", "kind": "bogus", "title": "x"}]},
                 {"nope": 1}):
         assert c.post("/v1/events", json=bad, headers=headers).status_code == 400
     assert c.post("/v1/events", json={"events": events}, headers={**headers, "Idempotency-Key": "a b"}
                   ).status_code == 400
+    assert c.get("/v1/health").json()["ingest"] == {"pending": 0, "oldest_pending_seconds": 0, "failed": 0}

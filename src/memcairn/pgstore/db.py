@@ -108,5 +108,11 @@ def tenant_transaction(conn: psycopg.Connection, tenant_id: int) -> Iterator[psy
     if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
         raise RuntimeError("tenant_transaction must start a transaction of its own, not run inside another")
     with conn.transaction(), conn.cursor() as cur:
-        cur.execute("SELECT set_config('app.tenant_id', %s, true)", (str(int(tenant_id)),))
+        act_as(cur, tenant_id)
         yield cur
+
+
+def act_as(cur: psycopg.Cursor, tenant_id: int) -> None:
+    """Make ``tenant_id`` the tenant of the open transaction (until it ends or the next call): the ingest
+    consumer acts for several tenants in one transaction, holding its claim on their jobs throughout."""
+    cur.execute("SELECT set_config('app.tenant_id', %s, true)", (str(int(tenant_id)),))

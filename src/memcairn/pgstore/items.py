@@ -16,7 +16,6 @@ Search runs two legs and fuses them with ``search.fusion.rrf``:
 
 from __future__ import annotations
 
-import hashlib
 import re
 import threading
 import time
@@ -25,10 +24,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import psycopg
-from psycopg.types.json import Jsonb
 
 from memcairn.capture.privacy import redact_secrets, strip_private
-from memcairn.errors import MemcairnError, NotFoundError, ValidationError
+from memcairn.errors import NotFoundError, ValidationError
 from memcairn.models import NewItem
 from memcairn.pgstore.audit import Actor, audit, audit_actor
 from memcairn.pgstore.backlog import vector_literal
@@ -48,23 +46,19 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 
 
 
-class IdempotencyConflict(MemcairnError):
-    """An Idempotency-Key sent again with another batch (HTTP 409)."""
-
-
 @dataclass(frozen=True)
-class _Prepared:
-    """An item validated, cleaned of secrets and hashed."""
+class Prepared:
+    """An item validated, cleaned of secrets and hashed: what may be written anywhere in the database."""
 
     item: NewItem
     digest: str
     epoch: int
 
 
-def _prepare(item: NewItem) -> _Prepared:
+def prepare(item: NewItem) -> Prepared:
     item = validate_item(item)
     item = replace(item, title=_clean(item.title), text=_clean(item.text))
-    return _Prepared(item, content_hash(item), item.created_at_epoch or int(time.time() * 1000))
+    return Prepared(item, content_hash(item), item.created_at_epoch or int(time.time() * 1000))
 
 
 @dataclass(frozen=True)
@@ -135,45 +129,17 @@ class TeamStore:
             actor: Actor | None = None) -> Saved:
         """Store ``item`` for the tenant (dedupe by project and content hash). A forgotten content is refused
         unless ``revive`` (an explicit save brings it back, as ``memcairn add`` does locally)."""
-        ready = _prepare(item)
+        ready = prepare(item)
         with self.pool.connection() as conn, tenant_transaction(conn, tenant_id) as cur:
-            saved = self._insert(cur, tenant_id, ready, pin=pin, revive=revive, actor=actor)
+            saved = self.insert(cur, tenant_id, ready, pin=pin, revive=revive, actor=actor)
         if saved.created:
             self.written.set()
         return saved
 
-    def add_batch(self, tenant_id: int, items: Sequence[NewItem], *, pin: int | None = None,
-                  actor: Actor | None = None, idempotency_key: str | None = None) -> tuple[list[Saved], bool]:
-        """Store a batch of captured memories in one transaction (all or none; forgotten content is refused,
-        as a capture is). With ``idempotency_key`` the batch's answer is kept: the same key again gets it back
-        (True: replayed) without storing anything twice, even while the first request is still running; the
-        key with another batch is refused (IdempotencyConflict)."""
-        ready = [_prepare(item) for item in items]
-        fingerprint = hashlib.sha256("\n".join(f"{r.item.project}\x00{r.digest}" for r in ready).encode()).hexdigest()
-        with self.pool.connection() as conn, tenant_transaction(conn, tenant_id) as cur:
-            if idempotency_key is not None:
-                claimed = cur.execute(
-                    "INSERT INTO idempotency (tenant_id, key, request_hash) VALUES (%s, %s, %s)"
-                    " ON CONFLICT (tenant_id, key) DO NOTHING RETURNING 1",
-                    (tenant_id, idempotency_key, fingerprint)).fetchone()
-                if not claimed:  # a committed earlier request (a running one made the insert wait for it)
-                    row = cur.execute("SELECT request_hash, response FROM idempotency WHERE tenant_id = %s"
-                                      " AND key = %s", (tenant_id, idempotency_key)).fetchone()
-                    assert row is not None
-                    if row[0] != fingerprint:
-                        raise IdempotencyConflict(f"Idempotency-Key {idempotency_key!r} was used for another batch; "
-                                                  "use a new key for new events")
-                    return [Saved(**saved) for saved in row[1]], True
-            saved = [self._insert(cur, tenant_id, r, pin=pin, revive=False, actor=actor) for r in ready]
-            if idempotency_key is not None:
-                cur.execute("UPDATE idempotency SET response = %s WHERE tenant_id = %s AND key = %s",
-                            (Jsonb([s.__dict__ for s in saved]), tenant_id, idempotency_key))
-        if any(s.created for s in saved):
-            self.written.set()
-        return saved, False
-
-    def _insert(self, cur: psycopg.Cursor, tenant_id: int, ready: _Prepared, *,
-                pin: int | None, revive: bool, actor: Actor | None) -> Saved:
+    def insert(self, cur: psycopg.Cursor, tenant_id: int, ready: Prepared, *,
+               pin: int | None, revive: bool, actor: Actor | None) -> Saved:
+        """Store one prepared item inside the caller's open transaction for ``tenant_id`` (``add``, and the
+        ingest queue's consumer, which stores a claimed batch in one transaction)."""
         item, digest = ready.item, ready.digest
         project_id = self._project_id(cur, tenant_id, item.project, create=pin is None)
         if project_id is None or (pin is not None and project_id != pin):

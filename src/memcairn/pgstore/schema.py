@@ -16,7 +16,8 @@ from __future__ import annotations
 APP_ROLE = "memcairn_app"
 EMBEDDING_DIM = 384  # the bundled all-MiniLM-L6-v2
 
-TENANT_TABLES = ("projects", "sessions", "items", "forgotten", "api_keys", "audit_log", "changes", "idempotency")
+TENANT_TABLES = ("projects", "sessions", "items", "forgotten", "api_keys", "audit_log", "changes", "idempotency",
+                 "ingest_queue")
 
 _M001 = f"""
 CREATE EXTENSION IF NOT EXISTS vector;
@@ -202,11 +203,50 @@ INSERT INTO embedding_backlog (item_id, tenant_id) SELECT id, tenant_id FROM ite
 GRANT SELECT, INSERT, DELETE ON embedding_backlog TO {APP_ROLE};
 """
 
+# The ingest queue (``pgstore/ingest.py``). ``POST /v1/events`` validates and scrubs a batch and commits it here
+# in one short transaction, then answers 202; consumer tasks turn the rows into items later. The content lives
+# in ``ingest_queue`` under row-level security like every tenant table; ``ingest_jobs`` holds one row per queued
+# event with ids only (no content, so no row-level security: a consumer must find every tenant's work before it
+# knows whom it acts for). Consumers claim jobs with ``FOR UPDATE SKIP LOCKED`` and, in the same transaction,
+# store the items and delete the queue rows (their jobs go with them); a job that cannot be stored is kept with
+# ``failed_at`` and its error, never retried for ever.
+_M005 = f"""
+CREATE TABLE ingest_queue (
+  id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  tenant_id bigint NOT NULL REFERENCES tenants (id),
+  pin bigint,
+  key_id text,
+  request_id text,
+  payload jsonb NOT NULL,
+  queued_at timestamptz NOT NULL DEFAULT now(),
+  UNIQUE (id, tenant_id)
+);
+ALTER TABLE ingest_queue ENABLE ROW LEVEL SECURITY;
+ALTER TABLE ingest_queue FORCE ROW LEVEL SECURITY;
+CREATE POLICY tenant_rows ON ingest_queue USING (tenant_id = memcairn_tenant())
+  WITH CHECK (tenant_id = memcairn_tenant());
+
+CREATE TABLE ingest_jobs (
+  queue_id bigint PRIMARY KEY,
+  tenant_id bigint NOT NULL,
+  queued_at timestamptz NOT NULL DEFAULT now(),
+  failed_at timestamptz,
+  error text,
+  FOREIGN KEY (queue_id, tenant_id) REFERENCES ingest_queue (id, tenant_id) ON DELETE CASCADE
+);
+CREATE INDEX ingest_jobs_waiting ON ingest_jobs (queue_id) WHERE failed_at IS NULL;
+
+GRANT SELECT, INSERT, DELETE ON ingest_queue TO {APP_ROLE};
+GRANT SELECT, INSERT, UPDATE, DELETE ON ingest_jobs TO {APP_ROLE};
+GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {APP_ROLE};
+"""
+
 # (version, name, sql): applied in order, each in its own transaction with its record.
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "tenants, projects, sessions, items, forgotten marks, keys, audit log; row-level security", _M001),
     (2, "the change sequence of stored and forgotten memories, for the SSE feed", _M002),
     (3, "answers kept by Idempotency-Key for batches of events", _M003),
     (4, "the backlog of items whose vector is still to be computed", _M004),
+    (5, "the ingest queue of events and its jobs, claimed with FOR UPDATE SKIP LOCKED", _M005),
 )
 LATEST = MIGRATIONS[-1][0]

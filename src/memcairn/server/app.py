@@ -25,8 +25,9 @@ from starlette.routing import Route
 from memcairn import fence, tokens
 from memcairn.errors import ConfigError, NotFoundError, ValidationError
 from memcairn.models import MAX_ITEM_ID, NewItem
-from memcairn.pgstore import backlog, keys
-from memcairn.pgstore.items import MAX_LIMIT, IdempotencyConflict
+from memcairn.pgstore import backlog, ingest, keys
+from memcairn.pgstore.ingest import IdempotencyConflict
+from memcairn.pgstore.items import MAX_LIMIT
 from memcairn.pgstore.schema import LATEST
 from memcairn.server.http import (
     ApiError,
@@ -61,10 +62,13 @@ def health(request: Request, call: Call) -> Any:
     try:
         with state.pool.connection() as conn:
             lag = backlog.lag(conn)
+            queue = ingest.lag(conn)
     except (ConfigError, psycopg.Error):
         return 503, {"status": "unavailable", "database": "unreachable"}
-    # embedding: the items of all tenants still waiting for their vector (a count and an age, no content)
-    return {"status": "ok", "database": "ok", "schema_version": LATEST, "embedding": lag.as_dict()}
+    # embedding: the items of all tenants still waiting for their vector; ingest: the events of all tenants
+    # accepted and not yet stored, and those that could not be (counts and ages, no content)
+    return {"status": "ok", "database": "ok", "schema_version": LATEST, "embedding": lag.as_dict(),
+            "ingest": queue.as_dict()}
 
 
 def openapi(request: Request, call: Call) -> Any:
@@ -98,8 +102,9 @@ _IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,200}$")
 
 def post_events(request: Request, call: Call) -> Any:
     """A batch of captured memories (``{"events": [{project, session, platform, kind, type, title, text,
-    created_at_epoch}, ...]}``), stored in one transaction; forgotten content is refused as a capture is. With
-    an ``Idempotency-Key`` header a retry gets the first answer back (``Idempotent-Replayed: true``)."""
+    created_at_epoch}, ...]}``), validated, scrubbed and queued in one transaction (all or none): 202 with the
+    queue rows' ids; the server's consumers store them (forgotten content is refused there, as a capture is).
+    With an ``Idempotency-Key`` header a retry gets the first answer back (``Idempotent-Replayed: true``)."""
     state: ServerState = request.app.state.server
     assert call.key is not None
     events = request.state.body.get("events")
@@ -120,17 +125,18 @@ def post_events(request: Request, call: Call) -> Any:
         if epoch is not None and (not isinstance(epoch, int) or isinstance(epoch, bool)):
             raise ApiError(400, "invalid", f"events[{n}]: created_at_epoch must be milliseconds since 1970")
     try:
-        saved, replayed = state.team.add_batch(call.key.tenant_id, items, pin=call.key.project_id, actor=call.actor,
-                                               idempotency_key=key)
+        queued = ingest.enqueue(state.pool, call.key.tenant_id, items, pin=call.key.project_id, actor=call.actor,
+                                idempotency_key=key)
     except NotFoundError:
         raise ApiError(403, "forbidden", "this key is pinned to one project; every event must be for it") from None
     except IdempotencyConflict as exc:
         raise ApiError(409, "conflict", str(exc)) from None
     except ValidationError as exc:
         raise ApiError(400, "invalid", f"an event is not valid: {exc}") from None
-    payload = {"results": [s.__dict__ for s in saved], "replayed": replayed}
-    return JSONResponse(payload, status_code=200 if replayed else 201,
-                        headers={"Idempotent-Replayed": "true"} if replayed else {})
+    if not queued.replayed:
+        state.queued.set()
+    return JSONResponse({"queued": queued.ids, "replayed": queued.replayed}, status_code=202,
+                        headers={"Idempotent-Replayed": "true"} if queued.replayed else {})
 
 
 def _event_item(state: ServerState, call: Call, event: dict[str, Any]) -> NewItem:

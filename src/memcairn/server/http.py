@@ -9,9 +9,10 @@ from __future__ import annotations
 import json
 import logging
 import re
+import threading
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
@@ -42,6 +43,7 @@ class ServerState:
     pool: Pool
     team: TeamStore
     secret: bytes
+    queued: threading.Event = field(default_factory=threading.Event)  # set after events are queued (wakes consumers)
 
 
 def _error(status: int, code: str, detail: str, request_id: str) -> JSONResponse:

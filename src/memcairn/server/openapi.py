@@ -34,7 +34,8 @@ _READ = _errors(401, 403, 503)
 
 
 _HEALTHY = ("Ready; embedding: the items of all tenants still waiting for their vector (pending, "
-            "oldest_pending_seconds)")
+            "oldest_pending_seconds); ingest: the events queued and not yet stored (pending, oldest_pending_seconds) "
+            "and those that could not be stored (failed)")
 
 
 def openapi_document() -> dict[str, Any]:
@@ -49,6 +50,8 @@ def openapi_document() -> dict[str, Any]:
                                             "kind": {"enum": ["manual", "observation", "summary", "prompt", None]},
                                             "type": optional, "session": optional, "platform": optional},
            "example": {"project": "api", "title": "Use WAL", "text": "SQLite runs in WAL mode"}}
+    queued = {"type": "object", "required": ["queued", "replayed"],
+              "properties": {"queued": {"type": "array", "items": _INT}, "replayed": {"type": "boolean"}}}
     paths: dict[str, Any] = {
         "/v1/health": {"get": {"operationId": "health", "security": [],
                                "responses": {"200": _json({"type": "object"}, _HEALTHY),
@@ -64,7 +67,8 @@ def openapi_document() -> dict[str, Any]:
                           "200": _json({"type": "object"}, "Already stored: the existing id"),
                           **_errors(400, 401, 403, 413, 503)}}},
         "/v1/events": {"post": {
-            "operationId": "postEvents", "summary": "A batch of captured memories, stored together (memories:write)",
+            "operationId": "postEvents", "summary": "A batch of captured memories, validated, scrubbed and queued "
+            "together (memories:write); the server's consumers store them shortly after (GET /v1/health: ingest)",
             "parameters": [{"name": "Idempotency-Key", "in": "header", "required": False,
                             "schema": {"type": "string", "pattern": "^[\\x21-\\x7e]{1,200}$"}}],
             "requestBody": {"required": True, "content": {"application/json": {"schema": {
@@ -72,8 +76,8 @@ def openapi_document() -> dict[str, Any]:
                 "properties": {"events": {"type": "array", "minItems": 1, "maxItems": 100, "items": {
                     "type": "object", "properties": {**new["properties"],
                                                      "created_at_epoch": {"type": ["integer", "null"]}}}}}}}}},
-            "responses": {"201": _json({"type": "object"}, "Stored: one result per event"),
-                          "200": _json({"type": "object"}, "A retry: the first answer (Idempotent-Replayed)"),
+            "responses": {"202": _json(queued, "Queued (or, for a retry with its Idempotency-Key, queued by the "
+                                              "first request: Idempotent-Replayed: true); one id per event"),
                           "409": _json(ERROR, "The Idempotency-Key was used for another batch"),
                           **_errors(400, 401, 403, 413, 503)}}},
         "/v1/memories/{item_id}": {

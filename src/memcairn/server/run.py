@@ -93,10 +93,12 @@ APP_DATABASE_ENV = "MEMCAIRN_SERVER_APP_DATABASE"  # the app role's conninfo, wi
 def build_app(home: Path, app_conninfo: str, *, pool_size: int = 16) -> Any:
     """The API over a pool of ``memcairn_app`` connections (the password derived from the server secret) and
     the bundled model, loaded now rather than on the first request, and the task that embeds the backlog of
-    new items (``server/embedding.py``), started with the app and stopped with it."""
+    new items (``server/embedding.py``) and the consumers of the ingest queue (``server/ingest.py``), started with
+    the app and stopped with it."""
     from memcairn.pgstore.items import TeamStore
     from memcairn.server.app import ServerState, make_app
     from memcairn.server.embedding import EmbeddingTask
+    from memcairn.server.ingest import IngestConsumers
     from memcairn.vectors.embedder import load_embedder
 
     secret = load_or_create_secret(home)
@@ -106,15 +108,19 @@ def build_app(home: Path, app_conninfo: str, *, pool_size: int = 16) -> Any:
     team = TeamStore(pool, embedder)
     # the backlog's own single-threaded model, so a long batch never holds up a query's embedding
     task = EmbeddingTask(team, load_embedder(threads=1))
+    state = ServerState(pool=pool, team=team, secret=secret)
+    consumers = IngestConsumers(team, state.queued)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Any) -> AsyncIterator[None]:
         task.start()
+        consumers.start()
         yield
+        consumers.stop()
         task.stop()
         pool.close()
 
-    return make_app(ServerState(pool=pool, team=team, secret=secret), lifespan=lifespan)
+    return make_app(state, lifespan=lifespan)
 
 
 def worker_app() -> Any:

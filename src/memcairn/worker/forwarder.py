@@ -106,7 +106,7 @@ class Forwarder(BackgroundLoop):
                 resp = self._post(client, cfg, items)
             except TeamUnavailable as exc:
                 return self._failed(f"the team server does not answer: {exc}", cfg)
-            if resp.status in (200, 201):
+            if resp.status in (200, 201, 202):  # 202: queued on the server, durably
                 self._acknowledged(cfg, items)
                 continue
             if resp.status == 429:
@@ -139,7 +139,7 @@ class Forwarder(BackgroundLoop):
                 self._refused += 1
                 log.warning("the team server refused memory #%d (%s); it stays local only", item["id"],
                             error_detail(resp))
-            elif resp.status not in (200, 201):
+            elif resp.status not in (200, 201, 202):
                 return False
             self._acknowledged(cfg, [item])
         return True
