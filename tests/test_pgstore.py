@@ -261,3 +261,20 @@ def test_sessions_and_the_timeline_around_a_memory(pg_database: str, team: TeamS
     assert team.end_session(acme, "s1", "codex") == 1
     with db.connect(pg_database) as conn:
         assert conn.execute("SELECT status FROM sessions").fetchall() == [("completed",)]
+
+
+def test_a_repeated_query_is_embedded_once_per_tenant_within_the_cache(pool: db.Pool, embedder) -> None:
+    asked: list[str] = []
+
+    class Counting:
+        def embed_query(self, text: str) -> list[float]:
+            asked.append(text)
+            return embedder.embed_query(text)
+
+    team = TeamStore(pool, Counting(), query_cache=2)  # type: ignore[arg-type]
+    first = team.query_vector(1, "retry uploads")
+    assert team.query_vector(1, "retry uploads") == first and asked == ["retry uploads"]
+    team.query_vector(2, "retry uploads")  # another tenant's search is its own
+    team.query_vector(1, "cache keys")  # the cache holds two: tenant 1's first query is the oldest and goes
+    team.query_vector(1, "retry uploads")
+    assert asked == ["retry uploads", "retry uploads", "cache keys", "retry uploads"]

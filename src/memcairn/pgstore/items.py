@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -41,6 +42,7 @@ KEYWORD_CAP = 10_000
 EXACT_BELOW = 2_000  # projects holding fewer vectors than this are scanned exactly (the reference: 11-27 ms at 1k)
 MAX_QUERY_WORDS = 32
 MAX_LIMIT = 100
+QUERY_CACHE = 2_048  # query vectors kept per server process (384 floats each)
 SEMANTIC_FLOOR = SEMANTIC_FLOORS["all-MiniLM-L6-v2-int8"]
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -87,11 +89,15 @@ def or_tsquery(query: str) -> str | None:
 class TeamStore:
     """Tenant-scoped reads and writes over a pool of ``memcairn_app`` connections."""
 
-    def __init__(self, pool: Pool, embedder: Embedder | None = None, *, exact_below: int = EXACT_BELOW) -> None:
+    def __init__(self, pool: Pool, embedder: Embedder | None = None, *, exact_below: int = EXACT_BELOW,
+                 query_cache: int = QUERY_CACHE) -> None:
         self.pool = pool
         self.embedder = embedder  # for queries; documents are embedded by the backlog's task
         self.exact_below = exact_below
         self.written = threading.Event()  # set after a commit that stored a new item (wakes the embedding task)
+        self._query_vectors: OrderedDict[tuple[int, str], list[float]] = OrderedDict()
+        self._query_cache = query_cache
+        self._query_lock = threading.Lock()
 
     # -- projects -----------------------------------------------------------------------------------------
     @staticmethod
@@ -314,7 +320,24 @@ class TeamStore:
                      limit: int) -> list[tuple[int, float]]:
         if self.embedder is None or not query.strip():
             return []
-        return self.nearest(cur, tenant_id, project_ids, self.embedder.embed_query(query), limit)
+        return self.nearest(cur, tenant_id, project_ids, self.query_vector(tenant_id, query), limit)
+
+    def query_vector(self, tenant_id: int, query: str) -> list[float]:
+        """The query's embedding, from a small LRU when this tenant asked the same query lately (an agent
+        repeats its searches; the model is the costliest step of a search). Keyed by tenant too, so how fast a
+        search answers never tells one tenant what another searched for."""
+        assert self.embedder is not None
+        key = (tenant_id, query)
+        with self._query_lock:
+            if (vector := self._query_vectors.get(key)) is not None:
+                self._query_vectors.move_to_end(key)
+                return vector
+        vector = list(self.embedder.embed_query(query))
+        with self._query_lock:
+            self._query_vectors[key] = vector
+            while len(self._query_vectors) > self._query_cache:
+                self._query_vectors.popitem(last=False)
+        return vector
 
     def nearest(self, cur: psycopg.Cursor, tenant_id: int, project_ids: list[int], vector: Sequence[float],
                 limit: int) -> list[tuple[int, float]]:
