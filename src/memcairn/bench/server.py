@@ -1,11 +1,24 @@
 """``memcairn bench server``: a real ``memcairn server`` process (embedded PostgreSQL, or ``--database``) under
-concurrent loopback clients.
+concurrent loopback clients, each a thread holding one keep-alive connection.
 
-Scenarios: ingest (POST /v1/memories of synthetic observations over several projects; the server commits each
-one and answers, its embedding task embeds them in batches behind the writes), the embedding backlog (how long
-it took to drain after the last write was answered, polled on /v1/health), keyword search, hybrid search (the
-query's embedding included), and context, both after the backlog drained. Each client holds one keep-alive
-connection; rows give throughput, median, p95 and max. Nothing here is asserted in tests.
+Scenarios, in order:
+
+- ingest: ``clients`` simulated agents post synthetic observations over ``projects`` projects to
+  ``POST /v1/events`` (``batch`` events a request, each request with its ``Idempotency-Key`` as the forwarder
+  sends), offered at ``rate`` events/s in all (latency counted from when each request was due) or as fast as
+  they are answered; the server queues them and answers 202;
+- the ingest queue: how many events were still queued when the last was acknowledged, and how long the
+  consumers took to store them (polled on ``/v1/health``); then the embedding backlog likewise (up to
+  ``embed_timeout``: the model is the slow part, about 70 items/s on one thread);
+- reads with ``read_clients`` clients: keyword search; fused search with the query's embedding (queries
+  never asked before); fused search with the query vector cached (the same queries asked once before,
+  unmeasured), which leaves the model out; context;
+- kill -9 under ingest: the server's process group is killed once a third of ``crash_events`` new events are
+  acknowledged, started again; every acknowledged event must be stored once the queue drained (each is found by
+  a word of its own), then every event is sent again with its key and none may be stored twice.
+
+Rows give throughput, median, p95 and max, and the 1-minute load average when the scenario ended (the machine
+is shared: the clients run on the same cores as the server). Nothing here is asserted in tests.
 """
 
 from __future__ import annotations
@@ -21,13 +34,14 @@ import tempfile
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from memcairn.bench.synthetic import synthetic_items, synthetic_queries
 from memcairn.bench.timing import percentile, render_table
+from memcairn.models import NewItem
 from memcairn.pgstore.embedded import free_port
 
 Log = Callable[[str], None]
@@ -40,10 +54,10 @@ class Outcome:
     errors: int = 0
     sample_errors: list[str] = field(default_factory=list)
     wall_s: float = 0.0
-    acked: dict[int, int] = field(default_factory=dict)  # request index -> the id a POST was answered with
+    acked: dict[int, Any] = field(default_factory=dict)  # request index -> the answer to an acknowledged POST
 
 
-Request = tuple[str, str, bytes | None]  # method, path, body
+Request = tuple[str, str, bytes | None, dict[str, str]]  # method, path, body, extra headers
 
 
 def drive(port: int, key: str, requests: Sequence[Request], clients: int,
@@ -56,7 +70,7 @@ def drive(port: int, key: str, requests: Sequence[Request], clients: int,
     lock = threading.Lock()
     work = iter(enumerate(requests))
     start = threading.Barrier(clients + 1)
-    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+    common = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
 
     def client() -> None:
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=REQUEST_TIMEOUT)
@@ -67,13 +81,13 @@ def drive(port: int, key: str, requests: Sequence[Request], clients: int,
                     numbered = next(work, None)
                 if numbered is None:
                     return
-                index, (method, path, body) = numbered
+                index, (method, path, body, extra) = numbered
                 try:
                     if rate:
                         due = started[0] + index / rate
                         time.sleep(max(0.0, due - time.perf_counter()))
                     t0 = due if rate else time.perf_counter()
-                    conn.request(method, path, body=body, headers=headers)
+                    conn.request(method, path, body=body, headers={**common, **extra})
                     response = conn.getresponse()
                     answer = response.read()
                     latency = (time.perf_counter() - t0) * 1000
@@ -81,12 +95,13 @@ def drive(port: int, key: str, requests: Sequence[Request], clients: int,
                     conn.close()
                     error: str | None = f"{path}: {type(exc).__name__}: {exc}"
                 else:
-                    error = None if response.status in (200, 201) else f"{path}: {response.status} {answer[:200]!r}"
+                    error = None if response.status in (200, 201, 202) else \
+                        f"{path}: {response.status} {answer[:200]!r}"
                 with lock:
                     if error is None:
                         outcome.latencies_ms.append(latency)
                         if method == "POST":
-                            outcome.acked[index] = int(json.loads(answer)["id"])
+                            outcome.acked[index] = json.loads(answer)
                             if on_ack is not None:
                                 on_ack(outcome)
                     else:
@@ -108,13 +123,20 @@ def drive(port: int, key: str, requests: Sequence[Request], clients: int,
     return outcome
 
 
-def _row(scenario: str, clients: int, outcome: Outcome, unit: str = "req/s") -> dict[str, Any]:
+def _load() -> float:
+    return round(os.getloadavg()[0], 1)
+
+
+def _row(scenario: str, clients: int, outcome: Outcome, *, events: int = 0) -> dict[str, Any]:
     done = len(outcome.latencies_ms)
-    return {"scenario": scenario, "clients": clients, "requests": done, "errors": outcome.errors,
-            unit: round(done / outcome.wall_s, 1) if outcome.wall_s else 0.0,
-            "median_ms": round(percentile(outcome.latencies_ms, 50), 2),
+    per_s = round(done / outcome.wall_s, 1) if outcome.wall_s else 0.0
+    row: dict[str, Any] = {"scenario": scenario, "clients": clients, "requests": done, "errors": outcome.errors,
+                           "req/s": per_s}
+    if events:
+        row["events/s"] = round(per_s * events, 1)
+    return {**row, "median_ms": round(percentile(outcome.latencies_ms, 50), 2),
             "p95_ms": round(percentile(outcome.latencies_ms, 95), 2),
-            "max_ms": round(max(outcome.latencies_ms, default=float("nan")), 2)}
+            "max_ms": round(max(outcome.latencies_ms, default=float("nan")), 2), "load1": _load()}
 
 
 def _memcairn() -> list[str]:
@@ -136,9 +158,9 @@ def _wait_ready(proc: subprocess.Popen[bytes], port: int, log_path: Path) -> Non
     raise RuntimeError("the server did not answer /v1/health in 120 s")
 
 
-def run(*, items: int = 2_000, clients: int = 16, requests: int = 400, projects: int = 10,
-        database_url: str | None = None, workers: int = 1, rate: float | None = None,
-        log: Log = lambda _m: None) -> dict[str, Any]:
+def run(*, items: int = 2_000, clients: int = 200, read_clients: int = 50, requests: int = 400, projects: int = 10,
+        database_url: str | None = None, workers: int = 1, rate: float | None = None, batch: int = 1,
+        crash_events: int = 3_000, embed_timeout: float = 3_600.0, log: Log = lambda _m: None) -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix="memcairn-bench-server-"))
     root.chmod(0o755)  # the embedded PostgreSQL's user must reach its folder under it
     home = root / "home"
@@ -154,35 +176,24 @@ def run(*, items: int = 2_000, clients: int = 16, requests: int = 400, projects:
     log_path = root / "server.log"
     with log_path.open("wb") as sink:
         proc = subprocess.Popen(argv, env=env, stdout=sink, stderr=sink, start_new_session=True)
-    rows = []
+    rows: list[dict[str, Any]] = []
     try:
         _wait_ready(proc, port, log_path)
-        log(f"server ready on port {port}; ingesting {items:,} memories with {clients} clients")
-        posts: list[Request] = [
-            ("POST", "/v1/memories", json.dumps({"project": it.project, "title": it.title,
-                                                 "text": it.narrative, "kind": "observation",
-                                                 "type": it.type}).encode())
-            for it in synthetic_items(items, projects=projects)]
+        log(f"server ready on port {port}; ingesting {items:,} events over {projects} projects with {clients} "
+            f"agents, {batch} a request{f', offered at {rate:g}/s' if rate else ''}")
+        posts = event_posts(synthetic_items(items, projects=projects), batch, "bench")
         ingest = drive(port, key, posts, clients, rate=rate)
-        offered = f", offered at {rate:g}/s" if rate else ""
-        rows.append(_row(f"ingest (POST /v1/memories, embedded behind{offered})", clients, ingest, "req/s"))
-        backlog = _drain(port, ingest.wall_s, items)
+        offered = f", offered {rate * batch:g} events/s" if rate else ""
+        rows.append(_row(f"ingest (POST /v1/events, {batch} a request{offered})", clients, ingest, events=batch))
+        queue = _drain_queue(port, ingest.wall_s, items)
+        log(f"ingest queue: {queue}")
+        backlog = _drain(port, ingest.wall_s + queue["drained_after_ingest_s"], items, embed_timeout)
         log(f"embedding backlog: {backlog}")
-        queries = synthetic_queries(requests)
         names = [f"project-{i % projects:02d}" for i in range(requests)]
-        for label, mode in (("search keyword", "keyword"), ("search hybrid (query embedding included)", "auto")):
-            paths: list[Request] = [("GET", "/v1/search?" + urllib.parse.urlencode(
-                {"query": q, "project": p, "mode": mode, "limit": 10}), None) for q, p in zip(queries, names,
-                                                                                        strict=True)]
-            log(f"{label}: {len(paths)} requests")
-            rows.append(_row(label, clients, drive(port, key, paths, clients)))
-        context: list[Request] = [("GET", "/v1/context?" + urllib.parse.urlencode({"project": p}), None)
-                                  for p in names]
-        rows.append(_row("context", clients, drive(port, key, context, clients)))
-        errors = [e for r in (ingest,) for e in r.sample_errors]
+        rows += _reads(port, key, names, requests, read_clients, log)
+        errors = ingest.sample_errors
         log("kill -9 under ingest, then a restart")
-        proc, crash = _crash_and_restart(proc, port, key, clients, max(60, items // 2), projects,
-                                         argv, env, log_path)
+        proc, crash = _crash_and_restart(proc, port, key, clients, crash_events, projects, argv, env, log_path, rate)
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -190,9 +201,44 @@ def run(*, items: int = 2_000, clients: int = 16, requests: int = 400, projects:
         except subprocess.TimeoutExpired:
             proc.kill()
         shutil.rmtree(root, ignore_errors=True)
-    return {"items": items, "projects": projects, "clients": clients, "workers": workers, "rate": rate,
-            "database": "given" if database_url else "embedded", "rows": rows, "backlog": backlog, "crash": crash,
-            "sample_errors": errors}
+    return {"items": items, "projects": projects, "clients": clients, "read_clients": read_clients,
+            "workers": workers, "rate": rate, "batch": batch,
+            "database": "given" if database_url else "embedded", "rows": rows, "queue": queue, "backlog": backlog,
+            "crash": crash, "sample_errors": errors}
+
+
+def event_posts(items: Iterable[NewItem], batch: int, prefix: str) -> list[Request]:
+    """POST /v1/events requests of ``batch`` events each, with an Idempotency-Key each (as the forwarder sends)."""
+    events = [{"project": it.project, "title": it.title, "text": it.narrative or it.text, "kind": it.kind,
+               "type": it.type, "session": it.session, "platform": it.platform_source} for it in items]
+    return [("POST", "/v1/events", json.dumps({"events": events[n:n + batch]}).encode(),
+             {"Idempotency-Key": f"{prefix}-{n}"}) for n in range(0, len(events), batch)]
+
+
+def _reads(port: int, key: str, names: list[str], requests: int, clients: int, log: Log) -> list[dict[str, Any]]:
+    """Keyword search; fused search with the query's embedding (queries never asked before); fused search with
+    the query vector cached (the same queries asked once before, unmeasured); context."""
+    def searches(queries: list[str], mode: str) -> list[Request]:
+        return [("GET", "/v1/search?" + urllib.parse.urlencode({"query": q, "project": p, "mode": mode,
+                                                                "limit": 10}), None, {})
+                for q, p in zip(queries, names, strict=True)]
+
+    # a number makes each fresh query one the server has never embedded (the vocabulary repeats otherwise)
+    fresh = [f"{q} {n}" for n, q in enumerate(synthetic_queries(requests, seed=23))]
+    repeated = synthetic_queries(requests)
+    rows = []
+    for label, paths in (("search keyword", searches(repeated, "keyword")),
+                         ("search fused (query embedding included)", searches(fresh, "auto"))):
+        log(f"{label}: {len(paths)} requests, {clients} clients")
+        rows.append(_row(label, clients, drive(port, key, paths, clients)))
+    warm = drive(port, key, searches(repeated, "semantic"), clients)  # computes and keeps each query's vector
+    log(f"query vectors cached ({len(warm.latencies_ms)} warm-up searches); fused search again")
+    rows.append(_row("search fused (query vector cached: embedding excluded)", clients,
+                     drive(port, key, searches(repeated, "auto"), clients)))
+    context: list[Request] = [("GET", "/v1/context?" + urllib.parse.urlencode({"project": p}), None, {})
+                              for p in names]
+    rows.append(_row("context", clients, drive(port, key, context, clients)))
+    return rows
 
 
 def _health(port: int) -> dict[str, Any]:
@@ -204,27 +250,50 @@ def _health(port: int) -> dict[str, Any]:
         conn.close()
 
 
-def _drain(port: int, ingest_s: float, items: int) -> dict[str, Any]:
-    """Wait for the embedding backlog to empty; how much was left when the writes ended and how long it took."""
+def _wait_queue(port: int) -> None:
+    while _health(port)["ingest"]["pending"]:
+        time.sleep(0.05)
+
+
+def _drain_queue(port: int, ingest_s: float, events: int) -> dict[str, Any]:
+    """Wait for the ingest queue to empty; how much was queued when the last event was acknowledged, how long
+    the consumers took after that, and the events stored per second over ingest and drain."""
+    t0 = time.perf_counter()
+    left = int(_health(port)["ingest"]["pending"])
+    _wait_queue(port)
+    drain_s = time.perf_counter() - t0
+    failed = int(_health(port)["ingest"]["failed"])
+    return {"events": events, "queued_when_ingest_ended": left, "ingest_s": round(ingest_s, 1),
+            "drained_after_ingest_s": round(drain_s, 1),
+            "stored_per_s": round(events / (ingest_s + drain_s), 1) if ingest_s + drain_s else 0.0,
+            "failed": failed, "load1": _load()}
+
+
+def _drain(port: int, before_s: float, items: int, timeout: float) -> dict[str, Any]:
+    """Wait (up to ``timeout`` s) for the embedding backlog to empty; how much was left when the queue was
+    stored, how long it took, and what was still waiting when the reads began."""
     t0 = time.perf_counter()
     left = int(_health(port)["embedding"]["pending"])
-    while _health(port)["embedding"]["pending"]:
-        time.sleep(0.1)
+    pending = left
+    while pending and time.perf_counter() - t0 < timeout:
+        time.sleep(0.5)
+        pending = int(_health(port)["embedding"]["pending"])
     drain_s = time.perf_counter() - t0
-    return {"items": items, "pending_when_ingest_ended": left, "ingest_s": round(ingest_s, 1),
-            "drained_after_ingest_s": round(drain_s, 1),
-            "embedded_per_s": round(items / (ingest_s + drain_s), 1) if ingest_s + drain_s else 0.0}
+    return {"items": items, "pending_when_stored": left, "drained_after_s": round(drain_s, 1),
+            "still_pending": pending, "embedded_per_s": round((items - pending) / (before_s + drain_s), 1)
+            if before_s + drain_s else 0.0, "load1": _load()}
 
 
 def _crash_and_restart(proc: subprocess.Popen[bytes], port: int, key: str, clients: int, count: int, projects: int,
-                       argv: list[str], env: dict[str, str], log_path: Path
+                       argv: list[str], env: dict[str, str], log_path: Path, rate: float | None
                        ) -> tuple[subprocess.Popen[bytes], dict[str, Any]]:
-    """SIGKILL the server (its process group) once a third of ``count`` new memories are acknowledged, start it
-    again, send every memory again (a client retries what it has no answer for, and may retry what it had), and
-    count the acknowledged memories that are gone and the memories stored twice."""
-    posts: list[Request] = [("POST", "/v1/memories", json.dumps({
-        "project": f"crash-{i % projects:02d}", "title": f"crash test memory {i}",
-        "text": f"written while the server may be killed ({i})"}).encode()) for i in range(count)]
+    """SIGKILL the server (its process group) once a third of ``count`` new events are acknowledged (202:
+    queued), start it again and let the queue drain; look up every acknowledged event (each has a word of its
+    own), then send every event again with its Idempotency-Key (a client retries what it has no answer for, and
+    may retry what it had) and count what was stored twice."""
+    items = [NewItem(project=f"crash-{i % projects:02d}", kind="observation", title=f"crash event kx{i:05d}q",
+                     text=f"written while the server may be killed ({i})") for i in range(count)]
+    posts = event_posts(items, 1, "crash")
     killed = threading.Event()
 
     def kill_at_a_third(outcome: Outcome) -> None:
@@ -232,33 +301,70 @@ def _crash_and_restart(proc: subprocess.Popen[bytes], port: int, key: str, clien
             killed.set()
             os.killpg(proc.pid, signal.SIGKILL)  # the server and its worker processes, as a crash takes them
 
-    first = drive(port, key, posts, clients, on_ack=kill_at_a_third)
+    first = drive(port, key, posts, clients, on_ack=kill_at_a_third, rate=rate)
     proc.wait(timeout=60)
     with log_path.open("ab") as sink:
         restarted = subprocess.Popen(argv, env=env, stdout=sink, stderr=sink, start_new_session=True)
     _wait_ready(restarted, port, log_path)
-    again = drive(port, key, posts, clients)
-    while _health(port)["embedding"]["pending"]:  # the backlog the crash left, and the retries', drains
-        time.sleep(0.1)
-    lost = sum(1 for index, item_id in first.acked.items() if again.acked.get(index) != item_id)
+    _wait_queue(port)
+    lookups: list[Request] = [("GET", "/v1/search?" + urllib.parse.urlencode(
+        {"query": f"kx{i:05d}q", "project": items[i].project, "mode": "keyword", "limit": 5}), None, {})
+        for i in sorted(first.acked)]
+    found = _answers(port, key, lookups, clients=50)
+    lost = sum(1 for i, hits in zip(sorted(first.acked), found, strict=True)
+               if not any(h["title"] == items[i].title for h in hits.get("results", [])))
+    again = drive(port, key, posts, clients, rate=rate)
+    _wait_queue(port)
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=REQUEST_TIMEOUT)
     conn.request("GET", "/v1/projects", headers={"Authorization": f"Bearer {key}"})
     listed = json.loads(conn.getresponse().read())
+    conn.close()
     if "projects" not in listed:
         raise RuntimeError(f"GET /v1/projects after the restart: {listed}")
     stored = sum(p["items"] for p in listed["projects"] if p["name"].startswith("crash-"))
-    conn.close()
     return restarted, {"sent": count, "acknowledged_before_kill": len(first.acked), "unanswered": first.errors,
-                       "acknowledged_then_lost": lost, "stored": stored, "duplicates": stored - count,
-                       "retries_unanswered": again.errors}
+                       "acknowledged_then_lost": lost, "stored_after_resend": stored, "duplicates": stored - count,
+                       "resend_unanswered": again.errors, "load1": _load()}
+
+
+def _answers(port: int, key: str, requests: Sequence[Request], clients: int) -> list[dict[str, Any]]:
+    """The JSON answers of GET requests, in order (a lookup pass, not measured)."""
+    answers: list[dict[str, Any]] = [{} for _ in requests]
+    lock = threading.Lock()
+    work = iter(enumerate(requests))
+
+    def client() -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=REQUEST_TIMEOUT)
+        try:
+            while True:
+                with lock:
+                    numbered = next(work, None)
+                if numbered is None:
+                    return
+                index, (method, path, body, extra) = numbered
+                conn.request(method, path, body=body, headers={"Authorization": f"Bearer {key}", **extra})
+                answers[index] = json.loads(conn.getresponse().read())
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=client, daemon=True) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return answers
 
 
 def render(result: dict[str, Any]) -> str:
-    head = (f"memcairn server on {result['database']} PostgreSQL: {result['items']:,} memories over "
-            f"{result['projects']} projects, {result['clients']} concurrent loopback clients, "
-            f"{result.get('workers', 1)} server worker process(es)")
-    crash = result.get("crash")
-    tail = ("\n\nkill -9 under ingest, restarted, everything sent again:\n\n" + render_table([crash])) if crash else ""
-    backlog = result.get("backlog")
-    middle = ("\n\nembedding backlog after the ingest:\n\n" + render_table([backlog])) if backlog else ""
-    return head + "\n\n" + render_table(result["rows"]) + middle + tail
+    head = (f"memcairn server on {result['database']} PostgreSQL: {result['items']:,} events over "
+            f"{result['projects']} projects from {result['clients']} simulated agents ({result['batch']} event(s) a "
+            f"request), reads from {result['read_clients']} clients, {result.get('workers', 1)} server worker "
+            f"process(es); load1: the 1-minute load average when the row ended")
+    parts = [head, render_table(result["rows"])]
+    for title, name in (("ingest queue after the last event was acknowledged", "queue"),
+                        ("embedding backlog after the queue was stored", "backlog"),
+                        ("kill -9 under ingest, restarted, acknowledged events looked up, everything sent again",
+                         "crash")):
+        if result.get(name):
+            parts += [f"{title}:", render_table([result[name]])]
+    return "\n\n".join(parts)

@@ -291,33 +291,46 @@ def bench_worker(items: int, clients: int, requests: int, projects: int, home: P
 
 @bench.command("server")
 @click.option("--items", default=2_000, show_default=True, type=click.IntRange(min=1),
-              help="Memories posted in the ingest scenario.")
-@click.option("--clients", default=16, show_default=True, type=click.IntRange(min=1),
-              help="Concurrent loopback clients, each with its own keep-alive connection.")
+              help="Events (synthetic observations) posted in the ingest scenario, e.g. 100000.")
+@click.option("--projects", default=10, show_default=True, type=click.IntRange(min=1),
+              help="Projects the events are spread over, e.g. 100.")
+@click.option("--clients", default=200, show_default=True, type=click.IntRange(min=1),
+              help="Simulated agents posting events, each a thread with its own keep-alive connection.")
+@click.option("--batch", default=1, show_default=True, type=click.IntRange(1, 100),
+              help="Events per POST /v1/events request.")
+@click.option("--rate", type=click.FloatRange(min=0, min_open=True),
+              help="Offer the ingest at this many requests per second in all (latency counted from when each was "
+                   "due) instead of each agent sending as fast as it is answered.")
+@click.option("--read-clients", default=50, show_default=True, type=click.IntRange(min=1),
+              help="Concurrent clients of the search and context scenarios.")
 @click.option("--requests", default=400, show_default=True, type=click.IntRange(min=1),
               help="Requests per read scenario, shared by the clients.")
-@click.option("--projects", default=10, show_default=True, type=click.IntRange(min=1))
+@click.option("--crash-events", default=3_000, show_default=True, type=click.IntRange(min=30),
+              help="Events of the kill -9 scenario (the server is killed once a third are acknowledged).")
+@click.option("--embed-timeout", default=3_600.0, show_default=True, type=click.FloatRange(min=0),
+              help="Seconds to wait for the embedding backlog before the reads (what is left is reported).")
 @click.option("--database", metavar="URL", help="An existing PostgreSQL [default: the embedded one, in a temp dir].")
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64),
               help="The server's uvicorn worker processes.")
-@click.option("--rate", type=click.FloatRange(min=0, min_open=True),
-              help="Offer the ingest at this many memories per second in all (latency counted from when each was "
-                   "due) instead of each client sending as fast as it is answered.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), help="Also write results here.")
-def bench_server(items: int, clients: int, requests: int, projects: int, database: str | None, workers: int,
-                 rate: float | None, json_out: Path | None) -> None:
-    """A real `memcairn server` process under concurrent clients: ingest, keyword and hybrid search, context.
+def bench_server(items: int, projects: int, clients: int, batch: int, rate: float | None, read_clients: int,
+                 requests: int, crash_events: int, embed_timeout: float, database: str | None, workers: int,
+                 json_out: Path | None) -> None:
+    """A real `memcairn server` process under concurrent clients: ingest through the queue, its drain, search
+    (keyword, fused with and without the query's embedding), context, and a kill -9 under ingest.
 
-    Example:
+    Example (the issue's scale):
 
     \b
-        memcairn bench server --items 2000 --clients 16
+        memcairn bench server --items 100000 --projects 100 --clients 200 --rate 500
     """
     from memcairn.bench import server
 
     _check_output(json_out)
-    result = server.run(items=items, clients=clients, requests=requests, projects=projects, database_url=database,
-                        workers=workers, rate=rate, log=lambda m: click.echo(m, err=True))
+    result = server.run(items=items, clients=clients, read_clients=read_clients, requests=requests,
+                        projects=projects, database_url=database, workers=workers, rate=rate, batch=batch,
+                        crash_events=crash_events, embed_timeout=embed_timeout,
+                        log=lambda m: click.echo(m, err=True))
     click.echo(server.render(result))
     if json_out:
         _write_json(json_out, result)
