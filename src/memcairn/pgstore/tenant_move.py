@@ -1,0 +1,331 @@
+"""Moving one tenant from one PostgreSQL cluster to another while it keeps working.
+
+1. **Snapshot point.** The tenant's writes are paused for an instant (``router.frozen``) while a
+   repeatable-read transaction on the source takes its snapshot and the newest change sequence number ``S0``
+   of the tenant. No write of the tenant is in flight at that instant, so every write after it gets a change
+   sequence number above ``S0`` (and audit ids above the snapshot's): "after the snapshot" is ``seq > S0``,
+   with no transaction that was running at the snapshot and commits later with a lower number.
+2. **Copy.** Every table's rows of the tenant, from that snapshot, ids kept (``OVERRIDING SYSTEM VALUE``;
+   ``identities.interleave`` keeps clusters' ids apart), through binary ``COPY`` into a temporary table and
+   an ``INSERT ... SELECT`` on the target (``COPY FROM`` is refused on a table with row-level security).
+3. **Catch up**, writes running: the changes after ``S0`` not yet applied, in rounds, until a round finds
+   fewer than ``catch_up_below``. A change says which item was stored or forgotten; applying it copies the
+   item's current row from the source (or, gone there, deletes it on the target), so applying one twice, or a
+   stored item forgotten since, ends the same.
+4. **Freeze.** Writes paused again: the last changes, then what the change sequence does not record (projects,
+   sessions, forgotten marks, keys, answers kept by Idempotency-Key, audit rows above the snapshot's, vectors
+   computed since the copy) is brought over whole; every table's rows of the tenant are counted and hashed on
+   both sides (in parallel) and must match; the route is switched; writes resume, on the target.
+5. **Delete** the tenant's rows from the source once no read or write still uses it there.
+
+A failed check leaves the route on the source and removes the partial copy from the target.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from memcairn.errors import MemcairnError
+from memcairn.pgstore import db
+from memcairn.pgstore.identities import advance_past, last_values
+from memcairn.pgstore.router import TenantRouter
+
+
+class MoveError(MemcairnError):
+    """A tenant could not be moved (it is already on the target, or the copies differ)."""
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    key: tuple[str, ...]
+    tenant_column: str = "tenant_id"
+
+
+# In foreign-key order (deleted in the reverse order).
+TABLES = (
+    Table("tenants", ("id",), tenant_column="id"),
+    Table("projects", ("id",)),
+    Table("sessions", ("id",)),
+    Table("items", ("id",)),
+    Table("embedding_backlog", ("item_id",)),
+    Table("forgotten", ("project_id", "content_hash")),
+    Table("api_keys", ("id",)),
+    Table("audit_log", ("id",)),
+    Table("changes", ("seq",)),
+    Table("idempotency", ("tenant_id", "key")),
+)
+_BY_NAME = {t.name: t for t in TABLES}
+# Brought over whole under the freeze: what the change sequence does not record.
+_WHOLE = ("projects", "sessions", "forgotten", "api_keys", "idempotency")
+_PRUNED = ("forgotten", "api_keys", "idempotency")  # rows gone from the source go from the target too
+
+
+@dataclass
+class MoveReport:
+    tenant_id: int
+    source: str
+    target: str
+    copied: dict[str, int] = field(default_factory=dict)  # rows per table in the snapshot copy
+    rounds: int = 0  # catch-up rounds with writes running
+    caught_up: int = 0  # changes applied in those rounds
+    in_freeze: int = 0  # changes applied under the freeze
+    snapshot_pause_ms: float = 0.0
+    freeze_ms: float = 0.0
+    verified: dict[str, tuple[int, str]] = field(default_factory=dict)  # table -> (rows, hash), equal on both
+    deleted: int = 0  # rows deleted from the source
+    phase_s: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def rows_moved(self) -> int:
+        return sum(rows for rows, _ in self.verified.values())
+
+
+def _columns(conn: psycopg.Connection, table: str) -> list[str]:
+    """The columns a copy carries (generated ones, ``items.fts``, are computed again on the target)."""
+    rows = conn.execute("SELECT column_name FROM information_schema.columns WHERE table_schema = 'public'"
+                        " AND table_name = %s AND is_generated = 'NEVER' ORDER BY ordinal_position",
+                        (table,)).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def _set_tenant(conn: psycopg.Connection, tenant_id: int) -> None:
+    """Row-level security binds the owner too (FORCE): the mover acts inside the tenant, like a request."""
+    conn.execute("SELECT set_config('app.tenant_id', %s, true)", (str(tenant_id),))
+
+
+class _Copier:
+    """Copies one tenant's rows of a table, as selected by a WHERE clause, from a source connection into the
+    target's open transaction."""
+
+    def __init__(self, target: psycopg.Connection, tenant_id: int) -> None:
+        self.target = target
+        self.tenant_id = tenant_id
+        self._columns: dict[str, list[str]] = {}
+
+    def columns(self, table: str) -> list[str]:
+        if table not in self._columns:
+            self._columns[table] = _columns(self.target, table)
+        return self._columns[table]
+
+    def where(self, table: str, column: str | None = None, values: Sequence[int] = (), *,
+              above: int | None = None) -> sql.Composed:
+        """The tenant's rows of ``table``; with ``column``, only those whose ``column`` is one of ``values`` (or,
+        with ``above``, greater than it)."""
+        clause = sql.SQL("{} = {}").format(sql.Identifier(_BY_NAME[table].tenant_column), sql.Literal(self.tenant_id))
+        if column is not None and above is not None:
+            clause += sql.SQL(" AND {} > {}").format(sql.Identifier(column), sql.Literal(above))
+        elif column is not None:
+            clause += sql.SQL(" AND {} = ANY({}::bigint[])").format(sql.Identifier(column),
+                                                                     sql.Literal([int(v) for v in values]))
+        return clause
+
+    def copy(self, source: psycopg.Connection, table: str, where: sql.Composable, *, upsert: bool = False,
+             prune: bool = False) -> int:
+        """Rows copied (inserted or, with ``upsert``, inserted or updated). ``prune`` deletes the target's rows
+        of the tenant that the copied set does not hold."""
+        cols = self.columns(table)
+        names = sql.SQL(", ").join(map(sql.Identifier, cols))
+        staged = sql.Identifier(f"moving_{table}")
+        self.target.execute(sql.SQL("CREATE TEMP TABLE IF NOT EXISTS {} ON COMMIT DROP AS SELECT {} FROM {}"
+                                    " WITH NO DATA").format(staged, names, sql.Identifier(table)))
+        self.target.execute(sql.SQL("TRUNCATE {}").format(staged))
+        with source.cursor().copy(sql.SQL("COPY (SELECT {} FROM {} WHERE {}) TO STDOUT (FORMAT BINARY)").format(
+                names, sql.Identifier(table), where)) as out, \
+                self.target.cursor().copy(sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(
+                    staged, names)) as into:
+            for chunk in out:
+                into.write(chunk)
+        insert = sql.SQL("INSERT INTO {} ({}) OVERRIDING SYSTEM VALUE SELECT {} FROM {}").format(
+            sql.Identifier(table), names, names, staged)
+        key = _BY_NAME[table].key
+        if upsert:
+            rest = [c for c in cols if c not in key]
+            insert += sql.SQL(" ON CONFLICT ({}) DO UPDATE SET {}").format(
+                sql.SQL(", ").join(map(sql.Identifier, key)),
+                sql.SQL(", ").join(sql.SQL("{} = EXCLUDED.{}").format(sql.Identifier(c), sql.Identifier(c))
+                                   for c in rest))
+        copied = self.target.execute(insert).rowcount
+        if prune:
+            keys = sql.SQL(", ").join(map(sql.Identifier, key))
+            self.target.execute(sql.SQL("DELETE FROM {} WHERE {} AND ({}) NOT IN (SELECT {} FROM {})").format(
+                sql.Identifier(table), self.where(table), keys, keys, staged))
+        return max(copied, 0)
+
+    def delete(self, table: str, where: sql.Composable | None = None) -> int:
+        return max(self.target.execute(sql.SQL("DELETE FROM {} WHERE {}").format(
+            sql.Identifier(table), where if where is not None else self.where(table))).rowcount, 0)
+
+
+def _snapshot_reader(dsn: str, tenant_id: int) -> psycopg.Connection:
+    """A repeatable-read transaction on the source, inside the tenant: every table read from one snapshot."""
+    conn = db.connect(dsn, autocommit=False)
+    conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+    _set_tenant(conn, tenant_id)
+    return conn
+
+
+def _pending(source: psycopg.Connection, tenant_id: int, after: int, applied: set[int]) -> list[tuple[int, int]]:
+    """(seq, item id) of the tenant's changes after ``after`` not applied yet, oldest first."""
+    with source.transaction():
+        _set_tenant(source, tenant_id)
+        rows = source.execute("SELECT seq, item_id FROM changes WHERE tenant_id = %s AND seq > %s ORDER BY seq",
+                              (tenant_id, after)).fetchall()
+    return [(int(seq), int(item)) for seq, item in rows if seq not in applied]
+
+
+def _apply(source_dsn: str, target: psycopg.Connection, tenant_id: int, pending: Sequence[tuple[int, int]], *,
+           snapshot_audit: int | None = None) -> None:
+    """Bring the changed items (and their projects and sessions) over as they are on the source now. With
+    ``snapshot_audit`` (under the freeze) also everything the change sequence does not record."""
+    seqs = sorted({seq for seq, _ in pending})
+    items = sorted({item for _, item in pending})
+    reader = _snapshot_reader(source_dsn, tenant_id)
+    try:
+        with target.transaction():
+            _set_tenant(target, tenant_id)
+            copier = _Copier(target, tenant_id)
+            for table in ("projects", "sessions"):
+                copier.copy(reader, table, copier.where(table), upsert=True)
+            if snapshot_audit is not None:  # items embedded on the source since the copy are copied again
+                missing = [r[0] for r in target.execute("SELECT id FROM items WHERE tenant_id = %s AND embedding"
+                                                        " IS NULL", (tenant_id,))]
+                items = sorted(set(items) | {r[0] for r in reader.execute(
+                    "SELECT id FROM items WHERE tenant_id = %s AND embedding IS NOT NULL AND id = ANY(%s)",
+                    (tenant_id, missing))})
+            if items:
+                copier.delete("items", copier.where("items", "id", items))  # their backlog rows go too (cascade)
+                copier.copy(reader, "items", copier.where("items", "id", items))
+                copier.copy(reader, "embedding_backlog", copier.where("embedding_backlog", "item_id", items))
+            if seqs:
+                copier.delete("changes", copier.where("changes", "seq", seqs))
+                copier.copy(reader, "changes", copier.where("changes", "seq", seqs))
+            if snapshot_audit is not None:
+                for table in _WHOLE[2:]:
+                    copier.copy(reader, table, copier.where(table), upsert=True, prune=table in _PRUNED)
+                copier.delete("audit_log", copier.where("audit_log", "id", above=snapshot_audit))
+                copier.copy(reader, "audit_log", copier.where("audit_log", "id", above=snapshot_audit))
+        reader.commit()
+    finally:
+        reader.close()
+
+
+def tenant_fingerprint(conn: psycopg.Connection, tenant_id: int) -> dict[str, tuple[int, str]]:
+    """Table -> (the tenant's rows, a hash of their contents independent of order)."""
+    out: dict[str, tuple[int, str]] = {}
+    with conn.transaction():
+        _set_tenant(conn, tenant_id)
+        for table in TABLES:
+            names = sql.SQL(", ").join(map(sql.Identifier, _columns(conn, table.name)))
+            row = conn.execute(sql.SQL(
+                "SELECT count(*), coalesce(md5(string_agg(h, '' ORDER BY h)), '') FROM"
+                " (SELECT md5(ROW({})::text) AS h FROM {} WHERE {} = %s) AS rows").format(
+                    names, sql.Identifier(table.name), sql.Identifier(table.tenant_column)),
+                (tenant_id,)).fetchone()
+            assert row is not None
+            out[table.name] = (int(row[0]), str(row[1]))
+    return out
+
+
+def delete_tenant(conn: psycopg.Connection, tenant_id: int) -> int:
+    """Delete every row of the tenant on this cluster (the owner's connection); how many."""
+    deleted = 0
+    with conn.transaction():
+        _set_tenant(conn, tenant_id)
+        copier = _Copier(conn, tenant_id)
+        for table in reversed(TABLES):
+            deleted += copier.delete(table.name)
+    return deleted
+
+
+def move_tenant(router: TenantRouter[Any], tenant_id: int, target: str, owner_dsns: Mapping[str, str], *,
+                catch_up_below: int = 50, max_rounds: int = 20,
+                on_phase: Callable[[str], None] | None = None) -> MoveReport:
+    """Move the tenant's rows to cluster ``target`` while its reads and writes go on through ``router``;
+    ``owner_dsns`` gives each cluster's owner connection string. ``on_phase`` is told each phase as it starts
+    (snapshot, copy, catch-up, freeze, delete, done)."""
+    source = router.route(tenant_id)
+    if source == target:
+        raise MoveError(f"tenant {tenant_id} is already on {target}")
+    report = MoveReport(tenant_id, source, target)
+    starts: list[tuple[str, float]] = []
+
+    def mark(name: str) -> None:
+        starts.append((name, time.perf_counter()))
+        if on_phase is not None:
+            on_phase(name)
+
+    with db.connect(owner_dsns[source]) as src, db.connect(owner_dsns[target]) as dst:
+        if dst.execute("SELECT 1 FROM tenants WHERE id = %s", (tenant_id,)).fetchone():
+            raise MoveError(f"cluster {target} already holds tenant {tenant_id}")
+        advance_past(dst, last_values(src))
+
+        mark("snapshot")
+        with router.frozen(tenant_id):
+            paused = time.perf_counter()
+            reader = _snapshot_reader(owner_dsns[source], tenant_id)
+            row = reader.execute("SELECT (SELECT coalesce(max(seq), 0) FROM changes WHERE tenant_id = %s),"
+                                 " (SELECT coalesce(max(id), 0) FROM audit_log WHERE tenant_id = %s)",
+                                 (tenant_id, tenant_id)).fetchone()
+            report.snapshot_pause_ms = round((time.perf_counter() - paused) * 1000, 2)
+        assert row is not None
+        after, audit_mark = int(row[0]), int(row[1])
+
+        mark("copy")
+        try:
+            with dst.transaction():
+                _set_tenant(dst, tenant_id)
+                copier = _Copier(dst, tenant_id)
+                for table in TABLES:
+                    report.copied[table.name] = copier.copy(reader, table.name, copier.where(table.name))
+            reader.commit()
+        finally:
+            reader.close()
+
+        mark("catch-up")
+        applied: set[int] = set()
+        try:
+            while report.rounds < max_rounds:
+                pending = _pending(src, tenant_id, after, applied)
+                if len(pending) < catch_up_below:
+                    break
+                _apply(owner_dsns[source], dst, tenant_id, pending)
+                applied.update(seq for seq, _ in pending)
+                report.rounds += 1
+                report.caught_up += len(pending)
+
+            mark("freeze")
+            with router.frozen(tenant_id):
+                frozen = time.perf_counter()
+                pending = _pending(src, tenant_id, after, applied)
+                _apply(owner_dsns[source], dst, tenant_id, pending, snapshot_audit=audit_mark)
+                report.in_freeze = len(pending)
+                advance_past(dst, last_values(src))
+                with ThreadPoolExecutor(2) as pool:
+                    theirs = pool.submit(tenant_fingerprint, src, tenant_id)
+                    ours = tenant_fingerprint(dst, tenant_id)
+                    expected = theirs.result()
+                if ours != expected:
+                    differ = sorted(t for t in expected if expected[t] != ours.get(t))
+                    raise MoveError(f"tenant {tenant_id}: the copy on {target} differs from {source} in {differ}")
+                report.verified = ours
+                router.switch(tenant_id, target)
+                report.freeze_ms = round((time.perf_counter() - frozen) * 1000, 2)
+        except BaseException:
+            if router.route(tenant_id) != target:
+                delete_tenant(dst, tenant_id)
+            raise
+
+        mark("delete")
+        router.wait_idle(tenant_id, source)
+        report.deleted = delete_tenant(src, tenant_id)
+        mark("done")
+    report.phase_s = {name: round(end - start, 3) for (name, start), (_, end) in zip(starts, starts[1:], strict=False)}
+    return report
