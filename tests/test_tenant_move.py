@@ -16,6 +16,7 @@ from postgres_server import TEST_SECRET  # noqa: E402
 from memcairn.models import NewItem  # noqa: E402
 from memcairn.pgstore import db  # noqa: E402
 from memcairn.pgstore.identities import interleave  # noqa: E402
+from memcairn.pgstore.ingest import drain, enqueue  # noqa: E402
 from memcairn.pgstore.items import TeamStore  # noqa: E402
 from memcairn.pgstore.router import TenantRouter  # noqa: E402
 from memcairn.pgstore.tenant_move import MoveError, move_tenant, tenant_fingerprint  # noqa: E402
@@ -53,10 +54,12 @@ def test_a_tenant_moves_under_load_with_nothing_lost_or_doubled(two_clusters):
     router.assign(acme, "a")
     router.assign(other, "a")
     with router.writing(acme) as store:
-        preloaded = [s.id for s in store.add_batch(acme, [_note(n) for n in range(300)])[0]]
+        preloaded = [store.add(acme, _note(n)).id for n in range(300)]
         store.forget(acme, preloaded[0])  # a forgotten mark travels too
+    enqueue(pools["a"], acme, [_note(n, "queued") for n in range(3)], idempotency_key="batch-1")  # not stored yet
     with router.writing(other) as store:
-        store.add_batch(other, [_note(n, "elsewhere") for n in range(40)])
+        for n in range(40):
+            store.add(other, _note(n, "elsewhere"))
     with db.connect(two_clusters["a"]) as conn:
         other_before = tenant_fingerprint(conn, other)
 
@@ -127,6 +130,8 @@ def test_a_tenant_moves_under_load_with_nothing_lost_or_doubled(two_clusters):
         assert len(on_b) == len(set(on_b)) and set(on_b) == expected
         assert b.execute("SELECT count(*) FROM forgotten WHERE tenant_id = %s", (acme,)).fetchone() == (
             len(set(forgotten)),)
+        # the events still queued went along, with their Idempotency-Key
+        assert b.execute("SELECT count(*) FROM ingest_jobs WHERE tenant_id = %s", (acme,)).fetchone() == (3,)
         # nothing of acme is left on a, the other tenant is as it was
         assert all(rows == 0 for rows, _ in tenant_fingerprint(a, acme).values())
         assert tenant_fingerprint(a, other) == other_before
@@ -140,6 +145,7 @@ def test_a_tenant_moves_under_load_with_nothing_lost_or_doubled(two_clusters):
         assert store is router.clusters["b"]
         late = store.add(acme, _note(999_999_999)).id
     assert late % 2 == 1 and late > max(preloaded + acked)
+    assert drain(router.clusters["b"]) == 3  # the queued events are stored on b
     with router.reading(acme) as store:
         hits = store.search(acme, "note 999999999", store.project_ids(acme, []), mode="keyword", limit=3)
         assert hits and hits[0]["id"] == late
