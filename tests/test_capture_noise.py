@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from test_capture_pipeline import edit, send
-from test_transcripts import Transcript, _kinds, _parse
+from test_transcripts import CWD, Transcript, _kinds, _parse
 
 from memcairn.capture.importer import import_transcripts
 from memcairn.capture.noise import request_text, without_filler
@@ -54,6 +54,8 @@ def test_filler_opening_a_last_message_is_dropped_and_nothing_else() -> None:
 
 
 def test_an_import_takes_no_notice_or_continue_for_a_prompt(store: Store, settings: Settings, tmp_path: Path) -> None:
+    """A background task's notice ends the turn before it (whose last message stays its own) and begins one of its
+    own; a turn that only talks back to the notice leaves no summary; "continue" begins no turn."""
     path = (Transcript()
             .prompt("fix the cart total")
             .text("Fixing.")
@@ -63,12 +65,30 @@ def test_an_import_takes_no_notice_or_continue_for_a_prompt(store: Store, settin
             .text("Committed the fix.")
             .write(tmp_path / "noisy.jsonl"))
     events, _ = _parse(path)
-    assert _kinds(events) == ["session_start", "user_prompt", "stop", "session_end"]
-    assert events[2].body["last_assistant_message"] == "Committed the fix."
+    assert _kinds(events) == ["session_start", "user_prompt", "stop", "user_prompt", "stop", "session_end"]
+    assert events[2].body["last_assistant_message"] == "Fixing."
+    assert events[3].body["prompt"] == NOTICE and events[4].body["last_assistant_message"] == "Committed the fix."
     import_transcripts(store, settings, [path])
     prompts = [i.text for i in store.list_items(ItemFilter(kinds=["prompt"]), limit=10)]
     summaries = store.list_items(ItemFilter(kinds=["summary"]), limit=10)
     assert prompts == ["fix the cart total"] and [s.title for s in summaries] == ["fix the cart total"]
+    assert "background tests" not in " ".join(filter(None, (summaries[0].completed, summaries[0].notes)))
+
+
+def test_work_done_after_a_notice_keeps_its_summary(store: Store, settings: Settings, tmp_path: Path) -> None:
+    path = (Transcript()
+            .prompt("fix the cart total")
+            .text("Fixing.")
+            .prompt(NOTICE)
+            .text("The background run found a failing test; fixing it.")
+            .tool("e1", "Edit", {"file_path": f"{CWD}/cart.py", "old_string": "total = 0",
+                                 "new_string": "total = Decimal(0)"})
+            .result("e1", "The file has been updated.")
+            .text("Fixed the failing total test in cart.py.")
+            .write(tmp_path / "worked.jsonl"))
+    import_transcripts(store, settings, [path])
+    summaries = store.list_items(ItemFilter(kinds=["summary"]), limit=10)
+    assert any("cart.py" in " ".join(filter(None, (s.completed, s.title, *s.files_modified))) for s in summaries)
 
 
 def test_live_notice_prompts_are_not_stored_nor_a_title_and_filler_is_no_summary(

@@ -942,3 +942,40 @@ def test_an_image_in_a_tool_result_is_named_not_stored_as_base64() -> None:
         made = only(observe([ToolCall(name="mcp__browser__screenshot", input={}, response=response)]))
         assert made.facts == ("mcp__browser__screenshot returned: [image]",)
         assert "iVBOR" not in json.dumps([made.title, made.narrative, made.facts])
+
+
+# ------------------------------------------------------------------ where the turn ran, and what the harness did
+
+
+def test_paths_stay_relative_to_the_project_when_the_turn_ends_in_a_subdirectory() -> None:
+    """`cd assets && npx vitest` moves the turn's cwd; files written at the project's root keep their short
+    project-relative paths, not absolute ones."""
+    calls = [replace(edit(f"{CWD}/test/cart_test.exs", cid="e1"), cwd=CWD),
+             replace(edit("lib/cart.ex", cid="e2"), cwd=CWD)]
+    (obs,) = observe(calls, cwd=f"{CWD}/assets")
+    assert obs.files_modified == ("test/cart_test.exs", "lib/cart.ex")
+    assert CWD not in obs.title
+
+
+def test_a_skill_and_a_background_tasks_output_leave_no_memory_however_they_ended() -> None:
+    skill = ToolCall(name="Skill", input={"skill": "team:commit"}, tool_use_id="s1",
+                     response='Error: Bash command failed for pattern "!`git log main..HEAD`": [stderr] fatal')
+    gone = ToolCall(name="Read", input={"file_path": "/tmp/claude-1000/tasks/b42.output"}, tool_use_id="r1",
+                    response="<tool_use_error>File does not exist.</tool_use_error>")
+    assert observe([skill, gone]) == []
+    kept = observe([skill, edit(f"{CWD}/src/app.py", cid="e1")])
+    assert kept and not any("Bash command failed" in " ".join((o.narrative or "", *o.facts)) for o in kept)
+
+
+def test_an_episode_is_named_by_the_projects_files_before_a_plan_elsewhere() -> None:
+    plan = ToolCall(name="Write", tool_use_id="w1",
+                    input={"file_path": "/home/dev/.claude/plans/lucky-otter.md",
+                           "content": "# Plan: Decimal totals\n\n## Context\nTotals drift by a cent on refunds.\n\n"
+                                      + "".join(f"{n}. Step {n}: move `total_{n}` to Decimal and test it\n"
+                                                for n in range(1, 16))},
+                    response={"type": "create", "filePath": "/home/dev/.claude/plans/lucky-otter.md"})
+    calls = [plan, edit(f"{CWD}/src/cart.py", cid="e1"), edit(f"{CWD}/src/order.py", cid="e2")]
+    titles = [o.title for o in observe(calls)]
+    assert titles[0].startswith("Built src/cart.py, src/order.py"), titles
+    # the plan's own card is named by its heading, not by where the harness keeps it
+    assert "lucky-otter.md: Plan: Decimal totals" in titles, titles

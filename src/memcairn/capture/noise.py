@@ -42,6 +42,12 @@ def request_text(prompt: str | None) -> str | None:
     return text
 
 
+def is_background_notice(prompt: str | None) -> bool:
+    """Whether ``prompt`` is the harness telling the agent a background task ended (``<task-notification>``): a
+    turn that only answers it ("that was a stale task from before; everything already passed") did no work."""
+    return isinstance(prompt, str) and _REMINDER.sub("", prompt).strip().startswith("<task-notification>")
+
+
 def without_filler(message: str | None) -> str | None:
     """``message`` without the filler it opens with; None when nothing else is left."""
     if not isinstance(message, str):

@@ -49,7 +49,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from memcairn.capture.compaction import compaction_sections
-from memcairn.capture.noise import request_text, without_filler
+from memcairn.capture.noise import is_background_notice, request_text, without_filler
 from memcairn.capture.offline import OfflineExtractor
 from memcairn.capture.recap import lean_fields, recap_observations
 from memcairn.capture.records import (
@@ -266,7 +266,8 @@ class CapturePipeline:
             return
         message = without_filler(event.payload.get("last_assistant_message"))
         turn = replace(turn, last_assistant_message=message)
-        items = self._summary_items(turn, event, report)
+        notice = prompt_event is not None and is_background_notice(prompt_event.payload.get("prompt"))
+        items = self._summary_items(turn, event, report, work_only=notice)
         # A stop hook (this agent's or another plugin's) can make the agent go on after a Stop: the turn then
         # stops again with `stop_hook_active`. Its new summary, made from the whole turn, supersedes the earlier
         # one instead of sitting beside it. Only then, and only the summaries of this turn's earlier Stops: a
@@ -436,9 +437,13 @@ class CapturePipeline:
             metadata=metadata, source=_source(last, f"#{index}"),
         )
 
-    def _summary_items(self, turn: Turn, event: IngestEvent, report: CaptureReport) -> list[NewItem]:
+    def _summary_items(self, turn: Turn, event: IngestEvent, report: CaptureReport, *,
+                       work_only: bool = False) -> list[NewItem]:
+        """The turn's summary (and its closing observations); none for a turn that did nothing, nor, with
+        ``work_only``, for one that left no observation (the agent answering a background task's notice:
+        "that was a stale task from before; everything already passed")."""
         observations = self._turn_observations(turn)
-        if turn.prompt is None and not observations and not turn.last_assistant_message:
+        if not observations and (work_only or (turn.prompt is None and not turn.last_assistant_message)):
             return []
         compressed = self._compress("summarize", turn, observations, report, turn.project)
         summary: Summary | None = compressed.summary

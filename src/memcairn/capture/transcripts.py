@@ -73,7 +73,7 @@ from typing import Any
 
 from memcairn.capture.bodyfit import fit_body
 from memcairn.capture.compaction import compaction_text
-from memcairn.capture.noise import request_text
+from memcairn.capture.noise import is_background_notice, request_text
 from memcairn.capture.privacy import scrub
 from memcairn.capture.truncate import cut
 from memcairn.json_depth import loads_bounded
@@ -253,6 +253,12 @@ def _prompt_text(entry: dict[str, Any], content: Any) -> str | None:
             continue
         parts.append(text)
     return request_text("\n\n".join(parts)) if parts else None
+
+
+def _background_notice(content: Any) -> str | None:
+    """The text of a user line that is a background task's notice (``<task-notification>``), else None."""
+    text = "\n\n".join(t for t in _text_blocks(content) if t.strip())
+    return text if is_background_notice(text) else None
 
 
 def _result_content(content: Any) -> Any:
@@ -497,12 +503,31 @@ class _Replayer:
             yield found
         self._begin_turn(session, ref)
 
+    def _notice(self, session: _Session, notice: str, ref: str, cwd: str, at: int) -> Iterator[ReplayEvent]:
+        """A background task's notice: the turn before ends there (its last message is its own, not the answer to
+        the notice), and what answers the notice is a turn of its own, sent with the notice as its prompt (which
+        capture counts as no request and does not store)."""
+        key = self._key(session, ref, "user_prompt")
+        if key[0] in self.keys:
+            return
+        yield from self._end_turn(session)
+        session.prompt_count += 1  # a turn of its own: its summary is of what was done after the notice
+        found = self._event(session, "user_prompt", cwd, at, key,
+                            {"prompt": notice, "prompt_number": session.prompt_count})
+        if found is not None:
+            yield found
+        self._begin_turn(session, ref)
+
     def _user(self, session: _Session, entry: dict[str, Any], message: dict[str, Any], ref: str, cwd: str,
               at: int) -> Iterator[ReplayEvent]:
         content = message.get("content")
         prompt = None if self.subagent else _prompt_text(entry, content)  # a subagent's task is its parent's call
         if prompt is not None:
             yield from self._new_prompt(session, prompt, ref, cwd, at)
+            return
+        notice = None if self.subagent else _background_notice(content)
+        if notice is not None:
+            yield from self._notice(session, notice, ref, cwd, at)
             return
         if not isinstance(content, list):
             return

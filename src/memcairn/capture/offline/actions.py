@@ -12,7 +12,7 @@ from typing import Any
 from memcairn.capture.offline.edits import EditChange, change
 from memcairn.capture.offline.outcomes import _Outcome, _outcome, _response_text
 from memcairn.capture.offline.patches import _parse_patch, _patch_text, _PatchFile
-from memcairn.capture.offline.paths import _is_abs, _Paths
+from memcairn.capture.offline.paths import _is_abs, _Paths, outermost
 from memcairn.capture.offline.shell import _check_key, _script_effects, _shell_command, _ShellEffects
 from memcairn.capture.offline.text import DESCRIPTION_MAX, LIST_MAX, _clip, _code, _lines, _listing, _unique
 from memcairn.capture.records import ToolCall, Turn
@@ -30,6 +30,9 @@ _TASK_TOOLS = frozenset({"task", "agent"})
 _SKIP_TOOLS = frozenset({
     "todowrite", "todoread", "askuserquestion", "update_plan", "write_todos", "enterplanmode", "killshell",
     "killbash", "exitplanmode",
+    # they load the agent's own instructions: neither their text nor their failure (a skill's `!` command that
+    # cannot run here) says anything of the project
+    "skill", "slashcommand",
 })
 
 
@@ -114,7 +117,7 @@ def _digest(index: int, call: ToolCall, turn: Turn, earlier: Sequence[_Action], 
     command_like = family in ("shell", "other")
     outcome = _outcome(call.response, command_like) if full or family == "shell" else _Outcome()
     action = _Action(index=index, call=call, family=family, outcome=outcome, label=name or "tool", detailed=full)
-    paths = _Paths(base=turn.cwd or call.cwd, anchor=call.cwd or turn.cwd)
+    paths = _Paths(base=outermost(turn.cwd, call.cwd), anchor=call.cwd or turn.cwd)
     digest = {
         "read": _digest_read, "search": _digest_search, "edit": _digest_edit, "write": _digest_write,
         "patch": _digest_patch, "shell": _digest_shell,

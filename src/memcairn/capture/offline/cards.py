@@ -113,7 +113,9 @@ def _card(path: str, action: _Action, subtitle: str | None, told: str) -> Observ
         return None  # the episode quotes it all
     verb = "Created" if action.created else "Rewrote"
     short = _unique(name.rsplit(".", 1)[-1] for name in names)  # Spotter.Services.TokenStore: TokenStore
-    head = f"{path.rsplit('/', 1)[-1]}: {_listing(short, 3)}" if names else f"{verb} {path}"
+    name = path.rsplit("/", 1)[-1]
+    # a file is named by what it defines, else by what it says it is (a plan's "Plan: …" heading)
+    head = f"{name}: {_listing(short, 3)}" if names else f"{name}: {purpose}" if purpose else f"{verb} {path}"
     said = narration.joined(narration.decisive([action.call.narration], CARD_SAID))
     lead = f"{verb} {path} ({len(lines)} lines)" + (f", defining {_listing(names, 8)}." if names else ".")
     lead += f" Its header: {purpose}" if purpose else ""

@@ -29,6 +29,7 @@ from memcairn.capture.offline.actions import _Action
 from memcairn.capture.offline.commits import is_commit
 from memcairn.capture.offline.drafts import _added, _Draft
 from memcairn.capture.offline.outcomes import _output_gist
+from memcairn.capture.offline.paths import _is_abs
 from memcairn.capture.offline.text import TITLE_MAX, _clip, _code, _listing, _unique
 from memcairn.capture.offline.trackers import FILED_PREFIX, is_tracker, is_tracker_chore
 
@@ -40,6 +41,7 @@ _TYPE_ORDER = ("bugfix", "feature", "change", "refactor", "decision", "discovery
 _HARNESS_TOOLS = frozenset({
     "toolsearch", "waitformcpservers", "taskoutput", "bashoutput", "listmcpresourcestool", "readmcpresourcetool",
 })
+_TEMP_DIRS = ("/tmp/", "/private/tmp/", "/var/folders/")
 _STATUS_COMMAND = re.compile(
     r"^(?:git\s+(?:status|log|diff\s+--stat|diff\s+--name-only|branch|remote|rev-parse|show\s+--stat)|pwd|which"
     r"|echo|date|whoami|true|sleep)\b"
@@ -64,6 +66,8 @@ def is_housekeeping(action: _Action) -> bool:
     """A step that tells a later session nothing: it ended well, showed no test results, and only checked on
     the state of things (status, logs, a background task's output) or served the agent's harness."""
     outcome = action.outcome
+    if action.family == "read" and action.reads and all(path.startswith(_TEMP_DIRS) for path in action.reads):
+        return True  # a background task's output file, found or already gone: the harness's, not the project's
     if outcome.failed or outcome.tests or outcome.interrupted:
         return False
     if action.family == "other":
@@ -142,7 +146,9 @@ def _title(pieces: Sequence[_Draft], kind: str, modified: list[str], actions: Se
         verb = {"bugfix": "Fixed", "feature": "Built", "refactor": "Moved"}.get(kind, "Changed")
         if kind == "feature" and all(p.type == "feature" for p in work):
             verb = "Created"
-        target = f"{verb} {_listing(modified, 2)}" if modified else f"{verb} code"
+        # the project's own files name the work before those elsewhere (a plan under ~/.claude/plans)
+        named = sorted(modified, key=_is_abs)
+        target = f"{verb} {_listing(named, 2)}" if modified else f"{verb} code"
         names = _unique(name for a in actions for name in a.names)
         title = target + (_added(names, target) if len(names) <= 6 else "")  # dozens of names say little
     else:

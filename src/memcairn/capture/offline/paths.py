@@ -23,6 +23,23 @@ def _norm(path: str) -> str:
     return posixpath.normpath(path)
 
 
+def outermost(*dirs: str | None) -> str | None:
+    """The directory the others lie under, when they nest (``/p`` of ``/p`` and ``/p/assets``); else the first.
+
+    A shell's working directory moves (``cd assets && npx vitest``) and the turn's cwd moves with it, while the
+    files the agent writes stay where they are: paths are made relative to the outermost of the directories a
+    call and its turn ran in, so ``/p/test/x_test.exs`` is ``test/x_test.exs`` whichever of them the turn ended
+    in."""
+    given = [_norm(d) for d in dirs if d]
+    if not given:
+        return None
+    for candidate in sorted(given, key=len):
+        inner = [d for d in given if d == candidate or d.startswith(candidate.rstrip("/") + "/")]
+        if len(inner) == len(given):
+            return candidate
+    return given[0]
+
+
 @dataclass(frozen=True)
 class _Paths:
     """Resolves paths: relative ones against ``anchor`` (where the call ran), then relative to ``base`` (the
