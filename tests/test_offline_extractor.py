@@ -979,3 +979,14 @@ def test_an_episode_is_named_by_the_projects_files_before_a_plan_elsewhere() -> 
     assert titles[0].startswith("Built src/cart.py, src/order.py"), titles
     # the plan's own card is named by its heading, not by where the harness keeps it
     assert "lucky-otter.md: Plan: Decimal totals" in titles, titles
+
+
+def test_lines_of_code_a_card_quotes_are_no_lesson_learned() -> None:
+    card = Observation(type="feature", title="session_live.ex: SessionLive", narrative="Created session_live.ex.",
+                       facts=('class="transcript-error-item"', "errors = load_errors(session_record)"))
+    fix = Observation(type="change", title="Edited lib/parser.ex", narrative="Edited the parser.",
+                      facts=("ran `mix test` → failed (exit 2)", "error: undefined function parse/2"))
+    summary = OfflineExtractor().summarize(make_turn([]), [card, fix]).summary
+    assert summary is not None and summary.learned is not None
+    assert "undefined function parse/2" in summary.learned
+    assert "transcript-error-item" not in summary.learned and "load_errors" not in summary.learned

@@ -46,6 +46,12 @@ _LEARNED_CUE = re.compile(
     r"\b(?:errors?|fail(?:ed|s|ing|ure)?|passed|warnings?|deprecated|fixe[sd]|exception|traceback|verified)\b",
     re.IGNORECASE,
 )
+# a line of code a file card quotes (``errors = load_errors(record)``, ``class="error-item"``): no lesson, whatever
+# word it holds
+_CODE_LINE = re.compile(
+    r"""^\s*(?:[\w.\[\]"']+\s*(?:=|:=|<-|->)\s|[\w.:]+\(|<\w|[\w-]+="|(?:def|defp|fn|function|class|let|const|var"""
+    r"""|import|from|assert|return|raise|throw)\b)"""
+)
 # what edits did to code, not lessons (``edited a.py: added ParseError``, its new lines)
 _NAME_FACTS = ("edited ", "created ", "rewrote ", "added ", "updated ", "new text: ")
 # the harness's words when the user declined a tool call: no lesson about the code
@@ -114,7 +120,8 @@ def _summary(turn: Turn, observations: Sequence[Observation]) -> Summary | None:
     learned = [o.title for o in observations if o.type in ("bugfix", "decision")]
     learned += [fact for o in observations for fact in o.facts
                 if _LEARNED_CUE.search(fact) and fact not in ("tests passed", "tests failed")
-                and not fact.startswith((*_NAME_FACTS, _PURPOSE)) and not _HARNESS_FACT.search(fact)][:6]
+                and not fact.startswith((*_NAME_FACTS, _PURPOSE)) and not _HARNESS_FACT.search(fact)
+                and not _CODE_LINE.match(fact)][:6]
     # what was done: the closing message, then the reports the agent wrote between calls, newest first
     reports = [t for t in reversed(turn.narration) if len(narration.joined(narration.decisive([t], TEXT_MAX)))
                >= MID_REPORT_MIN]
