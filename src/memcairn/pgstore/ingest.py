@@ -89,38 +89,57 @@ def enqueue(pool: Pool, tenant_id: int, items: Sequence[NewItem], *, pin: int | 
     ready = [prepare(item) for item in items]
     fingerprint = hashlib.sha256("\n".join(f"{r.item.project}\x00{r.digest}" for r in ready).encode()).hexdigest()
     who = actor or Actor()
-    with pool.connection() as conn, tenant_transaction(conn, tenant_id) as cur:
-        if pin is not None:
-            row = cur.execute("SELECT name FROM projects WHERE tenant_id = %s AND id = %s", (tenant_id, pin)).fetchone()
-            if row is None or any(r.item.project != row[0] for r in ready):
-                raise NotFoundError("this key may only write to its own project")
-        if idempotency_key is not None:
-            claimed = cur.execute(
-                "INSERT INTO idempotency (tenant_id, key, request_hash) VALUES (%s, %s, %s)"
-                " ON CONFLICT (tenant_id, key) DO NOTHING RETURNING 1",
-                (tenant_id, idempotency_key, fingerprint)).fetchone()
-            if not claimed:  # a committed earlier request (a running one made the insert wait for it)
-                row = cur.execute("SELECT request_hash, response FROM idempotency WHERE tenant_id = %s AND key = %s",
-                                  (tenant_id, idempotency_key)).fetchone()
+    with pool.connection() as conn:
+        try:
+            with tenant_transaction(conn, tenant_id) as cur:
+                if pin is not None:
+                    row = cur.execute("SELECT name FROM projects WHERE tenant_id = %s AND id = %s",
+                                      (tenant_id, pin)).fetchone()
+                    if row is None or any(r.item.project != row[0] for r in ready):
+                        raise NotFoundError("this key may only write to its own project")
+                # the rows, their jobs and the key's claim with its answer in one statement
+                row = cur.execute(_ENQUEUE, {
+                    "t": tenant_id, "pin": pin, "key_id": who.key_id, "request": who.request_id,
+                    "payloads": [Jsonb(payload(r)) for r in ready], "key": idempotency_key,
+                    "hash": fingerprint}).fetchone()
                 assert row is not None
-                if row[0] != fingerprint:
-                    raise IdempotencyConflict(f"Idempotency-Key {idempotency_key!r} was used for another batch; "
-                                              "use a new key for new events")
-                # a key answered before the queue (migration 5) kept the stored items, no queue ids: nothing to add
-                kept = row[1].get("queued", []) if isinstance(row[1], dict) else []
-                return Queued([int(i) for i in kept], True)
-        rows = cur.execute(
-            "WITH q AS (INSERT INTO ingest_queue (tenant_id, pin, key_id, request_id, payload)"
-            "  SELECT %s, %s, %s, %s, p FROM unnest(%s::jsonb[]) WITH ORDINALITY AS u(p, n) ORDER BY n"
-            "  RETURNING id, tenant_id),"
-            " j AS (INSERT INTO ingest_jobs (queue_id, tenant_id) SELECT id, tenant_id FROM q)"
-            " SELECT id FROM q ORDER BY id",
-            (tenant_id, pin, who.key_id, who.request_id, [Jsonb(payload(r)) for r in ready])).fetchall()
-        ids = [int(r[0]) for r in rows]
-        if idempotency_key is not None:
-            cur.execute("UPDATE idempotency SET response = %s WHERE tenant_id = %s AND key = %s",
-                        (Jsonb({"queued": ids}), tenant_id, idempotency_key))
-    return Queued(ids, False)
+                ids, claimed = [int(i) for i in row[0]], bool(row[1])
+                if idempotency_key is not None and not claimed:
+                    raise _Claimed  # rolls the rows back: an earlier request holds the key
+            return Queued(ids, False)
+        except _Claimed:
+            pass
+        assert idempotency_key is not None
+        with tenant_transaction(conn, tenant_id) as cur:
+            found = cur.execute("SELECT request_hash, response FROM idempotency WHERE tenant_id = %s AND key = %s",
+                                (tenant_id, idempotency_key)).fetchone()
+    assert found is not None
+    if found[0] != fingerprint:
+        raise IdempotencyConflict(f"Idempotency-Key {idempotency_key!r} was used for another batch; "
+                                  "use a new key for new events")
+    # a key answered before the queue existed (migration 5) kept the stored items, no queue ids: nothing to add
+    kept = found[1].get("queued", []) if isinstance(found[1], dict) else []
+    return Queued([int(i) for i in kept], True)
+
+
+class _Claimed(Exception):
+    """The Idempotency-Key is another request's (committed, or committed while this one waited for it)."""
+
+
+# With a key, the claim is an insert that waits for a concurrent request holding the same key to end; when that
+# one committed, nothing is claimed (k is empty) and the caller rolls its rows back and answers with the first.
+_ENQUEUE = """
+WITH q AS (
+  INSERT INTO ingest_queue (tenant_id, pin, key_id, request_id, payload)
+  SELECT %(t)s, %(pin)s, %(key_id)s, %(request)s, p FROM unnest(%(payloads)s::jsonb[]) WITH ORDINALITY AS u(p, n)
+  ORDER BY n RETURNING id, tenant_id),
+j AS (INSERT INTO ingest_jobs (queue_id, tenant_id) SELECT id, tenant_id FROM q),
+k AS (INSERT INTO idempotency (tenant_id, key, request_hash, response)
+  SELECT %(t)s, %(key)s::text, %(hash)s, jsonb_build_object('queued', (SELECT jsonb_agg(id ORDER BY id) FROM q))
+  WHERE %(key)s::text IS NOT NULL
+  ON CONFLICT (tenant_id, key) DO NOTHING RETURNING 1)
+SELECT (SELECT array_agg(id ORDER BY id) FROM q), EXISTS (SELECT 1 FROM k)
+"""
 
 
 def consume(team: TeamStore, limit: int = CLAIM) -> Consumed:
