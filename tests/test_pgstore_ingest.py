@@ -66,11 +66,14 @@ def test_events_are_queued_scrubbed_and_stored_once_by_a_consumer(pg_database: s
     stored = team.search(acme, "WAL mode", team.project_ids(acme, ["api"]), mode="keyword")
     assert [r["title"] for r in stored] == ["Use WAL"]
 
-    # the same content again is stored once; forgotten content is not brought back by a queued event
+    # the same content again is stored once, also twice in one batch; forgotten content is not brought back by
+    # a queued event
     assert team.forget(acme, stored[0]["id"])
-    ingest.enqueue(team.pool, acme, batch)
-    assert ingest.consume(team).stored[0].created is False
-    assert count(pg_database, "SELECT count(*) FROM items") == 2
+    ingest.enqueue(team.pool, acme, [*batch, event("web", "twice"), event("web", "twice")])
+    again = ingest.consume(team).stored
+    assert [(s.created, s.forgotten) for s in again] == [(False, False), (False, True), (True, False), (False, False)]
+    assert again[3].id == again[2].id
+    assert count(pg_database, "SELECT count(*) FROM items") == 3
     with db.connect(db.app_conninfo(pg_database, TEST_SECRET)) as conn:
         assert ingest.lag(conn).as_dict() == {"pending": 0, "oldest_pending_seconds": 0, "failed": 0}
 

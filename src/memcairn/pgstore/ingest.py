@@ -10,9 +10,10 @@ claim row makes it wait), and the key with another batch is refused.
 ``consume`` is one consumer step: in one transaction it claims the oldest waiting jobs with ``SELECT ... FOR
 UPDATE SKIP LOCKED`` (so any number of consumers, in any number of server processes, share the queue and
 never take the same job), reads their events tenant by tenant (``db.act_as``: row-level security binds the
-consumer as it binds a request), stores them through ``TeamStore.insert`` (the dedupe by project and content
-hash, forgotten content refused as a capture is, the audit row under the key and request that sent it) and
-deletes the queue rows, their jobs with them. A crash before the commit leaves every claimed job waiting and
+consumer as it binds a request), stores them through ``TeamStore.insert_many`` (the dedupe by project and
+content hash, forgotten content refused as a capture is, the audit row under the key and request that sent it,
+a fixed handful of statements per tenant whatever the batch's size) and deletes the queue rows, their jobs with
+them. A crash before the commit leaves every claimed job waiting and
 its items unstored; after it, nothing is left to do: no acknowledged event is lost and none is stored twice.
 A batch that fails for a reason other than the connection is retried job by job; a job that fails on its own
 is kept with ``failed_at`` and its error (``lag`` counts them) instead of being retried for ever.
@@ -170,9 +171,8 @@ def _store(team: TeamStore, cur: psycopg.Cursor, jobs: Sequence[tuple[int, int]]
         act_as(cur, tenant_id)
         rows = cur.execute("SELECT id, pin, key_id, request_id, payload FROM ingest_queue WHERE tenant_id = %s"
                            " AND id = ANY(%s) ORDER BY id", (tenant_id, ids)).fetchall()
-        for _, pin, key_id, request_id, content in rows:
-            done.stored.append(team.insert(cur, tenant_id, from_payload(content), pin=pin, revive=False,
-                                           actor=Actor(key_id, request_id)))
+        done.stored += team.insert_many(cur, tenant_id, [(from_payload(content), pin, Actor(key_id, request_id))
+                                                         for _, pin, key_id, request_id, content in rows])
         cur.execute("DELETE FROM ingest_queue WHERE tenant_id = %s AND id = ANY(%s)", (tenant_id, ids))
     return done
 

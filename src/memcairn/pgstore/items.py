@@ -182,6 +182,64 @@ class TeamStore:
         assert found is not None
         return Saved(int(found[0]), False)
 
+    def insert_many(self, cur: psycopg.Cursor, tenant_id: int,
+                    batch: Sequence[tuple[Prepared, int | None, Actor]]) -> list[Saved]:
+        """Store a batch of captured items (each with the pin and the actor that sent it) inside the caller's
+        open transaction for ``tenant_id``, as ``insert`` with ``revive=False`` stores each, in a fixed handful of
+        statements whatever the batch's size: the ingest queue's consumer, which would otherwise give up the
+        interpreter's lock to the request threads at every one of several round trips per item. One result per
+        entry, in order; a repeated content is created once (its first entry)."""
+        if not batch:
+            return []
+        creatable = sorted({r.item.project for r, pin, _ in batch if pin is None})
+        if creatable:
+            cur.execute("INSERT INTO projects (tenant_id, name) SELECT %s, unnest(%s::text[])"
+                        " ON CONFLICT (tenant_id, name) DO NOTHING", (tenant_id, creatable))
+        names = sorted({r.item.project for r, _, _ in batch})
+        project = dict(cur.execute("SELECT name, id FROM projects WHERE tenant_id = %s AND name = ANY(%s)",
+                                   (tenant_id, names)).fetchall())
+        for ready, pin, _ in batch:
+            if project.get(ready.item.project) is None or (pin is not None and project[ready.item.project] != pin):
+                raise NotFoundError(f"this key may only write to its own project, not {ready.item.project!r}")
+        wanted = sorted({(project[r.item.project], r.item.platform_source or "unknown", r.item.session)
+                         for r, _, _ in batch if r.item.session})
+        session: dict[tuple[int, str, str], int] = {}
+        if wanted:
+            columns = [list(c) for c in zip(*wanted, strict=True)]
+            cur.execute("INSERT INTO sessions (tenant_id, project_id, platform, agent_session_id)"
+                        " SELECT %s, * FROM unnest(%s::bigint[], %s::text[], %s::text[])"
+                        " ON CONFLICT (project_id, platform, agent_session_id) DO NOTHING", (tenant_id, *columns))
+            session = {(p, pl, a): i for i, p, pl, a in cur.execute(
+                "SELECT id, project_id, platform, agent_session_id FROM sessions WHERE tenant_id = %s AND"
+                " (project_id, platform, agent_session_id) IN (SELECT * FROM unnest(%s::bigint[], %s::text[],"
+                " %s::text[]))", (tenant_id, *columns))}
+        rows = []
+        for ready, _, actor in batch:
+            item, p = ready.item, project[ready.item.project]
+            s = session[(p, item.platform_source or "unknown", item.session)] if item.session else None
+            rows.append((p, s, item.kind, item.type, item.title or "", item.text or "", ready.digest, actor.key_id,
+                         ready.epoch, audit_actor(actor), actor.request_id))
+        columns = [list(c) for c in zip(*rows, strict=True)]
+        made = {(p, h): int(i) for i, p, h in cur.execute(_INSERT_MANY, (*columns, tenant_id)).fetchall()}
+        keys = [(r[0], r[6]) for r in rows]
+        missing = sorted(set(keys) - set(made))
+        existing: dict[tuple[int, str], int] = {}
+        if missing:
+            existing = {(p, h): int(i) for i, p, h in cur.execute(
+                "SELECT id, project_id, content_hash FROM items WHERE tenant_id = %s AND (project_id, content_hash)"
+                " IN (SELECT * FROM unnest(%s::bigint[], %s::text[]))",
+                (tenant_id, [p for p, _ in missing], [h for _, h in missing])).fetchall()}
+        saved: list[Saved] = []
+        for key in keys:
+            if key in made:  # the first entry of a content created it; a repeat finds it
+                existing[key] = made.pop(key)
+                saved.append(Saved(existing[key], True))
+            elif key in existing:
+                saved.append(Saved(existing[key], False))
+            else:
+                saved.append(Saved(0, False, forgotten=True))
+        return saved
+
     @staticmethod
     def _session_id(cur: psycopg.Cursor, tenant_id: int, project_id: int, agent_session: str, platform: str) -> int:
         cur.execute("INSERT INTO sessions (tenant_id, project_id, agent_session_id, platform) VALUES (%s, %s, %s, %s)"
@@ -384,6 +442,33 @@ class TeamStore:
         found_by = {name: {i for i, _ in leg} for name, leg in legs.items()}
         return [{**records[i], "score": round(fused[i], 6),
                  "legs": sorted(name for name, ids in found_by.items() if i in ids)} for i in ordered]
+
+
+# A batch's items with their backlog, audit and change rows in one statement (``insert_many``): forgotten
+# content is passed over; the audit row names the first entry of each content (its key and request).
+_INSERT_MANY = """
+WITH v AS (
+  SELECT * FROM unnest(%s::bigint[], %s::bigint[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[],
+                       %s::text[], %s::bigint[], %s::text[], %s::text[]) WITH ORDINALITY
+    AS v(p, s, kind, type, title, text, hash, key, epoch, actor, request, n)),
+t AS (SELECT %s::bigint AS id),
+new AS (
+  INSERT INTO items (tenant_id, project_id, session_id, kind, type, title, text, content_hash, created_by,
+                     created_at_epoch)
+  SELECT t.id, v.p, v.s, v.kind, v.type, v.title, v.text, v.hash, v.key, v.epoch FROM v, t
+  WHERE NOT EXISTS (SELECT 1 FROM forgotten f WHERE f.tenant_id = t.id AND f.project_id = v.p
+                    AND f.content_hash = v.hash)
+  ORDER BY v.n
+  ON CONFLICT (project_id, content_hash) DO NOTHING RETURNING id, project_id, content_hash),
+first AS (SELECT DISTINCT ON (p, hash) * FROM v ORDER BY p, hash, n),
+queued AS (INSERT INTO embedding_backlog (item_id, tenant_id) SELECT new.id, t.id FROM new, t),
+audited AS (INSERT INTO audit_log (tenant_id, key_id, actor, action, target, request_id)
+  SELECT t.id, first.key, first.actor, 'memories.create', new.id::text, first.request
+  FROM new JOIN first ON first.p = new.project_id AND first.hash = new.content_hash, t),
+changed AS (INSERT INTO changes (tenant_id, project_id, item_id, op)
+  SELECT t.id, new.project_id, new.id, 'stored' FROM new, t ORDER BY new.id)
+SELECT id, project_id, content_hash FROM new
+"""
 
 
 def _changed(cur: psycopg.Cursor, tenant_id: int, project_id: int, item_id: int, op: str) -> None:
