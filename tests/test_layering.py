@@ -127,3 +127,63 @@ def test_the_rules_fail_on_a_crossing() -> None:
     assert layer_of("memcairn.hooks.events") > layer_of("memcairn.capture.transcripts")
     assert layer_of("memcairn.worker.daemon") > layer_of("memcairn.lifecycle")
     assert layer_of("memcairn.store.items") < layer_of("memcairn.search.service")
+
+
+# The storage boundary (store/protocols.py): these see a store only through its protocols and plain records.
+THROUGH_PROTOCOLS = ("memcairn.search", "memcairn.context", "memcairn.context_memo", "memcairn.capture")
+STORE_FACES = ("memcairn.store.protocols", "memcairn.store.records")
+
+
+def _through_protocols(module: str) -> bool:
+    return any(_within(module, prefix) for prefix in THROUGH_PROTOCOLS)
+
+
+def test_search_context_and_capture_import_only_the_store_protocols_and_records() -> None:
+    concrete = sorted({(a, b) for a, b in EDGES if _through_protocols(a) and _within(b, "memcairn.store")
+                       and b not in STORE_FACES})
+    assert concrete == [], "import the store's protocols (store.protocols) or plain records (store.records) instead"
+
+
+def test_search_context_and_capture_reach_into_no_store_internals() -> None:
+    """No ``store._conn`` or other private member of a store object (the SQL belongs to the store)."""
+    reached = []
+    for path in sorted((SRC / "memcairn").rglob("*.py")):
+        module = module_name(path)
+        if not _through_protocols(module):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
+                    and ast.unparse(node.value).split(".")[-1] in ("store", "_store")):
+                reached.append(f"{module}:{node.lineno} {ast.unparse(node)}")
+    assert reached == []
+
+
+def _runtime_imports(path: Path) -> set[str]:
+    """memcairn modules ``path`` imports outside ``if TYPE_CHECKING:`` blocks."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+                   and ast.unparse(node.test) == "TYPE_CHECKING" for n in ast.walk(node)}
+    found = set()
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module and _within(node.module, "memcairn"):
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if _within(a.name, "memcairn")}
+    return found
+
+
+def test_the_store_protocols_and_records_hold_no_sqlite() -> None:
+    """What the boundary's callers import must not pull the SQLite store in with it."""
+    for name in STORE_FACES:
+        path = SRC / (name.replace(".", "/") + ".py")
+        imported = _runtime_imports(path)
+        assert all(layer_of(m) == 0 or m in STORE_FACES for m in imported), (name, imported)
+        assert "sqlite3" not in path.read_text(encoding="utf-8"), name
+
+
+def test_the_boundary_rules_fail_on_a_crossing() -> None:
+    assert _through_protocols("memcairn.search.service") and _through_protocols("memcairn.capture.pipeline")
+    assert _through_protocols("memcairn.context") and not _through_protocols("memcairn.worker.app")
+    assert "memcairn.store.items" not in STORE_FACES and "memcairn.store.fts" not in STORE_FACES

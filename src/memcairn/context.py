@@ -56,19 +56,18 @@ are noticed at the next recount.
 
 from __future__ import annotations
 
-import threading
 import time
-import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime, tzinfo
 from typing import Any
 
 from memcairn.config import Settings
 from memcairn.fence import clean_line, fence
-from memcairn.models import ARRAY_FIELDS, TEXT_FIELDS, ItemFilter, MemoryItem
+from memcairn.models import ItemFilter, MemoryItem
 from memcairn.protocol import NOTICE_PREFIX
 from memcairn.search.render import display_title
+from memcairn.store.protocols import ContextStore
 from memcairn.tokens import tokens_for_chars
 
 OBSERVATION_KINDS = ("observation", "manual")
@@ -167,91 +166,7 @@ class ContextData:
         return sessions_of(self.summaries, self.observations, self.session_limit)
 
 
-def _char_expression() -> str:
-    """SQL for ``MemoryItem.searchable_chars`` of a row. An array's characters are read off its JSON text
-    (each string adds two quotes and a ", " separator: 4 characters), which is exact unless an element holds
-    characters JSON escapes, and twice as fast as walking the elements with json_each."""
-    text = " + ".join(f"COALESCE(length({f}), 0)" for f in TEXT_FIELDS)
-    arrays = " + ".join(
-        f"(CASE WHEN {f} = '[]' THEN 0 WHEN json_valid({f}) THEN length({f}) - 4 * json_array_length({f}) "
-        f"ELSE COALESCE(length({f}), 0) END)"
-        for f in ARRAY_FIELDS
-    )
-    return f"{text} + {arrays}"
-
-
-_CHARS = _char_expression()
-
-
-@dataclass
-class _Count:
-    max_id: int
-    items: int  # of the chain, on the platform (and of no platform) when one is given
-    chars: int
-    chain_items: int  # of the chain, every platform: what tells a delete apart from nothing new
-
-
-PLATFORM_CLAUSE = "(platform_source = ? OR platform_source IS NULL)"
-
-
-def _chain_where(project_ids: Sequence[int] | None, *, index: bool = True) -> tuple[str, list[Any]]:
-    if project_ids is None:
-        return "1", []
-    column = "project_id" if index else "+project_id"  # "+": let SQLite walk ids instead of the project index
-    return f"{column} IN ({', '.join('?' for _ in project_ids)})", list(project_ids)
-
-
-def _platform_where(platform: str | None) -> tuple[str, list[Any]]:
-    return (PLATFORM_CLAUSE, [platform]) if platform else ("1", [])
-
-
-@dataclass
-class _TotalsCache:
-    """Per store, project chain and platform: items and stored characters, kept current by counting new ids
-    only. Deletes are noticed by the chain's count over every platform, which the project index answers
-    alone, so a platform-scoped count costs no more per request than an unscoped one.
-
-    The store has no aggregate of stored characters, so these read-only queries are the renderer's own.
-    """
-
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    by_store: weakref.WeakKeyDictionary = field(default_factory=weakref.WeakKeyDictionary)
-
-    def totals(self, store: Any, project_ids: Sequence[int] | None, platform: str | None = None) -> ChainTotals:
-        if project_ids is not None and not project_ids:
-            return ChainTotals(0, 0)
-        conn = store._conn
-        where, params = _chain_where(project_ids)
-        scoped, scoped_params = _platform_where(platform)
-        counted = (f"SELECT COUNT(*), COALESCE(SUM({scoped}), 0), COALESCE(SUM(CASE WHEN {scoped} THEN {_CHARS} "
-                   "ELSE 0 END), 0), COALESCE(MAX(id), 0) FROM memory_items WHERE ")
-        key = (tuple(sorted(project_ids)) if project_ids is not None else None, platform or None)
-        with self.lock:
-            known = self.by_store.setdefault(store, {}).get(key)
-        if known is not None:
-            by_id, _ = _chain_where(project_ids, index=False)
-            n_all, n, chars, top = conn.execute(f"{counted}{by_id} AND id > ?",
-                                                (*scoped_params, *scoped_params, *params, known.max_id)).fetchone()
-            top = max(known.max_id, top)
-            present = conn.execute(f"SELECT COUNT(*) FROM memory_items WHERE {where}", params).fetchone()[0]
-            if present != known.chain_items + n_all:  # rows added since the delta, or deleted: count up to ``top``
-                present = conn.execute(f"SELECT COUNT(*) FROM memory_items WHERE {where} AND id <= ?",
-                                       (*params, top)).fetchone()[0]
-            if present == known.chain_items + n_all:
-                fresh = _Count(top, known.items + n, known.chars + chars, present)
-                with self.lock:
-                    self.by_store[store][key] = fresh
-                return ChainTotals(fresh.items, fresh.chars)
-        n_all, n, chars, top = conn.execute(f"{counted}{where}", (*scoped_params, *scoped_params, *params)).fetchone()
-        with self.lock:
-            self.by_store[store][key] = _Count(top, n, chars, n_all)
-        return ChainTotals(n, chars)
-
-
-_TOTALS = _TotalsCache()
-
-
-def _window_start(store: Any, project_ids: Sequence[int] | None, items: int,
+def _window_start(store: ContextStore, project_ids: Sequence[int] | None, items: int,
                   platform: str | None = None) -> int | None:
     """Epoch at or after which the chain's newest ``SCAN_WINDOW`` items (of ``platform`` when given) lie (None:
     the chain is smaller).
@@ -261,18 +176,7 @@ def _window_start(store: Any, project_ids: Sequence[int] | None, items: int,
     """
     if items <= SCAN_WINDOW:
         return None
-    conn = store._conn
-    starts = []
-    for pid in project_ids if project_ids is not None else (None,):
-        where, params = ("project_id = ?", [pid]) if pid is not None else ("1", [])
-        if platform:
-            where, params = f"{where} AND {PLATFORM_CLAUSE}", [*params, platform]
-        row = conn.execute(f"SELECT created_at_epoch FROM memory_items WHERE {where} "
-                           "ORDER BY created_at_epoch DESC LIMIT 1 OFFSET ?", (*params, SCAN_WINDOW - 1)).fetchone()
-        if row is None:  # this project is small: its items all count
-            return None
-        starts.append(row[0])
-    return min(starts)
+    return store.window_start(project_ids, SCAN_WINDOW, platform)
 
 
 def _types(settings: Settings) -> list[str] | None:
@@ -280,7 +184,7 @@ def _types(settings: Settings) -> list[str] | None:
     return chosen or None
 
 
-def gather(store: Any, settings: Settings, projects: Sequence[str] | None = None, *,
+def gather(store: ContextStore, settings: Settings, projects: Sequence[str] | None = None, *,
            full: bool = False, platform_source: str | None = None) -> ContextData:
     """What the context shows, read from the store (the only part of rendering that touches it).
     ``platform_source`` keeps that agent's items and those of no agent (see the module docstring)."""
@@ -289,7 +193,7 @@ def gather(store: Any, settings: Settings, projects: Sequence[str] | None = None
     n_obs = FULL_MAX_OBSERVATIONS if full else max(0, settings.context_observations)
     n_sum = FULL_MAX_SUMMARIES if full else max(0, settings.context_summaries)
     ids = store.resolve_project_ids(list(names)) if names is not None else None
-    totals = _TOTALS.totals(store, ids, platform)
+    totals = ChainTotals(*store.chain_totals(ids, platform))
     observations: list[MemoryItem] = []
     summaries: list[MemoryItem] = []
     if totals.items:
@@ -595,7 +499,7 @@ def _render(data: ContextData, settings: Settings, *, now_ms: int, tz: tzinfo | 
     return plain_text(here)
 
 
-def render_context(store: Any, settings: Settings, *, projects: Sequence[str] | None = None,
+def render_context(store: ContextStore, settings: Settings, *, projects: Sequence[str] | None = None,
                    platform_source: str | None = None, colors: bool = False, full: bool = False,
                    now_ms: int | None = None, tz: tzinfo | None = None, notices: Sequence[str] = ()) -> str:
     """The SessionStart context of the project chain ``projects`` (every project when None).

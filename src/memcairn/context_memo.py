@@ -6,7 +6,7 @@ Why: rendering costs ~20 ms of CPU on a 100k-item store (most of it SQL), and ev
 on a 2-core machine. Yet the text is a pure function of (see ``memcairn.context``):
 
 - the store's content, and its projects table as the ``Store`` sees it: a ``Store`` keeps its read of that
-  table for up to ``PROJECTS_TTL`` seconds (``Store._project_rows``), so a merge committed by another process
+  table for up to ``PROJECTS_TTL`` seconds (``Store.project_rows``), so a merge committed by another process
   reaches its renders a little after the change token moved; with the table in the key, a text rendered from
   the older read is not served once the store reads the newer one,
 - the request: projects, ``platform_source``, ``colors``, ``full``,
@@ -51,6 +51,7 @@ from typing import Any
 
 from memcairn.config import Settings
 from memcairn.context import CLOCK_WIDTH, clock, render_context, restamp, shaping_settings
+from memcairn.store.protocols import MemoContextStore
 
 log = logging.getLogger("memcairn.context")
 
@@ -81,7 +82,7 @@ class ContextMemo:
         self._conn = self._open(Path(path)) if path is not None else None
 
     @classmethod
-    def for_store(cls, store: Any, **kwargs: Any) -> ContextMemo:
+    def for_store(cls, store: object, **kwargs: Any) -> ContextMemo:
         return cls(getattr(store, "path", None), **kwargs)
 
     @staticmethod
@@ -157,7 +158,7 @@ class ContextMemo:
                 _, (dropped, _) = self._texts.popitem(last=False)
                 self._chars -= len(dropped)
 
-    def render(self, store: Any, settings: Settings, *, projects: Sequence[str] | None = None,
+    def render(self, store: MemoContextStore, settings: Settings, *, projects: Sequence[str] | None = None,
                platform_source: str | None = None, colors: bool = False, full: bool = False,
                now_ms: int | None = None, tz: tzinfo | None = None, notices: Sequence[str] = (),
                fresh: bool = False) -> Answer:
@@ -177,7 +178,7 @@ class ContextMemo:
         platform = platform_source.strip() if platform_source and platform_source.strip() else None
         stamp = clock(now_ms, tz)
         key = (token, tuple(projects) if projects else None, platform, bool(colors), bool(full),
-               stamp[CLOCK_WIDTH:], tz, shaping_settings(settings), store._project_rows(tuple(projects or ())))
+               stamp[CLOCK_WIDTH:], tz, shaping_settings(settings), store.project_rows(tuple(projects or ())))
         if not fresh:
             text = self._get(key, stamp)
             if text is not None:

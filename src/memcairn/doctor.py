@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memcairn.config import Settings
+
+if TYPE_CHECKING:  # opened lazily (the doctor's start-up stays light)
+    from memcairn.store import Store
 
 
 def _check(name: str, status: str, detail: str) -> dict[str, str]:
@@ -14,7 +17,7 @@ def _check(name: str, status: str, detail: str) -> dict[str, str]:
 STALE_QUEUE_MS = 10 * 60 * 1000
 
 
-def _capture_checks(store: Any, fix: bool) -> list[dict[str, str]]:
+def _capture_checks(store: Store, fix: bool) -> list[dict[str, str]]:
     """The hook event queue: depth, age, failures; and capture warnings not shown yet."""
     import time
 
@@ -67,7 +70,7 @@ def _disk_check(cfg: Settings) -> dict[str, str]:
     return _check("free disk space", "ok", text)
 
 
-def _file_check(store: Any) -> dict[str, str]:
+def _file_check(store: Store) -> dict[str, str]:
     """SQLite's own check of the file's pages; a damaged file raises instead of answering."""
     import sqlite3
 
@@ -80,7 +83,7 @@ def _file_check(store: Any) -> dict[str, str]:
     return _check("sqlite quick_check", "ok", result)
 
 
-def _index_checks(store: Any, fix: bool) -> list[dict[str, str]]:
+def _index_checks(store: Store, fix: bool) -> list[dict[str, str]]:
     """The schema's triggers and the keyword index (row count, then FTS5's own integrity-check)."""
     checks: list[dict[str, str]] = []
     missing = store.missing_triggers()

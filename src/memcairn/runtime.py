@@ -13,6 +13,7 @@ from typing import Any
 from memcairn.config import Settings
 from memcairn.errors import EmbeddingError, VectorIndexUnavailableError
 from memcairn.store import Store
+from memcairn.store.protocols import LocalStore
 
 log = logging.getLogger("memcairn.runtime")
 
@@ -27,7 +28,7 @@ def index_key(cfg: Settings) -> str:
 @dataclass
 class Runtime:
     settings: Settings
-    store: Store
+    store: LocalStore
     mirror: Any = None  # MirrorSync, imported lazily (it pulls numpy and the backends)
     mirror_error: str | None = None
     _closers: list[Any] = field(default_factory=list)

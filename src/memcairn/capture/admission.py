@@ -27,7 +27,7 @@ from memcairn.fence import strip_injected
 from memcairn.models import ARRAY_FIELDS, TEXT_FIELDS, NewItem
 from memcairn.protocol import own_tool
 from memcairn.settings_source import project_excluded as excluded_by
-from memcairn.store.ingest_state import event_kind
+from memcairn.store.records import event_kind
 
 
 @dataclass(frozen=True)

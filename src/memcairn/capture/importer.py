@@ -46,7 +46,7 @@ from memcairn.capture.transcripts import (
     replay_transcript,
 )
 from memcairn.config import Settings
-from memcairn.store.items import Store
+from memcairn.store.protocols import CaptureStore
 
 
 @dataclass
@@ -90,7 +90,7 @@ class _Queued:
 
 
 class _Known:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: CaptureStore) -> None:
         self.store = store
         self.sessions: dict[tuple[str, str], _Queued] = {}
 
@@ -173,7 +173,7 @@ def _went_on(stop: dict[str, Any], body: dict[str, Any]) -> bool:
     return tuple(stop.get(f) for f in fields) != tuple(body.get(f) for f in fields)
 
 
-def import_transcripts(store: Store, settings: Settings, paths: Sequence[Path], *,
+def import_transcripts(store: CaptureStore, settings: Settings, paths: Sequence[Path], *,
                        compressor: Compressor | None = None, project: str | None = None,
                        on_file: Callable[[Path, TranscriptImport], None] | None = None) -> TranscriptImport:
     """Queue and process every event of ``paths``; ``on_file`` hears after each file (progress).

@@ -65,9 +65,8 @@ from memcairn.capture.truncate import cut_bytes, cut_value
 from memcairn.config import Settings
 from memcairn.models import AddResult, ItemFilter, NewItem
 from memcairn.protocol import HOOK_STARTED_FIELD
-from memcairn.store.ingest_state import IngestEvent
-from memcairn.store.items import Store
-from memcairn.store.validation import MAX_FIELD_BYTES
+from memcairn.store.protocols import CaptureStore
+from memcairn.store.records import MAX_FIELD_BYTES, IngestEvent
 
 log = logging.getLogger("memcairn.capture")
 
@@ -102,7 +101,7 @@ class CaptureReport:
 
 
 class CapturePipeline:
-    def __init__(self, store: Store, settings: Settings, *, compressor: Compressor | None = None,
+    def __init__(self, store: CaptureStore, settings: Settings, *, compressor: Compressor | None = None,
                  batch_max: int = BATCH_MAX, clock: Callable[[], float] = time.time) -> None:
         self.store = store
         self.settings = settings

@@ -80,7 +80,7 @@ from memcairn.json_depth import loads_bounded
 from memcairn.models import LONE_SURROGATE
 from memcairn.project import ProjectIdentity, project_from_cwd
 from memcairn.protocol import HOOK_BODY_BYTES, KIND_PATHS, ROUTE_EVENT_TYPES, own_tool
-from memcairn.store.validation import MAX_EPOCH_MS
+from memcairn.store.records import MAX_EPOCH_MS
 
 PLATFORM = "claude-code"
 END_REASON = "transcript_import"

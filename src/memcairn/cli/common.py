@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 import sqlite3
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from memcairn.config import Settings, load_settings
 from memcairn.errors import MemcairnError, NotFoundError
+
+if TYPE_CHECKING:
+    from memcairn.store.protocols import LocalStore
 
 EXIT_USER_ERROR = 2
 
@@ -19,7 +22,8 @@ def settings() -> Settings:
     return load_settings()
 
 
-def open_store(cfg: Settings | None = None):  # noqa: ANN201 - the Store import stays lazy
+def open_store(cfg: Settings | None = None) -> LocalStore:
+    """This machine's store, seen through the storage protocols (the SQLite import stays lazy)."""
     from memcairn.store import Store
 
     cfg = cfg or settings()

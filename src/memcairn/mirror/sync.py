@@ -28,7 +28,7 @@ from typing import Any
 from memcairn.errors import VectorIndexUnavailableError
 from memcairn.mirror.documents import Document, documents_for, parse_doc_id
 from memcairn.models import KINDS
-from memcairn.store import Store
+from memcairn.store.protocols import MirrorStore
 from memcairn.vectors.base import Embedder, VectorIndex, VectorRecord
 
 log = logging.getLogger("memcairn.mirror")
@@ -69,7 +69,7 @@ class VectorHit:
 
 
 class MirrorSync:
-    def __init__(self, store: Store, index: VectorIndex, embedder: Embedder, *, index_key: str,
+    def __init__(self, store: MirrorStore, index: VectorIndex, embedder: Embedder, *, index_key: str,
                  batch_docs: int = BATCH_DOCS, concurrency: int = BACKFILL_CONCURRENCY) -> None:
         if index.dimension != embedder.dimension:
             raise VectorIndexUnavailableError(

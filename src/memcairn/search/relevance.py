@@ -52,7 +52,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from memcairn.store.fts import QueryTerms
+from memcairn.store.records import QueryTerms
 
 # Cosine similarity a semantic hit needs, per embedding model id.
 SEMANTIC_FLOORS: Mapping[str, float] = {"all-MiniLM-L6-v2-int8": 0.48}

@@ -47,12 +47,13 @@ from memcairn.search import fusion, relevance
 from memcairn.search.request import SearchRequest, now_ms
 from memcairn.search.result import LegRank, SearchHit, SearchResult, Timeline
 from memcairn.search.telemetry import SearchEnvelope, Telemetry
-from memcairn.store import fts
+from memcairn.store.protocols import SearchStore
+from memcairn.store.records import MAX_QUERY_TOKENS, STOPWORDS
 
 log = logging.getLogger("memcairn.search")
 
 # The semantic leg embeds at most this many characters of the query (a model reads ~256 tokens anyway);
-# the keyword leg keeps its own cap of fts.MAX_QUERY_TOKENS words.
+# the keyword leg keeps its own cap of MAX_QUERY_TOKENS words.
 MAX_SEMANTIC_QUERY_CHARS = 2000
 POOL_MIN = 50  # candidates each leg contributes to a relevance-ordered fusion, at least
 TIME_ORDER_POOL = 200  # ... and to a newest/oldest one
@@ -70,8 +71,8 @@ class SearchService:
     ``mirror_error`` (why the mirror could not be opened) is repeated in the notes of keyword fallbacks.
     """
 
-    def __init__(self, store: Any, mirror: Any = None, *, recency_window_days: float = 0, fusion: str = "minmax",
-                 recency_boost_half_life_days: float | None = None,
+    def __init__(self, store: SearchStore, mirror: Any = None, *, recency_window_days: float = 0,
+                 fusion: str = "minmax", recency_boost_half_life_days: float | None = None,
                  weights: dict[str, float] | None = None, mirror_error: str | None = None,
                  telemetry: Telemetry | None = None, legs: Sequence[str] = LEGS) -> None:
         if fusion not in ("rrf", "minmax"):
@@ -320,12 +321,12 @@ class SearchService:
     @staticmethod
     def _note_long_query(query: str, notes: list[str]) -> None:
         every = {w.lower() for w in _WORD.findall(query)}
-        words = (every - fts.STOPWORDS) or every  # as fts.query_tokens: stopwords count when nothing else is left
+        words = (every - STOPWORDS) or every  # as fts.query_tokens: stopwords count when nothing else is left
         if not words:  # only punctuation, symbols or emoji: the keyword leg has nothing to match
             notes.append("the query holds no word to match (only punctuation or symbols), so keyword search "
                          "found nothing")
-        elif len(words) > fts.MAX_QUERY_TOKENS:
-            notes.append(f"keyword search uses the first {fts.MAX_QUERY_TOKENS} distinct words of the query")
+        elif len(words) > MAX_QUERY_TOKENS:
+            notes.append(f"keyword search uses the first {MAX_QUERY_TOKENS} distinct words of the query")
 
     def _finish(self, run: _Run, started: float) -> SearchResult:
         latency = round((time.perf_counter() - started) * 1000, 2)

@@ -29,23 +29,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from memcairn.store.records import MAX_QUERY_TOKENS, STOPWORDS, QueryTerms  # noqa: F401 - re-exported
 from memcairn.store.schema import FTS_COLUMNS, SCOPE_PREFIX
 
-# A query longer than this many tokens is cut (documented in the README): bm25 over more terms costs time
-# and a wall of pasted text carries no more intent than its first sentences.
-MAX_QUERY_TOKENS = 32
-
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
-
-STOPWORDS = frozenset(
-    """a about above after again against all am an and any are as at be because been before being below
-    between both but by can could did do does doing down during each few for from further had has have
-    having he her here hers herself him himself his how i if in into is it its itself just me more most my
-    myself no nor not now of off on once only or other our ours ourselves out over own same she should so
-    some such than that the their theirs them themselves then there these they this those through to too
-    under until up very was we were what when where which while who whom why will with would you your
-    yours yourself yourselves""".split()
-)
 
 # bm25 weights, one per FTS column in declaration order (the two UNINDEXED columns and fts_scope first).
 _WEIGHTS = {"title": 4.0, "subtitle": 2.0, "concepts": 2.0, "facts": 1.5, "request": 1.5}
@@ -232,14 +219,3 @@ def rows_holding(conn: sqlite3.Connection, tokens: Sequence[str], ids: Sequence[
                             f"AND rowid IN ({wanted})", (_quote(token),)).fetchall()
         found[token] = {r[0] for r in rows}
     return found
-
-
-@dataclass(frozen=True)
-class QueryTerms:
-    """The words a query searches for (``query_tokens``), each one's document frequency over ``total`` indexed
-    rows (0 = no row holds it), and which of the rows asked about hold each (``holding[token]``)."""
-
-    tokens: tuple[str, ...]
-    frequencies: tuple[int, ...]
-    total: int
-    holding: dict[str, set[int]]

@@ -10,55 +10,17 @@ import json
 import sqlite3
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from memcairn.models import AddResult, NewItem
-from memcairn.protocol import ROUTE_KINDS
 from memcairn.store.db import atomic
+from memcairn.store.records import IngestEvent, event_kind  # noqa: F401 - event_kind: re-exported
 from memcairn.store.validation import validate_item
 
 NOTICE_REPEAT_MS = 60_000
 PROMPT_DEDUPE_MS = 60_000  # the same prompt text again within a minute is a retried hook, not a new prompt
 
 INGEST_STATUSES: tuple[str, ...] = ("pending", "done", "failed")
-
-
-@dataclass(frozen=True)
-class IngestEvent:
-    id: int
-    session_id: str
-    platform_source: str
-    event_type: str
-    tool_use_id: str | None
-    payload: dict[str, Any]
-    status: str
-    attempts: int
-    created_at_epoch: int
-    updated_at_epoch: int
-    source_key: str | None = None
-    error: str | None = None
-
-    @property
-    def kind(self) -> str:
-        return event_kind(self.event_type, self.payload)
-
-    @property
-    def at_epoch(self) -> int:
-        """When it happened: the original time of a replayed event, else when the worker accepted it."""
-        given = self.payload.get("timestamp_ms")
-        if isinstance(given, int) and not isinstance(given, bool) and given > 0:
-            return given
-        return self.created_at_epoch
-
-
-def event_kind(event_type: str, payload: dict[str, Any]) -> str:
-    """What the hook sent: session_start, user_prompt, tool_use, stop or session_end. The body's ``event``
-    says so; a body without it (a claude-mem style client) is taken by its route."""
-    given = payload.get("event")
-    if isinstance(given, str) and given:
-        return given
-    return ROUTE_KINDS.get(event_type, event_type)
 
 
 def _failed_where(matching: str | None) -> tuple[str, tuple[str, ...]]:

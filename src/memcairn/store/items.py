@@ -12,7 +12,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,14 +34,16 @@ from memcairn.store.ingest_state import IngestStateMixin
 from memcairn.store.integrity import IntegrityMixin
 from memcairn.store.migrations import migrate
 from memcairn.store.mirror_state import MirrorStateMixin
+from memcairn.store.records import ProjectInfo
 from memcairn.store.remote_state import RemoteStateMixin
+from memcairn.store.totals import ChainTotalsMixin
 from memcairn.store.transfer_state import TransferStateMixin
 from memcairn.store.validation import validate_item
 
 if TYPE_CHECKING:  # numpy is imported only by a process that keeps the copy (the worker)
     from memcairn.store.keyword_index import KeywordIndex
 
-PROJECTS_TTL = 1.0  # seconds a read of the projects table serves (see Store._project_rows)
+PROJECTS_TTL = 1.0  # seconds a read of the projects table serves (see Store.project_rows)
 
 ORDERS = ("relevance", "newest", "oldest")
 
@@ -96,15 +98,7 @@ def _like_escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
-@dataclass(frozen=True)
-class ProjectInfo:
-    name: str
-    merged_into_project: str | None
-    items: int
-    last_epoch: int | None
-
-
-class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin, IntegrityMixin, RemoteStateMixin):
+class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin, IntegrityMixin, RemoteStateMixin, ChainTotalsMixin):
     """Open (creating and migrating if needed) the database at ``path``.
 
     Raises:
@@ -124,6 +118,7 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin, IntegrityMix
         self._frequencies = fts.FrequencyCache()
         self._keyword_index: KeywordIndex | None = None
         self._init_integrity()
+        self._init_totals()
         try:
             migrate(self._conn, self.path)
             self._open_checks(check_fts)
@@ -284,9 +279,9 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin, IntegrityMix
 
     def project_names(self) -> list[str]:
         """Every project's name, sorted (cheap: no counting, unlike ``projects``)."""
-        return sorted(name for _, name, _ in self._project_rows())
+        return sorted(name for _, name, _ in self.project_rows())
 
-    def _project_rows(self, wanted: Sequence[str] = ()) -> tuple[tuple[int, str, str | None], ...]:
+    def project_rows(self, wanted: Sequence[str] = ()) -> tuple[tuple[int, str, str | None], ...]:
         """(id, name, merged_into_project) of every project: every search asks for these several times, so
         they are read at most every ``PROJECTS_TTL`` seconds, at once after this store added or merged a
         project, and again when one of the ``wanted`` names is missing (another process may have added it).
@@ -305,7 +300,7 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin, IntegrityMix
 
     def resolve_projects(self, names: Sequence[str]) -> list[tuple[int, str]]:
         """(id, name) of the named projects and of every project merged into them (transitively)."""
-        rows = self._project_rows(names)
+        rows = self.project_rows(names)
         wanted = set(names)
         merged_into = {name: into for _, name, into in rows}
         found = []

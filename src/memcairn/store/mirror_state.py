@@ -7,17 +7,9 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from dataclasses import dataclass
 
 from memcairn.store.db import atomic
-
-
-@dataclass(frozen=True)
-class OutboxEntry:
-    id: int
-    item_id: int
-    project: str
-    op: str
+from memcairn.store.records import OutboxEntry
 
 
 class MirrorStateMixin:

@@ -10,10 +10,10 @@ from dataclasses import replace
 from memcairn.errors import ValidationError
 from memcairn.models import ARRAY_FIELDS, DEFAULT_TYPES, KINDS, LONE_SURROGATE, MAX_ITEM_ID, TEXT_FIELDS, NewItem
 from memcairn.project import MAX_PROJECT_CHARS
+from memcairn.store.records import MAX_EPOCH_MS, MAX_FIELD_BYTES
 
-MAX_FIELD_BYTES = 256 * 1024
-# 9999-12-31 00:00 UTC: the last day ``datetime`` can render in every time zone (renderings print dates).
-MAX_EPOCH_MS = 253_402_214_400_000
+__all__ = ["MAX_EPOCH_MS", "MAX_FIELD_BYTES", "MAX_PROJECT_CHARS", "validate_item"]
+
 _TYPE = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
 
 

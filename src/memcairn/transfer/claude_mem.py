@@ -58,7 +58,7 @@ from memcairn.store.validation import MAX_EPOCH_MS, validate_item
 
 if TYPE_CHECKING:
     from memcairn.config import Settings
-    from memcairn.store import Store
+    from memcairn.store.protocols import ImportStore
 
 DEFAULT_PATH = Path("~/.claude-mem/claude-mem.db")
 TABLES = ("sdk_sessions", "observations", "session_summaries", "user_prompts")
@@ -139,7 +139,7 @@ def _no_exclusions(_names: Iterable[str | None]) -> bool:
 
 @dataclass
 class _Context:
-    store: Store
+    store: ImportStore
     report: ClaudeMemReport
     by_memory: dict[str, _SessionRef]
     by_content: dict[str, _SessionRef]
@@ -185,7 +185,8 @@ def open_source(path: Path | str | None = None) -> sqlite3.Connection:
     return conn
 
 
-def import_claude_mem(store: Store, source: sqlite3.Connection, settings: Settings | None = None) -> ClaudeMemReport:
+def import_claude_mem(store: ImportStore, source: sqlite3.Connection,
+                      settings: Settings | None = None) -> ClaudeMemReport:
     """Import every session, observation, summary and prompt of ``source`` (from ``open_source``).
 
     With ``settings``, rows of projects matching its ``exclude_projects`` are left out (``skipped_excluded``).
@@ -582,7 +583,7 @@ def _row_id(item: NewItem) -> str:
     return item.source[2].rpartition(":")[2] if item.source else "?"
 
 
-def _apply_merges(store: Store, merges: dict[str, str], report: ClaudeMemReport) -> None:
+def _apply_merges(store: ImportStore, merges: dict[str, str], report: ClaudeMemReport) -> None:
     if not merges:
         return
     current = {p.name: p.merged_into_project for p in store.projects()}

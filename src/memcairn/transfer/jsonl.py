@@ -53,7 +53,7 @@ from memcairn.store.transfer_state import (
 from memcairn.store.validation import validate_item
 
 if TYPE_CHECKING:
-    from memcairn.store import Store
+    from memcairn.store.protocols import Transfer
 
 FORMAT = "memcairn-export"
 VERSION = 1
@@ -108,7 +108,7 @@ class ImportReport:
 
 
 # -- export ---------------------------------------------------------------------------------------
-def export_jsonl(store: Store, out: IO[str]) -> dict[str, int]:
+def export_jsonl(store: Transfer, out: IO[str]) -> dict[str, int]:
     """Write the whole store to ``out``, streaming page by page from one consistent snapshot. The counts (also
     the end record's) name ``forgotten`` only when there are marks, as a file of an earlier release has none."""
     counts = {"projects": 0, "sessions": 0, "items": 0}
@@ -133,7 +133,7 @@ def export_jsonl(store: Store, out: IO[str]) -> dict[str, int]:
     return counts
 
 
-def export_to_stdout(store: Store) -> dict[str, int]:
+def export_to_stdout(store: Transfer) -> dict[str, int]:
     """Export to standard output as UTF-8, whatever encoding the console or ``PYTHONIOENCODING`` would give."""
     buffer = getattr(sys.stdout, "buffer", None)
     if buffer is None:
@@ -148,7 +148,7 @@ def export_to_stdout(store: Store) -> dict[str, int]:
     return counts
 
 
-def export_to_file(store: Store, path: Path) -> dict[str, int]:
+def export_to_file(store: Transfer, path: Path) -> dict[str, int]:
     """Export to ``path`` (gzip-compressed when it ends in ``.gz``) through a temporary file beside it, synced
     to disk before it replaces ``path``: a failed or interrupted export (or a crash) never leaves half a file,
     nor an empty one, where a complete one was."""
@@ -172,7 +172,7 @@ def export_to_file(store: Store, path: Path) -> dict[str, int]:
     return counts
 
 
-def _export_into(store: Store, raw: IO[bytes], *, compress: bool, name: str) -> dict[str, int]:
+def _export_into(store: Transfer, raw: IO[bytes], *, compress: bool, name: str) -> dict[str, int]:
     """Write the export into the open binary file ``raw`` and leave it open, for the caller to sync."""
     # the gzip header names the file the export will be (not the temporary one), as gzip.open(path) would
     packed = gzip.GzipFile(filename=name, mode="wb", fileobj=raw) if compress else None
@@ -228,7 +228,7 @@ def read_header(path: Path) -> dict[str, Any]:
     raise ValidationError(f"{path} is empty, not a memcairn export")
 
 
-def import_jsonl(store: Store, path: Path) -> ImportReport:
+def import_jsonl(store: Transfer, path: Path) -> ImportReport:
     """Import an export file into ``store``, batch by batch; malformed lines are counted and skipped.
 
     Raises:
@@ -319,7 +319,7 @@ def _check_header(obj: Any, path: Path) -> dict[str, Any]:
     return obj
 
 
-def _flush(store: Store, batch: list[tuple[int, TransferRecord]], report: ImportReport) -> None:
+def _flush(store: Transfer, batch: list[tuple[int, TransferRecord]], report: ImportReport) -> None:
     if not batch:
         return
     outcomes = store.import_records([record for _, record in batch])

@@ -70,6 +70,7 @@ from memcairn.protocol import (
     SUMMARIZE_PATH,
 )
 from memcairn.runtime import Runtime, open_runtime
+from memcairn.store.protocols import LocalStore
 from memcairn.worker import remote_reads
 from memcairn.worker.events import HEARTBEAT_SECONDS, Broadcaster, ExternalWriteTailer, StoreEventBridge
 from memcairn.worker.openapi import MAX_BATCH_IDS, MAX_ITEM_ID, build_openapi
@@ -1076,7 +1077,7 @@ def _resumed_session(request: Request) -> tuple[str, str, int | None] | None:
     return (agent, session, int(started) if started is not None else None) if agent and session else None
 
 
-def _unchanged_since_start(store: Any, projects: list[str] | None, agent: str, session: str,
+def _unchanged_since_start(store: LocalStore, projects: list[str] | None, agent: str, session: str,
                            hook_started: int | None = None) -> bool:
     """A resumed Claude Code session replays the context its start was given; when nothing was stored, edited
     or deleted since that start (but by the session itself, whose work is in its conversation), giving it

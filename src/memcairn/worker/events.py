@@ -46,6 +46,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from memcairn.search.result import item_row
+from memcairn.store.protocols import ItemReader
 
 log = logging.getLogger("memcairn.worker")
 
@@ -232,7 +233,7 @@ class ToldLedger:
 class StoreEventBridge:
     """A store listener (``store.add_listener(bridge)``) that publishes commits to a broadcaster."""
 
-    def __init__(self, store: Any, broadcaster: Broadcaster, ledger: ToldLedger | None = None) -> None:
+    def __init__(self, store: ItemReader, broadcaster: Broadcaster, ledger: ToldLedger | None = None) -> None:
         self.store = store
         self.broadcaster = broadcaster
         self.ledger = ledger or ToldLedger()

@@ -28,6 +28,7 @@ from typing import Any
 
 from memcairn.background import BackgroundLoop
 from memcairn.errors import ConfigError
+from memcairn.store.protocols import RemoteState
 from memcairn.team_client import (
     RemoteConfig,
     TeamClient,
@@ -64,7 +65,7 @@ class Forwarder(BackgroundLoop):
 
     thread_name = "memcairn-forwarder"
 
-    def __init__(self, store: Any, home: Path) -> None:
+    def __init__(self, store: RemoteState, home: Path) -> None:
         self.store = store
         self.home = home
         super().__init__()

@@ -28,6 +28,7 @@ from typing import Any
 
 from memcairn.errors import MemcairnError
 from memcairn.store.integrity import damaged_file_advice
+from memcairn.store.protocols import UpkeepStore
 
 log = logging.getLogger("memcairn.upkeep")
 
@@ -39,7 +40,7 @@ MAX_REPAIRS_LISTED = 5
 
 
 class StoreUpkeep:
-    def __init__(self, store: Any, *, interval_seconds: float, on_requeue: Callable[[int], None] | None = None,
+    def __init__(self, store: UpkeepStore, *, interval_seconds: float, on_requeue: Callable[[int], None] | None = None,
                  retry_seconds: float = RETRY_SECONDS, clock: Callable[[], float] = time.monotonic) -> None:
         self.store = store
         self.interval = max(0.05, float(interval_seconds))
