@@ -1,0 +1,259 @@
+"""One contract for both stores: the SQLite ``Store`` (a real file) and the team store's ``TenantStore`` (the
+session's real PostgreSQL), each through the storage protocols ``Items``, ``KeywordSearch`` and
+``ProjectsAndSessions`` of ``store/protocols.py``.
+
+The PostgreSQL side shares one database per module and gives each test a tenant of its own (a tenant sees
+nothing of another, which one test checks), so the suite stays fast.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from memcairn.errors import NotFoundError, ValidationError
+from memcairn.models import ItemFilter, NewItem
+from memcairn.store import Store
+from memcairn.store import protocols as p
+
+if TYPE_CHECKING:
+    from memcairn.pgstore.adapter import TenantStore
+
+pytestmark = pytest.mark.timeout(120)
+
+SHARED = (p.Items, p.KeywordSearch, p.ProjectsAndSessions)  # what both backends implement
+BACKENDS = ("sqlite", "postgresql")
+_tenants = itertools.count(1)
+
+
+@pytest.fixture(scope="module")
+def team_database(pg_cluster: Any) -> Iterator[Any]:
+    """One team database for the module: its pool and the owner's connection string."""
+    from postgres_server import TEST_SECRET
+
+    from memcairn.pgstore import db
+    from memcairn.pgstore.items import TeamStore
+
+    name = pg_cluster.create_database()
+    owner = pg_cluster.owner_dsn(name)
+    pool = db.Pool(db.app_conninfo(owner, TEST_SECRET), size=2)
+    yield TeamStore(pool, None), owner  # no model: the contract is about the keyword leg
+    pool.close()
+    pg_cluster.drop_database(name)
+
+
+def new_tenant(owner_dsn: str) -> int:
+    from memcairn.pgstore import db
+
+    with db.connect(owner_dsn, autocommit=True) as conn:
+        row = conn.execute("INSERT INTO tenants (name) VALUES (%s) RETURNING id", (f"t{next(_tenants)}",)).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    if request.param == "sqlite":
+        with Store(tmp_path / "contract.db") as store:
+            yield store
+        return
+    from memcairn.pgstore.adapter import TenantStore
+
+    team, owner = request.getfixturevalue("team_database")
+    yield TenantStore(team, new_tenant(owner))
+
+
+def note(project: str, title: str, text: str = "", *, epoch: int | None = None, session: str | None = None,
+         kind: str = "manual") -> NewItem:
+    return NewItem(project=project, kind=kind, title=title, text=text, created_at_epoch=epoch, session=session,
+                   platform_source="claude-code" if session else None)
+
+
+# -- the contract ---------------------------------------------------------------------------------------------
+def test_the_same_content_twice_is_one_row_read_back_whole(backend: Any) -> None:
+    first = backend.add_item(note("alpha", "Parser timeout fixed", "raised the read timeout to 30 s", epoch=1_000))
+    again = backend.add_item(note("alpha", "Parser timeout fixed", "raised the read timeout to 30 s", epoch=1_000))
+    assert first.created and first.id > 0 and not first.forgotten
+    assert (again.id, again.created) == (first.id, False)
+    assert len(backend.list_items(ItemFilter(projects=["alpha"]))) == 1
+    item = backend.get_item(first.id)
+    assert (item.id, item.project, item.kind, item.title, item.text, item.created_at_epoch) == (
+        first.id, "alpha", "manual", "Parser timeout fixed", "raised the read timeout to 30 s", 1_000)
+    assert item.type == "note" and item.content_hash
+    batch = backend.add_items([note("alpha", "one"), note("alpha", "two"), note("alpha", "one")])
+    assert [r.created for r in batch] == [True, True, False] and batch[0].id == batch[2].id
+    assert [i.title for i in backend.get_items([batch[1].id, 999_999, first.id])] == ["two", "Parser timeout fixed"]
+    with pytest.raises(NotFoundError):
+        backend.get_item(999_999)
+    with pytest.raises(ValidationError):
+        backend.add_item(NewItem(project="alpha", kind="no-such-kind", title="x"))
+
+
+def test_lists_newest_first_and_pages(backend: Any) -> None:
+    ids = {epoch: backend.add_item(note("alpha", f"at {epoch}", epoch=epoch)).id for epoch in (1_000, 3_000, 2_000)}
+    scope = ItemFilter(projects=["alpha"])
+    assert [i.id for i in backend.list_items(scope)] == [ids[3_000], ids[2_000], ids[1_000]]
+    assert [i.id for i in backend.list_items(scope, order="oldest")] == [ids[1_000], ids[2_000], ids[3_000]]
+    assert [i.id for i in backend.list_items(scope, limit=1, offset=1)] == [ids[2_000]]
+    assert [i.id for i in backend.list_items(ItemFilter(projects=["alpha"], date_start=1_500, date_end=2_500))] == [
+        ids[2_000]]
+    assert [i.id for i in backend.list_items()] == [ids[3_000], ids[2_000], ids[1_000]]
+
+
+def test_forgetting_hides_from_read_list_and_search_and_refuses_the_content_again(backend: Any) -> None:
+    kept = backend.add_item(note("alpha", "kept memory about zeppelins", epoch=1_000)).id
+    gone = backend.add_item(note("alpha", "forgotten memory about zeppelins", epoch=2_000)).id
+    assert backend.delete_items([gone, gone, 999_999]) == [gone]
+    assert backend.get_items([gone]) == []
+    with pytest.raises(NotFoundError):
+        backend.get_item(gone)
+    assert [i.id for i in backend.list_items(ItemFilter(projects=["alpha"]))] == [kept]
+    assert [i for i, _ in backend.keyword_ids("zeppelins")] == [kept]
+    replayed = backend.add_item(note("alpha", "forgotten memory about zeppelins", epoch=2_000))
+    assert replayed.forgotten and not replayed.created
+    assert [i.id for i in backend.list_items(ItemFilter(projects=["alpha"]))] == [kept]
+    revived = backend.add_item(note("alpha", "forgotten memory about zeppelins", epoch=2_000), revive=True)
+    assert revived.created and revived.id != gone
+    assert {i for i, _ in backend.keyword_ids("zeppelins")} == {kept, revived.id}
+
+
+def test_keyword_search_finds_by_a_word_best_first(backend: Any) -> None:
+    both = backend.add_item(note("alpha", "parser timeout", "the parser hit a timeout on large files")).id
+    one = backend.add_item(note("alpha", "cache warmup", "the parser cache is warmed at start")).id
+    backend.add_item(note("alpha", "unrelated", "nothing to see here"))
+    hits = backend.keyword_ids("parser timeout")
+    assert [i for i, _ in hits] == [both, one]
+    assert all(isinstance(i, int) and isinstance(s, float) for i, s in hits)
+    assert hits[0][1] > hits[1][1] > 0  # higher is better, best first
+    assert [i for i, _ in backend.keyword_ids("warmup")] == [one]
+    assert backend.keyword_ids("parser timeout", limit=1, offset=1) == hits[1:2]
+    assert backend.keyword_ids("xylophone") == []
+    assert backend.keyword_ids("\"*:( AND NEAR -") == []  # query syntax is only text, and matches nothing here
+
+
+def test_projects_and_sessions(backend: Any) -> None:
+    backend.add_item(note("beta", "in a session", session="s-1", epoch=2_000))
+    backend.add_item(note("alpha", "alone", epoch=1_000))
+    backend.add_item(note("alpha", "alone too", epoch=3_000))
+    listed = {info.name: (info.items, info.last_epoch) for info in backend.projects()}
+    assert listed == {"alpha": (2, 3_000), "beta": (1, 2_000)}
+    assert backend.project_names() == ["alpha", "beta"]
+    assert [name for _, name in backend.resolve_projects(["beta", "nope"])] == ["beta"]
+    assert backend.resolve_project_ids(["nope"]) == []
+    session = backend.ensure_session("s-1", "beta", "claude-code")
+    assert backend.ensure_session("s-1", "beta", "claude-code") == session
+    assert [i.title for i in backend.list_items(ItemFilter(session="s-1"))] == ["in a session"]
+    assert backend.list_items(ItemFilter(session="s-1"))[0].session == "s-1"
+    assert backend.end_session("s-1", "claude-code") is True
+    assert backend.end_session("no-such-session", "claude-code") is False
+
+
+def test_projects_are_isolated(backend: Any) -> None:
+    a = backend.add_item(note("alpha", "shared words about kubernetes", epoch=1_000)).id
+    b = backend.add_item(note("beta", "shared words about kubernetes", epoch=1_000)).id
+    assert a != b  # dedupe is per project
+    assert [i.id for i in backend.list_items(ItemFilter(projects=["alpha"]))] == [a]
+    assert [i.id for i in backend.list_items(ItemFilter(projects=["beta"]))] == [b]
+    assert [i for i, _ in backend.keyword_ids("kubernetes", ItemFilter(projects=["beta"]))] == [b]
+    assert backend.keyword_ids("kubernetes", ItemFilter(projects=["gamma"])) == []
+    assert backend.list_items(ItemFilter(projects=["gamma"])) == []
+    assert backend.delete_items([a]) == [a]
+    assert [i.id for i in backend.list_items(ItemFilter(projects=["beta"]))] == [b]  # forgotten in alpha only
+    assert backend.add_item(note("beta", "shared words about kubernetes", epoch=1_000)).id == b
+
+
+# -- the team store's own bounds: tenants and pins -----------------------------------------------------------
+def test_a_tenant_store_sees_nothing_of_another_tenant_nor_outside_its_pin(team_database: Any) -> None:
+    from memcairn.pgstore.adapter import TenantStore
+
+    team, owner = team_database
+    acme = TenantStore(team, new_tenant(owner))
+    a = acme.add_item(note("alpha", "acme's secret plan")).id
+    b = acme.add_item(note("beta", "acme's other plan")).id
+    other = TenantStore(team, new_tenant(owner))
+    assert other.get_items([a, b]) == [] and other.list_items() == [] and other.projects() == []
+    assert other.keyword_ids("plan") == [] and other.delete_items([a]) == []
+    pinned = TenantStore(team, acme.tenant_id, pin=acme.resolve_project_ids(["alpha"])[0])
+    assert [i.id for i in pinned.list_items()] == [a] and pinned.get_items([b]) == []
+    assert [i for i, _ in pinned.keyword_ids("plan")] == [a] and pinned.project_names() == ["alpha"]
+    with pytest.raises(NotFoundError):
+        pinned.add_item(note("beta", "written outside the pin"))
+    assert pinned.delete_items([b]) == [] and acme.get_items([b])[0].id == b
+
+
+def test_the_team_store_refuses_filters_it_cannot_honour(team_database: Any) -> None:
+    from memcairn.pgstore.adapter import TenantStore
+
+    team, owner = team_database
+    store = TenantStore(team, new_tenant(owner))
+    with pytest.raises(ValidationError):
+        store.list_items(ItemFilter(files=["src/app.py"]))
+    with pytest.raises(ValidationError):
+        store.keyword_ids("x", ItemFilter(kinds=["manual"]))
+    with pytest.raises(ValidationError):
+        store.keyword_ids("x", order="newest")
+
+
+# -- conformance ----------------------------------------------------------------------------------------------
+def _members(protocol: type) -> list[str]:
+    return sorted(name for name in dir(protocol) if not name.startswith("_") and name not in dir(object)
+                  and getattr(protocol, name, None) is not None)
+
+
+def _same_signature(protocol: type, implementation: type, name: str, instance: object = None) -> bool:
+    """``implementation`` has ``name`` with the protocol's parameters (names, kinds, defaults); a property of the
+    protocol may be an attribute ``instance`` sets."""
+    wanted, given = getattr(protocol, name), getattr(implementation, name, None)
+    if isinstance(wanted, property):
+        return given is not None or hasattr(instance, name)
+    if given is None or not callable(given):
+        return False
+    shape = [(q.name, q.kind, q.default) for q in inspect.signature(wanted).parameters.values()]
+    return shape == [(q.name, q.kind, q.default) for q in inspect.signature(given).parameters.values()]
+
+
+def _implementation(name: str) -> type:
+    if name == "sqlite":
+        return Store
+    from memcairn.pgstore.adapter import TenantStore
+
+    return TenantStore
+
+
+@pytest.mark.parametrize("name,protocols", [("sqlite", (p.LocalStore,)), ("postgresql", SHARED)])
+def test_each_backend_has_every_method_of_its_protocols_with_their_parameters(name: str, protocols: tuple,
+                                                                              tmp_path: Path) -> None:
+    """The runtime half of the check (mypy checks the static half: ``_static_conformance``)."""
+    if name == "postgresql":
+        pytest.importorskip("psycopg")
+    implementation = _implementation(name)
+    instance = Store(tmp_path / "attributes.db") if name == "sqlite" else None
+    for protocol in protocols:
+        members = _members(protocol)
+        assert members, protocol
+        mismatched = [m for m in members if not _same_signature(protocol, implementation, m, instance)]
+        assert mismatched == [], f"{implementation.__name__} vs {protocol.__name__}"
+    if instance is not None:
+        instance.close()
+
+
+def test_the_conformance_check_fails_on_a_mismatch() -> None:
+    class Short:
+        def get_item(self, item_id: int) -> None: ...
+
+        def get_items(self, wanted: list[int]) -> None: ...  # another parameter name
+
+    assert _same_signature(p.ItemReader, Short, "get_item")
+    assert not _same_signature(p.ItemReader, Short, "get_items")
+    assert not _same_signature(p.ItemReader, Short, "list_items")
+
+
+def _static_conformance(sqlite: Store, team: TenantStore) -> None:  # pragma: no cover - read by mypy, never run
+    local: p.LocalStore = sqlite
+    shared: tuple[p.Items, p.KeywordSearch, p.ProjectsAndSessions] = (team, team, team)
+    _ = (local, shared)
