@@ -214,10 +214,13 @@ def _random_vectors(conn: psycopg.Connection, tenant_id: int, project: str, coun
     project_id = conn.execute("INSERT INTO projects (tenant_id, name) VALUES (%s, %s) RETURNING id",
                               (tenant_id, project)).fetchone()[0]
     conn.execute(
-        "INSERT INTO items (tenant_id, project_id, title, content_hash, created_at_epoch, embedding)"
-        " SELECT %s, %s, 'row ' || g, md5(g::text), g,"
-        "  (SELECT array_agg(random() - 0.5)::vector FROM generate_series(1, 384) WHERE g > 0)"
-        " FROM generate_series(%s::int, %s::int) AS g", (tenant_id, project_id, start, start + count - 1))
+        "WITH new AS (INSERT INTO items (tenant_id, project_id, title, content_hash, created_at_epoch)"
+        "  SELECT %s, %s, 'row ' || g, md5(g::text), g FROM generate_series(%s::int, %s::int) AS g"
+        "  RETURNING id, tenant_id, project_id)"
+        " INSERT INTO item_vectors (item_id, chunk, tenant_id, project_id, embedding)"
+        " SELECT id, 0, tenant_id, project_id,"
+        "  (SELECT array_agg(random() - 0.5)::vector FROM generate_series(1, 384) WHERE id > 0) FROM new",
+        (tenant_id, project_id, start, start + count - 1))
     return int(project_id)
 
 
@@ -227,19 +230,19 @@ def test_the_vector_plan_scans_small_projects_and_walks_the_index_for_large_ones
     with db.connect(pg_database) as conn:
         big = _random_vectors(conn, acme, "big", 2000, 1)
         tiny = _random_vectors(conn, acme, "tiny", 20, 10_000)  # 1% of the rows
-        conn.execute("ANALYZE items")
-        probe = conn.execute("SELECT id, embedding::text FROM items WHERE project_id = %s ORDER BY id LIMIT 1",
-                             (tiny,)).fetchone()
+        conn.execute("ANALYZE item_vectors")
+        probe = conn.execute("SELECT item_id, embedding::text FROM item_vectors WHERE project_id = %s"
+                             " ORDER BY item_id LIMIT 1", (tiny,)).fetchone()
     probe_id, literal = probe[0], [float(v) for v in probe[1].strip("[]").split(",")]
     team = TeamStore(pool, None, exact_below=100)
     with pool.connection() as conn, db.tenant_transaction(conn, acme) as cur:
         def plan(exact: bool, projects: list[int]) -> str:
             rows = cur.execute("EXPLAIN " + nearest_sql(exact=exact),
-                               (probe[1], acme, projects, probe[1], 10)).fetchall()
+                               {"q": probe[1], "t": acme, "p": projects, "n": 10}).fetchall()
             return "\n".join(r[0] for r in rows)
 
-        assert "items_embedding" in plan(False, [big])
-        assert "items_embedding" not in plan(True, [big, tiny])
+        assert "item_vectors_embedding" in plan(False, [big])
+        assert "item_vectors_embedding" not in plan(True, [big, tiny])
         assert team.vector_count(cur, acme, [tiny]) == 20 and team.vector_count(cur, acme, [big]) == 100
         assert team.nearest(cur, acme, [tiny], literal, 5)[0][0] == probe_id  # through the index
     exact = TeamStore(pool, None, exact_below=5000)

@@ -51,7 +51,8 @@ def wait_for_an_empty_backlog(pool: db.Pool) -> None:
 
 def vectors(owner_dsn: str) -> dict[int, bool]:
     with db.connect(owner_dsn, autocommit=True) as conn:
-        return {i: has for i, has in conn.execute("SELECT id, embedding IS NOT NULL FROM items ORDER BY id")}
+        return {i: has for i, has in conn.execute(
+            "SELECT id, EXISTS (SELECT 1 FROM item_vectors v WHERE v.item_id = items.id) FROM items ORDER BY id")}
 
 
 def test_a_write_commits_before_its_vector_and_the_backlog_fills_it_in(pg_database: str, team: TeamStore) -> None:

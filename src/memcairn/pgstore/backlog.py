@@ -7,9 +7,9 @@ each vector and deletes its backlog row. That row is the progress mark, like the
 per item: items commit out of id order under concurrent writers, so a single "embedded up to id N" would skip
 an item whose transaction committed after a higher id had been embedded. A crash before that commit leaves the
 rows in place and the batch is embedded again after the restart (its vectors were never stored, so no item is
-stored twice or embedded twice to effect); a crash after it has nothing left to do. A vector is only written
-where the item still has none (``embedding IS NULL``), and a forgotten item takes its backlog row with it
-(``ON DELETE CASCADE``).
+stored twice or embedded twice to effect); a crash after it has nothing left to do. An item's vectors, one per
+chunk of its text (``item_vectors``), are written whole, replacing any it had, and a forgotten item takes its
+backlog row and its vectors with it (``ON DELETE CASCADE``).
 
 Tenancy: the backlog rows hold item and tenant ids, never content, and have no row-level security, because the
 task must see every tenant's backlog before it knows whom it acts for. Everything that touches an item — reading
@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import psycopg
 
+from memcairn.mirror.documents import chunk_text
 from memcairn.pgstore.db import Pool, tenant_transaction
 from memcairn.pgstore.schema import EMBEDDING_DIM
 from memcairn.vectors.base import Embedder
@@ -46,9 +47,12 @@ class Lag:
         return {"pending": self.pending, "oldest_pending_seconds": round(self.oldest_seconds, 3)}
 
 
-def document(title: str, text: str) -> str:
-    """What an item's embedding is computed from."""
-    return f"{title}\n{text}".strip()
+def documents(title: str, text: str) -> list[str]:
+    """What an item's vectors are computed from: its title and text, split as the local mirror splits a long
+    field (``mirror.documents.chunk_text``: pieces of at most 1,000 characters, at most 12), so the model reads
+    all of a long message and the texts are the ones the local mirror embeds (an embedding cache serves both)."""
+    title, text = title.strip(), text.strip()
+    return chunk_text(f"{title}. {text}" if title and text else text or title)
 
 
 def vector_literal(values: Sequence[float]) -> str:
@@ -77,24 +81,33 @@ def embed_batch(pool: Pool, embedder: Embedder, limit: int = BATCH) -> int:
         by_tenant: dict[int, list[int]] = defaultdict(list)
         for item_id, tenant_id in rows:
             by_tenant[int(tenant_id)].append(int(item_id))
-        found: list[tuple[int, int, str]] = []  # tenant, item, document
+        found: list[tuple[int, int, int, str]] = []  # tenant, item, chunk, document
         for tenant_id, ids in by_tenant.items():
             with tenant_transaction(conn, tenant_id) as cur:
-                found += [(tenant_id, int(i), document(title, text)) for i, title, text in cur.execute(
-                    "SELECT id, title, text FROM items WHERE tenant_id = %s AND id = ANY(%s)"
-                    " AND embedding IS NULL ORDER BY id", (tenant_id, ids))]
+                for item_id, title, text in cur.execute(
+                        "SELECT id, title, text FROM items WHERE tenant_id = %s AND id = ANY(%s) ORDER BY id",
+                        (tenant_id, ids)):
+                    found += [(tenant_id, int(item_id), n, doc) for n, doc in enumerate(documents(title, text))]
     # no transaction is open while the model runs: writers and forgets never wait for it
-    vectors = embedder.embed_documents([doc for _, _, doc in found]) if found else []
-    literal = {item_id: vector_literal(v) for (_, item_id, _), v in zip(found, vectors, strict=True)}
+    vectors = embedder.embed_documents([doc for *_, doc in found]) if found else []
+    chunks: dict[int, list[tuple[int, str]]] = defaultdict(list)  # item -> (chunk, vector)
+    for (_, item_id, n, _), vector in zip(found, vectors, strict=True):
+        chunks[item_id].append((n, vector_literal(vector)))
     with pool.connection() as conn:
         for tenant_id, ids in by_tenant.items():
             with tenant_transaction(conn, tenant_id) as cur:
-                mine = [i for i in ids if i in literal]
-                if mine:
-                    cur.execute("UPDATE items SET embedding = v.vec::vector FROM unnest(%s::bigint[], %s::text[])"
-                                " AS v(id, vec) WHERE items.tenant_id = %s AND items.id = v.id"
-                                " AND items.embedding IS NULL", (mine, [literal[i] for i in mine], tenant_id))
-                # settled: embedded now, or no longer there for this tenant (forgotten, or already embedded)
+                mine = [i for i in ids if i in chunks]
+                if mine:  # an item's vectors are replaced whole (a re-queued item may have fewer chunks now)
+                    cur.execute("DELETE FROM item_vectors WHERE tenant_id = %s AND item_id = ANY(%s)",
+                                (tenant_id, mine))
+                    new = [(i, n, vec) for i in mine for n, vec in chunks[i]]
+                    cur.execute(
+                        "INSERT INTO item_vectors (item_id, chunk, tenant_id, project_id, embedding)"
+                        " SELECT v.id, v.chunk, i.tenant_id, i.project_id, v.vec::vector"
+                        " FROM unnest(%s::bigint[], %s::smallint[], %s::text[]) AS v(id, chunk, vec)"
+                        " JOIN items i ON i.id = v.id AND i.tenant_id = %s",
+                        ([r[0] for r in new], [r[1] for r in new], [r[2] for r in new], tenant_id))
+                # settled: embedded now, or no longer there for this tenant (forgotten, or a stale row)
                 cur.execute("DELETE FROM embedding_backlog WHERE tenant_id = %s AND item_id = ANY(%s)",
                             (tenant_id, ids))
     return len(rows)

@@ -2,21 +2,26 @@
 
 Every method takes the tenant it acts for and runs in ``tenant_transaction``, so row-level security and the
 explicit ``tenant_id`` filters agree on what is visible. A project pin (a key's ``project_id``) narrows reads
-and writes further. Items carry their embedding in the same row, written in the same transaction as the text.
+and writes further. An item commits with its backlog row; its vectors, one per chunk of its text, follow
+(``pgstore/backlog.py``).
 
-Search runs two legs and fuses them with ``search.fusion.rrf``:
+Search runs two legs:
 
-- keyword: the query's words OR-ed into a tsquery over the weighted ``fts`` column (title A, text B), the
-  newest ``KEYWORD_CAP`` matches ranked with ``ts_rank(fts, q, 1)`` (log length normalisation);
-- semantic: pgvector cosine distance through the HNSW index with ``hnsw.iterative_scan = relaxed_order``, so a
-  small project inside a large tenant still gets its neighbours, or an exact scan when the projects hold fewer
-  than ``EXACT_BELOW`` vectors; hits under the bundled model's calibrated similarity floor are dropped, so a
-  query nothing answers gets no semantic noise.
+- keyword (``pgstore/keyword.py``): the local store's plan of the query's words as a tsquery over the weighted
+  ``fts`` column (title A, text B), the newest matches ranked with ``ts_rank(fts, q, 1)``, the best of them
+  re-scored with BM25 from the projects' statistics;
+- semantic: pgvector cosine distance over the items' chunk vectors, each item at its best chunk, through the HNSW
+  index with ``hnsw.iterative_scan = relaxed_order``, so a small project inside a large tenant still gets its
+  neighbours, or an exact scan when the projects hold fewer than ``EXACT_BELOW`` vectors.
+
+Each leg brings ``POOL_MIN`` candidates at least, fused as the local search service fuses them (``minmax`` by
+default: each leg's scores scaled to 0..1 and summed; ``rrf`` on request), and the local relevance floor
+(``search.relevance``) drops what shares next to nothing with the query, or everything when even the best
+candidate is weak: a query nothing answers gets no semantic noise.
 """
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from collections import OrderedDict
@@ -32,19 +37,18 @@ from memcairn.models import NewItem
 from memcairn.pgstore.audit import Actor, audit, audit_actor
 from memcairn.pgstore.backlog import vector_literal
 from memcairn.pgstore.db import Pool, tenant_transaction
-from memcairn.search.fusion import order_ids, rrf
-from memcairn.search.relevance import SEMANTIC_FLOORS
+from memcairn.pgstore.keyword import KeywordLeg
+from memcairn.search import relevance
+from memcairn.search.fusion import fuse, order_ids
 from memcairn.store.items import content_hash
 from memcairn.store.validation import validate_item
 from memcairn.vectors.base import Embedder
 
-KEYWORD_CAP = 10_000
 EXACT_BELOW = 2_000  # projects holding fewer vectors than this are scanned exactly (the reference: 11-27 ms at 1k)
-MAX_QUERY_WORDS = 32
+POOL_MIN = 50  # candidates each leg brings at least (the local service's)
+CHUNKS_PER_ITEM = 4  # chunks read from the HNSW graph per item wanted (as the local mirror asks its index)
 MAX_LIMIT = 100
 QUERY_CACHE = 2_048  # query vectors kept per server process (384 floats each)
-SEMANTIC_FLOOR = SEMANTIC_FLOORS["all-MiniLM-L6-v2-int8"]
-_WORD = re.compile(r"\w+", re.UNICODE)
 
 
 
@@ -71,33 +75,36 @@ class Saved:
 
 
 def nearest_sql(*, exact: bool) -> str:
-    """The semantic leg's query. Ordering by ``distance + 0`` is no ordering the HNSW index offers, so the
-    planner reads the projects' rows through their btree and sorts them all: exact, and cheaper than the graph
-    for a small project. Plain ``embedding <=> q`` lets it walk the HNSW graph, the filters applied as it goes
-    (with ``hnsw.iterative_scan`` it keeps walking until enough rows pass them)."""
-    order = "(embedding <=> %s::vector) + 0" if exact else "embedding <=> %s::vector"
-    return ("SELECT id, 1 - (embedding <=> %s::vector) AS similarity FROM items WHERE tenant_id = %s"
-            f" AND project_id = ANY(%s) AND embedding IS NOT NULL ORDER BY {order} LIMIT %s")
-
-
-def or_tsquery(query: str) -> str | None:
-    """The query's words as ``'a' | 'b'`` for ``to_tsquery`` (each quoted; \\w+ holds no quote)."""
-    words = list(dict.fromkeys(w.lower() for w in _WORD.findall(query)))[:MAX_QUERY_WORDS]
-    return " | ".join(f"'{w}'" for w in words) if words else None
+    """The semantic leg's query over the projects' chunk vectors (named parameters ``q`` vector, ``t`` tenant,
+    ``p`` projects, ``n`` rows). Exact: every chunk's distance, each item at its best chunk (a grouping the
+    HNSW index cannot answer, so the planner reads the projects' rows through their btree: cheaper than the
+    graph for a small project). Else the HNSW graph is walked in distance order, the filters applied as it goes
+    (with ``hnsw.iterative_scan`` it keeps walking until enough rows pass them); ``n`` is then chunks, and the
+    caller keeps each item's first."""
+    if exact:
+        return ("SELECT item_id, max(1 - (embedding <=> %(q)s::vector)) AS similarity FROM item_vectors"
+                " WHERE tenant_id = %(t)s AND project_id = ANY(%(p)s) GROUP BY item_id"
+                " ORDER BY similarity DESC, item_id DESC LIMIT %(n)s")
+    return ("SELECT item_id, 1 - (embedding <=> %(q)s::vector) AS similarity FROM item_vectors"
+            " WHERE tenant_id = %(t)s AND project_id = ANY(%(p)s) ORDER BY embedding <=> %(q)s::vector LIMIT %(n)s")
 
 
 class TeamStore:
     """Tenant-scoped reads and writes over a pool of ``memcairn_app`` connections."""
 
     def __init__(self, pool: Pool, embedder: Embedder | None = None, *, exact_below: int = EXACT_BELOW,
-                 query_cache: int = QUERY_CACHE) -> None:
+                 query_cache: int = QUERY_CACHE, fusion: str = "minmax") -> None:
+        if fusion not in ("minmax", "rrf"):
+            raise ValueError(f"unknown fusion {fusion!r}; use minmax or rrf")
         self.pool = pool
+        self.fusion = fusion
         self.embedder = embedder  # for queries; documents are embedded by the backlog's task
         self.exact_below = exact_below
         self.written = threading.Event()  # set after a commit that stored a new item (wakes the embedding task)
         self._query_vectors: OrderedDict[tuple[int, str], list[float]] = OrderedDict()
         self._query_cache = query_cache
         self._query_lock = threading.Lock()
+        self.keyword = KeywordLeg()
 
     # -- projects -----------------------------------------------------------------------------------------
     @staticmethod
@@ -363,16 +370,7 @@ class TeamStore:
 
     def keyword_leg(self, cur: psycopg.Cursor, tenant_id: int, project_ids: list[int], query: str,
                     limit: int) -> list[tuple[int, float]]:
-        tsq = or_tsquery(query)
-        if tsq is None:
-            return []
-        rows = cur.execute(
-            "WITH q AS (SELECT to_tsquery('english', %s) AS q),"
-            " m AS (SELECT i.id, i.fts FROM items i, q WHERE i.tenant_id = %s AND i.project_id = ANY(%s)"
-            "  AND i.fts @@ q.q ORDER BY i.id DESC LIMIT %s)"
-            " SELECT m.id, ts_rank(m.fts, q.q, 1) AS score FROM m, q ORDER BY score DESC, m.id DESC LIMIT %s",
-            (tsq, tenant_id, project_ids, KEYWORD_CAP, limit)).fetchall()
-        return [(int(i), float(s)) for i, s in rows]
+        return self.keyword.rank(cur, tenant_id, project_ids, query, limit)
 
     def semantic_leg(self, cur: psycopg.Cursor, tenant_id: int, project_ids: list[int], query: str,
                      limit: int) -> list[tuple[int, float]]:
@@ -399,22 +397,46 @@ class TeamStore:
 
     def nearest(self, cur: psycopg.Cursor, tenant_id: int, project_ids: list[int], vector: Sequence[float],
                 limit: int) -> list[tuple[int, float]]:
-        """(id, cosine similarity) of the nearest items at or over the floor, best first: an exact scan when the
-        projects hold fewer than ``exact_below`` vectors, else the HNSW index with iterative scan."""
+        """(id, cosine similarity of its best chunk) of the nearest items, best first: an
+        exact scan when the projects hold fewer than ``exact_below`` vectors, else the HNSW index with iterative
+        scan (asked for ``CHUNKS_PER_ITEM`` chunks an item, each item kept at its best)."""
         literal = vector_literal(vector)
         exact = self.vector_count(cur, tenant_id, project_ids) < self.exact_below
         if not exact:
             cur.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-        rows = cur.execute(nearest_sql(exact=exact), (literal, tenant_id, project_ids, literal, limit)).fetchall()
-        hits = sorted(((int(i), float(s)) for i, s in rows), key=lambda hit: -hit[1])  # relaxed order: re-sort
-        return [hit for hit in hits if hit[1] >= SEMANTIC_FLOOR]
+        rows = cur.execute(nearest_sql(exact=exact), {"q": literal, "t": tenant_id, "p": project_ids,
+                                                      "n": limit if exact else limit * CHUNKS_PER_ITEM}).fetchall()
+        best: dict[int, float] = {}
+        for item_id, similarity in rows:
+            best[int(item_id)] = max(best.get(int(item_id), -2.0), float(similarity))
+        hits = sorted(best.items(), key=lambda hit: (-hit[1], -hit[0]))[:limit]  # relaxed order: re-sort
+        return hits
 
     def vector_count(self, cur: psycopg.Cursor, tenant_id: int, project_ids: list[int]) -> int:
-        """The projects' vectors, counted up to ``exact_below`` only (a bounded index scan)."""
-        row = cur.execute("SELECT count(*) FROM (SELECT 1 FROM items WHERE tenant_id = %s AND project_id = ANY(%s)"
-                          " AND embedding IS NOT NULL LIMIT %s) AS bounded", (tenant_id, project_ids,
-                                                                         self.exact_below)).fetchone()
+        """The projects' chunk vectors, counted up to ``exact_below`` only (a bounded index scan)."""
+        row = cur.execute("SELECT count(*) FROM (SELECT 1 FROM item_vectors WHERE tenant_id = %s"
+                          " AND project_id = ANY(%s) LIMIT %s) AS bounded",
+                          (tenant_id, project_ids, self.exact_below)).fetchone()
         return int(row[0]) if row else 0
+
+    def _relevant(self, tenant_id: int, project_ids: list[int], query: str, ordered: list[int],
+                  similarity: dict[int, float]) -> list[int]:
+        """``ordered`` less what the local search service's relevance floor hides (``search.relevance``): nothing
+        when even the best candidate is under ``DEFAULT_MIN_SCORE``, else all but those under the unrelated
+        floor. The evidence is the same: a candidate's best-chunk similarity and its share of the query's
+        informative words."""
+        if not ordered:
+            return ordered
+        with self.pool.connection() as conn, tenant_transaction(conn, tenant_id) as cur:
+            terms = self.keyword.query_terms(cur, tenant_id, project_ids, query, ordered)
+        weights = relevance.informative_weights(terms)
+        model = getattr(self.embedder, "model_id", None)
+        score = {i: relevance.relevance(similarity.get(i), relevance.keyword_coverage(terms, weights, i), model)
+                 for i in ordered}
+        if max(score.values()) < relevance.DEFAULT_MIN_SCORE:
+            return []
+        floor = relevance.unrelated_floor(relevance.DEFAULT_MIN_SCORE)
+        return [i for i in ordered if score[i] >= floor]
 
     def search(self, tenant_id: int, query: str, project_ids: Sequence[int], *, limit: int = 20,
                mode: str = "auto") -> list[dict[str, Any]]:
@@ -426,19 +448,21 @@ class TeamStore:
             raise ValidationError("mode must be auto, keyword or semantic")
         if not project_ids:
             return []
-        pool_size = max(limit * 2, 20)
+        pool_size = max(limit, POOL_MIN)
         legs: dict[str, list[tuple[int, float]]] = {}
         with self.pool.connection() as conn, tenant_transaction(conn, tenant_id) as cur:
             if mode in ("auto", "keyword"):
                 legs["keyword"] = self.keyword_leg(cur, tenant_id, list(project_ids), query, pool_size)
             if mode in ("auto", "semantic"):
                 legs["semantic"] = self.semantic_leg(cur, tenant_id, list(project_ids), query, pool_size)
-        fused = rrf(legs)
+        fused = fuse(self.fusion, legs)
         if not fused:
             return []
         records = {r["id"]: r for r in self.get_many(tenant_id, list(fused))}
         created = {i: records[i]["created_at_epoch"] for i in fused if i in records}
-        ordered = order_ids({i: s for i, s in fused.items() if i in created}, created)[:limit]
+        ordered = order_ids({i: s for i, s in fused.items() if i in created}, created)
+        ordered = self._relevant(tenant_id, list(project_ids), query, ordered, dict(legs.get("semantic", [])))
+        ordered = ordered[:limit]
         found_by = {name: {i for i, _ in leg} for name, leg in legs.items()}
         return [{**records[i], "score": round(fused[i], 6),
                  "legs": sorted(name for name, ids in found_by.items() if i in ids)} for i in ordered]

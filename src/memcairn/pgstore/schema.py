@@ -17,7 +17,7 @@ APP_ROLE = "memcairn_app"
 EMBEDDING_DIM = 384  # the bundled all-MiniLM-L6-v2
 
 TENANT_TABLES = ("projects", "sessions", "items", "forgotten", "api_keys", "audit_log", "changes", "idempotency",
-                 "ingest_queue")
+                 "ingest_queue", "item_vectors")
 
 _M001 = f"""
 CREATE EXTENSION IF NOT EXISTS vector;
@@ -241,6 +241,52 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON ingest_jobs TO {APP_ROLE};
 GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {APP_ROLE};
 """
 
+# Vectors per chunk, and keyword text split like the local store's tokenizer.
+# - ``item_vectors``: an item's text is embedded in chunks as the local mirror embeds a long field
+#   (``mirror.documents.chunk_text``), one row per chunk; the semantic leg ranks an item by its best chunk. The
+#   one vector per item in ``items.embedding`` (the model read its first 256 tokens) becomes chunk 0 and the
+#   items longer than one chunk go back on the backlog for the rest.
+# - ``fts``: PostgreSQL's parser keeps ``src/launch_project_review.py`` or ``obj.retry_module`` as one token,
+#   where SQLite's unicode61 splits at every character that is not a letter or digit; punctuation (``_ . / -``
+#   ...) becomes a space first, so a word of an identifier or a path is found as it is in the local store.
+# - ``doc_tokens``: the words of title and text, the document length BM25 re-scoring needs (``pgstore/keyword.py``).
+_M006 = f"""
+ALTER TABLE items ADD CONSTRAINT items_id_project_tenant UNIQUE (id, project_id, tenant_id);
+CREATE TABLE item_vectors (
+  item_id bigint NOT NULL,
+  chunk smallint NOT NULL CHECK (chunk >= 0),
+  tenant_id bigint NOT NULL,
+  project_id bigint NOT NULL,
+  embedding vector({EMBEDDING_DIM}) NOT NULL,
+  PRIMARY KEY (item_id, chunk),
+  FOREIGN KEY (item_id, project_id, tenant_id) REFERENCES items (id, project_id, tenant_id) ON DELETE CASCADE
+);
+CREATE INDEX item_vectors_scope ON item_vectors (tenant_id, project_id);
+CREATE INDEX item_vectors_embedding ON item_vectors USING hnsw (embedding vector_cosine_ops);
+ALTER TABLE item_vectors ENABLE ROW LEVEL SECURITY;
+ALTER TABLE item_vectors FORCE ROW LEVEL SECURITY;
+CREATE POLICY tenant_rows ON item_vectors USING (tenant_id = memcairn_tenant())
+  WITH CHECK (tenant_id = memcairn_tenant());
+GRANT SELECT, INSERT, UPDATE, DELETE ON item_vectors TO {APP_ROLE};
+
+INSERT INTO item_vectors (item_id, chunk, tenant_id, project_id, embedding)
+  SELECT id, 0, tenant_id, project_id, embedding FROM items WHERE embedding IS NOT NULL;
+INSERT INTO embedding_backlog (item_id, tenant_id)
+  SELECT id, tenant_id FROM items WHERE embedding IS NOT NULL AND length(title) + length(text) > 1000
+  ON CONFLICT DO NOTHING;
+DROP INDEX items_embedding;
+ALTER TABLE items DROP COLUMN embedding;
+
+DROP INDEX items_fts;
+ALTER TABLE items DROP COLUMN fts;
+ALTER TABLE items ADD COLUMN fts tsvector GENERATED ALWAYS AS (
+  setweight(to_tsvector('english', regexp_replace(title, '[[:punct:]]+', ' ', 'g')), 'A')
+  || setweight(to_tsvector('english', regexp_replace(text, '[[:punct:]]+', ' ', 'g')), 'B')) STORED;
+ALTER TABLE items ADD COLUMN doc_tokens integer GENERATED ALWAYS AS (
+  regexp_count(title, '[^[:punct:][:space:]]+') + regexp_count(text, '[^[:punct:][:space:]]+')) STORED;
+CREATE INDEX items_fts ON items USING gin (project_id, fts);
+"""
+
 # (version, name, sql): applied in order, each in its own transaction with its record.
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "tenants, projects, sessions, items, forgotten marks, keys, audit log; row-level security", _M001),
@@ -248,5 +294,6 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (3, "answers kept by Idempotency-Key for batches of events", _M003),
     (4, "the backlog of items whose vector is still to be computed", _M004),
     (5, "the ingest queue of events and its jobs, claimed with FOR UPDATE SKIP LOCKED", _M005),
+    (6, "vectors per chunk of an item; keyword text split at punctuation; words per item", _M006),
 )
 LATEST = MIGRATIONS[-1][0]

@@ -61,6 +61,7 @@ TABLES = (
     Table("sessions", ("id",)),
     Table("items", ("id",)),
     Table("embedding_backlog", ("item_id",)),
+    Table("item_vectors", ("item_id", "chunk")),
     Table("forgotten", ("project_id", "content_hash")),
     Table("api_keys", ("id",)),
     Table("audit_log", ("id",)),
@@ -202,15 +203,17 @@ def _apply(source_dsn: str, target: psycopg.Connection, tenant_id: int, pending:
             for table in ("projects", "sessions"):
                 copier.copy(reader, table, copier.where(table), upsert=True)
             if snapshot_audit is not None:  # items embedded on the source since the copy are copied again
-                missing = [r[0] for r in target.execute("SELECT id FROM items WHERE tenant_id = %s AND embedding"
-                                                        " IS NULL", (tenant_id,))]
+                missing = [r[0] for r in target.execute(
+                    "SELECT id FROM items i WHERE tenant_id = %s AND NOT EXISTS"
+                    " (SELECT 1 FROM item_vectors v WHERE v.item_id = i.id)", (tenant_id,))]
                 items = sorted(set(items) | {r[0] for r in reader.execute(
-                    "SELECT id FROM items WHERE tenant_id = %s AND embedding IS NOT NULL AND id = ANY(%s)",
+                    "SELECT DISTINCT item_id FROM item_vectors WHERE tenant_id = %s AND item_id = ANY(%s)",
                     (tenant_id, missing))})
-            if items:
-                copier.delete("items", copier.where("items", "id", items))  # their backlog rows go too (cascade)
+            if items:  # their backlog rows and vectors go too (cascade) and come back as on the source
+                copier.delete("items", copier.where("items", "id", items))
                 copier.copy(reader, "items", copier.where("items", "id", items))
                 copier.copy(reader, "embedding_backlog", copier.where("embedding_backlog", "item_id", items))
+                copier.copy(reader, "item_vectors", copier.where("item_vectors", "item_id", items))
             if seqs:
                 copier.delete("changes", copier.where("changes", "seq", seqs))
                 copier.copy(reader, "changes", copier.where("changes", "seq", seqs))

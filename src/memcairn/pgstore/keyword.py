@@ -1,0 +1,223 @@
+"""The team store's keyword leg: the local store's query plan, matched by PostgreSQL full-text search, the top
+candidates re-scored with BM25 from per-project statistics.
+
+1. Words: ``store.fts.query_tokens`` (split at every character that is not a letter or digit, stopwords out,
+   32 at most), as the local store reads a query; the ``fts`` column splits text the same way (migration 5).
+2. Statistics of the searched projects: rows, mean words per row (``doc_tokens``), and per word the rows
+   holding its lexeme, counted through the GIN index in one statement and kept ``STATS_TTL`` seconds (a
+   minute-old count ranks as well as a fresh one; matching never depends on it).
+3. The plan for common words of ``store.fts.plan_terms``: beyond ``RANK_BUDGET`` matching rows the rarest
+   words stay alternatives and the common ones are required together, ``rare1 | rare2 | (common1 & common2)``,
+   plus the whole query as a phrase (``a <-> b``) when nothing was pruned.
+4. Matching rows, the newest ``KEYWORD_CAP`` of them, are ranked with ``ts_rank(fts, q, 1)`` (weighted
+   tsvector, log length normalisation) and the best ``RESCORE_TOP`` are re-scored with FTS5's BM25 formula:
+
+       idf(w) = ln((N - n(w) + 0.5) / (n(w) + 0.5)), at least 1e-6
+       score  = sum over the plan's words w of idf(w) * f(w) * (k1 + 1) / (f(w) + k1 * (1 - b + b * D / avgdl))
+
+   with ``f`` the word's occurrences weighted like the local bm25 columns (title 4, text 1), ``D`` the row's
+   words, k1 = 1.2, b = 0.75; words of the ``&`` group count only in rows holding all of them, and the phrase
+   adds its idf at one occurrence. ``ts_rank`` alone ranks otherwise than BM25: it has no idf, so a row
+   repeating a common word outranks one holding the rare word the query is about.
+
+Differences to the local store that remain: PostgreSQL's snowball stemmer and stopword list are not FTS5's
+porter and list; ``D`` counts stopwords as FTS5 does, but a lexeme keeps at most 256 positions; the phrase's
+occurrences are not counted.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import psycopg
+
+from memcairn.store import fts
+
+KEYWORD_CAP = 10_000  # matching rows ranked at most, the newest (as the local RANK_CAP)
+RESCORE_TOP = 1_000  # of those, the best by ts_rank re-scored with BM25
+STATS_TTL = 60.0
+K1 = 1.2
+B = 0.75
+TITLE_WEIGHT = 4.0  # the local bm25 weight of the title column; text weighs 1
+_STATS_KEEP = 20_000  # cached entries before the cache starts over
+
+
+@dataclass(frozen=True)
+class Stats:
+    """What BM25 needs of the searched projects: rows, mean words a row, rows holding each word's lexeme."""
+
+    rows: int
+    mean_words: float
+    holding: dict[str, int]
+
+
+class _Cache:
+    """Values kept ``ttl`` seconds, by key (one per store; thread-safe)."""
+
+    def __init__(self, ttl: float) -> None:
+        self.ttl = ttl
+        self._lock = threading.Lock()
+        self._values: dict[tuple[object, ...], tuple[float, object]] = {}
+
+    def get(self, key: tuple[object, ...]) -> object | None:
+        with self._lock:
+            hit = self._values.get(key)
+        return hit[1] if hit is not None and time.monotonic() - hit[0] < self.ttl else None
+
+    def put(self, key: tuple[object, ...], value: object) -> None:
+        with self._lock:
+            if len(self._values) >= _STATS_KEEP:
+                self._values.clear()
+            self._values[key] = (time.monotonic(), value)
+
+
+def _quoted(word: str) -> str:
+    """A word for ``to_tsquery`` (``query_tokens`` are letters and digits only: nothing to escape)."""
+    return f"'{word}'"
+
+
+def plan_tsquery(plan: fts.MatchPlan) -> str:
+    """The plan as ``to_tsquery`` text: ``'a' | 'b' | ('c' & 'd') | 'a' <-> 'b'``."""
+    parts = [_quoted(w) for w in plan.any_of]
+    if plan.all_of:
+        parts.append("(" + " & ".join(_quoted(w) for w in plan.all_of) + ")")
+    if plan.phrase is not None:
+        parts.append("(" + " <-> ".join(_quoted(w) for w in plan.phrase.split()) + ")")
+    return " | ".join(parts)
+
+
+def idf(rows: int, holding: int) -> float:
+    """FTS5's idf, at least 1e-6 (also for counts of different ages that say more rows hold a word than exist)."""
+    ratio = (rows - holding + 0.5) / (holding + 0.5)
+    value = math.log(ratio) if ratio > 0.0 else 0.0
+    return value if value > 0.0 else 1e-6
+
+
+class KeywordLeg:
+    """Ranks a query's keyword matches in a tenant's projects (one per ``TeamStore``)."""
+
+    def __init__(self, *, cap: int = KEYWORD_CAP, rescore: int = RESCORE_TOP, budget: int = fts.RANK_BUDGET,
+                 ttl: float = STATS_TTL) -> None:
+        self.cap, self.rescore, self.budget = cap, rescore, budget
+        self._cache = _Cache(ttl)
+
+    @staticmethod
+    def words(cur: psycopg.Cursor, query: str) -> tuple[list[str], dict[str, str]]:
+        """The query's words that have a lexeme (PostgreSQL's stopwords have none: they match nothing), and
+        each one's lexeme."""
+        words = fts.query_tokens(query)
+        if not words:
+            return [], {}
+        lexemes = {w: lex for w, lex in cur.execute(
+            "SELECT w, (SELECT min(lexeme) FROM unnest(to_tsvector('english', w))) FROM unnest(%s::text[]) AS w",
+            (words,)).fetchall() if lex}
+        return [w for w in words if w in lexemes], lexemes
+
+    def query_terms(self, cur: psycopg.Cursor, tenant_id: int, project_ids: Sequence[int], query: str,
+                    ids: Sequence[int]) -> fts.QueryTerms:
+        """What ``search.relevance`` judges keyword evidence by: the words, the rows holding each in the projects
+        and which of ``ids`` hold each (as ``Store.query_terms`` gives it locally)."""
+        words, lexemes = self.words(cur, query)
+        if not words or not project_ids:
+            return fts.QueryTerms(tuple(words), tuple(0 for _ in words), 0, {w: set() for w in words})
+        stats = self.stats(cur, tenant_id, project_ids, words)
+        by_lexeme: dict[str, set[int]] = {lexemes[w]: set() for w in words}
+        if ids:
+            for item_id, held in cur.execute(
+                    "SELECT id, array(SELECT u.lexeme FROM unnest(fts) AS u WHERE u.lexeme = ANY(%s)) FROM items"
+                    " WHERE tenant_id = %s AND id = ANY(%s)", (list(by_lexeme), tenant_id, list(ids))).fetchall():
+                for lexeme in held:
+                    by_lexeme[lexeme].add(int(item_id))
+        return fts.QueryTerms(tuple(words), tuple(stats.holding.get(w, 0) for w in words), stats.rows,
+                              {w: by_lexeme[lexemes[w]] for w in words})
+
+    def stats(self, cur: psycopg.Cursor, tenant_id: int, project_ids: Sequence[int], words: Sequence[str]) -> Stats:
+        scope = (tenant_id, tuple(sorted(project_ids)))
+        size = self._cache.get(("size", *scope))
+        if size is None:
+            row = cur.execute("SELECT count(*), coalesce(avg(doc_tokens), 0) FROM items WHERE tenant_id = %s"
+                              " AND project_id = ANY(%s)", (tenant_id, list(project_ids))).fetchone()
+            size = (int(row[0]), float(row[1])) if row else (0, 0.0)
+            self._cache.put(("size", *scope), size)
+        rows, mean = size  # type: ignore[misc]
+        holding: dict[str, int] = {}
+        missing = []
+        for word in words:
+            known = self._cache.get(("word", *scope, word))
+            if known is None:
+                missing.append(word)
+            else:
+                holding[word] = int(known)  # type: ignore[call-overload]
+        if missing:
+            # one pass over the rows holding any of the words (GIN), a count per word
+            counts = ", ".join(f"count(*) FILTER (WHERE fts @@ to_tsquery('english', %(w{n})s))"
+                               for n in range(len(missing)))
+            params: dict[str, object] = {f"w{n}": _quoted(w) for n, w in enumerate(missing)}
+            params.update(t=tenant_id, p=list(project_ids), any=" | ".join(_quoted(w) for w in missing))
+            row = cur.execute(f"SELECT {counts} FROM items WHERE tenant_id = %(t)s AND project_id = ANY(%(p)s)"
+                              " AND fts @@ to_tsquery('english', %(any)s)", params).fetchone()
+            for word, count in zip(missing, row or [0] * len(missing), strict=True):
+                holding[word] = int(count)
+                self._cache.put(("word", *scope, word), int(count))
+        return Stats(max(rows, *holding.values(), 0), mean, holding)  # counts of different ages: never fewer rows
+
+    def rank(self, cur: psycopg.Cursor, tenant_id: int, project_ids: Sequence[int], query: str,
+             limit: int) -> list[tuple[int, float]]:
+        """(item id, BM25 score) of the best ``limit`` matches, best first (ties: the newer id)."""
+        words, lexemes = self.words(cur, query)
+        if not words or not project_ids:
+            return []
+        stats = self.stats(cur, tenant_id, project_ids, words)
+        plan = fts.plan_terms(" ".join(words), stats.rows, lambda ws: [stats.holding.get(w, 0) for w in ws],
+                              self.budget)
+        if plan is None:
+            return []
+        phrase = ("(" + " <-> ".join(_quoted(w) for w in plan.phrase.split()) + ")") if plan.phrase else None
+        phrase_rows = self._phrase_rows(cur, tenant_id, project_ids, phrase) if phrase else 0
+        wanted = [lexemes[w] for w in (*plan.any_of, *plan.all_of)]
+        rows = cur.execute(
+            "WITH q AS (SELECT to_tsquery('english', %(match)s) AS q),"
+            " m AS (SELECT i.id, i.fts, i.doc_tokens FROM items i, q WHERE i.tenant_id = %(t)s"
+            "  AND i.project_id = ANY(%(p)s) AND i.fts @@ q.q ORDER BY i.id DESC LIMIT %(cap)s),"
+            " top AS (SELECT m.id, m.fts, m.doc_tokens FROM m, q ORDER BY ts_rank(m.fts, q.q, 1) DESC, m.id DESC"
+            "  LIMIT %(rescore)s)"
+            " SELECT top.id, top.doc_tokens, coalesce(top.fts @@ to_tsquery('english', %(phrase)s), false),"
+            "  x.lexemes, x.freqs FROM top LEFT JOIN LATERAL (SELECT array_agg(u.lexeme) AS lexemes,"
+            "   array_agg((SELECT sum(CASE w WHEN 'A' THEN %(title)s ELSE 1 END) FROM unnest(u.weights) AS w))"
+            "   AS freqs FROM unnest(top.fts) AS u WHERE u.lexeme = ANY(%(lex)s)) AS x ON true",
+            {"match": plan_tsquery(plan), "t": tenant_id, "p": list(project_ids), "cap": self.cap,
+             "rescore": self.rescore, "phrase": phrase, "lex": wanted, "title": TITLE_WEIGHT}).fetchall()
+        mean = stats.mean_words or 1.0
+        weight = {w: idf(stats.rows, stats.holding.get(w, 0)) for w in (*plan.any_of, *plan.all_of)}
+        phrase_idf = idf(stats.rows, phrase_rows)
+        scored = []
+        for item_id, length, in_phrase, found, freqs in rows:
+            norm = K1 * (1.0 - B + B * float(length or 0) / mean)
+            f = dict(zip(found or (), (float(x) for x in freqs or ()), strict=True))
+            score = sum(weight[w] * _saturated(f.get(lexemes[w], 0.0), norm) for w in plan.any_of)
+            if plan.all_of and all(f.get(lexemes[w], 0.0) > 0 for w in plan.all_of):
+                score += sum(weight[w] * _saturated(f[lexemes[w]], norm) for w in plan.all_of)
+            if in_phrase:
+                score += phrase_idf * _saturated(1.0, norm)
+            scored.append((int(item_id), score))
+        scored.sort(key=lambda hit: (-hit[1], -hit[0]))
+        return scored[:limit]
+
+    def _phrase_rows(self, cur: psycopg.Cursor, tenant_id: int, project_ids: Sequence[int], phrase: str) -> int:
+        key = ("phrase", tenant_id, tuple(sorted(project_ids)), phrase)
+        known = self._cache.get(key)
+        if known is None:
+            row = cur.execute("SELECT count(*) FROM items WHERE tenant_id = %s AND project_id = ANY(%s)"
+                              " AND fts @@ to_tsquery('english', %s)", (tenant_id, list(project_ids), phrase)
+                              ).fetchone()
+            known = int(row[0]) if row else 0
+            self._cache.put(key, known)
+        return int(known)  # type: ignore[call-overload]
+
+
+def _saturated(f: float, norm: float) -> float:
+    return (f * (K1 + 1.0)) / (f + norm) if f > 0 else 0.0

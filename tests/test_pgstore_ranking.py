@@ -1,0 +1,98 @@
+"""Ranking on the team store, on a real PostgreSQL 18 + pgvector: words of identifiers and paths are found as the
+local store finds them, the keyword leg ranks with BM25 from the project's statistics (idf, length), plans
+common words as the local store does, and a long memory is embedded in chunks, found by a passage past its
+first chunk."""
+
+from __future__ import annotations
+
+import pytest
+
+from memcairn.models import NewItem
+from memcairn.pgstore import backlog, db
+from memcairn.pgstore.items import TeamStore
+from memcairn.pgstore.keyword import KeywordLeg, plan_tsquery
+from memcairn.store import fts
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def tenant(owner_dsn: str, name: str = "acme") -> int:
+    with db.connect(owner_dsn, autocommit=True) as conn:
+        return int(conn.execute("INSERT INTO tenants (name) VALUES (%s) RETURNING id", (name,)).fetchone()[0])
+
+
+def keyword_ids(team: TeamStore, tenant_id: int, query: str, project: str = "api") -> list[int]:
+    return [h["id"] for h in team.search(tenant_id, query, team.project_ids(tenant_id, [project]), mode="keyword")]
+
+
+def test_an_underscored_identifier_is_found_wherever_it_is_written(pg_database: str, team: TeamStore) -> None:
+    acme = tenant(pg_database)
+    texts = ["Wrote src/launch_project_review.py for the release", "self.launch_project_review() runs it",
+             "The tool launch_project_review, called at noon", "retry_module_3 waits on the queue",
+             "see /work/teamproj/retry_module_3.py", "Unrelated notes about lunch"]
+    ids = [team.add(acme, NewItem(project="api", kind="manual", title=f"note {n}", text=t)).id
+           for n, t in enumerate(texts)]
+    assert set(keyword_ids(team, acme, "launch_project_review")) == set(ids[:3])
+    assert set(keyword_ids(team, acme, "retry_module_3")) == {ids[3], ids[4]}
+    assert keyword_ids(team, acme, "src/launch_project_review.py")[0] == ids[0]  # the whole path: its row first
+
+
+def test_keyword_ranking_is_bm25_over_the_projects_statistics(pg_database: str, team: TeamStore) -> None:
+    acme = tenant(pg_database)
+    # "deploy" is common in the project; "hamster" in one row. ts_rank (no idf) puts the row repeating the
+    # common word first; BM25 puts the row holding the rare word first.
+    filler = [team.add(acme, NewItem(project="api", kind="manual", title=f"deploy log {n}",
+                                     text=f"deploy step {n} finished")).id for n in range(8)]
+    for n in range(22):
+        team.add(acme, NewItem(project="api", kind="manual", title=f"build log {n}", text=f"build step {n} done"))
+    loud = team.add(acme, NewItem(project="api", kind="manual", title="deploy deploy",
+                                  text="deploy deploy deploy deploy again")).id
+    rare = team.add(acme, NewItem(project="api", kind="manual", title="Pets",
+                                  text="the office hamster got a new wheel; nothing to deploy")).id
+    team.add(acme, NewItem(project="web", kind="manual", title="hamster", text="hamster hamster elsewhere"))
+    ranked = keyword_ids(team, acme, "deploy hamster")
+    assert ranked[0] == rare and ranked[1] == loud and set(ranked) == {rare, loud, *filler}
+    with team.pool.connection() as conn, db.tenant_transaction(conn, acme) as cur:
+        api = team.project_ids(acme, ["api"])
+        stats = team.keyword.stats(cur, acme, api, ["deploy", "hamster"])
+        assert (stats.rows, stats.holding) == (32, {"deploy": 10, "hamster": 1})  # per project: "web" not counted
+        terms = team.keyword.query_terms(cur, acme, api, "deploy hamster", [rare, loud])
+        assert terms.holding == {"deploy": {rare, loud}, "hamster": {rare}} and terms.total == 32
+
+
+def test_common_words_are_planned_as_the_local_store_plans_them(pg_database: str, team: TeamStore) -> None:
+    acme = tenant(pg_database)
+    for n in range(12):
+        team.add(acme, NewItem(project="api", kind="manual", title=f"cache note {n}", text="cache server config"))
+    lonely = team.add(acme, NewItem(project="api", kind="manual", title="server", text="a server alone")).id
+    both = team.add(acme, NewItem(project="api", kind="manual", title="zebra", text="zebra cache server")).id
+    leg = KeywordLeg(budget=10)  # 14 rows: over the budget, so the common words are required together
+    with team.pool.connection() as conn, db.tenant_transaction(conn, acme) as cur:
+        api = team.project_ids(acme, ["api"])
+        stats = leg.stats(cur, acme, api, ["zebra", "cache", "server"])
+        plan = fts.plan_terms("zebra cache server", stats.rows, lambda ws: [stats.holding[w] for w in ws], 10)
+        assert plan == fts.MatchPlan(("zebra",), ("cache", "server"))
+        assert plan_tsquery(plan) == "'zebra' | ('cache' & 'server')"
+        ranked = [i for i, _ in leg.rank(cur, acme, api, "zebra cache server", 50)]
+    assert ranked[0] == both and lonely not in ranked and len(ranked) == 13  # "server" alone no longer matches
+    assert lonely in keyword_ids(team, acme, "zebra cache server")  # the store's own leg: under its budget
+
+
+def test_a_long_memory_is_embedded_in_chunks_and_found_by_a_later_passage(pg_database: str,
+                                                                         team: TeamStore) -> None:
+    acme = tenant(pg_database)
+    words = "The quarterly planning meeting covered hiring budgets and office moves in detail. " * 20
+    passage = "The database migration failed because the disk on the replica filled up overnight."
+    long = team.add(acme, NewItem(project="api", kind="manual", title="Meeting notes", text=words + passage)).id
+    other = team.add(acme, NewItem(project="api", kind="manual", title="Lunch",
+                                   text="We ordered pizza for the team on Friday.")).id
+    backlog.drain(team.pool, team.embedder)
+    with db.connect(pg_database, autocommit=True) as conn:
+        chunks = dict(conn.execute("SELECT item_id, count(*) FROM item_vectors GROUP BY item_id").fetchall())
+    assert chunks == {long: len(backlog.documents("Meeting notes", words + passage)), other: 1} and chunks[long] > 1
+    hits = team.search(acme, "why did the replica disk fill up during the migration",
+                       team.project_ids(acme, ["api"]), mode="semantic")
+    assert hits and hits[0]["id"] == long
+    assert team.forget(acme, long)
+    with db.connect(pg_database, autocommit=True) as conn:  # its vectors go with it
+        assert conn.execute("SELECT count(*) FROM item_vectors WHERE item_id = %s", (long,)).fetchone()[0] == 0
