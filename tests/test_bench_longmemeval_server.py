@@ -24,9 +24,16 @@ def test_the_server_store_answers_the_questions_and_is_compared(tmp_path: Path,
     sqlite.write_text(json.dumps({"hybrid": {"overall": {m: 0.5 for m in TABLE_METRICS}}}))
     out = tmp_path / "pg.json"
     assert cli_run(["bench", "longmemeval-server", str(data), "--sqlite-json", str(sqlite), "--cache",
-                    str(tmp_path / "cache.sqlite"), "--json", str(out)]) == 0
+                    str(tmp_path / "cache.sqlite"), "--json", str(out), "--all-methods"]) == 0
     printed = capsys.readouterr().out
-    assert "postgresql (hybrid) |" in printed and "sqlite (hybrid) |" in printed and "difference |" in printed
+    rows = {tuple(cell.strip() for cell in line.strip("|").split("|"))[:2] for line in printed.splitlines()
+            if line.startswith("|")}
+    assert {("hybrid", "sqlite"), ("hybrid", "postgresql"), ("hybrid", "difference"), ("keyword", "postgresql"),
+            ("semantic", "postgresql")} <= rows
+    assert ("keyword", "sqlite") not in rows  # the SQLite file held hybrid figures only
     result = json.loads(out.read_text())
-    assert result["overall"]["n"] == 2  # the _abs question is not scored
-    assert result["overall"]["recall_any@5"] == 1.0 and result["overall"]["recall_all@10"] == 1.0
+    assert set(result) == {"keyword", "semantic", "hybrid"}
+    for method in result.values():
+        assert method["overall"]["n"] == 2  # the _abs question is not scored
+        assert method["overall"]["recall_any@5"] == 1.0 and method["overall"]["recall_all@10"] == 1.0
+        assert [q["gold_ranks"][:1] for q in method["details"]] == [[1], [1]]

@@ -187,9 +187,10 @@ def bench_longmemeval(path: Path, method: str, all_methods: bool, pooled: bool, 
 @click.option("--cache", "cache_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Embedding cache file [default: MEMCAIRN_HOME/bench-cache/embeddings.sqlite].")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), help="Also write results here.")
+@click.option("--all-methods", is_flag=True, help="Keyword, semantic and hybrid side by side (else hybrid).")
 def bench_longmemeval_server(path: Path, limit_questions: int | None, sqlite_json: Path | None,
-                             cache_path: Path | None, json_out: Path | None) -> None:
-    """LongMemEval session retrieval on the team store (PostgreSQL + pgvector), per question, hybrid.
+                             cache_path: Path | None, json_out: Path | None, all_methods: bool) -> None:
+    """LongMemEval session retrieval on the team store (PostgreSQL + pgvector), per question.
 
     Example:
 
@@ -203,12 +204,13 @@ def bench_longmemeval_server(path: Path, limit_questions: int | None, sqlite_jso
     _check_output(json_out)
     sqlite = None
     if sqlite_json is not None:
-        sqlite = json.loads(sqlite_json.read_text(encoding="utf-8")).get("hybrid", {}).get("overall")
-        if sqlite is None:
-            raise click.BadParameter("holds no hybrid results", param_hint="'--sqlite-json'")
+        sqlite = json.loads(sqlite_json.read_text(encoding="utf-8"))
+        if not isinstance(sqlite, dict) or not any(m in sqlite for m in lme.METHODS):
+            raise click.BadParameter("holds no results of `memcairn bench longmemeval --json`",
+                                     param_hint="'--sqlite-json'")
     questions = lme.load_questions(path, limit_questions)
     result = lme_pg.run(questions, cache_path=cache_path or load_settings().home / "bench-cache" / "embeddings.sqlite",
-                        log=lambda m: click.echo(m, err=True))
+                        methods=lme.METHODS if all_methods else ("hybrid",), log=lambda m: click.echo(m, err=True))
     click.echo(lme_pg.render(result, sqlite))
     if json_out:
         _write_json(json_out, result)
