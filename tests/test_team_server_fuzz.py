@@ -217,4 +217,14 @@ def test_a_batch_of_events_is_queued_and_stored_once_whatever_is_retried(world: 
         assert c.post("/v1/events", json=bad, headers=headers).status_code == 400
     assert c.post("/v1/events", json={"events": events}, headers={**headers, "Idempotency-Key": "a b"}
                   ).status_code == 400
+    # raw hook events: queued (a tool memcairn never observes: null), compressed by the consumer
+    hooks = [{"project": "api", "session": "s9", "platform": "codex", "event": "tool_use", "tool_name": "Bash",
+              "tool_input": {"command": "make deploy-docs"}, "tool_response": {"stdout": "published 12 pages"}},
+             {"project": "api", "session": "s9", "event": "tool_use", "tool_name": "mcp__memcairn__search"}]
+    sent = c.post("/v1/events", json={"events": hooks}, headers=headers)
+    assert sent.status_code == 202 and sent.json()["queued"][1] is None and sent.json()["queued"][0] > 0
+    assert ingest.drain(world.team) == 1 and world.item_count() == before + 3
+    for bad in ({**hooks[0], "session": None}, {**hooks[0], "event": "stop"}, {**hooks[0], "tool_name": None},
+                {**hooks[0], "tool_input": {"command": "nul\x00"}}):
+        assert c.post("/v1/events", json={"events": [bad]}, headers=headers).status_code == 400
     assert c.get("/v1/health").json()["ingest"] == {"pending": 0, "oldest_pending_seconds": 0, "failed": 0}

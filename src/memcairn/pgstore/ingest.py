@@ -22,6 +22,8 @@ is kept with ``failed_at`` and its error (``lag`` counts them) instead of being 
 from __future__ import annotations
 
 import hashlib
+import json
+import time
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -30,6 +32,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
+from memcairn.capture.single_event import HookEvent, admitted, memories
 from memcairn.errors import MemcairnError, NotFoundError
 from memcairn.models import NewItem
 from memcairn.pgstore.audit import Actor
@@ -46,7 +49,7 @@ class IdempotencyConflict(MemcairnError):
 
 @dataclass(frozen=True)
 class Queued:
-    ids: list[int]  # the queue rows, one per event, in the batch's order
+    ids: list[int | None]  # the queue rows, one per event, in the batch's order (None: a skipped tool's)
     replayed: bool  # an earlier request with the same Idempotency-Key queued them
 
 
@@ -68,27 +71,50 @@ class Lag:
                 "failed": self.failed}
 
 
-def payload(ready: Prepared) -> dict[str, Any]:
-    """A queue row's content: the event as validated and scrubbed, with its hash and time of acceptance."""
+Event = NewItem | HookEvent  # a memory made by the client, or a raw hook event the server compresses
+
+
+def payload(event: Event) -> dict[str, Any] | None:
+    """A queue row's content: the event as validated and scrubbed, with a hash of it and its time of
+    acceptance; None for a hook event that is never observed (a skipped tool). ValidationError when invalid."""
+    if isinstance(event, HookEvent):
+        kept = admitted(event)
+        if kept is None:
+            return None
+        hook = {"event": kept.kind, "project": kept.project, "session": kept.session, "platform": kept.platform,
+                "body": kept.body}
+        digest = hashlib.sha256(json.dumps(hook, sort_keys=True, default=str).encode()).hexdigest()
+        return {"hook": hook, "hash": digest, "epoch": kept.at_epoch or int(time.time() * 1000)}
+    ready = prepare(event)
     item = ready.item
     return {"memory": {"project": item.project, "kind": item.kind, "type": item.type, "title": item.title,
                        "text": item.text, "session": item.session, "platform": item.platform_source},
             "hash": ready.digest, "epoch": ready.epoch}
 
 
-def from_payload(row: dict[str, Any]) -> Prepared:
+def from_payload(row: dict[str, Any]) -> list[Prepared]:
+    """The items a queue row's content makes: its memory, or what the offline extractor observes in its hook
+    event (nothing, one item or several), each validated and scrubbed again as every stored item is."""
+    epoch = int(row["epoch"])
+    if "hook" in row:
+        h = row["hook"]
+        event = HookEvent(h["event"], h["project"], h["session"], h["platform"], h["body"], epoch)
+        return [prepare(item) for item in memories(event, epoch)]
     m = row["memory"]
     item = NewItem(project=m["project"], kind=m["kind"], type=m["type"], title=m["title"], text=m["text"],
-                   session=m["session"], platform_source=m["platform"], created_at_epoch=int(row["epoch"]))
-    return Prepared(item, str(row["hash"]), int(row["epoch"]))
+                   session=m["session"], platform_source=m["platform"], created_at_epoch=epoch)
+    return [Prepared(item, str(row["hash"]), epoch)]
 
 
-def enqueue(pool: Pool, tenant_id: int, items: Sequence[NewItem], *, pin: int | None = None,
+def enqueue(pool: Pool, tenant_id: int, events: Sequence[Event], *, pin: int | None = None,
             actor: Actor | None = None, idempotency_key: str | None = None) -> Queued:
-    """Queue a batch of events for the tenant (all or none). ValidationError for an invalid event,
-    NotFoundError when a pinned key names another project, IdempotencyConflict for a key reused."""
-    ready = [prepare(item) for item in items]
-    fingerprint = hashlib.sha256("\n".join(f"{r.item.project}\x00{r.digest}" for r in ready).encode()).hexdigest()
+    """Queue a batch of events for the tenant (all or none); one id per event, None for a hook event that is
+    never observed. ValidationError for an invalid event, NotFoundError when a pinned key names another
+    project, IdempotencyConflict for a key reused."""
+    contents = [payload(event) for event in events]
+    kept = [c for c in contents if c is not None]
+    fingerprint = hashlib.sha256("\n".join(f"{e.project}\x00{c['hash'] if c else '-'}"
+                                           for e, c in zip(events, contents, strict=True)).encode()).hexdigest()
     who = actor or Actor()
     with pool.connection() as conn:
         try:
@@ -96,15 +122,16 @@ def enqueue(pool: Pool, tenant_id: int, items: Sequence[NewItem], *, pin: int | 
                 if pin is not None:
                     row = cur.execute("SELECT name FROM projects WHERE tenant_id = %s AND id = %s",
                                       (tenant_id, pin)).fetchone()
-                    if row is None or any(r.item.project != row[0] for r in ready):
+                    if row is None or any(e.project != row[0] for e in events):
                         raise NotFoundError("this key may only write to its own project")
                 # the rows, their jobs and the key's claim with its answer in one statement
                 row = cur.execute(_ENQUEUE, {
                     "t": tenant_id, "pin": pin, "key_id": who.key_id, "request": who.request_id,
-                    "payloads": [Jsonb(payload(r)) for r in ready], "key": idempotency_key,
-                    "hash": fingerprint}).fetchone()
+                    "payloads": [Jsonb(c) for c in kept], "key": idempotency_key,
+                    "hash": fingerprint, "positions": [n for n, c in enumerate(contents) if c is not None],
+                    "count": len(contents)}).fetchone()
                 assert row is not None
-                ids, claimed = [int(i) for i in row[0]], bool(row[1])
+                ids, claimed = [None if i is None else int(i) for i in row[0]], bool(row[1])
                 if idempotency_key is not None and not claimed:
                     raise _Claimed  # rolls the rows back: an earlier request holds the key
             return Queued(ids, False)
@@ -119,8 +146,8 @@ def enqueue(pool: Pool, tenant_id: int, items: Sequence[NewItem], *, pin: int | 
         raise IdempotencyConflict(f"Idempotency-Key {idempotency_key!r} was used for another batch; "
                                   "use a new key for new events")
     # a key answered before the queue existed (migration 5) kept the stored items, no queue ids: nothing to add
-    kept = found[1].get("queued", []) if isinstance(found[1], dict) else []
-    return Queued([int(i) for i in kept], True)
+    answered = found[1].get("queued", []) if isinstance(found[1], dict) else []
+    return Queued([None if i is None else int(i) for i in answered], True)
 
 
 class _Claimed(Exception):
@@ -135,11 +162,15 @@ WITH q AS (
   SELECT %(t)s, %(pin)s, %(key_id)s, %(request)s, p FROM unnest(%(payloads)s::jsonb[]) WITH ORDINALITY AS u(p, n)
   ORDER BY n RETURNING id, tenant_id),
 j AS (INSERT INTO ingest_jobs (queue_id, tenant_id) SELECT id, tenant_id FROM q),
+-- one id per event, in the batch's order: the queue row's, NULL where nothing was queued (a skipped tool)
+ids AS (SELECT array_agg(q.id ORDER BY slot.n) AS queued FROM generate_series(0, %(count)s - 1) AS slot(n)
+  LEFT JOIN (SELECT id, row_number() OVER (ORDER BY id) - 1 AS k FROM q) q
+    ON q.k = array_position(%(positions)s::int[], slot.n::int) - 1),
 k AS (INSERT INTO idempotency (tenant_id, key, request_hash, response)
-  SELECT %(t)s, %(key)s::text, %(hash)s, jsonb_build_object('queued', (SELECT jsonb_agg(id ORDER BY id) FROM q))
+  SELECT %(t)s, %(key)s::text, %(hash)s, jsonb_build_object('queued', to_jsonb(ids.queued)) FROM ids
   WHERE %(key)s::text IS NOT NULL
   ON CONFLICT (tenant_id, key) DO NOTHING RETURNING 1)
-SELECT (SELECT array_agg(id ORDER BY id) FROM q), EXISTS (SELECT 1 FROM k)
+SELECT (SELECT queued FROM ids), EXISTS (SELECT 1 FROM k)
 """
 
 
@@ -171,8 +202,9 @@ def _store(team: TeamStore, cur: psycopg.Cursor, jobs: Sequence[tuple[int, int]]
         act_as(cur, tenant_id)
         rows = cur.execute("SELECT id, pin, key_id, request_id, payload FROM ingest_queue WHERE tenant_id = %s"
                            " AND id = ANY(%s) ORDER BY id", (tenant_id, ids)).fetchall()
-        done.stored += team.insert_many(cur, tenant_id, [(from_payload(content), pin, Actor(key_id, request_id))
-                                                         for _, pin, key_id, request_id, content in rows])
+        done.stored += team.insert_many(cur, tenant_id, [(ready, pin, Actor(key_id, request_id))
+                                                         for _, pin, key_id, request_id, content in rows
+                                                         for ready in from_payload(content)])
         cur.execute("DELETE FROM ingest_queue WHERE tenant_id = %s AND id = ANY(%s)", (tenant_id, ids))
     return done
 

@@ -23,6 +23,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from memcairn import fence, tokens
+from memcairn.capture.single_event import HookEvent
 from memcairn.errors import ConfigError, NotFoundError, ValidationError
 from memcairn.models import MAX_ITEM_ID, NewItem
 from memcairn.pgstore import backlog, ingest, keys
@@ -34,6 +35,7 @@ from memcairn.server.http import (
     Call,
     ServerState,
     by_method,
+    holds_nul,
     int_param,
     item_id_param,
     plain,
@@ -102,8 +104,11 @@ _IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,200}$")
 
 def post_events(request: Request, call: Call) -> Any:
     """A batch of captured memories (``{"events": [{project, session, platform, kind, type, title, text,
-    created_at_epoch}, ...]}``), validated, scrubbed and queued in one transaction (all or none): 202 with the
-    queue rows' ids; the server's consumers store them (forgotten content is refused there, as a capture is).
+    created_at_epoch}, ...]}``) or raw hook events (``{project, session, platform, event: "tool_use",
+    tool_name, tool_input, tool_response, ...}``, ``event: "user_prompt"`` with ``prompt``), validated, scrubbed
+    and queued in one transaction (all or none): 202 with the queue rows' ids (null for a tool call that is
+    never observed); the server's consumers store them, compressing hook events with the offline extractor
+    (forgotten content is refused there, as a capture is).
     With an ``Idempotency-Key`` header a retry gets the first answer back (``Idempotent-Replayed: true``)."""
     state: ServerState = request.app.state.server
     assert call.key is not None
@@ -133,17 +138,31 @@ def post_events(request: Request, call: Call) -> Any:
         raise ApiError(409, "conflict", str(exc)) from None
     except ValidationError as exc:
         raise ApiError(400, "invalid", f"an event is not valid: {exc}") from None
+    except RecursionError:  # a tool's input nested deeper than the scrubbing walks
+        raise ApiError(400, "invalid", "an event is nested too deeply; flatten its tool input or output") from None
     if not queued.replayed:
         state.queued.set()
     return JSONResponse({"queued": queued.ids, "replayed": queued.replayed}, status_code=202,
                         headers={"Idempotent-Replayed": "true"} if queued.replayed else {})
 
 
-def _event_item(state: ServerState, call: Call, event: dict[str, Any]) -> NewItem:
+def _event_item(state: ServerState, call: Call, event: dict[str, Any]) -> NewItem | HookEvent:
+    """A memory (``title``, ``text``, ...), or a raw hook event when the object names its ``event``
+    (``user_prompt`` with ``prompt``; ``tool_use`` with ``tool_name``, ``tool_input``, ``tool_response``)."""
     project = text_field(event, "project") or (_pinned_name(state, call) if call.key and call.key.project_id
                                                 else None)
     if not project:
         raise ApiError(400, "invalid", "project is required")
+    kind = text_field(event, "event")
+    if kind is not None:
+        session = text_field(event, "session")
+        if not session or not session.strip():
+            raise ApiError(400, "invalid", "a hook event needs its session")
+        if holds_nul(event):
+            raise ApiError(400, "invalid", "a hook event contains a NUL character; remove it")
+        epoch = event.get("created_at_epoch")
+        return HookEvent(kind, project, session, text_field(event, "platform") or "unknown", event,
+                         epoch if isinstance(epoch, int) and not isinstance(epoch, bool) else None)
     return NewItem(project=project, kind=text_field(event, "kind") or "observation", type=text_field(event, "type"),
                    title=text_field(event, "title"), text=text_field(event, "text"),
                    session=text_field(event, "session"), platform_source=text_field(event, "platform"),

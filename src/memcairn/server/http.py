@@ -170,6 +170,17 @@ def plain(name: str, value: str) -> str:
     return value
 
 
+def holds_nul(value: Any) -> bool:
+    """Whether a NUL character is anywhere in a JSON value (PostgreSQL's jsonb cannot store ``\\u0000``)."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(holds_nul(k) or holds_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(holds_nul(v) for v in value)
+    return False
+
+
 def item_id_param(request: Request) -> int:
     raw = request.path_params["item_id"]
     if not raw.isdigit() or not 0 < int(raw) <= MAX_ITEM_ID:

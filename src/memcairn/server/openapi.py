@@ -51,7 +51,8 @@ def openapi_document() -> dict[str, Any]:
                                             "type": optional, "session": optional, "platform": optional},
            "example": {"project": "api", "title": "Use WAL", "text": "SQLite runs in WAL mode"}}
     queued = {"type": "object", "required": ["queued", "replayed"],
-              "properties": {"queued": {"type": "array", "items": _INT}, "replayed": {"type": "boolean"}}}
+              "properties": {"queued": {"type": "array", "items": {"type": ["integer", "null"]}},
+                             "replayed": {"type": "boolean"}}}
     paths: dict[str, Any] = {
         "/v1/health": {"get": {"operationId": "health", "security": [],
                                "responses": {"200": _json({"type": "object"}, _HEALTHY),
@@ -74,8 +75,12 @@ def openapi_document() -> dict[str, Any]:
             "requestBody": {"required": True, "content": {"application/json": {"schema": {
                 "type": "object", "required": ["events"],
                 "properties": {"events": {"type": "array", "minItems": 1, "maxItems": 100, "items": {
-                    "type": "object", "properties": {**new["properties"],
-                                                     "created_at_epoch": {"type": ["integer", "null"]}}}}}}}}},
+                    "type": "object", "properties": {
+                        **new["properties"], "created_at_epoch": {"type": ["integer", "null"]},
+                        "event": {"enum": ["user_prompt", "tool_use"], "description": "a raw hook event (the "
+                                  "server compresses it); without it the object is a memory"},
+                        "prompt": _STR, "tool_name": _STR, "tool_input": {}, "tool_response": {},
+                        "tool_use_id": _STR, "is_error": {"type": "boolean"}, "cwd": _STR}}}}}}}},
             "responses": {"202": _json(queued, "Queued (or, for a retry with its Idempotency-Key, queued by the "
                                               "first request: Idempotent-Replayed: true); one id per event"),
                           "409": _json(ERROR, "The Idempotency-Key was used for another batch"),
