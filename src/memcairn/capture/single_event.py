@@ -26,7 +26,7 @@ from memcairn.config import Settings
 from memcairn.errors import ValidationError
 from memcairn.models import NewItem
 from memcairn.protocol import TOOL_USE, USER_PROMPT
-from memcairn.store.validation import MAX_FIELD_BYTES
+from memcairn.store.records import MAX_FIELD_BYTES
 
 KINDS = (USER_PROMPT, TOOL_USE)
 TITLE_CHARS = 80
