@@ -86,7 +86,8 @@ class MoveReport:
     caught_up: int = 0  # changes applied in those rounds
     in_freeze: int = 0  # changes applied under the freeze
     snapshot_pause_ms: float = 0.0
-    freeze_ms: float = 0.0
+    freeze_ms: float = 0.0  # from closing the tenant's gate to the switch: the longest a write of it waited
+    freeze_parts_ms: dict[str, float] = field(default_factory=dict)  # drain (writes in flight), apply, verify
     verified: dict[str, tuple[int, str]] = field(default_factory=dict)  # table -> (rows, hash), equal on both
     deleted: int = 0  # rows deleted from the source
     phase_s: dict[str, float] = field(default_factory=dict)
@@ -298,6 +299,8 @@ def move_tenant(router: TenantRouter[Any], tenant_id: int, target: str, owner_ds
             reader.commit()
         finally:
             reader.close()
+        for table in ("projects", "sessions", "items", "changes", "audit_log"):  # fresh statistics for the planner
+            dst.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(table)))
 
         mark("catch-up")
         applied: set[int] = set()
@@ -312,12 +315,14 @@ def move_tenant(router: TenantRouter[Any], tenant_id: int, target: str, owner_ds
                 report.caught_up += len(pending)
 
             mark("freeze")
+            closing = time.perf_counter()
             with router.frozen(tenant_id):
                 frozen = time.perf_counter()
                 pending = _pending(src, tenant_id, after, applied)
                 _apply(owner_dsns[source], dst, tenant_id, pending, snapshot_audit=audit_mark)
                 report.in_freeze = len(pending)
                 advance_past(dst, last_values(src))
+                applied_at = time.perf_counter()
                 with ThreadPoolExecutor(2) as pool:
                     theirs = pool.submit(tenant_fingerprint, src, tenant_id)
                     ours = tenant_fingerprint(dst, tenant_id)
@@ -327,7 +332,11 @@ def move_tenant(router: TenantRouter[Any], tenant_id: int, target: str, owner_ds
                     raise MoveError(f"tenant {tenant_id}: the copy on {target} differs from {source} in {differ}")
                 report.verified = ours
                 router.switch(tenant_id, target)
-                report.freeze_ms = round((time.perf_counter() - frozen) * 1000, 2)
+                switched = time.perf_counter()
+                report.freeze_ms = round((switched - closing) * 1000, 2)
+                report.freeze_parts_ms = {"drain": round((frozen - closing) * 1000, 2),
+                                          "apply": round((applied_at - frozen) * 1000, 2),
+                                          "verify": round((switched - applied_at) * 1000, 2)}
         except BaseException:
             if router.route(tenant_id) != target:
                 delete_tenant(dst, tenant_id)
