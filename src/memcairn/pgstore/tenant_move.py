@@ -29,6 +29,7 @@ being moved in). A vector or a queued event stored during the move is still brou
 from __future__ import annotations
 
 import time
+from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -97,12 +98,17 @@ class MoveReport:
         return sum(rows for rows, _ in self.verified.values())
 
 
-def _columns(conn: psycopg.Connection, table: str) -> list[str]:
-    """The columns a copy carries (generated ones, ``items.fts``, are computed again on the target)."""
-    rows = conn.execute("SELECT column_name FROM information_schema.columns WHERE table_schema = 'public'"
-                        " AND table_name = %s AND is_generated = 'NEVER' ORDER BY ordinal_position",
-                        (table,)).fetchall()
-    return [str(r[0]) for r in rows]
+def columns_of(conn: psycopg.Connection) -> dict[str, list[str]]:
+    """Table -> the columns a copy carries (generated ones, ``items.fts``, are computed again on the target),
+    for every table of ``TABLES`` in one catalogue query."""
+    rows = conn.execute("SELECT c.relname, a.attname FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid"
+                        " JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'public'"
+                        " AND c.relname = ANY(%s) AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''"
+                        " ORDER BY c.relname, a.attnum", ([t.name for t in TABLES],)).fetchall()
+    out: dict[str, list[str]] = defaultdict(list)
+    for table, column in rows:
+        out[str(table)].append(str(column))
+    return dict(out)
 
 
 def _set_tenant(conn: psycopg.Connection, tenant_id: int) -> None:
@@ -114,14 +120,12 @@ class _Copier:
     """Copies one tenant's rows of a table, as selected by a WHERE clause, from a source connection into the
     target's open transaction."""
 
-    def __init__(self, target: psycopg.Connection, tenant_id: int) -> None:
+    def __init__(self, target: psycopg.Connection, tenant_id: int, columns: dict[str, list[str]]) -> None:
         self.target = target
         self.tenant_id = tenant_id
-        self._columns: dict[str, list[str]] = {}
+        self._columns = columns
 
     def columns(self, table: str) -> list[str]:
-        if table not in self._columns:
-            self._columns[table] = _columns(self.target, table)
         return self._columns[table]
 
     def where(self, table: str, column: str | None = None, values: Sequence[int] = (), *,
@@ -190,8 +194,8 @@ def _pending(source: psycopg.Connection, tenant_id: int, after: int, applied: se
     return [(int(seq), int(item)) for seq, item in rows if seq not in applied]
 
 
-def _apply(source_dsn: str, target: psycopg.Connection, tenant_id: int, pending: Sequence[tuple[int, int]], *,
-           snapshot_audit: int | None = None) -> None:
+def _apply(source_dsn: str, target: psycopg.Connection, tenant_id: int, pending: Sequence[tuple[int, int]],
+           columns: dict[str, list[str]], *, snapshot_audit: int | None = None) -> None:
     """Bring the changed items (and their projects and sessions) over as they are on the source now. With
     ``snapshot_audit`` (under the freeze) also everything the change sequence does not record."""
     seqs = sorted({seq for seq, _ in pending})
@@ -200,7 +204,7 @@ def _apply(source_dsn: str, target: psycopg.Connection, tenant_id: int, pending:
     try:
         with target.transaction():
             _set_tenant(target, tenant_id)
-            copier = _Copier(target, tenant_id)
+            copier = _Copier(target, tenant_id, columns)
             for table in ("projects", "sessions"):
                 copier.copy(reader, table, copier.where(table), upsert=True)
             if snapshot_audit is not None:  # items embedded on the source since the copy are copied again
@@ -228,13 +232,15 @@ def _apply(source_dsn: str, target: psycopg.Connection, tenant_id: int, pending:
         reader.close()
 
 
-def tenant_fingerprint(conn: psycopg.Connection, tenant_id: int) -> dict[str, tuple[int, str]]:
+def tenant_fingerprint(conn: psycopg.Connection, tenant_id: int,
+                       columns: dict[str, list[str]] | None = None) -> dict[str, tuple[int, str]]:
     """Table -> (the tenant's rows, a hash of their contents independent of order)."""
+    columns = columns or columns_of(conn)
     out: dict[str, tuple[int, str]] = {}
     with conn.transaction():
         _set_tenant(conn, tenant_id)
         for table in TABLES:
-            names = sql.SQL(", ").join(map(sql.Identifier, _columns(conn, table.name)))
+            names = sql.SQL(", ").join(map(sql.Identifier, columns[table.name]))
             row = conn.execute(sql.SQL(
                 "SELECT count(*), coalesce(md5(string_agg(h, '' ORDER BY h)), '') FROM"
                 " (SELECT md5(ROW({})::text) AS h FROM {} WHERE {} = %s) AS rows").format(
@@ -250,7 +256,7 @@ def delete_tenant(conn: psycopg.Connection, tenant_id: int) -> int:
     deleted = 0
     with conn.transaction():
         _set_tenant(conn, tenant_id)
-        copier = _Copier(conn, tenant_id)
+        copier = _Copier(conn, tenant_id, {})
         for table in reversed(TABLES):
             deleted += copier.delete(table.name)
     return deleted
@@ -277,6 +283,7 @@ def move_tenant(router: TenantRouter[Any], tenant_id: int, target: str, owner_ds
         if dst.execute("SELECT 1 FROM tenants WHERE id = %s", (tenant_id,)).fetchone():
             raise MoveError(f"cluster {target} already holds tenant {tenant_id}")
         advance_past(dst, last_values(src))
+        columns = columns_of(dst)
 
         mark("snapshot")
         with router.frozen(tenant_id):
@@ -293,7 +300,7 @@ def move_tenant(router: TenantRouter[Any], tenant_id: int, target: str, owner_ds
         try:
             with dst.transaction():
                 _set_tenant(dst, tenant_id)
-                copier = _Copier(dst, tenant_id)
+                copier = _Copier(dst, tenant_id, columns)
                 for table in TABLES:
                     report.copied[table.name] = copier.copy(reader, table.name, copier.where(table.name))
             reader.commit()
@@ -309,7 +316,7 @@ def move_tenant(router: TenantRouter[Any], tenant_id: int, target: str, owner_ds
                 pending = _pending(src, tenant_id, after, applied)
                 if len(pending) < catch_up_below:
                     break
-                _apply(owner_dsns[source], dst, tenant_id, pending)
+                _apply(owner_dsns[source], dst, tenant_id, pending, columns)
                 applied.update(seq for seq, _ in pending)
                 report.rounds += 1
                 report.caught_up += len(pending)
@@ -319,13 +326,13 @@ def move_tenant(router: TenantRouter[Any], tenant_id: int, target: str, owner_ds
             with router.frozen(tenant_id):
                 frozen = time.perf_counter()
                 pending = _pending(src, tenant_id, after, applied)
-                _apply(owner_dsns[source], dst, tenant_id, pending, snapshot_audit=audit_mark)
+                _apply(owner_dsns[source], dst, tenant_id, pending, columns, snapshot_audit=audit_mark)
                 report.in_freeze = len(pending)
                 advance_past(dst, last_values(src))
                 applied_at = time.perf_counter()
                 with ThreadPoolExecutor(2) as pool:
-                    theirs = pool.submit(tenant_fingerprint, src, tenant_id)
-                    ours = tenant_fingerprint(dst, tenant_id)
+                    theirs = pool.submit(tenant_fingerprint, src, tenant_id, columns)
+                    ours = tenant_fingerprint(dst, tenant_id, columns)
                     expected = theirs.result()
                 if ours != expected:
                     differ = sorted(t for t in expected if expected[t] != ours.get(t))
