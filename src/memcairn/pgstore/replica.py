@@ -75,8 +75,10 @@ def start_replica(primary: EmbeddedPostgres, primary_port: int, folder: Path, *,
 
 
 def wal_position(conn: psycopg.Connection) -> str:
-    """The primary's WAL position now: after a commit on ``conn``, at or past that commit."""
-    row = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()
+    """The primary's WAL insert position now: at or past every commit that has returned, also with
+    ``synchronous_commit = off`` (where the commit record may not be written out yet, so the write position,
+    ``pg_current_wal_lsn()``, can still be before it)."""
+    row = conn.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()
     assert row is not None
     return str(row[0])
 
