@@ -43,6 +43,8 @@ from memcairn.pgstore import db
 from memcairn.pgstore.identities import advance_past, last_values
 from memcairn.pgstore.router import TenantRouter
 
+ID_MARGIN = 1_000_000  # ids skipped on the target at the start of a move (a bigint has room for them)
+
 
 class MoveError(MemcairnError):
     """A tenant could not be moved (it is already on the target, or the copies differ)."""
@@ -177,11 +179,11 @@ class _Copier:
             sql.Identifier(table), where if where is not None else self.where(table))).rowcount, 0)
 
 
-def _snapshot_reader(dsn: str, tenant_id: int) -> psycopg.Connection:
-    """A repeatable-read transaction on the source, inside the tenant: every table read from one snapshot."""
+def _snapshot_reader(dsn: str) -> psycopg.Connection:
+    """A connection to the source whose transactions are repeatable read: each reads every table from one
+    snapshot, taken at its first statement (``_set_tenant``), so it is connected before any pause."""
     conn = db.connect(dsn, autocommit=False)
     conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
-    _set_tenant(conn, tenant_id)
     return conn
 
 
@@ -194,13 +196,14 @@ def _pending(source: psycopg.Connection, tenant_id: int, after: int, applied: se
     return [(int(seq), int(item)) for seq, item in rows if seq not in applied]
 
 
-def _apply(source_dsn: str, target: psycopg.Connection, tenant_id: int, pending: Sequence[tuple[int, int]],
-           columns: dict[str, list[str]], *, snapshot_audit: int | None = None) -> None:
+def _apply(reader: psycopg.Connection, target: psycopg.Connection, tenant_id: int,
+           pending: Sequence[tuple[int, int]], columns: dict[str, list[str]], *,
+           snapshot_audit: int | None = None) -> None:
     """Bring the changed items (and their projects and sessions) over as they are on the source now. With
     ``snapshot_audit`` (under the freeze) also everything the change sequence does not record."""
     seqs = sorted({seq for seq, _ in pending})
     items = sorted({item for _, item in pending})
-    reader = _snapshot_reader(source_dsn, tenant_id)
+    _set_tenant(reader, tenant_id)  # a new snapshot of the source
     try:
         with target.transaction():
             _set_tenant(target, tenant_id)
@@ -227,9 +230,8 @@ def _apply(source_dsn: str, target: psycopg.Connection, tenant_id: int, pending:
                     copier.copy(reader, table, copier.where(table), upsert=True, prune=table in _PRUNED)
                 copier.delete("audit_log", copier.where("audit_log", "id", above=snapshot_audit))
                 copier.copy(reader, "audit_log", copier.where("audit_log", "id", above=snapshot_audit))
-        reader.commit()
     finally:
-        reader.close()
+        reader.rollback()  # it only read
 
 
 def tenant_fingerprint(conn: psycopg.Connection, tenant_id: int,
@@ -279,16 +281,19 @@ def move_tenant(router: TenantRouter[Any], tenant_id: int, target: str, owner_ds
         if on_phase is not None:
             on_phase(name)
 
-    with db.connect(owner_dsns[source]) as src, db.connect(owner_dsns[target]) as dst:
+    with db.connect(owner_dsns[source]) as src, db.connect(owner_dsns[target]) as dst, \
+            _snapshot_reader(owner_dsns[source]) as reader:
         if dst.execute("SELECT 1 FROM tenants WHERE id = %s", (tenant_id,)).fetchone():
             raise MoveError(f"cluster {target} already holds tenant {tenant_id}")
-        advance_past(dst, last_values(src))
+        # ids the target hands out from now on stay above the source's, with room for the writes during the
+        # move (checked again under the freeze), so that check rarely has to move a sequence
+        advance_past(dst, last_values(src), margin=ID_MARGIN)
         columns = columns_of(dst)
 
         mark("snapshot")
         with router.frozen(tenant_id):
             paused = time.perf_counter()
-            reader = _snapshot_reader(owner_dsns[source], tenant_id)
+            _set_tenant(reader, tenant_id)  # the snapshot
             row = reader.execute("SELECT (SELECT coalesce(max(seq), 0) FROM changes WHERE tenant_id = %s),"
                                  " (SELECT coalesce(max(id), 0) FROM audit_log WHERE tenant_id = %s)",
                                  (tenant_id, tenant_id)).fetchone()
@@ -303,9 +308,8 @@ def move_tenant(router: TenantRouter[Any], tenant_id: int, target: str, owner_ds
                 copier = _Copier(dst, tenant_id, columns)
                 for table in TABLES:
                     report.copied[table.name] = copier.copy(reader, table.name, copier.where(table.name))
-            reader.commit()
         finally:
-            reader.close()
+            reader.rollback()
         for table in ("projects", "sessions", "items", "changes", "audit_log"):  # fresh statistics for the planner
             dst.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(table)))
 
@@ -316,7 +320,7 @@ def move_tenant(router: TenantRouter[Any], tenant_id: int, target: str, owner_ds
                 pending = _pending(src, tenant_id, after, applied)
                 if len(pending) < catch_up_below:
                     break
-                _apply(owner_dsns[source], dst, tenant_id, pending, columns)
+                _apply(reader, dst, tenant_id, pending, columns)
                 applied.update(seq for seq, _ in pending)
                 report.rounds += 1
                 report.caught_up += len(pending)
@@ -326,7 +330,7 @@ def move_tenant(router: TenantRouter[Any], tenant_id: int, target: str, owner_ds
             with router.frozen(tenant_id):
                 frozen = time.perf_counter()
                 pending = _pending(src, tenant_id, after, applied)
-                _apply(owner_dsns[source], dst, tenant_id, pending, columns, snapshot_audit=audit_mark)
+                _apply(reader, dst, tenant_id, pending, columns, snapshot_audit=audit_mark)
                 report.in_freeze = len(pending)
                 advance_past(dst, last_values(src))
                 applied_at = time.perf_counter()
