@@ -13,7 +13,7 @@ from typing import Any
 from memcairn.config import Settings
 from memcairn.errors import EmbeddingError, VectorIndexUnavailableError
 from memcairn.store import Store
-from memcairn.store.protocols import LocalStore
+from memcairn.store.protocols import LocalStore, MirrorStore
 
 log = logging.getLogger("memcairn.runtime")
 
@@ -49,7 +49,7 @@ def open_embedder(cfg: Settings, threads: int | None = None):  # noqa: ANN201
     return load_embedder(cfg.embedding_model, threads=threads or None)
 
 
-def open_mirror(cfg: Settings, store: Store, embedder: Any = None,  # noqa: ANN201
+def open_mirror(cfg: Settings, store: MirrorStore, embedder: Any = None,  # noqa: ANN201
                 embedding_threads: int | None = None):
     """The mirror for these settings, or None when disabled.
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from memcairn.cli.common import settings
+from memcairn.cli.common import open_store, settings
 
 PROJECT = "memcairn-samples"
 MIRROR_WAIT_SECONDS = 120.0
@@ -48,7 +48,6 @@ def demo() -> None:
     from memcairn import lifecycle
     from memcairn.capture.importer import import_transcripts
     from memcairn.client import WorkerClient
-    from memcairn.store import Store
 
     cfg = settings()
     click.echo(f"memcairn home: {cfg.home}  (store {cfg.db_path.name}, mirror {cfg.vector_backend}, "
@@ -57,7 +56,7 @@ def demo() -> None:
     click.echo(f"worker: {started['action']} (pid {started['pid']}) on http://127.0.0.1:{cfg.port}")
 
     files = sample_transcripts()
-    with Store(cfg.db_path) as store:
+    with open_store(cfg) as store:
         report = import_transcripts(store, cfg, files, project=PROJECT)
     click.echo(f"\n$ memcairn import transcripts <{len(files)} sample sessions> --project {PROJECT}\n"
                f"{report.files} files -> {report.prompts} prompts, {report.observations} observations, "
