@@ -103,6 +103,9 @@ def test_lists_newest_first_and_pages(backend: Any) -> None:
     assert [i.id for i in backend.list_items(ItemFilter(projects=["alpha"], date_start=1_500, date_end=2_500))] == [
         ids[2_000]]
     assert [i.id for i in backend.list_items()] == [ids[3_000], ids[2_000], ids[1_000]]
+    prompt = backend.add_item(note("alpha", "a prompt", "what broke?", epoch=500, kind="prompt")).id
+    assert [i.id for i in backend.list_items(ItemFilter(projects=["alpha"], kinds=["prompt"]))] == [prompt]
+    assert [i.id for i in backend.list_items(ItemFilter(types=["note"]))] == [ids[3_000], ids[2_000], ids[1_000]]
 
 
 def test_forgetting_hides_from_read_list_and_search_and_refuses_the_content_again(backend: Any) -> None:
