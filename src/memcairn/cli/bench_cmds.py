@@ -321,7 +321,7 @@ def bench_server(items: int, projects: int, clients: int, batch: int, rate: floa
     """A real `memcairn server` process under concurrent clients: ingest through the queue, its drain, search
     (keyword, fused with and without the query's embedding), context, and a kill -9 under ingest.
 
-    Example (the issue's scale):
+    Example:
 
     \b
         memcairn bench server --items 100000 --projects 100 --clients 200 --rate 500
