@@ -281,3 +281,23 @@ def test_a_repeated_query_is_embedded_once_per_tenant_within_the_cache(pool: db.
     team.query_vector(1, "cache keys")  # the cache holds two: tenant 1's first query is the oldest and goes
     team.query_vector(1, "retry uploads")
     assert asked == ["retry uploads", "retry uploads", "cache keys", "retry uploads"]
+
+
+def test_forgetting_by_content_reaches_a_stored_item_and_a_queued_one(pg_database: str, team: TeamStore) -> None:
+    from memcairn.pgstore import ingest
+    from memcairn.pgstore.items import prepare
+
+    acme, other = tenant(pg_database, "acme"), tenant(pg_database, "other")
+    stored = NewItem(project="api", kind="observation", title="Retry uploads", text="with backoff", session="s1")
+    queued = NewItem(project="api", kind="observation", title="Old turn", text="first version", session="s1")
+    saved = team.add(acme, stored)
+    assert team.forget_content(other, prepare(stored)) is None  # another tenant's content: nothing of acme's
+    assert team.get(acme, saved.id)["title"] == "Retry uploads"
+    ingest.enqueue(team.pool, acme, [queued])
+    assert team.forget_content(acme, prepare(stored)) == saved.id
+    assert team.forget_content(acme, prepare(queued)) is None  # not stored yet: marked, so the queue's copy is refused
+    ingest.drain(team)
+    assert team.recent(acme, team.project_ids(acme, ["api"]), 10) == []
+    pinned = team.project_ids(acme, ["api"])[0]
+    with pytest.raises(NotFoundError):
+        team.forget_content(acme, prepare(NewItem(project="web", kind="manual", title="x")), pin=pinned)

@@ -139,16 +139,19 @@ def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=60)
 
 
-def hook_events(port: int, session: str, first: int, count: int) -> None:
-    """A prompt, then ``count`` edits of distinct files, as the hooks post them."""
-    base = {"session_id": session, "cwd": f"/work/{PROJECT}", "project": PROJECT, "projects": [PROJECT],
+def hook_events(port: int, session: str, first: int, count: int, project: str = PROJECT, *,
+                prompt: bool = True) -> None:
+    """A prompt (unless not ``prompt``: the turn goes on), then ``count`` edits of distinct files, as the hooks
+    post them."""
+    base = {"session_id": session, "cwd": f"/work/{project}", "project": project, "projects": [project],
             "platform_source": "claude-code"}
-    status, _, _ = request(port, "POST", "/api/sessions/init",
-                           {**base, "event": "user_prompt", "prompt": f"wire the retry queue, part {first}",
-                            "prompt_number": first})
-    assert status == 202
+    if prompt:
+        status, _, _ = request(port, "POST", "/api/sessions/init",
+                               {**base, "event": "user_prompt", "prompt": f"wire the retry queue, part {first}",
+                                "prompt_number": first})
+        assert status == 202
     for i in range(first, first + count):
-        path = f"/work/{PROJECT}/retry_module_{i}.py"
+        path = f"/work/{project}/retry_module_{i}.py"
         status, _, _ = request(port, "POST", "/api/sessions/observations", {
             **base, "event": "tool_use", "tool_name": "Write", "tool_use_id": f"toolu_{session}_{i}",
             "tool_input": {"file_path": path, "content": f"RETRY_LIMIT_{i} = {i}\n"},
@@ -303,3 +306,81 @@ def test_retry_after_is_read_in_seconds() -> None:
     assert TeamResponse(429, {"retry-after": "7"}, None).retry_after(1.0) == 7.0
     assert TeamResponse(429, {"retry-after": "Wed, 21 Oct 2026 07:28:00 GMT"}, None).retry_after(3.0) == 3.0
     assert TeamResponse(429, {}, None).retry_after(2.0) == 2.0
+
+
+def server_contents(dsn: str, project: str) -> dict[tuple[str, str], int]:
+    """(title, text) -> server id of what the server holds in ``project`` (as the superuser)."""
+    import psycopg
+
+    with psycopg.connect(dsn) as conn:
+        return {(t or "", x.strip()): i for i, t, x in conn.execute(
+            "SELECT i.id, i.title, i.text FROM items i JOIN projects p ON p.id = i.project_id WHERE p.name = %s",
+            (project,))}
+
+
+def sent_contents(cfg: Settings, url: str) -> dict[tuple[str, str], int]:
+    """(title, text) -> local id of what the forwarder knows the server acknowledged (and still holds)."""
+    with sqlite3.connect(cfg.db_path) as db:
+        rows = db.execute("SELECT item_id, event FROM remote_sent WHERE server = ?", (url,)).fetchall()
+    return {(json.loads(e).get("title") or "", json.loads(e).get("text", "").strip()): i for i, e in rows}
+
+
+def local_ids(cfg: Settings) -> set[int]:
+    with sqlite3.connect(cfg.db_path) as db:
+        return {int(r[0]) for r in db.execute("SELECT id FROM memory_items")}
+
+
+def mirrored(cfg: Settings, url: str, dsn: str, project: str) -> bool:
+    """Every local memory was sent, and the server holds exactly what was sent of them: nothing deleted here
+    stays there (no deletion waiting either). (A memory edited here after it was sent keeps its sent version
+    there: edits are not forwarded.)"""
+    status = remote_status(cfg)
+    sent = sent_contents(cfg, url)
+    return status.get("state") == "synced" and not status.get("pending_deletions") \
+        and set(sent.values()) == local_ids(cfg) and set(server_contents(dsn, project)) == set(sent)
+
+
+def test_deletions_forgets_and_replaced_memories_reach_the_server(team: tuple[TeamServer, str, str],
+                                                                  cfg: Settings) -> None:
+    server, key, superuser_dsn = team
+    project = "teamproj-deletions"
+    assert cli(cfg.home, "connect", server.url, "--key", key).returncode == 0
+    lifecycle.start(cfg)
+
+    def in_step(what: str, timeout: float = 90) -> None:
+        wait_for(lambda: mirrored(cfg, server.url, superuser_dsn, project), what, timeout=timeout,
+                 seen=lambda: (remote_status(cfg), server_contents(superuser_dsn, project),
+                               sent_contents(cfg, server.url), local_ids(cfg)))
+
+    hook_events(cfg.port, "d1", 1, 3, project)
+    wait_for(lambda: captured(cfg), "local capture")
+    in_step("forwarding")
+
+    # the turn goes on: capture replaces the turn's memory with its longer version, here and on the server
+    before = remote_status(cfg)["deleted"]
+    hook_events(cfg.port, "d1", 4, 3, project, prompt=False)
+    wait_for(lambda: captured(cfg), "local capture of the longer turn")
+    in_step("the replaced version gone from the server")
+    assert remote_status(cfg)["deleted"] > before  # a replacement happened and was forwarded as a deletion
+
+    # forgotten here: gone there, never readable again through the API
+    held = server_contents(superuser_dsn, project)
+    victim_content, victim = next(iter(sent_contents(cfg, server.url).items()))
+    team_id = held[victim_content]
+    auth = {"Authorization": f"Bearer {key}"}
+    assert request(server.port, "GET", f"/v1/memories/{team_id}", headers=auth)[0] == 200
+    assert request(cfg.port, "DELETE", f"/api/memory/{victim}")[0] == 200
+    in_step("the forgotten memory gone from the server", 60)
+    assert request(server.port, "GET", f"/v1/memories/{team_id}", headers=auth)[0] == 404
+    assert team_id not in server_contents(superuser_dsn, project).values()
+
+    # forgotten while the server is down: the deletion waits in the store and goes out once it is back
+    server.stop()
+    victim_content, victim = next(iter(sent_contents(cfg, server.url).items()))
+    team_id = held[victim_content]
+    assert request(cfg.port, "DELETE", f"/api/memory/{victim}")[0] == 200
+    wait_for(lambda: remote_status(cfg).get("pending_deletions") == 1, "the deletion waiting",
+             seen=lambda: remote_status(cfg))
+    server.start()
+    in_step("the deletion sent after the outage", 120)
+    assert request(server.port, "GET", f"/v1/memories/{team_id}", headers=auth)[0] == 404

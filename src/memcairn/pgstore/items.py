@@ -317,6 +317,28 @@ class TeamStore:
             _changed(cur, tenant_id, row[0], item_id, "forgotten")
             return True
 
+    def forget_content(self, tenant_id: int, ready: Prepared, *, pin: int | None = None,
+                       actor: Actor | None = None) -> int | None:
+        """Forget a memory by its content, as a captured event describes it: the content is marked forgotten in
+        its project (so a copy still waiting in the ingest queue is refused when it is stored) and the item
+        holding it, if stored, is deleted. The deleted item's id, or None when none was stored.
+
+        Raises:
+            NotFoundError: a pinned key names another project."""
+        with self.pool.connection() as conn, tenant_transaction(conn, tenant_id) as cur:
+            project_id = self._project_id(cur, tenant_id, ready.item.project, create=pin is None)
+            if project_id is None or (pin is not None and project_id != pin):
+                raise NotFoundError(f"this key may only forget in its own project, not {ready.item.project!r}")
+            cur.execute("INSERT INTO forgotten (tenant_id, project_id, content_hash) VALUES (%s, %s, %s)"
+                        " ON CONFLICT DO NOTHING", (tenant_id, project_id, ready.digest))
+            row = cur.execute("DELETE FROM items WHERE tenant_id = %s AND project_id = %s AND content_hash = %s"
+                              " RETURNING id", (tenant_id, project_id, ready.digest)).fetchone()
+            item_id = int(row[0]) if row else None
+            audit(cur, tenant_id, "memories.forget", actor, str(item_id) if item_id else f"content {ready.digest}")
+            if item_id is not None:
+                _changed(cur, tenant_id, project_id, item_id, "forgotten")
+            return item_id
+
     def latest_change(self, tenant_id: int) -> int:
         with self.pool.connection() as conn, tenant_transaction(conn, tenant_id) as cur:
             row = cur.execute("SELECT coalesce(max(seq), 0) FROM changes WHERE tenant_id = %s", (tenant_id,)).fetchone()

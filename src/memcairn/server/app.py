@@ -28,7 +28,7 @@ from memcairn.errors import ConfigError, NotFoundError, ValidationError
 from memcairn.models import MAX_ITEM_ID, NewItem
 from memcairn.pgstore import backlog, ingest, keys
 from memcairn.pgstore.ingest import IdempotencyConflict
-from memcairn.pgstore.items import MAX_LIMIT
+from memcairn.pgstore.items import MAX_LIMIT, prepare
 from memcairn.pgstore.schema import LATEST
 from memcairn.server.http import (
     ApiError,
@@ -144,6 +144,42 @@ def post_events(request: Request, call: Call) -> Any:
         state.queued.set()
     return JSONResponse({"queued": queued.ids, "replayed": queued.replayed}, status_code=202,
                         headers={"Idempotent-Replayed": "true"} if queued.replayed else {})
+
+
+def forget_events(request: Request, call: Call) -> Any:
+    """Forget memories by their content, each given as the event that captured it (``{"events": [...]}``, as
+    ``POST /v1/events`` takes them): what a connected worker sends when it deleted, forgot or replaced a memory
+    it had forwarded. Each content is marked forgotten in its project, so a copy still queued is refused, and the
+    stored item holding it is deleted; ``results`` gives each deleted id (null: none was stored)."""
+    state: ServerState = request.app.state.server
+    assert call.key is not None
+    events = request.state.body.get("events")
+    if not isinstance(events, list) or not 1 <= len(events) <= MAX_EVENTS:
+        raise ApiError(400, "invalid", f"events must be a list of 1 to {MAX_EVENTS} objects")
+    ready = []
+    for n, event in enumerate(events):
+        if not isinstance(event, dict):
+            raise ApiError(400, "invalid", f"events[{n}] must be an object")
+        try:
+            item = _event_item(state, call, event)
+        except ApiError as exc:
+            raise ApiError(exc.status, exc.code, f"events[{n}]: {exc.detail}") from None
+        if not isinstance(item, NewItem):
+            raise ApiError(400, "invalid", f"events[{n}]: a raw hook event has no stored content to forget; send "
+                                           "the memory as it was sent (project, kind, title, text, ...)")
+        try:
+            ready.append(prepare(item))
+        except ValidationError as exc:
+            raise ApiError(400, "invalid", f"events[{n}] is not valid: {exc}") from None
+    results = []
+    for content in ready:
+        try:
+            forgotten = state.team.forget_content(call.key.tenant_id, content, pin=call.key.project_id,
+                                                  actor=call.actor)
+        except NotFoundError:
+            raise ApiError(403, "forbidden", "this key is pinned to one project; every event must be for it") from None
+        results.append({"id": forgotten, "forgotten": True})
+    return {"results": results}
 
 
 def _event_item(state: ServerState, call: Call, event: dict[str, Any]) -> NewItem | HookEvent:
@@ -372,6 +408,7 @@ def make_app(state: ServerState, *, lifespan: Any = None) -> Starlette:
         Route("/v1/openapi.json", route(None, openapi), methods=["GET"]),
         Route("/v1/memories", route("memories:write", save_memory), methods=["POST"]),
         Route("/v1/events", route("memories:write", post_events), methods=["POST"]),
+        Route("/v1/events/forget", route("memories:write", forget_events), methods=["POST"]),
         Route("/v1/memories/{item_id}", by_method({"GET": route("memories:read", get_memory),
                                                    "DELETE": route("memories:write", forget_memory)}),
               methods=["GET", "DELETE"]),

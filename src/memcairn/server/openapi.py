@@ -85,6 +85,20 @@ def openapi_document() -> dict[str, Any]:
                                               "first request: Idempotent-Replayed: true); one id per event"),
                           "409": _json(ERROR, "The Idempotency-Key was used for another batch"),
                           **_errors(400, 401, 403, 413, 503)}}},
+        "/v1/events/forget": {"post": {
+            "operationId": "forgetEvents", "summary": "Forget memories by content, each given as the event that "
+            "captured it (memories:write): marked forgotten in its project, so a queued copy is refused, and the "
+            "stored item deleted (what a connected worker sends for a memory it deleted, forgot or replaced)",
+            "requestBody": {"required": True, "content": {"application/json": {"schema": {
+                "type": "object", "required": ["events"],
+                "properties": {"events": {"type": "array", "minItems": 1, "maxItems": 100, "items": {
+                    "type": "object", "properties": {**new["properties"],
+                                                     "created_at_epoch": {"type": ["integer", "null"]}}}}}}}}},
+            "responses": {"200": _json({"type": "object", "required": ["results"], "properties": {"results": {
+                "type": "array", "items": {"type": "object", "properties": {
+                    "id": {"type": ["integer", "null"]}, "forgotten": {"type": "boolean"}}}}}},
+                "One result per event: the deleted memory's id, null when none was stored"),
+                          **_errors(400, 401, 403, 413, 503)}}},
         "/v1/memories/{item_id}": {
             "get": {"operationId": "getMemory", "parameters": [_ID],
                     "responses": {"200": _json(item, "The memory"), **_errors(401, 403, 404, 503)}},

@@ -189,7 +189,8 @@ class IntegrityMixin:
     def missing_triggers(self) -> list[str]:
         """Triggers the schema needs that are not in the file (dropped by hand or by an old tool)."""
         present = {r[0] for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
-        return sorted(set(schema.TRIGGER_NAMES + schema.KEYWORD_TRIGGER_NAMES) - present)
+        return sorted(set(schema.TRIGGER_NAMES + schema.KEYWORD_TRIGGER_NAMES + schema.REMOTE_TRIGGER_NAMES)
+                      - present)
 
     def repair_triggers(self) -> None:
         with atomic(self._conn) as conn:
@@ -197,6 +198,7 @@ class IntegrityMixin:
             run_script(conn, schema.INTEGRITY_TRIGGERS)
             run_script(conn, schema.MIRROR_TRIGGERS)
             run_script(conn, schema.KEYWORD_CHANGES)
+            run_script(conn, schema.REMOTE_DELETIONS)
 
     def repair_keyword_index(self, *, content: bool = True) -> list[str]:
         """What ``memcairn doctor --fix`` does for the keyword index: recreate a missing table or triggers,

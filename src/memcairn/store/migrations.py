@@ -127,6 +127,13 @@ def m013_remote_sync_state(conn: sqlite3.Connection) -> None:
     run_script(conn, schema.REMOTE_SYNC_STATE)
 
 
+@migration(14)
+def m014_remote_items(conn: sqlite3.Connection) -> None:
+    """The team server ids of forwarded items and the deletions still to send (``schema.REMOTE_DELETIONS``); no
+    existing row changes (items forwarded before have no server id here: their deletions are not sent)."""
+    run_script(conn, schema.REMOTE_DELETIONS)
+
+
 def _ensure_table(conn: sqlite3.Connection) -> None:
     conn.execute(
         f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} ("

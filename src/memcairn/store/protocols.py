@@ -13,7 +13,7 @@ here exists on each implementation with the same parameters.
 - ``IngestQueue``: hook events waiting for capture, their sessions, usage and capture notices;
 - ``MirrorState``: the vector mirror's watermarks and outbox;
 - ``Transfer``: export and import rows;
-- ``RemoteState``: the remote-mode forwarder's watermark;
+- ``RemoteState``: the remote-mode forwarder's watermark and the deletions it still has to send;
 - ``FileUpkeep``: the checks and repairs of a store file the worker runs.
 
 Callers take the narrowest protocol or one of the compositions at the end (``SearchStore``, ``ContextStore``,
@@ -227,7 +227,13 @@ class Transfer(Protocol):
 class RemoteState(Protocol):
     def remote_watermark(self, server: str) -> int: ...
 
-    def advance_remote_watermark(self, server: str, value: int) -> int: ...
+    def acknowledge_forwarded(self, server: str, last_id: int, sent: dict[int, dict[str, Any]]) -> int: ...
+
+    def deletions_to_forward(self, server: str, limit: int) -> list[tuple[int, int, dict[str, Any]]]: ...
+
+    def deletions_forwarded(self, server: str, seqs: list[int]) -> None: ...
+
+    def count_deletions_to_forward(self, server: str) -> int: ...
 
     def items_to_forward(self, after_id: int, limit: int) -> list[dict[str, Any]]: ...
 

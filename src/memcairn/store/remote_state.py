@@ -1,4 +1,5 @@
-"""Store methods the team server forwarder needs: its watermark per server and the items above it.
+"""Store methods the team server forwarder needs: its watermark per server, the items above it and the deletions
+still to send (``schema.REMOTE_DELETIONS``).
 
 Mixed into ``Store`` so the store stays the only owner of connections and SQL.
 """
@@ -20,15 +21,40 @@ class RemoteStateMixin:
         row = self._conn.execute("SELECT watermark FROM remote_sync_state WHERE server = ?", (server,)).fetchone()
         return int(row[0]) if row else 0
 
-    def advance_remote_watermark(self, server: str, value: int) -> int:
-        """Move the server's watermark up to ``value`` (never down); return the stored value."""
+    def acknowledge_forwarded(self, server: str, last_id: int, sent: dict[int, dict[str, Any]]) -> int:
+        """In one transaction: move the watermark up to ``last_id`` and keep the event sent for each item of
+        ``sent`` (``{item id: event}``), or, for an item deleted here while its batch was on its way, queue its
+        deletion at once. Returns the watermark."""
+        now = int(time.time() * 1000)
         with atomic(self._conn) as conn:
             row = conn.execute(
                 "INSERT INTO remote_sync_state(server, watermark, updated_at_epoch) VALUES (?, ?, ?) "
                 "ON CONFLICT(server) DO UPDATE SET watermark = max(watermark, excluded.watermark), "
-                "updated_at_epoch = excluded.updated_at_epoch RETURNING watermark",
-                (server, int(value), int(time.time() * 1000))).fetchone()
+                "updated_at_epoch = excluded.updated_at_epoch RETURNING watermark", (server, int(last_id), now)
+            ).fetchone()
+            for item_id, event in sent.items():
+                if conn.execute("SELECT 1 FROM memory_items WHERE id = ?", (item_id,)).fetchone():
+                    conn.execute("INSERT OR REPLACE INTO remote_sent(server, item_id, event) VALUES (?, ?, ?)",
+                                 (server, item_id, json.dumps(event)))
+                else:
+                    conn.execute("INSERT INTO remote_deletions(server, item_id, event, queued_at_epoch) "
+                                 "VALUES (?, ?, ?, ?)", (server, item_id, json.dumps(event), now))
         return int(row[0])
+
+    def deletions_to_forward(self, server: str, limit: int) -> list[tuple[int, int, dict[str, Any]]]:
+        """The oldest deletions still to send to ``server``: (seq, item id, the event the server acknowledged)."""
+        return [(int(seq), int(item_id), json.loads(event)) for seq, item_id, event in self._conn.execute(
+            "SELECT seq, item_id, event FROM remote_deletions WHERE server = ? ORDER BY seq LIMIT ?",
+            (server, limit))]
+
+    def deletions_forwarded(self, server: str, seqs: list[int]) -> None:
+        with atomic(self._conn) as conn:
+            conn.executemany("DELETE FROM remote_deletions WHERE server = ? AND seq = ?",
+                             [(server, int(seq)) for seq in seqs])
+
+    def count_deletions_to_forward(self, server: str) -> int:
+        return int(self._conn.execute("SELECT COUNT(*) FROM remote_deletions WHERE server = ?",
+                                      (server,)).fetchone()[0])
 
     def items_to_forward(self, after_id: int, limit: int) -> list[dict[str, Any]]:
         """Items above ``after_id`` in id order, with what a team server keeps of them."""
@@ -38,19 +64,25 @@ class RemoteStateMixin:
             "FROM memory_items m JOIN projects p ON p.id = m.project_id "
             "LEFT JOIN sessions s ON s.id = m.session_id WHERE m.id > ? ORDER BY m.id LIMIT ?",
             (after_id, limit))
-        out = []
-        for r in rows:
-            parts: list[str] = []
-            for value in (r[7], r[8], *_facts(r[9]), r[10], r[11], r[12]):
-                if value and value.strip() and value not in parts:
-                    parts.append(value)
-            out.append({"id": r[0], "uuid": r[1], "project": r[2], "session": r[3], "kind": r[4], "type": r[5],
-                        "title": r[6], "text": "\n".join(parts) or r[6] or "", "platform": r[13],
-                        "content_hash": r[14], "created_at_epoch": r[15]})
-        return out
+        keys = ("id", "uuid", "project", "session", "kind", "type", "title", "text", "narrative", "facts", "learned",
+                "completed", "next_steps", "platform_source", "content_hash", "created_at_epoch")
+        return [forward_record(dict(zip(keys, r, strict=True))) for r in rows]
 
     def count_to_forward(self, after_id: int) -> int:
         return int(self._conn.execute("SELECT COUNT(*) FROM memory_items WHERE id > ?", (after_id,)).fetchone()[0])
+
+
+def forward_record(row: dict[str, Any]) -> dict[str, Any]:
+    """What a team server keeps of an item (its columns by name): its text fields joined in one text."""
+    parts: list[str] = []
+    for value in (row["text"], row["narrative"], *_facts(row["facts"]), row["learned"], row["completed"],
+                  row["next_steps"]):
+        if value and value.strip() and value not in parts:
+            parts.append(value)
+    return {"id": row["id"], "uuid": row["uuid"], "project": row["project"], "session": row["session"],
+            "kind": row["kind"], "type": row["type"], "title": row["title"],
+            "text": "\n".join(parts) or row["title"] or "", "platform": row["platform_source"],
+            "content_hash": row["content_hash"], "created_at_epoch": row["created_at_epoch"]}
 
 
 def _facts(raw: str | None) -> list[str]:

@@ -347,3 +347,36 @@ CREATE TABLE IF NOT EXISTS remote_sync_state (
     updated_at_epoch INTEGER NOT NULL
 );
 """
+
+# m014: what each team server was sent (``memcairn connect``), so that what goes here goes there too. The
+# forwarder keeps the event it sent for every item the server acknowledged (``remote_sent``); deleting the item —
+# a forget, a delete, the capture pipeline replacing a growing turn's memory with its new version — moves that
+# event to ``remote_deletions`` by trigger, in the deleting transaction, whichever process or path deletes it,
+# and the forwarder asks the server to forget that content (``POST /v1/events/forget``): the very event it sent,
+# so the server finds what it stored even when the item was edited here since. A row goes once answered.
+REMOTE_DELETIONS = """
+CREATE TABLE IF NOT EXISTS remote_sent (
+    server TEXT NOT NULL,                   -- the team server's URL
+    item_id INTEGER NOT NULL,               -- memory_items.id
+    event TEXT NOT NULL,                    -- the event the server acknowledged, as JSON
+    PRIMARY KEY (server, item_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS remote_sent_item ON remote_sent(item_id);
+
+CREATE TABLE IF NOT EXISTS remote_deletions (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    server TEXT NOT NULL,
+    item_id INTEGER NOT NULL,               -- the deleted memory_items.id
+    event TEXT NOT NULL,                    -- the event the server had acknowledged for it, as JSON
+    queued_at_epoch INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS remote_deletions_server ON remote_deletions(server, seq);
+
+CREATE TRIGGER IF NOT EXISTS memory_items_remote_ad AFTER DELETE ON memory_items BEGIN
+    INSERT INTO remote_deletions(server, item_id, event, queued_at_epoch)
+        SELECT server, item_id, event, CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)
+        FROM remote_sent WHERE item_id = old.id;
+    DELETE FROM remote_sent WHERE item_id = old.id;
+END;
+"""
+REMOTE_TRIGGER_NAMES: tuple[str, ...] = ("memory_items_remote_ad",)

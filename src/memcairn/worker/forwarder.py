@@ -10,6 +10,15 @@ server acknowledged the batch, so nothing is lost while the server is down: the 
   hash and project, so a batch cut differently after a restart stores nothing twice.
 - **Backoff**: a failure (no answer, 5xx) waits 1, 2, 4 ... up to ``MAX_BACKOFF`` seconds; a 429 waits what
   its ``Retry-After`` says.
+- **Deletions**: the event the server acknowledged for each item is kept (``remote_sent``); deleting the item
+  here (a forget, a delete, the capture pipeline replacing a growing turn's memory with its new version) moves
+  it to ``remote_deletions`` by trigger (an item deleted while its batch was on its way is queued by
+  ``acknowledge_forwarded``). Every pass first sends what is queued to ``POST /v1/events/forget``, the very
+  events sent before (an item edited here since still names what the server stored): the server marks each
+  content forgotten in its project (a copy still in its ingest queue is then refused) and deletes the stored
+  item, so a forgotten memory does not stay readable there and a replaced one is not kept twice. An
+  event the server finds invalid on its own is dropped from the queue (logged); a server without the route
+  (404) keeps them queued without holding up new items.
 - **Refusals**: a batch the server refuses as invalid (400, e.g. content forgotten on the server) is sent item
   by item; an item refused on its own is passed over and counted (``refused`` in the status), never retried
   for ever. 401/403 (key revoked, scope or pin) stop forwarding until the link is changed: nothing moves.
@@ -73,6 +82,7 @@ class Forwarder(BackgroundLoop):
         self.status: dict[str, Any] = {"mode": "local"}
         self._forwarded = 0
         self._refused = 0
+        self._deleted = 0
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -96,6 +106,17 @@ class Forwarder(BackgroundLoop):
             return IDLE_SECONDS
         client = TeamClient(cfg.url, cfg.key, timeout=SEND_TIMEOUT)
         while not self._stop.is_set():
+            try:
+                refused = self._send_deletions(client, cfg)
+            except TeamUnavailable as exc:
+                return self._failed(f"the team server does not answer: {exc}", cfg)
+            if refused is not None and refused.status in (401, 403):
+                self._set({**self._base(cfg), "state": "refused", "last_error": f"{refused.status}: "
+                           f"{error_detail(refused)}; check the key (`memcairn connect`)"})
+                return MAX_BACKOFF
+            if refused is not None and refused.status != 404:
+                return self._failed(f"{refused.status} from the server on forgetting: {error_detail(refused)}",
+                                    cfg)
             mark = self.store.remote_watermark(cfg.url)
             items = self.store.items_to_forward(mark, BATCH)
             if not items:
@@ -129,6 +150,39 @@ class Forwarder(BackgroundLoop):
             return self._failed(f"{resp.status} from the server: {error_detail(resp)}", cfg)
         return IDLE_SECONDS
 
+    def _send_deletions(self, client: TeamClient, cfg: RemoteConfig) -> TeamResponse | None:
+        """Send the queued deletions, ``BATCH`` at a time; the first answer that is not a success, else None.
+
+        Raises:
+            TeamUnavailable: no answer (what was not acknowledged stays queued)."""
+        while not self._stop.is_set():
+            queued = self.store.deletions_to_forward(cfg.url, BATCH)
+            if not queued:
+                return None
+            events = [event for _, _, event in queued]
+            resp = client.request("POST", "/v1/events/forget", body={"events": events})
+            if resp.status == 400 and len(queued) > 1:  # one invalid event: find it, send the others
+                for entry, event in zip(queued, events, strict=True):
+                    one = client.request("POST", "/v1/events/forget", body={"events": [event]})
+                    if one.status == 400:
+                        log.warning("the team server cannot forget memory #%d (%s); dropped", entry[1],
+                                    error_detail(one))
+                    elif one.status != 200:
+                        return one
+                    else:
+                        self._deleted += 1
+                    self.store.deletions_forwarded(cfg.url, [entry[0]])
+                continue
+            if resp.status == 400:
+                log.warning("the team server cannot forget memory #%d (%s); dropped", queued[0][1],
+                            error_detail(resp))
+            elif resp.status != 200:
+                return resp
+            else:
+                self._deleted += len(queued)
+            self.store.deletions_forwarded(cfg.url, [seq for seq, *_ in queued])
+        return None
+
     def _post(self, client: TeamClient, cfg: RemoteConfig, items: list[dict[str, Any]]) -> TeamResponse:
         return client.request("POST", "/v1/events", body={"events": [as_event(i, cfg) for i in items]},
                               headers={"Idempotency-Key": batch_key(items)})
@@ -142,11 +196,14 @@ class Forwarder(BackgroundLoop):
                             error_detail(resp))
             elif resp.status not in (200, 201, 202):
                 return False
-            self._acknowledged(cfg, [item])
+            self._acknowledged(cfg, [item], refused=resp.status == 400)
         return True
 
-    def _acknowledged(self, cfg: RemoteConfig, items: list[dict[str, Any]]) -> None:
-        self.store.advance_remote_watermark(cfg.url, items[-1]["id"])
+    def _acknowledged(self, cfg: RemoteConfig, items: list[dict[str, Any]], *, refused: bool = False) -> None:
+        """The watermark past ``items``; those deleted here meanwhile are queued for deletion there (not an item
+        the server refused: it holds nothing of it)."""
+        sent = {} if refused else {int(i["id"]): as_event(i, cfg) for i in items}
+        self.store.acknowledge_forwarded(cfg.url, items[-1]["id"], sent)
         self._forwarded += len(items)
         self.failures = 0
 
@@ -164,13 +221,15 @@ class Forwarder(BackgroundLoop):
     def _base(self, cfg: RemoteConfig) -> dict[str, Any]:
         return {"mode": "remote", "url": cfg.url,
                 "pending": self.store.count_to_forward(self.store.remote_watermark(cfg.url)),
+                "pending_deletions": self.store.count_deletions_to_forward(cfg.url),
                 "last_sync_epoch": self.status.get("last_sync_epoch")}
 
     def _set(self, status: dict[str, Any]) -> None:
-        status = {**status, "forwarded": self._forwarded, "refused": self._refused,
+        status = {**status, "forwarded": self._forwarded, "refused": self._refused, "deleted": self._deleted,
                   "updated_epoch": int(time.time() * 1000)}
         if status.get("state") == "synced" and self.status.get("state") == "synced" \
-                and self.status.get("forwarded") == status["forwarded"]:
+                and self.status.get("forwarded") == status["forwarded"] \
+                and self.status.get("deleted") == status["deleted"]:
             self.status = {**status, "updated_epoch": self.status.get("updated_epoch")}
             return  # nothing new: no file write every second
         self.status = status
