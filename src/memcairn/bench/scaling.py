@@ -213,15 +213,17 @@ def _phase_row(name: str, ops: list[Op], start: float, end: float, moved: int, e
     inside = [op for op in ops if start <= op.start < end]
     seconds = max(end - start, 1e-9)
 
-    def lat(kind: str, tenant: int | None = None) -> list[float]:
-        return [op.latency_ms for op in inside if op.kind == kind and (tenant is None or op.tenant == tenant)]
+    def lat(kind: str, tenant: int | None = None, *, besides: int | None = None) -> list[float]:
+        return [op.latency_ms for op in inside if op.kind == kind and (tenant is None or op.tenant == tenant)
+                and op.tenant != besides]
 
     writes, searches, moved_writes = lat("write"), lat("search"), lat("write", moved)
+    others = lat("write", besides=moved)
     return {"phase": name, "seconds": round(seconds, 1), "ops/s": round(len(inside) / seconds, 1),
             "writes/s": round(len(writes) / seconds, 1), "searches/s": round(len(searches) / seconds, 1),
             "write p50 ms": round(percentile(writes, 50), 1), "write p95 ms": round(percentile(writes, 95), 1),
             "search p50 ms": round(percentile(searches, 50), 1), "search p95 ms": round(percentile(searches, 95), 1),
-            "moved tenant writes": len(moved_writes),
+            "other tenants' write p95 ms": round(percentile(others, 95), 1), "moved tenant writes": len(moved_writes),
             "its write p95 ms": round(percentile(moved_writes, 95), 1),
             "its write max ms": round(max(moved_writes, default=float("nan")), 1), "errors": errors,
             "load1": _load1()}
