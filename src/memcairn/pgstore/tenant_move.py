@@ -11,12 +11,13 @@
 3. **Catch up**, writes running: the changes after ``S0`` not yet applied, in rounds, until a round finds
    fewer than ``catch_up_below``. A change says which item was stored or forgotten; applying it copies the
    item's current row from the source (or, gone there, deletes it on the target), so applying one twice, or a
-   stored item forgotten since, ends the same.
-4. **Freeze.** Writes paused again: the last changes, then what the change sequence does not record (projects,
-   sessions, forgotten marks, keys, answers kept by Idempotency-Key, events still in the ingest queue, audit
-   rows above the snapshot's, vectors computed since the copy) is brought over whole; every table's rows of
-   the tenant are counted and hashed on both sides (in parallel) and must match; the route is switched;
-   writes resume, on the target.
+   stored item forgotten since, ends the same. A last round also brings over what the change sequence does
+   not record (projects, sessions, forgotten marks, keys, answers kept by Idempotency-Key, events still in the
+   ingest queue, vectors computed since the copy: whole) and the audit rows above the snapshot's.
+4. **Freeze.** Writes paused again: the last changes and audit rows; then every table's rows of the tenant
+   are counted and hashed on both sides (one statement each, side by side). Where a table differs (something
+   the change sequence does not record changed since the last round), all of it is brought over again and
+   checked again; a second difference fails the move. The route is switched; writes resume, on the target.
 5. **Delete** the tenant's rows from the source once no read or write still uses it there.
 
 A failed check leaves the route on the source and removes the partial copy from the target.
@@ -88,6 +89,7 @@ class MoveReport:
     rounds: int = 0  # catch-up rounds with writes running
     caught_up: int = 0  # changes applied in those rounds
     in_freeze: int = 0  # changes applied under the freeze
+    resynced: list[str] = field(default_factory=list)  # tables that differed at the first check under the freeze
     snapshot_pause_ms: float = 0.0
     freeze_ms: float = 0.0  # from closing the tenant's gate to the switch: the longest a write of it waited
     freeze_parts_ms: dict[str, float] = field(default_factory=dict)  # drain (writes in flight), apply, verify
@@ -198,9 +200,10 @@ def _pending(source: psycopg.Connection, tenant_id: int, after: int, applied: se
 
 def _apply(reader: psycopg.Connection, target: psycopg.Connection, tenant_id: int,
            pending: Sequence[tuple[int, int]], columns: dict[str, list[str]], *,
-           snapshot_audit: int | None = None) -> None:
-    """Bring the changed items (and their projects and sessions) over as they are on the source now. With
-    ``snapshot_audit`` (under the freeze) also everything the change sequence does not record."""
+           audit_above: int | None = None, whole: bool = False) -> None:
+    """Bring the changed items (and their projects and sessions) over as they are on the source now; with
+    ``audit_above`` also the audit rows above that id, and with ``whole`` everything else the change sequence
+    does not record (the small tables whole, vectors computed since the copy)."""
     seqs = sorted({seq for seq, _ in pending})
     items = sorted({item for _, item in pending})
     _set_tenant(reader, tenant_id)  # a new snapshot of the source
@@ -208,9 +211,10 @@ def _apply(reader: psycopg.Connection, target: psycopg.Connection, tenant_id: in
         with target.transaction():
             _set_tenant(target, tenant_id)
             copier = _Copier(target, tenant_id, columns)
-            for table in ("projects", "sessions"):
-                copier.copy(reader, table, copier.where(table), upsert=True)
-            if snapshot_audit is not None:  # items embedded on the source since the copy are copied again
+            if items or whole:  # the projects and sessions the items name (small: whole)
+                for table in ("projects", "sessions"):
+                    copier.copy(reader, table, copier.where(table), upsert=True)
+            if whole:  # items embedded on the source since the copy are copied again
                 missing = [r[0] for r in target.execute(
                     "SELECT id FROM items i WHERE tenant_id = %s AND NOT EXISTS"
                     " (SELECT 1 FROM item_vectors v WHERE v.item_id = i.id)", (tenant_id,))]
@@ -225,32 +229,42 @@ def _apply(reader: psycopg.Connection, target: psycopg.Connection, tenant_id: in
             if seqs:
                 copier.delete("changes", copier.where("changes", "seq", seqs))
                 copier.copy(reader, "changes", copier.where("changes", "seq", seqs))
-            if snapshot_audit is not None:
+            if whole:
                 for table in _WHOLE[2:]:
                     copier.copy(reader, table, copier.where(table), upsert=True, prune=table in _PRUNED)
-                copier.delete("audit_log", copier.where("audit_log", "id", above=snapshot_audit))
-                copier.copy(reader, "audit_log", copier.where("audit_log", "id", above=snapshot_audit))
+            if audit_above is not None:
+                copier.delete("audit_log", copier.where("audit_log", "id", above=audit_above))
+                copier.copy(reader, "audit_log", copier.where("audit_log", "id", above=audit_above))
     finally:
         reader.rollback()  # it only read
 
 
 def tenant_fingerprint(conn: psycopg.Connection, tenant_id: int,
                        columns: dict[str, list[str]] | None = None) -> dict[str, tuple[int, str]]:
-    """Table -> (the tenant's rows, a hash of their contents independent of order)."""
+    """Table -> (the tenant's rows, a hash of their contents independent of order), in one statement."""
     columns = columns or columns_of(conn)
-    out: dict[str, tuple[int, str]] = {}
+    parts = [sql.SQL("(SELECT count(*) || ':' || coalesce(md5(string_agg(h, '' ORDER BY h)), '') FROM"
+                     " (SELECT md5(ROW({})::text) AS h FROM {} WHERE {} = {}) AS rows)").format(
+                         sql.SQL(", ").join(map(sql.Identifier, columns[table.name])), sql.Identifier(table.name),
+                         sql.Identifier(table.tenant_column), sql.Literal(tenant_id)) for table in TABLES]
     with conn.transaction():
         _set_tenant(conn, tenant_id)
-        for table in TABLES:
-            names = sql.SQL(", ").join(map(sql.Identifier, columns[table.name]))
-            row = conn.execute(sql.SQL(
-                "SELECT count(*), coalesce(md5(string_agg(h, '' ORDER BY h)), '') FROM"
-                " (SELECT md5(ROW({})::text) AS h FROM {} WHERE {} = %s) AS rows").format(
-                    names, sql.Identifier(table.name), sql.Identifier(table.tenant_column)),
-                (tenant_id,)).fetchone()
-            assert row is not None
-            out[table.name] = (int(row[0]), str(row[1]))
+        row = conn.execute(sql.SQL("SELECT ") + sql.SQL(", ").join(parts)).fetchone()
+    assert row is not None
+    out: dict[str, tuple[int, str]] = {}
+    for table, value in zip(TABLES, row, strict=True):
+        count, digest = str(value).split(":", 1)
+        out[table.name] = (int(count), digest)
     return out
+
+
+def _fingerprints(src: psycopg.Connection, dst: psycopg.Connection, tenant_id: int,
+                  columns: dict[str, list[str]]) -> tuple[dict[str, tuple[int, str]], dict[str, tuple[int, str]]]:
+    """(the target's, the source's) fingerprints of the tenant, computed side by side."""
+    with ThreadPoolExecutor(1) as pool:
+        theirs = pool.submit(tenant_fingerprint, src, tenant_id, columns)
+        ours = tenant_fingerprint(dst, tenant_id, columns)
+        return ours, theirs.result()
 
 
 def delete_tenant(conn: psycopg.Connection, tenant_id: int) -> int:
@@ -324,20 +338,27 @@ def move_tenant(router: TenantRouter[Any], tenant_id: int, target: str, owner_ds
                 applied.update(seq for seq, _ in pending)
                 report.rounds += 1
                 report.caught_up += len(pending)
+            # one more round, writes still running, that also brings what the change sequence does not record,
+            # so that under the freeze those tables are only checked, not copied again
+            pending = _pending(src, tenant_id, after, applied)
+            _apply(reader, dst, tenant_id, pending, columns, audit_above=audit_mark, whole=True)
+            applied.update(seq for seq, _ in pending)
+            report.caught_up += len(pending)
 
             mark("freeze")
             closing = time.perf_counter()
             with router.frozen(tenant_id):
                 frozen = time.perf_counter()
                 pending = _pending(src, tenant_id, after, applied)
-                _apply(reader, dst, tenant_id, pending, columns, snapshot_audit=audit_mark)
+                _apply(reader, dst, tenant_id, pending, columns, audit_above=audit_mark)
                 report.in_freeze = len(pending)
                 advance_past(dst, last_values(src))
                 applied_at = time.perf_counter()
-                with ThreadPoolExecutor(2) as pool:
-                    theirs = pool.submit(tenant_fingerprint, src, tenant_id, columns)
-                    ours = tenant_fingerprint(dst, tenant_id, columns)
-                    expected = theirs.result()
+                ours, expected = _fingerprints(src, dst, tenant_id, columns)
+                if ours != expected:  # a small table or a vector changed since the last round: bring all over
+                    report.resynced = sorted(t for t in expected if expected[t] != ours.get(t))
+                    _apply(reader, dst, tenant_id, [], columns, audit_above=audit_mark, whole=True)
+                    ours, expected = _fingerprints(src, dst, tenant_id, columns)
                 if ours != expected:
                     differ = sorted(t for t in expected if expected[t] != ours.get(t))
                     raise MoveError(f"tenant {tenant_id}: the copy on {target} differs from {source} in {differ}")
