@@ -143,8 +143,8 @@ def _memcairn() -> list[str]:
     return [sys.executable, "-m", "memcairn"]
 
 
-def _wait_ready(proc: subprocess.Popen[bytes], port: int, log_path: Path) -> None:
-    for _ in range(1200):
+def _wait_ready(proc: subprocess.Popen[bytes], port: int, log_path: Path, timeout: float = 120.0) -> None:
+    for _ in range(int(timeout * 10)):
         if proc.poll() is not None:
             raise RuntimeError(f"the server exited: {log_path.read_text(errors='replace')[-2000:]}")
         try:
@@ -155,7 +155,8 @@ def _wait_ready(proc: subprocess.Popen[bytes], port: int, log_path: Path) -> Non
         except OSError:
             pass
         time.sleep(0.1)
-    raise RuntimeError("the server did not answer /v1/health in 120 s")
+    raise RuntimeError(f"the server did not answer /v1/health in {timeout:g} s: "
+                       f"{log_path.read_text(errors='replace')[-2000:]}")
 
 
 def run(*, items: int = 2_000, clients: int = 200, read_clients: int = 50, requests: int = 400, projects: int = 10,
@@ -185,6 +186,7 @@ def run(*, items: int = 2_000, clients: int = 200, read_clients: int = 50, reque
         ingest = drive(port, key, posts, clients, rate=rate)
         offered = f", offered {rate * batch:g} events/s" if rate else ""
         rows.append(_row(f"ingest (POST /v1/events, {batch} a request{offered})", clients, ingest, events=batch))
+        log(f"{rows[-1]}")
         queue = _drain_queue(port, ingest.wall_s, items)
         log(f"ingest queue: {queue}")
         backlog = _drain(port, ingest.wall_s + queue["drained_after_ingest_s"], items, embed_timeout)
@@ -193,7 +195,12 @@ def run(*, items: int = 2_000, clients: int = 200, read_clients: int = 50, reque
         rows += _reads(port, key, names, requests, read_clients, log)
         errors = ingest.sample_errors
         log("kill -9 under ingest, then a restart")
-        proc, crash = _crash_and_restart(proc, port, key, clients, crash_events, projects, argv, env, log_path, rate)
+        try:
+            proc, crash = _crash_and_restart(proc, port, key, clients, crash_events, projects, argv, env, log_path,
+                                             rate)
+        except (RuntimeError, OSError, http.client.HTTPException) as exc:  # the rows above still count
+            crash = {"error": str(exc)[-1500:]}
+            log(f"the kill -9 scenario failed: {exc}")
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -231,6 +238,7 @@ def _reads(port: int, key: str, names: list[str], requests: int, clients: int, l
                          ("search fused (query embedding included)", searches(fresh, "auto"))):
         log(f"{label}: {len(paths)} requests, {clients} clients")
         rows.append(_row(label, clients, drive(port, key, paths, clients)))
+        log(f"{rows[-1]}")
     warm = drive(port, key, searches(repeated, "semantic"), clients)  # computes and keeps each query's vector
     log(f"query vectors cached ({len(warm.latencies_ms)} warm-up searches); fused search again")
     rows.append(_row("search fused (query vector cached: embedding excluded)", clients,
@@ -238,6 +246,7 @@ def _reads(port: int, key: str, names: list[str], requests: int, clients: int, l
     context: list[Request] = [("GET", "/v1/context?" + urllib.parse.urlencode({"project": p}), None, {})
                               for p in names]
     rows.append(_row("context", clients, drive(port, key, context, clients)))
+    log(f"{rows[-2]}\n{rows[-1]}")
     return rows
 
 
@@ -305,7 +314,12 @@ def _crash_and_restart(proc: subprocess.Popen[bytes], port: int, key: str, clien
     proc.wait(timeout=60)
     with log_path.open("ab") as sink:
         restarted = subprocess.Popen(argv, env=env, stdout=sink, stderr=sink, start_new_session=True)
-    _wait_ready(restarted, port, log_path)
+    try:  # PostgreSQL's crash recovery and the server's start on a large database: allow ten minutes
+        _wait_ready(restarted, port, log_path, timeout=600.0)
+    except RuntimeError:
+        os.killpg(restarted.pid, signal.SIGTERM)
+        restarted.wait(timeout=60)
+        raise
     _wait_queue(port)
     lookups: list[Request] = [("GET", "/v1/search?" + urllib.parse.urlencode(
         {"query": f"kx{i:05d}q", "project": items[i].project, "mode": "keyword", "limit": 5}), None, {})
