@@ -350,7 +350,8 @@ def run(*, clusters: int = 3, tenants: int = 50, zipf_s: float = 1.1, items: int
                     "snapshot pause ms": report.snapshot_pause_ms,
                     **{f"{name} s": seconds for name, seconds in report.phase_s.items()},
                     "catch-up rounds": report.rounds, "changes caught up": report.caught_up,
-                    "changes in freeze": report.in_freeze, "freeze ms": report.freeze_ms,
+                    "changes in freeze": report.in_freeze,
+                    "differed at the check": ", ".join(report.resynced) or "none", "freeze ms": report.freeze_ms,
                     **{f"freeze: {name} ms": ms for name, ms in report.freeze_parts_ms.items()},
                     "rows moved (verified)": report.rows_moved, "items moved": report.verified["items"][0],
                     "rows deleted at source": report.deleted}
