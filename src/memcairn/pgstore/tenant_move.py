@@ -128,6 +128,7 @@ class _Copier:
         self.target = target
         self.tenant_id = tenant_id
         self._columns = columns
+        self._used: set[str] = set()  # staging tables filled in this transaction
 
     def columns(self, table: str) -> list[str]:
         return self._columns[table]
@@ -150,10 +151,10 @@ class _Copier:
         of the tenant that the copied set does not hold."""
         cols = self.columns(table)
         names = sql.SQL(", ").join(map(sql.Identifier, cols))
-        staged = sql.Identifier(f"moving_{table}")
-        self.target.execute(sql.SQL("CREATE TEMP TABLE IF NOT EXISTS {} ON COMMIT DROP AS SELECT {} FROM {}"
-                                    " WITH NO DATA").format(staged, names, sql.Identifier(table)))
-        self.target.execute(sql.SQL("TRUNCATE {}").format(staged))
+        staged = sql.Identifier(f"moving_{table}")  # made by _stage, emptied at each commit
+        if table in self._used:
+            self.target.execute(sql.SQL("TRUNCATE {}").format(staged))
+        self._used.add(table)
         with source.cursor().copy(sql.SQL("COPY (SELECT {} FROM {} WHERE {}) TO STDOUT (FORMAT BINARY)").format(
                 names, sql.Identifier(table), where)) as out, \
                 self.target.cursor().copy(sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(
@@ -179,6 +180,16 @@ class _Copier:
     def delete(self, table: str, where: sql.Composable | None = None) -> int:
         return max(self.target.execute(sql.SQL("DELETE FROM {} WHERE {}").format(
             sql.Identifier(table), where if where is not None else self.where(table))).rowcount, 0)
+
+
+def _stage(target: psycopg.Connection, columns: dict[str, list[str]]) -> None:
+    """A temporary staging table per table on the target's (autocommit) connection, for the whole move: rows
+    arrive there by ``COPY`` and go on by ``INSERT ... SELECT``; each commit empties them."""
+    for table in TABLES:
+        names = sql.SQL(", ").join(map(sql.Identifier, columns[table.name]))
+        target.execute(sql.SQL("CREATE TEMP TABLE IF NOT EXISTS {} ON COMMIT DELETE ROWS AS SELECT {} FROM {}"
+                               " WITH NO DATA").format(sql.Identifier(f"moving_{table.name}"), names,
+                                                        sql.Identifier(table.name)))
 
 
 def _snapshot_reader(dsn: str) -> psycopg.Connection:
@@ -303,6 +314,7 @@ def move_tenant(router: TenantRouter[Any], tenant_id: int, target: str, owner_ds
         # move (checked again under the freeze), so that check rarely has to move a sequence
         advance_past(dst, last_values(src), margin=ID_MARGIN)
         columns = columns_of(dst)
+        _stage(dst, columns)
 
         mark("snapshot")
         with router.frozen(tenant_id):
