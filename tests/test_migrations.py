@@ -35,7 +35,8 @@ def test_blank_database_gets_exactly_the_expected_schema(tmp_path: Path) -> None
         assert tables - EXPECTED_TABLES <= {"vector_sync_state", "mirror_outbox", "ingest_events",
                                             "search_telemetry", "llm_usage", "capture_notices",
                                             "forgotten_items", "keyword_changes", "remote_sync_state",
-                                            "remote_sent", "remote_deletions"}
+                                            "remote_sent", "remote_deletions",
+                                            "remote_edited"}
         assert _names(conn, "trigger") >= EXPECTED_TRIGGERS
         assert _names(conn, "index") >= EXPECTED_INDEXES
         fts_sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'memory_items_fts'").fetchone()[0]

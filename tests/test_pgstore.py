@@ -4,6 +4,7 @@ security, the two search legs and API keys."""
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import psycopg
@@ -291,13 +292,22 @@ def test_forgetting_by_content_reaches_a_stored_item_and_a_queued_one(pg_databas
     stored = NewItem(project="api", kind="observation", title="Retry uploads", text="with backoff", session="s1")
     queued = NewItem(project="api", kind="observation", title="Old turn", text="first version", session="s1")
     saved = team.add(acme, stored)
-    assert team.forget_content(other, prepare(stored)) is None  # another tenant's content: nothing of acme's
+    assert team.forget_content(other, prepare(stored)) == (None, None)  # another tenant's: nothing of acme's
     assert team.get(acme, saved.id)["title"] == "Retry uploads"
     ingest.enqueue(team.pool, acme, [queued])
-    assert team.forget_content(acme, prepare(stored)) == saved.id
-    assert team.forget_content(acme, prepare(queued)) is None  # not stored yet: marked, so the queue's copy is refused
+    assert team.forget_content(acme, prepare(stored)) == (saved.id, None)
+    assert team.forget_content(acme, prepare(queued)) == (None, None)  # not stored yet: marked, so the queued copy
+    # is refused
     ingest.drain(team)
     assert team.recent(acme, team.project_ids(acme, ["api"]), 10) == []
     pinned = team.project_ids(acme, ["api"])[0]
     with pytest.raises(NotFoundError):
         team.forget_content(acme, prepare(NewItem(project="web", kind="manual", title="x")), pin=pinned)
+    # an edited memory: its old version goes, its new one comes, in one transaction, even when the new version's
+    # content is the old one's hash (a summary's text is not part of it) and so was just marked forgotten
+    old = NewItem(project="api", kind="summary", title="Turn 3", text="did A", session="s1")
+    new = replace(old, text="did A, then B")
+    assert prepare(old).digest == prepare(new).digest
+    first = team.add(acme, old, revive=False).id
+    gone, made = team.forget_content(acme, prepare(old), replacement=prepare(new))
+    assert gone == first and made is not None and team.get(acme, made)["text"] == "did A, then B"

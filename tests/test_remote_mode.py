@@ -330,14 +330,25 @@ def local_ids(cfg: Settings) -> set[int]:
         return {int(r[0]) for r in db.execute("SELECT id FROM memory_items")}
 
 
+def local_contents(cfg: Settings) -> set[tuple[str, str]]:
+    """(title, text) of every local memory, as the forwarder sends it."""
+    from memcairn.store import Store
+
+    store = Store(cfg.db_path)
+    try:
+        return {(i["title"] or "", i["text"].strip()) for i in store.items_to_forward(0, 10_000)}
+    finally:
+        store.close()
+
+
 def mirrored(cfg: Settings, url: str, dsn: str, project: str) -> bool:
-    """Every local memory was sent, and the server holds exactly what was sent of them: nothing deleted here
-    stays there (no deletion waiting either). (A memory edited here after it was sent keeps its sent version
-    there: edits are not forwarded.)"""
+    """The server holds exactly the local memories as they are now (nothing deleted here stays there, an edit
+    replaced the version sent), and what the forwarder recorded as sent is that (no deletion waiting either)."""
     status = remote_status(cfg)
     sent = sent_contents(cfg, url)
+    held = set(server_contents(dsn, project))
     return status.get("state") == "synced" and not status.get("pending_deletions") \
-        and set(sent.values()) == local_ids(cfg) and set(server_contents(dsn, project)) == set(sent)
+        and set(sent.values()) == local_ids(cfg) and held == set(sent) == local_contents(cfg)
 
 
 def test_deletions_forgets_and_replaced_memories_reach_the_server(team: tuple[TeamServer, str, str],
@@ -362,6 +373,19 @@ def test_deletions_forgets_and_replaced_memories_reach_the_server(team: tuple[Te
     wait_for(lambda: captured(cfg), "local capture of the longer turn")
     in_step("the replaced version gone from the server")
     assert remote_status(cfg)["deleted"] > before  # a replacement happened and was forwarded as a deletion
+
+    # edited here (as capture brings a card's facts up to date): the server's version is replaced
+    from memcairn.store import Store
+
+    edited = max(sent_contents(cfg, server.url).values())
+    store = Store(cfg.db_path)
+    try:
+        store.update_item(edited, facts=["the retry queue keeps 5 attempts"])
+    finally:
+        store.close()
+    in_step("the edited version on the server")
+    assert remote_status(cfg)["edited"] >= 1
+    assert any("keeps 5 attempts" in text for _, text in server_contents(superuser_dsn, project))
 
     # forgotten here: gone there, never readable again through the API
     held = server_contents(superuser_dsn, project)

@@ -317,11 +317,13 @@ class TeamStore:
             _changed(cur, tenant_id, row[0], item_id, "forgotten")
             return True
 
-    def forget_content(self, tenant_id: int, ready: Prepared, *, pin: int | None = None,
-                       actor: Actor | None = None) -> int | None:
+    def forget_content(self, tenant_id: int, ready: Prepared, *, pin: int | None = None, actor: Actor | None = None,
+                       replacement: Prepared | None = None) -> tuple[int | None, int | None]:
         """Forget a memory by its content, as a captured event describes it: the content is marked forgotten in
         its project (so a copy still waiting in the ingest queue is refused when it is stored) and the item
-        holding it, if stored, is deleted. The deleted item's id, or None when none was stored.
+        holding it, if stored, is deleted. With ``replacement`` (a memory edited where it was captured), that
+        version is stored in the same transaction, even when its content was forgotten (as an explicit save).
+        Returns (the deleted item's id or None, the replacement's id or None).
 
         Raises:
             NotFoundError: a pinned key names another project."""
@@ -331,13 +333,27 @@ class TeamStore:
                 raise NotFoundError(f"this key may only forget in its own project, not {ready.item.project!r}")
             cur.execute("INSERT INTO forgotten (tenant_id, project_id, content_hash) VALUES (%s, %s, %s)"
                         " ON CONFLICT DO NOTHING", (tenant_id, project_id, ready.digest))
+            # Copies still queued go unstored. Their jobs are locked first, as a consumer locks them: one that is
+            # storing a copy right now holds its job, so this waits for its commit and the item it stored is then
+            # visible to the delete below (its insert may have checked the marks before this one existed).
+            queued = [r[0] for r in cur.execute(
+                "SELECT j.queue_id FROM ingest_jobs j JOIN ingest_queue q ON q.id = j.queue_id"
+                " AND q.tenant_id = j.tenant_id WHERE q.tenant_id = %s AND q.payload->>'hash' = %s"
+                " AND q.payload->'memory'->>'project' = %s FOR UPDATE OF j",
+                (tenant_id, ready.digest, ready.item.project)).fetchall()]
+            if queued:
+                cur.execute("DELETE FROM ingest_queue WHERE tenant_id = %s AND id = ANY(%s)", (tenant_id, queued))
             row = cur.execute("DELETE FROM items WHERE tenant_id = %s AND project_id = %s AND content_hash = %s"
                               " RETURNING id", (tenant_id, project_id, ready.digest)).fetchone()
             item_id = int(row[0]) if row else None
             audit(cur, tenant_id, "memories.forget", actor, str(item_id) if item_id else f"content {ready.digest}")
             if item_id is not None:
                 _changed(cur, tenant_id, project_id, item_id, "forgotten")
-            return item_id
+            saved = None if replacement is None else self.insert(cur, tenant_id, replacement, pin=pin, revive=True,
+                                                                  actor=actor)
+        if saved is not None and saved.created:
+            self.written.set()
+        return item_id, None if saved is None else saved.id
 
     def latest_change(self, tenant_id: int) -> int:
         with self.pool.connection() as conn, tenant_transaction(conn, tenant_id) as cur:

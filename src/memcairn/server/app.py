@@ -28,7 +28,7 @@ from memcairn.errors import ConfigError, NotFoundError, ValidationError
 from memcairn.models import MAX_ITEM_ID, NewItem
 from memcairn.pgstore import backlog, ingest, keys
 from memcairn.pgstore.ingest import IdempotencyConflict
-from memcairn.pgstore.items import MAX_LIMIT, prepare
+from memcairn.pgstore.items import MAX_LIMIT, Prepared, prepare
 from memcairn.pgstore.schema import LATEST
 from memcairn.server.http import (
     ApiError,
@@ -150,36 +150,50 @@ def forget_events(request: Request, call: Call) -> Any:
     """Forget memories by their content, each given as the event that captured it (``{"events": [...]}``, as
     ``POST /v1/events`` takes them): what a connected worker sends when it deleted, forgot or replaced a memory
     it had forwarded. Each content is marked forgotten in its project, so a copy still queued is refused, and the
-    stored item holding it is deleted; ``results`` gives each deleted id (null: none was stored)."""
+    stored item holding it is deleted. ``replacements`` (as long as ``events``; an event or null each) stores the
+    new version of a memory edited where it was captured in the same transaction. ``results`` gives each deleted
+    id (null: none was stored) and the replacement's id."""
     state: ServerState = request.app.state.server
     assert call.key is not None
-    events = request.state.body.get("events")
+    body = request.state.body
+    events, replacements = body.get("events"), body.get("replacements")
     if not isinstance(events, list) or not 1 <= len(events) <= MAX_EVENTS:
         raise ApiError(400, "invalid", f"events must be a list of 1 to {MAX_EVENTS} objects")
-    ready = []
-    for n, event in enumerate(events):
-        if not isinstance(event, dict):
-            raise ApiError(400, "invalid", f"events[{n}] must be an object")
-        try:
-            item = _event_item(state, call, event)
-        except ApiError as exc:
-            raise ApiError(exc.status, exc.code, f"events[{n}]: {exc.detail}") from None
-        if not isinstance(item, NewItem):
-            raise ApiError(400, "invalid", f"events[{n}]: a raw hook event has no stored content to forget; send "
-                                           "the memory as it was sent (project, kind, title, text, ...)")
-        try:
-            ready.append(prepare(item))
-        except ValidationError as exc:
-            raise ApiError(400, "invalid", f"events[{n}] is not valid: {exc}") from None
+    if replacements is None:
+        replacements = [None] * len(events)
+    if not isinstance(replacements, list) or len(replacements) != len(events):
+        raise ApiError(400, "invalid", "replacements must be a list as long as events (an event or null each)")
+    ready: list[tuple[Prepared, Prepared | None]] = []
+    for n, (event, new) in enumerate(zip(events, replacements, strict=True)):
+        old = _content(state, call, event, f"events[{n}]")
+        assert old is not None
+        ready.append((old, _content(state, call, new, f"replacements[{n}]") if new is not None else None))
     results = []
-    for content in ready:
+    for old, new in ready:
         try:
-            forgotten = state.team.forget_content(call.key.tenant_id, content, pin=call.key.project_id,
-                                                  actor=call.actor)
+            forgotten, replaced_by = state.team.forget_content(call.key.tenant_id, old, pin=call.key.project_id,
+                                                               actor=call.actor, replacement=new)
         except NotFoundError:
             raise ApiError(403, "forbidden", "this key is pinned to one project; every event must be for it") from None
-        results.append({"id": forgotten, "forgotten": True})
+        results.append({"id": forgotten, "forgotten": True, "replaced_by": replaced_by})
     return {"results": results}
+
+
+def _content(state: ServerState, call: Call, event: Any, where: str) -> Prepared:
+    """A memory given as an event, validated, scrubbed and hashed as the ingest queue does it."""
+    if not isinstance(event, dict):
+        raise ApiError(400, "invalid", f"{where} must be an object")
+    try:
+        item = _event_item(state, call, event)
+    except ApiError as exc:
+        raise ApiError(exc.status, exc.code, f"{where}: {exc.detail}") from None
+    if not isinstance(item, NewItem):
+        raise ApiError(400, "invalid", f"{where}: a raw hook event has no stored content; send the memory as it "
+                                       "was sent (project, kind, title, text, ...)")
+    try:
+        return prepare(item)
+    except ValidationError as exc:
+        raise ApiError(400, "invalid", f"{where} is not valid: {exc}") from None
 
 
 def _event_item(state: ServerState, call: Call, event: dict[str, Any]) -> NewItem | HookEvent:

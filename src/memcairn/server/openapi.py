@@ -53,6 +53,7 @@ def openapi_document() -> dict[str, Any]:
     queued = {"type": "object", "required": ["queued", "replayed"],
               "properties": {"queued": {"type": "array", "items": {"type": ["integer", "null"]}},
                              "replayed": {"type": "boolean"}}}
+    event = {"type": "object", "properties": {**new["properties"], "created_at_epoch": {"type": ["integer", "null"]}}}
     paths: dict[str, Any] = {
         "/v1/health": {"get": {"operationId": "health", "security": [],
                                "responses": {"200": _json({"type": "object"}, _HEALTHY),
@@ -88,16 +89,19 @@ def openapi_document() -> dict[str, Any]:
         "/v1/events/forget": {"post": {
             "operationId": "forgetEvents", "summary": "Forget memories by content, each given as the event that "
             "captured it (memories:write): marked forgotten in its project, so a queued copy is refused, and the "
-            "stored item deleted (what a connected worker sends for a memory it deleted, forgot or replaced)",
+            "stored item deleted (what a connected worker sends for a memory it deleted, forgot or replaced); "
+            "replacements (as long as events, an event or null each) stores an edited memory's new version in the "
+            "same transaction",
             "requestBody": {"required": True, "content": {"application/json": {"schema": {
                 "type": "object", "required": ["events"],
-                "properties": {"events": {"type": "array", "minItems": 1, "maxItems": 100, "items": {
-                    "type": "object", "properties": {**new["properties"],
-                                                     "created_at_epoch": {"type": ["integer", "null"]}}}}}}}}},
+                "properties": {"events": {"type": "array", "minItems": 1, "maxItems": 100, "items": event},
+                               "replacements": {"type": "array", "maxItems": 100,
+                                                "items": {"anyOf": [event, {"type": "null"}]}}}}}}},
             "responses": {"200": _json({"type": "object", "required": ["results"], "properties": {"results": {
                 "type": "array", "items": {"type": "object", "properties": {
-                    "id": {"type": ["integer", "null"]}, "forgotten": {"type": "boolean"}}}}}},
-                "One result per event: the deleted memory's id, null when none was stored"),
+                    "id": {"type": ["integer", "null"]}, "forgotten": {"type": "boolean"},
+                    "replaced_by": {"type": ["integer", "null"]}}}}}},
+                "One result per event: the deleted memory's id (null when none was stored), the replacement's id"),
                           **_errors(400, 401, 403, 413, 503)}}},
         "/v1/memories/{item_id}": {
             "get": {"operationId": "getMemory", "parameters": [_ID],

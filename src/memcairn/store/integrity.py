@@ -199,6 +199,7 @@ class IntegrityMixin:
             run_script(conn, schema.MIRROR_TRIGGERS)
             run_script(conn, schema.KEYWORD_CHANGES)
             run_script(conn, schema.REMOTE_DELETIONS)
+            run_script(conn, schema.REMOTE_EDITS)
 
     def repair_keyword_index(self, *, content: bool = True) -> list[str]:
         """What ``memcairn doctor --fix`` does for the keyword index: recreate a missing table or triggers,

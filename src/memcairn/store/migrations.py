@@ -134,6 +134,12 @@ def m014_remote_items(conn: sqlite3.Connection) -> None:
     run_script(conn, schema.REMOTE_DELETIONS)
 
 
+@migration(15)
+def m015_remote_edits(conn: sqlite3.Connection) -> None:
+    """Marks of sent memories edited since (``schema.REMOTE_EDITS``); no existing row changes."""
+    run_script(conn, schema.REMOTE_EDITS)
+
+
 def _ensure_table(conn: sqlite3.Connection) -> None:
     conn.execute(
         f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} ("

@@ -1,5 +1,5 @@
-"""Store methods the team server forwarder needs: its watermark per server, the items above it and the deletions
-still to send (``schema.REMOTE_DELETIONS``).
+"""Store methods the team server forwarder needs: its watermark per server, the items above it, the deletions
+and edits still to send (``schema.REMOTE_DELETIONS``, ``schema.REMOTE_EDITS``).
 
 Mixed into ``Store`` so the store stays the only owner of connections and SQL.
 """
@@ -23,8 +23,9 @@ class RemoteStateMixin:
 
     def acknowledge_forwarded(self, server: str, last_id: int, sent: dict[int, dict[str, Any]]) -> int:
         """In one transaction: move the watermark up to ``last_id`` and keep the event sent for each item of
-        ``sent`` (``{item id: event}``), or, for an item deleted here while its batch was on its way, queue its
-        deletion at once. Returns the watermark."""
+        ``sent`` (``{item id: event}``), marked to be compared once with the item as it is now (an edit while
+        the batch was on its way); for an item deleted meanwhile, queue its deletion at once. Returns the
+        watermark."""
         now = int(time.time() * 1000)
         with atomic(self._conn) as conn:
             row = conn.execute(
@@ -36,6 +37,9 @@ class RemoteStateMixin:
                 if conn.execute("SELECT 1 FROM memory_items WHERE id = ?", (item_id,)).fetchone():
                     conn.execute("INSERT OR REPLACE INTO remote_sent(server, item_id, event) VALUES (?, ?, ?)",
                                  (server, item_id, json.dumps(event)))
+                    # edited while on its way (the trigger saw no sent row yet)? the forwarder compares once
+                    conn.execute("INSERT OR IGNORE INTO remote_edited(server, item_id) VALUES (?, ?)",
+                                 (server, item_id))
                 else:
                     conn.execute("INSERT INTO remote_deletions(server, item_id, event, queued_at_epoch) "
                                  "VALUES (?, ?, ?, ?)", (server, item_id, json.dumps(event), now))
@@ -52,18 +56,42 @@ class RemoteStateMixin:
             conn.executemany("DELETE FROM remote_deletions WHERE server = ? AND seq = ?",
                              [(server, int(seq)) for seq in seqs])
 
+    def edits_to_forward(self, server: str, limit: int) -> list[tuple[int, dict[str, Any], dict[str, Any] | None]]:
+        """Sent memories edited since: (item id, the event the server acknowledged, the item as
+        ``items_to_forward`` gives it now, None when it is gone)."""
+        marked = self._conn.execute(
+            "SELECT e.item_id, s.event FROM remote_edited e LEFT JOIN remote_sent s ON s.server = e.server AND"
+            " s.item_id = e.item_id WHERE e.server = ? ORDER BY e.item_id LIMIT ?", (server, limit)).fetchall()
+        current = {r["id"]: r for r in self._forward_rows([int(i) for i, _ in marked])}
+        return [(int(i), json.loads(event) if event else {}, current.get(int(i))) for i, event in marked]
+
+    def edit_forwarded(self, server: str, item_id: int, event: dict[str, Any] | None) -> None:
+        """Drop the edit mark; with ``event``, the server now holds that version."""
+        with atomic(self._conn) as conn:
+            conn.execute("DELETE FROM remote_edited WHERE server = ? AND item_id = ?", (server, item_id))
+            if event is not None:
+                conn.execute("UPDATE remote_sent SET event = ? WHERE server = ? AND item_id = ?",
+                             (json.dumps(event), server, item_id))
+
     def count_deletions_to_forward(self, server: str) -> int:
         return int(self._conn.execute("SELECT COUNT(*) FROM remote_deletions WHERE server = ?",
                                       (server,)).fetchone()[0])
 
     def items_to_forward(self, after_id: int, limit: int) -> list[dict[str, Any]]:
         """Items above ``after_id`` in id order, with what a team server keeps of them."""
+        return self._forward_rows(None, after_id, limit)
+
+    def _forward_rows(self, ids: list[int] | None, after_id: int = 0, limit: int = 0) -> list[dict[str, Any]]:
+        """``items_to_forward``'s records, of these ids (any order) or of the ids above ``after_id``."""
+        where = (f"m.id IN ({','.join('?' * len(ids))})", ids) if ids is not None else (
+            "m.id > ? ORDER BY m.id LIMIT ?", [after_id, limit])
+        if ids is not None and not ids:
+            return []
         rows = self._conn.execute(
             "SELECT m.id, m.uuid, p.name, s.agent_session_id, m.kind, m.type, m.title, m.text, m.narrative, "
             "m.facts, m.learned, m.completed, m.next_steps, m.platform_source, m.content_hash, m.created_at_epoch "
             "FROM memory_items m JOIN projects p ON p.id = m.project_id "
-            "LEFT JOIN sessions s ON s.id = m.session_id WHERE m.id > ? ORDER BY m.id LIMIT ?",
-            (after_id, limit))
+            f"LEFT JOIN sessions s ON s.id = m.session_id WHERE {where[0]}", where[1])
         keys = ("id", "uuid", "project", "session", "kind", "type", "title", "text", "narrative", "facts", "learned",
                 "completed", "next_steps", "platform_source", "content_hash", "created_at_epoch")
         return [forward_record(dict(zip(keys, r, strict=True))) for r in rows]

@@ -379,4 +379,20 @@ CREATE TRIGGER IF NOT EXISTS memory_items_remote_ad AFTER DELETE ON memory_items
     DELETE FROM remote_sent WHERE item_id = old.id;
 END;
 """
-REMOTE_TRIGGER_NAMES: tuple[str, ...] = ("memory_items_remote_ad",)
+
+# m015: memories edited after they were sent (capture bringing a card's facts up to date, ``memcairn`` edits):
+# any update of an item a server holds marks it here by trigger; the forwarder compares the event it would send
+# now with the one it sent and, when they differ, has the server replace that version with this one.
+REMOTE_EDITS = """
+CREATE TABLE IF NOT EXISTS remote_edited (
+    server TEXT NOT NULL,
+    item_id INTEGER NOT NULL,
+    PRIMARY KEY (server, item_id)
+) WITHOUT ROWID;
+
+CREATE TRIGGER IF NOT EXISTS memory_items_remote_au AFTER UPDATE ON memory_items BEGIN
+    INSERT OR IGNORE INTO remote_edited(server, item_id) SELECT server, item_id FROM remote_sent
+        WHERE item_id = new.id;
+END;
+"""
+REMOTE_TRIGGER_NAMES: tuple[str, ...] = ("memory_items_remote_ad", "memory_items_remote_au")

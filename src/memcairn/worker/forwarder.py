@@ -16,7 +16,10 @@ server acknowledged the batch, so nothing is lost while the server is down: the 
   ``acknowledge_forwarded``). Every pass first sends what is queued to ``POST /v1/events/forget``, the very
   events sent before (an item edited here since still names what the server stored): the server marks each
   content forgotten in its project (a copy still in its ingest queue is then refused) and deletes the stored
-  item, so a forgotten memory does not stay readable there and a replaced one is not kept twice. An
+  item, so a forgotten memory does not stay readable there and a replaced one is not kept twice.
+- **Edits**: an update of a sent memory marks it (``remote_edited``, by trigger); when the event it would make
+  now differs from the one sent, the forwarder sends the pair (``replacements``) and the server swaps the
+  versions in one transaction. An
   event the server finds invalid on its own is dropped from the queue (logged); a server without the route
   (404) keeps them queued without holding up new items.
 - **Refusals**: a batch the server refuses as invalid (400, e.g. content forgotten on the server) is sent item
@@ -83,6 +86,7 @@ class Forwarder(BackgroundLoop):
         self._forwarded = 0
         self._refused = 0
         self._deleted = 0
+        self._edited = 0
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -107,7 +111,7 @@ class Forwarder(BackgroundLoop):
         client = TeamClient(cfg.url, cfg.key, timeout=SEND_TIMEOUT)
         while not self._stop.is_set():
             try:
-                refused = self._send_deletions(client, cfg)
+                refused = self._send_deletions(client, cfg) or self._send_edits(client, cfg)
             except TeamUnavailable as exc:
                 return self._failed(f"the team server does not answer: {exc}", cfg)
             if refused is not None and refused.status in (401, 403):
@@ -183,6 +187,36 @@ class Forwarder(BackgroundLoop):
             self.store.deletions_forwarded(cfg.url, [seq for seq, *_ in queued])
         return None
 
+    def _send_edits(self, client: TeamClient, cfg: RemoteConfig) -> TeamResponse | None:
+        """Have the server replace the version it holds of each memory edited here since it was sent (when the
+        event would differ); the first answer that is not a success, else None.
+
+        Raises:
+            TeamUnavailable: no answer (the marks stay)."""
+        while not self._stop.is_set():
+            marked = self.store.edits_to_forward(cfg.url, BATCH)
+            if not marked:
+                return None
+            changed = []
+            for item_id, sent, current in marked:
+                now = as_event(current, cfg) if current is not None else None
+                if now is None or now == sent or not sent:  # gone (its deletion says so), or nothing to send
+                    self.store.edit_forwarded(cfg.url, item_id, None)
+                else:
+                    changed.append((item_id, sent, now))
+            for item_id, sent, now in changed:  # one at a time: an edit is rare, and one bad event stays alone
+                resp = client.request("POST", "/v1/events/forget", body={"events": [sent], "replacements": [now]})
+                if resp.status == 400:
+                    log.warning("the team server cannot take the edit of memory #%d (%s); it keeps the version "
+                                "it has", item_id, error_detail(resp))
+                    self.store.edit_forwarded(cfg.url, item_id, None)
+                elif resp.status != 200:
+                    return resp
+                else:
+                    self.store.edit_forwarded(cfg.url, item_id, now)
+                    self._edited += 1
+        return None
+
     def _post(self, client: TeamClient, cfg: RemoteConfig, items: list[dict[str, Any]]) -> TeamResponse:
         return client.request("POST", "/v1/events", body={"events": [as_event(i, cfg) for i in items]},
                               headers={"Idempotency-Key": batch_key(items)})
@@ -226,10 +260,12 @@ class Forwarder(BackgroundLoop):
 
     def _set(self, status: dict[str, Any]) -> None:
         status = {**status, "forwarded": self._forwarded, "refused": self._refused, "deleted": self._deleted,
+                  "edited": self._edited,
                   "updated_epoch": int(time.time() * 1000)}
         if status.get("state") == "synced" and self.status.get("state") == "synced" \
                 and self.status.get("forwarded") == status["forwarded"] \
-                and self.status.get("deleted") == status["deleted"]:
+                and self.status.get("deleted") == status["deleted"] \
+                and self.status.get("edited") == status["edited"]:
             self.status = {**status, "updated_epoch": self.status.get("updated_epoch")}
             return  # nothing new: no file write every second
         self.status = status
