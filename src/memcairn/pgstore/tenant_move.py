@@ -200,24 +200,25 @@ def _snapshot_reader(dsn: str) -> psycopg.Connection:
     return conn
 
 
-def _pending(source: psycopg.Connection, tenant_id: int, after: int, applied: set[int]) -> list[tuple[int, int]]:
-    """(seq, item id) of the tenant's changes after ``after`` not applied yet, oldest first."""
-    with source.transaction():
-        _set_tenant(source, tenant_id)
-        rows = source.execute("SELECT seq, item_id FROM changes WHERE tenant_id = %s AND seq > %s ORDER BY seq",
-                              (tenant_id, after)).fetchall()
+def _pending(reader: psycopg.Connection, tenant_id: int, after: int, applied: set[int]) -> list[tuple[int, int]]:
+    """(seq, item id) of the tenant's changes after ``after`` not applied yet, oldest first, read in the reader's
+    open snapshot (the one the items are then copied from)."""
+    rows = reader.execute("SELECT seq, item_id FROM changes WHERE tenant_id = %s AND seq > %s ORDER BY seq",
+                          (tenant_id, after)).fetchall()
     return [(int(seq), int(item)) for seq, item in rows if seq not in applied]
 
 
-def _apply(reader: psycopg.Connection, target: psycopg.Connection, tenant_id: int,
-           pending: Sequence[tuple[int, int]], columns: dict[str, list[str]], *,
-           audit_above: int | None = None, whole: bool = False) -> None:
-    """Bring the changed items (and their projects and sessions) over as they are on the source now; with
-    ``audit_above`` also the audit rows above that id, and with ``whole`` everything else the change sequence
-    does not record (the small tables whole, vectors computed since the copy)."""
+def _apply(reader: psycopg.Connection, target: psycopg.Connection, tenant_id: int, after: int,
+           applied: set[int], columns: dict[str, list[str]], *, audit_above: int | None = None,
+           whole: bool = False) -> int:
+    """Bring the items changed after ``after`` and not in ``applied`` (and their projects and sessions) over as
+    they are on the source now, adding their sequence numbers to ``applied``; with ``audit_above`` also the
+    audit rows above that id, and with ``whole`` everything else the change sequence does not record (the small
+    tables whole, vectors computed since the copy). Returns how many changes it applied."""
+    _set_tenant(reader, tenant_id)  # a new snapshot of the source
+    pending = _pending(reader, tenant_id, after, applied)
     seqs = sorted({seq for seq, _ in pending})
     items = sorted({item for _, item in pending})
-    _set_tenant(reader, tenant_id)  # a new snapshot of the source
     try:
         with target.transaction():
             _set_tenant(target, tenant_id)
@@ -248,6 +249,8 @@ def _apply(reader: psycopg.Connection, target: psycopg.Connection, tenant_id: in
                 copier.copy(reader, "audit_log", copier.where("audit_log", "id", above=audit_above))
     finally:
         reader.rollback()  # it only read
+    applied.update(seqs)
+    return len(pending)
 
 
 def tenant_fingerprint(conn: psycopg.Connection, tenant_id: int,
@@ -343,33 +346,27 @@ def move_tenant(router: TenantRouter[Any], tenant_id: int, target: str, owner_ds
         applied: set[int] = set()
         try:
             while report.rounds < max_rounds:
-                pending = _pending(src, tenant_id, after, applied)
-                if len(pending) < catch_up_below:
-                    break
-                _apply(reader, dst, tenant_id, pending, columns)
-                applied.update(seq for seq, _ in pending)
+                done = _apply(reader, dst, tenant_id, after, applied, columns)
                 report.rounds += 1
-                report.caught_up += len(pending)
+                report.caught_up += done
+                if done < catch_up_below:
+                    break
             # one more round, writes still running, that also brings what the change sequence does not record,
             # so that under the freeze those tables are only checked, not copied again
-            pending = _pending(src, tenant_id, after, applied)
-            _apply(reader, dst, tenant_id, pending, columns, audit_above=audit_mark, whole=True)
-            applied.update(seq for seq, _ in pending)
-            report.caught_up += len(pending)
+            report.caught_up += _apply(reader, dst, tenant_id, after, applied, columns, audit_above=audit_mark,
+                                       whole=True)
 
             mark("freeze")
             closing = time.perf_counter()
             with router.frozen(tenant_id):
                 frozen = time.perf_counter()
-                pending = _pending(src, tenant_id, after, applied)
-                _apply(reader, dst, tenant_id, pending, columns, audit_above=audit_mark)
-                report.in_freeze = len(pending)
+                report.in_freeze = _apply(reader, dst, tenant_id, after, applied, columns, audit_above=audit_mark)
                 advance_past(dst, last_values(src))
                 applied_at = time.perf_counter()
                 ours, expected = _fingerprints(src, dst, tenant_id, columns)
                 if ours != expected:  # a small table or a vector changed since the last round: bring all over
                     report.resynced = sorted(t for t in expected if expected[t] != ours.get(t))
-                    _apply(reader, dst, tenant_id, [], columns, audit_above=audit_mark, whole=True)
+                    _apply(reader, dst, tenant_id, after, applied, columns, audit_above=audit_mark, whole=True)
                     ours, expected = _fingerprints(src, dst, tenant_id, columns)
                 if ours != expected:
                     differ = sorted(t for t in expected if expected[t] != ours.get(t))
