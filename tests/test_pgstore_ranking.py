@@ -96,3 +96,50 @@ def test_a_long_memory_is_embedded_in_chunks_and_found_by_a_later_passage(pg_dat
     assert team.forget(acme, long)
     with db.connect(pg_database, autocommit=True) as conn:  # its vectors go with it
         assert conn.execute("SELECT count(*) FROM item_vectors WHERE item_id = %s", (long,)).fetchone()[0] == 0
+
+
+def test_migration_6_keeps_the_vectors_and_queues_long_items_for_their_other_chunks(pg_cluster, embedder) -> None:
+    from postgres_server import TEST_SECRET
+    from psycopg.conninfo import make_conninfo
+
+    from memcairn.pgstore.migrations import migrate
+    from memcairn.pgstore.schema import MIGRATIONS
+
+    name = pg_cluster.create_database(template=None)
+    dsn = pg_cluster.owner_dsn(name)
+    try:
+        with db.connect(make_conninfo(pg_cluster.dsn, dbname=name), autocommit=True) as conn:  # a server at 5
+            conn.execute("CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL,"
+                         " applied_at timestamptz NOT NULL DEFAULT now())")
+            for version, title, sql in MIGRATIONS[:5]:
+                conn.execute(sql)
+                conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (version, title))
+            acme = conn.execute("INSERT INTO tenants (name) VALUES ('acme') RETURNING id").fetchone()[0]
+            api = conn.execute("INSERT INTO projects (tenant_id, name) VALUES (%s, 'api') RETURNING id",
+                               (acme,)).fetchone()[0]
+            vector = "[" + ",".join(["0.05"] * 384) + "]"
+            long_text = "The disk on the replica filled up overnight. " * 40
+            ids = [conn.execute(
+                "INSERT INTO items (tenant_id, project_id, title, text, content_hash, created_at_epoch, embedding)"
+                " VALUES (%s, %s, %s, %s, %s, 1, %s::vector) RETURNING id",
+                (acme, api, title, text, title, vector)).fetchone()[0]
+                for title, text in (("short", "calls launch_project_review at noon"), ("long", long_text))]
+            assert migrate(conn) == [6]
+            vectors = conn.execute("SELECT item_id, chunk FROM item_vectors ORDER BY item_id").fetchall()
+            assert vectors == [(ids[0], 0), (ids[1], 0)]  # the one vector each kept, as chunk 0
+            assert [r[0] for r in conn.execute("SELECT item_id FROM embedding_backlog")] == [ids[1]]
+            words = conn.execute("SELECT doc_tokens FROM items WHERE id = %s", (ids[0],)).fetchone()[0]
+            assert words == 1 + 6  # the title's and the text's (the identifier counts 3)
+        db.prepare(dsn, TEST_SECRET)
+        pool = db.Pool(db.app_conninfo(dsn, TEST_SECRET), size=2)
+        try:
+            team = TeamStore(pool, embedder)
+            assert keyword_ids(team, acme, "launch_project_review") == [ids[0]]  # old rows split anew
+            assert backlog.drain(pool, embedder) == 1
+            with db.connect(dsn, autocommit=True) as conn:
+                chunks = conn.execute("SELECT count(*) FROM item_vectors WHERE item_id = %s", (ids[1],)).fetchone()[0]
+            assert chunks == len(backlog.documents("long", long_text)) > 1
+        finally:
+            pool.close()
+    finally:
+        pg_cluster.drop_database(name)
