@@ -203,6 +203,12 @@ def test_the_server_on_an_existing_postgresql(tmp_path: Path, pg_database: str) 
         assert saved.status_code == 201
         hits = httpx.get(f"{url}/v1/search", params={"query": "pgbouncer", "project": "api"}, headers=headers)
         assert [h["id"] for h in hits.json()["results"]] == [saved.json()["id"]]
+        # keyword mode finds a word of an identifier or a path, as the local store does
+        path = httpx.post(f"{url}/v1/memories", json={"project": "api", "title": "Wrote the retry module",
+                                                      "text": "created /work/api/retry_module_3.py"}, headers=headers)
+        hits = httpx.get(f"{url}/v1/search", params={"query": "retry_module_3", "project": "api", "mode": "keyword"},
+                         headers=headers)
+        assert [h["id"] for h in hits.json()["results"]] == [path.json()["id"]]
     finally:
         server.send_signal(signal.SIGTERM)
         assert server.wait(timeout=60) == 0, log.read_text(errors="replace")
