@@ -104,17 +104,21 @@ class KeywordLeg:
                  ttl: float = STATS_TTL) -> None:
         self.cap, self.rescore, self.budget = cap, rescore, budget
         self._cache = _Cache(ttl)
+        self._lexemes: dict[str, str] = {}  # word -> its lexeme ('' for a stopword)
 
-    @staticmethod
-    def words(cur: psycopg.Cursor, query: str) -> tuple[list[str], dict[str, str]]:
+    def words(self, cur: psycopg.Cursor, query: str) -> tuple[list[str], dict[str, str]]:
         """The query's words that have a lexeme (PostgreSQL's stopwords have none: they match nothing), and
-        each one's lexeme."""
+        each one's lexeme (remembered: a word's lexeme never changes)."""
         words = fts.query_tokens(query)
-        if not words:
-            return [], {}
-        lexemes = {w: lex for w, lex in cur.execute(
-            "SELECT w, (SELECT min(lexeme) FROM unnest(to_tsvector('english', w))) FROM unnest(%s::text[]) AS w",
-            (words,)).fetchall() if lex}
+        missing = [w for w in words if w not in self._lexemes]
+        if missing:
+            found = dict(cur.execute(
+                "SELECT w, coalesce((SELECT min(lexeme) FROM unnest(to_tsvector('english', w))), '')"
+                " FROM unnest(%s::text[]) AS w", (missing,)).fetchall())
+            if len(self._lexemes) > _STATS_KEEP:
+                self._lexemes = {}
+            self._lexemes.update(found)
+        lexemes = {w: self._lexemes[w] for w in words if self._lexemes.get(w)}
         return [w for w in words if w in lexemes], lexemes
 
     def query_terms(self, cur: psycopg.Cursor, tenant_id: int, project_ids: Sequence[int], query: str,
