@@ -19,7 +19,12 @@ from memcairn.pgstore.identities import interleave  # noqa: E402
 from memcairn.pgstore.ingest import drain, enqueue  # noqa: E402
 from memcairn.pgstore.items import TeamStore  # noqa: E402
 from memcairn.pgstore.router import TenantRouter  # noqa: E402
-from memcairn.pgstore.tenant_move import MoveError, move_tenant, tenant_fingerprint  # noqa: E402
+from memcairn.pgstore.tenant_move import (  # noqa: E402
+    MoveError,
+    move_tenant,
+    tenant_fingerprint,
+    unknown_tenant_tables,
+)
 
 
 @pytest.fixture
@@ -161,3 +166,11 @@ def test_a_tenant_moves_under_load_with_nothing_lost_or_doubled(two_clusters):
         move_tenant(router, acme, "b", two_clusters)
     for pool in pools.values():
         pool.close()
+
+
+def test_every_table_with_a_tenant_column_moves(pg_database):
+    """A migration that adds a tenant table must teach the move about it (else its rows would stay behind)."""
+    with db.connect(pg_database) as conn:
+        assert unknown_tenant_tables(conn) == []
+        conn.execute("CREATE TABLE notes_of_a_future_migration (tenant_id bigint NOT NULL)")
+        assert unknown_tenant_tables(conn) == ["notes_of_a_future_migration"]

@@ -182,6 +182,16 @@ class _Copier:
             sql.Identifier(table), where if where is not None else self.where(table))).rowcount, 0)
 
 
+def unknown_tenant_tables(conn: psycopg.Connection) -> list[str]:
+    """Tables with a ``tenant_id`` column that ``TABLES`` does not list: a move would leave their rows behind,
+    so it refuses to start while there are any (a migration that adds one must add it here too)."""
+    rows = conn.execute("SELECT DISTINCT c.relname FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid"
+                        " JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'public'"
+                        " AND c.relkind IN ('r', 'p') AND a.attname = 'tenant_id' AND NOT a.attisdropped"
+                        " ORDER BY 1").fetchall()
+    return [str(r[0]) for r in rows if str(r[0]) not in _BY_NAME]
+
+
 def _stage(target: psycopg.Connection, columns: dict[str, list[str]]) -> None:
     """A temporary staging table per table on the target's (autocommit) connection, for the whole move: rows
     arrive there by ``COPY`` and go on by ``INSERT ... SELECT``; each commit empties them."""
@@ -313,6 +323,9 @@ def move_tenant(router: TenantRouter[Any], tenant_id: int, target: str, owner_ds
             _snapshot_reader(owner_dsns[source]) as reader:
         if dst.execute("SELECT 1 FROM tenants WHERE id = %s", (tenant_id,)).fetchone():
             raise MoveError(f"cluster {target} already holds tenant {tenant_id}")
+        unknown = unknown_tenant_tables(src)
+        if unknown:
+            raise MoveError(f"the move does not know the tenant table(s) {', '.join(unknown)}: add them to TABLES")
         # ids the target hands out from now on stay above the source's, with room for the writes during the
         # move (checked again under the freeze), so that check rarely has to move a sequence
         advance_past(dst, last_values(src), margin=ID_MARGIN)
