@@ -210,12 +210,13 @@ def _snapshot_reader(dsn: str) -> psycopg.Connection:
     return conn
 
 
-def _pending(reader: psycopg.Connection, tenant_id: int, after: int, applied: set[int]) -> list[tuple[int, int]]:
-    """(seq, item id) of the tenant's changes after ``after`` not applied yet, oldest first, read in the reader's
-    open snapshot (the one the items are then copied from)."""
-    rows = reader.execute("SELECT seq, item_id FROM changes WHERE tenant_id = %s AND seq > %s ORDER BY seq",
+def _pending(reader: psycopg.Connection, tenant_id: int, after: int,
+             applied: set[int]) -> list[tuple[int, int, str]]:
+    """(seq, item id, op) of the tenant's changes after ``after`` not applied yet, oldest first, read in the
+    reader's open snapshot (the one the items are then copied from)."""
+    rows = reader.execute("SELECT seq, item_id, op FROM changes WHERE tenant_id = %s AND seq > %s ORDER BY seq",
                           (tenant_id, after)).fetchall()
-    return [(int(seq), int(item)) for seq, item in rows if seq not in applied]
+    return [(int(seq), int(item), str(op)) for seq, item, op in rows if seq not in applied]
 
 
 def _apply(reader: psycopg.Connection, target: psycopg.Connection, tenant_id: int, after: int,
@@ -227,8 +228,9 @@ def _apply(reader: psycopg.Connection, target: psycopg.Connection, tenant_id: in
     tables whole, vectors computed since the copy). Returns how many changes it applied."""
     _set_tenant(reader, tenant_id)  # a new snapshot of the source
     pending = _pending(reader, tenant_id, after, applied)
-    seqs = sorted({seq for seq, _ in pending})
-    items = sorted({item for _, item in pending})
+    seqs = sorted({seq for seq, _, _ in pending})
+    items = sorted({item for _, item, _ in pending})
+    forgot = any(op == "forgotten" for _, _, op in pending)
     try:
         with target.transaction():
             _set_tenant(target, tenant_id)
@@ -251,8 +253,8 @@ def _apply(reader: psycopg.Connection, target: psycopg.Connection, tenant_id: in
             if seqs:
                 copier.delete("changes", copier.where("changes", "seq", seqs))
                 copier.copy(reader, "changes", copier.where("changes", "seq", seqs))
-            if whole:
-                for table in _WHOLE[2:]:
+            for table in _WHOLE[2:]:  # whole; the forgotten marks also with every forget (their own change)
+                if whole or (forgot and table == "forgotten"):
                     copier.copy(reader, table, copier.where(table), upsert=True, prune=table in _PRUNED)
             if audit_above is not None:
                 copier.delete("audit_log", copier.where("audit_log", "id", above=audit_above))
