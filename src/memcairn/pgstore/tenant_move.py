@@ -75,9 +75,10 @@ TABLES = (
     Table("ingest_jobs", ("queue_id",)),
 )
 _BY_NAME = {t.name: t for t in TABLES}
-# Brought over whole under the freeze: what the change sequence does not record.
-_WHOLE = ("projects", "sessions", "forgotten", "api_keys", "idempotency", "ingest_queue", "ingest_jobs")
-_PRUNED = ("forgotten", "api_keys", "idempotency", "ingest_queue", "ingest_jobs")  # gone from the source: gone
+# What the change sequence does not record, brought over whole (rows gone from the source go from the target
+# too) by the last round and again under the freeze if the check finds one different. Projects and sessions,
+# never deleted, come with every round that brings items.
+_WHOLE = ("forgotten", "api_keys", "idempotency", "ingest_queue", "ingest_jobs")
 
 
 @dataclass
@@ -253,9 +254,9 @@ def _apply(reader: psycopg.Connection, target: psycopg.Connection, tenant_id: in
             if seqs:
                 copier.delete("changes", copier.where("changes", "seq", seqs))
                 copier.copy(reader, "changes", copier.where("changes", "seq", seqs))
-            for table in _WHOLE[2:]:  # whole; the forgotten marks also with every forget (their own change)
+            for table in _WHOLE:  # the forgotten marks also with every forget (it has its change)
                 if whole or (forgot and table == "forgotten"):
-                    copier.copy(reader, table, copier.where(table), upsert=True, prune=table in _PRUNED)
+                    copier.copy(reader, table, copier.where(table), upsert=True, prune=True)
             if audit_above is not None:
                 copier.delete("audit_log", copier.where("audit_log", "id", above=audit_above))
                 copier.copy(reader, "audit_log", copier.where("audit_log", "id", above=audit_above))
