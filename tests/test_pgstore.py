@@ -21,7 +21,8 @@ from memcairn.pgstore.schema import LATEST
 pytestmark = pytest.mark.timeout(120)
 
 
-def tenant(owner_dsn: str, name: str) -> int:
+def tenant(owner_dsn: str, name: str = "acme") -> int:
+    """A new tenant, made as the owner (the application role cannot)."""
     with db.connect(owner_dsn, autocommit=True) as conn:
         row = conn.execute("INSERT INTO tenants (name) VALUES (%s) RETURNING id", (name,)).fetchone()
     assert row is not None

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 import pytest
 from postgres_server import TEST_SECRET
+from test_pgstore import tenant
 
 from memcairn.models import NewItem
 from memcairn.pgstore import backlog, db
@@ -33,12 +34,6 @@ class Recording:
 
     def embed_query(self, text: str) -> list[float]:
         return self.model.embed_query(text)
-
-
-def tenant(owner_dsn: str, name: str) -> int:
-    with db.connect(owner_dsn, autocommit=True) as conn:
-        row = conn.execute("INSERT INTO tenants (name) VALUES (%s) RETURNING id", (name,)).fetchone()
-    return int(row[0])
 
 
 def wait_for_an_empty_backlog(pool: db.Pool) -> None:

@@ -8,6 +8,7 @@ import threading
 import pytest
 from postgres_server import TEST_SECRET
 from psycopg.types.json import Jsonb
+from test_pgstore import tenant
 
 from memcairn.capture.single_event import HookEvent
 from memcairn.errors import NotFoundError, ValidationError
@@ -18,13 +19,6 @@ from memcairn.pgstore.ingest import IdempotencyConflict
 from memcairn.pgstore.items import Saved, TeamStore
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def tenant(owner_dsn: str, name: str) -> int:
-    with db.connect(owner_dsn, autocommit=True) as conn:
-        row = conn.execute("INSERT INTO tenants (name) VALUES (%s) RETURNING id", (name,)).fetchone()
-    assert row is not None
-    return int(row[0])
 
 
 def event(project: str, title: str, text: str = "body", session: str | None = None) -> NewItem:

@@ -6,6 +6,7 @@ first chunk."""
 from __future__ import annotations
 
 import pytest
+from test_pgstore import tenant
 
 from memcairn.models import NewItem
 from memcairn.pgstore import backlog, db
@@ -14,11 +15,6 @@ from memcairn.pgstore.keyword import KeywordLeg, plan_tsquery
 from memcairn.store import fts
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def tenant(owner_dsn: str, name: str = "acme") -> int:
-    with db.connect(owner_dsn, autocommit=True) as conn:
-        return int(conn.execute("INSERT INTO tenants (name) VALUES (%s) RETURNING id", (name,)).fetchone()[0])
 
 
 def keyword_ids(team: TeamStore, tenant_id: int, query: str, project: str = "api") -> list[int]:
