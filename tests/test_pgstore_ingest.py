@@ -4,6 +4,7 @@ jobs with FOR UPDATE SKIP LOCKED, also racing, also after a consumer died mid-ba
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 from postgres_server import TEST_SECRET
@@ -198,3 +199,26 @@ def test_raw_hook_events_are_scrubbed_when_queued_and_compressed_by_the_consumer
     assert made[2] == "a memory made by the client"
     assert prompt[2] == "Fix the token expiry bug" and "4711" not in prompt[3]
     assert "pytest" in ran[2] and "AKIAIOSFODNN7EXAMPLE" not in ran[2] + ran[3]
+
+
+def test_the_servers_consumer_threads_store_what_is_queued_and_stop(pg_database: str, team: TeamStore) -> None:
+    from memcairn.server.ingest import IngestConsumers
+
+    acme = tenant(pg_database, "acme")
+    wake = threading.Event()
+    consumers = IngestConsumers(team, wake, threads=2, claim=7)
+    consumers.start()
+    try:
+        for n in range(10):
+            ingest.enqueue(team.pool, acme, [event(f"p{n % 3}", f"threaded {n}.{k}") for k in range(5)])
+            wake.set()
+        for _ in range(600):  # a wait for the threads, not a timed assertion
+            with team.pool.connection() as conn:
+                if ingest.lag(conn).pending == 0:
+                    break
+            time.sleep(0.05)
+    finally:
+        consumers.stop()
+    assert count(pg_database, "SELECT count(*) FROM items") == 50
+    assert (consumers.stored, consumers.failed) == (50, 0)
+    assert not any(t.is_alive() for t in consumers._threads)

@@ -34,6 +34,7 @@ class IngestConsumers:
                          for n in range(threads)]
         self.stored = 0  # jobs this process settled
         self.failed = 0
+        self._count = threading.Lock()  # the threads add to the counts
 
     def start(self) -> None:
         for thread in self._threads:
@@ -58,8 +59,9 @@ class IngestConsumers:
                 log.exception("ingest consumer: a batch failed; its jobs stay queued")
                 self._stop.wait(RETRY_SECONDS)
                 continue
-            self.stored += done.jobs - done.failed
-            self.failed += done.failed
+            with self._count:
+                self.stored += done.jobs - done.failed
+                self.failed += done.failed
             if done.failed:
                 log.warning("ingest consumer: %d queued event(s) could not be stored (see ingest_jobs.error)",
                             done.failed)
