@@ -64,7 +64,8 @@ _DROPPED = ("purpose: ",)  # the agent's account of one command; the episode's f
 
 def is_housekeeping(action: _Action) -> bool:
     """A step that tells a later session nothing: it ended well, showed no test results, and only checked on
-    the state of things (status, logs, a background task's output) or served the agent's harness."""
+    the state of things (status, logs, a background task's output) or served the agent's harness; or it read a
+    temporary file outside the project (a background task's output), however that ended."""
     outcome = action.outcome
     if action.family == "read" and action.reads and all(path.startswith(_TEMP_DIRS) for path in action.reads):
         return True  # a background task's output file, found or already gone: the harness's, not the project's

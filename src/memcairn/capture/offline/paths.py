@@ -43,7 +43,8 @@ def outermost(*dirs: str | None) -> str | None:
 @dataclass(frozen=True)
 class _Paths:
     """Resolves paths: relative ones against ``anchor`` (where the call ran), then relative to ``base`` (the
-    turn's cwd) when under it; others stay absolute."""
+    project directory: the outermost of the turn's and the call's cwd, ``outermost``) when under it; others stay
+    absolute."""
 
     base: str | None
     anchor: str | None
