@@ -118,7 +118,12 @@ def read_status(home: Path) -> dict[str, Any] | None:
 
 
 class TeamUnavailable(Exception):
-    """No answer from the team server (refused, reset, timed out, not HTTP)."""
+    """No answer from the team server (refused, reset, timed out, not HTTP); ``timed_out`` when it was a wait
+    that ran out (connecting or reading), which callers report as such."""
+
+    def __init__(self, message: str, *, timed_out: bool = False) -> None:
+        super().__init__(message)
+        self.timed_out = timed_out
 
 
 @dataclass(frozen=True)
@@ -164,7 +169,7 @@ class TeamClient:
             return _response(exc.code, exc.headers, exc.read())
         except (OSError, ValueError) as exc:  # URLError, timeouts, resets, a reply that is no HTTP
             reason = getattr(exc, "reason", exc)
-            raise TeamUnavailable(f"{self.url}: {reason}") from None
+            raise TeamUnavailable(f"{self.url}: {reason}", timed_out=isinstance(reason, TimeoutError)) from None
 
 
 def _response(status: int, headers: Any, raw: bytes) -> TeamResponse:

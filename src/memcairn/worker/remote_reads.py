@@ -42,6 +42,8 @@ async def ask(settings: Settings, cfg: RemoteConfig, path: str, params: dict[str
     except TimeoutError:
         return None, f"the team server did not answer within {settings.remote_timeout_ms} ms"
     except TeamUnavailable as exc:
+        if exc.timed_out:  # the socket's own wait (the same length) can run out before ours
+            return None, f"the team server did not answer within {settings.remote_timeout_ms} ms"
         return None, f"the team server does not answer ({exc})"
     if resp.status != 200 or not isinstance(resp.body, dict):
         return None, f"the team server answered {resp.status}: {error_detail(resp)}"
