@@ -93,6 +93,24 @@ def test_golden_typical_project(story: Store, tmp_path: Path) -> None:
     assert len(text) <= 2000 * 4
 
 
+def test_next_steps_come_from_the_newest_turn_and_never_from_before_a_compaction(mem_store: Store,
+                                                                                  tmp_path: Path) -> None:
+    def summary(minutes: int, session: str, **fields: object) -> None:
+        mem_store.add_item(NewItem(project="webapp", kind="summary", session=session, platform_source="claude-code",
+                                   created_at_epoch=DAY1 + minutes * MINUTE, **fields))  # type: ignore[arg-type]
+
+    summary(0, "a", title="Implement the cart", request="Implement the cart", next_steps="still compiling deps")
+    summary(5, "a", title="Compacted: Implement the cart")  # lists nothing pending
+    summary(9, "a", title="did you push?", completed="pushed")
+    summary(20, "b", title="Compacted: Checkout", next_steps="wire the payment form")
+    summary(30, "c", title="Refunds", request="Refunds", next_steps="refund emails")
+    summary(31, "c", title="and the tests?", completed="12 passed")
+    text = render(mem_store, settings(tmp_path))
+    assert "still compiling deps" not in text  # older than the compaction that summed its turn up
+    assert "Next steps: wire the payment form" in text  # nothing came after that compaction
+    assert "Next steps: refund emails" in text  # a turn's own list stands after a turn that listed nothing
+
+
 def test_golden_budget_truncation(story: Store, tmp_path: Path) -> None:
     cfg = settings(tmp_path, context_token_budget=330)
     text = render(story, cfg)
@@ -364,7 +382,8 @@ def test_a_session_of_many_turns_is_one_block_led_by_its_unfinished_work(mem_sto
     block = sessions[2:]
     assert block[0].endswith("· Implement the review page (#3)")  # its first request, not a compaction's title
     assert [line.split(":")[0] for line in block[1:]] == ["Next steps", "Decisions", "Learned", "Done"]
-    assert block[1] == "Next steps: launch the review conversation"  # the newest summary that names any
+    # the compaction's pending tasks, said to be as of then: a turn came after it
+    assert block[1] == "Next steps: (as of a compaction, 1 turn ago) launch the review conversation"
     assert block[2] == "Decisions: Review tokens live in ETS, one use each"
     assert block[4] == "Done: pushed to origin/spotter-gqc / ProjectReviewLive at /projects/:id/review"
     assert len(text) <= 2000 * 4

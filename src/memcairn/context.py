@@ -417,11 +417,28 @@ def _joined(values: Sequence[str | None]) -> str:
     return " / ".join(seen)
 
 
+def _next_steps(summaries: Sequence[MemoryItem]) -> str:
+    """The work a session left open, from its summaries newest first: the newest turn's list, else the pending
+    tasks of its latest compaction, said to be as of then when turns came after it (they may have done them);
+    nothing from before a compaction (it summed those turns up, and their lists are older than its own)."""
+    turns_after = 0
+    for summary in summaries:
+        listed = summary.next_steps.strip() if summary.next_steps and summary.next_steps.strip() else ""
+        if (summary.title or "").startswith(COMPACTED):
+            if listed and turns_after:
+                return f"(as of a compaction, {turns_after} turn{'s' if turns_after > 1 else ''} ago) {listed}"
+            return listed
+        if listed:
+            return listed
+        turns_after += 1
+    return ""
+
+
 def _session_lines(session: SessionDigest) -> list[tuple[str, str]]:
     """(label, text) of a session block, unfinished work and decisions first: the next steps its newest summary
     gives, the decisions recorded in it, then what it learned and did (newest first)."""
     summaries = session.summaries
-    next_steps = next((s.next_steps for s in summaries if s.next_steps and s.next_steps.strip()), "")
+    next_steps = _next_steps(summaries)
     decisions = _joined([display_title(d, limit=TITLE_CHARS * 2) for d in session.decisions])
     return list(zip(SESSION_LINES, (next_steps, decisions, _joined([s.learned for s in summaries]),
                                     _joined([s.completed for s in summaries])), strict=True))
