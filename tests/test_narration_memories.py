@@ -259,3 +259,9 @@ def test_a_reports_title_is_what_was_done_not_its_first_list_item() -> None:
                "Used `Result<T, E>` instead of raising exceptions for `factorial()`.")
     report = report_observation(message, "Port this project to Rust")
     assert report is not None and report.title.startswith("All 5 modules are implemented with 100% line coverage")
+
+
+def test_an_interjection_opening_a_sentence_is_not_kept() -> None:
+    said = [s.text for s in read("Good — Tmux errors are safe, so LiveView tests should work. "
+                                           "Right-click opens the menu.")]
+    assert said == ["Tmux errors are safe, so LiveView tests should work.", "Right-click opens the menu."]

@@ -79,6 +79,9 @@ _FILLER = re.compile(
     r"^(?:ok(?:ay)?|good|great|perfect|excellent|nice|done|all done|alright|right|yes|no|got it|understood"
     r"|progress|hmm|interesting|sure|exactly|indeed|that(?:'s| is) (?:it|all|done))\b[\s\S]{0,24}$",
     re.IGNORECASE)
+# an interjection the agent opens a sentence with ("Good — the errors are safe"): the rest is the sentence
+_OPENER = re.compile(r"^(?:ok(?:ay)?|good|great|perfect|excellent|nice|alright|right|hmm|interesting)\s*[—–,:-]+\s+",
+                     re.IGNORECASE)
 _SPECIFIC = re.compile(
     r"`[^`\n]{2,}`"  # code (counted twice: the agent marked it as a name)
     r"|\b[A-Z][a-z0-9]+(?:[A-Z][A-Za-z0-9]*)+\b"  # CamelCase
@@ -157,6 +160,9 @@ def _units(text: str) -> Iterable[str]:
 def _clean(unit: str) -> str:
     text = unit.replace("**", "").replace("__", "")
     text = " ".join(text.split()).strip(" -—:")
+    opened = _OPENER.match(text)
+    if opened and len(text) > opened.end():
+        text = text[opened.end()].upper() + text[opened.end() + 1:]
     if len(text) > SENTENCE_MAX:
         cut = text[: SENTENCE_MAX - 1]
         space = cut.rfind(" ")
