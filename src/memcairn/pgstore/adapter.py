@@ -19,12 +19,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from memcairn.errors import NotFoundError, ValidationError
+from memcairn.errors import ValidationError
 from memcairn.models import DEFAULT_TYPES, AddResult, ItemFilter, MemoryItem, NewItem
 from memcairn.pgstore.audit import Actor
 from memcairn.pgstore.db import tenant_transaction
 from memcairn.pgstore.items import TeamStore, prepare
-from memcairn.store.records import ProjectInfo
+from memcairn.store.records import ProjectInfo, only_item
 
 _SELECT = ("SELECT i.id, p.name, i.kind, i.type, i.title, i.text, i.created_at_epoch, i.content_hash,"
            " s.agent_session_id, s.platform FROM items i"
@@ -73,10 +73,7 @@ class TenantStore:
 
     # -- items: reads -------------------------------------------------------------------------------------
     def get_item(self, item_id: int) -> MemoryItem:
-        found = self.get_items([item_id])
-        if not found:
-            raise NotFoundError(f"no memory with id {item_id}")
-        return found[0]
+        return only_item(self.get_items([item_id]), item_id)
 
     def get_items(self, ids: Sequence[int]) -> list[MemoryItem]:
         wanted = [int(i) for i in ids]

@@ -34,7 +34,7 @@ from memcairn.store.ingest_state import IngestStateMixin
 from memcairn.store.integrity import IntegrityMixin
 from memcairn.store.migrations import migrate
 from memcairn.store.mirror_state import MirrorStateMixin
-from memcairn.store.records import ProjectInfo
+from memcairn.store.records import ProjectInfo, only_item
 from memcairn.store.remote_state import RemoteStateMixin
 from memcairn.store.totals import ChainTotalsMixin
 from memcairn.store.transfer_state import TransferStateMixin
@@ -503,10 +503,7 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin, IntegrityMix
         )
 
     def get_item(self, item_id: int) -> MemoryItem:
-        found = self.get_items([item_id])
-        if not found:
-            raise NotFoundError(f"no memory with id {item_id}")
-        return found[0]
+        return only_item(self.get_items([item_id]), item_id)
 
     def get_items(self, ids: Sequence[int]) -> list[MemoryItem]:
         """Items for these ids in the order asked; unknown ids are left out (compare to report them)."""

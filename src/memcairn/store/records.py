@@ -6,9 +6,12 @@ No SQL and no connection here, so search, context and capture may import this mo
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from memcairn.errors import NotFoundError
+from memcairn.models import MemoryItem
 from memcairn.protocol import ROUTE_KINDS
 
 MAX_FIELD_BYTES = 256 * 1024  # one stored text field at most (``validation.validate_item`` refuses more)
@@ -94,3 +97,10 @@ def event_kind(event_type: str, payload: dict[str, Any]) -> str:
     if isinstance(given, str) and given:
         return given
     return ROUTE_KINDS.get(event_type, event_type)
+
+
+def only_item(found: Sequence[MemoryItem], item_id: int) -> MemoryItem:
+    """The one item ``get_items([item_id])`` found (every store's ``get_item``); NotFoundError when none."""
+    if not found:
+        raise NotFoundError(f"no memory with id {item_id}")
+    return found[0]
