@@ -85,6 +85,11 @@ KEPT_OBSERVATIONS = 10  # the most useful rows, kept until the sessions' lines a
 SUMMARIES_PER_SESSION = 8  # summaries read per session shown (a session has one per turn)
 # Which observations are most worth a row: decisions and fixes before features and changes, lookups last.
 USEFULNESS = {"decision": 0, "bugfix": 1, "feature": 2, "note": 2, "change": 3, "refactor": 3, "discovery": 5}
+# A decision's or a fix's title cut short loses what the row is for (the reason, the cause and the fix): its row
+# shows up to HEADLINE_CHARS of the text the title was cut from (``_row_title``).
+HEADLINE_TYPES = ("decision", "bugfix")
+HEADLINE_CHARS = 220
+HEADLINE_STEM = 20  # characters a cut title must keep to be recognised as the start of its text
 COMPACTED = "Compacted: "  # the title prefix of a summary an agent wrote when compacting (capture.pipeline)
 FULL_MAX_OBSERVATIONS = 1000
 FULL_MAX_SUMMARIES = 100
@@ -286,6 +291,20 @@ def _title(item: MemoryItem) -> str:
     return clean_line(display_title(item, limit=TITLE_CHARS * 4), TITLE_CHARS) or "(untitled)"
 
 
+def _row_title(item: MemoryItem) -> str:
+    """An observation row's title; for a decision or a fix whose title is its narrative cut short, up to
+    ``HEADLINE_CHARS`` of that narrative instead (``Auto-generated migration uses ALTER TABLE MODIFY (unsupported
+    in SQLite for…`` goes on to say why, and what was done instead)."""
+    title = _title(item)
+    if item.type not in HEADLINE_TYPES or not title.endswith("…"):
+        return title
+    stem = title[:-1].rstrip()
+    whole = clean_line(item.narrative)
+    if len(stem) < HEADLINE_STEM or len(whole) <= len(stem) or not whole.startswith(stem):
+        return title
+    return clean_line(whole, HEADLINE_CHARS)
+
+
 def _kind(item: MemoryItem) -> str:
     return clean_line(item.type, TYPE_CHARS) or item.kind
 
@@ -303,7 +322,7 @@ class _Rows:
     def title(self, item: MemoryItem) -> str:
         found = self._titles.get(item.id)
         if found is None:
-            found = self._titles[item.id] = _title(item)
+            found = self._titles[item.id] = _row_title(item)
         return found
 
     def kind(self, item: MemoryItem) -> str:
