@@ -413,3 +413,30 @@ def test_a_fix_or_decision_cut_short_shows_the_text_it_was_cut_from(mem_store: S
     put(5, "bugfix", long[:60] + "…", long)
     row = [line for line in render(mem_store, settings(tmp_path)).splitlines() if line.startswith("#5 ")][0]
     assert len(row.split(" bugfix ", 1)[1]) == context.HEADLINE_CHARS and row.endswith("…")
+
+
+def test_a_session_line_leaves_out_the_titles_its_rows_show(mem_store: Store, tmp_path: Path) -> None:
+    def put(minutes: int, **fields: object) -> None:
+        fields.setdefault("kind", "observation")
+        mem_store.add_item(NewItem(project="webapp", session="a", platform_source="claude-code",
+                                   created_at_epoch=DAY1 + minutes * MINUTE, **fields))  # type: ignore[arg-type]
+
+    stale = "Stale build artifacts after the new resource: `mix compile --force` fixed the ordering."
+    nullability = "Generated migration used ALTER TABLE MODIFY (no nullability changes in SQLite): rewrote the table."
+    put(1, type="bugfix", title=stale[:50] + "…", narrative=stale)
+    put(2, type="bugfix", title=nullability[:50] + "…", narrative=nullability)
+    put(3, type="change", title="lib/review.ex: Added the close button")
+    put(3, type="feature", title="lib/review_token.ex: New resource (gqc.1).")
+    put(4, kind="summary", title="Compacted: Review page", request="Review page",
+        learned=f"Errors fixed: {stale[:50]}…; {nullability[:50]}…. Table rewrites are this repo's pattern; "
+                "Ash codegen needs a review",
+        completed="Working on the review page. Files: lib/review.ex: Added the close button; lib/review_token.ex: "
+                  "New resource (gqc.1).; lib/other.ex: Renamed")
+    text = render(mem_store, settings(tmp_path))
+    lines = dict(line.split(": ", 1) for line in text.splitlines() if line.startswith(("Learned:", "Done:")))
+    assert lines["Learned"] == "Table rewrites are this repo's pattern; Ash codegen needs a review"
+    assert lines["Done"] == "Working on the review page. Files: lib/other.ex: Renamed"
+    assert f"bugfix {stale}" in text and f"bugfix {nullability}" in text  # the rows say it, in full
+    alone = render(mem_store, settings(tmp_path, context_observations=0))  # no rows: the line keeps its list
+    assert f"Learned: Errors fixed: {stale[:50]}…; {nullability[:50]}…" in alone
+    assert "Files: lib/review.ex: Added the close button; lib/review_token.ex: New resource (gqc.1).; lib/" in alone

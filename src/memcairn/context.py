@@ -56,6 +56,7 @@ are noticed at the next recount.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -89,6 +90,7 @@ USEFULNESS = {"decision": 0, "bugfix": 1, "feature": 2, "note": 2, "change": 3, 
 # shows up to HEADLINE_CHARS of the text the title was cut from (``_row_title``).
 HEADLINE_TYPES = ("decision", "bugfix")
 HEADLINE_CHARS = 220
+LISTED_MIN = 20  # characters of a row's title before a session line leaves it out as already shown (``_unlisted``)
 HEADLINE_STEM = 20  # characters a cut title must keep to be recognised as the start of its text
 COMPACTED = "Compacted: "  # the title prefix of a summary an agent wrote when compacting (capture.pipeline)
 FULL_MAX_OBSERVATIONS = 1000
@@ -388,6 +390,9 @@ def _body(data: ContextData, shape: _Shape, style: _Style, now: datetime, rows: 
     if shape.legend:
         lines.append(p(LEGEND, DIM))
     sessions = data.sessions[:shape.sessions]
+    useful = by_usefulness(data.observations)[:shape.observations]
+    shown = sorted(useful, key=lambda item: (item.created_at_epoch, item.id))
+    listed = frozenset(t for t in (clean_line(item.title) for item in shown) if len(t) >= LISTED_MIN)
     if sessions:
         lines += ["", p(f"## Recent sessions ({len(sessions)}, newest first)", BOLD)]
         for session in sessions:
@@ -395,12 +400,10 @@ def _body(data: ContextData, shape: _Shape, style: _Style, now: datetime, rows: 
             lines.append(p(f"### {rows.when(latest.created_at_epoch):%Y-%m-%d %H:%M} · {_session_title(session)} "
                            f"(#{latest.id})", BOLD, CYAN))
             cap = SECTION_CAPS[shape.cap]
-            for label, text in _session_lines(session):
+            for label, text in _session_lines(session, listed):
                 text = clean_line(text, cap) if cap else ""
                 if text:
                     lines.append(f"{p(label + ':', YELLOW)} {text}")
-    useful = by_usefulness(data.observations)[:shape.observations]
-    shown = sorted(useful, key=lambda item: (item.created_at_epoch, item.id))
     if shown:
         lines += ["", p(f"## Recent observations ({len(shown)})", BOLD)]
         day = None
@@ -453,14 +456,69 @@ def _next_steps(summaries: Sequence[MemoryItem]) -> str:
     return ""
 
 
-def _session_lines(session: SessionDigest) -> list[tuple[str, str]]:
+def _unlisted(text: str | None, listed: frozenset[str]) -> str:
+    """``text`` (a summary's ``a; b; c`` list) without the parts that are the titles of observation rows shown
+    below it, whole or cut short: a summary names its files' and errors' observations by their titles (``Errors
+    fixed: …``, ``Files: …``), and the rows already show them, fixes in full. What comes before a title left out
+    (``Working on X. Files: ``) goes with the next part kept, and loses its label when none is; the list's last
+    title, cut short and followed by another sentence (``title…. More``), keeps that sentence."""
+    clean = clean_line(text)
+    if not listed or not clean:
+        return clean
+    kept: list[str] = []
+    pending = ""
+    for part in clean.split("; "):
+        found = _listed_in(part, listed)
+        if found is None:
+            kept.append(pending + part)
+            pending = ""
+            continue
+        head, tail = found
+        pending += head
+        if tail:
+            kept.append((_unlabelled(pending) + " " + tail).strip())
+            pending = ""
+    if pending and _unlabelled(pending):
+        kept.append(_unlabelled(pending))
+    return "; ".join(kept)
+
+
+_LABEL_AT_END = re.compile(r"(?:^|(?<= ))[A-Z][a-z]+(?: [a-z]+)?: $")  # "Errors fixed: ", "Files: "
+
+
+def _unlabelled(head: str) -> str:
+    return _LABEL_AT_END.sub("", head).strip()
+
+
+def _listed_in(part: str, listed: frozenset[str]) -> tuple[str, str] | None:
+    """(what comes before, what comes after) a listed title that ends ``part``, starting it or after a label's
+    ``: ``; None when there is none."""
+    starts = [0] + [i + 2 for i in range(len(part)) if part.startswith(": ", i)]
+    for at in starts:
+        head, rest = part[:at], part[at:]
+        stripped = rest.rstrip(".")
+        if stripped in listed or rest in listed:
+            return head, ""
+        if stripped.endswith("…"):  # a title cut short, or the list cut in the middle of one
+            stem = stripped[:-1].rstrip()
+            if len(stem) >= LISTED_MIN and any(title.startswith(stem) for title in listed):
+                return head, ""
+        for title in listed:  # a cut title, then the period that closes the list and another sentence
+            if title.endswith("…") and rest.startswith(title + ". "):
+                return head, rest[len(title) + 2:]
+    return None
+
+
+def _session_lines(session: SessionDigest, listed: frozenset[str] = frozenset()) -> list[tuple[str, str]]:
     """(label, text) of a session block, unfinished work and decisions first: the next steps its newest summary
-    gives, the decisions recorded in it, then what it learned and did (newest first)."""
+    gives, the decisions recorded in it, then what it learned and did (newest first), without what the
+    observation rows ``listed`` (their titles) show already."""
     summaries = session.summaries
     next_steps = _next_steps(summaries)
     decisions = _joined([display_title(d, limit=TITLE_CHARS * 2) for d in session.decisions])
-    return list(zip(SESSION_LINES, (next_steps, decisions, _joined([s.learned for s in summaries]),
-                                    _joined([s.completed for s in summaries])), strict=True))
+    learned = _joined([_unlisted(s.learned, listed) for s in summaries])
+    completed = _joined([_unlisted(s.completed, listed) for s in summaries])
+    return list(zip(SESSION_LINES, (next_steps, decisions, learned, completed), strict=True))
 
 
 def _minimal(data: ContextData) -> str:
