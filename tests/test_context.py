@@ -16,8 +16,9 @@ from memcairn import context
 from memcairn.bench.synthetic import synthetic_items
 from memcairn.config import Settings
 from memcairn.context import render_context
+from memcairn.context_lines import last_test_result
 from memcairn.fence import CLOSE, OPEN, PREAMBLE
-from memcairn.models import NewItem
+from memcairn.models import MemoryItem, NewItem
 from memcairn.store import Store
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -440,3 +441,31 @@ def test_a_session_line_leaves_out_the_titles_its_rows_show(mem_store: Store, tm
     alone = render(mem_store, settings(tmp_path, context_observations=0))  # no rows: the line keeps its list
     assert f"Learned: Errors fixed: {stale[:50]}…; {nullability[:50]}…" in alone
     assert "Files: lib/review.ex: Added the close button; lib/review_token.ex: New resource (gqc.1).; lib/" in alone
+
+
+def test_a_session_says_its_last_test_result(mem_store: Store) -> None:
+    def obs(narrative: str) -> MemoryItem:
+        added = mem_store.add_item(NewItem(project="webapp", kind="observation", type="change", session="a",
+                                           title=narrative[:30], narrative=narrative))
+        return mem_store.get_item(added.id)
+
+    oldest = obs("All 43 tests pass, 0 failures.")
+    suite = obs("All 19 tests pass. Clean compile. 87 tests + 14 doctests, 0 failures. Pushed.")
+    counts = obs("Added 3 tests covering N>0, N=0 and already-closed paths. 6 new builder tests.")  # no run
+    # the newest run reported, the whole suite's rather than one file's
+    assert last_test_result([counts, suite, oldest]) == f"87 tests + 14 doctests, 0 failures. (#{suite.id})"
+    failing = obs("The login test failed again: 2 failed, 40 passed.")
+    assert last_test_result([failing]) == f"The login test failed again: 2 failed, 40 passed. (#{failing.id})"
+    assert last_test_result([obs("Kept all 24 existing tests unchanged.")]) == ""
+    assert last_test_result([]) == ""
+
+
+def test_the_test_result_line_sits_in_its_session_block(mem_store: Store, tmp_path: Path) -> None:
+    mem_store.add_item(NewItem(project="webapp", kind="observation", type="feature", session="a",
+                               title="Committed: the review page", narrative="All 12 tests pass. 87 tests, 0 failures.",
+                               platform_source="claude-code", created_at_epoch=DAY1))
+    mem_store.add_item(NewItem(project="webapp", kind="summary", session="a", title="Review page",
+                               request="Review page", completed="pushed", platform_source="claude-code",
+                               created_at_epoch=DAY1 + MINUTE))
+    block = render(mem_store, settings(tmp_path)).split("## Recent sessions")[1].split("\n\n")[0].splitlines()
+    assert block[2:] == ["Tests: 87 tests, 0 failures. (#1)", "Done: pushed"]

@@ -29,7 +29,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("capture", ("memcairn.capture",)),
     ("transfer", ("memcairn.transfer",)),
     ("team store", ("memcairn.pgstore",)),
-    ("composition", ("memcairn.runtime", "memcairn.context", "memcairn.context_memo", "memcairn.doctor")),
+    ("composition", ("memcairn.runtime", "memcairn.context", "memcairn.context_lines", "memcairn.context_memo",
+                     "memcairn.doctor")),
     ("reach", ("memcairn.client", "memcairn.lifecycle", "memcairn.team_client")),
     ("worker", ("memcairn.worker",)),
     ("server", ("memcairn.server",)),
@@ -130,7 +131,8 @@ def test_the_rules_fail_on_a_crossing() -> None:
 
 
 # The storage boundary (store/protocols.py): these see a store only through its protocols and plain records.
-THROUGH_PROTOCOLS = ("memcairn.search", "memcairn.context", "memcairn.context_memo", "memcairn.capture")
+THROUGH_PROTOCOLS = ("memcairn.search", "memcairn.context", "memcairn.context_lines", "memcairn.context_memo",
+                     "memcairn.capture")
 STORE_FACES = ("memcairn.store.protocols", "memcairn.store.records")
 
 

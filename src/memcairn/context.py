@@ -9,7 +9,7 @@ the settings, ``now`` and ``tz``, so the whole text is golden-tested. Plain text
     Legend: sessions newest first, unfinished work and decisions first; observation rows are ...
     ## Recent sessions (2, newest first)
     ### 2026-11-30 17:45 · Fix the parser timeout (#120)
-    Next steps: ... / Decisions: ... / Learned: ... / Done: ...
+    Next steps: ... / Decisions: ... / Tests: ... / Learned: ... / Done: ...
     ### 2026-11-28 16:02 · Fix the flaky import test (#98)
     ...
     ## Recent observations (3)
@@ -23,7 +23,10 @@ the settings, ``now`` and ``tz``, so the whole text is golden-tested. Plain text
   one printable line (no control characters, no forged fence markers) before it is placed.
 - **Sessions lead**: the summaries (one per turn, plus those an agent wrote when compacting) are grouped by
   session, the session with the newest first; a block is titled by the session's first request and says what
-  is unfinished (the newest next steps), the decisions recorded in it, what it learned and what it did.
+  is unfinished (the newest next steps), the decisions recorded in it, its last test result, what it learned and
+  what it did, without repeating the titles of the rows shown below it (``memcairn.context_lines``).
+- **Rows**: a decision's or a fix's row whose title was cut short shows up to ``HEADLINE_CHARS`` of the text it
+  was cut from (the reason; the cause and the fix).
 - **Limits**: ``context_summaries`` sessions (up to ``SUMMARIES_PER_SESSION`` summaries read for each) and
   ``context_observations`` observations (kinds observation and manual, of ``context_types`` when set), the most
   useful kept (decisions and fixes before features and changes, lookups last; ``USEFULNESS``), shown by day;
@@ -56,7 +59,6 @@ are noticed at the next recount.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -64,6 +66,7 @@ from datetime import datetime, tzinfo
 from typing import Any
 
 from memcairn.config import Settings
+from memcairn.context_lines import LISTED_MIN, last_test_result, unlisted
 from memcairn.fence import clean_line, fence
 from memcairn.models import ItemFilter, MemoryItem
 from memcairn.protocol import NOTICE_PREFIX
@@ -81,7 +84,7 @@ SCOPE_NAMES = 4  # project names a header lists at most (then "and N more"): a c
 # agent's words: what it built, why, what broke) holds more of what a later session needs than more rows do.
 SECTION_CAPS = (1500, 600, 300, 150, 80, 0)
 # A session's lines, unfinished work and decisions first (see ``_session_lines``).
-SESSION_LINES = ("Next steps", "Decisions", "Learned", "Done")
+SESSION_LINES = ("Next steps", "Decisions", "Tests", "Learned", "Done")
 KEPT_OBSERVATIONS = 10  # the most useful rows, kept until the sessions' lines are shorter and only one is left
 SUMMARIES_PER_SESSION = 8  # summaries read per session shown (a session has one per turn)
 # Which observations are most worth a row: decisions and fixes before features and changes, lookups last.
@@ -90,7 +93,6 @@ USEFULNESS = {"decision": 0, "bugfix": 1, "feature": 2, "note": 2, "change": 3, 
 # shows up to HEADLINE_CHARS of the text the title was cut from (``_row_title``).
 HEADLINE_TYPES = ("decision", "bugfix")
 HEADLINE_CHARS = 220
-LISTED_MIN = 20  # characters of a row's title before a session line leaves it out as already shown (``_unlisted``)
 HEADLINE_STEM = 20  # characters a cut title must keep to be recognised as the start of its text
 COMPACTED = "Compacted: "  # the title prefix of a summary an agent wrote when compacting (capture.pipeline)
 FULL_MAX_OBSERVATIONS = 1000
@@ -134,6 +136,7 @@ class SessionDigest:
 
     summaries: tuple[MemoryItem, ...]
     decisions: tuple[MemoryItem, ...] = ()
+    tests: str = ""  # the newest test result its observations report (``context_lines.last_test_result``)
 
     @property
     def latest(self) -> MemoryItem:
@@ -149,8 +152,8 @@ def sessions_of(summaries: Sequence[MemoryItem], observations: Sequence[MemoryIt
         groups.setdefault(item.session or f"#{item.id}", []).append(item)
     out = []
     for key, items in groups.items():
-        decisions = tuple(o for o in observations if o.type == "decision" and o.session and o.session == key)
-        out.append(SessionDigest(tuple(items), decisions))
+        own = [o for o in observations if o.session and o.session == key]
+        out.append(SessionDigest(tuple(items), tuple(o for o in own if o.type == "decision"), last_test_result(own)))
     return tuple(out[:limit] if limit is not None else out)
 
 
@@ -456,69 +459,16 @@ def _next_steps(summaries: Sequence[MemoryItem]) -> str:
     return ""
 
 
-def _unlisted(text: str | None, listed: frozenset[str]) -> str:
-    """``text`` (a summary's ``a; b; c`` list) without the parts that are the titles of observation rows shown
-    below it, whole or cut short: a summary names its files' and errors' observations by their titles (``Errors
-    fixed: …``, ``Files: …``), and the rows already show them, fixes in full. What comes before a title left out
-    (``Working on X. Files: ``) goes with the next part kept, and loses its label when none is; the list's last
-    title, cut short and followed by another sentence (``title…. More``), keeps that sentence."""
-    clean = clean_line(text)
-    if not listed or not clean:
-        return clean
-    kept: list[str] = []
-    pending = ""
-    for part in clean.split("; "):
-        found = _listed_in(part, listed)
-        if found is None:
-            kept.append(pending + part)
-            pending = ""
-            continue
-        head, tail = found
-        pending += head
-        if tail:
-            kept.append((_unlabelled(pending) + " " + tail).strip())
-            pending = ""
-    if pending and _unlabelled(pending):
-        kept.append(_unlabelled(pending))
-    return "; ".join(kept)
-
-
-_LABEL_AT_END = re.compile(r"(?:^|(?<= ))[A-Z][a-z]+(?: [a-z]+)?: $")  # "Errors fixed: ", "Files: "
-
-
-def _unlabelled(head: str) -> str:
-    return _LABEL_AT_END.sub("", head).strip()
-
-
-def _listed_in(part: str, listed: frozenset[str]) -> tuple[str, str] | None:
-    """(what comes before, what comes after) a listed title that ends ``part``, starting it or after a label's
-    ``: ``; None when there is none."""
-    starts = [0] + [i + 2 for i in range(len(part)) if part.startswith(": ", i)]
-    for at in starts:
-        head, rest = part[:at], part[at:]
-        stripped = rest.rstrip(".")
-        if stripped in listed or rest in listed:
-            return head, ""
-        if stripped.endswith("…"):  # a title cut short, or the list cut in the middle of one
-            stem = stripped[:-1].rstrip()
-            if len(stem) >= LISTED_MIN and any(title.startswith(stem) for title in listed):
-                return head, ""
-        for title in listed:  # a cut title, then the period that closes the list and another sentence
-            if title.endswith("…") and rest.startswith(title + ". "):
-                return head, rest[len(title) + 2:]
-    return None
-
-
 def _session_lines(session: SessionDigest, listed: frozenset[str] = frozenset()) -> list[tuple[str, str]]:
     """(label, text) of a session block, unfinished work and decisions first: the next steps its newest summary
-    gives, the decisions recorded in it, then what it learned and did (newest first), without what the
-    observation rows ``listed`` (their titles) show already."""
+    gives, the decisions recorded in it, its last test result, then what it learned and did (newest first),
+    without what the observation rows ``listed`` (their titles) show already."""
     summaries = session.summaries
     next_steps = _next_steps(summaries)
     decisions = _joined([display_title(d, limit=TITLE_CHARS * 2) for d in session.decisions])
-    learned = _joined([_unlisted(s.learned, listed) for s in summaries])
-    completed = _joined([_unlisted(s.completed, listed) for s in summaries])
-    return list(zip(SESSION_LINES, (next_steps, decisions, learned, completed), strict=True))
+    learned = _joined([unlisted(s.learned, listed) for s in summaries])
+    completed = _joined([unlisted(s.completed, listed) for s in summaries])
+    return list(zip(SESSION_LINES, (next_steps, decisions, session.tests, learned, completed), strict=True))
 
 
 def _minimal(data: ContextData) -> str:

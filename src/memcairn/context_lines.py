@@ -1,0 +1,92 @@
+"""What a session block of the SessionStart digest (``memcairn.context``) says besides its summaries' own text.
+
+- **Rows are not repeated**: a summary names its files' and errors' observations by their titles (``Errors fixed:
+  …``, ``Files: …``); when those observations are shown as rows below, the session's lines leave them out
+  (:func:`unlisted`), and the rows show fixes in full.
+- **The last test result**: a week later, whether the work was left green is one of the first things to know; it
+  is the newest sentence of the session's observations that reports a run's result (a count of tests and a pass
+  or fail word), the one with the largest count when a narrative has several (the whole suite rather than one
+  file's tests) (:func:`last_test_result`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from memcairn.fence import clean_line
+from memcairn.models import MemoryItem
+
+LISTED_MIN = 20  # characters of a row's title before a session line leaves it out as already shown
+OUTCOME_CHARS = 200
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9`*(])")
+_COUNT = r"\b\d[\d,]*"
+_RESULT = re.compile(
+    rf"{_COUNT} (?:[\w-]+ ){{0,2}}(?:tests?|doctests?|specs?|examples?|assertions?)\b.*?"
+    r"\b(?:pass(?:ed|es|ing)?|green|failures?|failed|failing)\b"
+    rf"|{_COUNT} (?:passed|failed|failures?)\b", re.I)
+_NUMBER = re.compile(r"\d[\d,]*")
+
+
+def unlisted(text: str | None, listed: frozenset[str]) -> str:
+    """``text`` (a summary's ``a; b; c`` list) without the parts that are the titles of observation rows shown
+    below it, whole or cut short: a summary names its files' and errors' observations by their titles (``Errors
+    fixed: …``, ``Files: …``), and the rows already show them, fixes in full. What comes before a title left out
+    (``Working on X. Files: ``) goes with the next part kept, and loses its label when none is; the list's last
+    title, cut short and followed by another sentence (``title…. More``), keeps that sentence."""
+    clean = clean_line(text)
+    if not listed or not clean:
+        return clean
+    kept: list[str] = []
+    pending = ""
+    for part in clean.split("; "):
+        found = _listed_in(part, listed)
+        if found is None:
+            kept.append(pending + part)
+            pending = ""
+            continue
+        head, tail = found
+        pending += head
+        if tail:
+            kept.append((_unlabelled(pending) + " " + tail).strip())
+            pending = ""
+    if pending and _unlabelled(pending):
+        kept.append(_unlabelled(pending))
+    return "; ".join(kept)
+
+
+_LABEL_AT_END = re.compile(r"(?:^|(?<= ))[A-Z][a-z]+(?: [a-z]+)?: $")  # "Errors fixed: ", "Files: "
+
+
+def _unlabelled(head: str) -> str:
+    return _LABEL_AT_END.sub("", head).strip()
+
+
+def _listed_in(part: str, listed: frozenset[str]) -> tuple[str, str] | None:
+    """(what comes before, what comes after) a listed title that ends ``part``, starting it or after a label's
+    ``: ``; None when there is none."""
+    starts = [0] + [i + 2 for i in range(len(part)) if part.startswith(": ", i)]
+    for at in starts:
+        head, rest = part[:at], part[at:]
+        stripped = rest.rstrip(".")
+        if stripped in listed or rest in listed:
+            return head, ""
+        if stripped.endswith("…"):  # a title cut short, or the list cut in the middle of one
+            stem = stripped[:-1].rstrip()
+            if len(stem) >= LISTED_MIN and any(title.startswith(stem) for title in listed):
+                return head, ""
+        for title in listed:  # a cut title, then the period that closes the list and another sentence
+            if title.endswith("…") and rest.startswith(title + ". "):
+                return head, rest[len(title) + 2:]
+    return None
+
+
+def last_test_result(observations: Sequence[MemoryItem]) -> str:
+    """The newest sentence of ``observations`` (newest first) that reports a test run's result, with its id;
+    "" when none does."""
+    for item in observations:
+        found = [s for s in _SENTENCE.split(clean_line(item.narrative)) if _RESULT.search(s)]
+        if found:
+            best = max(found, key=lambda s: max(int(n.replace(",", "")) for n in _NUMBER.findall(s)))
+            return f"{clean_line(best, OUTCOME_CHARS)} (#{item.id})"
+    return ""
