@@ -16,7 +16,7 @@ from memcairn import context
 from memcairn.bench.synthetic import synthetic_items
 from memcairn.config import Settings
 from memcairn.context import render_context
-from memcairn.context_lines import last_test_result
+from memcairn.context_lines import last_test_result, without_runs
 from memcairn.fence import CLOSE, OPEN, PREAMBLE
 from memcairn.models import MemoryItem, NewItem
 from memcairn.store import Store
@@ -469,3 +469,14 @@ def test_the_test_result_line_sits_in_its_session_block(mem_store: Store, tmp_pa
                                created_at_epoch=DAY1 + MINUTE))
     block = render(mem_store, settings(tmp_path)).split("## Recent sessions")[1].split("\n\n")[0].splitlines()
     assert block[2:] == ["Tests: 87 tests, 0 failures. (#1)", "Done: pushed"]
+
+
+def test_a_session_line_learns_no_logs_of_runs(mem_store: Store, tmp_path: Path) -> None:
+    mem_store.add_item(NewItem(project="webapp", kind="summary", session="a", title="Review page",
+                               request="Review page", platform_source="claude-code", created_at_epoch=DAY1,
+                               learned="SQLite cannot ALTER a column's nullability; ran `mix test 2>&1` → 79 passed; "
+                                       "ran `git push` (2 runs) → failed (exit 128) → ok; tests use shared sandbox "
+                                       "mode; ran `mix test test/a_test.exs…"))
+    text = render(mem_store, settings(tmp_path))
+    assert "Learned: SQLite cannot ALTER a column's nullability; tests use shared sandbox mode\n" in text
+    assert without_runs("ran `x` → ok; ran the migration by hand") == "ran the migration by hand"  # prose stays

@@ -66,7 +66,7 @@ from datetime import datetime, tzinfo
 from typing import Any
 
 from memcairn.config import Settings
-from memcairn.context_lines import LISTED_MIN, last_test_result, unlisted
+from memcairn.context_lines import LISTED_MIN, last_test_result, unlisted, without_runs
 from memcairn.fence import clean_line, fence
 from memcairn.models import ItemFilter, MemoryItem
 from memcairn.protocol import NOTICE_PREFIX
@@ -466,7 +466,7 @@ def _session_lines(session: SessionDigest, listed: frozenset[str] = frozenset())
     summaries = session.summaries
     next_steps = _next_steps(summaries)
     decisions = _joined([display_title(d, limit=TITLE_CHARS * 2) for d in session.decisions])
-    learned = _joined([unlisted(s.learned, listed) for s in summaries])
+    learned = _joined([unlisted(without_runs(s.learned), listed) for s in summaries])
     completed = _joined([unlisted(s.completed, listed) for s in summaries])
     return list(zip(SESSION_LINES, (next_steps, decisions, session.tests, learned, completed), strict=True))
 

@@ -6,7 +6,8 @@
 - **The last test result**: a week later, whether the work was left green is one of the first things to know; it
   is the newest sentence of the session's observations that reports a run's result (a count of tests and a pass
   or fail word), the one with the largest count when a narrative has several (the whole suite rather than one
-  file's tests) (:func:`last_test_result`).
+  file's tests) (:func:`last_test_result`); the logs of runs in a summary's ``learned`` (``ran `…` → 79 passed``)
+  are left out of the block (:func:`without_runs`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ _RESULT = re.compile(
     r"\b(?:pass(?:ed|es|ing)?|green|failures?|failed|failing)\b"
     rf"|{_COUNT} (?:passed|failed|failures?)\b", re.I)
 _NUMBER = re.compile(r"\d[\d,]*")
+# an extractor's run fact (capture.offline.drafts), or one the summary's cap cut short
+_RUN = re.compile(r"ran `(?:[^`]*`(?: \(\d+ runs\))? → |[^`]*…$)")
 
 
 def unlisted(text: str | None, listed: frozenset[str]) -> str:
@@ -79,6 +82,14 @@ def _listed_in(part: str, listed: frozenset[str]) -> tuple[str, str] | None:
             if title.endswith("…") and rest.startswith(title + ". "):
                 return head, rest[len(title) + 2:]
     return None
+
+
+def without_runs(text: str | None) -> str:
+    """A summary's ``learned`` without the parts that only log a command and how it ended (``ran `mix test` → 79
+    passed``, the offline extractor's run facts): a log, not a lesson, and the block's last test result says how
+    the work was left."""
+    clean = clean_line(text)
+    return "; ".join(part for part in clean.split("; ") if not _RUN.match(part))
 
 
 def last_test_result(observations: Sequence[MemoryItem]) -> str:
