@@ -457,6 +457,8 @@ def test_a_session_says_its_last_test_result(mem_store: Store) -> None:
     failing = obs("The login test failed again: 2 failed, 40 passed.")
     assert last_test_result([failing]) == f"The login test failed again: 2 failed, 40 passed. (#{failing.id})"
     assert last_test_result([obs("Kept all 24 existing tests unchanged.")]) == ""
+    assert last_test_result([obs("Let me run the 87 tests to make sure they pass."), oldest]) == \
+        f"All 43 tests pass, 0 failures. (#{oldest.id})"  # an intention is no result
     assert last_test_result([]) == ""
 
 

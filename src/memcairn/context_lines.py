@@ -5,9 +5,10 @@
   (:func:`unlisted`), and the rows show fixes in full.
 - **The last test result**: a week later, whether the work was left green is one of the first things to know; it
   is the newest sentence of the session's observations that reports a run's result (a count of tests and a pass
-  or fail word), the one with the largest count when a narrative has several (the whole suite rather than one
-  file's tests) (:func:`last_test_result`); the logs of runs in a summary's ``learned`` (``ran `…` → 79 passed``)
-  are left out of the block (:func:`without_runs`).
+  or fail word; not an intention: "I'll run the 87 tests to make sure they pass"), the one with the largest count
+  when a narrative has several (the whole suite rather than one file's tests) (:func:`last_test_result`); the
+  logs of runs in a summary's ``learned`` (``ran `…` → 79 passed``) are left out of the block
+  (:func:`without_runs`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ _RESULT = re.compile(
     r"\b(?:pass(?:ed|es|ing)?|green|failures?|failed|failing)\b"
     rf"|{_COUNT} (?:passed|failed|failures?)\b", re.I)
 _NUMBER = re.compile(r"\d[\d,]*")
+_INTENT = re.compile(r"\b(?:I'll|I will|let me|let's|going to|to make sure|to check|should|would|once)\b", re.I)
 # an extractor's run fact (capture.offline.drafts), or one the summary's cap cut short
 _RUN = re.compile(r"ran `(?:[^`]*`(?: \(\d+ runs\))? → |[^`]*…$)")
 
@@ -96,7 +98,7 @@ def last_test_result(observations: Sequence[MemoryItem]) -> str:
     """The newest sentence of ``observations`` (newest first) that reports a test run's result, with its id;
     "" when none does."""
     for item in observations:
-        found = [s for s in _SENTENCE.split(clean_line(item.narrative)) if _RESULT.search(s)]
+        found = [s for s in _SENTENCE.split(clean_line(item.narrative)) if _RESULT.search(s) and not _INTENT.search(s)]
         if found:
             best = max(found, key=lambda s: max(int(n.replace(",", "")) for n in _NUMBER.findall(s)))
             return f"{clean_line(best, OUTCOME_CHARS)} (#{item.id})"
