@@ -990,3 +990,16 @@ def test_lines_of_code_a_card_quotes_are_no_lesson_learned() -> None:
     assert summary is not None and summary.learned is not None
     assert "undefined function parse/2" in summary.learned
     assert "transcript-error-item" not in summary.learned and "load_errors" not in summary.learned
+
+
+def test_a_summary_learns_the_causes_found_out_before_the_constraints_named() -> None:
+    narration = ("The assets directory is gitignored (build output). Tmux errors are safe, so LiveView tests "
+                 "should work. The renderer test failed. The subagent fixture doesn't actually contain any "
+                 "`agent-xxx` patterns. The fixture name is misleading — it refers to something else.",)
+    summary = OfflineExtractor().summarize(make_turn([], narration=narration), []).summary
+    assert summary is not None and summary.learned is not None
+    learned = summary.learned
+    # both findings, then what room is left, in the order they were said and within the same cap
+    assert ("gitignored (build output). The subagent fixture doesn't actually contain any `agent-xxx` patterns. The "
+            "fixture name is misleading") in learned, learned
+    assert len(learned) <= 200 and "Tmux errors are safe" not in learned

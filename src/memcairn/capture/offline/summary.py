@@ -52,6 +52,10 @@ _CODE_LINE = re.compile(
     r"""^\s*(?:[\w.\[\]"']+\s*(?:=|:=|<-|->)\s|[\w.:]+\(|<\w|[\w-]+="|(?:def|defp|fn|function|class|let|const|var"""
     r"""|import|from|assert|return|raise|throw)\b)"""
 )
+# a cause found out, rather than a constraint named: chosen first for a summary's ``learned`` (``_causes``)
+_FOUND_OUT = re.compile(
+    r"\b(?:because|due to|caused by|root cause|the (?:issue|problem|bug|reason|cause) (?:is|was)|turns out"
+    r"|actually|misleading|so the)\b", re.IGNORECASE)
 # what edits did to code, not lessons (``edited a.py: added ParseError``, its new lines)
 _NAME_FACTS = ("edited ", "created ", "rewrote ", "added ", "updated ", "new text: ")
 # the harness's words when the user declined a tool call: no lesson about the code
@@ -115,8 +119,7 @@ def _summary(turn: Turn, observations: Sequence[Observation]) -> Summary | None:
     # lookups of the project's files (not only a background task's output file or a glob)
     looked = [o for o in observations if o.type == "discovery" and any(map(in_project, o.files_read))]
     done = [o for o in observations if o.type in ("bugfix", "feature", "change", "refactor")]
-    causes = [s for s in narration.decisive(said, LEARNED_MAX // 2, kinds=[narration.CAUSE])
-              if narration.DECISION not in _kinds(s)]
+    causes = _causes(said, LEARNED_MAX // 2)
     learned = [o.title for o in observations if o.type in ("bugfix", "decision")]
     learned += [fact for o in observations for fact in o.facts
                 if _LEARNED_CUE.search(fact) and fact not in ("tests passed", "tests failed")
@@ -147,6 +150,23 @@ def _summary(turn: Turn, observations: Sequence[Observation]) -> Summary | None:
                           if in_project(path)][:READ_MAX]),
         files_modified=tuple(modified),
     )
+
+
+def _causes(said: Sequence[str | None], limit: int) -> list[str]:
+    """The sentences of ``said`` that give a cause (not a decision), in order, as many as fit in ``limit``
+    characters; those that say what was found out (``because``, ``turns out``, ``doesn't actually``, ``the issue
+    is``) are chosen before those that only name a constraint (``Tmux errors are safe, so …``)."""
+    found = [s for s in narration.decisive(said, LEARNED_MAX * 4, kinds=[narration.CAUSE])
+             if narration.DECISION not in _kinds(s)]
+    chosen: set[int] = set()
+    used = 0
+    for strong in (True, False):
+        for n, sentence in enumerate(found):
+            if n in chosen or bool(_FOUND_OUT.search(sentence)) != strong or used + len(sentence) + 1 > limit:
+                continue
+            chosen.add(n)
+            used += len(sentence) + 1
+    return [s for n, s in enumerate(found) if n in chosen]
 
 
 def _kinds(sentence: str) -> frozenset[str]:
