@@ -63,6 +63,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, tzinfo
+from functools import cached_property
 from typing import Any
 
 from memcairn.config import Settings
@@ -171,8 +172,9 @@ class ContextData:
     totals: ChainTotals
     session_limit: int | None = None  # sessions shown at most (None: every one of ``summaries``)
 
-    @property
+    @cached_property
     def sessions(self) -> tuple[SessionDigest, ...]:
+        """Worked out once: fitting the budget renders the body several times."""
         return sessions_of(self.summaries, self.observations, self.session_limit)
 
 
@@ -321,6 +323,7 @@ class _Rows:
     def __init__(self, tz: tzinfo | None) -> None:
         self.tz = tz
         self._titles: dict[int, str] = {}
+        self._stored: dict[int, str] = {}
         self._kinds: dict[int, str] = {}
         self._times: dict[int, datetime] = {}
 
@@ -328,6 +331,13 @@ class _Rows:
         found = self._titles.get(item.id)
         if found is None:
             found = self._titles[item.id] = _row_title(item)
+        return found
+
+    def stored_title(self, item: MemoryItem) -> str:
+        """The title as stored (cleaned, uncut): how a summary's lists quote it."""
+        found = self._stored.get(item.id)
+        if found is None:
+            found = self._stored[item.id] = clean_line(item.title)
         return found
 
     def kind(self, item: MemoryItem) -> str:
@@ -395,7 +405,7 @@ def _body(data: ContextData, shape: _Shape, style: _Style, now: datetime, rows: 
     sessions = data.sessions[:shape.sessions]
     useful = by_usefulness(data.observations)[:shape.observations]
     shown = sorted(useful, key=lambda item: (item.created_at_epoch, item.id))
-    listed = frozenset(t for t in (clean_line(item.title) for item in shown) if len(t) >= LISTED_MIN)
+    listed = frozenset(t for t in (rows.stored_title(item) for item in shown) if len(t) >= LISTED_MIN)
     if sessions:
         lines += ["", p(f"## Recent sessions ({len(sessions)}, newest first)", BOLD)]
         for session in sessions:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import lru_cache
 
 from memcairn.fence import clean_line
 from memcairn.models import MemoryItem
@@ -33,6 +34,7 @@ _INTENT = re.compile(r"\b(?:I'll|I will|let me|let's|going to|to make sure|to ch
 _RUN = re.compile(r"ran `(?:[^`]*`(?: \(\d+ runs\))? → |[^`]*…$)")
 
 
+@lru_cache(maxsize=4096)  # fitting the budget renders a block several times with the same rows
 def unlisted(text: str | None, listed: frozenset[str]) -> str:
     """``text`` (a summary's ``a; b; c`` list) without the parts that are the titles of observation rows shown
     below it, whole or cut short: a summary names its files' and errors' observations by their titles (``Errors
