@@ -390,7 +390,7 @@ def test_a_session_of_many_turns_is_one_block_led_by_its_unfinished_work(mem_sto
     assert len(text) <= 2000 * 4
 
 
-def test_a_fix_or_decision_cut_short_shows_the_text_it_was_cut_from(mem_store: Store, tmp_path: Path) -> None:
+def test_a_row_cut_short_shows_the_text_it_was_cut_from(mem_store: Store, tmp_path: Path) -> None:
     def put(minutes: int, type_: str, title: str, narrative: str) -> None:
         mem_store.add_item(NewItem(project="webapp", kind="observation", type=type_, session="a", title=title,
                                    narrative=narrative, platform_source="claude-code",
@@ -401,18 +401,22 @@ def test_a_fix_or_decision_cut_short_shows_the_text_it_was_cut_from(mem_store: S
     put(1, "bugfix", cause[:70] + "…", cause + ".")
     put(2, "decision", "Tokens live in ETS: one use each, a TTL of…", "Tokens live in ETS: one use each, a TTL of "
         "120 seconds, so a restart forgets them.")
-    put(3, "change", "Renamed the review helpers and moved them into…", "Renamed the review helpers and moved them "
-        "into the review module.")  # a change keeps its title
+    put(3, "discovery", "Looked at the review helpers and the routes of…", "Looked at the review helpers and the "
+        "routes of the review page.")  # a lookup keeps its title
     put(4, "bugfix", "Fixed the migration…", "A different text altogether.")  # not the text it was cut from
+    put(5, "change", "lib/render.ex: Changed `message_id` assignment…", "Changed `message_id` assignment from "
+        "`msg[:uuid]` to `msg[:id] || msg[:uuid]` to prefer the DB id.")  # a file's row: what changed there
     rows = [line for line in render(mem_store, settings(tmp_path)).splitlines() if re.match(r"#\d+ ", line)]
     assert rows[0].endswith(f"bugfix {cause}.")
     assert rows[1].endswith("decision Tokens live in ETS: one use each, a TTL of 120 seconds, so a restart forgets "
                             "them.")
-    assert rows[2].endswith("change Renamed the review helpers and moved them into…")
+    assert rows[2].endswith("discovery Looked at the review helpers and the routes of…")
     assert rows[3].endswith("bugfix Fixed the migration…")
+    assert rows[4].endswith("change lib/render.ex: Changed `message_id` assignment from `msg[:uuid]` to "
+                            "`msg[:id] || msg[:uuid]` to prefer the DB id.")
     long = "Cause: " + "x" * 30 + " y" * 300
-    put(5, "bugfix", long[:60] + "…", long)
-    row = [line for line in render(mem_store, settings(tmp_path)).splitlines() if line.startswith("#5 ")][0]
+    put(6, "bugfix", long[:60] + "…", long)
+    row = [line for line in render(mem_store, settings(tmp_path)).splitlines() if line.startswith("#6 ")][0]
     assert len(row.split(" bugfix ", 1)[1]) == context.HEADLINE_CHARS and row.endswith("…")
 
 

@@ -25,8 +25,8 @@ the settings, ``now`` and ``tz``, so the whole text is golden-tested. Plain text
   session, the session with the newest first; a block is titled by the session's first request and says what
   is unfinished (the newest next steps), the decisions recorded in it, its last test result, what it learned and
   what it did, without repeating the titles of the rows shown below it (``memcairn.context_lines``).
-- **Rows**: a decision's or a fix's row whose title was cut short shows up to ``HEADLINE_CHARS`` of the text it
-  was cut from (the reason; the cause and the fix).
+- **Rows**: a row (not a lookup's) whose title was cut short shows up to ``HEADLINE_CHARS`` of the text it was
+  cut from (the reason of a decision; the cause and the fix; what changed in a file).
 - **Limits**: ``context_summaries`` sessions (up to ``SUMMARIES_PER_SESSION`` summaries read for each) and
   ``context_observations`` observations (kinds observation and manual, of ``context_types`` when set), the most
   useful kept (decisions and fixes before features and changes, lookups last; ``USEFULNESS``), shown by day;
@@ -90,9 +90,10 @@ KEPT_OBSERVATIONS = 10  # the most useful rows, kept until the sessions' lines a
 SUMMARIES_PER_SESSION = 8  # summaries read per session shown (a session has one per turn)
 # Which observations are most worth a row: decisions and fixes before features and changes, lookups last.
 USEFULNESS = {"decision": 0, "bugfix": 1, "feature": 2, "note": 2, "change": 3, "refactor": 3, "discovery": 5}
-# A decision's or a fix's title cut short loses what the row is for (the reason, the cause and the fix): its row
-# shows up to HEADLINE_CHARS of the text the title was cut from (``_row_title``).
-HEADLINE_TYPES = ("decision", "bugfix")
+# A title cut short loses what the row is for (the reason of a decision, the cause and the fix of a bug, what
+# changed in a file): the row shows up to HEADLINE_CHARS of the text the title was cut from (``_row_title``), and
+# the budget then keeps fewer, whole rows. Lookups keep their titles (the least useful rows).
+HEADLINE_TYPES = ("decision", "bugfix", "feature", "change", "refactor")
 HEADLINE_CHARS = 220
 HEADLINE_STEM = 20  # characters a cut title must keep to be recognised as the start of its text
 COMPACTED = "Compacted: "  # the title prefix of a summary an agent wrote when compacting (capture.pipeline)
@@ -299,14 +300,17 @@ def _title(item: MemoryItem) -> str:
 
 
 def _row_title(item: MemoryItem) -> str:
-    """An observation row's title; for a decision or a fix whose title is its narrative cut short, up to
-    ``HEADLINE_CHARS`` of that narrative instead (``Auto-generated migration uses ALTER TABLE MODIFY (unsupported
-    in SQLite for…`` goes on to say why, and what was done instead)."""
+    """An observation row's title; when the title is its narrative cut short, whole or after a name and ``: ``
+    (``path: what changed…``), up to ``HEADLINE_CHARS`` of that narrative instead (``Auto-generated migration uses
+    ALTER TABLE MODIFY (unsupported in SQLite for…`` goes on to say why, and what was done instead)."""
     title = _title(item)
     if item.type not in HEADLINE_TYPES or not title.endswith("…"):
         return title
     stem = title[:-1].rstrip()
     whole = clean_line(item.narrative)
+    head, _, rest = stem.partition(": ")
+    if rest and whole.startswith(rest) and len(whole) > len(rest) and len(rest) >= HEADLINE_STEM:
+        return clean_line(f"{head}: {whole}", HEADLINE_CHARS)
     if len(stem) < HEADLINE_STEM or len(whole) <= len(stem) or not whole.startswith(stem):
         return title
     return clean_line(whole, HEADLINE_CHARS)
