@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -33,13 +32,15 @@ import psycopg
 
 from memcairn.capture.privacy import redact_secrets, strip_private
 from memcairn.errors import NotFoundError, ValidationError
+from memcairn.lru import Lru
 from memcairn.models import NewItem
 from memcairn.pgstore.audit import Actor, audit, audit_actor
 from memcairn.pgstore.backlog import vector_literal
 from memcairn.pgstore.db import Pool, tenant_transaction
-from memcairn.pgstore.keyword import KeywordLeg
+from memcairn.pgstore.keyword import KeywordLeg, TtlCache
 from memcairn.search import relevance
 from memcairn.search.fusion import fuse, order_ids
+from memcairn.store import fts
 from memcairn.store.items import content_hash
 from memcairn.store.validation import validate_item
 from memcairn.vectors.base import Embedder
@@ -49,6 +50,7 @@ POOL_MIN = 50  # candidates each leg brings at least (the local service's)
 CHUNKS_PER_ITEM = 4  # chunks read from the HNSW graph per item wanted (as the local mirror asks its index)
 MAX_LIMIT = 100
 QUERY_CACHE = 2_048  # query vectors kept per server process (384 floats each)
+PLAN_TTL = 10.0  # seconds a projects' exact-or-index choice is kept (either plan answers; one is faster)
 
 
 
@@ -101,10 +103,9 @@ class TeamStore:
         self.embedder = embedder  # for queries; documents are embedded by the backlog's task
         self.exact_below = exact_below
         self.written = threading.Event()  # set after a commit that stored a new item (wakes the embedding task)
-        self._query_vectors: OrderedDict[tuple[int, str], list[float]] = OrderedDict()
-        self._query_cache = query_cache
-        self._query_lock = threading.Lock()
+        self._query_vectors: Lru[tuple[int, str], list[float]] = Lru(query_cache)
         self.keyword = KeywordLeg()
+        self._exact = TtlCache(PLAN_TTL)  # (tenant, projects) -> whether their vectors are scanned exactly
 
     # -- projects -----------------------------------------------------------------------------------------
     @staticmethod
@@ -129,11 +130,17 @@ class TeamStore:
 
     def project_ids(self, tenant_id: int, names: Sequence[str], *, pin: int | None = None) -> list[int]:
         with self.pool.connection() as conn, tenant_transaction(conn, tenant_id) as cur:
-            if names:
-                rows = cur.execute("SELECT id FROM projects WHERE tenant_id = %s AND name = ANY(%s)",
-                                   (tenant_id, list(names))).fetchall()
-            else:
-                rows = cur.execute("SELECT id FROM projects WHERE tenant_id = %s", (tenant_id,)).fetchall()
+            return self.project_ids_in(cur, tenant_id, names, pin=pin)
+
+    @staticmethod
+    def project_ids_in(cur: psycopg.Cursor, tenant_id: int, names: Sequence[str], *,
+                       pin: int | None = None) -> list[int]:
+        """The ids of the tenant's projects named (all when none is), within ``pin``, in the open transaction."""
+        if names:
+            rows = cur.execute("SELECT id FROM projects WHERE tenant_id = %s AND name = ANY(%s)",
+                               (tenant_id, list(names))).fetchall()
+        else:
+            rows = cur.execute("SELECT id FROM projects WHERE tenant_id = %s", (tenant_id,)).fetchall()
         ids = [r[0] for r in rows]
         return [i for i in ids if i == pin] if pin is not None else ids
 
@@ -375,10 +382,12 @@ class TeamStore:
                 for seq, op, item_id, project, at in rows]
 
     # -- reads --------------------------------------------------------------------------------------------
-    _COLUMNS = ("i.id, p.name, i.kind, i.type, i.title, i.text, i.created_at_epoch, i.content_hash,"
-                " s.agent_session_id")
-    _FROM = (" FROM items i JOIN projects p ON p.id = i.project_id AND p.tenant_id = i.tenant_id"
-             " LEFT JOIN sessions s ON s.id = i.session_id AND s.tenant_id = i.tenant_id")
+    # the project's name and the session's id looked up per row (by primary key) after the rows are chosen: a
+    # join lets the planner hash a tenant's every session to hydrate a page of items
+    _COLUMNS = ("i.id, (SELECT p.name FROM projects p WHERE p.id = i.project_id AND p.tenant_id = i.tenant_id),"
+                " i.kind, i.type, i.title, i.text, i.created_at_epoch, i.content_hash,"
+                " (SELECT s.agent_session_id FROM sessions s WHERE s.id = i.session_id AND s.tenant_id = i.tenant_id)")
+    _FROM = " FROM items i"
 
     @staticmethod
     def _record(row: Sequence[Any]) -> dict[str, Any]:
@@ -393,17 +402,29 @@ class TeamStore:
 
     def get_many(self, tenant_id: int, ids: Sequence[int], *, pin: int | None = None) -> list[dict[str, Any]]:
         with self.pool.connection() as conn, tenant_transaction(conn, tenant_id) as cur:
-            rows = cur.execute(f"SELECT {self._COLUMNS}{self._FROM} WHERE i.tenant_id = %s AND i.id = ANY(%s)"
-                               " AND (%s::bigint IS NULL OR i.project_id = %s)",
-                               (tenant_id, list(ids), pin, pin)).fetchall()
+            return self.get_many_in(cur, tenant_id, ids, pin=pin)
+
+    def get_many_in(self, cur: psycopg.Cursor, tenant_id: int, ids: Sequence[int], *,
+                    pin: int | None = None) -> list[dict[str, Any]]:
+        rows = cur.execute(f"SELECT {self._COLUMNS}{self._FROM} WHERE i.tenant_id = %s AND i.id = ANY(%s)"
+                           " AND (%s::bigint IS NULL OR i.project_id = %s)",
+                           (tenant_id, list(ids), pin, pin)).fetchall()
         by_id = {row[0]: self._record(row) for row in rows}
         return [by_id[i] for i in ids if i in by_id]
 
     def recent(self, tenant_id: int, project_ids: Sequence[int], limit: int) -> list[dict[str, Any]]:
         with self.pool.connection() as conn, tenant_transaction(conn, tenant_id) as cur:
-            rows = cur.execute(f"SELECT {self._COLUMNS}{self._FROM} WHERE i.tenant_id = %s AND i.project_id = ANY(%s)"
-                               " ORDER BY i.created_at_epoch DESC, i.id DESC LIMIT %s",
-                               (tenant_id, list(project_ids), limit)).fetchall()
+            return self.recent_in(cur, tenant_id, project_ids, limit)
+
+    def recent_in(self, cur: psycopg.Cursor, tenant_id: int, project_ids: Sequence[int],
+                  limit: int) -> list[dict[str, Any]]:
+        """The projects' newest ``limit`` items, newest first, in the open transaction (one project: read in the
+        order of the ``items_recent`` index, ``limit`` rows and no sort)."""
+        one = len(project_ids) == 1
+        rows = cur.execute(f"SELECT {self._COLUMNS}{self._FROM} WHERE i.tenant_id = %s"
+                           f" AND i.project_id {'=' if one else '= ANY'}(%s)"
+                           " ORDER BY i.created_at_epoch DESC, i.id DESC LIMIT %s",
+                           (tenant_id, project_ids[0] if one else list(project_ids), limit)).fetchall()
         return [self._record(row) for row in rows]
 
     def keyword_leg(self, cur: psycopg.Cursor, tenant_id: int, project_ids: list[int], query: str,
@@ -422,16 +443,9 @@ class TeamStore:
         search answers never tells one tenant what another searched for."""
         assert self.embedder is not None
         key = (tenant_id, query)
-        with self._query_lock:
-            if (vector := self._query_vectors.get(key)) is not None:
-                self._query_vectors.move_to_end(key)
-                return vector
-        vector = list(self.embedder.embed_query(query))
-        with self._query_lock:
-            self._query_vectors[key] = vector
-            while len(self._query_vectors) > self._query_cache:
-                self._query_vectors.popitem(last=False)
-        return vector
+        if (vector := self._query_vectors.get(key)) is not None:
+            return vector
+        return self._query_vectors.put(key, list(self.embedder.embed_query(query)))
 
     def nearest(self, cur: psycopg.Cursor, tenant_id: int, project_ids: list[int], vector: Sequence[float],
                 limit: int) -> list[tuple[int, float]]:
@@ -439,7 +453,12 @@ class TeamStore:
         exact scan when the projects hold fewer than ``exact_below`` vectors, else the HNSW index with iterative
         scan (asked for ``CHUNKS_PER_ITEM`` chunks an item, each item kept at its best)."""
         literal = vector_literal(vector)
-        exact = self.vector_count(cur, tenant_id, project_ids) < self.exact_below
+        scope = (tenant_id, tuple(sorted(project_ids)))
+        known = self._exact.get(scope)
+        if known is None:  # the plan of these projects is chosen again every ``PLAN_TTL`` seconds
+            known = self.vector_count(cur, tenant_id, project_ids) < self.exact_below
+            self._exact.put(scope, known)
+        exact = bool(known)
         if not exact:
             cur.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
         rows = cur.execute(nearest_sql(exact=exact), {"q": literal, "t": tenant_id, "p": project_ids,
@@ -457,16 +476,13 @@ class TeamStore:
                           (tenant_id, project_ids, self.exact_below)).fetchone()
         return int(row[0]) if row else 0
 
-    def _relevant(self, tenant_id: int, project_ids: list[int], query: str, ordered: list[int],
-                  similarity: dict[int, float]) -> list[int]:
+    def _relevant(self, terms: fts.QueryTerms, ordered: list[int], similarity: dict[int, float]) -> list[int]:
         """``ordered`` less what the local search service's relevance floor hides (``search.relevance``): nothing
         when even the best candidate is under ``DEFAULT_MIN_SCORE``, else all but those under the unrelated
         floor. The evidence is the same: a candidate's best-chunk similarity and its share of the query's
         informative words."""
         if not ordered:
             return ordered
-        with self.pool.connection() as conn, tenant_transaction(conn, tenant_id) as cur:
-            terms = self.keyword.query_terms(cur, tenant_id, project_ids, query, ordered)
         weights = relevance.informative_weights(terms)
         model = getattr(self.embedder, "model_id", None)
         score = {i: relevance.relevance(similarity.get(i), relevance.keyword_coverage(terms, weights, i), model)
@@ -480,6 +496,13 @@ class TeamStore:
                mode: str = "auto") -> list[dict[str, Any]]:
         """Fused hits for ``query`` in the projects (already resolved for the tenant), best first, each with
         its ``score`` and the legs that found it."""
+        with self.pool.connection() as conn, tenant_transaction(conn, tenant_id) as cur:
+            return self.search_in(cur, tenant_id, query, project_ids, limit=limit, mode=mode)
+
+    def search_in(self, cur: psycopg.Cursor, tenant_id: int, query: str, project_ids: Sequence[int], *,
+                  limit: int = 20, mode: str = "auto") -> list[dict[str, Any]]:
+        """``search`` in the open transaction: both legs, the records and the relevance floor's evidence are
+        read in it (one snapshot, one connection: a request's reads cost one trip to the pool)."""
         if not 1 <= limit <= MAX_LIMIT:
             raise ValidationError(f"limit must be between 1 and {MAX_LIMIT}")
         if mode not in ("auto", "keyword", "semantic"):
@@ -488,22 +511,21 @@ class TeamStore:
             return []
         pool_size = max(limit, POOL_MIN)
         legs: dict[str, list[tuple[int, float]]] = {}
-        with self.pool.connection() as conn, tenant_transaction(conn, tenant_id) as cur:
-            if mode in ("auto", "keyword"):
-                legs["keyword"] = self.keyword_leg(cur, tenant_id, list(project_ids), query, pool_size)
-            if mode in ("auto", "semantic"):
-                legs["semantic"] = self.semantic_leg(cur, tenant_id, list(project_ids), query, pool_size)
+        if mode in ("auto", "keyword"):
+            legs["keyword"] = self.keyword_leg(cur, tenant_id, list(project_ids), query, pool_size)
+        if mode in ("auto", "semantic"):
+            legs["semantic"] = self.semantic_leg(cur, tenant_id, list(project_ids), query, pool_size)
         fused = fuse(self.fusion, legs)
         if not fused:
             return []
-        records = {r["id"]: r for r in self.get_many(tenant_id, list(fused))}
-        created = {i: records[i]["created_at_epoch"] for i in fused if i in records}
+        # the candidates' times and keyword evidence first, the records of the few that are shown last
+        created, terms = self.keyword.candidates(cur, tenant_id, list(project_ids), query, list(fused))
         ordered = order_ids({i: s for i, s in fused.items() if i in created}, created)
-        ordered = self._relevant(tenant_id, list(project_ids), query, ordered, dict(legs.get("semantic", [])))
-        ordered = ordered[:limit]
+        ordered = self._relevant(terms, ordered, dict(legs.get("semantic", [])))[:limit]
+        records = {r["id"]: r for r in self.get_many_in(cur, tenant_id, ordered)}
         found_by = {name: {i for i, _ in leg} for name, leg in legs.items()}
         return [{**records[i], "score": round(fused[i], 6),
-                 "legs": sorted(name for name, ids in found_by.items() if i in ids)} for i in ordered]
+                 "legs": sorted(name for name, ids in found_by.items() if i in ids)} for i in ordered if i in records]
 
 
 # A batch's items with their backlog, audit and change rows in one statement (``insert_many``): forgotten

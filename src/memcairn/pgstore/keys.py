@@ -23,7 +23,7 @@ import psycopg
 
 from memcairn.errors import MemcairnError, NotFoundError, ValidationError
 from memcairn.pgstore.audit import Actor, audit
-from memcairn.pgstore.db import tenant_transaction
+from memcairn.pgstore.db import act_as, tenant_transaction
 
 SCOPES = ("memories:read", "memories:write", "admin")
 DEFAULT_SCOPES = ("memories:read", "memories:write")
@@ -218,14 +218,33 @@ def rotate_key(conn: psycopg.Connection, secret: bytes, key_id: str, *, tenant_i
 
 
 def authenticate(conn: psycopg.Connection, secret: bytes, presented: str | None) -> KeyInfo:
-    """The key behind an ``Authorization: Bearer`` value, or Unauthorized saying why."""
+    """The key behind an ``Authorization: Bearer`` value, or Unauthorized saying why (a transaction of its own)."""
+    with conn.transaction(), conn.cursor() as cur:
+        return authenticate_in(cur, secret, presented)
+
+
+_TENANT_OF: dict[str, int] = {}  # key id -> its tenant, as last read (a hint: always checked against the row)
+_TENANT_OF_KEEP = 10_000
+
+
+def authenticate_in(cur: psycopg.Cursor, secret: bytes, presented: str | None) -> KeyInfo:
+    """``authenticate`` in the open transaction, which then acts for the key's tenant: a request's reads follow
+    its key check on the same connection, in one snapshot.
+
+    The tenant a key id belonged to last time is set with the key id in one statement (``app.key_id`` opens that
+    key's row; ``app.tenant_id`` the tenant's rows, none of which is read before the key is checked); when the
+    row says otherwise the transaction is switched to the row's tenant."""
     if not presented:
         raise Unauthorized("an API key is required: send Authorization: Bearer <key> "
                            "(create one with `memcairn server keys create --tenant NAME`)")
     match = _KEY.match(presented.strip())
     if not match:
         raise Unauthorized("the API key is malformed: it looks like mck_<id>_<secret>")
-    row = _key_row(conn, match.group(1))
+    hint = _TENANT_OF.get(match.group(1))
+    cur.execute("SELECT set_config('app.key_id', %s, true), set_config('app.tenant_id', %s, true)",
+                (match.group(1), "" if hint is None else str(hint)))
+    row = cur.execute("SELECT id, tenant_id, project_id, digest, scopes, expires_at, revoked_at, last_used_at"
+                      " FROM api_keys WHERE id = %s", (match.group(1),)).fetchone()
     if row is None or not hmac.compare_digest(row[3], digest(secret, presented.strip())):
         raise Unauthorized("the API key is not valid")
     key_id, tenant_id, project_id, _, scopes, expires_at, revoked_at, last_used = row
@@ -234,8 +253,12 @@ def authenticate(conn: psycopg.Connection, secret: bytes, presented: str | None)
     now = datetime.now(UTC)
     if expires_at is not None and expires_at <= now:
         raise Unauthorized(f"the API key {key_id} expired at {expires_at.isoformat()}")
+    if hint != tenant_id:
+        act_as(cur, tenant_id)
+        if len(_TENANT_OF) >= _TENANT_OF_KEEP:
+            _TENANT_OF.clear()
+        _TENANT_OF[key_id] = int(tenant_id)
     if last_used is None or now - last_used > timedelta(minutes=1):
-        with tenant_transaction(conn, tenant_id) as cur:
-            cur.execute("UPDATE api_keys SET last_used_at = now() WHERE tenant_id = %s AND id = %s",
-                        (tenant_id, key_id))
+        cur.execute("UPDATE api_keys SET last_used_at = now() WHERE tenant_id = %s AND id = %s",
+                    (tenant_id, key_id))
     return KeyInfo(key_id, int(tenant_id), tuple(scopes), project_id)

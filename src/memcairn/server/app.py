@@ -22,7 +22,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from memcairn import fence, tokens
 from memcairn.capture.single_event import HookEvent
 from memcairn.errors import ConfigError, NotFoundError, ValidationError
 from memcairn.models import MAX_ITEM_ID, NewItem
@@ -30,6 +29,7 @@ from memcairn.pgstore import backlog, ingest, keys
 from memcairn.pgstore.ingest import IdempotencyConflict
 from memcairn.pgstore.items import MAX_LIMIT, Prepared, prepare
 from memcairn.pgstore.schema import LATEST
+from memcairn.server import digest
 from memcairn.server.http import (
     ApiError,
     Call,
@@ -53,8 +53,11 @@ HEARTBEAT_SECONDS = 15.0
 
 
 def _scope_projects(state: ServerState, call: Call, names: list[str]) -> list[int]:
-    """The project ids a read may see: the named ones of the key's tenant (all when none named), within its pin."""
+    """The project ids a read may see: the named ones of the key's tenant (all when none named), within its pin
+    (in the request's transaction when it has one)."""
     assert call.key is not None
+    if call.cur is not None:
+        return state.team.project_ids_in(call.cur, call.key.tenant_id, names, pin=call.key.project_id)
     return state.team.project_ids(call.key.tenant_id, names, pin=call.key.project_id)
 
 
@@ -253,7 +256,8 @@ def search(request: Request, call: Call) -> Any:
     limit = int_param(request, "limit", 20, 1, MAX_LIMIT)
     mode = plain("mode", request.query_params.get("mode", "auto"))
     projects = _scope_projects(state, call, projects_param(request))
-    results = state.team.search(call.key.tenant_id, query, projects, limit=limit, mode=mode)
+    assert call.cur is not None
+    results = state.team.search_in(call.cur, call.key.tenant_id, query, projects, limit=limit, mode=mode)
     return {"query": query, "mode": mode, "results": results}
 
 
@@ -354,21 +358,9 @@ def context(request: Request, call: Call) -> Any:
         raise ApiError(400, "invalid", "project is required: /v1/context?project=name")
     budget = int_param(request, "max_tokens", DEFAULT_CONTEXT_TOKENS, 100, 20_000)
     projects = _scope_projects(state, call, names)
-    rows = state.team.recent(call.key.tenant_id, projects, 50) if projects else []
-    lines: list[str] = []
-    used = tokens.estimate_tokens(fence.fence(""))
-    for row in rows:
-        line = f"- #{row['id']} {row['type'] or row['kind']} {fence.clean_line(row['title'], 120)}: " \
-               f"{fence.clean_line(row['text'], 300)}"
-        cost = tokens.estimate_tokens(line) + 1
-        if used + cost > budget:
-            break
-        lines.append(line)
-        used += cost
-    header = f"# memcairn team memory · {', '.join(names)}"
-    body = "\n".join([header, *lines]) if lines else f"{header}\n(no memories yet)"
-    return {"projects": names, "items": len(lines), "tokens": tokens.estimate_tokens(fence.fence(body)),
-            "context": fence.fence(body)}
+    assert call.cur is not None
+    rows = state.team.recent_in(call.cur, call.key.tenant_id, projects, digest.NEWEST) if projects else []
+    return state.lines.digest(names, rows, budget)
 
 
 def list_keys(request: Request, call: Call) -> Any:
@@ -426,13 +418,13 @@ def make_app(state: ServerState, *, lifespan: Any = None) -> Starlette:
         Route("/v1/memories/{item_id}", by_method({"GET": route("memories:read", get_memory),
                                                    "DELETE": route("memories:write", forget_memory)}),
               methods=["GET", "DELETE"]),
-        Route("/v1/search", route("memories:read", search), methods=["GET"]),
+        Route("/v1/search", route("memories:read", search, reads=True), methods=["GET"]),
         Route("/v1/timeline", route("memories:read", timeline), methods=["GET"]),
         Route("/v1/stream", route("memories:read", stream), methods=["GET"]),
         Route("/v1/sessions/start", route("memories:write", start_session), methods=["POST"]),
         Route("/v1/sessions/end", route("memories:write", end_session), methods=["POST"]),
         Route("/v1/projects", route("memories:read", list_projects), methods=["GET"]),
-        Route("/v1/context", route("memories:read", context), methods=["GET"]),
+        Route("/v1/context", route("memories:read", context, reads=True), methods=["GET"]),
         Route("/v1/keys", by_method({"GET": route("admin", list_keys), "POST": route("admin", create_key)}),
               methods=["GET", "POST"]),
         Route("/v1/keys/{key_id}", route("admin", revoke_key), methods=["DELETE"]),

@@ -26,6 +26,7 @@ from memcairn.pgstore import keys
 from memcairn.pgstore.audit import Actor
 from memcairn.pgstore.db import Pool
 from memcairn.pgstore.items import TeamStore
+from memcairn.server.digest import DigestLines
 
 log = logging.getLogger("memcairn.server")
 MAX_BODY_BYTES = 1 << 20
@@ -44,6 +45,7 @@ class ServerState:
     team: TeamStore
     secret: bytes
     queued: threading.Event = field(default_factory=threading.Event)  # set after events are queued (wakes consumers)
+    lines: DigestLines = field(default_factory=DigestLines)  # the context's rendered memory lines
 
 
 def _error(status: int, code: str, detail: str, request_id: str) -> JSONResponse:
@@ -62,15 +64,19 @@ class Call:
 
     key: keys.KeyInfo | None
     request_id: str
+    cur: psycopg.Cursor | None = None  # the request's transaction, acting for the key's tenant (``reads`` routes)
 
     @property
     def actor(self) -> Actor:
         return Actor(self.key.id if self.key else None, self.request_id)
 
 
-def route(scope: str | None, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+def route(scope: str | None, handler: Handler, *, reads: bool = False) -> Callable[[Request], Awaitable[Response]]:
     """``handler`` (run in a thread: psycopg is blocking) behind the key check for ``scope`` (None: open) and
-    the translation of errors into JSON answers."""
+    the translation of errors into JSON answers. With ``reads`` the key is checked in a transaction the handler
+    goes on with (``call.cur``, acting for the key's tenant): a read costs one connection and one snapshot, and
+    a handler routed so must read through ``call.cur`` alone (a second connection from the pool could wait on
+    the one it holds)."""
 
     async def endpoint(request: Request) -> Response:
         given = request.headers.get("x-request-id", "")
@@ -80,8 +86,12 @@ def route(scope: str | None, handler: Handler) -> Callable[[Request], Awaitable[
             request.state.body = await _body(request) if request.method in ("POST", "PUT", "PATCH") else None
 
             def checked() -> Any:  # the key check and the handler in one trip to a thread
-                key = _authorize(state, request, scope) if scope is not None else None
-                return handler(request, Call(key, request_id))
+                if scope is None:
+                    return handler(request, Call(None, request_id))
+                if not reads:
+                    return handler(request, Call(_authorize(state, request, scope), request_id))
+                with state.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+                    return handler(request, Call(_authorize_in(cur, state, request, scope), request_id, cur))
 
             result = await run_in_threadpool(checked)
         except ApiError as exc:
@@ -137,12 +147,23 @@ async def _body(request: Request) -> dict[str, Any]:
 
 
 def _authorize(state: ServerState, request: Request, scope: str) -> keys.KeyInfo:
+    with state.pool.connection() as conn:
+        return _scoped(keys.authenticate(conn, state.secret, _presented(request)), scope)
+
+
+def _authorize_in(cur: psycopg.Cursor, state: ServerState, request: Request, scope: str) -> keys.KeyInfo:
+    return _scoped(keys.authenticate_in(cur, state.secret, _presented(request)), scope)
+
+
+def _presented(request: Request) -> str | None:
     header = request.headers.get("authorization", "")
     scheme, _, value = header.partition(" ")
     if header and scheme.lower() != "bearer":
         raise keys.Unauthorized("send the key as Authorization: Bearer <key>")
-    with state.pool.connection() as conn:
-        key = keys.authenticate(conn, state.secret, value.strip() or None)
+    return value.strip() or None
+
+
+def _scoped(key: keys.KeyInfo, scope: str) -> keys.KeyInfo:
     if not key.allows(scope):
         raise ApiError(403, "forbidden", f"this key lacks the {scope} scope (it has {', '.join(key.scopes)}); "
                        f"create one with --scope {scope}")
