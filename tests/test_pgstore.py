@@ -252,6 +252,34 @@ def test_the_vector_plan_scans_small_projects_and_walks_the_index_for_large_ones
         assert exact.nearest(cur, acme, [tiny], literal, 5)[0] == (probe_id, pytest.approx(1.0))
 
 
+def test_a_request_checks_its_key_and_reads_as_its_tenant_in_one_transaction(pg_database: str, pool: db.Pool,
+                                                                          team: TeamStore) -> None:
+    """``authenticate_in`` leaves the transaction acting for the key's tenant, also when the tenant it remembers
+    for that key id is wrong (a hint, checked against the key's row), and a bad key sees nothing."""
+    with db.connect(pg_database) as conn:
+        acme_key = keys.create_key(conn, TEST_SECRET, "acme")
+        keys.create_key(conn, TEST_SECRET, "other")
+    with pool.connection() as conn:
+        acme = keys.authenticate(conn, TEST_SECRET, acme_key["key"]).tenant_id
+    with db.connect(pg_database) as conn:
+        other = conn.execute("SELECT id FROM tenants WHERE name = 'other'").fetchone()[0]
+    team.add(acme, note("api", "acme's memory"))
+    team.add(other, note("api", "other's memory"))
+    for hint in (None, other):  # none remembered; the other tenant remembered for this key id
+        if hint is None:
+            keys._TENANT_OF.pop(acme_key["id"], None)
+        else:
+            keys._TENANT_OF[acme_key["id"]] = hint
+        with pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            info = keys.authenticate_in(cur, TEST_SECRET, acme_key["key"])
+            titles = [r[0] for r in cur.execute("SELECT title FROM items")]
+        assert info.tenant_id == acme and titles == ["acme's memory"]
+    keys._TENANT_OF[acme_key["id"]] = acme
+    with pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+        with pytest.raises(keys.Unauthorized):
+            keys.authenticate_in(cur, TEST_SECRET, acme_key["key"][:-1] + ("A" if acme_key["key"][-1] != "A" else "B"))
+
+
 def test_sessions_and_the_timeline_around_a_memory(pg_database: str, team: TeamStore) -> None:
     acme, other = tenant(pg_database, "acme"), tenant(pg_database, "other")
     assert team.start_session(acme, "api", "s1", "codex") == team.start_session(acme, "api", "s1", "codex")

@@ -139,3 +139,40 @@ def test_migration_6_keeps_the_vectors_and_queues_long_items_for_their_other_chu
             pool.close()
     finally:
         pg_cluster.drop_database(name)
+
+
+def test_a_small_project_is_matched_row_by_row_and_a_large_one_through_the_gin_index(pg_database: str,
+                                                                                   team: TeamStore) -> None:
+    """A word's GIN posting list holds every project's rows: a project under ``scan_below`` rows is read through
+    a btree and matched row by row (even when a sequential scan is ruled out); the same hits either way."""
+    acme = tenant(pg_database)
+    with db.connect(pg_database) as conn:  # 400 rows, 4 of them about the cache
+        conn.execute("INSERT INTO projects (tenant_id, name) VALUES (%s, 'api')", (acme,))
+        conn.execute("INSERT INTO items (tenant_id, project_id, kind, title, text, content_hash, created_at_epoch)"
+                     " SELECT %s, p.id, 'manual', 'note ' || n, CASE WHEN n %% 100 = 0 THEN 'cache eviction'"
+                     " ELSE 'router table ' || n END, 'h' || n, n FROM projects p, generate_series(1, 400) AS n",
+                     (acme,))
+        conn.execute("ANALYZE items")
+
+    class Explaining:  # the rank statement's plan, as it runs
+        def __init__(self, cur) -> None:
+            self.cur, self.plans = cur, []
+
+        def execute(self, query, params=None):
+            if str(query).startswith("WITH q AS"):
+                self.plans.append("\n".join(r[0] for r in self.cur.execute("EXPLAIN " + str(query), params)))
+            return self.cur.execute(query, params)
+
+    plans: dict[int, str] = {}
+    hits: dict[int, list[tuple[int, float]]] = {}
+    for below in (1_000, 10):
+        with team.pool.connection() as conn, db.tenant_transaction(conn, acme) as cur:
+            cur.execute("SET LOCAL enable_seqscan = off")
+            explaining = Explaining(cur)
+            hits[below] = KeywordLeg(scan_below=below).rank(explaining, acme, team.project_ids(acme, ["api"]),
+                                                            "cache eviction", 50)
+            plans[below] = explaining.plans[0]
+    # under the threshold the match is an expression no index answers; over it, the GIN index may answer it
+    assert "COALESCE((i.fts @@" in plans[1_000] and "items_fts" not in plans[1_000]
+    assert "COALESCE((i.fts @@" not in plans[10] and "(i.fts @@ q_1.q)" in plans[10]
+    assert hits[1_000] == hits[10] and len(hits[10]) == 4

@@ -37,7 +37,7 @@ from memcairn.models import NewItem
 from memcairn.pgstore.audit import Actor, audit, audit_actor
 from memcairn.pgstore.backlog import vector_literal
 from memcairn.pgstore.db import Pool, tenant_transaction
-from memcairn.pgstore.keyword import KeywordLeg, TtlCache
+from memcairn.pgstore.keyword import KeywordLeg, TtlCache, in_projects
 from memcairn.search import relevance
 from memcairn.search.fusion import fuse, order_ids
 from memcairn.store import fts
@@ -420,11 +420,10 @@ class TeamStore:
                   limit: int) -> list[dict[str, Any]]:
         """The projects' newest ``limit`` items, newest first, in the open transaction (one project: read in the
         order of the ``items_recent`` index, ``limit`` rows and no sort)."""
-        one = len(project_ids) == 1
-        rows = cur.execute(f"SELECT {self._COLUMNS}{self._FROM} WHERE i.tenant_id = %s"
-                           f" AND i.project_id {'=' if one else '= ANY'}(%s)"
+        project_sql, project_param = in_projects(project_ids)
+        rows = cur.execute(f"SELECT {self._COLUMNS}{self._FROM} WHERE i.tenant_id = %s AND i.{project_sql}(%s)"
                            " ORDER BY i.created_at_epoch DESC, i.id DESC LIMIT %s",
-                           (tenant_id, project_ids[0] if one else list(project_ids), limit)).fetchall()
+                           (tenant_id, project_param, limit)).fetchall()
         return [self._record(row) for row in rows]
 
     def keyword_leg(self, cur: psycopg.Cursor, tenant_id: int, project_ids: list[int], query: str,

@@ -9,8 +9,9 @@ candidates re-scored with BM25 from per-project statistics.
 3. The plan for common words of ``store.fts.plan_terms``: beyond ``RANK_BUDGET`` matching rows the rarest
    words stay alternatives and the common ones are required together, ``rare1 | rare2 | (common1 & common2)``,
    plus the whole query as a phrase (``a <-> b``) when nothing was pruned.
-4. Matching rows, the newest ``KEYWORD_CAP`` of them, are ranked with ``ts_rank(fts, q, 1)`` (weighted
-   tsvector, log length normalisation) and the best ``RESCORE_TOP`` are re-scored with FTS5's BM25 formula:
+4. Matching rows (searched projects of fewer than ``SCAN_BELOW`` rows are matched row by row: a GIN posting
+   list holds every project's rows), the newest ``KEYWORD_CAP`` of them, are ranked with ``ts_rank(fts, q, 1)``
+   (weighted tsvector, log length normalisation) and the best ``RESCORE_TOP`` are re-scored with FTS5's BM25 formula:
 
        idf(w) = ln((N - n(w) + 0.5) / (n(w) + 0.5)), at least 1e-6
        score  = sum over the plan's words w of idf(w) * f(w) * (k1 + 1) / (f(w) + k1 * (1 - b + b * D / avgdl))
@@ -39,6 +40,7 @@ from memcairn.store import fts
 
 KEYWORD_CAP = 10_000  # matching rows ranked at most, the newest (as the local RANK_CAP)
 RESCORE_TOP = 1_000  # of those, the best by ts_rank re-scored with BM25
+SCAN_BELOW = 2_000  # projects with fewer rows are matched row by row, larger ones through the GIN index
 STATS_TTL = 60.0
 K1 = 1.2
 B = 0.75
@@ -75,6 +77,15 @@ class TtlCache:
             self._values[key] = (time.monotonic(), value)
 
 
+def in_projects(project_ids: Sequence[int]) -> tuple[str, object]:
+    """``project_id`` matched against the projects, and its parameter: ``=`` for one project, so the
+    ``(project_id, fts)`` GIN index reads that project's entries alone (GIN cannot search an ``= ANY`` array)
+    and a btree index on ``(tenant_id, project_id, ...)`` is read in its order."""
+    if len(project_ids) == 1:
+        return "project_id = ", project_ids[0]
+    return "project_id = ANY", list(project_ids)
+
+
 def _quoted(word: str) -> str:
     """A word for ``to_tsquery`` (``query_tokens`` are letters and digits only: nothing to escape)."""
     return f"'{word}'"
@@ -101,8 +112,8 @@ class KeywordLeg:
     """Ranks a query's keyword matches in a tenant's projects (one per ``TeamStore``)."""
 
     def __init__(self, *, cap: int = KEYWORD_CAP, rescore: int = RESCORE_TOP, budget: int = fts.RANK_BUDGET,
-                 ttl: float = STATS_TTL) -> None:
-        self.cap, self.rescore, self.budget = cap, rescore, budget
+                 ttl: float = STATS_TTL, scan_below: int = SCAN_BELOW) -> None:
+        self.cap, self.rescore, self.budget, self.scan_below = cap, rescore, budget, scan_below
         self._cache = TtlCache(ttl)
         self._lexemes: dict[str, str] = {}  # word -> its lexeme ('' for a stopword)
 
@@ -156,8 +167,9 @@ class KeywordLeg:
         scope = (tenant_id, tuple(sorted(project_ids)))
         size = self._cache.get(("size", *scope))
         if size is None:
+            project_sql, project_param = in_projects(project_ids)
             row = cur.execute("SELECT count(*), coalesce(avg(doc_tokens), 0) FROM items WHERE tenant_id = %s"
-                              " AND project_id = ANY(%s)", (tenant_id, list(project_ids))).fetchone()
+                              f" AND {project_sql}(%s)", (tenant_id, project_param)).fetchone()
             size = (int(row[0]), float(row[1])) if row else (0, 0.0)
             self._cache.put(("size", *scope), size)
         rows, mean = size  # type: ignore[misc]
@@ -174,8 +186,9 @@ class KeywordLeg:
             counts = ", ".join(f"count(*) FILTER (WHERE fts @@ to_tsquery('english', %(w{n})s))"
                                for n in range(len(missing)))
             params: dict[str, object] = {f"w{n}": _quoted(w) for n, w in enumerate(missing)}
-            params.update(t=tenant_id, p=list(project_ids), any=" | ".join(_quoted(w) for w in missing))
-            row = cur.execute(f"SELECT {counts} FROM items WHERE tenant_id = %(t)s AND project_id = ANY(%(p)s)"
+            project_sql, project_param = in_projects(project_ids)
+            params.update(t=tenant_id, p=project_param, any=" | ".join(_quoted(w) for w in missing))
+            row = cur.execute(f"SELECT {counts} FROM items WHERE tenant_id = %(t)s AND {project_sql}(%(p)s)"
                               " AND fts @@ to_tsquery('english', %(any)s)", params).fetchone()
             for word, count in zip(missing, row or [0] * len(missing), strict=True):
                 holding[word] = int(count)
@@ -196,17 +209,21 @@ class KeywordLeg:
         phrase = ("(" + " <-> ".join(_quoted(w) for w in plan.phrase.split()) + ")") if plan.phrase else None
         phrase_rows = self._phrase_rows(cur, tenant_id, project_ids, phrase) if phrase else 0
         wanted = [lexemes[w] for w in (*plan.any_of, *plan.all_of)]
+        project_sql, project_param = in_projects(project_ids)
+        # a word's GIN posting list spans every project and tenant: a small project's rows are read through its
+        # btree and matched one by one (an expression the GIN index cannot answer) instead
+        matches = "coalesce(i.fts @@ q.q, false)" if stats.rows < self.scan_below else "i.fts @@ q.q"
         rows = cur.execute(
             "WITH q AS (SELECT to_tsquery('english', %(match)s) AS q),"
             " m AS (SELECT i.id, i.fts, i.doc_tokens FROM items i, q WHERE i.tenant_id = %(t)s"
-            "  AND i.project_id = ANY(%(p)s) AND i.fts @@ q.q ORDER BY i.id DESC LIMIT %(cap)s),"
+            f"  AND i.{project_sql}(%(p)s) AND {matches} ORDER BY i.id DESC LIMIT %(cap)s),"
             " top AS (SELECT m.id, m.fts, m.doc_tokens FROM m, q ORDER BY ts_rank(m.fts, q.q, 1) DESC, m.id DESC"
             "  LIMIT %(rescore)s)"
             " SELECT top.id, top.doc_tokens, coalesce(top.fts @@ to_tsquery('english', %(phrase)s), false),"
             "  x.lexemes, x.freqs FROM top LEFT JOIN LATERAL (SELECT array_agg(u.lexeme) AS lexemes,"
             "   array_agg((SELECT sum(CASE w WHEN 'A' THEN %(title)s ELSE 1 END) FROM unnest(u.weights) AS w))"
             "   AS freqs FROM unnest(top.fts) AS u WHERE u.lexeme = ANY(%(lex)s)) AS x ON true",
-            {"match": plan_tsquery(plan), "t": tenant_id, "p": list(project_ids), "cap": self.cap,
+            {"match": plan_tsquery(plan), "t": tenant_id, "p": project_param, "cap": self.cap,
              "rescore": self.rescore, "phrase": phrase, "lex": wanted, "title": TITLE_WEIGHT}).fetchall()
         mean = stats.mean_words or 1.0
         weight = {w: idf(stats.rows, stats.holding.get(w, 0)) for w in (*plan.any_of, *plan.all_of)}
@@ -228,8 +245,9 @@ class KeywordLeg:
         key = ("phrase", tenant_id, tuple(sorted(project_ids)), phrase)
         known = self._cache.get(key)
         if known is None:
-            row = cur.execute("SELECT count(*) FROM items WHERE tenant_id = %s AND project_id = ANY(%s)"
-                              " AND fts @@ to_tsquery('english', %s)", (tenant_id, list(project_ids), phrase)
+            project_sql, project_param = in_projects(project_ids)
+            row = cur.execute(f"SELECT count(*) FROM items WHERE tenant_id = %s AND {project_sql}(%s)"
+                              " AND fts @@ to_tsquery('english', %s)", (tenant_id, project_param, phrase)
                               ).fetchone()
             known = int(row[0]) if row else 0
             self._cache.put(key, known)

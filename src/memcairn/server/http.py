@@ -90,7 +90,7 @@ def route(scope: str | None, handler: Handler, *, reads: bool = False) -> Callab
                     return handler(request, Call(None, request_id))
                 if not reads:
                     return handler(request, Call(_authorize(state, request, scope), request_id))
-                with state.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+                with state.pool.connection() as conn, conn.pipeline(), conn.transaction(), conn.cursor() as cur:
                     return handler(request, Call(_authorize_in(cur, state, request, scope), request_id, cur))
 
             result = await run_in_threadpool(checked)
