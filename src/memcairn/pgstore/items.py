@@ -51,6 +51,7 @@ CHUNKS_PER_ITEM = 4  # chunks read from the HNSW graph per item wanted (as the l
 MAX_LIMIT = 100
 QUERY_CACHE = 2_048  # query vectors kept per server process (384 floats each)
 PLAN_TTL = 10.0  # seconds a projects' exact-or-index choice is kept (either plan answers; one is faster)
+PROJECT_TTL = 60.0  # seconds a project name's id is kept
 
 
 
@@ -103,9 +104,10 @@ class TeamStore:
         self.embedder = embedder  # for queries; documents are embedded by the backlog's task
         self.exact_below = exact_below
         self.written = threading.Event()  # set after a commit that stored a new item (wakes the embedding task)
-        self._query_vectors: Lru[tuple[int, str], list[float]] = Lru(query_cache)
+        self._query_vectors: Lru[tuple[int, str], tuple[list[float], str]] = Lru(query_cache)
         self.keyword = KeywordLeg()
         self._exact = TtlCache(PLAN_TTL)  # (tenant, projects) -> whether their vectors are scanned exactly
+        self._project_of = TtlCache(PROJECT_TTL)  # (tenant, project name) -> its id
 
     # -- projects -----------------------------------------------------------------------------------------
     @staticmethod
@@ -132,16 +134,22 @@ class TeamStore:
         with self.pool.connection() as conn, tenant_transaction(conn, tenant_id) as cur:
             return self.project_ids_in(cur, tenant_id, names, pin=pin)
 
-    @staticmethod
-    def project_ids_in(cur: psycopg.Cursor, tenant_id: int, names: Sequence[str], *,
+    def project_ids_in(self, cur: psycopg.Cursor, tenant_id: int, names: Sequence[str], *,
                        pin: int | None = None) -> list[int]:
-        """The ids of the tenant's projects named (all when none is), within ``pin``, in the open transaction."""
-        if names:
-            rows = cur.execute("SELECT id FROM projects WHERE tenant_id = %s AND name = ANY(%s)",
+        """The ids of the tenant's projects named (all when none is), within ``pin``, in the open transaction.
+        A named project's id is kept ``PROJECT_TTL`` seconds (a project keeps its id; one not made yet is asked
+        for again every time)."""
+        known = [self._project_of.get((tenant_id, name)) for name in dict.fromkeys(names)]
+        if names and None not in known:
+            ids = [int(i) for i in known]  # type: ignore[call-overload]
+        elif names:
+            rows = cur.execute("SELECT id, name FROM projects WHERE tenant_id = %s AND name = ANY(%s)",
                                (tenant_id, list(names))).fetchall()
+            for project_id, name in rows:
+                self._project_of.put((tenant_id, name), int(project_id))
+            ids = [int(r[0]) for r in rows]
         else:
-            rows = cur.execute("SELECT id FROM projects WHERE tenant_id = %s", (tenant_id,)).fetchall()
-        ids = [r[0] for r in rows]
+            ids = [int(r[0]) for r in cur.execute("SELECT id FROM projects WHERE tenant_id = %s", (tenant_id,))]
         return [i for i in ids if i == pin] if pin is not None else ids
 
     # -- writes -------------------------------------------------------------------------------------------
@@ -434,24 +442,30 @@ class TeamStore:
                      limit: int) -> list[tuple[int, float]]:
         if self.embedder is None or not query.strip():
             return []
-        return self.nearest(cur, tenant_id, project_ids, self.query_vector(tenant_id, query), limit)
+        return self.nearest(cur, tenant_id, project_ids, self._query(tenant_id, query)[1], limit)
 
     def query_vector(self, tenant_id: int, query: str) -> list[float]:
         """The query's embedding, from a small LRU when this tenant asked the same query lately (an agent
         repeats its searches; the model is the costliest step of a search). Keyed by tenant too, so how fast a
         search answers never tells one tenant what another searched for."""
+        return self._query(tenant_id, query)[0]
+
+    def _query(self, tenant_id: int, query: str) -> tuple[list[float], str]:
+        """The query's embedding and its pgvector literal (kept with it: writing 384 numbers is a search's
+        costliest step after the model)."""
         assert self.embedder is not None
         key = (tenant_id, query)
-        if (vector := self._query_vectors.get(key)) is not None:
-            return vector
-        return self._query_vectors.put(key, list(self.embedder.embed_query(query)))
+        if (kept := self._query_vectors.get(key)) is not None:
+            return kept
+        vector = list(self.embedder.embed_query(query))
+        return self._query_vectors.put(key, (vector, vector_literal(vector)))
 
-    def nearest(self, cur: psycopg.Cursor, tenant_id: int, project_ids: list[int], vector: Sequence[float],
-                limit: int) -> list[tuple[int, float]]:
+    def nearest(self, cur: psycopg.Cursor, tenant_id: int, project_ids: list[int],
+                vector: Sequence[float] | str, limit: int) -> list[tuple[int, float]]:
         """(id, cosine similarity of its best chunk) of the nearest items, best first: an
         exact scan when the projects hold fewer than ``exact_below`` vectors, else the HNSW index with iterative
         scan (asked for ``CHUNKS_PER_ITEM`` chunks an item, each item kept at its best)."""
-        literal = vector_literal(vector)
+        literal = vector if isinstance(vector, str) else vector_literal(vector)  # str: a literal already
         scope = (tenant_id, tuple(sorted(project_ids)))
         known = self._exact.get(scope)
         if known is None:  # the plan of these projects is chosen again every ``PLAN_TTL`` seconds
