@@ -360,7 +360,7 @@ def context(request: Request, call: Call) -> Any:
     projects = _scope_projects(state, call, names)
     assert call.cur is not None
     rows = state.team.recent_in(call.cur, call.key.tenant_id, projects, digest.NEWEST) if projects else []
-    return state.lines.digest(names, rows, budget)
+    return state.digests.render(names, rows, budget)
 
 
 def list_keys(request: Request, call: Call) -> Any:

@@ -22,7 +22,7 @@ _KEEP = 20_000  # rendered lines kept per process
 _KEEP_DIGESTS = 1_000  # whole digests kept per process (a few KB each)
 
 
-class DigestLines:
+class Digests:
     """Digests and their memory lines as rendered before (lines by id and content hash, digests by projects and
     lines); thread-safe."""
 
@@ -39,7 +39,7 @@ class DigestLines:
                f"{fence.clean_line(row['text'], TEXT_CHARS)}"
         return self._lines.put(key, (text, tokens.estimate_tokens(text) + 1))
 
-    def digest(self, names: Sequence[str], rows: Iterable[Mapping[str, Any]], budget: int) -> dict[str, Any]:
+    def render(self, names: Sequence[str], rows: Iterable[Mapping[str, Any]], budget: int) -> dict[str, Any]:
         """The digest of ``rows`` (newest first) for the projects ``names``: as many lines as fit ``budget``."""
         lines: list[str] = []
         held: list[tuple[int, str]] = []

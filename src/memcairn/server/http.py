@@ -27,7 +27,7 @@ from memcairn.pgstore import keys
 from memcairn.pgstore.audit import Actor
 from memcairn.pgstore.db import Pool
 from memcairn.pgstore.items import TeamStore
-from memcairn.server.digest import DigestLines
+from memcairn.server.digest import Digests
 
 log = logging.getLogger("memcairn.server")
 MAX_BODY_BYTES = 1 << 20
@@ -49,7 +49,7 @@ class ServerState:
     team: TeamStore
     secret: bytes
     queued: threading.Event = field(default_factory=threading.Event)  # set after events are queued (wakes consumers)
-    lines: DigestLines = field(default_factory=DigestLines)  # the context's rendered memory lines
+    digests: Digests = field(default_factory=Digests)  # the context digests and lines rendered before
 
 
 def _error(status: int, code: str, detail: str, request_id: str) -> JSONResponse:
