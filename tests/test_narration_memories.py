@@ -265,3 +265,15 @@ def test_an_interjection_opening_a_sentence_is_not_kept() -> None:
     said = [s.text for s in read("Good — Tmux errors are safe, so LiveView tests should work. "
                                            "Right-click opens the menu.")]
     assert said == ["Tmux errors are safe, so LiveView tests should work.", "Right-click opens the menu."]
+
+
+def test_a_label_is_not_an_instruction() -> None:
+    # "Test counts:" heads a result; "Test the refund path." is what the agent meant to do
+    report = ("All 4 tasks completed and pushed.\n\n**Test counts:** 141 Elixir (127 tests + 14 doctests) + "
+              "16 Vitest = **157 total tests**, all passing.")
+    said = {s.text: s for s in read(report)}
+    counts = said["Test counts: 141 Elixir (127 tests + 14 doctests) + 16 Vitest = 157 total tests, all passing."]
+    assert counts.decisive and not counts.intent and RESULT in counts.kinds
+    assert "141 Elixir" in (report_observation(report + " " + "Closed `shop-7` with its epic.", None,
+                                               minimum=0).narrative or "")
+    assert read("Test the refund path next.")[0].intent and read("Run: mix test")[0].text == "Run: mix test"

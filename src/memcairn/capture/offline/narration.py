@@ -72,6 +72,9 @@ _IMPERATIVE = re.compile(
     r"|look|read|see|verify|wait|move|continue|start|file|mark|claim|sync|install|replace|remove|fix|implement"
     r"|rebuild|compile|test|apply|try|make|open|find|search|explore)\b(?!\s+(?:is|was|are|were)\b)",
     re.IGNORECASE)
+# A label heading what follows ("Test counts: 141 passed", "Fix: bind it first"): its first word is a noun here,
+# not an instruction, however much it looks like a verb.
+_LABEL = re.compile(r"^[A-Z][\w-]*(?:\s+[\w&-]+){0,2}:\s+\S")
 # The reason an intention may carry.
 _WHY = re.compile(r"\b(?:because|since|due to|caused by|so that|in order to|to avoid|otherwise|instead of"
                   r"|rather than)\b", re.IGNORECASE)
@@ -109,7 +112,7 @@ class Said:
     @property
     def intent(self) -> bool:
         """Something the agent was about to do ("Let me check ...", "Now run the tests.")."""
-        return bool(_INTENT.match(self.text) or _IMPERATIVE.match(self.text))
+        return bool(_INTENT.match(self.text) or (_IMPERATIVE.match(self.text) and not _LABEL.match(self.text)))
 
     @property
     def decisive(self) -> bool:
