@@ -141,3 +141,16 @@ def test_edits_that_add_definitions_get_a_card_of_what_they_added() -> None:
     assert not any("list_sessions" in fact for fact in card.facts)  # it was there before
     # an edit that adds no definition: the episode's facts tell it
     assert len(observe([calls[1], calls[2]])) == 1
+
+
+def test_a_long_option_given_a_number_is_a_setting_of_a_continued_command() -> None:
+    # a script whose budget fills with code lines still keeps the timeouts of its curl call, without the
+    # continuation marks
+    script = ('#!/usr/bin/env bash\n# Fetches the review context.\nset -euo pipefail\n'
+              + "".join(f'cp "$src/part{n}.txt" "$dest/part{n}-copy.txt" && chmod 644 "$dest/part{n}-copy.txt"\n'
+                      for n in range(8))
+              + 'RESPONSE="$(curl -s \\\n  "http://127.0.0.1:${PORT}/api/review/${TOKEN}" \\\n'
+              '  --connect-timeout 2 \\\n  --max-time 10 \\\n  2>/dev/null)" || exit 0\n')
+    _episode, card = observe([write("scripts/review-start.sh", script, "t1"), bash("mix test", "1 test\n", "t2")])
+    assert "--connect-timeout 2" in card.facts and "--max-time 10" in card.facts
+    assert not any(fact.endswith("\\") for fact in card.facts)

@@ -178,6 +178,8 @@ def _rank(line: str) -> int:
 
 def _telling(lines: Sequence[str], budget: int, names: Sequence[str]) -> list[str]:
     """The file's telling lines, best first by ``_rank``, shown in file order within ``budget`` characters."""
+    # a command continued over lines shows each line without its continuation mark
+    lines = [line.rstrip().removesuffix("\\").rstrip() if line.rstrip().endswith(" \\") else line for line in lines]
     candidates = [line for line in lines if _salient(line) and not _only_definition(line, names)]
     return pick_lines(candidates, budget, _rank, range(5), LINE_MAX, 2)
 

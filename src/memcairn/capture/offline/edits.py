@@ -50,11 +50,13 @@ _KEY = re.compile(
 )
 _TRIVIAL = re.compile(r"^[\s\])}>;,.]*(?:end|fi|done|esac|\}\)?;?|\)\s*;?|do|else|\{|\[|\(|<\/\w+>|\*/|/\*\*?|\"\"\")?"
                       r"[\s\])}>;,.]*$")
-# A setting: ``@ttl_seconds 120``, ``MAX_SIZE = 10``, ``export const API_URL =``, ``PORT=1100``, or a line naming
-# an environment variable (``{"APP_REVIEW_TOKEN", token}``, ``${APP_PORT:-1100}``).
+# A setting: ``@ttl_seconds 120``, ``MAX_SIZE = 10``, ``export const API_URL =``, ``PORT=1100``, a line naming
+# an environment variable (``{"APP_REVIEW_TOKEN", token}``, ``${APP_PORT:-1100}``), or a long option given a number
+# (``--max-time 10``, ``--retries=3``): the timeouts and limits a command is run with, often on a line of its own
+# in a command continued over lines.
 _SETTING = re.compile(
     r"^@[a-z_]\w*\s+\S|^(?:export\s+)?(?:(?:const|let|var|static|readonly|final)\s+)?[A-Z][A-Z0-9_]{2,}\s*(?::[^=]+)?="
-    r"|\b[A-Z][A-Z0-9]*_[A-Z0-9_]{2,}\b"
+    r"|\b[A-Z][A-Z0-9]*_[A-Z0-9_]{2,}\b|(?:^|\s)--[a-z][\w-]*(?:=|\s+)\d"
 )
 _COMMENT = re.compile(r"^\s*(?:#|//|--|/?\*|<!--|;)")
 # Elixir attributes that document or annotate code (``@moduledoc false``, ``@impl true``, ``@spec ...``): not
