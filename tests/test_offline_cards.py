@@ -154,3 +154,17 @@ def test_a_long_option_given_a_number_is_a_setting_of_a_continued_command() -> N
     _episode, card = observe([write("scripts/review-start.sh", script, "t1"), bash("mix test", "1 test\n", "t2")])
     assert "--connect-timeout 2" in card.facts and "--max-time 10" in card.facts
     assert not any(fact.endswith("\\") for fact in card.facts)
+
+
+def test_edits_that_add_tests_get_a_card_naming_them() -> None:
+    old = 'defmodule MyApp.RendererTest do\n  test "renders text" do\n    assert true\n  end\nend\n'
+    new = old.replace("end\nend\n", 'end\n\n  test "uses id when present, falls back to uuid" do\n'
+                      '    assert render(%{id: "m1", uuid: "u1"}).message_id == "m1"\n  end\nend\n')
+    edit = ToolCall(name="Edit", input={"file_path": "/repo/test/renderer_test.exs", "old_string": old,
+                                        "new_string": new}, response={}, tool_use_id="e1")
+    # within a longer episode, whose facts cannot quote every file's new lines
+    *_rest, card = observe([*work()[:3], edit, *work()[3:]])
+    assert card.title.startswith('renderer_test.exs: added test "uses id when present')
+    assert card.narrative == ('Edited test/renderer_test.exs, adding test "uses id when present, falls back to '
+                              'uuid".')
+    assert "renders text" not in card.narrative  # a test the file had already

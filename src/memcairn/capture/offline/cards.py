@@ -44,6 +44,9 @@ _SCAN_LINES = 2_000
 _MESSAGE = re.compile(r"[\"'`][^\"'`\n]*[A-Za-z]+ [A-Za-z]+[^\"'`\n]*[\"'`]")
 _COMMENT_TEXT = re.compile(r"^\s*(?:#!.*|#+|//+|--|/\*\*?|\*/?|<!--)\s?")
 _HEREDOC = ('"""', "'''")
+# a test declared by its name (ExUnit/RSpec ``test "…" do``, Jest/Vitest/Mocha ``it("…", …)``): the behaviour it pins
+_TEST = re.compile(r"""^\s*(?P<kind>test|it|describe|context|property|scenario)\s*\(?\s*(?P<q>["'])"""
+                   r"""(?P<name>[^"'\n]{3,120})(?P=q)""")
 
 
 def file_cards(actions: Sequence[_Action], subtitle: str | None, told: str = "") -> list[Observation]:
@@ -73,6 +76,7 @@ def _edit_card(path: str, steps: Sequence[_Action], subtitle: str | None, told: 
         return None
     added: list[str] = []
     names: list[str] = []
+    tests: list[str] = []
     for action in steps:
         data = _input_dict(action.call.input)
         pairs = [(e.get("old_string"), e.get("new_string")) for e in data.get("edits") or [] if isinstance(e, dict)]
@@ -81,16 +85,19 @@ def _edit_card(path: str, steps: Sequence[_Action], subtitle: str | None, told: 
             before = {line.strip() for line in str(old or "").splitlines()}
             fresh = [line for line in str(new or "").splitlines()[:_SCAN_LINES] if line.strip() not in before]
             names += [n for n in definitions("\n".join(fresh)) if n not in definitions(str(old or ""))]
+            tests += [f'{m["kind"]} "{m["name"]}"' for m in map(_TEST.match, fresh) if m]
             added += fresh
     names = _unique(names)
-    if not names:
+    tests = _unique(tests)
+    if not names and not tests:
         return None
     shown = _telling(added, CARD_FACTS, names)
     if all(line in told for line in shown):
         return None
-    short = _unique(name.rsplit(".", 1)[-1] for name in names)
+    # a module keeps its last part (Spotter.Services.TokenStore: TokenStore); a test its whole name
+    short = _unique([*(name.rsplit(".", 1)[-1] for name in names), *tests])
     said = narration.joined(narration.decisive([a.call.narration for a in steps], CARD_SAID))
-    lead = f"Edited {path}, adding {_listing(names, 8)}."
+    lead = f"Edited {path}, adding {_listing([*names, *tests], 8)}."
     return Observation(
         type="change", title=_clip(f"{path.rsplit('/', 1)[-1]}: added {_listing(short, 3)}", TITLE_MAX),
         subtitle=subtitle, narrative=f"{said} {lead}".strip() if said else lead,
