@@ -166,3 +166,124 @@ def keys_rotate(key_id: str, as_json: bool, database: str | None) -> None:
     with owner_database(home, _database(database)) as owner, db.connect(owner) as conn:
         made = keys.rotate_key(conn, load_or_create_secret(home), key_id)
     _emit_key({**made, "project": None}, as_json)
+
+
+@server.group("queue")
+def queue_group() -> None:
+    """The ingest queue of POST /v1/events: what waits, what failed and why; failed events retried or purged.
+
+    A queued event that could not be stored is kept as a failed job with its error, and not tried again until
+    `memcairn server queue retry` says so (after fixing the cause). These commands show counts, times and
+    errors, never the events' content.
+    """
+
+
+_TENANT = click.option("--tenant", help="Only this tenant's jobs.")
+_IDS = click.option("--id", "ids", type=click.IntRange(min=1), multiple=True, metavar="QUEUE_ID",
+                    help="Only this failed job (repeatable); its queue id as `queue status` lists it.")
+
+
+@queue_group.command("status")
+@_TENANT
+@click.option("--limit", type=click.IntRange(min=0), default=100, show_default=True,
+              help="Failed jobs listed at most (the counts cover all).")
+@click.option("--json", "as_json", is_flag=True, help='Print {"tenants": [...], "failed": [...]}.')
+@_DATABASE
+def queue_status(tenant: str | None, limit: int, as_json: bool, database: str | None) -> None:
+    """Jobs waiting and failed per tenant, the oldest waiting one's age, and each failed job's id, tenant, time
+    and error.
+
+    Example:
+
+    \b
+        memcairn server queue status --tenant acme
+    """
+    from memcairn.fence import clean_line
+    from memcairn.pgstore import db, ingest_admin
+    from memcairn.server.run import owner_database
+
+    with owner_database(memcairn_home(), _database(database)) as owner, db.connect(owner) as conn:
+        found = ingest_admin.status(conn, tenant, limit=limit)
+    if as_json:
+        emit_json(found.as_dict())
+        return
+    if not found.tenants:
+        click.echo("the ingest queue is empty")
+        return
+    click.echo(f"{'tenant':<20} {'waiting':>8} {'oldest waiting':>15} {'failed':>7}")
+    for t in found.tenants:
+        click.echo(f"{clean_line(t.tenant, 20):<20} {t.waiting:>8} {t.oldest_waiting_seconds:>13.1f} s "
+                   f"{t.failed:>7}")
+    failed = sum(t.failed for t in found.tenants)
+    if failed:
+        shown = "" if failed <= len(found.failed) else f" (the first {len(found.failed)} of {failed})"
+        click.echo(f"\nfailed jobs{shown}:")
+        for job in found.failed:
+            click.echo(f"  {job.id:>8}  {clean_line(job.tenant, 20):<20} {job.failed_at.isoformat(timespec='seconds')}"
+                       f"  {clean_line(job.error, 200)}")
+        click.echo("retry after fixing the cause: memcairn server queue retry [--tenant NAME] [--id QUEUE_ID]",
+                   err=True)
+
+
+@queue_group.command("retry")
+@_TENANT
+@_IDS
+@click.option("--json", "as_json", is_flag=True, help='Print {"retried": [queue ids]}.')
+@_DATABASE
+def queue_retry(tenant: str | None, ids: tuple[int, ...], as_json: bool, database: str | None) -> None:
+    """Make failed jobs wait again (all failed jobs when none is named): the running server's consumers take
+    them at their next poll. One that fails again is marked failed again.
+
+    Example:
+
+    \b
+        memcairn server queue retry --tenant acme --id 812 --id 813
+    """
+    from memcairn.pgstore import db, ingest_admin
+    from memcairn.server.run import owner_database
+
+    with owner_database(memcairn_home(), _database(database)) as owner, db.connect(owner) as conn:
+        retried = ingest_admin.retry(conn, tenant, ids)
+    if as_json:
+        emit_json({"retried": retried})
+    else:
+        click.echo(f"retried {len(retried)} failed job{'' if len(retried) == 1 else 's'}")
+
+
+@queue_group.command("purge")
+@click.option("--failed", is_flag=True, help="Purge failed jobs (the only kind that can be purged).")
+@_TENANT
+@_IDS
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--json", "as_json", is_flag=True, help='Print {"purged": [queue ids]}.')
+@_DATABASE
+def queue_purge(failed: bool, tenant: str | None, ids: tuple[int, ...], yes: bool, as_json: bool,
+                database: str | None) -> None:
+    """Delete failed jobs and their events for good (all failed jobs when none is named), each recorded in the
+    audit log (ingest.purge, actor cli). Asks first unless --yes. A client retrying the request that queued one
+    is still answered with its first ids (Idempotency-Key) and the event is not queued again.
+
+    Example:
+
+    \b
+        memcairn server queue purge --failed --tenant acme --id 812 --yes
+    """
+    from memcairn.pgstore import db, ingest_admin
+    from memcairn.server.run import owner_database
+
+    if not failed:
+        raise click.UsageError("only failed jobs can be purged: say --failed (waiting ones are stored by the "
+                               "server's consumers)")
+    with owner_database(memcairn_home(), _database(database)) as owner, db.connect(owner) as conn:
+        if not yes:  # nothing is asked when nothing has failed (the purge below then changes nothing)
+            count = len(ids) or sum(t.failed for t in ingest_admin.status(conn, tenant, limit=0).tenants)
+            which = (f"failed job{'' if len(ids) == 1 else 's'} {', '.join(map(str, ids))}" if ids
+                     else f"{count} failed job{'' if count == 1 else 's'}")
+            if count:
+                click.confirm(f"Delete {which}{f' of tenant {tenant!r}' if tenant else ''} and their events for "
+                              "good?", abort=True, err=True)
+        purged = ingest_admin.purge(conn, tenant, ids)
+    if as_json:
+        emit_json({"purged": purged})
+    else:
+        click.echo(f"purged {len(purged)} failed job{'' if len(purged) == 1 else 's'}")
