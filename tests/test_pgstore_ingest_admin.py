@@ -191,7 +191,7 @@ def test_purge_removes_failed_jobs_audits_each_and_keeps_the_idempotency_answer(
     assert code == 2 and "waiting, not failed" in err
     monkeypatch.setattr("sys.stdin", io.StringIO("n\n"))
     code, _, err = queue_cli("purge", "--failed", "--tenant", "acme")
-    assert code == 1 and "Delete 1 failed job of tenant 'acme' and their events for good?" in err
+    assert code == 1 and "Delete 1 failed job of tenant 'acme' and its event for good?" in err
     assert failed_ids(pg_database) == [blocked, bad_other]
 
     monkeypatch.setattr("sys.stdin", io.StringIO("y\n"))

@@ -280,8 +280,9 @@ def queue_purge(failed: bool, tenant: str | None, ids: tuple[int, ...], yes: boo
             which = (f"failed job{'' if len(ids) == 1 else 's'} {', '.join(map(str, ids))}" if ids
                      else f"{count} failed job{'' if count == 1 else 's'}")
             if count:
-                click.confirm(f"Delete {which}{f' of tenant {tenant!r}' if tenant else ''} and their events for "
-                              "good?", abort=True, err=True)
+                events = "its event" if count == 1 else "their events"
+                click.confirm(f"Delete {which}{f' of tenant {tenant!r}' if tenant else ''} and {events} for good?",
+                              abort=True, err=True)
         purged = ingest_admin.purge(conn, tenant, ids)
     if as_json:
         emit_json({"purged": purged})
