@@ -277,3 +277,9 @@ def test_a_label_is_not_an_instruction() -> None:
     assert "141 Elixir" in (report_observation(report + " " + "Closed `shop-7` with its epic.", None,
                                                minimum=0).narrative or "")
     assert read("Test the refund path next.")[0].intent and read("Run: mix test")[0].text == "Run: mix test"
+
+
+def test_a_sentence_may_begin_with_a_number() -> None:
+    # "All done." is filler; the count after it is a sentence of its own, not swallowed with it
+    said = [s.text for s in read("All done. 87 tests pass. Credo clean.") if s.decisive]
+    assert said == ["87 tests pass."]

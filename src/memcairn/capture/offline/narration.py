@@ -95,7 +95,7 @@ _SPECIFIC = re.compile(
     r"|\b\d[\d,.]*\b"
 )
 _CODE = re.compile(r"`[^`\n]{2,}`")
-_SENTENCE_END = re.compile(r"(?:(?<=[^.]\.)|(?<=[!?]))\s+(?=[A-Z`*\"'(\[])")
+_SENTENCE_END = re.compile(r"(?:(?<=[^.]\.)|(?<=[!?]))\s+(?=[A-Z0-9`*\"'(\[])")
 _FENCE = re.compile(r"^\s*```")
 _TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}")
 _LIST_MARK = re.compile(r"^\s*(?:#+|[-*+•]|\d+[.)])\s+")
