@@ -283,3 +283,20 @@ def test_a_sentence_may_begin_with_a_number() -> None:
     # "All done." is filler; the count after it is a sentence of its own, not swallowed with it
     said = [s.text for s in read("All done. 87 tests pass. Credo clean.") if s.decisive]
     assert said == ["87 tests pass."]
+
+
+def test_a_summary_says_how_the_tests_were_left_in_the_agents_words() -> None:
+    # the count stood in the narration before the close, not in the closing report
+    work = ("All 19 tests pass.", "87 tests + 14 doctests, 0 failures. Credo clean. Now close the bead and push.",
+            "I'll run the 90 tests again to make sure they pass.")
+    report = "The epic is fully implemented and pushed. " + " ".join(
+        f"Added the `handler_{n}` event in `review_live.ex` for step {n}." for n in range(12))
+    summary = OfflineExtractor().summarize(_turn(narration=work, last_assistant_message=report), []).summary
+    assert summary is not None and summary.completed is not None
+    assert summary.completed.startswith("The epic is fully implemented and pushed.")
+    assert summary.completed.endswith("87 tests + 14 doctests, 0 failures.")  # the newest result, not an intention
+    assert len(summary.completed) <= 400 and "All 19 tests" not in summary.completed
+    # a report that says it already is not repeated
+    told = OfflineExtractor().summarize(_turn(narration=work, last_assistant_message="Pushed. 87 tests + 14 "
+                                              "doctests, 0 failures."), []).summary
+    assert told is not None and told.completed == "Pushed. 87 tests + 14 doctests, 0 failures."

@@ -52,6 +52,13 @@ _CODE_LINE = re.compile(
     r"""^\s*(?:[\w.\[\]"']+\s*(?:=|:=|<-|->)\s|[\w.:]+\(|<\w|[\w-]+="|(?:def|defp|fn|function|class|let|const|var"""
     r"""|import|from|assert|return|raise|throw)\b)"""
 )
+# a test run's result in the agent's words: a count of tests and how they ended ("87 tests + 14 doctests, 0
+# failures", "All 141 tests pass"), or a count that passed or failed
+_TEST_RESULT = re.compile(
+    r"\b\d[\d,]* (?:[\w-]+ ){0,2}(?:tests?|doctests?|specs?|examples?)\b.*?"
+    r"\b(?:pass(?:ed|es|ing)?|green|failures?|failed|failing)\b|\b\d[\d,]* (?:passed|failed|failures?)\b",
+    re.IGNORECASE)
+VERIFIED_MAX = 160  # characters of the sentence that says how the turn's tests were left
 # a cause found out, rather than a constraint named: chosen first for a summary's ``learned`` (``_causes``)
 _FOUND_OUT = re.compile(
     r"\b(?:because|due to|caused by|root cause|the (?:issue|problem|bug|reason|cause) (?:is|was)|turns out"
@@ -128,7 +135,14 @@ def _summary(turn: Turn, observations: Sequence[Observation]) -> Summary | None:
     # what was done: the closing message, then the reports the agent wrote between calls, newest first
     reports = [t for t in reversed(turn.narration) if len(narration.joined(narration.decisive([t], TEXT_MAX)))
                >= MID_REPORT_MIN]
-    report = [s for s in narration.decisive([message, *reports], REPORT_MAX) if narration.TODO not in _kinds(s)]
+    # how the tests were left, when the report does not say it: within the report's share of ``completed``
+    verified = _last_result(said)
+    told = [] if verified is None else narration.decisive([message, *reports], REPORT_MAX)
+    if verified is not None and verified.rstrip(".") in " ".join(told):
+        verified = None
+    budget = REPORT_MAX - (len(verified) + 1 if verified else 0)
+    report = [s for s in narration.decisive([message, *reports], budget) if narration.TODO not in _kinds(s)]
+    report += [verified] if verified else []
     todo = narration.decisive([message, *reports, *reversed(turn.narration)], NEXT_MAX, kinds=[narration.TODO],
                               intents=False)
     decided = narration.decisive(turn.narration, NOTES_MAX, kinds=[narration.DECISION])
@@ -150,6 +164,15 @@ def _summary(turn: Turn, observations: Sequence[Observation]) -> Summary | None:
                           if in_project(path)][:READ_MAX]),
         files_modified=tuple(modified),
     )
+
+
+def _last_result(said: Sequence[str | None]) -> str | None:
+    """The newest sentence of ``said`` that reports a test run's result (``87 tests + 14 doctests, 0 failures``):
+    a week later, how many tests passed when the work was done is asked of the turn that did it, and only the
+    agent's words say it as the project counts them (a runner's line may sum tests and doctests)."""
+    results = [s for s in narration.decisive(said, len(narration.joined(t for t in said if t)) + 1,
+                                             kinds=[narration.RESULT], intents=False) if _TEST_RESULT.search(s)]
+    return narration.joined([_clip(results[-1], VERIFIED_MAX)]) if results else None
 
 
 def _causes(said: Sequence[str | None], limit: int) -> list[str]:
