@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from memcairn import context
+from memcairn import context, context_lines
 from memcairn.bench.synthetic import synthetic_items
 from memcairn.config import Settings
 from memcairn.context import render_context
@@ -388,6 +388,33 @@ def test_a_session_of_many_turns_is_one_block_led_by_its_unfinished_work(mem_sto
     assert block[2] == "Decisions: Review tokens live in ETS, one use each"
     assert block[4] == "Done: pushed to origin/spotter-gqc / ProjectReviewLive at /projects/:id/review"
     assert len(text) <= 2000 * 4
+
+
+def test_a_compactions_task_that_a_later_turn_names_as_done_is_not_a_next_step(mem_store: Store,
+                                                                               tmp_path: Path) -> None:
+    def summary(minutes: int, **fields: object) -> None:
+        mem_store.add_item(NewItem(project="webapp", kind="summary", session="a", platform_source="claude-code",
+                                   created_at_epoch=DAY1 + minutes * MINUTE, **fields))  # type: ignore[arg-type]
+
+    summary(0, title="Implement the review epic", request="Implement the review epic", completed="review page")
+    summary(5, title="Compacted: Implement the review epic",
+            next_steps="spotter-gqc.6 (in_progress): close the review session; spotter-gqc.7 (open, blocked by "
+                       "gqc.5): launch the review conversation; write the docs")
+    summary(9, title="push", completed="Both gqc.6 and gqc.7 are pushed and the epic is closed")
+
+    def next_steps() -> str:
+        lines = render(mem_store, settings(tmp_path)).splitlines()
+        return next((line for line in lines if line.startswith("Next steps:")), "")
+
+    assert next_steps() == "Next steps: (as of a compaction, 1 turn ago) write the docs"
+    summary(12, title="docs", completed="wrote the docs")  # a task without a name is kept: nothing names it
+    assert next_steps() == "Next steps: (as of a compaction, 2 turns ago) write the docs"
+
+
+def test_a_task_is_done_since_only_when_its_own_name_is_named() -> None:
+    tasks = "#31 fix the login; spotter-gqc.6: close it; PROJ-142 migrate; v2 docs; Add tests"
+    assert context_lines.not_done_since(tasks, "31 tests pass; gqc.60 merged; PROJ-1420 opened; v2 shipped") == tasks
+    assert context_lines.not_done_since(tasks, "closed #31, pushed GQC.6 and proj-142") == "v2 docs; Add tests"
 
 
 def test_a_row_cut_short_shows_the_text_it_was_cut_from(mem_store: Store, tmp_path: Path) -> None:

@@ -67,7 +67,7 @@ from functools import cached_property
 from typing import Any
 
 from memcairn.config import Settings
-from memcairn.context_lines import LISTED_MIN, last_test_result, unlisted, without_runs
+from memcairn.context_lines import LISTED_MIN, last_test_result, not_done_since, unlisted, without_runs
 from memcairn.fence import clean_line, fence
 from memcairn.models import ItemFilter, MemoryItem
 from memcairn.protocol import NOTICE_PREFIX
@@ -458,18 +458,20 @@ def _joined(values: Sequence[str | None]) -> str:
 
 def _next_steps(summaries: Sequence[MemoryItem]) -> str:
     """The work a session left open, from its summaries newest first: the newest turn's list, else the pending
-    tasks of its latest compaction, said to be as of then when turns came after it (they may have done them);
-    nothing from before a compaction (it summed those turns up, and their lists are older than its own)."""
-    turns_after = 0
+    tasks of its latest compaction, said to be as of then when turns came after it (they may have done them:
+    a task whose name a later turn's "done" names is left out, ``context_lines.not_done_since``); nothing from before a
+    compaction (it summed those turns up, and their lists are older than its own)."""
+    later: list[str] = []
     for summary in summaries:
         listed = summary.next_steps.strip() if summary.next_steps and summary.next_steps.strip() else ""
         if (summary.title or "").startswith(COMPACTED):
-            if listed and turns_after:
-                return f"(as of a compaction, {turns_after} turn{'s' if turns_after > 1 else ''} ago) {listed}"
-            return listed
+            left = not_done_since(listed, " ".join(later)) if later else listed
+            if left and later:
+                return f"(as of a compaction, {len(later)} turn{'s' if len(later) > 1 else ''} ago) {left}"
+            return left
         if listed:
             return listed
-        turns_after += 1
+        later.append(summary.completed or "")
     return ""
 
 

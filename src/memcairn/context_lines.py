@@ -9,6 +9,10 @@
   when a narrative has several (the whole suite rather than one file's tests) (:func:`last_test_result`); the
   logs of runs in a summary's ``learned`` (``ran `…` → 79 passed``) are left out of the block
   (:func:`without_runs`).
+- **Done since**: a compaction's pending tasks are shown when turns came after it, less each task that starts
+  with a name (a word holding a digit: ``spotter-gqc.6``, ``PROJ-142``, ``#31``) that a later turn's "done" names
+  (:func:`not_done_since`): the digest led with "spotter-gqc.6 (in_progress) …" above a "Done" line saying
+  gqc.6 was pushed and the epic closed.
 """
 
 from __future__ import annotations
@@ -105,3 +109,30 @@ def last_test_result(observations: Sequence[MemoryItem]) -> str:
             best = max(found, key=lambda s: max(int(n.replace(",", "")) for n in _NUMBER.findall(s)))
             return f"{clean_line(best, OUTCOME_CHARS)} (#{item.id})"
     return ""
+
+
+# a task named by an identifier (``spotter-gqc.6 (in_progress): …``, ``PROJ-142 …``, ``#31 …``): a word with a
+# digit and a letter, or ``#`` and a number
+_TASK_NAME = re.compile(r"^[\s*\-•]*(#\d+|[A-Za-z0-9][\w./-]*\d[\w./-]*)")
+
+
+def task_names(task: str) -> set[str]:
+    """The name a task starts with, and its last ``-`` part when that holds a letter and a digit (``gqc.6`` of
+    ``spotter-gqc.6``): what a later turn may call it. None when it starts with a plain word, a bare number or a
+    name too short to tell (``v2``)."""
+    named = _TASK_NAME.match(task)
+    name = named.group(1).rstrip("./-") if named else ""
+    if not name.startswith("#") and (len(name) < 4 or not re.search(r"[A-Za-z]", name)):
+        return set()
+    tail = name.rsplit("-", 1)[-1]
+    return {name, tail} if tail != name and re.search(r"[A-Za-z]", tail) and re.search(r"\d", tail) else {name}
+
+
+def not_done_since(listed: str, done: str) -> str:
+    """The ``; ``-separated tasks of ``listed`` less those whose name (``task_names``) ``done``, what later turns
+    completed, names too. A task without a name is kept: nothing says it was done."""
+    def named_in_done(name: str) -> bool:
+        return re.search(rf"(?<![\w./-]){re.escape(name)}(?!\w)", done, re.IGNORECASE) is not None
+
+    tasks = [t.strip() for t in listed.split("; ") if t.strip()]
+    return "; ".join(t for t in tasks if not any(named_in_done(n) for n in task_names(t)))
