@@ -22,8 +22,11 @@ _DATABASE = click.option("--database", metavar="URL", envvar="MEMCAIRN_SERVER_DA
 @click.option("--port", type=click.IntRange(1, 65535), default=37900, show_default=True)
 @click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
               help="uvicorn worker processes (each loads its own copy of the embedding model).")
+@click.option("--connections", type=click.IntRange(2, 256), default=None,
+              help="PostgreSQL connections per worker process [default: 4 per core, 8 to 32].")
 @click.pass_context
-def server(ctx: click.Context, embedded: bool, database: str | None, host: str, port: int, workers: int) -> None:
+def server(ctx: click.Context, embedded: bool, database: str | None, host: str, port: int, workers: int,
+           connections: int | None) -> None:
     """The team memory server: the /v1 HTTP API over PostgreSQL, in the foreground.
 
     It is ready when GET /v1/health answers 200. Every other route needs a key from
@@ -42,7 +45,8 @@ def server(ctx: click.Context, embedded: bool, database: str | None, host: str, 
         raise click.UsageError("choose one: --embedded (bundled PostgreSQL) or --database postgresql://...")
     from memcairn.server.run import serve
 
-    sys.exit(serve(memcairn_home(), database_url=database, host=host, port=port, workers=workers))
+    sys.exit(serve(memcairn_home(), database_url=database, host=host, port=port, workers=workers,
+                   connections=connections))
 
 
 @server.group("keys")
