@@ -95,3 +95,9 @@ def fold(text: str) -> str:
     """``text`` with every look-alike of a marker character replaced by that ASCII character; the same length,
     so a position in the result is the same position in ``text``."""
     return text.translate(_TABLE) if not text.isascii() else text
+
+
+def imitating(chars: str) -> str:
+    """``chars`` and every character ``fold`` turns into one of them: a text holding none of these holds none of
+    ``chars`` once folded (tested without folding it)."""
+    return chars + "".join(chr(code) for code, target in _TABLE.items() if target in chars)
