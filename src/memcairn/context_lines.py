@@ -21,17 +21,13 @@ import re
 from collections.abc import Sequence
 from functools import lru_cache
 
+from memcairn.capture.offline.narration import TEST_RESULT
 from memcairn.fence import clean_line
 from memcairn.models import MemoryItem
 
 LISTED_MIN = 20  # characters of a row's title before a session line leaves it out as already shown
 OUTCOME_CHARS = 200
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9`*(])")
-_COUNT = r"\b\d[\d,]*"
-_RESULT = re.compile(
-    rf"{_COUNT} (?:[\w-]+ ){{0,2}}(?:tests?|doctests?|specs?|examples?|assertions?)\b.*?"
-    r"\b(?:pass(?:ed|es|ing)?|green|failures?|failed|failing)\b"
-    rf"|{_COUNT} (?:passed|failed|failures?)\b", re.I)
 _NUMBER = re.compile(r"\d[\d,]*")
 _INTENT = re.compile(r"\b(?:I'll|I will|let me|let's|going to|to make sure|to check|should|would|once)\b", re.I)
 # an extractor's run fact (capture.offline.drafts), or one the summary's cap cut short
@@ -104,7 +100,8 @@ def last_test_result(observations: Sequence[MemoryItem]) -> str:
     """The newest sentence of ``observations`` (newest first) that reports a test run's result, with its id;
     "" when none does."""
     for item in observations:
-        found = [s for s in _SENTENCE.split(clean_line(item.narrative)) if _RESULT.search(s) and not _INTENT.search(s)]
+        sentences = _SENTENCE.split(clean_line(item.narrative))
+        found = [s for s in sentences if TEST_RESULT.search(s) and not _INTENT.search(s)]
         if found:
             best = max(found, key=lambda s: max(int(n.replace(",", "")) for n in _NUMBER.findall(s)))
             return f"{clean_line(best, OUTCOME_CHARS)} (#{item.id})"
@@ -116,7 +113,7 @@ def last_test_result(observations: Sequence[MemoryItem]) -> str:
 _TASK_NAME = re.compile(r"^[\s*\-•]*(#\d+|[A-Za-z0-9][\w./-]*\d[\w./-]*)")
 
 
-def task_names(task: str) -> set[str]:
+def _task_names(task: str) -> set[str]:
     """The name a task starts with, and its last ``-`` part when that holds a letter and a digit (``gqc.6`` of
     ``spotter-gqc.6``): what a later turn may call it. None when it starts with a plain word, a bare number or a
     name too short to tell (``v2``)."""
@@ -129,10 +126,10 @@ def task_names(task: str) -> set[str]:
 
 
 def not_done_since(listed: str, done: str) -> str:
-    """The ``; ``-separated tasks of ``listed`` less those whose name (``task_names``) ``done``, what later turns
+    """The ``; ``-separated tasks of ``listed`` less those whose name (``_task_names``) ``done``, what later turns
     completed, names too. A task without a name is kept: nothing says it was done."""
     def named_in_done(name: str) -> bool:
         return re.search(rf"(?<![\w./-]){re.escape(name)}(?!\w)", done, re.IGNORECASE) is not None
 
     tasks = [t.strip() for t in listed.split("; ") if t.strip()]
-    return "; ".join(t for t in tasks if not any(named_in_done(n) for n in task_names(t)))
+    return "; ".join(t for t in tasks if not any(named_in_done(n) for n in _task_names(t)))

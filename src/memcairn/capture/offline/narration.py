@@ -75,6 +75,12 @@ _IMPERATIVE = re.compile(
 # A label heading what follows ("Test counts: 141 passed", "Fix: bind it first"): its first word is a noun here,
 # not an instruction, however much it looks like a verb.
 _LABEL = re.compile(r"^[A-Z][\w-]*(?:\s+[\w&-]+){0,2}:\s+\S")
+# A test run's result in so many words: a count of tests and how they ended ("87 tests + 14 doctests, 0 failures",
+# "All 141 tests pass"), or a count that passed or failed. What a summary and the digest take for a run's result.
+TEST_RESULT = re.compile(
+    r"\b\d[\d,]* (?:[\w-]+ ){0,2}(?:tests?|doctests?|specs?|examples?|assertions?)\b.*?"
+    r"\b(?:pass(?:ed|es|ing)?|green|failures?|failed|failing)\b|\b\d[\d,]* (?:passed|failed|failures?)\b",
+    re.IGNORECASE)
 # The reason an intention may carry.
 _WHY = re.compile(r"\b(?:because|since|due to|caused by|so that|in order to|to avoid|otherwise|instead of"
                   r"|rather than)\b", re.IGNORECASE)

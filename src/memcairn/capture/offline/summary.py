@@ -52,12 +52,6 @@ _CODE_LINE = re.compile(
     r"""^\s*(?:[\w.\[\]"']+\s*(?:=|:=|<-|->)\s|[\w.:]+\(|<\w|[\w-]+="|(?:def|defp|fn|function|class|let|const|var"""
     r"""|import|from|assert|return|raise|throw)\b)"""
 )
-# a test run's result in the agent's words: a count of tests and how they ended ("87 tests + 14 doctests, 0
-# failures", "All 141 tests pass"), or a count that passed or failed
-_TEST_RESULT = re.compile(
-    r"\b\d[\d,]* (?:[\w-]+ ){0,2}(?:tests?|doctests?|specs?|examples?)\b.*?"
-    r"\b(?:pass(?:ed|es|ing)?|green|failures?|failed|failing)\b|\b\d[\d,]* (?:passed|failed|failures?)\b",
-    re.IGNORECASE)
 VERIFIED_MAX = 160  # characters of the sentence that says how the turn's tests were left
 # a cause found out, rather than a constraint named: chosen first for a summary's ``learned`` (``_causes``)
 _FOUND_OUT = re.compile(
@@ -170,8 +164,9 @@ def _last_result(said: Sequence[str | None]) -> str | None:
     """The newest sentence of ``said`` that reports a test run's result (``87 tests + 14 doctests, 0 failures``):
     a week later, how many tests passed when the work was done is asked of the turn that did it, and only the
     agent's words say it as the project counts them (a runner's line may sum tests and doctests)."""
-    results = [s for s in narration.decisive(said, len(narration.joined(t for t in said if t)) + 1,
-                                             kinds=[narration.RESULT], intents=False) if _TEST_RESULT.search(s)]
+    sentences = narration.decisive(said, len(narration.joined(t for t in said if t)) + 1, kinds=[narration.RESULT],
+                                   intents=False)
+    results = [s for s in sentences if narration.TEST_RESULT.search(s)]
     return narration.joined([_clip(results[-1], VERIFIED_MAX)]) if results else None
 
 
