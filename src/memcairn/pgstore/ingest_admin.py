@@ -29,6 +29,7 @@ import psycopg
 from memcairn.errors import NotFoundError, StoreError, ValidationError
 from memcairn.pgstore.audit import Actor, audit
 from memcairn.pgstore.db import act_as
+from memcairn.pgstore.keys import tenant_named
 
 LIST_LIMIT = 100  # failed jobs listed by default (the counts cover all of them)
 
@@ -63,19 +64,11 @@ class QueueStatus:
                             "failed_at": f.failed_at.isoformat(), "error": f.error} for f in self.failed]}
 
 
-def tenant_id(conn: psycopg.Connection, name: str) -> int:
-    """The id of the tenant named ``name``; NotFoundError when there is none (nothing is made)."""
-    row = conn.execute("SELECT id FROM tenants WHERE name = %s", (name,)).fetchone()
-    if row is None:
-        raise NotFoundError(f"no tenant {name!r}")
-    return int(row[0])
-
-
 def status(conn: psycopg.Connection, tenant: str | None = None, *, limit: int = LIST_LIMIT) -> QueueStatus:
     """Waiting and failed jobs per tenant and the failed jobs themselves (counts, times and errors only)."""
     with conn.transaction():
         conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")  # the counts and the list agree
-        tid = None if tenant is None else tenant_id(conn, tenant)
+        tid = None if tenant is None else tenant_named(conn, tenant)
         rows = conn.execute(
             "SELECT t.name, count(*) FILTER (WHERE j.failed_at IS NULL),"
             " coalesce(extract(epoch FROM now() - min(j.queued_at) FILTER (WHERE j.failed_at IS NULL)), 0),"
@@ -126,7 +119,7 @@ def _failed_jobs(cur: psycopg.Cursor, tenant: str | None, ids: Sequence[int]) ->
     """The failed jobs asked for, locked, as (queue id, tenant id) in queue order. NotFoundError for an unknown
     tenant or job or a job of another tenant, ValidationError for a job that is not failed (the caller's
     transaction then ends with nothing changed)."""
-    tid = None if tenant is None else tenant_id(cur.connection, tenant)
+    tid = None if tenant is None else tenant_named(cur.connection, tenant)
     if not ids:
         return [(int(q), int(t)) for q, t in cur.execute(
             "SELECT queue_id, tenant_id FROM ingest_jobs WHERE failed_at IS NOT NULL"

@@ -82,7 +82,9 @@ def parse_expiry(text: str | None, *, now: datetime | None = None) -> datetime |
     return when
 
 
-def _tenant_id(conn: psycopg.Connection, name: str, *, create: bool) -> int:
+def tenant_named(conn: psycopg.Connection, name: str, *, create: bool = False) -> int:
+    """The id of the tenant named ``name``, made first with ``create``; NotFoundError when there is none (the
+    owner's connection: tenants have no row-level security)."""
     with conn.transaction():
         if create:
             conn.execute("INSERT INTO tenants (name) VALUES (%s) ON CONFLICT (name) DO NOTHING", (name,))
@@ -113,7 +115,7 @@ def create_key(conn: psycopg.Connection, secret: bytes, tenant: str, *, scopes: 
     Returns the key, shown this once."""
     if not tenant.strip() or len(tenant) > 200 or "\x00" in tenant:
         raise ValidationError("tenant must be a name of 1 to 200 characters (no NUL)")
-    tenant_id = _tenant_id(conn, tenant.strip(), create=True)
+    tenant_id = tenant_named(conn, tenant.strip(), create=True)
     made = create_tenant_key(conn, secret, tenant_id, scopes=scopes, project=project, expires_at=expires_at,
                              label=label)
     return {**made, "tenant": tenant.strip()}
@@ -166,7 +168,7 @@ def list_keys(conn: psycopg.Connection, tenant: str | None = None, *, tenant_id:
     if tenant_id is not None:
         tenants = [(tenant_id, None)]
     elif tenant is not None:
-        tenants = [(_tenant_id(conn, tenant, create=False), tenant)]
+        tenants = [(tenant_named(conn, tenant), tenant)]
     else:
         with conn.transaction():
             tenants = [(r[0], r[1]) for r in conn.execute("SELECT id, name FROM tenants ORDER BY name")]
