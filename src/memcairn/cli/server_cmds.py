@@ -1,14 +1,20 @@
-"""`memcairn server`: the team server in the foreground, and its API keys (`memcairn server keys ...`)."""
+"""`memcairn server`: the team server in the foreground, its API keys (`memcairn server keys ...`) and its ingest
+queue (`memcairn server queue ...`)."""
 
 from __future__ import annotations
 
 import sys
-from typing import Any
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from memcairn.cli.common import emit_json
 from memcairn.config import memcairn_home
+
+if TYPE_CHECKING:
+    import psycopg
 
 _DATABASE = click.option("--database", metavar="URL", envvar="MEMCAIRN_SERVER_DATABASE",
                          help="postgresql://... of an existing PostgreSQL (default: the embedded one under "
@@ -54,6 +60,17 @@ def keys_group() -> None:
     """API keys: shown once at creation, stored as HMAC under the server secret in MEMCAIRN_HOME."""
 
 
+@contextmanager
+def _owner_connection(given: str | None) -> Iterator[psycopg.Connection]:
+    """A connection as the owner of the server's database (``--database``, else the embedded one, started for
+    the command when no server runs): what the keys and queue commands work through."""
+    from memcairn.pgstore import db
+    from memcairn.server.run import owner_database
+
+    with owner_database(memcairn_home(), _database(given)) as owner, db.connect(owner) as conn:
+        yield conn
+
+
 def _database(given: str | None) -> str | None:
     """A keys command's own --database, else the one given to `memcairn server` before it."""
     if given:
@@ -91,14 +108,13 @@ def keys_create(tenant: str, scopes: str, project: str | None, expires: str | No
     \b
         memcairn server keys create --tenant acme --scope memories:read --project api --expires 90d --json
     """
-    from memcairn.pgstore import db, keys
+    from memcairn.pgstore import keys
     from memcairn.pgstore.secret import load_or_create_secret
-    from memcairn.server.run import owner_database
 
     scope_list = keys.parse_scopes(scopes)
     expires_at = keys.parse_expiry(expires)
     home = memcairn_home()
-    with owner_database(home, _database(database)) as owner, db.connect(owner) as conn:
+    with _owner_connection(database) as conn:
         made = keys.create_key(conn, load_or_create_secret(home), tenant, scopes=scope_list, project=project,
                                expires_at=expires_at, label=label)
     _emit_key(made, as_json)
@@ -116,10 +132,9 @@ def keys_list(tenant: str | None, as_json: bool, database: str | None) -> None:
     \b
         memcairn server keys list --tenant acme
     """
-    from memcairn.pgstore import db, keys
-    from memcairn.server.run import owner_database
+    from memcairn.pgstore import keys
 
-    with owner_database(memcairn_home(), _database(database)) as owner, db.connect(owner) as conn:
+    with _owner_connection(database) as conn:
         found = keys.list_keys(conn, tenant)
     if as_json:
         emit_json(found)
@@ -142,10 +157,9 @@ def keys_revoke(key_id: str, database: str | None) -> None:
     \b
         memcairn server keys revoke 5f4ca7257fd7
     """
-    from memcairn.pgstore import db, keys
-    from memcairn.server.run import owner_database
+    from memcairn.pgstore import keys
 
-    with owner_database(memcairn_home(), _database(database)) as owner, db.connect(owner) as conn:
+    with _owner_connection(database) as conn:
         keys.revoke_key(conn, key_id)
     click.echo(f"revoked {key_id}")
 
@@ -162,12 +176,11 @@ def keys_rotate(key_id: str, as_json: bool, database: str | None) -> None:
     \b
         memcairn server keys rotate 5f4ca7257fd7 --json
     """
-    from memcairn.pgstore import db, keys
+    from memcairn.pgstore import keys
     from memcairn.pgstore.secret import load_or_create_secret
-    from memcairn.server.run import owner_database
 
     home = memcairn_home()
-    with owner_database(home, _database(database)) as owner, db.connect(owner) as conn:
+    with _owner_connection(database) as conn:
         made = keys.rotate_key(conn, load_or_create_secret(home), key_id)
     _emit_key({**made, "project": None}, as_json)
 
@@ -203,10 +216,9 @@ def queue_status(tenant: str | None, limit: int, as_json: bool, database: str | 
         memcairn server queue status --tenant acme
     """
     from memcairn.fence import clean_line
-    from memcairn.pgstore import db, ingest_admin
-    from memcairn.server.run import owner_database
+    from memcairn.pgstore import ingest_admin
 
-    with owner_database(memcairn_home(), _database(database)) as owner, db.connect(owner) as conn:
+    with _owner_connection(database) as conn:
         found = ingest_admin.status(conn, tenant, limit=limit)
     if as_json:
         emit_json(found.as_dict())
@@ -243,10 +255,9 @@ def queue_retry(tenant: str | None, ids: tuple[int, ...], as_json: bool, databas
     \b
         memcairn server queue retry --tenant acme --id 812 --id 813
     """
-    from memcairn.pgstore import db, ingest_admin
-    from memcairn.server.run import owner_database
+    from memcairn.pgstore import ingest_admin
 
-    with owner_database(memcairn_home(), _database(database)) as owner, db.connect(owner) as conn:
+    with _owner_connection(database) as conn:
         retried = ingest_admin.retry(conn, tenant, ids)
     if as_json:
         emit_json({"retried": retried})
@@ -272,13 +283,12 @@ def queue_purge(failed: bool, tenant: str | None, ids: tuple[int, ...], yes: boo
     \b
         memcairn server queue purge --failed --tenant acme --id 812 --yes
     """
-    from memcairn.pgstore import db, ingest_admin
-    from memcairn.server.run import owner_database
+    from memcairn.pgstore import ingest_admin
 
     if not failed:
         raise click.UsageError("only failed jobs can be purged: say --failed (waiting ones are stored by the "
                                "server's consumers)")
-    with owner_database(memcairn_home(), _database(database)) as owner, db.connect(owner) as conn:
+    with _owner_connection(database) as conn:
         if not yes:  # nothing is asked when nothing has failed (the purge below then changes nothing)
             count = len(ids) or sum(t.failed for t in ingest_admin.status(conn, tenant, limit=0).tenants)
             which = (f"failed job{'' if len(ids) == 1 else 's'} {', '.join(map(str, ids))}" if ids

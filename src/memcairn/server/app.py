@@ -168,9 +168,8 @@ def forget_events(request: Request, call: Call) -> Any:
         raise ApiError(400, "invalid", "replacements must be a list as long as events (an event or null each)")
     ready: list[tuple[Prepared, Prepared | None]] = []
     for n, (event, new) in enumerate(zip(events, replacements, strict=True)):
-        old = _content(state, call, event, f"events[{n}]")
-        assert old is not None
-        ready.append((old, _content(state, call, new, f"replacements[{n}]") if new is not None else None))
+        ready.append((_content(state, call, event, f"events[{n}]"),
+                      _content(state, call, new, f"replacements[{n}]") if new is not None else None))
     results = []
     for old, new in ready:
         try:
