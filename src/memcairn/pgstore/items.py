@@ -38,6 +38,7 @@ from memcairn.pgstore.audit import Actor, audit, audit_actor
 from memcairn.pgstore.backlog import vector_literal
 from memcairn.pgstore.db import Pool, tenant_transaction
 from memcairn.pgstore.keyword import KeywordLeg, TtlCache, in_projects
+from memcairn.pgstore.keyword_memo import KeywordMemo
 from memcairn.search import relevance
 from memcairn.search.fusion import fuse, order_ids
 from memcairn.store import fts
@@ -96,7 +97,7 @@ class TeamStore:
     """Tenant-scoped reads and writes over a pool of ``memcairn_app`` connections."""
 
     def __init__(self, pool: Pool, embedder: Embedder | None = None, *, exact_below: int = EXACT_BELOW,
-                 query_cache: int = QUERY_CACHE, fusion: str = "minmax") -> None:
+                 query_cache: int = QUERY_CACHE, fusion: str = "minmax", keyword_memo: bool = True) -> None:
         if fusion not in ("minmax", "rrf"):
             raise ValueError(f"unknown fusion {fusion!r}; use minmax or rrf")
         self.pool = pool
@@ -105,7 +106,8 @@ class TeamStore:
         self.exact_below = exact_below
         self.written = threading.Event()  # set after a commit that stored a new item (wakes the embedding task)
         self._query_vectors: Lru[tuple[int, str], tuple[list[float], str]] = Lru(query_cache)
-        self.keyword = KeywordLeg()
+        # the keyword leg ranks from the projects' postings kept in this process (``pgstore/keyword_memo.py``)
+        self.keyword = KeywordLeg(memo=KeywordMemo() if keyword_memo else None)
         self._exact = TtlCache(PLAN_TTL)  # (tenant, projects) -> whether their vectors are scanned exactly
         self._project_of = TtlCache(PROJECT_TTL)  # (tenant, project name) -> its id
 

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 import psycopg
 
+from memcairn.pgstore.keyword_memo import KeywordMemo, ProjectPostings
 from memcairn.store import fts
 
 KEYWORD_CAP = 10_000  # matching rows ranked at most, the newest (as the local RANK_CAP)
@@ -117,8 +118,9 @@ class KeywordLeg:
     """Ranks a query's keyword matches in a tenant's projects (one per ``TeamStore``)."""
 
     def __init__(self, *, cap: int = KEYWORD_CAP, rescore: int = RESCORE_TOP, budget: int = fts.RANK_BUDGET,
-                 ttl: float = STATS_TTL, scan_below: int = SCAN_BELOW) -> None:
+                 ttl: float = STATS_TTL, scan_below: int = SCAN_BELOW, memo: KeywordMemo | None = None) -> None:
         self.cap, self.rescore, self.budget, self.scan_below = cap, rescore, budget, scan_below
+        self.memo = memo  # the projects' postings in memory: every match ranked by BM25 without a statement
         self._cache = TtlCache(ttl)
         self._lexemes: dict[str, str] = {}  # word -> its lexeme ('' for a stopword)
 
@@ -145,10 +147,32 @@ class KeywordLeg:
 
     def candidates(self, cur: psycopg.Cursor, tenant_id: int, project_ids: Sequence[int], query: str,
                    ids: Sequence[int]) -> tuple[dict[int, int], fts.QueryTerms]:
-        """What fusion's order and the relevance floor need of a search's candidates ``ids``, in one statement:
-        each one's creation time (an id gone, or outside the projects, is left out) and ``query_terms``."""
+        """What fusion's order and the relevance floor need of a search's candidates ``ids``, in one statement
+        (none when the projects' postings are in memory): each one's creation time (an id gone, or outside the
+        projects, is left out) and ``query_terms``."""
         words, lexemes = self.words(cur, query)
         wanted = sorted({lexemes[w] for w in words})
+        copies = self.memo.current(cur, tenant_id, project_ids) if self.memo is not None and project_ids else None
+        if copies is not None:
+            created, by_lexeme = _evidence(copies, ids, wanted)
+            missing = [i for i in ids if i not in created]  # stored after the copies were brought up to date
+            if missing:
+                more, also = self._evidence_sql(cur, tenant_id, project_ids, missing, wanted)
+                created.update(more)
+                for lexeme, held in also.items():
+                    by_lexeme[lexeme] |= held
+            stats = _copies_stats(copies, words, lexemes)
+        else:
+            created, by_lexeme = self._evidence_sql(cur, tenant_id, project_ids, ids, wanted)
+            stats = self.stats(cur, tenant_id, project_ids, words) if words and project_ids else Stats(0, 0.0, {})
+        if not words or not project_ids:
+            return created, fts.QueryTerms(tuple(words), tuple(0 for _ in words), 0, {w: set() for w in words})
+        return created, fts.QueryTerms(tuple(words), tuple(stats.holding.get(w, 0) for w in words), stats.rows,
+                                       {w: by_lexeme[lexemes[w]] for w in words})
+
+    @staticmethod
+    def _evidence_sql(cur: psycopg.Cursor, tenant_id: int, project_ids: Sequence[int], ids: Sequence[int],
+                      wanted: list[str]) -> tuple[dict[int, int], dict[str, set[int]]]:
         created: dict[int, int] = {}
         by_lexeme: dict[str, set[int]] = {lexeme: set() for lexeme in wanted}
         if ids and project_ids:
@@ -162,11 +186,7 @@ class KeywordLeg:
                 created[int(item_id)] = int(epoch)
                 for n in held:
                     by_lexeme[wanted[int(n) - 1]].add(int(item_id))
-        if not words or not project_ids:
-            return created, fts.QueryTerms(tuple(words), tuple(0 for _ in words), 0, {w: set() for w in words})
-        stats = self.stats(cur, tenant_id, project_ids, words)
-        return created, fts.QueryTerms(tuple(words), tuple(stats.holding.get(w, 0) for w in words), stats.rows,
-                                       {w: by_lexeme[lexemes[w]] for w in words})
+        return created, by_lexeme
 
     def stats(self, cur: psycopg.Cursor, tenant_id: int, project_ids: Sequence[int], words: Sequence[str]) -> Stats:
         scope = (tenant_id, tuple(sorted(project_ids)))
@@ -206,6 +226,9 @@ class KeywordLeg:
         words, lexemes = self.words(cur, query)
         if not words or not project_ids:
             return []
+        copies = self.memo.current(cur, tenant_id, project_ids) if self.memo is not None else None
+        if copies is not None:
+            return self._rank_copies(cur, tenant_id, copies, words, lexemes, limit)
         stats = self.stats(cur, tenant_id, project_ids, words)
         plan = fts.plan_terms(" ".join(words), stats.rows, lambda ws: [stats.holding.get(w, 0) for w in ws],
                               self.budget)
@@ -249,6 +272,56 @@ class KeywordLeg:
         scored.sort(key=lambda hit: (-hit[1], -hit[0]))
         return scored[:limit]
 
+    def _rank_copies(self, cur: psycopg.Cursor, tenant_id: int, copies: list[ProjectPostings], words: list[str],
+                     lexemes: dict[str, str], limit: int) -> list[tuple[int, float]]:
+        """``rank`` over the projects' postings in memory: the same plan and BM25, over every match (the newest
+        ``cap``) rather than the best ``rescore`` by ``ts_rank``, from statistics as of this request. Only the
+        phrase needs the database (its words' positions): the rows holding all its words are matched in one
+        statement, which also counts the phrase's rows for its idf."""
+        stats = _copies_stats(copies, words, lexemes)
+        plan = fts.plan_terms(" ".join(words), stats.rows, lambda ws: [stats.holding.get(w, 0) for w in ws],
+                              self.budget)
+        if plan is None:
+            return []
+        needed = list(dict.fromkeys(lexemes[w] for w in (*plan.any_of, *plan.all_of)))
+        any_of = {lexemes[w] for w in plan.any_of}
+        all_of = {lexemes[w] for w in plan.all_of}
+        found: list[tuple[int, int, dict[str, float]]] = []  # (item id, length, lexeme -> weighted occurrences)
+        for copy in copies:
+            per_row: dict[int, dict[str, float]] = {}
+            for lexeme in needed:
+                for row, f in copy.matches(lexeme):
+                    per_row.setdefault(row, {})[lexeme] = f
+            for row, f in per_row.items():
+                if not any_of.isdisjoint(f) or (all_of and all_of <= f.keys()):
+                    found.append((copy.ids[row], copy.lengths[row], f))
+        if len(found) > self.cap:
+            found = sorted(found, key=lambda hit: -hit[0])[:self.cap]
+        in_phrase: set[int] = set()
+        phrase_idf = 0.0
+        if plan.phrase is not None:
+            words_of_phrase = {lexemes[w] for w in plan.phrase.split()}
+            holders = [item_id for item_id, _, f in found if words_of_phrase <= f.keys()]
+            if holders:
+                phrase = " <-> ".join(_quoted(w) for w in plan.phrase.split())
+                in_phrase = {int(r[0]) for r in cur.execute(
+                    "SELECT id FROM items WHERE tenant_id = %s AND id = ANY(%s) AND fts @@ to_tsquery('english', %s)",
+                    (tenant_id, holders, phrase)).fetchall()}
+                phrase_idf = idf(stats.rows, len(in_phrase))
+        mean = stats.mean_words or 1.0
+        weight = {w: idf(stats.rows, stats.holding.get(w, 0)) for w in (*plan.any_of, *plan.all_of)}
+        scored = []
+        for item_id, length, f in found:
+            norm = K1 * (1.0 - B + B * float(length) / mean)
+            score = sum(weight[w] * _saturated(f.get(lexemes[w], 0.0), norm) for w in plan.any_of)
+            if plan.all_of and all(f.get(lexemes[w], 0.0) > 0 for w in plan.all_of):
+                score += sum(weight[w] * _saturated(f[lexemes[w]], norm) for w in plan.all_of)
+            if item_id in in_phrase:
+                score += phrase_idf * _saturated(1.0, norm)
+            scored.append((int(item_id), score))
+        scored.sort(key=lambda hit: (-hit[1], -hit[0]))
+        return scored[:limit]
+
     def _phrase_rows(self, cur: psycopg.Cursor, tenant_id: int, project_ids: Sequence[int], phrase: str) -> int:
         key = ("phrase", tenant_id, tuple(sorted(project_ids)), phrase)
         known = self._cache.get(key)
@@ -260,6 +333,33 @@ class KeywordLeg:
             known = int(row[0]) if row else 0
             self._cache.put(key, known)
         return int(known)  # type: ignore[call-overload]
+
+
+def _copies_stats(copies: Sequence[ProjectPostings], words: Sequence[str], lexemes: dict[str, str]) -> Stats:
+    rows = sum(c.rows for c in copies)
+    return Stats(rows, sum(c.words for c in copies) / rows if rows else 0.0,
+                 {w: sum(c.holding(lexemes[w]) for c in copies) for w in words})
+
+
+def _evidence(copies: Sequence[ProjectPostings], ids: Sequence[int],
+              wanted: Sequence[str]) -> tuple[dict[int, int], dict[str, set[int]]]:
+    """``_evidence_sql`` answered by the copies: the creation time of each of ``ids`` they hold, and which of them
+    hold each lexeme."""
+    created: dict[int, int] = {}
+    for item_id in ids:
+        for copy in copies:
+            epoch = copy.epoch_of(int(item_id))
+            if epoch is not None:
+                created[int(item_id)] = epoch
+                break
+    by_lexeme: dict[str, set[int]] = {}
+    for lexeme in wanted:
+        held = by_lexeme[lexeme] = set()
+        for copy in copies:
+            for row, _ in copy.matches(lexeme):
+                if copy.ids[row] in created:
+                    held.add(copy.ids[row])
+    return created, by_lexeme
 
 
 def _saturated(f: float, norm: float) -> float:

@@ -104,11 +104,13 @@ class MoveReport:
 
 
 def columns_of(conn: psycopg.Connection) -> dict[str, list[str]]:
-    """Table -> the columns a copy carries (generated ones, ``items.fts``, are computed again on the target),
-    for every table of ``TABLES`` in one catalogue query."""
+    """Table -> the columns a copy carries (generated ones, ``items.fts``, are computed again on the target, and
+    a change's ``xid`` names a transaction of the source cluster: the target's copy gets the moving one's), for
+    every table of ``TABLES`` in one catalogue query."""
     rows = conn.execute("SELECT c.relname, a.attname FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid"
                         " JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'public'"
                         " AND c.relname = ANY(%s) AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''"
+                        " AND NOT (c.relname = 'changes' AND a.attname = 'xid')"
                         " ORDER BY c.relname, a.attnum", ([t.name for t in TABLES],)).fetchall()
     out: dict[str, list[str]] = defaultdict(list)
     for table, column in rows:

@@ -1,0 +1,126 @@
+"""The team store's keyword postings kept in memory, on a real PostgreSQL: they rank as the SQL leg ranks (the same
+scores where SQL re-scores every match, every match where it re-scores only the best by ``ts_rank``), answer the
+relevance floor's evidence, and stay current with writes of other connections, including a write that commits
+after a later one (sequence numbers are not handed out in commit order)."""
+
+from __future__ import annotations
+
+import pytest
+from test_pgstore import tenant
+
+from memcairn.models import NewItem
+from memcairn.pgstore import db
+from memcairn.pgstore.items import TeamStore, prepare
+from memcairn.pgstore.keyword import KeywordLeg
+from memcairn.pgstore.keyword_memo import KeywordMemo
+
+pytestmark = pytest.mark.timeout(120)
+
+QUERIES = ["cache eviction", "deploy hamster", "retry queue timeout", "the cache", "hamster", "wheel office deploy",
+           "eviction policy for the cache", "nothing matches this zzz"]
+
+
+def note(title: str, text: str, project: str = "api") -> NewItem:
+    return NewItem(project=project, kind="manual", title=title, text=text)
+
+
+def corpus(team: TeamStore, acme: int) -> list[int]:
+    texts = [("cache eviction", "the LRU cache evicts the oldest entry"), ("deploy log", "deploy step finished"),
+             ("Pets", "the office hamster got a new wheel; nothing to deploy"), ("retry", "the queue retries on timeout"),
+             ("cache cache", "cache cache cache warm"), ("eviction policy", "policy: evict by size, then by age"),
+             ("deploy deploy", "deploy deploy deploy again"), ("timeout", "raise the queue timeout to 30 s")]
+    ids = [team.add(acme, note(t, x)).id for t, x in texts]
+    ids += [team.add(acme, note(f"build log {n}", f"build step {n} done, cache warm")).id for n in range(12)]
+    team.add(acme, note("hamster", "hamster cache eviction elsewhere", project="web"))
+    return ids
+
+
+def ranked(team: TeamStore, leg: KeywordLeg, acme: int, query: str, project: str = "api") -> list[tuple[int, float]]:
+    with team.pool.connection() as conn, db.tenant_transaction(conn, acme) as cur:
+        return leg.rank(cur, acme, team.project_ids(acme, [project]), query, 50)
+
+
+def test_the_copies_rank_as_the_sql_leg_where_it_rescores_every_match(pg_database: str, team: TeamStore) -> None:
+    acme = tenant(pg_database)
+    corpus(team, acme)
+    sql, memo = KeywordLeg(), KeywordLeg(memo=KeywordMemo())
+    for query in QUERIES:
+        expected, got = ranked(team, sql, acme, query), ranked(team, memo, acme, query)
+        assert [i for i, _ in got] == [i for i, _ in expected], query
+        assert [s for _, s in got] == pytest.approx([s for _, s in expected], rel=1e-9), query
+    # the relevance floor's evidence: the same creation times, rows and holders, none of it read again in SQL
+    with team.pool.connection() as conn, db.tenant_transaction(conn, acme) as cur:
+        api = team.project_ids(acme, ["api"])
+        ids = [i for i, _ in sql.rank(cur, acme, api, "cache eviction", 50)] + [999_999]
+        assert memo.candidates(cur, acme, api, "cache eviction", ids) == sql.candidates(cur, acme, api,
+                                                                                        "cache eviction", ids)
+
+
+def test_the_copies_rank_every_match_where_sql_rescores_only_the_best_by_ts_rank(pg_database: str,
+                                                                                 team: TeamStore) -> None:
+    """``ts_rank`` has no idf: rows repeating a common word come first, and the one row holding the rare word
+    falls outside the few SQL re-scores. BM25 over every match puts that row first."""
+    acme = tenant(pg_database)
+    loud = [team.add(acme, note(f"deploy {n}", "deploy deploy deploy " * 3)).id for n in range(6)]
+    rare = team.add(acme, note("Pets", "the office hamster; nothing to deploy")).id
+    for n in range(20):
+        team.add(acme, note(f"build {n}", f"build step {n}"))
+    few = ranked(team, KeywordLeg(rescore=3), acme, "deploy hamster")
+    every = ranked(team, KeywordLeg(rescore=3, memo=KeywordMemo()), acme, "deploy hamster")
+    assert rare not in [i for i, _ in few] and set(i for i, _ in few) <= set(loud)
+    assert every[0][0] == rare and {i for i, _ in every} == {rare, *loud}
+
+
+def test_the_copies_follow_writes_and_forgets_of_other_connections(pg_database: str, team: TeamStore) -> None:
+    acme = tenant(pg_database)
+    ids = corpus(team, acme)
+    leg = KeywordLeg(memo=KeywordMemo())
+    assert ranked(team, leg, acme, "cache eviction")  # the project's copy is read
+    added = team.add(acme, note("cache eviction again", "a newer note on cache eviction")).id
+    assert team.forget(acme, ids[0])
+    got = [i for i, _ in ranked(team, leg, acme, "cache eviction")]
+    assert got == [i for i, _ in ranked(team, KeywordLeg(), acme, "cache eviction")]
+    assert added in got and ids[0] not in got
+    with team.pool.connection() as conn, db.tenant_transaction(conn, acme) as cur:
+        stats = leg.candidates(cur, acme, team.project_ids(acme, ["api"]), "cache", [added])[1]
+        assert stats.holding == {"cache": {added}} and stats.total == len(ids)  # one stored, one forgotten
+    assert leg.memo is not None and leg.memo.stats() == {"projects": 1, "rows": len(ids) + 1}
+
+
+def test_a_write_that_commits_after_a_later_one_is_not_missed(pg_database: str, team: TeamStore) -> None:
+    """The earlier write takes the lower change number but commits last: a reader that only asked for numbers
+    above the highest it saw would never see it."""
+    acme = tenant(pg_database)
+    corpus(team, acme)
+    leg = KeywordLeg(memo=KeywordMemo())
+    assert ranked(team, leg, acme, "zebra") == []
+    with team.pool.connection() as slow_conn, db.tenant_transaction(slow_conn, acme) as slow:
+        early = team.insert(slow, acme, prepare(note("zebra early", "a zebra crossing")), pin=None, revive=False,
+                            actor=None).id
+        late = team.add(acme, note("zebra late", "another zebra")).id
+        assert late > early
+        assert [i for i, _ in ranked(team, leg, acme, "zebra")] == [late]  # the early one is not committed yet
+    assert {i for i, _ in ranked(team, leg, acme, "zebra")} == {early, late}
+
+
+def test_over_the_row_budget_the_sql_leg_answers_and_a_large_backlog_reads_the_project_again(
+        pg_database: str, team: TeamStore) -> None:
+    acme = tenant(pg_database)
+    corpus(team, acme)
+    small = KeywordLeg(memo=KeywordMemo(max_rows=5))
+    assert ranked(team, small, acme, "cache eviction") == ranked(team, KeywordLeg(), acme, "cache eviction")
+    assert small.memo is not None and small.memo.stats()["projects"] == 0
+    leg = KeywordLeg(memo=KeywordMemo(max_applied=3))
+    ranked(team, leg, acme, "cache")
+    for n in range(5):
+        team.add(acme, note(f"cache batch {n}", "cache import"))
+    assert ranked(team, leg, acme, "cache import") == ranked(team, KeywordLeg(), acme, "cache import")
+
+
+def test_a_tenant_copy_holds_only_its_own_rows(pg_database: str, team: TeamStore) -> None:
+    acme, other = tenant(pg_database), tenant(pg_database, "other")
+    mine = team.add(acme, note("hamster wheel", "the hamster runs")).id
+    theirs = team.add(other, note("hamster wheel", "the hamster runs")).id
+    leg = KeywordLeg(memo=KeywordMemo())
+    assert [i for i, _ in ranked(team, leg, acme, "hamster")] == [mine]
+    assert [i for i, _ in ranked(team, leg, other, "hamster")] == [theirs]
