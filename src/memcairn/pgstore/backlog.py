@@ -101,12 +101,15 @@ def embed_batch(pool: Pool, embedder: Embedder, limit: int = BATCH) -> int:
                     cur.execute("DELETE FROM item_vectors WHERE tenant_id = %s AND item_id = ANY(%s)",
                                 (tenant_id, mine))
                     new = [(i, n, vec) for i in mine for n, vec in chunks[i]]
+                    # with a change per item, which the servers' copies of its project follow
                     cur.execute(
-                        "INSERT INTO item_vectors (item_id, chunk, tenant_id, project_id, embedding)"
+                        "WITH written AS (INSERT INTO item_vectors (item_id, chunk, tenant_id, project_id, embedding)"
                         " SELECT v.id, v.chunk, i.tenant_id, i.project_id, v.vec::vector"
                         " FROM unnest(%s::bigint[], %s::smallint[], %s::text[]) AS v(id, chunk, vec)"
-                        " JOIN items i ON i.id = v.id AND i.tenant_id = %s",
-                        ([r[0] for r in new], [r[1] for r in new], [r[2] for r in new], tenant_id))
+                        " JOIN items i ON i.id = v.id AND i.tenant_id = %s RETURNING item_id, project_id)"
+                        " INSERT INTO changes (tenant_id, project_id, item_id, op)"
+                        " SELECT DISTINCT %s::bigint, project_id, item_id, 'embedded' FROM written",
+                        ([r[0] for r in new], [r[1] for r in new], [r[2] for r in new], tenant_id, tenant_id))
                 # settled: embedded now, or no longer there for this tenant (forgotten, or a stale row)
                 cur.execute("DELETE FROM embedding_backlog WHERE tenant_id = %s AND item_id = ANY(%s)",
                             (tenant_id, ids))

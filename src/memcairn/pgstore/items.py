@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
 import psycopg
 
 from memcairn.capture.privacy import redact_secrets, strip_private
@@ -38,7 +39,7 @@ from memcairn.pgstore.audit import Actor, audit, audit_actor
 from memcairn.pgstore.backlog import vector_literal
 from memcairn.pgstore.db import Pool, tenant_transaction
 from memcairn.pgstore.keyword import KeywordLeg, TtlCache, in_projects
-from memcairn.pgstore.keyword_memo import KeywordMemo
+from memcairn.pgstore.project_copies import ProjectCopies
 from memcairn.search import relevance
 from memcairn.search.fusion import fuse, order_ids
 from memcairn.store import fts
@@ -97,7 +98,7 @@ class TeamStore:
     """Tenant-scoped reads and writes over a pool of ``memcairn_app`` connections."""
 
     def __init__(self, pool: Pool, embedder: Embedder | None = None, *, exact_below: int = EXACT_BELOW,
-                 query_cache: int = QUERY_CACHE, fusion: str = "minmax", keyword_memo: bool = True) -> None:
+                 query_cache: int = QUERY_CACHE, fusion: str = "minmax", copies: bool = True) -> None:
         if fusion not in ("minmax", "rrf"):
             raise ValueError(f"unknown fusion {fusion!r}; use minmax or rrf")
         self.pool = pool
@@ -106,8 +107,9 @@ class TeamStore:
         self.exact_below = exact_below
         self.written = threading.Event()  # set after a commit that stored a new item (wakes the embedding task)
         self._query_vectors: Lru[tuple[int, str], tuple[list[float], str]] = Lru(query_cache)
-        # the keyword leg ranks from the projects' postings kept in this process (``pgstore/keyword_memo.py``)
-        self.keyword = KeywordLeg(memo=KeywordMemo() if keyword_memo else None)
+        # both legs rank from the projects' postings and vectors kept in this process (``pgstore/project_copies.py``)
+        self.copies = ProjectCopies() if copies else None
+        self.keyword = KeywordLeg(copies=self.copies)
         self._exact = TtlCache(PLAN_TTL)  # (tenant, projects) -> whether their vectors are scanned exactly
         self._project_of = TtlCache(PROJECT_TTL)  # (tenant, project name) -> its id
 
@@ -379,12 +381,14 @@ class TeamStore:
 
     def changes(self, tenant_id: int, after: int, project_ids: Sequence[int] | None, limit: int = 100
                 ) -> list[dict[str, Any]]:
-        """Changes after sequence number ``after``, oldest first, in the projects (all when None)."""
+        """Memories stored and forgotten after sequence number ``after``, oldest first, in the projects (all when
+        None)."""
         with self.pool.connection() as conn, tenant_transaction(conn, tenant_id) as cur:
             rows = cur.execute(
                 "SELECT c.seq, c.op, c.item_id, p.name, (extract(epoch FROM c.at) * 1000)::bigint FROM changes c"
                 " JOIN projects p ON p.id = c.project_id AND p.tenant_id = c.tenant_id"
-                " WHERE c.tenant_id = %s AND c.seq > %s AND (%s::bigint[] IS NULL OR c.project_id = ANY(%s))"
+                " WHERE c.tenant_id = %s AND c.seq > %s AND c.op <> 'embedded'"
+                " AND (%s::bigint[] IS NULL OR c.project_id = ANY(%s))"
                 " ORDER BY c.seq LIMIT %s",
                 (tenant_id, after, None if project_ids is None else list(project_ids),
                  None if project_ids is None else list(project_ids), limit)).fetchall()
@@ -444,7 +448,8 @@ class TeamStore:
                      limit: int) -> list[tuple[int, float]]:
         if self.embedder is None or not query.strip():
             return []
-        return self.nearest(cur, tenant_id, project_ids, self._query(tenant_id, query)[1], limit)
+        vector, literal = self._query(tenant_id, query)
+        return self.nearest(cur, tenant_id, project_ids, vector if self.copies is not None else literal, limit)
 
     def query_vector(self, tenant_id: int, query: str) -> list[float]:
         """The query's embedding, from a small LRU when this tenant asked the same query lately (an agent
@@ -464,9 +469,17 @@ class TeamStore:
 
     def nearest(self, cur: psycopg.Cursor, tenant_id: int, project_ids: list[int],
                 vector: Sequence[float] | str, limit: int) -> list[tuple[int, float]]:
-        """(id, cosine similarity of its best chunk) of the nearest items, best first: an
-        exact scan when the projects hold fewer than ``exact_below`` vectors, else the HNSW index with iterative
-        scan (asked for ``CHUNKS_PER_ITEM`` chunks an item, each item kept at its best)."""
+        """(id, cosine similarity of its best chunk) of the nearest items, best first: from the projects' vectors
+        in this process's copies (``vector`` a sequence of numbers), else in SQL: an exact scan when the projects
+        hold fewer than ``exact_below`` vectors, else the HNSW index with iterative scan (asked for
+        ``CHUNKS_PER_ITEM`` chunks an item, each item kept at its best)."""
+        if self.copies is not None and not isinstance(vector, str):
+            copies = self.copies.current(cur, tenant_id, project_ids, vectors=True)
+            if copies is not None:
+                query = np.asarray(vector, np.float32)
+                query /= float(np.linalg.norm(query)) or 1.0
+                hits = [hit for c in copies for hit in c.vectors.nearest(query, limit)]  # type: ignore[union-attr]
+                return sorted(hits, key=lambda hit: (-hit[1], -hit[0]))[:limit]
         literal = vector if isinstance(vector, str) else vector_literal(vector)  # str: a literal already
         scope = (tenant_id, tuple(sorted(project_ids)))
         known = self._exact.get(scope)

@@ -22,6 +22,10 @@ candidates re-scored with BM25 from per-project statistics.
    adds its idf at one occurrence. ``ts_rank`` alone ranks otherwise than BM25: it has no idf, so a row
    repeating a common word outranks one holding the rare word the query is about.
 
+A ``KeywordLeg`` given ``copies`` (``pgstore/project_copies.py``, a server's) ranks every match from the projects'
+postings in memory with the same plan and formula, and answers ``candidates`` from them too; the phrase alone is
+matched in SQL, on the rows holding all its words. Without copies, or over their limits, it ranks in SQL as above.
+
 Differences to the local store that remain: PostgreSQL's snowball stemmer and stopword list are not FTS5's
 porter and list; ``D`` counts stopwords as FTS5 does, but a lexeme keeps at most 256 positions; the phrase's
 occurrences are not counted.
@@ -37,7 +41,7 @@ from dataclasses import dataclass
 
 import psycopg
 
-from memcairn.pgstore.keyword_memo import KeywordMemo, ProjectPostings
+from memcairn.pgstore.project_copies import ProjectCopies, ProjectCopy
 from memcairn.store import fts
 
 KEYWORD_CAP = 10_000  # matching rows ranked at most, the newest (as the local RANK_CAP)
@@ -118,9 +122,9 @@ class KeywordLeg:
     """Ranks a query's keyword matches in a tenant's projects (one per ``TeamStore``)."""
 
     def __init__(self, *, cap: int = KEYWORD_CAP, rescore: int = RESCORE_TOP, budget: int = fts.RANK_BUDGET,
-                 ttl: float = STATS_TTL, scan_below: int = SCAN_BELOW, memo: KeywordMemo | None = None) -> None:
+                 ttl: float = STATS_TTL, scan_below: int = SCAN_BELOW, copies: ProjectCopies | None = None) -> None:
         self.cap, self.rescore, self.budget, self.scan_below = cap, rescore, budget, scan_below
-        self.memo = memo  # the projects' postings in memory: every match ranked by BM25 without a statement
+        self.copies = copies  # the projects' postings in memory: every match ranked by BM25 without a statement
         self._cache = TtlCache(ttl)
         self._lexemes: dict[str, str] = {}  # word -> its lexeme ('' for a stopword)
 
@@ -152,7 +156,7 @@ class KeywordLeg:
         projects, is left out) and ``query_terms``."""
         words, lexemes = self.words(cur, query)
         wanted = sorted({lexemes[w] for w in words})
-        copies = self.memo.current(cur, tenant_id, project_ids) if self.memo is not None and project_ids else None
+        copies = self.copies.current(cur, tenant_id, project_ids) if self.copies is not None and project_ids else None
         if copies is not None:
             created, by_lexeme = _evidence(copies, ids, wanted)
             missing = [i for i in ids if i not in created]  # stored after the copies were brought up to date
@@ -226,7 +230,7 @@ class KeywordLeg:
         words, lexemes = self.words(cur, query)
         if not words or not project_ids:
             return []
-        copies = self.memo.current(cur, tenant_id, project_ids) if self.memo is not None else None
+        copies = self.copies.current(cur, tenant_id, project_ids) if self.copies is not None else None
         if copies is not None:
             return self._rank_copies(cur, tenant_id, copies, words, lexemes, limit)
         stats = self.stats(cur, tenant_id, project_ids, words)
@@ -272,7 +276,7 @@ class KeywordLeg:
         scored.sort(key=lambda hit: (-hit[1], -hit[0]))
         return scored[:limit]
 
-    def _rank_copies(self, cur: psycopg.Cursor, tenant_id: int, copies: list[ProjectPostings], words: list[str],
+    def _rank_copies(self, cur: psycopg.Cursor, tenant_id: int, copies: list[ProjectCopy], words: list[str],
                      lexemes: dict[str, str], limit: int) -> list[tuple[int, float]]:
         """``rank`` over the projects' postings in memory: the same plan and BM25, over every match (the newest
         ``cap``) rather than the best ``rescore`` by ``ts_rank``, from statistics as of this request. Only the
@@ -335,13 +339,13 @@ class KeywordLeg:
         return int(known)  # type: ignore[call-overload]
 
 
-def _copies_stats(copies: Sequence[ProjectPostings], words: Sequence[str], lexemes: dict[str, str]) -> Stats:
+def _copies_stats(copies: Sequence[ProjectCopy], words: Sequence[str], lexemes: dict[str, str]) -> Stats:
     rows = sum(c.rows for c in copies)
     return Stats(rows, sum(c.words for c in copies) / rows if rows else 0.0,
                  {w: sum(c.holding(lexemes[w]) for c in copies) for w in words})
 
 
-def _evidence(copies: Sequence[ProjectPostings], ids: Sequence[int],
+def _evidence(copies: Sequence[ProjectCopy], ids: Sequence[int],
               wanted: Sequence[str]) -> tuple[dict[int, int], dict[str, set[int]]]:
     """``_evidence_sql`` answered by the copies: the creation time of each of ``ids`` they hold, and which of them
     hold each lexeme."""

@@ -287,14 +287,17 @@ ALTER TABLE items ADD COLUMN doc_tokens integer GENERATED ALWAYS AS (
 CREATE INDEX items_fts ON items USING gin (project_id, fts);
 """
 
-# The transaction that wrote each change (``xid``, 64 bits: never wraps): a change of a transaction that is no
-# longer running when a snapshot is taken is visible in it, so a reader that remembers the oldest transaction
-# still running at its last read (``pg_snapshot_xmin``) finds every change it has not seen among those of that
-# transaction or later, although sequence numbers are not handed out in commit order
-# (``pgstore/keyword_memo.py``).
+# Changes a process's copies of its projects follow (``pgstore/project_copies.py``):
+# - ``xid``: the transaction that wrote each change (64 bits: never wraps). A change of a transaction no longer
+#   running when a snapshot is taken is visible in it, so a reader that remembers the oldest transaction still
+#   running at its last read (``pg_snapshot_xmin``) finds every change it has not seen among those of that
+#   transaction or later, although sequence numbers are not handed out in commit order.
+# - ``embedded``: an item's vectors were written (whole); the SSE feed leaves these out.
 _M007 = """
 ALTER TABLE changes ADD COLUMN xid xid8 NOT NULL DEFAULT pg_current_xact_id();
 CREATE INDEX changes_tenant_xid ON changes (tenant_id, xid);
+ALTER TABLE changes DROP CONSTRAINT changes_op_check;
+ALTER TABLE changes ADD CONSTRAINT changes_op_check CHECK (op IN ('stored', 'forgotten', 'embedded'));
 """
 
 # (version, name, sql): applied in order, each in its own transaction with its record.
@@ -305,6 +308,6 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (4, "the backlog of items whose vector is still to be computed", _M004),
     (5, "the ingest queue of events and its jobs, claimed with FOR UPDATE SKIP LOCKED", _M005),
     (6, "vectors per chunk of an item; keyword text split at punctuation; words per item", _M006),
-    (7, "the transaction of each change, so a reader of the changes misses none committed out of order", _M007),
+    (7, "the transaction of each change (a reader misses none committed out of order); vectors written", _M007),
 )
 LATEST = MIGRATIONS[-1][0]

@@ -9,10 +9,11 @@ import pytest
 from test_pgstore import tenant
 
 from memcairn.models import NewItem
-from memcairn.pgstore import db
+from memcairn.pgstore import backlog, db
+from memcairn.pgstore.backlog import vector_literal
 from memcairn.pgstore.items import TeamStore, prepare
 from memcairn.pgstore.keyword import KeywordLeg
-from memcairn.pgstore.keyword_memo import KeywordMemo
+from memcairn.pgstore.project_copies import ProjectCopies
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -26,7 +27,8 @@ def note(title: str, text: str, project: str = "api") -> NewItem:
 
 def corpus(team: TeamStore, acme: int) -> list[int]:
     texts = [("cache eviction", "the LRU cache evicts the oldest entry"), ("deploy log", "deploy step finished"),
-             ("Pets", "the office hamster got a new wheel; nothing to deploy"), ("retry", "the queue retries on timeout"),
+             ("Pets", "the office hamster got a new wheel; nothing to deploy"),
+             ("retry", "the queue retries on timeout"),
              ("cache cache", "cache cache cache warm"), ("eviction policy", "policy: evict by size, then by age"),
              ("deploy deploy", "deploy deploy deploy again"), ("timeout", "raise the queue timeout to 30 s")]
     ids = [team.add(acme, note(t, x)).id for t, x in texts]
@@ -43,7 +45,7 @@ def ranked(team: TeamStore, leg: KeywordLeg, acme: int, query: str, project: str
 def test_the_copies_rank_as_the_sql_leg_where_it_rescores_every_match(pg_database: str, team: TeamStore) -> None:
     acme = tenant(pg_database)
     corpus(team, acme)
-    sql, memo = KeywordLeg(), KeywordLeg(memo=KeywordMemo())
+    sql, memo = KeywordLeg(), KeywordLeg(copies=ProjectCopies())
     for query in QUERIES:
         expected, got = ranked(team, sql, acme, query), ranked(team, memo, acme, query)
         assert [i for i, _ in got] == [i for i, _ in expected], query
@@ -66,7 +68,7 @@ def test_the_copies_rank_every_match_where_sql_rescores_only_the_best_by_ts_rank
     for n in range(20):
         team.add(acme, note(f"build {n}", f"build step {n}"))
     few = ranked(team, KeywordLeg(rescore=3), acme, "deploy hamster")
-    every = ranked(team, KeywordLeg(rescore=3, memo=KeywordMemo()), acme, "deploy hamster")
+    every = ranked(team, KeywordLeg(rescore=3, copies=ProjectCopies()), acme, "deploy hamster")
     assert rare not in [i for i, _ in few] and set(i for i, _ in few) <= set(loud)
     assert every[0][0] == rare and {i for i, _ in every} == {rare, *loud}
 
@@ -74,7 +76,7 @@ def test_the_copies_rank_every_match_where_sql_rescores_only_the_best_by_ts_rank
 def test_the_copies_follow_writes_and_forgets_of_other_connections(pg_database: str, team: TeamStore) -> None:
     acme = tenant(pg_database)
     ids = corpus(team, acme)
-    leg = KeywordLeg(memo=KeywordMemo())
+    leg = KeywordLeg(copies=ProjectCopies())
     assert ranked(team, leg, acme, "cache eviction")  # the project's copy is read
     added = team.add(acme, note("cache eviction again", "a newer note on cache eviction")).id
     assert team.forget(acme, ids[0])
@@ -84,7 +86,7 @@ def test_the_copies_follow_writes_and_forgets_of_other_connections(pg_database: 
     with team.pool.connection() as conn, db.tenant_transaction(conn, acme) as cur:
         stats = leg.candidates(cur, acme, team.project_ids(acme, ["api"]), "cache", [added])[1]
         assert stats.holding == {"cache": {added}} and stats.total == len(ids)  # one stored, one forgotten
-    assert leg.memo is not None and leg.memo.stats() == {"projects": 1, "rows": len(ids) + 1}
+    assert leg.copies is not None and leg.copies.stats() == {"projects": 1, "rows": len(ids) + 1, "vectors": 0}
 
 
 def test_a_write_that_commits_after_a_later_one_is_not_missed(pg_database: str, team: TeamStore) -> None:
@@ -92,7 +94,7 @@ def test_a_write_that_commits_after_a_later_one_is_not_missed(pg_database: str, 
     above the highest it saw would never see it."""
     acme = tenant(pg_database)
     corpus(team, acme)
-    leg = KeywordLeg(memo=KeywordMemo())
+    leg = KeywordLeg(copies=ProjectCopies())
     assert ranked(team, leg, acme, "zebra") == []
     with team.pool.connection() as slow_conn, db.tenant_transaction(slow_conn, acme) as slow:
         early = team.insert(slow, acme, prepare(note("zebra early", "a zebra crossing")), pin=None, revive=False,
@@ -107,10 +109,10 @@ def test_over_the_row_budget_the_sql_leg_answers_and_a_large_backlog_reads_the_p
         pg_database: str, team: TeamStore) -> None:
     acme = tenant(pg_database)
     corpus(team, acme)
-    small = KeywordLeg(memo=KeywordMemo(max_rows=5))
+    small = KeywordLeg(copies=ProjectCopies(max_rows=5))
     assert ranked(team, small, acme, "cache eviction") == ranked(team, KeywordLeg(), acme, "cache eviction")
-    assert small.memo is not None and small.memo.stats()["projects"] == 0
-    leg = KeywordLeg(memo=KeywordMemo(max_applied=3))
+    assert small.copies is not None and small.copies.stats()["projects"] == 0
+    leg = KeywordLeg(copies=ProjectCopies(max_applied=3))
     ranked(team, leg, acme, "cache")
     for n in range(5):
         team.add(acme, note(f"cache batch {n}", "cache import"))
@@ -121,6 +123,42 @@ def test_a_tenant_copy_holds_only_its_own_rows(pg_database: str, team: TeamStore
     acme, other = tenant(pg_database), tenant(pg_database, "other")
     mine = team.add(acme, note("hamster wheel", "the hamster runs")).id
     theirs = team.add(other, note("hamster wheel", "the hamster runs")).id
-    leg = KeywordLeg(memo=KeywordMemo())
+    leg = KeywordLeg(copies=ProjectCopies())
     assert [i for i, _ in ranked(team, leg, acme, "hamster")] == [mine]
     assert [i for i, _ in ranked(team, leg, other, "hamster")] == [theirs]
+
+
+def nearest(team: TeamStore, acme: int, query: str, vector: object, project: str = "api") -> list[tuple[int, float]]:
+    with team.pool.connection() as conn, db.tenant_transaction(conn, acme) as cur:
+        return team.nearest(cur, acme, team.project_ids(acme, [project]), vector, 10)  # type: ignore[arg-type]
+
+
+def test_the_copies_vectors_rank_as_the_exact_scan_and_follow_embeddings_and_forgets(pg_database: str,
+                                                                                       team: TeamStore) -> None:
+    acme = tenant(pg_database)
+    ids = corpus(team, acme)
+    long_one = team.add(acme, note("replica disk", "The disk on the replica filled up overnight. " * 40)).id
+    backlog.drain(team.pool, team.embedder)
+    probe = team.query_vector(acme, "the replica's disk is full")
+    literal = vector_literal(probe)
+    exact = nearest(team, acme, "", literal)  # a literal: the SQL scan
+    got = nearest(team, acme, "", probe)  # numbers: the copy
+    assert [i for i, _ in got] == [i for i, _ in exact] and got[0][0] == long_one
+    assert [s for _, s in got] == pytest.approx([s for _, s in exact], abs=1e-5)
+    assert team.copies is not None and team.copies.stats()["vectors"] > len(ids)  # the long one has chunks
+    # a memory embedded after the copy was read is found; a forgotten one is not
+    added = team.add(acme, note("replica disk again", "the replica's disk is full once more")).id
+    assert added not in [i for i, _ in nearest(team, acme, "", probe)]  # no vector yet
+    backlog.drain(team.pool, team.embedder)
+    assert team.forget(acme, long_one)
+    got = nearest(team, acme, "", probe)
+    assert got[0][0] == added and long_one not in [i for i, _ in got]
+    assert [i for i, _ in got] == [i for i, _ in nearest(team, acme, "", vector_literal(probe))]
+
+
+def test_the_change_feed_shows_stored_and_forgotten_memories_not_vectors(pg_database: str, team: TeamStore) -> None:
+    acme = tenant(pg_database)
+    item = team.add(acme, note("feed", "a memory for the feed")).id
+    backlog.drain(team.pool, team.embedder)
+    assert team.forget(acme, item)
+    assert [(c["op"], c["id"]) for c in team.changes(acme, 0, None)] == [("stored", item), ("forgotten", item)]
