@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from psycopg.conninfo import make_conninfo
 
@@ -61,3 +62,15 @@ def embedded_cluster() -> Iterator[Cluster]:
     finally:
         server.stop()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def search(team: Any, tenant_id: int, query: str, projects: list[str] | None = None, *, mode: str = "auto",
+           limit: int = 20, pin: int | None = None) -> list[dict[str, Any]]:
+    """A search as ``/v1/search`` runs it (``pgstore.search.search_tenant``), its hits as plain records."""
+    from memcairn.pgstore.search import search_tenant
+    from memcairn.search.request import SearchRequest
+
+    found = search_tenant(team, tenant_id, SearchRequest(query=query, projects=tuple(projects) if projects else None,
+                                                         mode=mode, limit=limit), pin=pin)
+    return [{"id": h.item.id, "title": h.item.title, "project": h.item.project, "session": h.item.session,
+             "legs": sorted(h.legs)} for h in found.hits]

@@ -9,14 +9,17 @@ from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
-from postgres_server import TEST_SECRET
+from postgres_server import TEST_SECRET, search
 
 from memcairn.errors import NotFoundError, SchemaTooNewError, ValidationError
-from memcairn.models import NewItem
+from memcairn.models import ItemFilter, NewItem
 from memcairn.pgstore import backlog, db, keys
+from memcairn.pgstore.adapter import TenantStore
 from memcairn.pgstore.items import TeamStore, nearest_sql
 from memcairn.pgstore.migrations import migrate
 from memcairn.pgstore.schema import LATEST
+from memcairn.pgstore.search import TenantSearch
+from memcairn.search.request import SearchRequest
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -143,16 +146,63 @@ def test_search_fuses_keyword_and_semantic_legs_within_the_tenant(pg_database: s
     team.add(acme, note("api", "Release checklist", "Tag, build the wheel, publish to the index"))
     team.add(other, note("api", "Retry uploads with exponential backoff", "the other tenant's copy"))
     backlog.drain(team.pool, team.embedder)
-    projects = team.project_ids(acme, ["api"])
-    hits = team.search(acme, "retry backoff", projects)
+    hits = search(team, acme, "retry backoff", ["api"])
     assert [h["id"] for h in hits][:1] == [retry.id] and set(hits[0]["legs"]) == {"keyword", "semantic"}
     assert all(h["project"] == "api" for h in hits) and len({h["id"] for h in hits}) == len(hits)
-    semantic = team.search(acme, "exponentially backing off on upload retry", projects, mode="semantic")
+    semantic = search(team, acme, "exponentially backing off on upload retry", ["api"], mode="semantic")
     assert [h["id"] for h in semantic] == [retry.id]
-    assert team.search(acme, "banana bread recipe", projects) == []  # under the similarity floor, no word shared
-    assert team.search(acme, "retry", team.project_ids(acme, ["nope"])) == []
-    with pytest.raises(ValidationError):
-        team.search(acme, "retry", projects, limit=0)
+    assert search(team, acme, "banana bread recipe", ["api"]) == []  # under the similarity floor, no word shared
+    assert search(team, acme, "retry", ["nope"]) == []
+
+
+def test_the_search_path_never_brings_back_a_forgotten_memory_another_tenants_or_one_outside_the_pin(
+        pg_database: str, team: TeamStore) -> None:
+    acme, other = tenant(pg_database, "acme"), tenant(pg_database, "other")
+    kept = team.add(acme, note("api", "Retry uploads with exponential backoff", "doubling the wait each time")).id
+    gone = team.add(acme, note("api", "Retry uploads with linear backoff", "one more second each time")).id
+    web = team.add(acme, note("web", "Retry browser uploads with backoff", "fetch retries the upload")).id
+    theirs = team.add(other, note("api", "Retry uploads with exponential backoff", "the other tenant's copy")).id
+    backlog.drain(team.pool, team.embedder)
+    assert team.forget(acme, gone)
+    pin = team.project_ids(acme, ["api"])[0]
+    query = "retry uploads with backoff"
+    for mode in ("auto", "keyword", "semantic"):
+        assert {h["id"] for h in search(team, acme, query, mode=mode)} == {kept, web}, mode
+        assert {h["id"] for h in search(team, acme, query, ["api", "web"], mode=mode, pin=pin)} == {kept}, mode
+        assert search(team, acme, query, ["web"], mode=mode, pin=pin) == [], mode
+        assert {h["id"] for h in search(team, other, query, mode=mode)} == {theirs}, mode
+    with team.pool.connection() as conn, db.tenant_transaction(conn, acme) as cur:
+        pinned = TenantSearch(TenantStore(team, acme, pin=pin, cur=cur))
+        with pytest.raises(NotFoundError):
+            pinned.timeline(web)
+        assert [i.id for i in pinned.timeline(kept, depth_before=5, depth_after=5).items] == [kept]
+
+
+def test_a_fused_search_reads_the_candidates_times_and_evidence_in_one_statement(pg_database: str,
+                                                                                 team: TeamStore) -> None:
+    acme = tenant(pg_database)
+    ids = [team.add(acme, note("api", f"Retry uploads, attempt {n}", f"backoff step {n}")).id for n in range(8)]
+    backlog.drain(team.pool, team.embedder)
+
+    class Counting:  # the request's cursor, counting what it runs
+        def __init__(self, cur: psycopg.Cursor) -> None:
+            self.cur, self.statements = cur, []
+
+        def execute(self, sql: str, params: object = None) -> psycopg.Cursor:
+            self.statements.append(sql)
+            return self.cur.execute(sql, params)  # type: ignore[arg-type]
+
+    for _ in range(2):  # the second time the team store's caches (statistics, plan, project ids) are warm
+        with team.pool.connection() as conn, db.tenant_transaction(conn, acme) as cur:
+            counting = Counting(cur)
+            store = TenantStore(team, acme, cur=counting)  # type: ignore[arg-type]
+            found = TenantSearch(store).search(SearchRequest(query="retry uploads backoff", projects=("api",)))
+    assert {h.item.id for h in found.hits} == set(ids) and found.strategy == "hybrid"
+    assert all(set(h.legs) == {"keyword", "semantic"} for h in found.hits)
+    candidates = [s for s in counting.statements if "::tsquery[]" in s]
+    times = [s for s in counting.statements if s.startswith("SELECT i.id, i.created_at_epoch")]
+    assert len(candidates) == 1 and times == []
+    assert len(counting.statements) <= 4, counting.statements  # keyword leg, vectors, candidates, the page's rows
 
 
 def test_keys_lifecycle(pg_database: str, pool: db.Pool) -> None:
@@ -286,10 +336,12 @@ def test_sessions_and_the_timeline_around_a_memory(pg_database: str, team: TeamS
     ids = [team.add(acme, NewItem(project="api", kind="manual", title=f"step {n}", created_at_epoch=1000 + n)).id
            for n in range(6)]
     team.add(acme, NewItem(project="web", kind="manual", title="elsewhere", created_at_epoch=1003))
-    around = team.timeline(acme, ids[3], before=2, after=1)
-    assert [r["id"] for r in around] == ids[1:5] and [r["anchor"] for r in around] == [False, False, True, False]
+    with team.pool.connection() as conn, db.tenant_transaction(conn, acme) as cur:  # as /v1/timeline reads it
+        around = TenantSearch(TenantStore(team, acme, cur=cur)).timeline(ids[3], depth_before=2, depth_after=1,
+                                                                          projects=["api"])
+    assert [i.id for i in around.items] == ids[1:5] and around.anchor_id == ids[3]
     with pytest.raises(NotFoundError):
-        team.timeline(other, ids[3], before=2, after=2)
+        TenantSearch(TenantStore(team, other)).timeline(ids[3], depth_before=2, depth_after=2)
     assert team.end_session(other, "s1", "codex") == 0  # another tenant's session of the same name is not touched
     assert team.end_session(acme, "s1", "codex") == 1
     with db.connect(pg_database) as conn:
@@ -328,7 +380,7 @@ def test_forgetting_by_content_reaches_a_stored_item_and_a_queued_one(pg_databas
     assert team.forget_content(acme, prepare(queued)) == (None, None)  # not stored yet: marked, so the queued copy
     # is refused
     ingest.drain(team)
-    assert team.recent(acme, team.project_ids(acme, ["api"]), 10) == []
+    assert TenantStore(team, acme).list_items(ItemFilter(projects=["api"])) == []
     pinned = team.project_ids(acme, ["api"])[0]
     with pytest.raises(NotFoundError):
         team.forget_content(acme, prepare(NewItem(project="web", kind="manual", title="x")), pin=pinned)

@@ -7,7 +7,7 @@ import threading
 import time
 
 import pytest
-from postgres_server import TEST_SECRET
+from postgres_server import TEST_SECRET, search
 from psycopg.types.json import Jsonb
 from test_pgstore import tenant
 
@@ -59,7 +59,7 @@ def test_events_are_queued_scrubbed_and_stored_once_by_a_consumer(pg_database: s
     assert count(pg_database, "SELECT count(*) FROM audit_log WHERE key_id = 'key-1' AND request_id = 'req-1'"
                               " AND action = 'memories.create'") == 2
     assert count(pg_database, "SELECT count(*) FROM sessions") == 1
-    stored = team.search(acme, "WAL mode", team.project_ids(acme, ["api"]), mode="keyword")
+    stored = search(team, acme, "WAL mode", ["api"], mode="keyword")
     assert [r["title"] for r in stored] == ["Use WAL"]
 
     # the same content again is stored once, also twice in one batch; forgotten content is not brought back by

@@ -6,6 +6,7 @@ first chunk."""
 from __future__ import annotations
 
 import pytest
+from postgres_server import search
 from test_pgstore import tenant
 
 from memcairn.models import NewItem
@@ -18,7 +19,7 @@ pytestmark = pytest.mark.timeout(120)
 
 
 def keyword_ids(team: TeamStore, tenant_id: int, query: str, project: str = "api") -> list[int]:
-    return [h["id"] for h in team.search(tenant_id, query, team.project_ids(tenant_id, [project]), mode="keyword")]
+    return [h["id"] for h in search(team, tenant_id, query, [project], mode="keyword")]
 
 
 def test_an_underscored_identifier_is_found_wherever_it_is_written(pg_database: str, team: TeamStore) -> None:
@@ -86,8 +87,7 @@ def test_a_long_memory_is_embedded_in_chunks_and_found_by_a_later_passage(pg_dat
     with db.connect(pg_database, autocommit=True) as conn:
         chunks = dict(conn.execute("SELECT item_id, count(*) FROM item_vectors GROUP BY item_id").fetchall())
     assert chunks == {long: len(backlog.documents("Meeting notes", words + passage)), other: 1} and chunks[long] > 1
-    hits = team.search(acme, "why did the replica disk fill up during the migration",
-                       team.project_ids(acme, ["api"]), mode="semantic")
+    hits = search(team, acme, "why did the replica disk fill up during the migration", ["api"], mode="semantic")
     assert hits and hits[0]["id"] == long
     assert team.forget(acme, long)
     with db.connect(pg_database, autocommit=True) as conn:  # its vectors go with it

@@ -1,6 +1,8 @@
 """One contract for both stores: the SQLite ``Store`` (a real file) and the team store's ``TenantStore`` (the
-session's real PostgreSQL), each through the storage protocols ``Items``, ``KeywordSearch`` and
-``ProjectsAndSessions`` of ``store/protocols.py``.
+session's real PostgreSQL), each through the storage protocols ``Items``, ``KeywordSearch``,
+``ProjectsAndSessions`` and the search service's ``SearchStore`` (``TimeWindow``, ``KeywordEvidence``) of
+``store/protocols.py``. The team store runs the contract twice: each call in a transaction of its own, and bound
+to one open transaction (``postgresql-bound``, as a server request reads).
 
 The PostgreSQL side shares one database per module and gives each test a tenant of its own (a tenant sees
 nothing of another, which one test checks), so the suite stays fast.
@@ -26,8 +28,8 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.timeout(120)
 
-SHARED = (p.Items, p.KeywordSearch, p.ProjectsAndSessions)  # what both backends implement
-BACKENDS = ("sqlite", "postgresql")
+SHARED = (p.Items, p.KeywordSearch, p.ProjectsAndSessions, p.SearchStore)  # what both backends implement
+BACKENDS = ("sqlite", "postgresql", "postgresql-bound")
 _tenants = itertools.count(1)
 
 
@@ -63,9 +65,15 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
             yield store
         return
     from memcairn.pgstore.adapter import TenantStore
+    from memcairn.pgstore.db import tenant_transaction
 
     team, owner = request.getfixturevalue("team_database")
-    yield TenantStore(team, new_tenant(owner))
+    tenant_id = new_tenant(owner)
+    if request.param == "postgresql":
+        yield TenantStore(team, tenant_id)
+        return
+    with team.pool.connection() as conn, tenant_transaction(conn, tenant_id) as cur:
+        yield TenantStore(team, tenant_id, cur=cur)
 
 
 def note(project: str, title: str, text: str = "", *, epoch: int | None = None, session: str | None = None,
@@ -170,6 +178,42 @@ def test_projects_are_isolated(backend: Any) -> None:
     assert backend.add_item(note("beta", "shared words about kubernetes", epoch=1_000)).id == b
 
 
+def test_the_time_window_reads_times_filters_and_neighbours(backend: Any) -> None:
+    ids = [backend.add_item(note("alpha", f"step {n}", epoch=1_000 + n)).id for n in range(5)]
+    beta = backend.add_item(note("beta", "elsewhere", epoch=1_002)).id
+    assert backend.created_epochs([ids[0], ids[3], beta, 999_999]) == {ids[0]: 1_000, ids[3]: 1_003, beta: 1_002}
+    assert backend.created_epochs([ids[0], beta], ItemFilter(projects=["alpha"])) == {ids[0]: 1_000}
+    assert backend.created_epochs([ids[0]], ItemFilter(projects=["alpha"], date_start=1_001)) == {}
+    assert backend.created_epochs([]) == {}
+    assert backend.filter_ids([ids[1], beta], ItemFilter(projects=["beta"])) == {beta}
+    assert backend.filter_ids([ids[1]], ItemFilter(projects=["gamma"])) == set()
+    earlier, later = backend.neighbours(1_003, before=2, after=2, flt=ItemFilter(projects=["alpha"]),
+                                        anchor_id=ids[3])
+    assert [i.id for i in earlier] == ids[1:3] and [i.id for i in later] == ids[3:5]
+    earlier, later = backend.neighbours(1_002, before=1, after=2)  # no anchor: every project, at or after the time
+    assert [i.id for i in earlier] == [ids[1]] and [i.id for i in later] == [ids[2], beta]
+    assert backend.neighbours(1_000, before=3, after=0) == ([], [])
+    backend.delete_items([ids[4]])
+    assert backend.created_epochs([ids[4]]) == {}
+    assert [i.id for i in backend.neighbours(1_003, before=0, after=5, anchor_id=ids[3])[1]] == [ids[3]]
+
+
+def test_keyword_evidence_names_the_words_and_the_candidates_holding_each(backend: Any) -> None:
+    both = backend.add_item(note("alpha", "parser timeout", "the parser hit a timeout on large files")).id
+    one = backend.add_item(note("alpha", "cache warmup", "the parser cache is warmed at start")).id
+    none = backend.add_item(note("alpha", "unrelated", "nothing to see here")).id
+    terms = backend.query_terms("the parser timeout", [both, one, none])
+    assert terms.tokens == ("parser", "timeout") and terms.total == 3
+    assert dict(zip(terms.tokens, terms.frequencies, strict=True)) == {"parser": 2, "timeout": 1}
+    assert terms.holding == {"parser": {both, one}, "timeout": {both}}
+    assert backend.query_terms("parser", [none]).holding == {"parser": set()}
+    # asked after the keyword leg ran (a bound team store then reads times and evidence in one statement)
+    hits = [i for i, _ in backend.keyword_ids("parser timeout", ItemFilter(projects=["alpha"]))]
+    assert backend.created_epochs(hits, ItemFilter(projects=["alpha"])).keys() == {both, one}
+    assert backend.query_terms("parser timeout", hits).holding == {"parser": {both, one}, "timeout": {both}}
+    assert backend.created_epochs([none]).keys() == {none}  # outside the leg's hits: read as asked
+
+
 # -- the team store's own bounds: tenants and pins -----------------------------------------------------------
 def test_a_tenant_store_sees_nothing_of_another_tenant_nor_outside_its_pin(team_database: Any) -> None:
     from memcairn.pgstore.adapter import TenantStore
@@ -258,5 +302,5 @@ def test_the_conformance_check_fails_on_a_mismatch() -> None:
 
 def _static_conformance(sqlite: Store, team: TenantStore) -> None:  # pragma: no cover - read by mypy, never run
     local: p.LocalStore = sqlite
-    shared: tuple[p.Items, p.KeywordSearch, p.ProjectsAndSessions] = (team, team, team)
+    shared: tuple[p.Items, p.KeywordSearch, p.ProjectsAndSessions, p.SearchStore] = (team, team, team, team)
     _ = (local, shared)

@@ -3,10 +3,11 @@
 
 Each question's haystack becomes turn items (``session_items``, granularity ``turn``) in a project of its own
 (one tenant, one embedded PostgreSQL in a temp dir), and the question is searched there with the server's
-search (``TeamStore.search`` with mode ``keyword``, ``semantic`` or ``auto`` for hybrid: the local plan of the
-words matched in the ``fts`` column and re-scored with BM25, exact cosine over each item's chunk vectors, min-max
-fusion, the local relevance floor); hits map to distinct sessions and are scored with the same metrics. Items are
-embedded in the chunks the SQLite mirror makes of them, so the same ``EmbeddingCache`` file serves both benches.
+search (``pgstore.search.search_tenant``: the search service over the tenant's store, with mode ``keyword``,
+``semantic`` or ``auto`` for hybrid: the local plan of the words matched in the ``fts`` column and re-scored with
+BM25, cosine over each item's chunk vectors, min-max fusion, the local relevance floor); hits map to distinct
+sessions and are scored with the same metrics. Items are embedded in the chunks the SQLite mirror makes of them, so
+the same ``EmbeddingCache`` file serves both benches.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from memcairn.bench.timing import percentile, render_table
 from memcairn.pgstore import backlog, db
 from memcairn.pgstore.embedded import EmbeddedPostgres
 from memcairn.pgstore.items import MAX_LIMIT, TeamStore
+from memcairn.pgstore.search import search_tenant
+from memcairn.search.request import SearchRequest
 from memcairn.vectors.embedder import load_embedder
 from memcairn.vectors.embedding_cache import EmbeddingCache
 
@@ -69,13 +72,13 @@ def run(questions: Sequence[Question], *, cache_path: Path | None, methods: Sequ
                 for item in session_items(session):
                     team.add(tenant, replace(item, project=project), revive=False)
             backlog.drain(pool, cache or embedder)  # what the server's embedding task does behind the writes
-            project_ids = team.project_ids(tenant, [project])
             for method in methods:
                 t0 = time.perf_counter()
-                hits = team.search(tenant, question.text, project_ids, limit=min(HITS_PER_QUERY, MAX_LIMIT),
-                                   mode=METHOD_MODES[method])
+                hits = search_tenant(team, tenant, SearchRequest(
+                    query=question.text, projects=(project,), limit=min(HITS_PER_QUERY, MAX_LIMIT),
+                    mode=METHOD_MODES[method])).hits
                 query_ms[method].append((time.perf_counter() - t0) * 1000)
-                ranked = distinct_sessions(hit["session"] for hit in hits)
+                ranked = distinct_sessions(hit.item.session for hit in hits)
                 scored[method].append((question.type, score_ranking(ranked, question.answer_ids)))
                 gold = set(question.answer_ids)
                 details[method].append({"id": question.id, "type": question.type, "gold": list(question.answer_ids),

@@ -1,6 +1,16 @@
-"""The team store seen as one tenant's store: the storage protocols ``Items``, ``KeywordSearch`` and
-``ProjectsAndSessions`` (``store/protocols.py``) over ``TeamStore``, bound to one tenant and optionally pinned to
-one project (a key's pin), so code written against the protocols runs on either backend.
+"""The team store seen as one tenant's store: the storage protocols ``Items``, ``KeywordSearch``,
+``ProjectsAndSessions`` and the search service's ``SearchStore`` (``TimeWindow``, ``KeywordEvidence``;
+``store/protocols.py``) over ``TeamStore``, bound to one tenant and optionally pinned to one project (a key's pin),
+so code written against the protocols runs on either backend.
+
+A ``TenantStore`` runs each call in a transaction of its own, or, given ``cur``, every read and write in that
+open transaction (a server request's: the key check and the reads on one pooled connection). A bound store lives
+for its request: it keeps what it resolved (project names) and what its search read of the candidates
+(``pgstore/candidates.py``), so the times and keyword evidence the search service asks for one after another are
+read in one statement.
+
+Rows are hydrated with the project's name and the session looked up per row by primary key (as
+``TeamStore._COLUMNS``), not joined: a join lets the planner hash every session of a tenant to hydrate a page.
 
 Where the two stores differ, the difference is kept and stated rather than papered over:
 
@@ -9,6 +19,8 @@ Where the two stores differ, the difference is kept and stated rather than paper
   ``uuid`` is empty and ``updated_at_epoch`` is its creation time; its ``platform_source`` is its session's;
 - a filter may name projects, kinds, types, a time range and a session; concepts, files and platform filters are
   refused (``ValidationError``), and the keyword leg takes projects only, ranked by relevance;
+- keyword evidence (``query_terms``) counts a word's rows within the searched projects (the local store counts
+  them in the whole store);
 - projects are not merged on the server (``merged_into_project`` is always None); a session is made under the
   project named (the server keys a session by project, platform and agent session id) and its start time is the
   server's clock.
@@ -16,21 +28,29 @@ Where the two stores differ, the difference is kept and stated rather than paper
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
+
+import psycopg
 
 from memcairn.errors import ValidationError
 from memcairn.models import DEFAULT_TYPES, AddResult, ItemFilter, MemoryItem, NewItem
 from memcairn.pgstore.audit import Actor
+from memcairn.pgstore.candidates import CandidateReads
 from memcairn.pgstore.db import tenant_transaction
 from memcairn.pgstore.items import TeamStore, prepare
-from memcairn.store.records import ProjectInfo, only_item
+from memcairn.pgstore.keyword import in_projects
+from memcairn.store.records import ProjectInfo, QueryTerms, only_item
 
-_SELECT = ("SELECT i.id, p.name, i.kind, i.type, i.title, i.text, i.created_at_epoch, i.content_hash,"
-           " s.agent_session_id, s.platform FROM items i"
-           " JOIN projects p ON p.id = i.project_id AND p.tenant_id = i.tenant_id"
-           " LEFT JOIN sessions s ON s.id = i.session_id AND s.tenant_id = i.tenant_id")
+# the item's columns, its project's name and its session's id and platform looked up by primary key
+_SELECT = ("SELECT i.id, (SELECT p.name FROM projects p WHERE p.id = i.project_id AND p.tenant_id = i.tenant_id),"
+           " i.kind, i.type, i.title, i.text, i.created_at_epoch, i.content_hash,"
+           " (SELECT s.agent_session_id FROM sessions s WHERE s.id = i.session_id AND s.tenant_id = i.tenant_id),"
+           " (SELECT s.platform FROM sessions s WHERE s.id = i.session_id AND s.tenant_id = i.tenant_id)"
+           " FROM items i")
 _UNSUPPORTED = ("concepts", "files", "platform_source")
+_BEYOND_PROJECTS = ("kinds", "types", "concepts", "files", "date_start", "date_end", "platform_source", "session")
 
 
 def _item(row: Sequence[Any]) -> MemoryItem:
@@ -44,14 +64,43 @@ def _item(row: Sequence[Any]) -> MemoryItem:
     )
 
 
-class TenantStore:
-    """``team``'s memories of ``tenant_id`` (within project ``pin`` when given), through the storage protocols."""
+def _projects_only(flt: ItemFilter | None) -> bool:
+    return flt is None or not any(getattr(flt, name) for name in _BEYOND_PROJECTS)
 
-    def __init__(self, team: TeamStore, tenant_id: int, *, pin: int | None = None, actor: Actor | None = None) -> None:
+
+class TenantStore:
+    """``team``'s memories of ``tenant_id`` (within project ``pin`` when given), through the storage protocols;
+    in the open transaction ``cur`` (acting for ``tenant_id``) when given."""
+
+    def __init__(self, team: TeamStore, tenant_id: int, *, pin: int | None = None, actor: Actor | None = None,
+                 cur: psycopg.Cursor | None = None) -> None:
         self.team = team
         self.tenant_id = tenant_id
         self.pin = pin
         self.actor = actor
+        self.cur = cur
+        self._reads = CandidateReads() if cur is not None else None
+        self._resolved: dict[tuple[str, ...] | None, list[int]] = {}  # project names -> ids, kept while bound
+
+    @contextmanager
+    def _cursor(self) -> Iterator[psycopg.Cursor]:
+        """The bound transaction, or a transaction of its own for this call."""
+        if self.cur is not None:
+            yield self.cur
+            return
+        with self.team.pool.connection() as conn, tenant_transaction(conn, self.tenant_id) as cur:
+            yield cur
+
+    def _rows(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        with self._cursor() as cur:
+            return cur.execute(sql, params).fetchall()
+
+    def _wrote(self, created: bool) -> None:
+        if self._reads is not None:
+            self._reads.clear()
+        self._resolved.clear()
+        if created:
+            self.team.written.set()  # wakes the embedding task, as TeamStore.add does
 
     # -- items: writes ------------------------------------------------------------------------------------
     def add_item(self, item: NewItem, *, revive: bool = False) -> AddResult:
@@ -59,30 +108,32 @@ class TenantStore:
 
     def add_items(self, items: Sequence[NewItem], *, revive: bool = False) -> list[AddResult]:
         ready = [prepare(item) for item in items]  # every item checked before anything is written
-        with self.team.pool.connection() as conn, tenant_transaction(conn, self.tenant_id) as cur:
+        with self._cursor() as cur:
             saved = [self.team.insert(cur, self.tenant_id, r, pin=self.pin, revive=revive, actor=self.actor)
                      for r in ready]
-        if any(s.created for s in saved):
-            self.team.written.set()  # wakes the embedding task, as TeamStore.add does
+        self._wrote(any(s.created for s in saved))
         return [AddResult(s.id, s.created, s.forgotten) for s in saved]
 
     def delete_items(self, ids: Iterable[int]) -> list[int]:
         """Forget each (the server's delete: gone, and its content refused when sent again)."""
         wanted = list(dict.fromkeys(int(i) for i in ids))
-        return [i for i in wanted if self.team.forget(self.tenant_id, i, pin=self.pin, actor=self.actor)]
+        with self._cursor() as cur:
+            gone = [i for i in wanted if self.team.forget_in(cur, self.tenant_id, i, pin=self.pin, actor=self.actor)]
+        self._wrote(False)
+        return gone
 
     # -- items: reads -------------------------------------------------------------------------------------
     def get_item(self, item_id: int) -> MemoryItem:
         return only_item(self.get_items([item_id]), item_id)
 
     def get_items(self, ids: Sequence[int]) -> list[MemoryItem]:
-        wanted = [int(i) for i in ids]
+        wanted = list(dict.fromkeys(int(i) for i in ids))
         if not wanted:
             return []
-        rows = self._rows(f"{_SELECT} WHERE i.tenant_id = %s AND i.id = ANY(%s) AND (%s::bigint IS NULL OR"
-                          " i.project_id = %s)", (self.tenant_id, wanted, self.pin, self.pin))
+        rows = self._rows(f"{_SELECT} WHERE i.tenant_id = %s AND (%s::bigint IS NULL OR i.project_id = %s)"
+                          " AND i.id = ANY(%s)", (self.tenant_id, self.pin, self.pin, wanted))
         by_id = {item.id: item for item in map(_item, rows)}
-        return [by_id[i] for i in dict.fromkeys(wanted) if i in by_id]
+        return [by_id[i] for i in wanted if i in by_id]
 
     def list_items(self, flt: ItemFilter | None = None, *, order: str = "newest", limit: int = 50,
                    offset: int = 0) -> list[MemoryItem]:
@@ -94,31 +145,118 @@ class TenantStore:
                f" ORDER BY i.created_at_epoch {direction}, i.id {direction} LIMIT %s OFFSET %s")
         return [_item(row) for row in self._rows(sql, (*params, int(limit), int(offset)))]
 
-    # -- keyword leg --------------------------------------------------------------------------------------
+    # -- time window --------------------------------------------------------------------------------------
+    def filter_ids(self, ids: Sequence[int], flt: ItemFilter | None) -> set[int]:
+        return set(self.created_epochs(ids, flt))
+
+    def created_epochs(self, ids: Sequence[int], flt: ItemFilter | None = None) -> dict[int, int]:
+        """``created_at_epoch`` of each of ``ids`` that exists and passes the filter. A bound store that knows
+        the query being searched reads the keyword evidence of every candidate with it (``query_terms``)."""
+        wanted = list(dict.fromkeys(int(i) for i in ids))
+        if not wanted:
+            return {}
+        reads = self._reads
+        if reads is None or not _projects_only(flt):
+            return self._created(wanted, flt)
+        scope = None if flt is None or flt.projects is None else tuple(sorted(self.project_ids(flt.projects)))
+        if scope == ():
+            return {}
+        known = reads.known(wanted, scope)
+        if known is not None:
+            return known
+        if reads.query is None or not reads.scope or scope not in (None, reads.scope):
+            return self._created(wanted, flt)
+        asked = reads.to_read(wanted)
+        with self._cursor() as cur:
+            created, terms = self.team.keyword.candidates(cur, self.tenant_id, list(reads.scope), reads.query, asked)
+        reads.record(asked, created, terms)
+        out = {i: created[i] for i in wanted if i in created}
+        outside = [i for i in wanted if i not in created]
+        if scope is None and outside:  # not in the searched projects: maybe in another one
+            out.update(self._created(outside, None))
+        return out
+
+    def _created(self, ids: list[int], flt: ItemFilter | None) -> dict[int, int]:
+        clauses, params = self._where(flt)
+        if clauses is None:
+            return {}
+        rows = self._rows(f"SELECT i.id, i.created_at_epoch FROM items i WHERE {' AND '.join(clauses)}"
+                          " AND i.id = ANY(%s)", (*params, ids))
+        return {int(i): int(epoch) for i, epoch in rows}
+
+    def neighbours(self, epoch: int, *, before: int, after: int, flt: ItemFilter | None = None,
+                   anchor_id: int | None = None) -> tuple[list[MemoryItem], list[MemoryItem]]:
+        """Items just before and at-or-after a point in time, oldest first in both (the anchor first of the
+        later ones; ties in time by id)."""
+        clauses, params = self._where(flt)
+        if clauses is None:
+            return [], []
+        where = " AND ".join(clauses)
+        key = anchor_id if anchor_id is not None else -1
+        earlier = self._rows(f"{_SELECT} WHERE {where} AND (i.created_at_epoch, i.id) < (%s, %s)"
+                             " ORDER BY i.created_at_epoch DESC, i.id DESC LIMIT %s",
+                             (*params, int(epoch), key, int(before))) if before > 0 else []
+        later = self._rows(f"{_SELECT} WHERE {where} AND (i.created_at_epoch, i.id) >= (%s, %s)"
+                           " ORDER BY i.created_at_epoch, i.id LIMIT %s",
+                           (*params, int(epoch), key, int(after))) if after > 0 else []
+        return [_item(r) for r in reversed(earlier)], [_item(r) for r in later]
+
+    # -- keyword leg and evidence -------------------------------------------------------------------------
     def keyword_ids(self, query: str, flt: ItemFilter | None = None, *, limit: int = 20, offset: int = 0,
                     order: str = "relevance") -> list[tuple[int, float]]:
-        """The team store's keyword leg (``TeamStore.keyword_leg``): (id, score) best first."""
+        """The team store's keyword leg (``KeywordLeg.rank``): (id, score) best first."""
         if order != "relevance":
             raise ValidationError("the team store's keyword leg ranks by relevance only")
-        if flt is not None and any(getattr(flt, name) for name in ("kinds", "types", "concepts", "files",
-                                                                   "date_start", "date_end", "platform_source",
-                                                                   "session")):
+        if not _projects_only(flt):
             raise ValidationError("the team store's keyword leg filters by project only")
-        names = None if flt is None or flt.projects is None else list(flt.projects)
-        project_ids = self._project_ids(names)
+        project_ids = self.project_ids(None if flt is None else flt.projects)
         if not project_ids:
             return []
-        with self.team.pool.connection() as conn, tenant_transaction(conn, self.tenant_id) as cur:
-            hits = self.team.keyword_leg(cur, self.tenant_id, project_ids, query, int(limit) + int(offset))
+        with self._cursor() as cur:
+            hits = self.team.keyword.rank(cur, self.tenant_id, project_ids, query, int(limit) + int(offset))
+        if self._reads is not None:
+            self._reads.note(query, project_ids, [i for i, _ in hits])
         return hits[int(offset):]
+
+    def query_terms(self, query: str, ids: Sequence[int]) -> QueryTerms | None:
+        """The query's words, how many rows of the searched projects hold each and which of ``ids`` do."""
+        wanted = [int(i) for i in ids]
+        reads = self._reads
+        if reads is not None and reads.query == query and reads.scope:
+            kept = reads.terms(query, wanted)
+            if kept is not None:
+                return kept
+            scope = list(reads.scope)
+        else:
+            scope = self.project_ids(None)
+        with self._cursor() as cur:
+            return self.team.keyword.query_terms(cur, self.tenant_id, scope, query, wanted)
+
+    # -- semantic leg -------------------------------------------------------------------------------------
+    def nearest(self, query: str, projects: Sequence[str] | None, limit: int) -> list[tuple[int, float]]:
+        """(id, cosine similarity of its best chunk) of the items nearest ``query``, best first
+        (``TeamStore.semantic_leg``: ``nearest`` with the query's cached embedding); nothing without a model."""
+        if self.team.embedder is None or not query.strip():
+            return []
+        project_ids = self.project_ids(projects)
+        if not project_ids:
+            return []
+        with self._cursor() as cur:
+            hits = self.team.semantic_leg(cur, self.tenant_id, project_ids, query, int(limit))
+        if self._reads is not None:
+            self._reads.note(query, project_ids, [i for i, _ in hits])
+        return hits
 
     # -- projects and sessions ----------------------------------------------------------------------------
     def projects(self) -> list[ProjectInfo]:
-        return [ProjectInfo(p["name"], None, p["items"], p["last_item_at_epoch"])
-                for p in self.team.projects(self.tenant_id, pin=self.pin)]
+        with self._cursor() as cur:
+            found = self.team.projects_in(cur, self.tenant_id, pin=self.pin)
+        return [ProjectInfo(p["name"], None, p["items"], p["last_item_at_epoch"]) for p in found]
 
     def project_names(self) -> list[str]:
-        return sorted(p.name for p in self.projects())
+        rows = self._rows("SELECT name FROM projects WHERE tenant_id = %s AND (%s::bigint IS NULL OR id = %s)"
+                          " ORDER BY name", (self.tenant_id, self.pin, self.pin))
+        return [str(r[0]) for r in rows]
 
     def resolve_projects(self, names: Sequence[str]) -> list[tuple[int, str]]:
         rows = self._rows("SELECT id, name FROM projects WHERE tenant_id = %s AND name = ANY(%s)"
@@ -131,41 +269,53 @@ class TenantStore:
 
     def ensure_session(self, agent_session_id: str, project: str, platform_source: str = "unknown",
                        started_at_epoch: int | None = None) -> int:
-        return self.team.start_session(self.tenant_id, project, agent_session_id, platform_source, pin=self.pin,
-                                       actor=self.actor)
+        with self._cursor() as cur:
+            made = self.team.start_session_in(cur, self.tenant_id, project, agent_session_id, platform_source,
+                                              pin=self.pin, actor=self.actor)
+        self._wrote(False)
+        return made
 
     def end_session(self, agent_session_id: str, platform_source: str = "unknown", status: str = "completed",
                     ended_at_epoch: int | None = None) -> bool:
-        return self.team.end_session(self.tenant_id, agent_session_id, platform_source, status, pin=self.pin,
-                                     actor=self.actor) > 0
+        with self._cursor() as cur:
+            return self.team.end_session_in(cur, self.tenant_id, agent_session_id, platform_source, status,
+                                            pin=self.pin, actor=self.actor) > 0
 
     # -- helpers ------------------------------------------------------------------------------------------
-    def _rows(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
-        with self.team.pool.connection() as conn, tenant_transaction(conn, self.tenant_id) as cur:
-            return cur.execute(sql, params).fetchall()
-
-    def _project_ids(self, names: Sequence[str] | None) -> list[int]:
-        if names is None:
-            rows = self._rows("SELECT id FROM projects WHERE tenant_id = %s AND (%s::bigint IS NULL OR id = %s)",
-                              (self.tenant_id, self.pin, self.pin))
-            return [int(r[0]) for r in rows]
-        return self.resolve_project_ids(names) if names else []
+    def project_ids(self, names: Sequence[str] | None) -> list[int]:
+        """The ids of the named projects (every project when None) within the pin; a bound store keeps them (a
+        project keeps its id) and names are looked up through the team store's short-lived cache."""
+        key = None if names is None else tuple(names)
+        if key in self._resolved:
+            return self._resolved[key]
+        if key == ():
+            return []
+        with self._cursor() as cur:
+            ids = self.team.project_ids_in(cur, self.tenant_id, list(key or ()), pin=self.pin)
+        if self.cur is not None:
+            self._resolved[key] = ids
+        return ids
 
     def _where(self, flt: ItemFilter | None) -> tuple[list[str] | None, list[Any]]:
         """SQL clauses and parameters for the filter within the tenant and pin; None: nothing can match."""
-        clauses = ["i.tenant_id = %s", "(%s::bigint IS NULL OR i.project_id = %s)"]
-        params: list[Any] = [self.tenant_id, self.pin, self.pin]
-        if flt is None:
-            return clauses, params
-        refused = [name for name in _UNSUPPORTED if getattr(flt, name)]
-        if refused:
-            raise ValidationError(f"the team store does not keep {', '.join(refused)} to filter by")
-        if flt.projects is not None:
-            ids = self._project_ids(list(flt.projects))
+        clauses = ["i.tenant_id = %s"]
+        params: list[Any] = [self.tenant_id]
+        if flt is not None:
+            refused = [name for name in _UNSUPPORTED if getattr(flt, name)]
+            if refused:
+                raise ValidationError(f"the team store does not keep {', '.join(refused)} to filter by")
+        if flt is not None and flt.projects is not None:
+            ids = self.project_ids(flt.projects)  # within the pin
             if not ids:
                 return None, []
-            clauses.append("i.project_id = ANY(%s)")
-            params.append(ids)
+            project_sql, project_param = in_projects(ids)  # one project: its index is read in order
+            clauses.append(f"i.{project_sql}(%s)")
+            params.append(project_param)
+        elif self.pin is not None:
+            clauses.append("i.project_id = %s")
+            params.append(self.pin)
+        if flt is None:
+            return clauses, params
         for column, values in (("i.kind", flt.kinds), ("i.type", flt.types)):
             if values:
                 clauses.append(f"{column} = ANY(%s)")
@@ -177,6 +327,7 @@ class TenantStore:
             clauses.append("i.created_at_epoch <= %s")
             params.append(int(flt.date_end))
         if flt.session:
-            clauses.append("s.agent_session_id = %s")
-            params.append(flt.session)
+            clauses.append("i.session_id IN (SELECT s.id FROM sessions s WHERE s.tenant_id = %s"
+                           " AND s.agent_session_id = %s)")
+            params += [self.tenant_id, flt.session]
         return clauses, params

@@ -5,19 +5,15 @@ explicit ``tenant_id`` filters agree on what is visible. A project pin (a key's 
 and writes further. An item commits with its backlog row; its vectors, one per chunk of its text, follow
 (``pgstore/backlog.py``).
 
-Search runs two legs:
+The two legs of a search are read here (a search itself is the search service's: ``pgstore/search.py`` runs
+``SearchService`` over a ``TenantStore``, which fuses the legs, applies the relevance floor, orders and hydrates):
 
-- keyword (``pgstore/keyword.py``): the local store's plan of the query's words as a tsquery over the weighted
-  ``fts`` column (title A, text B), the newest matches ranked with ``ts_rank(fts, q, 1)``, the best of them
-  re-scored with BM25 from the projects' statistics;
-- semantic: pgvector cosine distance over the items' chunk vectors, each item at its best chunk, through the HNSW
-  index with ``hnsw.iterative_scan = relaxed_order``, so a small project inside a large tenant still gets its
-  neighbours, or an exact scan when the projects hold fewer than ``EXACT_BELOW`` vectors.
-
-Each leg brings ``POOL_MIN`` candidates at least, fused as the local search service fuses them (``minmax`` by
-default: each leg's scores scaled to 0..1 and summed; ``rrf`` on request), and the local relevance floor
-(``search.relevance``) drops what shares next to nothing with the query, or everything when even the best
-candidate is weak: a query nothing answers gets no semantic noise.
+- keyword (``pgstore/keyword.py``, ``TeamStore.keyword``): the local store's plan of the query's words as a tsquery
+  over the weighted ``fts`` column (title A, text B), the newest matches ranked with ``ts_rank(fts, q, 1)``, the
+  best of them re-scored with BM25 from the projects' statistics;
+- semantic (``nearest``): pgvector cosine distance over the items' chunk vectors, each item at its best chunk,
+  through the HNSW index with ``hnsw.iterative_scan = relaxed_order``, so a small project inside a large tenant
+  still gets its neighbours, or an exact scan when the projects hold fewer than ``EXACT_BELOW`` vectors.
 """
 
 from __future__ import annotations
@@ -38,17 +34,13 @@ from memcairn.models import NewItem
 from memcairn.pgstore.audit import Actor, audit, audit_actor
 from memcairn.pgstore.backlog import vector_literal
 from memcairn.pgstore.db import Pool, tenant_transaction
-from memcairn.pgstore.keyword import KeywordLeg, TtlCache, in_projects
+from memcairn.pgstore.keyword import KeywordLeg, TtlCache
 from memcairn.pgstore.project_copies import ProjectCopies
-from memcairn.search import relevance
-from memcairn.search.fusion import fuse, order_ids
-from memcairn.store import fts
 from memcairn.store.items import content_hash
 from memcairn.store.validation import validate_item
 from memcairn.vectors.base import Embedder
 
 EXACT_BELOW = 2_000  # projects holding fewer vectors than this are scanned exactly (the reference: 11-27 ms at 1k)
-POOL_MIN = 50  # candidates each leg brings at least (the local service's)
 CHUNKS_PER_ITEM = 4  # chunks read from the HNSW graph per item wanted (as the local mirror asks its index)
 MAX_LIMIT = 100
 QUERY_CACHE = 2_048  # query vectors kept per server process (384 floats each)
@@ -127,11 +119,16 @@ class TeamStore:
 
     def projects(self, tenant_id: int, *, pin: int | None = None) -> list[dict[str, Any]]:
         with self.pool.connection() as conn, tenant_transaction(conn, tenant_id) as cur:
-            rows = cur.execute(
-                "SELECT p.id, p.name, count(i.id), max(i.created_at_epoch) FROM projects p"
-                " LEFT JOIN items i ON i.project_id = p.id AND i.tenant_id = p.tenant_id"
-                " WHERE p.tenant_id = %s AND (%s::bigint IS NULL OR p.id = %s)"
-                " GROUP BY p.id, p.name ORDER BY p.name", (tenant_id, pin, pin)).fetchall()
+            return self.projects_in(cur, tenant_id, pin=pin)
+
+    @staticmethod
+    def projects_in(cur: psycopg.Cursor, tenant_id: int, *, pin: int | None = None) -> list[dict[str, Any]]:
+        """The tenant's projects (within ``pin``) by name, each with its items and newest item's time."""
+        rows = cur.execute(
+            "SELECT p.id, p.name, count(i.id), max(i.created_at_epoch) FROM projects p"
+            " LEFT JOIN items i ON i.project_id = p.id AND i.tenant_id = p.tenant_id"
+            " WHERE p.tenant_id = %s AND (%s::bigint IS NULL OR p.id = %s)"
+            " GROUP BY p.id, p.name ORDER BY p.name", (tenant_id, pin, pin)).fetchall()
         return [{"name": name, "items": count, "last_item_at_epoch": last} for _, name, count, last in rows]
 
     def project_ids(self, tenant_id: int, names: Sequence[str], *, pin: int | None = None) -> list[int]:
@@ -279,62 +276,59 @@ class TeamStore:
     def start_session(self, tenant_id: int, project: str, agent_session: str, platform: str, *,
                       pin: int | None = None, actor: Actor | None = None) -> int:
         """The session's id (made when new) under the project; a pinned key only under its project."""
+        with self.pool.connection() as conn, tenant_transaction(conn, tenant_id) as cur:
+            return self.start_session_in(cur, tenant_id, project, agent_session, platform, pin=pin, actor=actor)
+
+    def start_session_in(self, cur: psycopg.Cursor, tenant_id: int, project: str, agent_session: str, platform: str,
+                         *, pin: int | None = None, actor: Actor | None = None) -> int:
+        """``start_session`` in the caller's open transaction for ``tenant_id``."""
         for name, value in (("project", project), ("session", agent_session), ("platform", platform)):
             if not value.strip() or len(value) > 200:
                 raise ValidationError(f"{name} must be 1 to 200 characters")
-        with self.pool.connection() as conn, tenant_transaction(conn, tenant_id) as cur:
-            project_id = self._project_id(cur, tenant_id, project, create=pin is None)
-            if project_id is None or (pin is not None and project_id != pin):
-                raise NotFoundError(f"this key may only write to its own project, not {project!r}")
-            session_id = self._session_id(cur, tenant_id, project_id, agent_session, platform)
-            audit(cur, tenant_id, "sessions.start", actor, str(session_id))
-            return session_id
+        project_id = self._project_id(cur, tenant_id, project, create=pin is None)
+        if project_id is None or (pin is not None and project_id != pin):
+            raise NotFoundError(f"this key may only write to its own project, not {project!r}")
+        session_id = self._session_id(cur, tenant_id, project_id, agent_session, platform)
+        audit(cur, tenant_id, "sessions.start", actor, str(session_id))
+        return session_id
 
     def end_session(self, tenant_id: int, agent_session: str, platform: str, status: str = "completed", *,
                     pin: int | None = None, actor: Actor | None = None) -> int:
         """Mark the agent's session ended (in every project of the tenant, within the pin); how many were."""
         with self.pool.connection() as conn, tenant_transaction(conn, tenant_id) as cur:
-            ended = cur.execute(
-                "UPDATE sessions SET status = %s, ended_at = now() WHERE tenant_id = %s AND agent_session_id = %s"
-                " AND platform = %s AND (%s::bigint IS NULL OR project_id = %s) RETURNING id",
-                (status, tenant_id, agent_session, platform, pin, pin)).fetchall()
-            for (session_id,) in ended:
-                audit(cur, tenant_id, "sessions.end", actor, str(session_id))
-            return len(ended)
+            return self.end_session_in(cur, tenant_id, agent_session, platform, status, pin=pin, actor=actor)
 
-    def timeline(self, tenant_id: int, anchor: int, *, before: int, after: int,
-                 pin: int | None = None) -> list[dict[str, Any]]:
-        """The anchor's project around it in time: ``before`` older items, the anchor, ``after`` newer ones."""
-        with self.pool.connection() as conn, tenant_transaction(conn, tenant_id) as cur:
-            row = cur.execute("SELECT project_id, created_at_epoch FROM items WHERE tenant_id = %s AND id = %s"
-                              " AND (%s::bigint IS NULL OR project_id = %s)", (tenant_id, anchor, pin, pin)).fetchone()
-            if row is None:
-                raise NotFoundError(f"no memory #{anchor}")
-            project_id, epoch = row
-            older = cur.execute(f"SELECT {self._COLUMNS}{self._FROM} WHERE i.tenant_id = %s AND i.project_id = %s"
-                                " AND (i.created_at_epoch, i.id) < (%s, %s)"
-                                " ORDER BY i.created_at_epoch DESC, i.id DESC LIMIT %s",
-                                (tenant_id, project_id, epoch, anchor, before)).fetchall()
-            newer = cur.execute(f"SELECT {self._COLUMNS}{self._FROM} WHERE i.tenant_id = %s AND i.project_id = %s"
-                                " AND (i.created_at_epoch, i.id) >= (%s, %s)"
-                                " ORDER BY i.created_at_epoch, i.id LIMIT %s",
-                                (tenant_id, project_id, epoch, anchor, after + 1)).fetchall()
-        rows = [self._record(r) for r in reversed(older)] + [self._record(r) for r in newer]
-        return [{**r, "anchor": r["id"] == anchor} for r in rows]
+    @staticmethod
+    def end_session_in(cur: psycopg.Cursor, tenant_id: int, agent_session: str, platform: str,
+                       status: str = "completed", *, pin: int | None = None, actor: Actor | None = None) -> int:
+        """``end_session`` in the caller's open transaction for ``tenant_id``."""
+        ended = cur.execute(
+            "UPDATE sessions SET status = %s, ended_at = now() WHERE tenant_id = %s AND agent_session_id = %s"
+            " AND platform = %s AND (%s::bigint IS NULL OR project_id = %s) RETURNING id",
+            (status, tenant_id, agent_session, platform, pin, pin)).fetchall()
+        for (session_id,) in ended:
+            audit(cur, tenant_id, "sessions.end", actor, str(session_id))
+        return len(ended)
 
     def forget(self, tenant_id: int, item_id: int, *, pin: int | None = None, actor: Actor | None = None) -> bool:
         """Delete the item and mark its content forgotten in its project; False when not visible."""
         with self.pool.connection() as conn, tenant_transaction(conn, tenant_id) as cur:
-            row = cur.execute("DELETE FROM items WHERE tenant_id = %s AND id = %s AND (%s::bigint IS NULL OR"
-                              " project_id = %s) RETURNING project_id, content_hash",
-                              (tenant_id, item_id, pin, pin)).fetchone()
-            if not row:
-                return False
-            cur.execute("INSERT INTO forgotten (tenant_id, project_id, content_hash) VALUES (%s, %s, %s)"
-                        " ON CONFLICT DO NOTHING", (tenant_id, row[0], row[1]))
-            audit(cur, tenant_id, "memories.forget", actor, str(item_id))
-            _changed(cur, tenant_id, row[0], item_id, "forgotten")
-            return True
+            return self.forget_in(cur, tenant_id, item_id, pin=pin, actor=actor)
+
+    @staticmethod
+    def forget_in(cur: psycopg.Cursor, tenant_id: int, item_id: int, *, pin: int | None = None,
+                  actor: Actor | None = None) -> bool:
+        """``forget`` in the caller's open transaction for ``tenant_id``."""
+        row = cur.execute("DELETE FROM items WHERE tenant_id = %s AND id = %s AND (%s::bigint IS NULL OR"
+                          " project_id = %s) RETURNING project_id, content_hash",
+                          (tenant_id, item_id, pin, pin)).fetchone()
+        if not row:
+            return False
+        cur.execute("INSERT INTO forgotten (tenant_id, project_id, content_hash) VALUES (%s, %s, %s)"
+                    " ON CONFLICT DO NOTHING", (tenant_id, row[0], row[1]))
+        audit(cur, tenant_id, "memories.forget", actor, str(item_id))
+        _changed(cur, tenant_id, row[0], item_id, "forgotten")
+        return True
 
     def forget_content(self, tenant_id: int, ready: Prepared, *, pin: int | None = None, actor: Actor | None = None,
                        replacement: Prepared | None = None) -> tuple[int | None, int | None]:
@@ -426,26 +420,10 @@ class TeamStore:
         by_id = {row[0]: self._record(row) for row in rows}
         return [by_id[i] for i in ids if i in by_id]
 
-    def recent(self, tenant_id: int, project_ids: Sequence[int], limit: int) -> list[dict[str, Any]]:
-        with self.pool.connection() as conn, tenant_transaction(conn, tenant_id) as cur:
-            return self.recent_in(cur, tenant_id, project_ids, limit)
-
-    def recent_in(self, cur: psycopg.Cursor, tenant_id: int, project_ids: Sequence[int],
-                  limit: int) -> list[dict[str, Any]]:
-        """The projects' newest ``limit`` items, newest first, in the open transaction (one project: read in the
-        order of the ``items_recent`` index, ``limit`` rows and no sort)."""
-        project_sql, project_param = in_projects(project_ids)
-        rows = cur.execute(f"SELECT {self._COLUMNS}{self._FROM} WHERE i.tenant_id = %s AND i.{project_sql}(%s)"
-                           " ORDER BY i.created_at_epoch DESC, i.id DESC LIMIT %s",
-                           (tenant_id, project_param, limit)).fetchall()
-        return [self._record(row) for row in rows]
-
-    def keyword_leg(self, cur: psycopg.Cursor, tenant_id: int, project_ids: list[int], query: str,
-                    limit: int) -> list[tuple[int, float]]:
-        return self.keyword.rank(cur, tenant_id, project_ids, query, limit)
-
     def semantic_leg(self, cur: psycopg.Cursor, tenant_id: int, project_ids: list[int], query: str,
                      limit: int) -> list[tuple[int, float]]:
+        """``nearest`` for the query's text: its cached embedding, as the copies or SQL take it (nothing without
+        a model)."""
         if self.embedder is None or not query.strip():
             return []
         vector, literal = self._query(tenant_id, query)
@@ -503,58 +481,6 @@ class TeamStore:
                           " AND project_id = ANY(%s) LIMIT %s) AS bounded",
                           (tenant_id, project_ids, self.exact_below)).fetchone()
         return int(row[0]) if row else 0
-
-    def _relevant(self, terms: fts.QueryTerms, ordered: list[int], similarity: dict[int, float]) -> list[int]:
-        """``ordered`` less what the local search service's relevance floor hides (``search.relevance``): nothing
-        when even the best candidate is under ``DEFAULT_MIN_SCORE``, else all but those under the unrelated
-        floor. The evidence is the same: a candidate's best-chunk similarity and its share of the query's
-        informative words."""
-        if not ordered:
-            return ordered
-        weights = relevance.informative_weights(terms)
-        model = getattr(self.embedder, "model_id", None)
-        score = {i: relevance.relevance(similarity.get(i), relevance.keyword_coverage(terms, weights, i), model)
-                 for i in ordered}
-        if max(score.values()) < relevance.DEFAULT_MIN_SCORE:
-            return []
-        floor = relevance.unrelated_floor(relevance.DEFAULT_MIN_SCORE)
-        return [i for i in ordered if score[i] >= floor]
-
-    def search(self, tenant_id: int, query: str, project_ids: Sequence[int], *, limit: int = 20,
-               mode: str = "auto") -> list[dict[str, Any]]:
-        """Fused hits for ``query`` in the projects (already resolved for the tenant), best first, each with
-        its ``score`` and the legs that found it."""
-        with self.pool.connection() as conn, tenant_transaction(conn, tenant_id) as cur:
-            return self.search_in(cur, tenant_id, query, project_ids, limit=limit, mode=mode)
-
-    def search_in(self, cur: psycopg.Cursor, tenant_id: int, query: str, project_ids: Sequence[int], *,
-                  limit: int = 20, mode: str = "auto") -> list[dict[str, Any]]:
-        """``search`` in the open transaction: both legs, the records and the relevance floor's evidence are
-        read in it (one snapshot, one connection: a request's reads cost one trip to the pool)."""
-        if not 1 <= limit <= MAX_LIMIT:
-            raise ValidationError(f"limit must be between 1 and {MAX_LIMIT}")
-        if mode not in ("auto", "keyword", "semantic"):
-            raise ValidationError("mode must be auto, keyword or semantic")
-        if not project_ids:
-            return []
-        pool_size = max(limit, POOL_MIN)
-        legs: dict[str, list[tuple[int, float]]] = {}
-        if mode in ("auto", "keyword"):
-            legs["keyword"] = self.keyword_leg(cur, tenant_id, list(project_ids), query, pool_size)
-        if mode in ("auto", "semantic"):
-            legs["semantic"] = self.semantic_leg(cur, tenant_id, list(project_ids), query, pool_size)
-        fused = fuse(self.fusion, legs)
-        if not fused:
-            return []
-        # the candidates' times and keyword evidence first, the records of the few that are shown last
-        created, terms = self.keyword.candidates(cur, tenant_id, list(project_ids), query, list(fused))
-        ordered = order_ids({i: s for i, s in fused.items() if i in created}, created)
-        ordered = self._relevant(terms, ordered, dict(legs.get("semantic", [])))[:limit]
-        records = {r["id"]: r for r in self.get_many_in(cur, tenant_id, ordered)}
-        found_by = {name: {i for i, _ in leg} for name, leg in legs.items()}
-        return [{**records[i], "score": round(fused[i], 6),
-                 "legs": sorted(name for name, ids in found_by.items() if i in ids)} for i in ordered if i in records]
-
 
 # A batch's items with their backlog, audit and change rows in one statement (``insert_many``): forgotten
 # content is passed over; the audit row names the first entry of each content (its key and request).

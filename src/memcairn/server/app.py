@@ -24,11 +24,14 @@ from starlette.routing import Route
 
 from memcairn.capture.single_event import HookEvent
 from memcairn.errors import ConfigError, NotFoundError, ValidationError
-from memcairn.models import MAX_ITEM_ID, NewItem
+from memcairn.models import MAX_ITEM_ID, ItemFilter, MemoryItem, NewItem
 from memcairn.pgstore import backlog, ingest, keys
+from memcairn.pgstore.adapter import TenantStore
 from memcairn.pgstore.ingest import IdempotencyConflict
 from memcairn.pgstore.items import MAX_LIMIT, Prepared, prepare
 from memcairn.pgstore.schema import LATEST
+from memcairn.pgstore.search import TenantSearch
+from memcairn.search.request import SearchRequest
 from memcairn.server import digest
 from memcairn.server.http import (
     ApiError,
@@ -53,11 +56,8 @@ HEARTBEAT_SECONDS = 15.0
 
 
 def _scope_projects(state: ServerState, call: Call, names: list[str]) -> list[int]:
-    """The project ids a read may see: the named ones of the key's tenant (all when none named), within its pin
-    (in the request's transaction when it has one)."""
+    """The project ids a read may see: the named ones of the key's tenant (all when none named), within its pin."""
     assert call.key is not None
-    if call.cur is not None:
-        return state.team.project_ids_in(call.cur, call.key.tenant_id, names, pin=call.key.project_id)
     return state.team.project_ids(call.key.tenant_id, names, pin=call.key.project_id)
 
 
@@ -245,8 +245,9 @@ def forget_memory(request: Request, call: Call) -> Any:
 
 
 def search(request: Request, call: Call) -> Any:
+    """The search service (``pgstore.search.TenantSearch``) in the request's transaction: ``mode`` auto runs both
+    legs, keyword or semantic that leg alone."""
     state: ServerState = request.app.state.server
-    assert call.key is not None
     query = plain("query", request.query_params.get("query", request.query_params.get("q", "")))
     if not query.strip():
         raise ApiError(400, "invalid", "query is required: /v1/search?query=words&project=name")
@@ -254,10 +255,26 @@ def search(request: Request, call: Call) -> Any:
         raise ApiError(400, "invalid", f"query is over {MAX_QUERY_CHARS:,} characters")
     limit = int_param(request, "limit", 20, 1, MAX_LIMIT)
     mode = plain("mode", request.query_params.get("mode", "auto"))
-    projects = _scope_projects(state, call, projects_param(request))
-    assert call.cur is not None
-    results = state.team.search_in(call.cur, call.key.tenant_id, query, projects, limit=limit, mode=mode)
-    return {"query": query, "mode": mode, "results": results}
+    names = projects_param(request)
+    store = _tenant_store(state, call)
+    found = TenantSearch(store, telemetry=state.telemetry).search(
+        SearchRequest(query=query, projects=tuple(names) or None, limit=limit, mode=mode))
+    return {"query": query, "mode": mode, "strategy": found.strategy,
+            "results": [{**_record(hit.item), "score": round(hit.score, 6), "legs": sorted(hit.legs)}
+                        for hit in found.hits]}
+
+
+def _tenant_store(state: ServerState, call: Call) -> TenantStore:
+    """The key's tenant (within its pin) in the request's transaction (a ``reads`` route's)."""
+    assert call.key is not None and call.cur is not None
+    return TenantStore(state.team, call.key.tenant_id, pin=call.key.project_id, cur=call.cur)
+
+
+def _record(item: MemoryItem) -> dict[str, Any]:
+    """A memory as the API answers it."""
+    return {"id": item.id, "project": item.project, "kind": item.kind, "type": item.type, "title": item.title or "",
+            "text": item.text or "", "created_at_epoch": item.created_at_epoch, "content_hash": item.content_hash,
+            "session": item.session}
 
 
 def start_session(request: Request, call: Call) -> Any:
@@ -296,15 +313,18 @@ def end_session(request: Request, call: Call) -> Any:
 
 
 def timeline(request: Request, call: Call) -> Any:
+    """The search service's timeline around the anchor, within the anchor's project."""
     state: ServerState = request.app.state.server
-    assert call.key is not None
     raw = request.query_params.get("anchor", "")
     if not raw.isdigit() or not 0 < int(raw) <= MAX_ITEM_ID:
         raise ApiError(400, "invalid", "anchor must be a memory id: /v1/timeline?anchor=12&before=3&after=3")
     before = int_param(request, "before", 3, 0, 50)
     after = int_param(request, "after", 3, 0, 50)
-    return {"anchor": int(raw), "items": state.team.timeline(call.key.tenant_id, int(raw), before=before,
-                                                             after=after, pin=call.key.project_id)}
+    store = _tenant_store(state, call)
+    anchor = store.get_item(int(raw))
+    around = TenantSearch(store, telemetry=state.telemetry).timeline(anchor.id, depth_before=before,
+                                                                     depth_after=after, projects=[anchor.project])
+    return {"anchor": anchor.id, "items": [{**_record(i), "anchor": i.id == anchor.id} for i in around.items]}
 
 
 def stream(request: Request, call: Call) -> Any:
@@ -356,10 +376,8 @@ def context(request: Request, call: Call) -> Any:
     if not names:
         raise ApiError(400, "invalid", "project is required: /v1/context?project=name")
     budget = int_param(request, "max_tokens", DEFAULT_CONTEXT_TOKENS, 100, 20_000)
-    projects = _scope_projects(state, call, names)
-    assert call.cur is not None
-    rows = state.team.recent_in(call.cur, call.key.tenant_id, projects, digest.NEWEST) if projects else []
-    return state.digests.render(names, rows, budget)
+    newest = _tenant_store(state, call).list_items(ItemFilter(projects=names), limit=digest.NEWEST)
+    return state.digests.render(names, [_record(item) for item in newest], budget)
 
 
 def list_keys(request: Request, call: Call) -> Any:
@@ -418,7 +436,7 @@ def make_app(state: ServerState, *, lifespan: Any = None) -> Starlette:
                                                    "DELETE": route("memories:write", forget_memory)}),
               methods=["GET", "DELETE"]),
         Route("/v1/search", route("memories:read", search, reads=True), methods=["GET"]),
-        Route("/v1/timeline", route("memories:read", timeline), methods=["GET"]),
+        Route("/v1/timeline", route("memories:read", timeline, reads=True), methods=["GET"]),
         Route("/v1/stream", route("memories:read", stream), methods=["GET"]),
         Route("/v1/sessions/start", route("memories:write", start_session), methods=["POST"]),
         Route("/v1/sessions/end", route("memories:write", end_session), methods=["POST"]),

@@ -27,6 +27,7 @@ from memcairn.pgstore import keys
 from memcairn.pgstore.audit import Actor
 from memcairn.pgstore.db import Pool
 from memcairn.pgstore.items import TeamStore
+from memcairn.search.telemetry import Telemetry
 from memcairn.server.digest import Digests
 
 log = logging.getLogger("memcairn.server")
@@ -50,6 +51,7 @@ class ServerState:
     secret: bytes
     queued: threading.Event = field(default_factory=threading.Event)  # set after events are queued (wakes consumers)
     digests: Digests = field(default_factory=Digests)  # the context digests and lines rendered before
+    telemetry: Telemetry = field(default_factory=Telemetry)  # the searches of this process (no query text)
 
 
 def _error(status: int, code: str, detail: str, request_id: str) -> JSONResponse:
