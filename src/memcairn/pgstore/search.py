@@ -47,7 +47,11 @@ class TenantVectors:
 class TenantSearch(SearchService):
     """``SearchService`` over ``store`` and its vectors, with the team store's fusion. Project names a request
     gives are checked through the team store's cache of name to id (no read of every project's name unless one
-    of them is unknown)."""
+    of them is unknown). The semantic leg asks pgvector for its pool only, as the team store's own search did:
+    ``TeamStore.nearest`` scans a small scope exactly, and asks the HNSW graph for ``CHUNKS_PER_ITEM`` chunks an
+    item, sorting its hits again, rather than leaving the over-asking to the caller."""
+
+    mirror_overfetch = 1
 
     def __init__(self, store: TenantStore, *, telemetry: Telemetry | None = None) -> None:
         super().__init__(store, TenantVectors(store), fusion=store.team.fusion, telemetry=telemetry)

@@ -71,6 +71,8 @@ class SearchService:
     ``mirror_error`` (why the mirror could not be opened) is repeated in the notes of keyword fallbacks.
     """
 
+    mirror_overfetch = 2  # the semantic leg asks the mirror for this many times its pool (see ``_semantic_leg``)
+
     def __init__(self, store: SearchStore, mirror: Any = None, *, recency_window_days: float = 0,
                  fusion: str = "minmax", recency_boost_half_life_days: float | None = None,
                  weights: dict[str, float] | None = None, mirror_error: str | None = None,
@@ -303,9 +305,10 @@ class SearchService:
         # Filters the index does not apply (its partitions are the projects) drop hits after the query, so a
         # filtered request asks for twice as much. Every request asks for twice its pool again and keeps the
         # pool by exact similarity: an index that picks candidates approximately (the sqlite-vec scan) then
-        # hands over the same pool as its exact path, so the worker and an in-process search rank alike.
+        # hands over the same pool as its exact path, so the worker and an in-process search rank alike (a mirror
+        # that ranks its hits exactly itself is asked for its pool only: ``mirror_overfetch``).
         dropping = replace(semantic_filter, projects=None) != ItemFilter()
-        want = pool * (4 if dropping else 2)
+        want = pool * (2 if dropping else 1) * self.mirror_overfetch
         try:
             hits = self.mirror.query(text, projects=list(req.projects) if req.projects else None,
                                      limit=min(max(want, POOL_MIN), MAX_VECTOR_CANDIDATES))

@@ -49,7 +49,8 @@ class SearchEnvelope:
 class Telemetry:
     """A thread-safe ring buffer of envelopes with running counters."""
 
-    def __init__(self, size: int = RING_SIZE) -> None:
+    def __init__(self, size: int = RING_SIZE, *, log_each: bool = True) -> None:
+        self.log_each = log_each  # one INFO line a search (the team server, which keeps no such log, says False)
         self._ring: deque[SearchEnvelope] = deque(maxlen=size)
         self._strategies: Counter[str] = Counter()
         self._fallbacks: Counter[str] = Counter()
@@ -63,7 +64,8 @@ class Telemetry:
             self._strategies[envelope.strategy] += 1
             if envelope.fallback_reason:
                 self._fallbacks[envelope.fallback_reason] += 1
-        log.info(json.dumps({"event": "search", **envelope.to_dict()}, sort_keys=True))
+        if self.log_each and log.isEnabledFor(logging.INFO):  # the line costs more than the search's fusion
+            log.info(json.dumps({"event": "search", **envelope.to_dict()}, sort_keys=True))
 
     def snapshot(self) -> dict[str, Any]:
         with self._lock:

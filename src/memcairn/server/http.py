@@ -51,7 +51,8 @@ class ServerState:
     secret: bytes
     queued: threading.Event = field(default_factory=threading.Event)  # set after events are queued (wakes consumers)
     digests: Digests = field(default_factory=Digests)  # the context digests and lines rendered before
-    telemetry: Telemetry = field(default_factory=Telemetry)  # the searches of this process (no query text)
+    # the searches of this process (counts and latencies, no query text; not logged one by one)
+    telemetry: Telemetry = field(default_factory=lambda: Telemetry(log_each=False))
 
 
 def _error(status: int, code: str, detail: str, request_id: str) -> JSONResponse:
