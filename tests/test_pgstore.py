@@ -178,31 +178,46 @@ def test_the_search_path_never_brings_back_a_forgotten_memory_another_tenants_or
         assert [i.id for i in pinned.timeline(kept, depth_before=5, depth_after=5).items] == [kept]
 
 
-def test_a_fused_search_reads_the_candidates_times_and_evidence_in_one_statement(pg_database: str,
-                                                                                 team: TeamStore) -> None:
+@pytest.mark.parametrize("copies", [True, False])
+def test_a_fused_search_reads_the_candidates_times_and_evidence_once(pg_database: str, pool: db.Pool, embedder,
+                                                                    copies: bool) -> None:
+    """The search service asks for the times of the semantic leg's hits, of the keyword leg's others, then for
+    the evidence of all: one read of the candidates answers the three (one statement when the projects are not
+    copied in this process; none when they are)."""
+    team = TeamStore(pool, embedder, copies=copies)
     acme = tenant(pg_database)
     ids = [team.add(acme, note("api", f"Retry uploads, attempt {n}", f"backoff step {n}")).id for n in range(8)]
     backlog.drain(team.pool, team.embedder)
+    reads = []
+    candidates = team.keyword.candidates
+
+    def counted(*args: object, **kwargs: object) -> object:
+        reads.append(args[-1])
+        return candidates(*args, **kwargs)  # type: ignore[arg-type]
+
+    team.keyword.candidates = counted  # type: ignore[method-assign]
 
     class Counting:  # the request's cursor, counting what it runs
         def __init__(self, cur: psycopg.Cursor) -> None:
             self.cur, self.statements = cur, []
 
-        def execute(self, sql: str, params: object = None) -> psycopg.Cursor:
+        def execute(self, sql: str, params: object = None, **options: object) -> psycopg.Cursor:
             self.statements.append(sql)
-            return self.cur.execute(sql, params)  # type: ignore[arg-type]
+            return self.cur.execute(sql, params, **options)  # type: ignore[arg-type]
 
     for _ in range(2):  # the second time the team store's caches (statistics, plan, project ids) are warm
+        reads.clear()
         with team.pool.connection() as conn, db.tenant_transaction(conn, acme) as cur:
             counting = Counting(cur)
             store = TenantStore(team, acme, cur=counting)  # type: ignore[arg-type]
             found = TenantSearch(store).search(SearchRequest(query="retry uploads backoff", projects=("api",)))
     assert {h.item.id for h in found.hits} == set(ids) and found.strategy == "hybrid"
     assert all(set(h.legs) == {"keyword", "semantic"} for h in found.hits)
-    candidates = [s for s in counting.statements if "::tsquery[]" in s]
-    times = [s for s in counting.statements if s.startswith("SELECT i.id, i.created_at_epoch")]
-    assert len(candidates) == 1 and times == []
-    assert len(counting.statements) <= 4, counting.statements  # keyword leg, vectors, candidates, the page's rows
+    assert len(reads) == 1 and set(reads[0]) == set(ids)  # every candidate, once
+    assert not [s for s in counting.statements if s.startswith("SELECT i.id, i.created_at_epoch")]
+    # SQL: the keyword leg, the vectors, the candidates, the page's rows; copies: bring them up to date, the phrase's
+    # rows, the page's rows
+    assert len(counting.statements) == (3 if copies else 4), counting.statements
 
 
 def test_keys_lifecycle(pg_database: str, pool: db.Pool) -> None:

@@ -65,15 +65,34 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
             yield store
         return
     from memcairn.pgstore.adapter import TenantStore
-    from memcairn.pgstore.db import tenant_transaction
 
     team, owner = request.getfixturevalue("team_database")
-    tenant_id = new_tenant(owner)
-    if request.param == "postgresql":
-        yield TenantStore(team, tenant_id)
-        return
-    with team.pool.connection() as conn, tenant_transaction(conn, tenant_id) as cur:
-        yield TenantStore(team, tenant_id, cur=cur)
+    team_store = TenantStore(team, new_tenant(owner))
+    yield team_store if request.param == "postgresql" else BoundReads(team_store)
+
+
+class BoundReads:
+    """A tenant's store whose writes commit on their own and whose every read runs in a store bound to a
+    transaction of its own, as a server request reads (a bound store does not write)."""
+
+    WRITES = ("add_item", "add_items", "delete_items", "ensure_session", "end_session")
+
+    def __init__(self, writer: Any) -> None:
+        self.writer = writer
+
+    def __getattr__(self, name: str) -> Any:
+        from memcairn.pgstore.adapter import TenantStore
+        from memcairn.pgstore.db import tenant_transaction
+
+        if name in self.WRITES:
+            return getattr(self.writer, name)
+        team, tenant_id = self.writer.team, self.writer.tenant_id
+
+        def read(*args: Any, **kwargs: Any) -> Any:
+            with team.pool.connection() as conn, tenant_transaction(conn, tenant_id) as cur:
+                return getattr(TenantStore(team, tenant_id, cur=cur), name)(*args, **kwargs)
+
+        return read
 
 
 def note(project: str, title: str, text: str = "", *, epoch: int | None = None, session: str | None = None,
@@ -231,6 +250,40 @@ def test_a_tenant_store_sees_nothing_of_another_tenant_nor_outside_its_pin(team_
     with pytest.raises(NotFoundError):
         pinned.add_item(note("beta", "written outside the pin"))
     assert pinned.delete_items([b]) == [] and acme.get_items([b])[0].id == b
+
+
+def test_a_bound_store_reads_a_search_s_candidates_as_an_unbound_one_and_does_not_write(team_database: Any) -> None:
+    """A store bound to a request's transaction reads the times and keyword evidence of the candidates the legs
+    found together (``pgstore/candidates.py``): the answers are those of a store reading each on its own, but for
+    the words' frequencies of the search's candidates, which a bound store counts in the projects its search
+    searched (as the server's search always has), an unbound one in every project of the tenant."""
+    from memcairn.pgstore.adapter import TenantStore
+    from memcairn.pgstore.db import tenant_transaction
+
+    team, owner = team_database
+    store = TenantStore(team, new_tenant(owner))
+    ids = [store.add_item(note(project, f"parser timeout {n}", "the parser cache", epoch=1_000 + n)).id
+           for n, project in enumerate(["alpha", "alpha", "beta", "alpha"])]
+    store.delete_items([ids[3]])
+    alpha, both = ItemFilter(projects=["alpha"]), ItemFilter(projects=["alpha", "beta"])
+
+    def asked(reader: Any) -> list[Any]:
+        hits = [i for i, _ in reader.keyword_ids("parser timeout", alpha)]
+        return [hits, reader.created_epochs([*hits, ids[2], ids[3]], alpha), reader.created_epochs(hits),
+                reader.created_epochs([ids[2], ids[3]]), reader.created_epochs([ids[0], ids[2]], both),
+                reader.filter_ids([ids[2]], alpha), reader.query_terms("parser timeout", hits),
+                reader.query_terms("parser timeout", [ids[2]]), reader.query_terms("cache", hits)]
+
+    with team.pool.connection() as conn, tenant_transaction(conn, store.tenant_id) as cur:
+        bound = TenantStore(team, store.tenant_id, cur=cur)
+        within, everywhere = asked(bound), asked(store)
+        assert within[:6] == everywhere[:6] and within[7:] == everywhere[7:]
+        assert (within[6].tokens, within[6].holding) == (everywhere[6].tokens, everywhere[6].holding)
+        assert (within[6].frequencies, within[6].total) == ((2, 2), 2)  # alpha's rows
+        assert (everywhere[6].frequencies, everywhere[6].total) == ((3, 3), 3)
+        with pytest.raises(RuntimeError):
+            bound.add_item(note("alpha", "written in a read"))
+    assert asked(store)[1] == {ids[0]: 1_000, ids[1]: 1_001}
 
 
 def test_the_team_store_refuses_filters_it_cannot_honour(team_database: Any) -> None:

@@ -3,11 +3,12 @@
 ``store/protocols.py``) over ``TeamStore``, bound to one tenant and optionally pinned to one project (a key's pin),
 so code written against the protocols runs on either backend.
 
-A ``TenantStore`` runs each call in a transaction of its own, or, given ``cur``, every read and write in that
-open transaction (a server request's: the key check and the reads on one pooled connection). A bound store lives
-for its request: it keeps what it resolved (project names) and what its search read of the candidates
-(``pgstore/candidates.py``), so the times and keyword evidence the search service asks for one after another are
-read in one statement.
+A ``TenantStore`` runs each call in a transaction of its own, or, given ``cur``, every read in that open
+transaction (a server request's: the key check and the reads on one pooled connection). A bound store only reads
+(a write raises ``RuntimeError``: a process's copies of the projects, ``pgstore/project_copies.py``, must never
+read a transaction's own uncommitted rows) and lives for its request: it keeps what it resolved (project names)
+and what its search read of the candidates (``pgstore/candidates.py``), so the times and keyword evidence the
+search service asks for one after another are read in one statement.
 
 Rows are hydrated with the project's name and the session looked up per row by primary key (as
 ``TeamStore._COLUMNS``), not joined: a join lets the planner hash every session of a tenant to hydrate a page.
@@ -19,8 +20,9 @@ Where the two stores differ, the difference is kept and stated rather than paper
   ``uuid`` is empty and ``updated_at_epoch`` is its creation time; its ``platform_source`` is its session's;
 - a filter may name projects, kinds, types, a time range and a session; concepts, files and platform filters are
   refused (``ValidationError``), and the keyword leg takes projects only, ranked by relevance;
-- keyword evidence (``query_terms``) counts a word's rows within the searched projects (the local store counts
-  them in the whole store);
+- keyword evidence (``query_terms``) counts a word's rows in every project of the tenant (the local store: in
+  the whole store), but for the candidates of a bound store's search: in the projects it searches (as the
+  server's search always has);
 - projects are not merged on the server (``merged_into_project`` is always None); a session is made under the
   project named (the server keys a session by project, platform and agent session id) and its start time is the
   server's clock.
@@ -91,16 +93,18 @@ class TenantStore:
         with self.team.pool.connection() as conn, tenant_transaction(conn, self.tenant_id) as cur:
             yield cur
 
+    @contextmanager
+    def _writing(self) -> Iterator[psycopg.Cursor]:
+        """A transaction of its own for a write; a bound store does not write."""
+        if self.cur is not None:
+            raise RuntimeError("a TenantStore bound to a request's transaction only reads; write through an unbound "
+                               "one")
+        with self.team.pool.connection() as conn, tenant_transaction(conn, self.tenant_id) as cur:
+            yield cur
+
     def _rows(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         with self._cursor() as cur:
             return cur.execute(sql, params).fetchall()
-
-    def _wrote(self, created: bool) -> None:
-        if self._reads is not None:
-            self._reads.clear()
-        self._resolved.clear()
-        if created:
-            self.team.written.set()  # wakes the embedding task, as TeamStore.add does
 
     # -- items: writes ------------------------------------------------------------------------------------
     def add_item(self, item: NewItem, *, revive: bool = False) -> AddResult:
@@ -108,19 +112,18 @@ class TenantStore:
 
     def add_items(self, items: Sequence[NewItem], *, revive: bool = False) -> list[AddResult]:
         ready = [prepare(item) for item in items]  # every item checked before anything is written
-        with self._cursor() as cur:
+        with self._writing() as cur:
             saved = [self.team.insert(cur, self.tenant_id, r, pin=self.pin, revive=revive, actor=self.actor)
                      for r in ready]
-        self._wrote(any(s.created for s in saved))
+        if any(s.created for s in saved):
+            self.team.written.set()  # wakes the embedding task, as TeamStore.add does
         return [AddResult(s.id, s.created, s.forgotten) for s in saved]
 
     def delete_items(self, ids: Iterable[int]) -> list[int]:
         """Forget each (the server's delete: gone, and its content refused when sent again)."""
         wanted = list(dict.fromkeys(int(i) for i in ids))
-        with self._cursor() as cur:
-            gone = [i for i in wanted if self.team.forget_in(cur, self.tenant_id, i, pin=self.pin, actor=self.actor)]
-        self._wrote(False)
-        return gone
+        with self._writing() as cur:
+            return [i for i in wanted if self.team.forget_in(cur, self.tenant_id, i, pin=self.pin, actor=self.actor)]
 
     # -- items: reads -------------------------------------------------------------------------------------
     def get_item(self, item_id: int) -> MemoryItem:
@@ -219,18 +222,14 @@ class TenantStore:
         return hits[int(offset):]
 
     def query_terms(self, query: str, ids: Sequence[int]) -> QueryTerms | None:
-        """The query's words, how many rows of the searched projects hold each and which of ``ids`` do."""
+        """The query's words, how many rows hold each and which of ``ids`` do: counted in every project of the
+        tenant (within the pin), or, for the candidates a bound store's search found, in the projects it searches."""
         wanted = [int(i) for i in ids]
-        reads = self._reads
-        if reads is not None and reads.query == query and reads.scope:
-            kept = reads.terms(query, wanted)
-            if kept is not None:
-                return kept
-            scope = list(reads.scope)
-        else:
-            scope = self.project_ids(None)
+        if self._reads is not None and (kept := self._reads.terms(query, wanted)) is not None:
+            return kept  # the candidates of the search in progress: counted in the projects it searches
+        project_ids = self.project_ids(None)
         with self._cursor() as cur:
-            return self.team.keyword.query_terms(cur, self.tenant_id, scope, query, wanted)
+            return self.team.keyword.query_terms(cur, self.tenant_id, project_ids, query, wanted)
 
     # -- semantic leg -------------------------------------------------------------------------------------
     def nearest(self, query: str, projects: Sequence[str] | None, limit: int) -> list[tuple[int, float]]:
@@ -269,15 +268,13 @@ class TenantStore:
 
     def ensure_session(self, agent_session_id: str, project: str, platform_source: str = "unknown",
                        started_at_epoch: int | None = None) -> int:
-        with self._cursor() as cur:
-            made = self.team.start_session_in(cur, self.tenant_id, project, agent_session_id, platform_source,
+        with self._writing() as cur:
+            return self.team.start_session_in(cur, self.tenant_id, project, agent_session_id, platform_source,
                                               pin=self.pin, actor=self.actor)
-        self._wrote(False)
-        return made
 
     def end_session(self, agent_session_id: str, platform_source: str = "unknown", status: str = "completed",
                     ended_at_epoch: int | None = None) -> bool:
-        with self._cursor() as cur:
+        with self._writing() as cur:
             return self.team.end_session_in(cur, self.tenant_id, agent_session_id, platform_source, status,
                                             pin=self.pin, actor=self.actor) > 0
 

@@ -35,14 +35,15 @@ class CandidateReads:
         self._absent: dict[int, Scope] = {}  # id -> scope it was missing from
         self._terms: QueryTerms | None = None  # the query's words and their frequencies, as last read
         self._held: dict[str, set[int]] = {}  # word -> ids read holding it
-        self._evidenced: set[int] = set()
+        self._asked: set[int] = set()  # ids read for the noted query
+        self._evidenced: set[int] = set()  # ... and found in its projects (their evidence is known)
 
     def note(self, query: str, scope: Sequence[int], found: Iterable[int]) -> None:
         """A leg searched ``query`` in the projects ``scope`` and found ``found``."""
         key = tuple(sorted(scope))
         if (query, key) != (self.query, self.scope):
             self.query, self.scope = query, key
-            self.pending, self._terms, self._held, self._evidenced = [], None, {}, set()
+            self.pending, self._terms, self._held, self._asked, self._evidenced = [], None, {}, set(), set()
         self.pending.extend(found)
 
     def known(self, ids: Sequence[int], scope: Scope | None) -> dict[int, int] | None:
@@ -64,7 +65,7 @@ class CandidateReads:
 
     def to_read(self, ids: Sequence[int]) -> list[int]:
         """``ids`` and the noted candidates whose evidence is not read yet, once each."""
-        return list(dict.fromkeys([*ids, *(i for i in self.pending if i not in self._evidenced)]))
+        return list(dict.fromkeys([*ids, *(i for i in self.pending if i not in self._asked)]))
 
     def record(self, ids: Sequence[int], created: Mapping[int, int], terms: QueryTerms) -> None:
         """What a read of ``ids`` within the noted scope found (the times of those that exist, their evidence)."""
@@ -73,13 +74,15 @@ class CandidateReads:
                 self._present[item_id] = (created[item_id], self.scope)
             else:
                 self._absent[item_id] = self.scope
-        self._evidenced.update(ids)
+        self._asked.update(ids)
+        self._evidenced.update(i for i in ids if i in created)  # a row outside the projects has no evidence here
         self._terms = terms
         for word, held in terms.holding.items():
             self._held.setdefault(word, set()).update(held)
 
     def terms(self, query: str, ids: Sequence[int]) -> QueryTerms | None:
-        """The keyword evidence of ``ids`` for ``query`` if every one of them was read, else None."""
+        """The keyword evidence of ``ids`` for ``query`` if every one of them was read in the noted projects, else
+        None."""
         if query != self.query or self._terms is None or not set(ids) <= self._evidenced:
             return None
         wanted = set(ids)

@@ -3,8 +3,8 @@ ordering, paging, hydration and the timeline, as every door of the local store r
 with pgvector as its vector mirror.
 
 ``TenantVectors`` is what the service asks of a mirror: ``query(text, projects=, limit=)`` giving hits with
-``item_id`` and cosine ``distance`` (each item at its best chunk, ``TeamStore.nearest`` with the query's cached
-vector), ``available`` (a model is loaded) and ``embedder.model_id`` for the relevance floor. It reads in the
+``item_id`` and cosine ``distance`` (each item at its best chunk: ``TeamStore.semantic_leg``, the query's cached
+embedding), ``available`` (a model is loaded) and ``embedder.model_id`` for the relevance floor. It reads in the
 store's transaction, so a bound store's search runs both legs and the hydration on one connection.
 """
 
@@ -47,9 +47,9 @@ class TenantVectors:
 class TenantSearch(SearchService):
     """``SearchService`` over ``store`` and its vectors, with the team store's fusion. Project names a request
     gives are checked through the team store's cache of name to id (no read of every project's name unless one
-    of them is unknown). The semantic leg asks pgvector for its pool only, as the team store's own search did:
-    ``TeamStore.nearest`` scans a small scope exactly, and asks the HNSW graph for ``CHUNKS_PER_ITEM`` chunks an
-    item, sorting its hits again, rather than leaving the over-asking to the caller."""
+    of them is unknown). The semantic leg asks for its pool only, as the team store's own search did:
+    ``TeamStore.nearest`` ranks the projects' vectors exactly (in this process's copies, or an exact scan), or asks
+    the HNSW graph for ``CHUNKS_PER_ITEM`` chunks an item and sorts its hits again."""
 
     mirror_overfetch = 1
 
