@@ -5,6 +5,8 @@ after a later one (sequence numbers are not handed out in commit order)."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from test_pgstore import tenant
 
@@ -38,8 +40,9 @@ def corpus(team: TeamStore, acme: int) -> list[int]:
 
 
 def ranked(team: TeamStore, leg: KeywordLeg, acme: int, query: str, project: str = "api") -> list[tuple[int, float]]:
+    projects = team.project_ids(acme, [project])  # before this request's connection: the pool is small
     with team.pool.connection() as conn, db.tenant_transaction(conn, acme) as cur:
-        return leg.rank(cur, acme, team.project_ids(acme, [project]), query, 50)
+        return leg.rank(cur, acme, projects, query, 50)
 
 
 def test_the_copies_rank_as_the_sql_leg_where_it_rescores_every_match(pg_database: str, team: TeamStore) -> None:
@@ -162,3 +165,36 @@ def test_the_change_feed_shows_stored_and_forgotten_memories_not_vectors(pg_data
     backlog.drain(team.pool, team.embedder)
     assert team.forget(acme, item)
     assert [(c["op"], c["id"]) for c in team.changes(acme, 0, None)] == [("stored", item), ("forgotten", item)]
+
+
+def test_concurrent_searches_and_writes_leave_the_copies_as_the_database(pg_database: str, team: TeamStore) -> None:
+    """Searches of two projects in four threads while another thread stores and forgets memories in both: no
+    search fails, and afterwards each copy ranks as SQL does."""
+    acme = tenant(pg_database)
+    corpus(team, acme)
+    for n in range(10):
+        team.add(acme, note(f"web cache {n}", "web cache eviction", project="web"))
+    leg = KeywordLeg(copies=ProjectCopies())
+    errors: list[BaseException] = []
+
+    def search(n: int) -> None:
+        try:
+            for k in range(15):
+                ranked(team, leg, acme, "cache eviction", project=("api", "web")[(n + k) % 2])
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=search, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for n in range(12):
+        project = ("api", "web")[n % 2]
+        item = team.add(acme, note(f"cache eviction {n}", f"eviction of cache entry {n}", project=project))
+        if n % 3 == 0:
+            team.forget(acme, item.id)
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    for project in ("api", "web"):
+        assert ranked(team, leg, acme, "cache eviction", project) == ranked(team, KeywordLeg(), acme, "cache eviction",
+                                                                            project)

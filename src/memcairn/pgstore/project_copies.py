@@ -52,67 +52,68 @@ _XMIN = "pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
 
 
 class Vectors:
-    """A project's chunk vectors, normalised, with the item of each row."""
+    """A project's chunk vectors, normalised, with the item of each row. Changed under its project's lock
+    (``replace``, ``drop``, ``settle``); ``nearest`` reads without it, from arrays replaced whole."""
 
     def __init__(self) -> None:
-        self.items = np.zeros(0, np.int64)
-        self.matrix = np.zeros((0, 0), np.float32)
-        self.alive = np.zeros(0, bool)
+        # (item of each row, the rows, which rows are live): one tuple, so a reader sees one version of all three
+        self._arrays = (np.zeros(0, np.int64), np.zeros((0, 0), np.float32), np.zeros(0, bool))
         self._pending: list[tuple[int, list[float]]] = []
         self._rows_of: dict[int, list[int]] = {}
 
     def __len__(self) -> int:
-        return len(self.items) + len(self._pending)
+        return len(self._arrays[0]) + len(self._pending)
+
+    def append(self, item_id: int, chunk: list[float]) -> None:
+        self._pending.append((item_id, chunk))
 
     def replace(self, item_id: int, chunks: list[list[float]]) -> None:
         """The item's vectors are ``chunks`` from now on (its vectors are written whole)."""
         self.drop(item_id)
         self._pending += [(item_id, c) for c in chunks]
 
-    def append(self, item_id: int, chunk: list[float]) -> None:
-        self._pending.append((item_id, chunk))
-
     def drop(self, item_id: int) -> None:
         if self._pending:
             self._pending = [p for p in self._pending if p[0] != item_id]
+        alive = self._arrays[2]
         for row in self._rows_of.pop(item_id, ()):
-            self.alive[row] = False
+            alive[row] = False
 
-    def nearest(self, query: np.ndarray, limit: int) -> list[tuple[int, float]]:
-        """(item id, cosine similarity of its best chunk), best first (ties: the newer id)."""
-        self._settle()
-        if not len(self.items) or limit <= 0:
-            return []
-        similarity = self.matrix @ query
-        similarity[~self.alive] = -2.0
-        take = min(len(similarity), limit * 4)  # an item may hold several of the best rows
-        best: dict[int, float] = {}
-        while True:
-            rows = np.argpartition(-similarity, take - 1)[:take] if take < len(similarity) else np.arange(take)
-            best = {}
-            for row in rows:
-                if self.alive[row]:
-                    item, value = int(self.items[row]), float(similarity[row])
-                    if value > best.get(item, -3.0):
-                        best[item] = value
-            if len(best) >= limit or take >= len(similarity):
-                break
-            take = min(len(similarity), take * 4)
-        return sorted(best.items(), key=lambda hit: (-hit[1], -hit[0]))[:limit]
-
-    def _settle(self) -> None:
+    def settle(self) -> None:
+        """Append the vectors added since the last call to the arrays."""
         if not self._pending:
             return
+        items, matrix, alive = self._arrays
         added = np.asarray([v for _, v in self._pending], np.float32)
         norms = np.linalg.norm(added, axis=1, keepdims=True)
         added /= np.where(norms > 0, norms, 1.0)
-        start = len(self.items)
+        start = len(items)
         for n, (item_id, _) in enumerate(self._pending):
             self._rows_of.setdefault(item_id, []).append(start + n)
-        self.items = np.concatenate([self.items, np.asarray([i for i, _ in self._pending], np.int64)])
-        self.matrix = added if not start else np.concatenate([self.matrix, added])
-        self.alive = np.concatenate([self.alive, np.ones(len(added), bool)])
+        self._arrays = (np.concatenate([items, np.asarray([i for i, _ in self._pending], np.int64)]),
+                        added if not start else np.concatenate([matrix, added]),
+                        np.concatenate([alive, np.ones(len(added), bool)]))
         self._pending = []
+
+    def nearest(self, query: np.ndarray, limit: int) -> list[tuple[int, float]]:
+        """(item id, cosine similarity of its best chunk), best first (ties: the newer id)."""
+        items, matrix, alive = self._arrays
+        if not len(items) or limit <= 0:
+            return []
+        similarity = matrix @ query
+        similarity[~alive] = -2.0
+        take = min(len(similarity), limit * 4)  # an item may hold several of the best rows
+        while True:
+            rows = np.argpartition(-similarity, take - 1)[:take] if take < len(similarity) else np.arange(take)
+            best: dict[int, float] = {}
+            for row in rows:
+                if alive[row]:
+                    item, value = int(items[row]), float(similarity[row])
+                    if value > best.get(item, -3.0):
+                        best[item] = value
+            if len(best) >= limit or take >= len(similarity):
+                return sorted(best.items(), key=lambda hit: (-hit[1], -hit[0]))[:limit]
+            take = min(len(similarity), take * 4)
 
 
 @dataclass
@@ -192,14 +193,18 @@ class ProjectCopy:
 
 
 class ProjectCopies:
-    """The copies of one process, per project, current to the snapshot of the last search that used them."""
+    """The copies of one process, per project, current to the snapshot of the last search that used them.
+
+    A project's copy is read and brought up to date under that project's lock (searches of other projects go on
+    meanwhile); the map of copies and the limits under one short lock. A search ranks from a copy without a lock:
+    rows are appended, never moved, and vectors are swapped in whole."""
 
     def __init__(self, max_rows: int = MAX_ROWS, max_vectors: int = MAX_VECTORS,
                  max_applied: int = MAX_APPLIED) -> None:
         self.max_rows, self.max_vectors, self.max_applied = max_rows, max_vectors, max_applied
         self._lock = threading.Lock()
         self._copies: OrderedDict[int, ProjectCopy] = OrderedDict()  # least recently searched first
-        self._rows = self._vectors = 0  # held in all copies
+        self._project_locks: dict[int, threading.Lock] = {}
         # a request's cursor and the projects it brought up to date: a second use in the same request (the
         # semantic leg after the keyword leg, the candidates' evidence after both) does not read the changes again
         self._polled: weakref.WeakKeyDictionary[psycopg.Cursor, frozenset[int]] = weakref.WeakKeyDictionary()
@@ -208,72 +213,83 @@ class ProjectCopies:
                 vectors: bool = False) -> list[ProjectCopy] | None:
         """The projects' copies, brought up to date in ``cur``'s transaction (read whole the first time, their
         vectors too when ``vectors``); None when they would hold more than the limits allow (rank in SQL)."""
-        wanted = frozenset(int(p) for p in project_ids)
+        wanted = sorted({int(p) for p in project_ids})
         with self._lock:
-            if wanted <= self._polled.get(cur, frozenset()) and all(p in self._copies for p in wanted):
-                polled = True
-            else:
-                held = [self._copies[p] for p in wanted if p in self._copies]
+            polled = set(wanted) <= self._polled.get(cur, frozenset())
+            locks = [self._project_locks.setdefault(p, threading.Lock()) for p in wanted]
+        for lock in locks:  # in project order: two searches never wait for each other's locks
+            lock.acquire()
+        try:
+            if not polled:
+                held = self._installed(wanted)
                 if held:
                     self._catch_up(cur, tenant_id, held)
-                for project_id in wanted - {c.project_id for c in held}:
+                for project_id in set(wanted) - {c.project_id for c in held}:
                     self._load(cur, tenant_id, project_id)
-                polled = False
-            if vectors:
+            for copy in self._installed(wanted):
+                if vectors and copy.vectors is None:
+                    self._load_vectors(cur, tenant_id, copy)
+                if copy.vectors is not None:
+                    copy.vectors.settle()
+            with self._lock:
+                copies = [self._copies.get(p) for p in wanted]
+                if any(c is None or (vectors and c.vectors is None) for c in copies):
+                    return None  # over a limit (or one dropped to make room for another)
                 for project_id in wanted:
-                    copy = self._copies.get(project_id)
-                    if copy is not None and copy.vectors is None:
-                        self._load_vectors(cur, tenant_id, copy)
-            copies = [self._copies.get(p) for p in wanted]
-            if any(c is None or (vectors and c.vectors is None) for c in copies):
-                return None  # over a limit (or one dropped to make room for another)
-            for project_id in wanted:
-                self._copies.move_to_end(project_id)
-            if not polled:
-                self._polled[cur] = wanted | self._polled.get(cur, frozenset())
-            return copies  # type: ignore[return-value]
+                    self._copies.move_to_end(project_id)
+                self._polled[cur] = frozenset(wanted) | self._polled.get(cur, frozenset())
+                return copies  # type: ignore[return-value]
+        finally:
+            for lock in locks:
+                lock.release()
 
     def stats(self) -> dict[str, int]:
         with self._lock:
-            return {"projects": len(self._copies), "rows": self._rows, "vectors": self._vectors}
+            rows, vectors = self._held()
+            return {"projects": len(self._copies), "rows": rows, "vectors": vectors}
 
-    # -- under the lock -------------------------------------------------------------------------------------
-    def _make_room(self, rows: int, vectors: int) -> bool:
+    def _installed(self, wanted: Sequence[int]) -> list[ProjectCopy]:
+        with self._lock:
+            return [self._copies[p] for p in wanted if p in self._copies]
+
+    def _held(self) -> tuple[int, int]:
+        sizes = [c.size for c in self._copies.values()]
+        return sum(r for r, _ in sizes), sum(v for _, v in sizes)
+
+    def _install(self, copy: ProjectCopy, rows: int, vectors: int) -> bool:
+        """Make room for ``rows`` and ``vectors`` more (dropping the copies searched longest ago) and keep
+        ``copy``; False when they exceed the limits alone."""
         if rows > self.max_rows or vectors > self.max_vectors:
             return False
-        while self._copies and (self._rows + rows > self.max_rows or self._vectors + vectors > self.max_vectors):
-            self._forget_copy(next(iter(self._copies)))
-        return True
+        with self._lock:
+            held_rows, held_vectors = self._held()
+            while self._copies and (held_rows + rows > self.max_rows or held_vectors + vectors > self.max_vectors):
+                dropped_rows, dropped_vectors = self._copies.popitem(last=False)[1].size
+                held_rows, held_vectors = held_rows - dropped_rows, held_vectors - dropped_vectors
+            self._copies[copy.project_id] = copy
+            return True
 
-    def _forget_copy(self, project_id: int) -> None:
-        copy = self._copies.pop(project_id)
-        held_rows, held_vectors = copy.size
-        self._rows -= held_rows
-        self._vectors -= held_vectors
-
+    # -- under the project's lock -----------------------------------------------------------------------------
     def _load(self, cur: psycopg.Cursor, tenant_id: int, project_id: int) -> None:
         # the horizon is read before the rows: an older horizon only re-reads changes the copy already holds
         horizon = int(cur.execute(f"SELECT {_XMIN}").fetchone()[0])  # type: ignore[index]
         rows = cur.execute(_POSTINGS + " AND i.project_id = %s", (tenant_id, project_id)).fetchall()
-        if not self._make_room(len(rows), 0):
-            return
         copy = ProjectCopy(project_id, horizon)
         for item_id, length, epoch, lexemes, freqs, _ in rows:
             copy.add(int(item_id), int(length or 0), int(epoch), lexemes or (), freqs or ())
-        self._copies[project_id] = copy
-        self._rows += len(copy.ids)
+        self._install(copy, len(rows), 0)
 
     def _load_vectors(self, cur: psycopg.Cursor, tenant_id: int, copy: ProjectCopy) -> None:
-        # read after the copy's horizon: a vector written since is read again by the next catch-up, idempotently
+        # A vector written after the copy's horizon and before this read is read again by the next catch-up
+        # (replacing an item's vectors is idempotent). One written after the horizon that the catch-ups before
+        # this read passed over (the copy held no vectors then) is in this read: the horizon is not older than it.
         rows = cur.execute(_VECTORS + " AND project_id = %s ORDER BY item_id, chunk", (tenant_id, copy.project_id),
                            binary=True).fetchall()
-        if not self._make_room(0, len(rows)) or copy.project_id not in self._copies:
-            return
         vectors = Vectors()
         for item_id, embedding, _ in rows:
             vectors.append(int(item_id), embedding)
-        copy.vectors = vectors
-        self._vectors += len(vectors)
+        if self._install(copy, 0, len(rows)):  # kept (again, as the most recent) with room for its vectors
+            copy.vectors = vectors
 
     def _catch_up(self, cur: psycopg.Cursor, tenant_id: int, copies: list[ProjectCopy]) -> None:
         by_id = {c.project_id: c for c in copies}
@@ -285,7 +301,6 @@ class ProjectCopies:
         news = [r for r in rows if r[1] is not None and r[5] >= by_id[r[2]].horizon and r[1] not in by_id[r[2]].applied]
         if len(news) > self.max_applied:  # a large backlog (an import): read the projects again
             for copy in copies:
-                self._forget_copy(copy.project_id)
                 self._load(cur, tenant_id, copy.project_id)
             return
         stored = [int(r[3]) for r in news if r[4] == "stored" and int(r[3]) not in by_id[r[2]].row_of]
@@ -293,9 +308,8 @@ class ProjectCopies:
             for item_id, length, epoch, lexemes, freqs, project_id in cur.execute(
                     _POSTINGS + " AND i.id = ANY(%s)", (tenant_id, stored)).fetchall():
                 copy = by_id.get(int(project_id))
-                if copy is not None and int(item_id) not in copy.row_of:
+                if copy is not None:
                     copy.add(int(item_id), int(length or 0), int(epoch), lexemes or (), freqs or ())
-                    self._rows += 1
         embedded = [int(r[3]) for r in news if r[4] == "embedded" and by_id[r[2]].vectors is not None]
         chunks: dict[int, list[list[float]]] = {i: [] for i in embedded}
         if embedded:
@@ -307,9 +321,7 @@ class ProjectCopies:
             if op == "forgotten":
                 copy.drop(int(item_id))
             elif op == "embedded" and copy.vectors is not None:
-                before = len(copy.vectors)
                 copy.vectors.replace(int(item_id), chunks[int(item_id)])
-                self._vectors += len(copy.vectors) - before
             copy.applied[int(seq)] = int(xid)
         for copy in copies:
             copy.horizon = max(copy.horizon, horizon)
