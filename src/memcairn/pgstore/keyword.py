@@ -39,6 +39,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import psycopg
 
 from memcairn.pgstore.project_copies import ProjectCopies, ProjectCopy
@@ -288,43 +289,53 @@ class KeywordLeg:
         if plan is None:
             return []
         needed = list(dict.fromkeys(lexemes[w] for w in (*plan.any_of, *plan.all_of)))
-        any_of = {lexemes[w] for w in plan.any_of}
-        all_of = {lexemes[w] for w in plan.all_of}
-        found: list[tuple[int, int, dict[str, float]]] = []  # (item id, length, lexeme -> weighted occurrences)
-        for copy in copies:
-            per_row: dict[int, dict[str, float]] = {}
-            for lexeme in needed:
-                for row, f in copy.matches(lexeme):
-                    per_row.setdefault(row, {})[lexeme] = f
-            for row, f in per_row.items():
-                if not any_of.isdisjoint(f) or (all_of and all_of <= f.keys()):
-                    found.append((copy.ids[row], copy.lengths[row], f))
-        if len(found) > self.cap:
-            found = sorted(found, key=lambda hit: -hit[0])[:self.cap]
-        in_phrase: set[int] = set()
-        phrase_idf = 0.0
-        if plan.phrase is not None:
-            words_of_phrase = {lexemes[w] for w in plan.phrase.split()}
-            holders = [item_id for item_id, _, f in found if words_of_phrase <= f.keys()]
-            if holders:
-                phrase = " <-> ".join(_quoted(w) for w in plan.phrase.split())
-                in_phrase = {int(r[0]) for r in cur.execute(
-                    "SELECT id FROM items WHERE tenant_id = %s AND id = ANY(%s) AND fts @@ to_tsquery('english', %s)",
-                    (tenant_id, holders, phrase)).fetchall()}
-                phrase_idf = idf(stats.rows, len(in_phrase))
+        phrase_words = {lexemes[w] for w in plan.phrase.split()} if plan.phrase is not None else set()
         mean = stats.mean_words or 1.0
         weight = {w: idf(stats.rows, stats.holding.get(w, 0)) for w in (*plan.any_of, *plan.all_of)}
-        scored = []
-        for item_id, length, f in found:
-            norm = K1 * (1.0 - B + B * float(length) / mean)
-            score = sum(weight[w] * _saturated(f.get(lexemes[w], 0.0), norm) for w in plan.any_of)
-            if plan.all_of and all(f.get(lexemes[w], 0.0) > 0 for w in plan.all_of):
-                score += sum(weight[w] * _saturated(f[lexemes[w]], norm) for w in plan.all_of)
-            if item_id in in_phrase:
-                score += phrase_idf * _saturated(1.0, norm)
-            scored.append((int(item_id), score))
-        scored.sort(key=lambda hit: (-hit[1], -hit[0]))
-        return scored[:limit]
+        found_ids, found_scores, found_norms, holders = [], [], [], []
+        for copy in copies:  # BM25 of each copy's matching rows, in numpy, summed in the SQL path's order
+            ids, lengths, f = copy.occurrences(needed)
+            hit = np.zeros(len(ids), bool)
+            for w in plan.any_of:
+                hit |= f[lexemes[w]] > 0
+            every = np.ones(len(ids), bool) if plan.all_of else np.zeros(len(ids), bool)
+            for w in plan.all_of:
+                every &= f[lexemes[w]] > 0
+            rows = np.nonzero(hit | every)[0]
+            norm = K1 * (1.0 - B + B * lengths[rows] / mean)
+            score = np.zeros(len(rows))
+            for w in plan.any_of:
+                score += weight[w] * _saturated_array(f[lexemes[w]][rows], norm)
+            if plan.all_of:
+                extra = np.zeros(len(rows))
+                for w in plan.all_of:
+                    extra += weight[w] * _saturated_array(f[lexemes[w]][rows], norm)
+                score += np.where(every[rows], extra, 0.0)
+            found_ids.append(ids[rows])
+            found_scores.append(score)
+            found_norms.append(norm)
+            if phrase_words:
+                holding_all = np.ones(len(rows), bool)
+                for lexeme in phrase_words:
+                    holding_all &= f[lexeme][rows] > 0
+                holders.append(ids[rows][holding_all])
+        ids = np.concatenate(found_ids) if found_ids else np.zeros(0, np.int64)
+        scores = np.concatenate(found_scores) if found_scores else np.zeros(0)
+        norms = np.concatenate(found_norms) if found_norms else np.zeros(0)
+        if len(ids) > self.cap:  # the newest ``cap`` matches, as SQL keeps them
+            newest = np.argsort(-ids, kind="stable")[:self.cap]
+            ids, scores, norms = ids[newest], scores[newest], norms[newest]
+        phrase_holders = np.intersect1d(np.concatenate(holders), ids) if holders else np.zeros(0, np.int64)
+        if len(phrase_holders):
+            phrase = " <-> ".join(_quoted(w) for w in plan.phrase.split())  # type: ignore[union-attr]
+            in_phrase = [int(r[0]) for r in cur.execute(
+                "SELECT id FROM items WHERE tenant_id = %s AND id = ANY(%s) AND fts @@ to_tsquery('english', %s)",
+                (tenant_id, phrase_holders.tolist(), phrase)).fetchall()]
+            if in_phrase:
+                bonus = idf(stats.rows, len(in_phrase)) * _saturated_array(np.ones(len(ids)), norms)
+                scores = scores + np.where(np.isin(ids, in_phrase), bonus, 0.0)
+        best = np.lexsort((-ids, -scores))[:limit]  # best score first, then the newer id
+        return [(int(ids[i]), float(scores[i])) for i in best]
 
     def _phrase_rows(self, cur: psycopg.Cursor, tenant_id: int, project_ids: Sequence[int], phrase: str) -> int:
         key = ("phrase", tenant_id, tuple(sorted(project_ids)), phrase)
@@ -356,14 +367,22 @@ def _evidence(copies: Sequence[ProjectCopy], ids: Sequence[int],
             if epoch is not None:
                 created[int(item_id)] = epoch
                 break
-    by_lexeme: dict[str, set[int]] = {}
-    for lexeme in wanted:
-        held = by_lexeme[lexeme] = set()
-        for copy in copies:
-            for row, _ in copy.matches(lexeme):
-                if copy.ids[row] in created:
-                    held.add(copy.ids[row])
+    by_lexeme: dict[str, set[int]] = {lexeme: set() for lexeme in wanted}
+    for copy in copies:
+        mine = [(copy.row_of[i], i) for i in created if i in copy.row_of]
+        if not mine:
+            continue
+        rows, item_ids = np.array([r for r, _ in mine], np.int64), np.array([i for _, i in mine], np.int64)
+        for lexeme in wanted:
+            held = copy.postings.get(lexeme)
+            if held is not None:
+                by_lexeme[lexeme].update(item_ids[np.isin(rows, np.array(held[0], np.int64))].tolist())
     return created, by_lexeme
+
+
+def _saturated_array(f: np.ndarray, norm: np.ndarray) -> np.ndarray:
+    """``_saturated`` of each row (0 where ``f`` is 0)."""
+    return np.where(f > 0, (f * (K1 + 1.0)) / (f + norm), 0.0)
 
 
 def _saturated(f: float, norm: float) -> float:

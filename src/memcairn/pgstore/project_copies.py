@@ -105,14 +105,13 @@ class Vectors:
         take = min(len(similarity), limit * 4)  # an item may hold several of the best rows
         while True:
             rows = np.argpartition(-similarity, take - 1)[:take] if take < len(similarity) else np.arange(take)
-            best: dict[int, float] = {}
-            for row in rows:
-                if alive[row]:
-                    item, value = int(items[row]), float(similarity[row])
-                    if value > best.get(item, -3.0):
-                        best[item] = value
-            if len(best) >= limit or take >= len(similarity):
-                return sorted(best.items(), key=lambda hit: (-hit[1], -hit[0]))[:limit]
+            rows = rows[alive[rows]]
+            rows = rows[np.argsort(-similarity[rows], kind="stable")]
+            found, first = np.unique(items[rows], return_index=True)  # each item at its best chunk
+            if len(found) >= limit or take >= len(similarity):
+                best = similarity[rows[first]]
+                order = np.lexsort((-found, -best))[:limit]  # best first, then the newer id
+                return [(int(found[i]), float(best[i])) for i in order]
             take = min(len(similarity), take * 4)
 
 
@@ -182,6 +181,24 @@ class ProjectCopy:
             return zip(held[0], held[1], strict=True)
         alive = self.alive
         return ((r, f) for r, f in zip(held[0], held[1], strict=True) if alive[r])
+
+    def occurrences(self, lexemes: Sequence[str]) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+        """(each row's item id, its length, and per lexeme each row's weighted occurrences, 0 where the row does not
+        hold it or is forgotten) as of now, for ranking in numpy. The arrays are copies: a copy's rows go on being
+        appended while it is read."""
+        n = len(self.ids)
+        alive = np.frombuffer(bytes(self.alive[:n]), np.uint8).astype(bool)
+        out: dict[str, np.ndarray] = {}
+        for lexeme in lexemes:
+            dense = np.zeros(n)
+            held = self.postings.get(lexeme)
+            if held is not None:
+                rows, freqs = np.array(held[0], np.int64), np.array(held[1], np.float64)
+                inside = rows < n  # appended after ``n`` was read
+                dense[rows[inside]] = freqs[inside]
+                dense[~alive] = 0.0
+            out[lexeme] = dense
+        return np.array(self.ids[:n], np.int64), np.array(self.lengths[:n], np.float64), out
 
     def epoch_of(self, item_id: int) -> int | None:
         row = self.row_of.get(item_id)
