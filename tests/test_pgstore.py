@@ -345,6 +345,23 @@ def test_a_request_checks_its_key_and_reads_as_its_tenant_in_one_transaction(pg_
             keys.authenticate_in(cur, TEST_SECRET, acme_key["key"][:-1] + ("A" if acme_key["key"][-1] != "A" else "B"))
 
 
+def test_a_key_check_never_waits_for_another_request_recording_the_same_key_s_use(pg_database: str,
+                                                                                    pool: db.Pool) -> None:
+    """A request's key check records the key's last use in its transaction, which goes on with the reads: a
+    concurrent request of the same key must not wait for that row (under load, both also took a lock of the
+    server process, and each waited for the other)."""
+    with db.connect(pg_database) as conn:
+        made = keys.create_key(conn, TEST_SECRET, "acme")
+    with pool.connection() as first, first.transaction(), first.cursor() as one:
+        keys.authenticate_in(one, TEST_SECRET, made["key"])  # never used: records it, holding the key's row
+        with pool.connection() as second, second.transaction(), second.cursor() as two:
+            two.execute("SET LOCAL lock_timeout = '10s'")  # a wait fails this test instead of hanging it
+            assert keys.authenticate_in(two, TEST_SECRET, made["key"]).id == made["id"]
+            assert two.execute("SELECT 1").fetchone() == (1,)
+    with db.connect(pg_database) as conn:
+        assert conn.execute("SELECT last_used_at FROM api_keys").fetchone()[0] is not None
+
+
 def test_sessions_and_the_timeline_around_a_memory(pg_database: str, team: TeamStore) -> None:
     acme, other = tenant(pg_database, "acme"), tenant(pg_database, "other")
     assert team.start_session(acme, "api", "s1", "codex") == team.start_session(acme, "api", "s1", "codex")

@@ -261,6 +261,10 @@ def authenticate_in(cur: psycopg.Cursor, secret: bytes, presented: str | None) -
             _TENANT_OF.clear()
         _TENANT_OF[key_id] = int(tenant_id)
     if last_used is None or now - last_used > timedelta(minutes=1):
-        cur.execute("UPDATE api_keys SET last_used_at = now() WHERE tenant_id = %s AND id = %s",
-                    (tenant_id, key_id))
+        # never waits for another request recording the same key's use (its row lock lasts until that request's
+        # reads commit): in a pipeline the wait would come at a later statement's fetch, perhaps under a lock of
+        # this process the other request waits for (the project copies'), and the two would wait for each other
+        cur.execute("UPDATE api_keys SET last_used_at = now() WHERE tenant_id = %s AND id = (SELECT id FROM"
+                    " api_keys WHERE tenant_id = %s AND id = %s FOR UPDATE SKIP LOCKED)",
+                    (tenant_id, tenant_id, key_id))
     return KeyInfo(key_id, int(tenant_id), tuple(scopes), project_id)
