@@ -121,7 +121,7 @@ class TenantStore:
 
     def delete_items(self, ids: Iterable[int]) -> list[int]:
         """Forget each (the server's delete: gone, and its content refused when sent again)."""
-        wanted = list(dict.fromkeys(int(i) for i in ids))
+        wanted = list(dict.fromkeys(map(int, ids)))
         with self._writing() as cur:
             return [i for i in wanted if self.team.forget_in(cur, self.tenant_id, i, pin=self.pin, actor=self.actor)]
 
@@ -130,7 +130,7 @@ class TenantStore:
         return only_item(self.get_items([item_id]), item_id)
 
     def get_items(self, ids: Sequence[int]) -> list[MemoryItem]:
-        wanted = list(dict.fromkeys(int(i) for i in ids))
+        wanted = list(dict.fromkeys(map(int, ids)))
         if not wanted:
             return []
         rows = self._rows(f"{_SELECT} WHERE i.tenant_id = %s AND (%s::bigint IS NULL OR i.project_id = %s)"
@@ -155,19 +155,19 @@ class TenantStore:
     def created_epochs(self, ids: Sequence[int], flt: ItemFilter | None = None) -> dict[int, int]:
         """``created_at_epoch`` of each of ``ids`` that exists and passes the filter. A bound store that knows
         the query being searched reads the keyword evidence of every candidate with it (``query_terms``)."""
-        wanted = list(dict.fromkeys(int(i) for i in ids))
+        wanted = list(dict.fromkeys(map(int, ids)))
         if not wanted:
             return {}
         reads = self._reads
         if reads is None or not _projects_only(flt):
             return self._created(wanted, flt)
-        scope = None if flt is None or flt.projects is None else tuple(sorted(self.project_ids(flt.projects)))
-        if scope == ():
+        scope = None if flt is None or flt.projects is None else frozenset(self.project_ids(flt.projects))
+        if scope is not None and not scope:
             return {}
         known = reads.known(wanted, scope)
         if known is not None:
             return known
-        if reads.query is None or not reads.scope or scope not in (None, reads.scope):
+        if reads.query is None or not reads.scope or (scope is not None and scope != reads.scope):
             return self._created(wanted, flt)
         asked = reads.to_read(wanted)
         with self._cursor() as cur:
@@ -224,7 +224,7 @@ class TenantStore:
     def query_terms(self, query: str, ids: Sequence[int]) -> QueryTerms | None:
         """The query's words, how many rows hold each and which of ``ids`` do: counted in every project of the
         tenant (within the pin), or, for the candidates a bound store's search found, in the projects it searches."""
-        wanted = [int(i) for i in ids]
+        wanted = list(map(int, ids))
         if self._reads is not None and (kept := self._reads.terms(query, wanted)) is not None:
             return kept  # the candidates of the search in progress: counted in the projects it searches
         project_ids = self.project_ids(None)

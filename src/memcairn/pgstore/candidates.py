@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from memcairn.store.records import QueryTerms
 
-Scope = tuple[int, ...]  # the project ids a read was made within (sorted)
+Scope = frozenset[int]  # the project ids a read was made within
 
 
 class CandidateReads:
@@ -29,7 +29,7 @@ class CandidateReads:
     def clear(self) -> None:
         """Forget everything read (after a write through the same store)."""
         self.query: str | None = None
-        self.scope: Scope = ()  # the projects the noted query searches
+        self.scope: Scope = frozenset()  # the projects the noted query searches
         self.pending: list[int] = []  # ids the legs found, whose times and evidence are read together
         self._present: dict[int, tuple[int, Scope]] = {}  # id -> (created_at_epoch, scope it was read within)
         self._absent: dict[int, Scope] = {}  # id -> scope it was missing from
@@ -40,7 +40,7 @@ class CandidateReads:
 
     def note(self, query: str, scope: Sequence[int], found: Iterable[int]) -> None:
         """A leg searched ``query`` in the projects ``scope`` and found ``found``."""
-        key = tuple(sorted(scope))
+        key = frozenset(scope)
         if (query, key) != (self.query, self.scope):
             self.query, self.scope = query, key
             self.pending, self._terms, self._held, self._asked, self._evidenced = [], None, {}, set(), set()
@@ -51,13 +51,13 @@ class CandidateReads:
         answer for it, else None."""
         out: dict[int, int] = {}
         for item_id in ids:
-            if item_id in self._present:
-                epoch, read_in = self._present[item_id]
-                if scope is not None and not set(read_in) <= set(scope):
+            if (present := self._present.get(item_id)) is not None:
+                epoch, read_in = present
+                if scope is not None and read_in is not scope and not read_in <= scope:
                     return None
                 out[item_id] = epoch
-            elif item_id in self._absent:
-                if scope is None or not set(scope) <= set(self._absent[item_id]):
+            elif (read_in := self._absent.get(item_id)) is not None:
+                if scope is None or (read_in is not scope and not scope <= read_in):
                     return None
             else:
                 return None

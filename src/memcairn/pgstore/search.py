@@ -11,7 +11,7 @@ store's transaction, so a bound store's search runs both legs and the hydration 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from memcairn.pgstore.adapter import TenantStore
 from memcairn.pgstore.db import tenant_transaction
@@ -22,8 +22,7 @@ from memcairn.search.service import SearchService
 from memcairn.search.telemetry import Telemetry
 
 
-@dataclass(frozen=True)
-class Nearest:
+class Nearest(NamedTuple):
     item_id: int
     distance: float  # cosine distance of the item's best chunk: 0 = identical
 
