@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from memcairn.fence import clean_line
 from memcairn.models import KINDS, MemoryItem
@@ -29,9 +29,9 @@ STRATEGIES = ("filter_only", "hybrid", "keyword", "semantic")
 FALLBACK_REASONS = ("vector_unavailable", "vector_error", "platform_scoped_zero", "keyword_index_damaged")
 
 
-@dataclass(frozen=True)
-class LegRank:
-    """Where one leg placed an item: ``rank`` from 1, and the leg's own score (higher is better)."""
+class LegRank(NamedTuple):
+    """Where one leg placed an item: ``rank`` from 1, and the leg's own score (higher is better). A tuple: a search
+    makes one for every candidate of each leg (a frozen dataclass cost a microsecond each)."""
 
     rank: int
     score: float
