@@ -114,8 +114,10 @@ def openapi_document() -> dict[str, Any]:
             "parameters": [_q("query", _STR, "what to look for", True), _PROJECT,
                            _q("limit", {"type": "integer", "minimum": 1, "maximum": 100}, "at most this many"),
                            _q("mode", {"enum": ["auto", "keyword", "semantic"]}, "which legs run")],
-            "responses": {"200": _json({"type": "object", "properties": {"results": {"type": "array", "items": hit}}},
-                                       "Hits, best first"), **_errors(400, 401, 403, 503)}}},
+            "responses": {"200": _json({"type": "object", "properties": {
+                "strategy": {"enum": ["hybrid", "keyword", "semantic"]},
+                "results": {"type": "array", "items": hit}}}, "Hits, best first (strategy: the legs that ran)"),
+                **_errors(400, 401, 403, 503)}}},
         "/v1/timeline": {"get": {
             "operationId": "timeline", "summary": "Memories around an anchor in its project, oldest first",
             "parameters": [_q("anchor", {"type": "integer", "minimum": 1}, "a memory id", True),
