@@ -8,7 +8,7 @@ import time
 from collections.abc import Sequence
 
 import pytest
-from postgres_server import TEST_SECRET
+from postgres_server import TEST_SECRET, search
 from test_pgstore import tenant
 
 from memcairn.models import NewItem
@@ -55,17 +55,16 @@ def test_a_write_commits_before_its_vector_and_the_backlog_fills_it_in(pg_databa
     saved = team.add(acme, NewItem(project="api", kind="manual", title="Retry uploads with exponential backoff",
                                    text="The S3 client retries failed uploads, doubling the wait each time"))
     assert vectors(pg_database) == {saved.id: False}
-    projects = team.project_ids(acme, ["api"])
     question = "exponentially backing off on upload retry"
-    assert team.search(acme, question, projects, mode="semantic") == []  # not embedded yet: the leg cannot see it
-    assert [h["id"] for h in team.search(acme, "retry backoff", projects, mode="keyword")] == [saved.id]
+    assert search(team, acme, question, ["api"], mode="semantic") == []  # not embedded yet: the leg cannot see it
+    assert [h["id"] for h in search(team, acme, "retry backoff", ["api"], mode="keyword")] == [saved.id]
     with team.pool.connection() as conn:
         assert backlog.lag(conn).pending == 1
     assert backlog.drain(team.pool, team.embedder) == 1
     assert vectors(pg_database) == {saved.id: True}
     with team.pool.connection() as conn:
         assert backlog.lag(conn) == backlog.Lag(0, 0.0)
-    assert [h["id"] for h in team.search(acme, question, projects, mode="semantic")] == [saved.id]
+    assert [h["id"] for h in search(team, acme, question, ["api"], mode="semantic")] == [saved.id]
 
 
 def test_an_interrupted_batch_is_embedded_again_and_nothing_twice(pg_database: str, pool: db.Pool,

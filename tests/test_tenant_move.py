@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("psycopg")
 
-from postgres_server import TEST_SECRET  # noqa: E402
+from postgres_server import TEST_SECRET, search  # noqa: E402
 
 from memcairn.models import NewItem  # noqa: E402
 from memcairn.pgstore import db  # noqa: E402
@@ -96,7 +96,7 @@ def test_a_tenant_moves_under_load_with_nothing_lost_or_doubled(two_clusters):
         try:
             while not stop.is_set():
                 with router.reading(acme) as store:
-                    store.search(acme, "note move", store.project_ids(acme, []), mode="keyword", limit=5)
+                    search(store, acme, "note move", mode="keyword", limit=5)
         except BaseException as exc:
             errors.append(exc)
 
@@ -159,7 +159,7 @@ def test_a_tenant_moves_under_load_with_nothing_lost_or_doubled(two_clusters):
     assert late % 2 == 1 and late > max(preloaded + acked)
     assert drain(router.clusters["b"]) == 3  # the queued events are stored on b
     with router.reading(acme) as store:
-        hits = store.search(acme, "note 999999999", store.project_ids(acme, []), mode="keyword", limit=3)
+        hits = search(store, acme, "note 999999999", mode="keyword", limit=3)
         assert hits and hits[0]["id"] == late
         during = [i for i in acked if i not in forgotten][-1]
         assert store.get(acme, during)["id"] == during

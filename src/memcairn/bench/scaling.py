@@ -42,7 +42,9 @@ from memcairn.pgstore.identities import interleave
 from memcairn.pgstore.items import TeamStore
 from memcairn.pgstore.replica import Replica, start_replica, wait_replayed, wal_position
 from memcairn.pgstore.router import TenantRouter, rendezvous
+from memcairn.pgstore.search import search_tenant
 from memcairn.pgstore.tenant_move import MoveReport, move_tenant, tenant_fingerprint
+from memcairn.search.request import SearchRequest
 
 Log = Callable[[str], None]
 DATABASE = "memcairn"
@@ -129,8 +131,8 @@ class Load:
                     self.write(tenant)
                 else:
                     with self.router.reading(tenant.id) as store:
-                        store.search(tenant.id, rng.choice(self._queries), tenant.project_ids, limit=10,
-                                     mode="keyword")
+                        search_tenant(store, tenant.id, SearchRequest(query=rng.choice(self._queries), limit=10,
+                                                                      mode="keyword"))
             except Exception as exc:  # counted and shown, never hidden
                 with self._lock:
                     self.errors.append(f"{kind} tenant {tenant.id}: {type(exc).__name__}: {exc}")
