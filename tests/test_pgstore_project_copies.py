@@ -45,10 +45,12 @@ def ranked(team: TeamStore, leg: KeywordLeg, acme: int, query: str, project: str
         return leg.rank(cur, acme, projects, query, 50)
 
 
-def test_the_copies_rank_as_the_sql_leg_where_it_rescores_every_match(pg_database: str, team: TeamStore) -> None:
+@pytest.mark.parametrize("numpy_above", [0, 1_000_000], ids=["arrays", "rows"])
+def test_the_copies_rank_as_the_sql_leg_where_it_rescores_every_match(pg_database: str, team: TeamStore,
+                                                                      numpy_above: int) -> None:
     acme = tenant(pg_database)
     corpus(team, acme)
-    sql, memo = KeywordLeg(), KeywordLeg(copies=ProjectCopies())
+    sql, memo = KeywordLeg(), KeywordLeg(copies=ProjectCopies(), numpy_above=numpy_above)
     for query in QUERIES:
         expected, got = ranked(team, sql, acme, query), ranked(team, memo, acme, query)
         assert [i for i, _ in got] == [i for i, _ in expected], query
@@ -76,10 +78,12 @@ def test_the_copies_rank_every_match_where_sql_rescores_only_the_best_by_ts_rank
     assert every[0][0] == rare and {i for i, _ in every} == {rare, *loud}
 
 
-def test_the_copies_follow_writes_and_forgets_of_other_connections(pg_database: str, team: TeamStore) -> None:
+@pytest.mark.parametrize("numpy_above", [0, 1_000_000], ids=["arrays", "rows"])
+def test_the_copies_follow_writes_and_forgets_of_other_connections(pg_database: str, team: TeamStore,
+                                                                   numpy_above: int) -> None:
     acme = tenant(pg_database)
     ids = corpus(team, acme)
-    leg = KeywordLeg(copies=ProjectCopies())
+    leg = KeywordLeg(copies=ProjectCopies(), numpy_above=numpy_above)
     assert ranked(team, leg, acme, "cache eviction")  # the project's copy is read
     added = team.add(acme, note("cache eviction again", "a newer note on cache eviction")).id
     assert team.forget(acme, ids[0])
