@@ -160,7 +160,7 @@ def _wait_ready(proc: subprocess.Popen[bytes], port: int, log_path: Path, timeou
 
 
 def run(*, items: int = 2_000, clients: int = 200, read_clients: int = 50, requests: int = 400, projects: int = 10,
-        database_url: str | None = None, workers: int = 1, rate: float | None = None, batch: int = 1,
+        database_url: str | None = None, workers: int | None = None, rate: float | None = None, batch: int = 1,
         crash_events: int = 3_000, embed_timeout: float = 3_600.0, log: Log = lambda _m: None) -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix="memcairn-bench-server-"))
     root.chmod(0o755)  # the embedded PostgreSQL's user must reach its folder under it
@@ -173,6 +173,9 @@ def run(*, items: int = 2_000, clients: int = 200, read_clients: int = 50, reque
         raise RuntimeError(f"keys create failed: {made.stderr.strip()}")
     key = json.loads(made.stdout)["key"]
     port = free_port()
+    from memcairn.server.run import default_workers
+
+    workers = workers or default_workers()  # the server's own default, named in the report
     argv = [*_memcairn(), "server", *(database or ["--embedded"]), "--port", str(port), "--workers", str(workers)]
     log_path = root / "server.log"
     with log_path.open("wb") as sink:

@@ -312,12 +312,12 @@ def bench_worker(items: int, clients: int, requests: int, projects: int, home: P
 @click.option("--embed-timeout", default=3_600.0, show_default=True, type=click.FloatRange(min=0),
               help="Seconds to wait for the embedding backlog before the reads (what is left is reported).")
 @click.option("--database", metavar="URL", help="An existing PostgreSQL [default: the embedded one, in a temp dir].")
-@click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64),
-              help="The server's uvicorn worker processes.")
+@click.option("--workers", default=None, type=click.IntRange(1, 64),
+              help="The server's processes [default: the server's, one per core, at most 4].")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), help="Also write results here.")
 def bench_server(items: int, projects: int, clients: int, batch: int, rate: float | None, read_clients: int,
-                 requests: int, crash_events: int, embed_timeout: float, database: str | None, workers: int,
-                 json_out: Path | None) -> None:
+                 requests: int, crash_events: int, embed_timeout: float, database: str | None,
+                 workers: int | None, json_out: Path | None) -> None:
     """A real `memcairn server` process under concurrent clients: ingest through the queue, its drain, search
     (keyword, fused with and without the query's embedding), context, and a kill -9 under ingest.
 

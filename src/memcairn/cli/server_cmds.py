@@ -26,12 +26,13 @@ _DATABASE = click.option("--database", metavar="URL", envvar="MEMCAIRN_SERVER_DA
 @_DATABASE
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", type=click.IntRange(1, 65535), default=37900, show_default=True)
-@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
-              help="uvicorn worker processes (each loads its own copy of the embedding model).")
+@click.option("--workers", type=click.IntRange(1, 64), default=None,
+              help="Server processes, each on its own socket of the port and with its own copy of the embedding "
+                   "model [default: one per core, at most 4].")
 @click.option("--connections", type=click.IntRange(2, 256), default=None,
               help="PostgreSQL connections per worker process [default: 4 per core, 8 to 32].")
 @click.pass_context
-def server(ctx: click.Context, embedded: bool, database: str | None, host: str, port: int, workers: int,
+def server(ctx: click.Context, embedded: bool, database: str | None, host: str, port: int, workers: int | None,
            connections: int | None) -> None:
     """The team memory server: the /v1 HTTP API over PostgreSQL, in the foreground.
 

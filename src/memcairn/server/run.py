@@ -94,12 +94,14 @@ APP_CONNECTIONS_ENV = "MEMCAIRN_SERVER_CONNECTIONS"  # a worker process's pool s
 SPARE_THREADS = 4  # request threads beyond the pool: routes that need no connection (health, OpenAPI, SSE waits)
 
 
-def default_connections() -> int:
-    """Connections a server process keeps to PostgreSQL: four per core, 8 to 32. More only contend for the same
-    cores (backends, and request threads handing the GIL to each other): on 2 cores, 8 connections and 12 request
-    threads answered 50 clients' fused searches with a p95 of 122–159 ms in three runs, 16 connections and 40
-    threads (the previous default, anyio's) 218–286 ms in three runs alternating with them."""
-    return min(32, max(8, 4 * (os.cpu_count() or 2)))
+def default_connections(workers: int = 1) -> int:
+    """Connections a server process keeps to PostgreSQL: four per core over all ``workers`` processes, 8 to 32 for
+    one process, at least 4 each for several. More only contend for the same cores (backends, and request threads
+    handing the GIL to each other): on 2 cores, 8 connections and 12 request threads answered 50 clients' fused
+    searches with a p95 of 122–159 ms in three runs, 16 connections and 40 threads (the previous default, anyio's)
+    218–286 ms in three runs alternating with them."""
+    share = 4 * (os.cpu_count() or 2) // max(1, workers)
+    return min(32, max(8 if workers <= 1 else 4, share))
 
 
 def build_app(home: Path, app_conninfo: str, *, pool_size: int | None = None) -> Any:
@@ -146,33 +148,39 @@ def worker_app() -> Any:
     return build_app(memcairn_home(), os.environ[APP_DATABASE_ENV], pool_size=int(os.environ[APP_CONNECTIONS_ENV]))
 
 
-def serve(home: Path, *, database_url: str | None, host: str, port: int, workers: int = 1,
+def default_workers() -> int:
+    """Server processes: one per core, at most 4. One process's Python runs on one core at a time, and with the
+    projects' copies in memory (``pgstore/project_copies.py``) a search's work is mostly the server's: on 2 cores,
+    50 clients' fused searches of 100k memories answered 240-260 requests/s (p95 222-271 ms) from one process and
+    436-448 (p95 143-155 ms) from two."""
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+def serve(home: Path, *, database_url: str | None, host: str, port: int, workers: int | None = None,
           connections: int | None = None) -> int:
     """Run the API in the foreground until SIGINT or SIGTERM, in one process or ``workers`` processes."""
+    workers = workers or default_workers()
     import uvicorn
-    from uvicorn.supervisors import Multiprocess
+
+    from memcairn.server.processes import run_processes
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     with owner_database(home, database_url, owns_cluster=True) as owner:
         app_conninfo = make_conninfo(owner, user=APP_ROLE, password="")
         common: dict[str, Any] = dict(host=host, port=port, log_config=None, access_log=False, lifespan="on",
                                       server_header=False, proxy_headers=False, timeout_graceful_shutdown=5)
-        if workers > 1:
-            os.environ[APP_DATABASE_ENV] = app_conninfo
-            os.environ[APP_CONNECTIONS_ENV] = str(connections or default_connections())
-            config = uvicorn.Config("memcairn.server.run:worker_app", factory=True, workers=workers, **common)
-        else:
-            config = uvicorn.Config(build_app(home, app_conninfo, pool_size=connections), **common)
         log.info("memcairn server on http://%s:%d/v1 (database %s, %d worker%s)", host, port,
                  "embedded" if database_url is None else "given", workers, "s" if workers > 1 else "")
+        if workers > 1:  # processes of their own, each on a socket of its own (``server/processes.py``)
+            os.environ[APP_DATABASE_ENV] = app_conninfo
+            os.environ[APP_CONNECTIONS_ENV] = str(connections or default_connections(workers))
+            return run_processes(host, port, workers, common)
+        config = uvicorn.Config(build_app(home, app_conninfo, pool_size=connections), **common)
         # uvicorn raises the signal that stopped it again once it has shut down: as an exception here, so the
         # embedded PostgreSQL is stopped below instead of the process ending first.
         previous = signal.signal(signal.SIGTERM, _exit_on_signal)
         try:
-            if workers > 1:
-                Multiprocess(config, sockets=[config.bind_socket()]).run()
-            else:
-                uvicorn.Server(config).run()
+            uvicorn.Server(config).run()
         except (SystemExit, KeyboardInterrupt):
             pass
         finally:
