@@ -22,6 +22,13 @@ EXPECTED_INDEXES = {"ix_sessions_project", "ix_memory_items_project_time", "ix_m
                     "ix_forgotten_items_hash"}
 
 
+def database_before(path: Path, version: int) -> sqlite3.Connection:
+    """A store file with the migrations before ``version`` applied (an older memcairn's file), left open."""
+    conn = connect(path)
+    migrate(conn, path, [m for m in MIGRATIONS if m.version < version])
+    return conn
+
+
 def _names(conn: sqlite3.Connection, kind: str) -> set[str]:
     return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = ? AND name NOT LIKE 'sqlite_%'",
                                        (kind,))}
@@ -107,8 +114,7 @@ def test_the_scope_migration_rebuilds_the_keyword_index_and_keeps_every_row(tmp_
     from memcairn.models import ItemFilter, NewItem
 
     path = tmp_path / "old.db"
-    conn = connect(path)
-    migrate(conn, path, [m for m in MIGRATIONS if m.version < 6])
+    conn = database_before(path, 6)
     for pid, name in ((1, "alpha"), (2, "beta"), (17, "gamma")):
         conn.execute("INSERT INTO projects(id, name, created_at_epoch) VALUES (?, ?, 0)", (pid, name))
     for i, pid in enumerate([1, 1, 2, 17, 17]):
@@ -133,8 +139,7 @@ def test_the_keyword_log_migration_keeps_every_row_and_logs_from_then_on(tmp_pat
     from memcairn.models import NewItem
 
     path = tmp_path / "v8.db"
-    conn = connect(path)
-    migrate(conn, path, [m for m in MIGRATIONS if m.version <= 8])
+    conn = database_before(path, 9)
     conn.execute("INSERT INTO projects(id, name, created_at_epoch) VALUES (1, 'alpha', 0)")
     for i in range(3):
         conn.execute(
@@ -238,8 +243,7 @@ def test_a_migration_killed_half_way_leaves_the_previous_version_and_completes_o
     import sys
 
     path = tmp_path / "memcairn.db"
-    conn = connect(path)
-    migrate(conn, path, [m for m in MIGRATIONS if m.version < 6])
+    conn = database_before(path, 6)
     conn.execute("INSERT INTO projects(id, name, created_at_epoch) VALUES (1, 'p', 0)")
     conn.executemany(
         "INSERT INTO memory_items(uuid, project_id, kind, type, title, content_hash, created_at_epoch, "
@@ -276,8 +280,7 @@ def test_the_newest_summaries_of_a_project_without_any_are_a_seek(tmp_path: Path
     from memcairn.store.items import ItemFilter
 
     path = tmp_path / "memcairn.db"
-    conn = connect(path)
-    migrate(conn, path, [m for m in MIGRATIONS if m.version <= 6])
+    conn = database_before(path, 7)
     conn.close()
     with Store(path) as store:
         assert "ix_memory_items_project_kind_time" in _names(store._conn, "index")
@@ -313,8 +316,7 @@ def test_the_identifier_words_migration_finds_a_camel_case_name_by_its_words(tmp
     after it (the index is rebuilt with the words), and so is one stored after (the new triggers); the
     identifier itself is still found, and an edit or a forget keeps the index whole."""
     path = tmp_path / "old.db"
-    conn = connect(path)
-    migrate(conn, path, [m for m in MIGRATIONS if m.version < 16])
+    conn = database_before(path, 16)
     conn.execute("INSERT INTO projects(id, name, created_at_epoch) VALUES (1, 'web', 0)")
     conn.execute(
         "INSERT INTO memory_items(uuid, project_id, kind, type, title, narrative, content_hash, created_at_epoch, "
