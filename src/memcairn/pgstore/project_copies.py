@@ -18,11 +18,13 @@ finds them all, although sequence numbers are not handed out in commit order (a 
 after 101). A change read twice is applied once (``applied``; applying is idempotent besides). A stored memory's
 postings and an embedded one's vectors are read by id; a forgotten one is masked. A backlog over
 ``MAX_APPLIED`` changes reads the project again whole. Each search brings its projects' copies up to date in its
-own transaction before it ranks, so it sees every write committed before it started.
+own transaction before it ranks, so it sees every write committed before it started. Only a transaction that has
+written nothing may do so (it would read its own uncommitted rows): the server's read routes never write.
 
 Memory: per posting a row number and a weighted count (8 bytes); per vector 1,536 bytes. At most ``MAX_ROWS``
 rows and ``MAX_VECTORS`` vectors are kept, the projects searched longest ago dropped first; a search over more
-ranks in SQL as before.
+ranks in SQL as before. At 100k synthetic memories in 100 projects, all searched, a server process's resident
+memory was ~540 MB (~175 MB without the copies).
 """
 
 from __future__ import annotations
