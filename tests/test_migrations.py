@@ -309,29 +309,3 @@ def test_an_insert_asks_the_deletion_marks_by_content_with_a_seek(tmp_path: Path
         query = next(sql for sql in ran if "FROM forgotten_items" in sql)
         plan = " ".join(r[3] for r in store._conn.execute(f"EXPLAIN QUERY PLAN {query}"))
         assert "ix_forgotten_items_hash" in plan and "RECURSIVE" not in " ".join(ran)
-
-
-def test_the_identifier_words_migration_finds_a_camel_case_name_by_its_words(tmp_path: Path) -> None:
-    """A memory stored before m016 that names ``highlightTranscriptCode`` is found by "highlight transcript"
-    after it (the index is rebuilt with the words), and so is one stored after (the new triggers); the
-    identifier itself is still found, and an edit or a forget keeps the index whole."""
-    path = tmp_path / "old.db"
-    conn = database_before(path, 16)
-    conn.execute("INSERT INTO projects(id, name, created_at_epoch) VALUES (1, 'web', 0)")
-    conn.execute(
-        "INSERT INTO memory_items(uuid, project_id, kind, type, title, narrative, content_hash, created_at_epoch, "
-        "updated_at_epoch) VALUES ('u1', 1, 'observation', 'change', 'Code blocks', 'Added highlightTranscriptCode"
-        "(rootEl) to the TranscriptHighlighter hook', 'h1', 1, 1)")
-    assert conn.execute("SELECT rowid FROM memory_items_fts WHERE memory_items_fts MATCH 'highlight'").fetchall() == []
-    conn.close()
-    with Store(path) as store:
-        assert [i for i, _ in store.keyword_ids("highlight transcript")] == [1]
-        assert [i for i, _ in store.keyword_ids("highlightTranscriptCode")] == [1]
-        later = store.add_item(NewItem(project="web", kind="manual", title="useLiveViewHook",
-                                       text="the live view hook")).id
-        assert [i for i, _ in store.keyword_ids("use live view hook")][0] == later
-        store.update_item(later, title="plain title")
-        assert store.fts_integrity_ok()
-        assert [i for i, _ in store.keyword_ids("transcript highlighter")] == [1]
-        store.delete_items([1])
-        assert store.keyword_ids("highlight transcript") == [] and store.fts_integrity_ok()

@@ -13,8 +13,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from memcairn.errors import DiskFullError, StoreError
-from memcairn.store.identifiers import SQL_NAME as IDENTIFIER_FUNCTION
-from memcairn.store.identifiers import identifier_words
 
 BUSY_TIMEOUT_MS = 30_000
 
@@ -66,8 +64,6 @@ def connect(path: Path | str) -> sqlite3.Connection:
                                check_same_thread=False, factory=StoreConnection)
         conn.label = target
         conn.row_factory = sqlite3.Row
-        # the keyword index's source view and triggers call it (``identifiers.py``)
-        conn.create_function(IDENTIFIER_FUNCTION, 1, identifier_words, deterministic=True)
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         conn.execute("PRAGMA foreign_keys = ON")
         if target != ":memory:":

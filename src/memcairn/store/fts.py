@@ -34,10 +34,9 @@ from memcairn.store.schema import FTS_COLUMNS, SCOPE_PREFIX
 
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
 
-# bm25 weights, one per FTS column in declaration order (the two UNINDEXED columns, fts_scope and fts_words
-# first: an identifier's words weigh as much as the text they were written in).
+# bm25 weights, one per FTS column in declaration order (the two UNINDEXED columns and fts_scope first).
 _WEIGHTS = {"title": 4.0, "subtitle": 2.0, "concepts": 2.0, "facts": 1.5, "request": 1.5}
-BM25_WEIGHTS: tuple[float, ...] = (0.0, 0.0, 0.0, 1.0, *(_WEIGHTS.get(c, 1.0) for c in FTS_COLUMNS))
+BM25_WEIGHTS: tuple[float, ...] = (0.0, 0.0, 0.0, *(_WEIGHTS.get(c, 1.0) for c in FTS_COLUMNS))
 
 
 def scope_match(match: str, project_ids: list[int]) -> str:

@@ -47,7 +47,7 @@ import numpy as np
 
 from memcairn.models import ItemFilter
 from memcairn.store import fts
-from memcairn.store.schema import FTS_COLUMNS, FTS_WORDS, SCOPE_PREFIX
+from memcairn.store.schema import FTS_COLUMNS, SCOPE_PREFIX
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ MAX_APPLIED_CHANGES = 20_000
 # Stores larger than this keep ranking in SQL: the copy's memory grows with the store.
 MAX_ROWS = 500_000
 
-_INDEXED = ("fts_scope", FTS_WORDS, *FTS_COLUMNS)
+_INDEXED = ("fts_scope", *FTS_COLUMNS)
 _WEIGHT = dict(zip(("project_id", "kind", *_INDEXED), fts.BM25_WEIGHTS, strict=True))
 _EMPTY_DOCS = np.zeros(0, np.int32)
 _EMPTY_FREQS = np.zeros(0, np.float64)

@@ -78,9 +78,9 @@ def m006_fts_project_scope(conn: sqlite3.Connection) -> None:
     """The keyword index gains the ``fts_scope`` column (``schema.py``): recreated and rebuilt from the rows
     (the index is derived data; no row of the store changes)."""
     run_script(conn, schema.DROP_FTS)
-    run_script(conn, schema.FTS_SOURCE_VIEW_V2)
-    run_script(conn, schema.FTS_TABLE_V2)
-    run_script(conn, schema.FTS_TRIGGERS_V2)
+    run_script(conn, schema.FTS_SOURCE_VIEW)
+    run_script(conn, schema.FTS_TABLE)
+    run_script(conn, schema.FTS_TRIGGERS)
     conn.execute("INSERT INTO memory_items_fts(memory_items_fts) VALUES ('rebuild')")
 
 
@@ -138,18 +138,6 @@ def m014_remote_items(conn: sqlite3.Connection) -> None:
 def m015_remote_edits(conn: sqlite3.Connection) -> None:
     """Marks of sent memories edited since (``schema.REMOTE_EDITS``); no existing row changes."""
     run_script(conn, schema.REMOTE_EDITS)
-
-
-@migration(16)
-def m016_identifier_words(conn: sqlite3.Connection) -> None:
-    """The keyword index gains ``fts_words``, the words of the rows' mixed-case identifiers (``schema.py``):
-    recreated and rebuilt from the rows (derived data; no row of the store changes)."""
-    run_script(conn, schema.DROP_FTS)
-    run_script(conn, schema.DROP_FTS_SOURCE_VIEW)
-    run_script(conn, schema.FTS_SOURCE_VIEW)
-    run_script(conn, schema.FTS_TABLE)
-    run_script(conn, schema.FTS_TRIGGERS)
-    conn.execute("INSERT INTO memory_items_fts(memory_items_fts) VALUES ('rebuild')")
 
 
 def _ensure_table(conn: sqlite3.Connection) -> None:

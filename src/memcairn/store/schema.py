@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from memcairn.store.identifiers import SQL_NAME as IDENTIFIER_FUNCTION
-
 # Columns indexed by FTS5, in order. bm25 weights in fts.py follow this order.
 FTS_COLUMNS: tuple[str, ...] = (
     "title", "subtitle", "text", "narrative", "facts", "concepts",
@@ -118,12 +116,12 @@ FTS_TABLE_V1, FTS_TRIGGERS_V1 = _fts_ddl(("project_id", "kind", *FTS_COLUMNS), "
 # less time at 100k items in 20 projects). Its bm25 weight is 0. The table reads its content through a view
 # that computes the token, so memory_items itself does not change.
 SCOPE_PREFIX = "mcscope"
-FTS_SOURCE_VIEW_V2 = f"""
+FTS_SOURCE_VIEW = f"""
 CREATE VIEW IF NOT EXISTS memory_items_fts_source AS
 SELECT id, project_id, kind, '{SCOPE_PREFIX}' || project_id AS fts_scope, {", ".join(FTS_COLUMNS)}
 FROM memory_items;
 """
-FTS_TABLE_V2, FTS_TRIGGERS_V2 = _fts_ddl(
+FTS_TABLE, FTS_TRIGGERS = _fts_ddl(
     ("project_id", "kind", "fts_scope", *FTS_COLUMNS), "memory_items_fts_source",
     {"fts_scope": f"'{SCOPE_PREFIX}' || {{row}}.project_id"},
 )
@@ -133,24 +131,6 @@ DROP TRIGGER IF EXISTS memory_items_ad;
 DROP TRIGGER IF EXISTS memory_items_au;
 DROP TABLE IF EXISTS memory_items_fts;
 """
-
-# m016: a fourth indexed column, ``fts_words``, holds the words of the row's mixed-case identifiers
-# (``identifiers.py``: ``highlightTranscriptCode`` -> "highlight Transcript Code"), computed by the function every
-# store connection registers, so a question in words finds the memory that names the identifier.
-FTS_WORDS = "fts_words"
-_WORDS_OF = (f"{IDENTIFIER_FUNCTION}(" + " || ' ' || ".join(f"coalesce({{row}}.{c}, '')" for c in FTS_COLUMNS)
-             + ")")
-FTS_SOURCE_VIEW = f"""
-CREATE VIEW IF NOT EXISTS memory_items_fts_source AS
-SELECT id, project_id, kind, '{SCOPE_PREFIX}' || project_id AS fts_scope,
-    {_WORDS_OF.format(row="memory_items")} AS {FTS_WORDS}, {", ".join(FTS_COLUMNS)}
-FROM memory_items;
-"""
-FTS_TABLE, FTS_TRIGGERS = _fts_ddl(
-    ("project_id", "kind", "fts_scope", FTS_WORDS, *FTS_COLUMNS), "memory_items_fts_source",
-    {"fts_scope": f"'{SCOPE_PREFIX}' || {{row}}.project_id", FTS_WORDS: _WORDS_OF},
-)
-DROP_FTS_SOURCE_VIEW = "DROP VIEW IF EXISTS memory_items_fts_source;"
 
 INTEGRITY_TRIGGERS = """
 CREATE TRIGGER IF NOT EXISTS memory_items_session_project_insert
