@@ -18,6 +18,20 @@ from test_team_server import MEMCAIRN, cli, free_port, make_key, wait_ready
 pytestmark = pytest.mark.timeout(240)
 
 
+def port_frees(port: int) -> bool:
+    """Whether the port can be bound within 10 s (a wait, not a timed assertion)."""
+    for _ in range(100):
+        with socket.socket() as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(("127.0.0.1", port))
+                return True
+            except OSError:
+                pass
+        time.sleep(0.1)
+    return False
+
+
 def test_two_processes_share_the_port_and_go_with_their_parent(tmp_path: Path, pg_database: str) -> None:
     from postgres_server import TEST_SECRET
 
@@ -59,9 +73,7 @@ def test_two_processes_share_the_port_and_go_with_their_parent(tmp_path: Path, p
                 break
             time.sleep(0.1)
         assert processes_of(home, mentioning(b"spawn_main")) == []
-        with socket.socket() as probe:  # and the port is free again
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            probe.bind(("127.0.0.1", port))
+        assert port_frees(port)  # and the port is free again, once the kernel has closed their sockets
     finally:
         if server.poll() is None:
             server.send_signal(signal.SIGTERM)
