@@ -1,5 +1,5 @@
 """``memcairn bench server``: a real ``memcairn server`` process (embedded PostgreSQL, or ``--database``) under
-concurrent loopback clients, each a thread holding one keep-alive connection.
+concurrent loopback clients, each holding one keep-alive connection (all on one event loop: ``bench/loadgen.py``).
 
 Scenarios, in order:
 
@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memcairn.bench.loadgen import Reply, Request, run_clients
 from memcairn.bench.synthetic import synthetic_items, synthetic_queries
 from memcairn.bench.timing import percentile, render_table
 from memcairn.models import NewItem
@@ -57,69 +58,30 @@ class Outcome:
     acked: dict[int, Any] = field(default_factory=dict)  # request index -> the answer to an acknowledged POST
 
 
-Request = tuple[str, str, bytes | None, dict[str, str]]  # method, path, body, extra headers
-
-
 def drive(port: int, key: str, requests: Sequence[Request], clients: int,
           on_ack: Callable[[Outcome], None] | None = None, rate: float | None = None) -> Outcome:
-    """Send every request once, from ``clients`` threads each holding one keep-alive connection; ``on_ack`` is
-    called (under the lock) after each acknowledged POST. With ``rate`` the requests are offered at that many
-    per second in all (request n is due at n / rate), like agents that each write now and then, and a latency
-    counts from when its request was due, so a server falling behind shows as waiting, not as fewer requests."""
+    """Send every request once from ``clients`` keep-alive connections (``bench/loadgen.py``); ``on_ack`` is
+    called after each acknowledged POST. With ``rate`` the requests are offered at that many per second in all
+    (request n is due at n / rate), like agents that each write now and then, and a latency counts from when its
+    request was due, so a server falling behind shows as waiting, not as fewer requests."""
     outcome = Outcome()
-    lock = threading.Lock()
-    work = iter(enumerate(requests))
-    start = threading.Barrier(clients + 1)
-    common = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
 
-    def client() -> None:
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=REQUEST_TIMEOUT)
-        try:
-            start.wait()
-            while True:
-                with lock:
-                    numbered = next(work, None)
-                if numbered is None:
-                    return
-                index, (method, path, body, extra) = numbered
-                try:
-                    if rate:
-                        due = started[0] + index / rate
-                        time.sleep(max(0.0, due - time.perf_counter()))
-                    t0 = due if rate else time.perf_counter()
-                    conn.request(method, path, body=body, headers={**common, **extra})
-                    response = conn.getresponse()
-                    answer = response.read()
-                    latency = (time.perf_counter() - t0) * 1000
-                except (OSError, http.client.HTTPException) as exc:
-                    conn.close()
-                    error: str | None = f"{path}: {type(exc).__name__}: {exc}"
-                else:
-                    error = None if response.status in (200, 201, 202) else \
-                        f"{path}: {response.status} {answer[:200]!r}"
-                with lock:
-                    if error is None:
-                        outcome.latencies_ms.append(latency)
-                        if method == "POST":
-                            outcome.acked[index] = json.loads(answer)
-                            if on_ack is not None:
-                                on_ack(outcome)
-                    else:
-                        outcome.errors += 1
-                        if len(outcome.sample_errors) < 5:
-                            outcome.sample_errors.append(error)
-        finally:
-            conn.close()
+    def answered(index: int, latency: float, reply: Reply | str) -> None:
+        path = requests[index][1]
+        if isinstance(reply, Reply) and reply.status in (200, 201, 202):
+            outcome.latencies_ms.append(latency)
+            if requests[index][0] == "POST":
+                outcome.acked[index] = json.loads(reply.body)
+                if on_ack is not None:
+                    on_ack(outcome)
+            return
+        outcome.errors += 1
+        if len(outcome.sample_errors) < 5:
+            outcome.sample_errors.append(reply if isinstance(reply, str) else
+                                         f"{path}: {reply.status} {reply.body[:200]!r}")
 
-    threads = [threading.Thread(target=client, daemon=True) for _ in range(clients)]
-    started = [0.0]
-    for t in threads:
-        t.start()
-    started[0] = t0 = time.perf_counter()
-    start.wait()
-    for t in threads:
-        t.join()
-    outcome.wall_s = time.perf_counter() - t0
+    outcome.wall_s = run_clients(port, requests, clients, answered, rate=rate, timeout=REQUEST_TIMEOUT,
+                                 headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
     return outcome
 
 
@@ -352,28 +314,14 @@ def _crash_and_restart(proc: subprocess.Popen[bytes], port: int, key: str, clien
 def _answers(port: int, key: str, requests: Sequence[Request], clients: int) -> list[dict[str, Any]]:
     """The JSON answers of GET requests, in order (a lookup pass, not measured)."""
     answers: list[dict[str, Any]] = [{} for _ in requests]
-    lock = threading.Lock()
-    work = iter(enumerate(requests))
 
-    def client() -> None:
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=REQUEST_TIMEOUT)
-        try:
-            while True:
-                with lock:
-                    numbered = next(work, None)
-                if numbered is None:
-                    return
-                index, (method, path, body, extra) = numbered
-                conn.request(method, path, body=body, headers={"Authorization": f"Bearer {key}", **extra})
-                answers[index] = json.loads(conn.getresponse().read())
-        finally:
-            conn.close()
+    def answered(index: int, _latency: float, reply: Reply | str) -> None:
+        if isinstance(reply, str):
+            raise RuntimeError(f"lookup failed: {reply}")
+        answers[index] = json.loads(reply.body)
 
-    threads = [threading.Thread(target=client, daemon=True) for _ in range(clients)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_clients(port, requests, clients, answered, headers={"Authorization": f"Bearer {key}"},
+                timeout=REQUEST_TIMEOUT)
     return answers
 
 
