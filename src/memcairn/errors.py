@@ -70,3 +70,9 @@ class WorkerUnavailableError(MemcairnError):
 class WorkerError(MemcairnError):
     """The worker answered, with a server error: a defect to report, not a worker to start again (a retry
     could repeat a write that went through)."""
+
+
+class WouldWait(Exception):  # noqa: N818 (not an error: a signal to run the call again where it may wait)
+    """A step of a read would wait (for a connection, a lock, a project read whole, a query's embedding) where
+    waiting is not allowed (``pgstore/waits.py``); the caller runs the whole read again where it is. Not a
+    ``MemcairnError``: nothing failed, and no handler of errors may turn it into an answer."""

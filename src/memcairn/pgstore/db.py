@@ -20,9 +20,10 @@ from contextlib import contextmanager
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from memcairn.errors import ConfigError
+from memcairn.errors import ConfigError, WouldWait
 from memcairn.pgstore.migrations import migrate
 from memcairn.pgstore.schema import APP_ROLE
+from memcairn.pgstore.waits import before_waiting, may_wait
 
 
 def app_password(secret: bytes) -> str:
@@ -71,12 +72,16 @@ class Pool:
 
     @contextmanager
     def connection(self) -> Iterator[psycopg.Connection]:
-        self._slots.acquire()
+        """A connection for the block; where waiting is not allowed (``waits.no_waiting``), only one that is
+        open and idle now (else ``WouldWait``)."""
+        if not self._slots.acquire(blocking=may_wait()):
+            raise WouldWait("every connection of the pool is in use")
         conn: psycopg.Connection | None = None
         try:
             try:
                 conn = self._idle.get_nowait()
             except queue.Empty:
+                before_waiting("opening a connection")
                 conn = connect(self.dsn)
             yield conn
         except BaseException:

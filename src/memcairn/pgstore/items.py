@@ -36,6 +36,7 @@ from memcairn.pgstore.backlog import vector_literal
 from memcairn.pgstore.db import Pool, tenant_transaction
 from memcairn.pgstore.keyword import KeywordLeg, TtlCache
 from memcairn.pgstore.project_copies import ProjectCopies
+from memcairn.pgstore.waits import before_waiting
 from memcairn.store.items import content_hash
 from memcairn.store.validation import validate_item
 from memcairn.vectors.base import Embedder
@@ -442,6 +443,7 @@ class TeamStore:
         key = (tenant_id, query)
         if (kept := self._query_vectors.get(key)) is not None:
             return kept
+        before_waiting("embedding the query")
         vector = list(self.embedder.embed_query(query))
         return self._query_vectors.put(key, (vector, vector_literal(vector)))
 
@@ -458,6 +460,7 @@ class TeamStore:
                 query /= float(np.linalg.norm(query)) or 1.0
                 hits = [hit for c in copies for hit in c.vectors.nearest(query, limit)]  # type: ignore[union-attr]
                 return sorted(hits, key=lambda hit: (-hit[1], -hit[0]))[:limit]
+        before_waiting("ranking vectors in SQL")
         literal = vector if isinstance(vector, str) else vector_literal(vector)  # str: a literal already
         scope = (tenant_id, tuple(sorted(project_ids)))
         known = self._exact.get(scope)

@@ -43,6 +43,7 @@ import numpy as np
 import psycopg
 
 from memcairn.pgstore.project_copies import ProjectCopies, ProjectCopy
+from memcairn.pgstore.waits import before_waiting
 from memcairn.store import fts
 
 KEYWORD_CAP = 10_000  # matching rows ranked at most, the newest (as the local RANK_CAP)
@@ -239,6 +240,7 @@ class KeywordLeg:
         copies = self.copies.current(cur, tenant_id, project_ids) if self.copies is not None else None
         if copies is not None:
             return self._rank_copies(cur, tenant_id, copies, words, lexemes, limit)
+        before_waiting("ranking in SQL")
         stats = self.stats(cur, tenant_id, project_ids, words)
         plan = fts.plan_terms(" ".join(words), stats.rows, lambda ws: [stats.holding.get(w, 0) for w in ws],
                               self.budget)

@@ -39,6 +39,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import psycopg
 
+from memcairn.errors import WouldWait
+from memcairn.pgstore.waits import before_waiting, may_wait
+
 MAX_ROWS = 500_000
 MAX_VECTORS = 150_000  # chunk vectors kept (230 MB of float32)
 MAX_APPLIED = 5_000  # changes behind a copy past which the project is read again whole
@@ -236,9 +239,15 @@ class ProjectCopies:
         with self._lock:
             polled = set(wanted) <= self._polled.get(cur, frozenset())
             locks = [self._project_locks.setdefault(p, threading.Lock()) for p in wanted]
-        for lock in locks:  # in project order: two searches never wait for each other's locks
-            lock.acquire()
+        held_locks: list[threading.Lock] = []
         try:
+            for lock in locks:  # in project order: two searches never wait for each other's locks
+                if not lock.acquire(blocking=may_wait()):
+                    raise WouldWait("another request is bringing a project's copy up to date")
+                held_locks.append(lock)
+            installed = self._installed(wanted)
+            if len(installed) < len(wanted) or (vectors and any(c.vectors is None for c in installed)):
+                before_waiting("reading a project whole into this process's copies")
             if not polled:
                 held = self._installed(wanted)
                 if held:
@@ -259,7 +268,7 @@ class ProjectCopies:
                 self._polled[cur] = frozenset(wanted) | self._polled.get(cur, frozenset())
                 return copies  # type: ignore[return-value]
         finally:
-            for lock in locks:
+            for lock in held_locks:
                 lock.release()
 
     def stats(self) -> dict[str, int]:
@@ -319,6 +328,7 @@ class ProjectCopies:
         horizon = int(rows[0][0])
         news = [r for r in rows if r[1] is not None and r[5] >= by_id[r[2]].horizon and r[1] not in by_id[r[2]].applied]
         if len(news) > self.max_applied:  # a large backlog (an import): read the projects again
+            before_waiting("reading projects whole again after a large import")
             for copy in copies:
                 self._load(cur, tenant_id, copy.project_id)
             return

@@ -41,7 +41,7 @@ from dataclasses import replace
 from datetime import tzinfo
 from typing import Any
 
-from memcairn.errors import KeywordIndexDamagedError, ValidationError
+from memcairn.errors import KeywordIndexDamagedError, ValidationError, WouldWait
 from memcairn.models import MAX_ITEM_ID, ItemFilter, MemoryItem
 from memcairn.search import fusion, relevance
 from memcairn.search.request import SearchRequest, now_ms
@@ -312,6 +312,8 @@ class SearchService:
         try:
             hits = self.mirror.query(text, projects=list(req.projects) if req.projects else None,
                                      limit=min(max(want, POOL_MIN), MAX_VECTOR_CANDIDATES))
+        except WouldWait:  # not a failure: the caller runs the search again where the mirror may wait
+            raise
         except Exception as exc:  # any failure of the mirror degrades to keyword, never fails the search
             log.warning("semantic leg failed, falling back to keyword: %s", exc)
             run.strategy, run.fallback_reason = "keyword", "vector_error"

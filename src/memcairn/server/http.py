@@ -12,6 +12,7 @@ import logging
 import re
 import secrets
 import threading
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,12 +22,13 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from memcairn.errors import ConfigError, MemcairnError, NotFoundError, ValidationError
+from memcairn.errors import ConfigError, MemcairnError, NotFoundError, ValidationError, WouldWait
 from memcairn.models import MAX_ITEM_ID
 from memcairn.pgstore import keys
 from memcairn.pgstore.audit import Actor
 from memcairn.pgstore.db import Pool
 from memcairn.pgstore.items import TeamStore
+from memcairn.pgstore.waits import no_waiting
 from memcairn.search.telemetry import Telemetry
 from memcairn.server.digest import Digests
 
@@ -53,6 +55,8 @@ class ServerState:
     digests: Digests = field(default_factory=Digests)  # the context digests and lines rendered before
     # the searches of this process (counts and latencies, no query text; not logged one by one)
     telemetry: Telemetry = field(default_factory=lambda: Telemetry(log_each=False))
+    # reads of this process answered on its event loop, and those run again on a request thread (``route``)
+    reads: Counter[str] = field(default_factory=Counter)
 
 
 def _error(status: int, code: str, detail: str, request_id: str) -> JSONResponse:
@@ -83,7 +87,8 @@ def route(scope: str | None, handler: Handler, *, reads: bool = False) -> Callab
     the translation of errors into JSON answers. With ``reads`` the key is checked in a transaction the handler
     goes on with (``call.cur``, acting for the key's tenant): a read costs one connection and one snapshot, and
     a handler routed so must read through ``call.cur`` alone (a second connection from the pool could wait on
-    the one it holds)."""
+    the one it holds). A read runs first on the event loop itself, where none of its steps may wait
+    (``pgstore/waits.py``); one that would wait is run again, from the start, on a thread."""
 
     async def endpoint(request: Request) -> Response:
         given = request.headers.get("x-request-id", "")
@@ -100,7 +105,16 @@ def route(scope: str | None, handler: Handler, *, reads: bool = False) -> Callab
                 with state.pool.connection() as conn, conn.pipeline(), conn.transaction(), conn.cursor() as cur:
                     return handler(request, Call(_authorize_in(cur, state, request, scope), request_id, cur))
 
-            result = await run_in_threadpool(checked)
+            if reads:
+                try:
+                    with no_waiting():
+                        result = checked()
+                    state.reads["on_loop"] += 1
+                except WouldWait:
+                    state.reads["in_threads"] += 1
+                    result = await run_in_threadpool(checked)
+            else:
+                result = await run_in_threadpool(checked)
         except ApiError as exc:
             return _error(exc.status, exc.code, exc.detail, request_id)
         except keys.Unauthorized as exc:
