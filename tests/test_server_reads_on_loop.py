@@ -19,6 +19,7 @@ from memcairn.errors import WouldWait
 from memcairn.models import NewItem
 from memcairn.pgstore import db, keys
 from memcairn.pgstore.items import TeamStore
+from memcairn.pgstore.project_copies import QUICK_CATCH_UP
 from memcairn.pgstore.search import search_tenant
 from memcairn.pgstore.waits import may_wait, no_waiting
 from memcairn.search.request import SearchRequest
@@ -116,6 +117,19 @@ def test_a_project_lock_held_elsewhere_sends_the_read_to_a_thread(server: Server
     lock.acquire()
     threading.Timer(0.3, lock.release).start()
     assert server.moved(lambda: server.search("cache eviction")) == (0, 1)
+
+
+def test_many_changes_behind_a_copy_are_caught_up_on_a_thread(server: Server) -> None:
+    server.search("cache eviction")
+    for n in range(QUICK_CATCH_UP + 5):
+        server.state.team.add(server.tenant_id, NewItem(project="api", kind="manual", title=f"imported note {n}",
+                                                        text=f"cache warmed by import {n}"))
+    assert server.moved(lambda: server.search("cache eviction")) == (0, 1)
+    # caught up: on the loop again, and the imported notes are found
+    assert server.moved(lambda: server.search("imported note 7", mode="keyword")) == (1, 0)
+    r = server.client.get("/v1/search", params={"query": "imported note 7", "project": "api", "mode": "keyword"},
+                          headers=server.headers)
+    assert r.json()["results"][0]["title"] == "imported note 7"
 
 
 def test_where_waiting_is_not_allowed_the_semantic_leg_does_not_fall_back_to_keyword(server: Server) -> None:

@@ -436,6 +436,10 @@ class TeamStore:
         search answers never tells one tenant what another searched for."""
         return self._query(tenant_id, query)[0]
 
+    def knows_query(self, tenant_id: int, query: str) -> bool:
+        """Whether the query's embedding is kept (searching by it needs no model)."""
+        return self._query_vectors.get((tenant_id, query)) is not None
+
     def _query(self, tenant_id: int, query: str) -> tuple[list[float], str]:
         """The query's embedding and its pgvector literal (kept with it: writing 384 numbers is a search's
         costliest step after the model)."""

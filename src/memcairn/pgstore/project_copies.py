@@ -45,6 +45,7 @@ from memcairn.pgstore.waits import before_waiting, may_wait
 MAX_ROWS = 500_000
 MAX_VECTORS = 150_000  # chunk vectors kept (230 MB of float32)
 MAX_APPLIED = 5_000  # changes behind a copy past which the project is read again whole
+QUICK_CATCH_UP = 200  # changes a read that must not wait (``pgstore/waits.py``) may apply itself
 TITLE_WEIGHT = 4  # a lexeme's occurrence in the title counts four times (its weight-A positions), as in SQL
 
 # A row's lexemes and each one's weighted occurrences (its positions, the title's counted TITLE_WEIGHT times).
@@ -327,6 +328,8 @@ class ProjectCopies:
             " ORDER BY c.seq", (tenant_id, list(by_id), str(min(c.horizon for c in copies)))).fetchall()
         horizon = int(rows[0][0])
         news = [r for r in rows if r[1] is not None and r[5] >= by_id[r[2]].horizon and r[1] not in by_id[r[2]].applied]
+        if len(news) > QUICK_CATCH_UP:  # reading their rows takes long enough to count as a wait
+            before_waiting(f"catching up with {len(news):,} changes")
         if len(news) > self.max_applied:  # a large backlog (an import): read the projects again
             before_waiting("reading projects whole again after a large import")
             for copy in copies:

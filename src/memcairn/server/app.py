@@ -31,7 +31,9 @@ from memcairn.pgstore.ingest import IdempotencyConflict
 from memcairn.pgstore.items import MAX_LIMIT, Prepared, prepare
 from memcairn.pgstore.schema import LATEST
 from memcairn.pgstore.search import TenantSearch
+from memcairn.pgstore.waits import before_waiting
 from memcairn.search.request import SearchRequest
+from memcairn.search.service import MAX_SEMANTIC_QUERY_CHARS
 from memcairn.server import digest
 from memcairn.server.http import (
     ApiError,
@@ -256,6 +258,9 @@ def search(request: Request, call: Call) -> Any:
     limit = int_param(request, "limit", 20, 1, MAX_LIMIT)
     mode = plain("mode", request.query_params.get("mode", "auto"))
     names = projects_param(request)
+    if mode != "keyword" and state.team.embedder is not None and not state.team.knows_query(
+            call.key.tenant_id, query[:MAX_SEMANTIC_QUERY_CHARS]):
+        before_waiting("embedding the query")  # now, rather than after the keyword leg's work
     store = _tenant_store(state, call)
     found = TenantSearch(store, telemetry=state.telemetry).search(
         SearchRequest(query=query, projects=tuple(names) or None, limit=limit, mode=mode))
