@@ -17,7 +17,7 @@ from starlette.testclient import TestClient
 
 from memcairn.errors import WouldWait
 from memcairn.models import NewItem
-from memcairn.pgstore import db, keys
+from memcairn.pgstore import backlog, db, keys, project_copies
 from memcairn.pgstore.items import TeamStore
 from memcairn.pgstore.project_copies import QUICK_CATCH_UP
 from memcairn.pgstore.search import search_tenant
@@ -67,21 +67,35 @@ def server(pg_database: str, embedder: object) -> Iterator[Server]:
     pool.close()
 
 
-def test_a_read_that_would_wait_runs_on_a_thread_then_on_the_loop_with_the_same_answer(server: Server) -> None:
+def test_a_read_that_would_wait_runs_on_a_thread_then_on_the_loop_with_the_same_answer(
+        server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(project_copies, "QUICK_LOAD_ROWS", 2)  # the projects here hold 3: each read on a thread
+    # keyword alone needs no model: the project is read on a thread the first time
+    assert server.moved(lambda: server.search("deploy", project="web", mode="keyword")) == (0, 1)
+    assert server.moved(lambda: server.search("deploy", project="web", mode="keyword")) == (1, 0)
+    # a query never embedded: on a thread, then on the loop with the same answer
     answers = []
-    # the project is not in the copies yet and the query never embedded: on a thread
     assert server.moved(lambda: answers.append(server.search("cache eviction policy"))) == (0, 1)
     assert server.moved(lambda: answers.append(server.search("cache eviction policy"))) == (1, 0)
     assert answers[0] == answers[1] and answers[0]
-    # a query never asked: its embedding would wait
-    assert server.moved(lambda: server.search("how are jobs retried")) == (0, 1)
-    assert server.moved(lambda: server.search("how are jobs retried")) == (1, 0)
-    # keyword alone needs no vectors; context and timeline read SQL only
-    assert server.moved(lambda: server.search("deploy", project="web", mode="keyword")) == (0, 1)  # web not copied
-    assert server.moved(lambda: server.search("deploy", project="web", mode="keyword")) == (1, 0)
+    # context reads SQL only
     context = server.client.get("/v1/context", params={"project": "api"}, headers=server.headers)
     assert context.status_code == 200 and "cache eviction" in context.text
-    assert server.state.reads["on_loop"] == 4 and server.state.reads["in_threads"] == 3
+    assert server.state.reads["on_loop"] == 3 and server.state.reads["in_threads"] == 2
+
+
+def test_a_small_project_is_read_on_the_loop_and_a_larger_one_on_a_thread(server: Server,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    backlog.drain(server.state.pool, server.state.team.embedder)  # type: ignore[arg-type]
+    server.state.team.query_vector(server.tenant_id, "deploy")  # only the project's vectors are left to read
+    assert server.moved(lambda: server.search("deploy", project="web", mode="keyword")) == (1, 0)  # 3 memories
+    monkeypatch.setattr(project_copies, "QUICK_LOAD_VECTORS", 2)  # its 3 vectors (or more) are over it
+    answers = []
+    assert server.moved(lambda: answers.append(server.search("deploy", project="web"))) == (0, 1)
+    monkeypatch.undo()
+    assert server.moved(lambda: answers.append(server.search("deploy", project="api"))) == (1, 0)  # within both
+    assert server.moved(lambda: answers.append(server.search("deploy", project="web"))) == (1, 0)
+    assert answers[0] == answers[2] and answers[0][0][0] != answers[1][0][0]  # web's best, then api's
 
 
 def test_a_read_while_every_connection_is_taken_waits_on_a_thread(server: Server) -> None:

@@ -45,7 +45,12 @@ from memcairn.pgstore.waits import before_waiting, may_wait
 MAX_ROWS = 500_000
 MAX_VECTORS = 150_000  # chunk vectors kept (230 MB of float32)
 MAX_APPLIED = 5_000  # changes behind a copy past which the project is read again whole
-QUICK_CATCH_UP = 200  # changes a read that must not wait (``pgstore/waits.py``) may apply itself
+# What a read that must not wait (``pgstore/waits.py``) may do itself: apply this many changes, read a project of
+# this many memories or vectors whole (~2 ms at 100 memories, ~18 ms at 1,000, their vectors ~4 and ~40 ms);
+# beyond, a thread does it
+QUICK_CATCH_UP = 200
+QUICK_LOAD_ROWS = 500
+QUICK_LOAD_VECTORS = 1_000
 TITLE_WEIGHT = 4  # a lexeme's occurrence in the title counts four times (its weight-A positions), as in SQL
 
 # A row's lexemes and each one's weighted occurrences (its positions, the title's counted TITLE_WEIGHT times).
@@ -246,9 +251,6 @@ class ProjectCopies:
                 if not lock.acquire(blocking=may_wait()):
                     raise WouldWait("another request is bringing a project's copy up to date")
                 held_locks.append(lock)
-            installed = self._installed(wanted)
-            if len(installed) < len(wanted) or (vectors and any(c.vectors is None for c in installed)):
-                before_waiting("reading a project whole into this process's copies")
             if not polled:
                 held = self._installed(wanted)
                 if held:
@@ -302,7 +304,10 @@ class ProjectCopies:
     def _load(self, cur: psycopg.Cursor, tenant_id: int, project_id: int) -> None:
         # the horizon is read before the rows: an older horizon only re-reads changes the copy already holds
         horizon = int(cur.execute(f"SELECT {_XMIN}").fetchone()[0])  # type: ignore[index]
-        rows = cur.execute(_POSTINGS + " AND i.project_id = %s", (tenant_id, project_id)).fetchall()
+        quick = "" if may_wait() else f" LIMIT {QUICK_LOAD_ROWS + 1}"
+        rows = cur.execute(_POSTINGS + " AND i.project_id = %s" + quick, (tenant_id, project_id)).fetchall()
+        if len(rows) > QUICK_LOAD_ROWS:
+            before_waiting(f"reading a project of over {QUICK_LOAD_ROWS} memories into this process's copies")
         copy = ProjectCopy(project_id, horizon)
         for item_id, length, epoch, lexemes, freqs, _ in rows:
             copy.add(int(item_id), int(length or 0), int(epoch), lexemes or (), freqs or ())
@@ -312,8 +317,11 @@ class ProjectCopies:
         # A vector written after the copy's horizon and before this read is read again by the next catch-up
         # (replacing an item's vectors is idempotent). One written after the horizon that the catch-ups before
         # this read passed over (the copy held no vectors then) is in this read: the horizon is not older than it.
-        rows = cur.execute(_VECTORS + " AND project_id = %s ORDER BY item_id, chunk", (tenant_id, copy.project_id),
-                           binary=True).fetchall()
+        quick = "" if may_wait() else f" LIMIT {QUICK_LOAD_VECTORS + 1}"
+        rows = cur.execute(_VECTORS + " AND project_id = %s ORDER BY item_id, chunk" + quick,
+                           (tenant_id, copy.project_id), binary=True).fetchall()
+        if len(rows) > QUICK_LOAD_VECTORS:
+            before_waiting(f"reading over {QUICK_LOAD_VECTORS} vectors of a project into this process's copies")
         vectors = Vectors()
         for item_id, embedding, _ in rows:
             vectors.append(int(item_id), embedding)
