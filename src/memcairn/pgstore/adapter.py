@@ -11,7 +11,7 @@ and what its search read of the candidates (``pgstore/candidates.py``), so the t
 search service asks for one after another are read in one statement.
 
 Rows are hydrated with the project's name and the session looked up per row by primary key (as
-``TeamStore._COLUMNS``), not joined: a join lets the planner hash every session of a tenant to hydrate a page.
+``items.RECORD_COLUMNS``), not joined: a join lets the planner hash every session of a tenant to hydrate a page.
 
 Where the two stores differ, the difference is kept and stated rather than papered over:
 
@@ -41,14 +41,12 @@ from memcairn.models import DEFAULT_TYPES, AddResult, ItemFilter, MemoryItem, Ne
 from memcairn.pgstore.audit import Actor
 from memcairn.pgstore.candidates import CandidateReads
 from memcairn.pgstore.db import tenant_transaction
-from memcairn.pgstore.items import TeamStore, prepare
+from memcairn.pgstore.items import RECORD_COLUMNS, TeamStore, prepare
 from memcairn.pgstore.keyword import in_projects
 from memcairn.store.records import ProjectInfo, QueryTerms, only_item
 
-# the item's columns, its project's name and its session's id and platform looked up by primary key
-_SELECT = ("SELECT i.id, (SELECT p.name FROM projects p WHERE p.id = i.project_id AND p.tenant_id = i.tenant_id),"
-           " i.kind, i.type, i.title, i.text, i.created_at_epoch, i.content_hash,"
-           " (SELECT s.agent_session_id FROM sessions s WHERE s.id = i.session_id AND s.tenant_id = i.tenant_id),"
+# the API's columns of a memory and its session's platform, looked up by primary key
+_SELECT = (f"SELECT {RECORD_COLUMNS},"
            " (SELECT s.platform FROM sessions s WHERE s.id = i.session_id AND s.tenant_id = i.tenant_id)"
            " FROM items i")
 _UNSUPPORTED = ("concepts", "files", "platform_source")

@@ -87,6 +87,14 @@ def nearest_sql(*, exact: bool) -> str:
             " WHERE tenant_id = %(t)s AND project_id = ANY(%(p)s) ORDER BY embedding <=> %(q)s::vector LIMIT %(n)s")
 
 
+# A memory as the API shows it (``TeamStore._record``): its columns, its project's name and its session's id, each
+# looked up by primary key (a join lets the planner hash every session of a tenant to hydrate a page)
+RECORD_COLUMNS = ("i.id, (SELECT p.name FROM projects p WHERE p.id = i.project_id AND p.tenant_id = i.tenant_id),"
+                  " i.kind, i.type, i.title, i.text, i.created_at_epoch, i.content_hash,"
+                  " (SELECT s.agent_session_id FROM sessions s"
+                  " WHERE s.id = i.session_id AND s.tenant_id = i.tenant_id)")
+
+
 class TeamStore:
     """Tenant-scoped reads and writes over a pool of ``memcairn_app`` connections."""
 
@@ -393,11 +401,6 @@ class TeamStore:
     # -- reads --------------------------------------------------------------------------------------------
     # the project's name and the session's id looked up per row (by primary key) after the rows are chosen: a
     # join lets the planner hash a tenant's every session to hydrate a page of items
-    _COLUMNS = ("i.id, (SELECT p.name FROM projects p WHERE p.id = i.project_id AND p.tenant_id = i.tenant_id),"
-                " i.kind, i.type, i.title, i.text, i.created_at_epoch, i.content_hash,"
-                " (SELECT s.agent_session_id FROM sessions s WHERE s.id = i.session_id AND s.tenant_id = i.tenant_id)")
-    _FROM = " FROM items i"
-
     @staticmethod
     def _record(row: Sequence[Any]) -> dict[str, Any]:
         keys = ("id", "project", "kind", "type", "title", "text", "created_at_epoch", "content_hash", "session")
@@ -415,7 +418,7 @@ class TeamStore:
 
     def get_many_in(self, cur: psycopg.Cursor, tenant_id: int, ids: Sequence[int], *,
                     pin: int | None = None) -> list[dict[str, Any]]:
-        rows = cur.execute(f"SELECT {self._COLUMNS}{self._FROM} WHERE i.tenant_id = %s AND i.id = ANY(%s)"
+        rows = cur.execute(f"SELECT {RECORD_COLUMNS} FROM items i WHERE i.tenant_id = %s AND i.id = ANY(%s)"
                            " AND (%s::bigint IS NULL OR i.project_id = %s)",
                            (tenant_id, list(ids), pin, pin)).fetchall()
         by_id = {row[0]: self._record(row) for row in rows}
