@@ -1,13 +1,14 @@
 """Reads that must not wait. The server answers a read first on its process's event loop (``server/http.py``),
-where a wait — for a pooled connection, a project's lock, a project read whole into the copies, a query's
-embedding, a ranking left to SQL — would hold up every other request of the process. Inside ``no_waiting()``
+where a wait — for a pooled connection, a project's lock, a large project read whole into the copies or many
+changes caught up (``project_copies.QUICK_*``), a query's embedding, a ranking left to SQL — would hold up every
+other request of the process. Inside ``no_waiting()``
 those steps raise ``WouldWait`` before they wait, and the route runs the read again on a request thread, where
 they may. A read raising it has written nothing (a request's bound store only reads) and is simply done again.
 
 Why not a thread for every read: a request handed to a thread and its answer handed back cost the process's
 interpreter lock twice, and with a few request threads and the loop taking turns on it, 50 clients' fused
-searches of 100k memories on 2 cores answered 356-466 a second (p95 138-218 ms over 12 runs); answered on the
-loop when nothing waits, 589-616 (p95 106-115 ms, 3 runs alternating with them).
+searches of 100k memories on 2 cores (query vectors kept) answered 440-475 a second with a p95 of 132-145 ms;
+answered on the loop when nothing waits, 623-625 a second, p95 92-99 ms (the same clients, two runs each).
 """
 
 from __future__ import annotations
