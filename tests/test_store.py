@@ -11,7 +11,7 @@ from memcairn.errors import NotFoundError, SchemaTooNewError, StoreError, Valida
 from memcairn.models import AddResult, ItemFilter, NewItem
 from memcairn.store import Store
 from memcairn.store.items import content_hash
-from memcairn.store.validation import MAX_FIELD_BYTES
+from memcairn.store.validation import MAX_FIELD_BYTES, validate_item
 
 
 def obs(title: str, narrative: str = "", project: str = "alpha", **kw) -> NewItem:
@@ -55,11 +55,19 @@ _items = st.builds(
 )
 
 
+def _storable(item: NewItem) -> bool:
+    try:
+        validate_item(item)
+    except ValidationError:
+        return False
+    return True
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(items=st.lists(_items, min_size=1, max_size=12), seed=st.randoms())
 def test_replaying_items_in_any_order_never_duplicates(items: list[NewItem], seed) -> None:
     with Store(":memory:") as s:
-        items = [i for i in items if (i.title or "").strip() or (i.narrative or "").strip()]
+        items = [i for i in items if _storable(i)]  # what the store refuses (no content once cleaned) is not replayed
         if not items:
             return
         first = s.add_items(items)

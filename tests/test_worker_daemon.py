@@ -370,6 +370,7 @@ def test_the_stderr_file_is_cut_to_its_tail_while_the_worker_runs(tmp_path: Path
     path = tmp_path / lifecycle.STDERR_FILE
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)  # as spawn hands it to the worker
     try:
+        others = set(threading.enumerate())
         stop = logs.watch_stderr_file(path, 4096, interval=0.02, fd=fd)
         try:
             for i in range(300):
@@ -379,6 +380,8 @@ def test_the_stderr_file_is_cut_to_its_tail_while_the_worker_runs(tmp_path: Path
                 time.sleep(0.02)
         finally:
             stop.set()
+            for thread in set(threading.enumerate()) - others:  # a cut under way ends before the write below
+                thread.join(5)
         os.write(fd, b"after the cut\n")
     finally:
         os.close(fd)
