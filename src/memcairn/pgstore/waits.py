@@ -1,9 +1,12 @@
 """Reads that must not wait. The server answers a read first on its process's event loop (``server/http.py``),
 where a wait — for a pooled connection, a project's lock, a large project read whole into the copies or many
 changes caught up (``project_copies.QUICK_*``), a query's embedding, a ranking left to SQL — would hold up every
-other request of the process. Inside ``no_waiting()``
-those steps raise ``WouldWait`` before they wait, and the route runs the read again on a request thread, where
-they may. A read raising it has written nothing (a request's bound store only reads) and is simply done again.
+other request of the process. Inside ``no_waiting()`` those steps raise ``WouldWait`` before they wait, and the
+route runs the read again on a request thread, where they may. A read raising it has written nothing (a
+request's bound store only reads) and is simply done again. What stays on the loop is a few short statements
+(the key, the changes since a copy, a small project's rows, the shown records); a PostgreSQL that stopped
+answering in the middle of one would hold the process's loop until the connection fails, where a thread would
+hold only itself.
 
 Why not a thread for every read: a request handed to a thread and its answer handed back cost the process's
 interpreter lock twice, and with a few request threads and the loop taking turns on it, 50 clients' fused
