@@ -8,7 +8,8 @@ times and evidence of every noted candidate with the first times asked for, and 
 
 An answer from here is exact: a time read within projects ``S`` answers for a scope that holds ``S`` (every
 project, or more projects), an id missing within ``S`` answers only for a scope within ``S``; anything else is
-read again. A bound store lives for one request (one transaction); its writes drop what is kept here.
+read again. A bound store lives for one request (one transaction) and never writes, so nothing kept here
+goes stale.
 """
 
 from __future__ import annotations
@@ -24,10 +25,6 @@ class CandidateReads:
     """The times and keyword evidence a request has read, by id, and the query they were read for."""
 
     def __init__(self) -> None:
-        self.clear()
-
-    def clear(self) -> None:
-        """Forget everything read (after a write through the same store)."""
         self.query: str | None = None
         self.scope: Scope = frozenset()  # the projects the noted query searches
         self.pending: list[int] = []  # ids the legs found, whose times and evidence are read together

@@ -399,8 +399,6 @@ class TeamStore:
                 for seq, op, item_id, project, at in rows]
 
     # -- reads --------------------------------------------------------------------------------------------
-    # the project's name and the session's id looked up per row (by primary key) after the rows are chosen: a
-    # join lets the planner hash a tenant's every session to hydrate a page of items
     @staticmethod
     def _record(row: Sequence[Any]) -> dict[str, Any]:
         keys = ("id", "project", "kind", "type", "title", "text", "created_at_epoch", "content_hash", "session")

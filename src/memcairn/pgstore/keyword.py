@@ -271,16 +271,10 @@ class KeywordLeg:
         mean = stats.mean_words or 1.0
         weight = {w: idf(stats.rows, stats.holding.get(w, 0)) for w in (*plan.any_of, *plan.all_of)}
         phrase_idf = idf(stats.rows, phrase_rows)
-        scored = []
-        for item_id, length, in_phrase, found, freqs in rows:
-            norm = K1 * (1.0 - B + B * float(length or 0) / mean)
-            f = dict(zip(found or (), (float(x) for x in freqs or ()), strict=True))
-            score = sum(weight[w] * _saturated(f.get(lexemes[w], 0.0), norm) for w in plan.any_of)
-            if plan.all_of and all(f.get(lexemes[w], 0.0) > 0 for w in plan.all_of):
-                score += sum(weight[w] * _saturated(f[lexemes[w]], norm) for w in plan.all_of)
-            if in_phrase:
-                score += phrase_idf * _saturated(1.0, norm)
-            scored.append((int(item_id), score))
+        scored = [(int(item_id), _bm25_row(plan, lexemes, weight, mean,
+                                           dict(zip(found or (), (float(x) for x in freqs or ()), strict=True)),
+                                           length or 0, phrase_idf if in_phrase else None))
+                  for item_id, length, in_phrase, found, freqs in rows]
         scored.sort(key=lambda hit: (-hit[1], -hit[0]))
         return scored[:limit]
 
@@ -369,17 +363,25 @@ def _bm25_rows(run: _Scoring, limit: int) -> list[tuple[int, float]]:
     phrase_words = run.phrase_words
     in_phrase, phrase_idf = run.in_phrase([i for i, _, f in found if phrase_words and phrase_words <= f.keys()])
     mean, weight = run.mean, run.weight
-    scored = []
-    for item_id, length, f in found:
-        norm = K1 * (1.0 - B + B * float(length) / mean)
-        score = sum(weight[w] * _saturated(f.get(lexemes[w], 0.0), norm) for w in plan.any_of)
-        if plan.all_of and all(f.get(lexemes[w], 0.0) > 0 for w in plan.all_of):
-            score += sum(weight[w] * _saturated(f[lexemes[w]], norm) for w in plan.all_of)
-        if item_id in in_phrase:
-            score += phrase_idf * _saturated(1.0, norm)
-        scored.append((int(item_id), score))
+    scored = [(int(item_id), _bm25_row(plan, lexemes, weight, mean, f, length,
+                                       phrase_idf if item_id in in_phrase else None))
+              for item_id, length, f in found]
     scored.sort(key=lambda hit: (-hit[1], -hit[0]))
     return scored[:limit]
+
+
+def _bm25_row(plan: fts.MatchPlan, lexemes: dict[str, str], weight: dict[str, float], mean: float,
+              f: dict[str, float], length: int, phrase_idf: float | None) -> float:
+    """One row's BM25 (``f``: its lexemes' weighted occurrences; ``phrase_idf`` when it holds the phrase), as
+    SQL's re-scoring and the copies' row-by-row scorer both compute it (``_bm25_arrays`` adds the same terms in
+    the same order)."""
+    norm = K1 * (1.0 - B + B * float(length) / mean)
+    score = sum(weight[w] * _saturated(f.get(lexemes[w], 0.0), norm) for w in plan.any_of)
+    if plan.all_of and all(f.get(lexemes[w], 0.0) > 0 for w in plan.all_of):
+        score += sum(weight[w] * _saturated(f[lexemes[w]], norm) for w in plan.all_of)
+    if phrase_idf is not None:
+        score += phrase_idf * _saturated(1.0, norm)
+    return score
 
 
 def _bm25_arrays(run: _Scoring, limit: int) -> list[tuple[int, float]]:
