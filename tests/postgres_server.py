@@ -49,6 +49,7 @@ class Cluster:
 def embedded_cluster() -> Iterator[Cluster]:
     root = Path(tempfile.mkdtemp(prefix="memcairn-pg-"))
     root.chmod(0o755)
+    # durability off for speed, explicitly: a test cluster is thrown away (EmbeddedPostgres is durable by default)
     server = EmbeddedPostgres(root / "cluster", password="memcairn-tests",
                               config={"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off",
                                       "shared_buffers": "32MB"})

