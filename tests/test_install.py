@@ -20,7 +20,7 @@ import memcairn
 from memcairn.cli import run
 from memcairn.errors import ConfigError
 from memcairn.install import install, memcairn_executable, tomlblock, uninstall
-from memcairn.install.jsonedit import detect_style
+from memcairn.install.jsonedit import detect_style, parse_object
 from memcairn.install.specs import (
     AGENTS,
     CLAUDE_CODE,
@@ -540,11 +540,54 @@ def test_gemini_install_and_uninstall(home: Path) -> None:
     assert without_backups(snapshot(home)) == before
 
 
-def test_gemini_settings_with_comments_are_refused_with_a_hint(home: Path) -> None:
-    write(home / ".gemini" / "settings.json", '{\n  // my theme\n  "ui": {"theme": "GitHub"}\n}\n')
+GEMINI_WITH_COMMENTS = """{
+  // my theme
+  "ui": {"theme": "GitHub"}, // the light one
+  /* servers of my own */
+  "mcpServers": {
+    "other": {"command": "other-server"}, // keep me
+  },
+  "general": {"vimMode": true} // last
+}
+"""
+
+
+def test_gemini_settings_with_comments_keep_them_through_install_and_uninstall(home: Path) -> None:
+    path = home / ".gemini" / "settings.json"
+    write(path, GEMINI_WITH_COMMENTS)
     before = snapshot(home)
-    with pytest.raises(ConfigError, match="comments"):
+    install("gemini", EXE)
+    text = path.read_text()
+    for comment in ("// my theme", "// the light one", "/* servers of my own */", "// keep me", "// last"):
+        assert text.count(comment) == 1, comment
+    doc = parse_object(text, str(path))
+    assert doc["mcpServers"]["other"] == {"command": "other-server"} and "memcairn" in doc["mcpServers"]
+    assert doc["ui"] == {"theme": "GitHub"} and doc["general"] == {"vimMode": True} and doc["hooks"]
+    assert not install("gemini", EXE).changed
+    uninstall("gemini")
+    assert without_backups(snapshot(home)) == before
+
+
+def test_comments_stay_when_the_file_changed_between_install_and_uninstall(home: Path) -> None:
+    path = home / ".gemini" / "settings.json"
+    write(path, GEMINI_WITH_COMMENTS)
+    install("gemini", EXE)
+    path.write_text(path.read_text().replace('"vimMode": true', '"vimMode": false'))
+    uninstall("gemini")
+    text = path.read_text()
+    assert parse_object(text, str(path)) == {"ui": {"theme": "GitHub"}, "mcpServers": {"other": {
+        "command": "other-server"}}, "general": {"vimMode": False}}
+    for comment in ("// my theme", "// the light one", "/* servers of my own */", "// keep me", "// last"):
+        assert text.count(comment) == 1, comment
+
+
+def test_settings_that_are_not_json_are_refused_with_the_entries_to_add_by_hand(home: Path) -> None:
+    write(home / ".gemini" / "settings.json", '{\n  "ui": {"theme": "GitHub"\n}\n')
+    before = snapshot(home)
+    with pytest.raises(ConfigError, match="not valid JSON") as caught:
         install("gemini", EXE)
+    entries = json.loads(str(caught.value).split("to add by hand:\n", 1)[1])
+    assert "memcairn" in entries["mcpServers"] and set(entries["hooks"]) >= {"SessionStart", "AfterTool"}
     assert snapshot(home) == before
 
 

@@ -18,6 +18,7 @@ Where things go (``HOME`` is honoured through ``Path.home()``):
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -155,7 +156,10 @@ def _plan_install(target: Target, before: str | None, record: dict[str, Any] | N
         record = {**record, "separator": separator}
         return Change(target.path, before, after, record)
 
-    doc = jsonedit.parse_object(before, where)
+    try:
+        doc = jsonedit.parse_object(before, where)
+    except ConfigError as exc:
+        raise ConfigError(f"{exc}; memcairn's entries to add by hand:\n{_entries_by_hand(target)}") from None
     new, created, previous = doc, [], None
     if target.hooks is not None:
         new, made = jsonedit.apply_hooks(new, target.hooks, where)
@@ -183,6 +187,18 @@ def _plan_install(target: Target, before: str | None, record: dict[str, Any] | N
         record = {**record, "created": record.get("created", []) + [list(p) for p in created],
                   "allowed": record.get("allowed", []) + allowed}
     return Change(target.path, before, after, record)
+
+
+def _entries_by_hand(target: Target) -> str:
+    """What an install would add to ``target``, as JSON a person can merge into the file."""
+    entries: dict[str, Any] = {}
+    if target.hooks is not None:
+        entries["hooks"] = target.hooks
+    if target.server is not None:
+        entries["mcpServers"] = {"memcairn": target.server}
+    if target.allowed is not None:
+        entries[".".join(ALLOWED_PATH)] = target.allowed
+    return json.dumps(entries, indent=2)
 
 
 def _json_text(before: str | None, doc: dict[str, Any], new: dict[str, Any]) -> str:

@@ -69,8 +69,22 @@ def detect_style(text: str) -> JsonStyle:
     return JsonStyle(indent, ",", key, ensure_ascii, trailing, newline)
 
 
+_JSONC_PARTS = re.compile(r'"(?:[^"\\]|\\.)*"|//[^\n]*|/\*.*?\*/', re.DOTALL)
+_TRAILING_COMMA = re.compile(r'"(?:[^"\\]|\\.)*"|,(?=\s*[}\]])', re.DOTALL)
+
+
+def _without_comments(text: str) -> str:
+    """JSON with comments (``//``, ``/* */``) and trailing commas, as Gemini CLI's settings allow, made plain
+    JSON: each comment becomes spaces, each trailing comma one space (strings are left alone)."""
+    def blank(match: re.Match[str]) -> str:
+        part = match.group()
+        return part if part.startswith('"') else re.sub(r"[^\n]", " ", part)
+    return _TRAILING_COMMA.sub(blank, _JSONC_PARTS.sub(blank, text))
+
+
 def parse_object(text: str | None, path: str) -> dict[str, Any]:
-    """The JSON object in ``text`` (an absent or blank file is an empty object).
+    """The JSON object in ``text`` (an absent or blank file is an empty object); comments and trailing commas
+    are read too (a rewrite keeps them: ``jsontext``).
 
     Raises:
         ConfigError: the text is not JSON, or not an object; the message names the file and the spot.
@@ -80,11 +94,11 @@ def parse_object(text: str | None, path: str) -> dict[str, Any]:
     try:
         value = json.loads(text)
     except ValueError as exc:
-        hint = ""
-        if re.search(r"^\s*//|/\*", text, re.MULTILINE):
-            hint = " (it seems to contain comments, which memcairn cannot keep when it rewrites the file)"
-        raise ConfigError(f"{path} is not valid JSON: {exc}{hint}; fix it (or add the entries by hand), "
-                          "nothing was changed") from None
+        try:
+            value = json.loads(_without_comments(text))
+        except ValueError:
+            raise ConfigError(f"{path} is not valid JSON: {exc}; fix it (or add the entries by hand), "
+                              "nothing was changed") from None
     if not isinstance(value, dict):
         raise ConfigError(f"{path} must hold a JSON object at the top, not {type(value).__name__}; "
                           "nothing was changed")

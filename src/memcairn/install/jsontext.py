@@ -5,6 +5,10 @@ a three-line array). Here the old text is scanned once for the spans of its valu
 written by copying the old text of every value that did not change, byte for byte, and writing only what
 memcairn changed (an object or array is rebuilt member by member, reusing the old separators) in the file's
 style (``jsonedit.JsonStyle``).
+
+Comments (``//`` and ``/* */``) and trailing commas, which Gemini CLI's settings allow, are read as part of the
+spacing around values: a member that stays keeps the comments before it, and a member added after the last one
+goes after that one's end-of-line comment.
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-_WS = re.compile(r"[ \t\r\n]*")
+_WS = re.compile(r"(?:[ \t\r\n]+|//[^\n]*|/\*.*?\*/)*", re.DOTALL)
+_COMMENT = re.compile(r"//|/\*")
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _SCALAR = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?|true|false|null")
 
@@ -68,6 +73,9 @@ class _Scanner:
                 span.end = pos + 1
                 return span
             pos = self.skip(pos + 1)  # the comma
+            if self.text[pos] == "}":  # a trailing comma
+                span.end = pos + 1
+                return span
 
     def _array(self, start: int) -> Span:
         span, pos = Span(start, start), self.skip(start + 1)
@@ -82,6 +90,21 @@ class _Scanner:
                 span.end = pos + 1
                 return span
             pos = self.skip(pos + 1)
+            if self.text[pos] == "]":  # a trailing comma
+                span.end = pos + 1
+                return span
+
+
+def _eol_comment(text: str) -> tuple[str, str]:
+    """The comment ending the line ``text`` starts on, without a comma before it, and the rest of ``text``;
+    ("", text) when that line holds no comment."""
+    newline = text.find("\n")
+    head = text[:newline] if newline >= 0 else text
+    if not _COMMENT.search(head):
+        return "", text
+    if head.lstrip().startswith(","):
+        head = head.lstrip()[1:]
+    return head, text[newline:] if newline >= 0 else ""
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -114,10 +137,43 @@ class _Writer:
         return out.replace(self.style.newline, self.style.newline + unit * depth)
 
     def _between(self, leads: list[str]) -> str:
-        """The separator between two members: one the file already uses here, else the opening's spacing."""
-        if len(leads) > 1:
+        """The separator between two members: one the file already uses here (without its comments), else the
+        opening's spacing."""
+        if len(leads) > 1 and not _COMMENT.search(leads[1]):
             return leads[1]
-        return "," + leads[0] if "\n" in leads[0] else ", "
+        lead = leads[0]
+        if "\n" not in lead:
+            return ", "
+        if not _COMMENT.search(lead):
+            return "," + lead
+        cut = lead.rfind("\n")
+        return "," + lead[cut - 1 if lead[cut - 1:cut] == "\r" else cut:]
+
+    def _join(self, leads: list[str], tail: str, pieces: list[tuple[int | None, str]]) -> tuple[str, str]:
+        """The members between the brackets (original ones by index, added ones as None), and what follows them.
+
+        A member kept right after the one it followed keeps the text between them (comments included); the
+        first keeps the opening's spacing. An original member's end-of-line comment stays with it when what
+        followed it changed, and goes with it when it is removed."""
+        between = self._between(leads)
+        following = leads[1:] + [tail]  # the text after each original member
+        out, last = leads[0], len(leads) - 1
+        for n, (index, text) in enumerate(pieces):
+            previous = pieces[n - 1][0] if n else None
+            if n == 0:
+                pass
+            elif index is not None and previous is not None and index == previous + 1:
+                out += leads[index]
+            else:
+                comment = _eol_comment(following[previous])[0] if previous is not None else ""
+                out += "," + comment + between[1:] if comment else between
+            out += text
+        final = pieces[-1][0]
+        if final == last:
+            return out, tail
+        if final is not None:
+            out += _eol_comment(following[final])[0]
+        return out, _eol_comment(tail)[1]
 
     def value(self, span: Span, old: Any, new: Any, depth: int) -> str:
         if _same(old, new):
@@ -142,37 +198,38 @@ class _Writer:
         if kept != [k for k in old if k in new]:  # reordered: nothing to keep in place
             return self.fresh(new, depth)
         leads, tail = self._parts([m[1] for m in span.members], [m[2].end for m in span.members], span)
-        between = self._between(leads)
         inline = "\n" not in self.text[span.start:span.end]
-        pieces: list[str] = []
-        for key, key_start, value_span in span.members:
+        pieces: list[tuple[int | None, str]] = []
+        for index, (key, key_start, value_span) in enumerate(span.members):
             if key not in new:
                 continue
             head = self.text[key_start:value_span.start]
-            pieces.append(head + self.value(value_span, old[key], new[key], depth + 1))
+            pieces.append((index, head + self.value(value_span, old[key], new[key], depth + 1)))
         for key in new:
             if key not in old:
-                pieces.append(json.dumps(key, ensure_ascii=self.style.ensure_ascii) + self.style.key_separator
-                              + self.fresh(new[key], depth + 1, inline))
+                pieces.append((None, json.dumps(key, ensure_ascii=self.style.ensure_ascii) + self.style.key_separator
+                               + self.fresh(new[key], depth + 1, inline)))
         if not pieces:
             return "{}"
-        return "{" + leads[0] + between.join(pieces) + tail
+        body, tail = self._join(leads, tail, pieces)
+        return "{" + body + tail
 
     def _array(self, span: Span, old: list[Any], new: list[Any], depth: int) -> str:
         leads, tail = self._parts([s.start for s in span.items], [s.end for s in span.items], span)
-        between = self._between(leads)
         inline = "\n" not in self.text[span.start:span.end]
-        pieces, cursor = [], 0
+        pieces: list[tuple[int | None, str]] = []
+        cursor = 0
         for value in new:
             found = next((i for i in range(cursor, len(old)) if _same(old[i], value)), None)
             if found is None:
-                pieces.append(self.fresh(value, depth + 1, inline))
+                pieces.append((None, self.fresh(value, depth + 1, inline)))
             else:
-                pieces.append(self.text[span.items[found].start:span.items[found].end])
+                pieces.append((found, self.text[span.items[found].start:span.items[found].end]))
                 cursor = found + 1
         if not pieces:
             return "[]"
-        return "[" + leads[0] + between.join(pieces) + tail
+        body, tail = self._join(leads, tail, pieces)
+        return "[" + body + tail
 
 
 def rewrite(text: str, old: Any, new: Any, style: Any) -> str:
