@@ -105,13 +105,16 @@ def test_no_request_crosses_a_tenant_or_a_project_pin(world: World) -> None:
         elif route in ("search", "search_all"):
             params = {"query": "zebra deployment notes"} | ({"project": project} if route == "search" else {})
             r = c.get("/v1/search", params=params, headers=headers)
-            assert r.status_code == 200, r.text
-            assert {hit["id"] for hit in r.json()["results"]} <= visible
+            off_pin = route == "search" and key.pin not in (None, project)
+            assert r.status_code == (403 if off_pin else 200), r.text
+            assert off_pin or {hit["id"] for hit in r.json()["results"]} <= visible
         elif route == "projects":
             names = {p["name"] for p in c.get("/v1/projects", headers=headers).json()["projects"]}
             assert names <= {world.items[i][1] for i in visible}
         elif route == "context":
-            text = c.get("/v1/context", params={"project": project}, headers=headers).json()["context"]
+            r = c.get("/v1/context", params={"project": project}, headers=headers)
+            assert r.status_code == (200 if key.pin in (None, project) else 403), r.text
+            text = r.json().get("context", "")
             for i, (_, _, title) in world.items.items():
                 assert (title in text) <= (i in visible)
         elif route == "timeline":

@@ -2,7 +2,8 @@
 
 Every route but ``/v1/health`` and ``/v1/openapi.json`` needs ``Authorization: Bearer <key>``: no key, an
 unknown, revoked or expired key is 401; a key without the route's scope is 403; a memory of another tenant, or
-outside the key's project pin, does not exist for it (404, or absent from lists). ``http.py`` holds the
+outside the key's project pin, does not exist for it (404, or absent from lists); a read naming another project
+than the key's pin is 403. ``http.py`` holds the
 plumbing (key check, JSON errors, request ids, input readers).
 """
 
@@ -55,6 +56,19 @@ MAX_QUERY_CHARS = 2_000
 DEFAULT_CONTEXT_TOKENS = 2_000
 POLL_SECONDS = 1.0
 HEARTBEAT_SECONDS = 15.0
+
+
+def _check_pin(state: ServerState, call: Call, names: list[str]) -> None:
+    """403 when a key pinned to one project names another in a read (in the request's transaction when it has one)."""
+    key = call.key
+    if key is None or key.project_id is None:
+        return
+    for name in dict.fromkeys(names):
+        ids = (state.team.project_ids_in(call.cur, key.tenant_id, [name]) if call.cur is not None
+               else state.team.project_ids(key.tenant_id, [name]))
+        if ids != [key.project_id]:
+            raise ApiError(403, "forbidden", f"this key is pinned to one project; it may not read {name!r} "
+                           "(leave project out, or name the key's own project)")
 
 
 def _scope_projects(state: ServerState, call: Call, names: list[str]) -> list[int]:
@@ -258,6 +272,7 @@ def search(request: Request, call: Call) -> Any:
     limit = int_param(request, "limit", 20, 1, MAX_LIMIT)
     mode = plain("mode", request.query_params.get("mode", "auto"))
     names = projects_param(request)
+    _check_pin(state, call, names)
     if mode != "keyword" and state.team.embedder is not None and not state.team.knows_query(
             call.key.tenant_id, query[:MAX_SEMANTIC_QUERY_CHARS]):
         before_waiting("embedding the query")  # now, rather than after the keyword leg's work
@@ -343,6 +358,7 @@ def stream(request: Request, call: Call) -> Any:
     if raw and not raw.isdigit():
         raise ApiError(400, "invalid", "after (or Last-Event-ID) must be a change's sequence number")
     names = projects_param(request)
+    _check_pin(state, call, names)
     project_ids = _scope_projects(state, call, names) if names or key.project_id else None
     after = int(raw) if raw else state.team.latest_change(key.tenant_id)
 
@@ -380,6 +396,7 @@ def context(request: Request, call: Call) -> Any:
     names = projects_param(request)
     if not names:
         raise ApiError(400, "invalid", "project is required: /v1/context?project=name")
+    _check_pin(state, call, names)
     budget = int_param(request, "max_tokens", DEFAULT_CONTEXT_TOKENS, 100, 20_000)
     newest = _tenant_store(state, call).list_items(ItemFilter(projects=names), limit=digest.NEWEST)
     return state.digests.render(names, [_record(item) for item in newest], budget)
