@@ -428,7 +428,7 @@ def test_claude_config_dir_moves_both_files(home: Path, tmp_path: Path, monkeypa
     install("claude-code", EXE)
     assert our_handlers(json.loads((config / "settings.json").read_text()))
     assert "memcairn" in json.loads((config / ".claude.json").read_text())["mcpServers"]
-    assert without_backups(snapshot(home)) == {}
+    assert set(without_backups(snapshot(home))) == {str(home / ".memcairn" / "install-state.json")}
 
 
 def test_a_symlinked_settings_file_is_written_through_its_link(home: Path, tmp_path: Path) -> None:
@@ -780,21 +780,22 @@ def test_a_read_only_file_is_refused_before_anything_is_written(home: Path, isol
     assert settings.stat().st_mode & 0o777 == 0o600  # a private file stays private
 
 
-def test_an_unwritable_memcairn_home_is_refused_before_the_agent_s_files_change(
-        home: Path, isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_unwritable_record_folder_is_refused_before_the_agent_s_files_change(
+        home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Without its install record, uninstall could not give the original bytes back: the folder of the record
     is checked with the agent's files, before any of them is written (root ignores modes, so os.access is
     what the test takes away)."""
     from memcairn.install import files
 
     write(home / ".gemini" / "settings.json", GEMINI_SETTINGS)
-    isolated_home.mkdir()
-    before = snapshot(home, isolated_home)
+    records = home / ".memcairn"
+    records.mkdir()
+    before = snapshot(home)
     real_access = os.access
-    monkeypatch.setattr(files.os, "access", lambda path, mode: Path(path) != isolated_home and real_access(path, mode))
-    with pytest.raises(ConfigError, match=rf"cannot write in {isolated_home}"):
+    monkeypatch.setattr(files.os, "access", lambda path, mode: Path(path) != records and real_access(path, mode))
+    with pytest.raises(ConfigError, match=rf"cannot write in {records}"):
         install("gemini", EXE)
-    assert snapshot(home, isolated_home) == before
+    assert snapshot(home) == before
 
 
 def test_a_failed_write_is_one_clear_error(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -935,20 +936,39 @@ def test_uninstall_leaves_nothing_that_was_not_there(home: Path, isolated_home: 
     for agent in ("claude-code", "codex", "gemini"):
         install(agent, EXE)
         install(agent, "/other/bin/memcairn")  # a second install, with its own backups
-    assert (home / ".codex").is_dir() and (home / ".gemini").is_dir() and isolated_home.is_dir()
+    assert (home / ".codex").is_dir() and (home / ".gemini").is_dir() and (home / ".memcairn").is_dir()
     for agent in ("claude-code", "codex", "gemini"):
         uninstall(agent)
-    assert tree(home) == before  # no backups, no .codex/ or .gemini/ folder
-    assert not isolated_home.exists()  # MEMCAIRN_HOME was made only for the install record
+    assert tree(home) == before  # no backups, no .codex/, .gemini/ or .memcairn/ folder (made for the record)
+    assert not isolated_home.exists()
 
 
-def test_backups_stay_when_uninstall_cannot_give_back_the_original(home: Path) -> None:
+def test_uninstall_removes_the_backups_when_the_file_changed_since_and_names_them(home: Path) -> None:
+    """An agent that rewrites its file (Claude Code always rewrites .claude.json) or a person's edit since: the
+    uninstall cannot give back the original bytes, removes memcairn's entries alone, and removes every backup
+    memcairn made of the file, naming each."""
     settings = write(home / ".claude" / "settings.json", CLAUDE_SETTINGS)
+    for executable in (EXE, "/other/bin/memcairn"):
+        install("claude-code", executable)
+        settings.write_text(settings.read_text().replace('"model": "opus"', '"model": "sonnet"'))
+    made = sorted(home.rglob("*.memcairn-bak-*"))
+    assert len(made) >= 3
+    report = uninstall("claude-code")
+    assert json.loads(settings.read_text())["model"] == "sonnet" and not our_handlers(json.loads(settings.read_text()))
+    assert not list(home.rglob("*.memcairn-bak-*"))
+    assert sorted(report.removed_backups) == made
+
+
+def test_uninstall_from_a_shell_with_another_memcairn_home_leaves_nothing(
+        home: Path, isolated_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    before = tree(home)
     install("claude-code", EXE)
-    settings.write_text(settings.read_text().replace('"model": "opus"', '"model": "sonnet"'))
-    uninstall("claude-code")
-    assert json.loads(settings.read_text())["model"] == "sonnet"
-    assert list(settings.parent.glob("settings.json.memcairn-bak-*"))  # the person's edits since, kept aside
+    (home / ".claude.json").write_text((home / ".claude.json").read_text() + " ")  # the agent rewrote it
+    install("claude-code", "/other/bin/memcairn")
+    monkeypatch.setenv("MEMCAIRN_HOME", str(tmp_path / "another-home"))
+    assert run(["uninstall", "claude-code"]) == 0
+    assert tree(home) == before  # the files the install created, its backups and its record: all gone
+    assert not (tmp_path / "another-home").exists()
 
 
 COMPACT = """{

@@ -55,6 +55,8 @@ def _echo_report(report, verb_done: str) -> None:  # noqa: ANN001 - memcairn.ins
         verb = "removed" if change.after is None else "created" if change.before is None else verb_done
         saved = f" (backup: {change.backup})" if change.backup else ""
         click.echo(f"{verb} {change.path}{saved}")
+    for found in report.removed_backups:
+        click.echo(f"removed backup {found}")
 
 
 @click.command("install")

@@ -18,6 +18,7 @@ Where things go (``HOME`` is honoured through ``Path.home()``):
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 from collections.abc import Callable
@@ -28,6 +29,7 @@ from typing import Any
 from memcairn.errors import ConfigError
 from memcairn.install import jsonedit, jsontext, tomlblock
 from memcairn.install.files import (
+    BACKUP_INFIX,
     InstallState,
     backup,
     check_writable,
@@ -88,6 +90,7 @@ class Report:
     dry_run: bool
     changes: list[Change] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    removed_backups: list[Path] = field(default_factory=list)  # an uninstall's: every backup of its files
 
     @property
     def changed(self) -> bool:
@@ -243,6 +246,9 @@ def _plan_uninstall(target: Target, before: str | None, record: dict[str, Any] |
     prunable = [tuple(p) for p in record.get("created", [])] if record else _default_prunable(target)
     new = jsonedit.prune(new, prunable)
     after = _json_text(before, doc, new)
+    if jsonedit.parse_object(after, str(target.path)) != new:  # no backup is taken: the result must be exact
+        raise ConfigError(f"could not remove memcairn's entries from {target.path} without changing others; "
+                          "remove them by hand (nothing was changed)")
     if record and not record.get("existed") and new == {}:
         return Change(target.path, before, None, None)
     original = _original_text(target.path, record)
@@ -290,16 +296,15 @@ def _apply(change: Change, state: InstallState, leftovers: list[str]) -> None:
         raise _ChangedMeanwhile(str(change.path))
     old = state.get(change.path) or {}
     restores = _restores(change, old)
-    if change.before is not None and not restores:
+    uninstalling = change.record is None  # only an uninstall forgets a file's record
+    if change.before is not None and not restores and not uninstalling:
         change.backup = backup(change.path)
     made = [] if change.after is None else _missing_dirs(change.path)
     if change.after is None:
         remove_file(change.path)
     else:
         write_text(change.path, change.after)
-    if restores:
-        for path in {*old.get("backups", []), *([old["backup"]] if old.get("backup") else [])}:
-            Path(path).unlink(missing_ok=True)
+    if restores:  # its backups go after the whole uninstall (_remove_backups)
         leftovers.extend(old.get("dirs", []))
     record = change.record
     if record is not None:
@@ -308,6 +313,21 @@ def _apply(change: Change, state: InstallState, leftovers: list[str]) -> None:
         if "backup" not in record:
             record["backup"] = str(change.backup) if change.backup else None
     state.put(change.path, record)
+
+
+def _remove_backups(report: Report, state: InstallState) -> None:
+    """After an uninstall, every ``<file>.memcairn-bak-*`` of the files it handled that memcairn no longer has
+    entries in: also those of earlier cycles, and those an install recorded in another home's state."""
+    for change in report.changes:
+        if state.get(change.path) is not None:
+            continue
+        pattern = glob.escape(change.path.name) + BACKUP_INFIX + "*"
+        for found in sorted(change.path.parent.glob(pattern)):
+            try:
+                found.unlink()
+            except OSError:
+                continue  # left in place; the person can remove it
+            report.removed_backups.append(found)
 
 
 def _remove_empty(folders: list[str]) -> None:
@@ -326,6 +346,8 @@ def _run(platform: str, action: str, executable: str, dry_run: bool,
         for target in targets(platform, executable):
             report.changes.append(plan(target, read_text(target.path), state.get(target.path)))
         if dry_run or not report.changed:
+            if action == "uninstall" and not dry_run:
+                _remove_backups(report, state)
             return report
         for change in report.changes:
             if change.changed:
@@ -345,6 +367,8 @@ def _run(platform: str, action: str, executable: str, dry_run: bool,
             raise ConfigError(f"cannot write {exc.filename or 'a settings file'}: {exc.strerror or exc}"
                               + (f" (already changed: {', '.join(done)})" if done else "")) from None
         state.save()
+        if action == "uninstall":
+            _remove_backups(report, state)
         _remove_empty(leftovers)
         return report
     raise ConfigError(f"the {platform} settings kept changing while memcairn was writing them; close the agent "

@@ -127,14 +127,26 @@ def unified_diff(path: Path, before: str | None, after: str | None) -> str:
     return "".join(lines)
 
 
+def state_path() -> Path:
+    """Where the install records live: the user's, not a memcairn home's (the agents' files are the user's, so an
+    uninstall run with another ``MEMCAIRN_HOME`` than the install still finds them)."""
+    return Path(os.path.expanduser("~")) / ".memcairn" / STATE_FILE
+
+
 class InstallState:
-    """``$MEMCAIRN_HOME/install-state.json``: ``{"version": 1, "files": {path: record}}``."""
+    """``~/.memcairn/install-state.json``: ``{"version": 1, "files": {path: record}}`` (read from
+    ``$MEMCAIRN_HOME/install-state.json`` too, where older versions kept it)."""
 
     def __init__(self, path: Path | None = None) -> None:
-        self.path = path or memcairn_home() / STATE_FILE
+        self.path = path or state_path()
+        self.legacy = None if path else memcairn_home() / STATE_FILE
+        if self.legacy == self.path:
+            self.legacy = None
         self.files: dict[str, dict[str, Any]] = {}
-        self.made_home = False  # the first install made MEMCAIRN_HOME for this file: the last uninstall removes it
+        self.made_home = False  # the first install made the state's folder: the last uninstall removes it
         text = read_text(self.path)
+        if not text and self.legacy is not None:
+            text = read_text(self.legacy)
         if text:
             try:
                 data = json.loads(text)
@@ -153,6 +165,8 @@ class InstallState:
             self.files[str(path)] = record
 
     def save(self) -> None:
+        if self.legacy is not None and self.legacy.exists():
+            self.legacy.unlink()  # moved to self.path (or no longer needed)
         if not self.files:
             if self.path.exists():
                 self.path.unlink()
