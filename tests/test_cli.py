@@ -264,10 +264,18 @@ def test_settings_set_and_unset_write_settings_json_after_checking_the_value(cap
                                                                          "terminal_output": True}
     assert load_settings().context_token_budget == 3000
     for args, message in ((["port", "0"], "between 1 and 65535"), (["context_token_budget", "lots"], "whole number"),
-                          (["vector_backend", "chromadb"], "one of sqlite-vec"), (["colour", "1"], "unknown setting")):
+                          (["vector_backend", "chromadb"], "one of sqlite-vec"), (["colour", "1"], "unknown setting"),
+                          (["context_token_budget", "0"], "must be 1 or more"),
+                          (["context_token_budget", "-5"], "must be 1 or more, got -5"),
+                          (["capture_backend", "openai"], "needs the API's address first: memcairn settings set "
+                                                          "llm_base_url")):
         code, _, err = _run(capsys, "settings", "set", *args)
         assert code == 2 and message in err
     assert json.loads((isolated_home / "settings.json").read_text())["context_token_budget"] == 3000  # unchanged
+    assert _run(capsys, "settings", "set", "llm_base_url", "http://127.0.0.1:11434/v1")[0] == 0
+    assert _run(capsys, "settings", "set", "capture_backend", "openai")[0] == 0  # with its address, it is taken
+    for name in ("capture_backend", "llm_base_url"):
+        assert _run(capsys, "settings", "unset", name)[0] == 0
     code, out, _ = _run(capsys, "settings", "set", "token", "s3cret")
     assert code == 0 and "s3cret" not in out and (isolated_home / "settings.json").stat().st_mode & 0o077 == 0
     for name in ("context_token_budget", "terminal_output", "token"):

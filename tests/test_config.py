@@ -91,7 +91,7 @@ def test_settings_file_errors_name_the_file(isolated_home: Path, content: str, m
     ('{"context_token_budget": 2.7}', "context_token_budget must be a whole number, got 2.7"),
     ('{"port": 0}', "port must be between 1 and 65535, got 0"),
     ('{"port": 70000}', "port must be between 1 and 65535, got 70000"),
-    ('{"context_token_budget": -5}', "context_token_budget must be 0 or more, got -5"),
+    ('{"context_token_budget": -5}', "context_token_budget must be 1 or more, got -5"),
     ('{"llm_model": null}', "llm_model must be a string, got None"),
     ('{"vector_backend": false}', "vector_backend must be a string, got False"),
     ('{"token": ["a"]}', "token must be a string, got \\['a'\\]"),

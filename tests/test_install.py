@@ -624,6 +624,15 @@ def test_the_cli_installs_with_the_running_memcairn(home: Path, capsys: pytest.C
     assert run(["uninstall", "gemini"]) == 0 and f"removed {home}/.gemini/settings.json" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("spelling", ["gemini-cli", "Gemini", "geminicli"])
+def test_install_takes_the_platform_s_own_spellings_of_an_agent(home: Path, spelling: str,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """``--platform`` and the hooks say gemini-cli: install and uninstall take that name too."""
+    assert run(["install", spelling]) == 0 and f"created {home}/.gemini/settings.json" in capsys.readouterr().out
+    assert run(["uninstall", spelling]) == 0 and not (home / ".gemini" / "settings.json").exists()
+    assert run(["install", "gemini-pro"]) == 2
+
+
 # -- the plugin folder ------------------------------------------------------------------------------
 def test_the_plugin_folder_matches_what_the_installer_writes(home: Path) -> None:
     plugin = REPO / "plugin"

@@ -150,7 +150,8 @@ def memcairn_home(environ: Mapping[str, str] | None = None) -> str:
 
 LIST_SETTINGS = frozenset({"context_types", "exclude_projects", "skip_tools", "housekeeping_tools"})
 """Comma-separated settings, which ``settings.json`` may also give as a JSON list of strings."""
-INT_RANGES: dict[str, tuple[int, int | None]] = {"port": (1, 65535)}
+INT_RANGES: dict[str, tuple[int, int | None]] = {"port": (1, 65535), "context_token_budget": (1, None),
+                                                 "llm_timeout_seconds": (1, None), "log_max_bytes": (1024, None)}
 """Bounds (lowest, highest or None) of whole-number settings; any other must be 0 or more."""
 
 

@@ -5,8 +5,21 @@ from __future__ import annotations
 import click
 
 from memcairn.entry import MCP_PLATFORMS
+from memcairn.protocol import PLATFORM_ALIASES, PLATFORMS, platform_key
 
 AGENT_CHOICES = ("claude-code", "codex", "gemini")
+
+
+class AgentName(click.Choice):
+    """An agent as ``install`` names it, also given as any spelling of its platform (``gemini-cli``, as
+    ``--platform`` has it; ``Claude``...)."""
+
+    def convert(self, value, param, ctx):  # noqa: ANN001, ANN201 - click's signature
+        key = platform_key(str(value))
+        platform = PLATFORM_ALIASES.get(key) or next((p for p in PLATFORMS if platform_key(p) == key), None)
+        if platform is not None:
+            value = next(a for a in AGENT_CHOICES if platform.startswith(a))
+        return super().convert(value, param, ctx)
 RESTART = {
     "claude-code": "Restart Claude Code (or start a new session) to load the hooks and the MCP server.",
     "codex": "Restart Codex to load the MCP server and the hooks.",
@@ -60,7 +73,7 @@ def _echo_report(report, verb_done: str) -> None:  # noqa: ANN001 - memcairn.ins
 
 
 @click.command("install")
-@click.argument("agent", type=click.Choice(AGENT_CHOICES))
+@click.argument("agent", type=AgentName(AGENT_CHOICES))
 @click.option("--dry-run", is_flag=True, help="Print the changes as a unified diff and write nothing.")
 @click.option("--executable", metavar="PATH",
               help="The memcairn command the agent should run (default: this one, as an absolute path).")
@@ -165,7 +178,7 @@ def _cap(tokens: int) -> str:
 
 
 @click.command("uninstall")
-@click.argument("agent", type=click.Choice(AGENT_CHOICES))
+@click.argument("agent", type=AgentName(AGENT_CHOICES))
 @click.option("--dry-run", is_flag=True, help="Print the changes as a unified diff and write nothing.")
 def uninstall(agent: str, dry_run: bool) -> None:
     """Remove exactly the hooks and MCP server that `memcairn install` added for an agent.

@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from memcairn.cli.common import emit_json
+from memcairn.config import private_home
 from memcairn.errors import ConfigError
 from memcairn.settings_source import BY_NAME, SETTINGS, SETTINGS_FILE, coerce, memcairn_home, read_values
 
@@ -89,15 +90,15 @@ def settings_file() -> tuple[str, dict[str, Any]]:
 
 
 def write_settings_file(path: str, data: dict[str, Any]) -> None:
-    """Write ``data`` as ``settings.json`` (removed when empty; owner-only when it holds the token)."""
+    """Write ``data`` as ``settings.json`` (removed when empty; owner-only)."""
     from memcairn.install.files import write_text
 
     if not data:
         Path(path).unlink(missing_ok=True)
         return
+    private_home(Path(path).parent, create=True)  # 0700 first: no one else sees the file before the chmod
     write_text(Path(path), json.dumps(data, indent=2, ensure_ascii=False) + "\n")
-    if "token" in data:
-        os.chmod(path, 0o600)  # the token is a secret: readable by its owner only
+    os.chmod(path, 0o600)  # readable by its owner only, as every file of the home (it may hold the token)
 
 
 def _known(name: str) -> str:
@@ -112,7 +113,7 @@ def _overridden(name: str) -> None:
         click.echo(f"note: {variable} is set in this environment and wins over settings.json", err=True)
 
 
-@settings_cmd.command("set")
+@settings_cmd.command("set", context_settings={"ignore_unknown_options": True})  # a value may be -5
 @click.argument("name")
 @click.argument("value")
 def set_cmd(name: str, value: str) -> None:
@@ -130,6 +131,9 @@ def set_cmd(name: str, value: str) -> None:
     allowed = CHOICES.get(name)
     if allowed and typed not in allowed:
         raise ConfigError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
+    if name == "capture_backend" and typed == "openai" and not read_values()["llm_base_url"]:
+        raise ConfigError("capture_backend openai needs the API's address first: memcairn settings set llm_base_url "
+                          "http://localhost:11434/v1 (your server's URL); nothing was changed")
     data[name] = typed
     write_settings_file(path, data)
     shown = "(set, not shown)" if name == "token" else json.dumps(typed, ensure_ascii=False)
