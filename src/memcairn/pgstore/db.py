@@ -6,16 +6,24 @@ Every tenant-scoped piece of work runs in ``tenant_transaction``: it sets ``app.
 request's tenant into the next. Connections are in autocommit mode, so each ``transaction()`` block is a real
 transaction (never a savepoint inside one that an earlier statement opened implicitly, which would keep the
 setting alive after the block).
+
+The application role's sessions carry time limits (``Timeouts``, set per role in the server's database at every
+``prepare``): a statement, a wait for a lock and a transaction left idle each end with an error instead of
+holding a connection (and a request) indefinitely; the request is answered 503. A read on the event loop waits
+for a lock only ``LOOP_LOCK_TIMEOUT`` (``keys.authenticate_in`` sets it for its transaction), then runs again on a
+thread with the role's limit: a table locked for minutes must not hold up every other request of the process.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import os
 import queue
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, fields
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
@@ -24,6 +32,27 @@ from memcairn.errors import ConfigError, WouldWait
 from memcairn.pgstore.migrations import migrate
 from memcairn.pgstore.schema import APP_ROLE
 from memcairn.pgstore.waits import before_waiting, may_wait
+
+LOOP_LOCK_TIMEOUT = "50ms"  # a read's lock wait on the event loop before it goes to a thread (see above)
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """The application role's limits, in PostgreSQL's units (``2s``, ``500ms``, ``1min``): each default fits one
+    request; the environment variable of each (``MEMCAIRN_PG_<NAME>``) overrides it."""
+
+    statement_timeout: str = "15s"
+    lock_timeout: str = "2s"
+    idle_in_transaction_session_timeout: str = "60s"
+
+    @classmethod
+    def from_env(cls) -> Timeouts:
+        given = {f.name: os.environ.get(env_name(f.name), "").strip() for f in fields(cls)}
+        return cls(**{name: value for name, value in given.items() if value})
+
+
+def env_name(setting: str) -> str:
+    return f"MEMCAIRN_PG_{setting.upper()}"
 
 
 def app_password(secret: bytes) -> str:
@@ -49,15 +78,26 @@ def connect(dsn: str, *, autocommit: bool = True) -> psycopg.Connection:
                           f"{str(exc).strip().splitlines()[-1]}") from None
 
 
-def prepare(owner_dsn: str, secret: bytes) -> list[int]:
-    """Migrate the database and let the application role log in with its derived password; returns the
-    migrations applied."""
+def prepare(owner_dsn: str, secret: bytes, timeouts: Timeouts | None = None) -> list[int]:
+    """Migrate the database and let the application role log in with its derived password and its time limits
+    (``Timeouts.from_env()`` unless given) in this database; returns the migrations applied."""
+    timeouts = timeouts or Timeouts.from_env()
+    Ident, Literal, SQL = psycopg.sql.Identifier, psycopg.sql.Literal, psycopg.sql.SQL  # noqa: N806
     with connect(owner_dsn, autocommit=True) as conn:
         applied = migrate(conn)
-        conn.execute(psycopg.sql.SQL("ALTER ROLE {} WITH LOGIN PASSWORD {}").format(
-            psycopg.sql.Identifier(APP_ROLE), psycopg.sql.Literal(app_password(secret))))
-        conn.execute(psycopg.sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(
-            psycopg.sql.Identifier(database_name(owner_dsn)), psycopg.sql.Identifier(APP_ROLE)))
+        conn.execute(SQL("ALTER ROLE {} WITH LOGIN PASSWORD {}").format(Ident(APP_ROLE),
+                                                                      Literal(app_password(secret))))
+        database = Ident(database_name(owner_dsn))
+        conn.execute(SQL("GRANT CONNECT ON DATABASE {} TO {}").format(database, Ident(APP_ROLE)))
+        for setting in fields(timeouts):
+            value = getattr(timeouts, setting.name)
+            try:
+                conn.execute(SQL("ALTER ROLE {} IN DATABASE {} SET {} = {}").format(
+                    Ident(APP_ROLE), database, Ident(setting.name), Literal(value)))
+            except psycopg.errors.DataError as exc:
+                raise ConfigError(f"{env_name(setting.name)}={value!r} is not a duration PostgreSQL reads "
+                                  f"({str(exc).strip().splitlines()[0]}); give one such as 2s, 500ms or 1min"
+                                  ) from None
     return applied
 
 
@@ -84,9 +124,13 @@ class Pool:
                 before_waiting("opening a connection")
                 conn = connect(self.dsn)
             yield conn
+        except psycopg.errors.LockNotAvailable as exc:
+            self._rollback(conn)
+            if not may_wait():  # ``LOOP_LOCK_TIMEOUT`` ran out: run the read again where it may wait
+                raise WouldWait("a table is locked") from exc
+            raise
         except BaseException:
-            if conn is not None and not conn.closed:
-                conn.rollback() if not conn.broken else None
+            self._rollback(conn)
             raise
         finally:
             if conn is not None:
@@ -97,6 +141,11 @@ class Pool:
                         conn.rollback()
                     self._idle.put(conn)
             self._slots.release()
+
+    @staticmethod
+    def _rollback(conn: psycopg.Connection | None) -> None:
+        if conn is not None and not conn.closed and not conn.broken:
+            conn.rollback()
 
     def close(self) -> None:
         self._closed = True

@@ -23,7 +23,8 @@ import psycopg
 
 from memcairn.errors import MemcairnError, NotFoundError, ValidationError
 from memcairn.pgstore.audit import Actor, audit
-from memcairn.pgstore.db import act_as, tenant_transaction
+from memcairn.pgstore.db import LOOP_LOCK_TIMEOUT, act_as, tenant_transaction
+from memcairn.pgstore.waits import may_wait
 
 SCOPES = ("memories:read", "memories:write", "admin")
 DEFAULT_SCOPES = ("memories:read", "memories:write")
@@ -243,8 +244,10 @@ def authenticate_in(cur: psycopg.Cursor, secret: bytes, presented: str | None) -
     if not match:
         raise Unauthorized("the API key is malformed: it looks like mck_<id>_<secret>")
     hint = _TENANT_OF.get(match.group(1))
-    cur.execute("SELECT set_config('app.key_id', %s, true), set_config('app.tenant_id', %s, true)",
-                (match.group(1), "" if hint is None else str(hint)))
+    # on the event loop a lock is waited for only briefly (``db.LOOP_LOCK_TIMEOUT``), in the same statement
+    cur.execute("SELECT set_config('app.key_id', %s, true), set_config('app.tenant_id', %s, true)"
+                + ("" if may_wait() else ", set_config('lock_timeout', %s, true)"),
+                (match.group(1), "" if hint is None else str(hint), *(() if may_wait() else (LOOP_LOCK_TIMEOUT,))))
     row = cur.execute("SELECT id, tenant_id, project_id, digest, scopes, expires_at, revoked_at, last_used_at"
                       " FROM api_keys WHERE id = %s", (match.group(1),)).fetchone()
     if row is None or not hmac.compare_digest(row[3], digest(secret, presented.strip())):
