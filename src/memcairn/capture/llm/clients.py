@@ -39,11 +39,6 @@ CLAUDE_CLI_DEFAULT_MODEL = "haiku"
 # the child session (which loads the person's settings, hooks included) never feeds memcairn's own capture.
 CAPTURE_CHILD_ENV = "MEMCAIRN_CAPTURE_CHILD"
 
-# Built-in tools the headless ``claude`` child must not use: it is asked for text only.
-_CLI_DISALLOWED_TOOLS = (
-    "Bash", "BashOutput", "KillShell", "Edit", "MultiEdit", "Write", "NotebookEdit", "Read", "Glob", "Grep", "LS",
-    "WebFetch", "WebSearch", "Task", "TodoWrite", "ExitPlanMode", "SlashCommand", "Skill",
-)
 _ERROR_BODY_CHARS = 2000
 # A reply asked for with max_tokens of a few thousand is some kilobytes; a body far larger is not one.
 MAX_BODY_BYTES = 8 * 1024 * 1024
@@ -546,7 +541,9 @@ class ClaudeCliClient:
     def argv(self, system: str) -> list[str]:
         return [
             self.executable, "-p", "--output-format", "json", "--model", self.model, "--system-prompt", system,
-            "--max-turns", "1", "--disallowedTools", ",".join(_CLI_DISALLOWED_TOOLS), "--strict-mcp-config",
+            # ``--tools ""`` is the CLI's own "no tools at all": a deny list names only the tools of the version
+            # it was written for (2.1.332 still offered six others, ToolSearch and its deferred tools among them)
+            "--max-turns", "1", "--tools", "", "--strict-mcp-config",
         ]
 
     @staticmethod
