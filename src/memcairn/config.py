@@ -12,6 +12,7 @@ This module imports only the standard library.
 from __future__ import annotations
 
 import ipaddress
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -23,7 +24,7 @@ from memcairn.settings_source import DEFAULT_PORT, SETTINGS, Setting, read_value
 from memcairn.settings_source import memcairn_home as _home_str
 
 __all__ = ["DEFAULT_PORT", "SETTINGS", "Setting", "Settings", "check_bind", "is_loopback_host", "load_settings",
-           "memcairn_home", "settings_from_values"]
+           "memcairn_home", "private_home", "settings_from_values"]
 
 
 def memcairn_home() -> Path:
@@ -84,6 +85,34 @@ class Settings:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["home"] = str(self.home)
         return out
+
+
+PRIVATE_UMASK = 0o077  # files created 0600, folders 0700
+
+
+def private_home(home: Path, *, create: bool) -> None:
+    """Keep ``home`` to its owner: this process's umask becomes 077, so every file it creates from now on (the
+    database with its -wal and -shm, logs, the pid file, settings) is 0600 whichever code creates it (SQLite and
+    ``logging`` take no mode); the home is made 0700 (with ``create``), and an existing one of ours that others
+    may enter (0755, as earlier releases made it) is tightened to 0700. Called by the processes that own the
+    home (the worker, the command line), not by a library: the umask is the whole process's."""
+    os.umask(PRIVATE_UMASK)
+    if create:
+        home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        st = home.stat()
+        if st.st_uid == os.geteuid() and st.st_mode & 0o077 and not _others_inside(home):
+            os.chmod(home, st.st_mode & 0o700)
+    except OSError:
+        pass  # no home yet (made 0700 under the umask when it is), or not ours to change
+
+
+def _others_inside(home: Path) -> bool:
+    """Another user owns a folder of the home: the team server's embedded PostgreSQL (``postgres/``, run as an
+    unprivileged user when memcairn runs as root) would be locked out of its cluster by a 0700 home."""
+    uid = os.geteuid()
+    with os.scandir(home) as entries:
+        return any(e.is_dir(follow_symlinks=False) and e.stat(follow_symlinks=False).st_uid != uid for e in entries)
 
 
 def settings_from_values(values: Mapping[str, Any]) -> Settings:

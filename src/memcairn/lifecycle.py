@@ -234,7 +234,7 @@ def spawn(cfg: Settings) -> subprocess.Popen:
     """Start ``memcairn worker run`` detached from this process's session and terminal."""
     stderr_path = cfg.logs_dir / STDERR_FILE
     try:
-        cfg.logs_dir.mkdir(parents=True, exist_ok=True)
+        cfg.logs_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         if stderr_path.stat().st_size > cfg.log_max_bytes:
             os.truncate(stderr_path, 0)  # appended to below either way: the running worker trims it (logs.py)
     except FileNotFoundError:
@@ -244,7 +244,8 @@ def spawn(cfg: Settings) -> subprocess.Popen:
     for done in [p for p in _SPAWNED if p.poll() is not None]:
         _SPAWNED.remove(done)
     try:
-        stderr = open(stderr_path, "ab")  # noqa: SIM115 - closed right after the child inherited it
+        # owner-only, whatever the umask of the hook or command that starts the worker
+        stderr = os.fdopen(os.open(stderr_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab")
     except OSError as exc:
         raise logs_unusable(cfg, exc) from None
     with stderr:
@@ -329,7 +330,7 @@ def start(cfg: Settings | None = None, timeout: float = START_TIMEOUT, *,
     if info is not None and info.get("version") == version and info.get("ready"):
         return _result("running", info)
     deadline = time.monotonic() + timeout
-    cfg.home.mkdir(parents=True, exist_ok=True)
+    cfg.home.mkdir(mode=0o700, parents=True, exist_ok=True)
     lock_fd = _acquire_start_lock(cfg, deadline)
     try:
         return _start_locked(cfg, deadline, replace_other_port)
@@ -344,7 +345,7 @@ def restart(cfg: Settings | None = None, timeout: float = START_TIMEOUT) -> dict
     closed in between sees a worker coming (``worker.start.lock``), not an outage."""
     cfg = cfg or load_settings()
     check_bind(cfg)
-    cfg.home.mkdir(parents=True, exist_ok=True)
+    cfg.home.mkdir(mode=0o700, parents=True, exist_ok=True)
     lock_fd = _acquire_start_lock(cfg, time.monotonic() + timeout)
     try:
         stopped = stop(cfg, timeout=timeout)

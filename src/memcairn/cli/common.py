@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import sys
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from memcairn.config import Settings, load_settings
+from memcairn.config import Settings, load_settings, private_home
 from memcairn.errors import MemcairnError, NotFoundError
 
 if TYPE_CHECKING:
@@ -19,7 +20,11 @@ EXIT_USER_ERROR = 2
 
 
 def settings() -> Settings:
-    return load_settings()
+    """The settings of a command that works on the home: the files it creates there are owner-only
+    (``config.private_home``; the home is not made here: a command that only looks creates nothing)."""
+    cfg = load_settings()
+    private_home(cfg.home, create=False)
+    return cfg
 
 
 def open_store(cfg: Settings | None = None) -> LocalStore:
@@ -52,6 +57,8 @@ def _database_error(exc: sqlite3.DatabaseError) -> str:
 def run_guarded(group: click.Group, args: list[str]) -> int:
     """Run the CLI; a MemcairnError or an SQLite error becomes one line on stderr and exit code 2, never a
     traceback."""
+    umask = os.umask(0o022)  # read it: a command may tighten it (``settings``), not an in-process caller's
+    os.umask(umask)
     try:
         rv = group.main(args=args, prog_name="memcairn", standalone_mode=False)
     except click.exceptions.Exit as exc:
@@ -76,4 +83,6 @@ def run_guarded(group: click.Group, args: list[str]) -> int:
     except BrokenPipeError:
         sys.stderr.close()
         return 1
+    finally:
+        os.umask(umask)
     return rv if isinstance(rv, int) else 0

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from memcairn.config import Settings, check_bind, is_loopback_host, load_settings
+from memcairn.config import Settings, check_bind, is_loopback_host, load_settings, private_home
 from memcairn.lifecycle import (
     POLL,
     STDERR_FILE,
@@ -97,7 +97,7 @@ def run_foreground(cfg: Settings | None = None, echo: Callable[[str], None] | No
     say = echo or (lambda text: print(text, file=sys.stderr))
     cfg = cfg or load_settings()
     check_bind(cfg)
-    cfg.home.mkdir(parents=True, exist_ok=True)
+    private_home(cfg.home, create=True)  # 0700, and 0600 for the files it creates
     lock_fd = None
     for _ in range(10):  # a probe (status, start) may hold the lock for a moment
         lock_fd = try_flock(lock_path(cfg))
