@@ -6,11 +6,15 @@ test reads the examples back out of the rendered help at a narrow width."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import click
 import pytest
@@ -116,3 +120,71 @@ def test_hook_is_listed_and_its_help_is_for_people() -> None:
     done = subprocess.run([sys.executable, "-m", "memcairn", "hook", "stop", "--bogus"], input="not json",
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout == "{}\n"
+
+
+# -- every example, run as pasted into a shell, in a home of the test's own ------------------------------
+# Examples that are not run here, and why; every other example runs (a new one must be decided on here).
+NOT_RUN = {
+    "memcairn demo": "tests/test_demo.py runs it (a minute of its own)",
+    "memcairn worker run": "the foreground worker: `worker start` below runs it",
+    "memcairn connect": "it would reach a server on the network",
+    "memcairn server": "tests/test_team_server*.py run the server on a real PostgreSQL",
+    "memcairn bench": "benchmarks take minutes; tests/test_bench_*.py run each with small counts",
+}
+RUN_ANYWAY = ("memcairn bench recall",)  # its example asks about the sample sessions: ~20 s
+# Examples whose exit 2 is the right answer here: they name the reader's own data, which a new home lacks.
+READER_S_OWN = ("memcairn timeline --anchor 42", "memcairn show 12", "memcairn forget 12",
+                "memcairn import claude-mem ~/", "memcairn import jsonl backup.jsonl")
+REPOSITORY = Path(__file__).resolve().parent.parent
+
+
+def _not_run(command: str) -> str | None:
+    if command in RUN_ANYWAY:
+        return None
+    return next((why for prefix, why in NOT_RUN.items() if command == prefix or command.startswith(prefix + " ")),
+                None)
+
+
+def test_every_example_runs_in_a_home_of_its_own(tmp_path: Path) -> None:
+    """Each example (but those NOT_RUN names) is pasted into /bin/sh with HOME, MEMCAIRN_HOME and the port of
+    the test's own: it exits 0 (or 2 with a message, when it names the reader's data), prints no traceback,
+    and writes nothing outside that home (an example's own MEMCAIRN_HOME or port is replaced by the test's)."""
+    home, memcairn_home, port = tmp_path / "user", tmp_path / "memcairn-home", str(_free_port())
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMCAIRN_", "CLAUDE_", "CODEX_"))}
+    env.update(HOME=str(home), MEMCAIRN_HOME=str(memcairn_home), MEMCAIRN_PORT=port,
+               PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}")
+    transcripts = home / ".claude" / "projects" / "my-app"  # the import example's folder, with a real session
+    transcripts.mkdir(parents=True)
+    shutil.copy(REPOSITORY / "src/memcairn/assets/transcripts/claude-reliability__hello-world-script.jsonl",
+                transcripts)
+    ran = []
+    try:
+        for command, example in ALL:
+            if _not_run(command):
+                continue
+            shell = re.sub(r"MEMCAIRN_HOME=\S+", f"MEMCAIRN_HOME={memcairn_home}", example)
+            shell = re.sub(r"MEMCAIRN_PORT=\S+", f"MEMCAIRN_PORT={port}", shell)
+            done = subprocess.run(["/bin/sh", "-c", shell], env=env, cwd=tmp_path if "bench" not in command
+                                  else REPOSITORY, capture_output=True, text=True, timeout=180,
+                                  stdin=subprocess.DEVNULL)
+            allowed = (0, 2) if example.startswith(READER_S_OWN) else (0,)
+            assert done.returncode in allowed, f"{example}\n{done.stdout}\n{done.stderr}"
+            assert "Traceback" not in done.stderr, f"{example}\n{done.stderr}"
+            if "--json" in example.split() and done.returncode == 0:
+                json.loads(done.stdout)  # --json prints JSON, also when there was nothing to do
+            ran.append(example)
+            if "bench recall" in example:  # the example's QA file and transcripts are in the repository
+                assert "| memcairn |" in done.stdout, done.stdout
+    finally:
+        subprocess.run([sys.executable, "-m", "memcairn", "worker", "stop"], env=env, capture_output=True,
+                       timeout=60)
+    assert len(ran) >= 30 and any("bench recall" in example for example in ran)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -45,3 +45,22 @@ def test_demo_runs_the_whole_loop(tmp_path: Path) -> None:
     finally:
         cfg = load_settings(home=tmp_path / "home", environ=env)
         lifecycle.stop(cfg, timeout=10)
+
+
+def test_the_demo_keeps_off_the_real_worker_s_port_unless_one_is_chosen(isolated_home: Path,
+                                                                         monkeypatch) -> None:  # noqa: ANN001
+    """`MEMCAIRN_HOME=/tmp/x memcairn demo` (its help's example) must not reach the worker serving the person's
+    memory on the default port: without a chosen port the demo takes its own, and says it in the stop line."""
+    from memcairn.cli.demo_cmd import DEMO_PORT, demo_settings, stop_command
+    from memcairn.settings_source import DEFAULT_PORT
+
+    assert DEMO_PORT != DEFAULT_PORT
+    monkeypatch.setenv("MEMCAIRN_PORT", "1")  # recorded as unset, so the demo's own setting is undone after
+    monkeypatch.delenv("MEMCAIRN_PORT")
+    assert demo_settings().port == DEMO_PORT and f"MEMCAIRN_PORT={DEMO_PORT}" in stop_command()
+    monkeypatch.setenv("MEMCAIRN_PORT", "38123")
+    assert demo_settings().port == 38123
+    monkeypatch.delenv("MEMCAIRN_PORT")
+    isolated_home.mkdir(exist_ok=True)
+    (isolated_home / "settings.json").write_text('{"port": 38124}')
+    assert demo_settings().port == 38124

@@ -394,12 +394,14 @@ def bench_recall(qa: Path, transcripts: tuple[Path, ...], more_qa: tuple[Path, .
                  home: Path | None, model: str | None, json_out: Path | None) -> None:
     """Import TRANSCRIPTS (files or directories) into a fresh store served by a real worker, then ask the
     questions of QA: are their facts stored, in the top-5 search hits, in the SessionStart context, and at what
-    cost in tokens; beside plain BM25 over the raw transcripts.
+    cost in tokens; beside plain BM25 over the raw transcripts. The example asks bench/samples-qa.json about
+    the sample sessions that ship with memcairn (run from the repository; about 20 s); bench/spotter-qa-extra.json
+    holds more questions for the spotter sessions (given with --qa beside their own QA file).
 
     Example:
 
     \b
-        memcairn bench recall spotter-dev-qa.json fixtures/spotter/ --qa bench/spotter-qa-extra.json
+        memcairn bench recall bench/samples-qa.json src/memcairn/assets/transcripts/
     """
     from memcairn.bench import recall
 

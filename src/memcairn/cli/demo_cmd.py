@@ -12,6 +12,7 @@ import click
 from memcairn.cli.common import open_store, settings
 
 PROJECT = "memcairn-samples"
+DEMO_PORT = 37878  # as scripts/demo: the demo's worker never meets the one serving your memory (37877)
 MIRROR_WAIT_SECONDS = 120.0
 SEARCH = "why did the commit fail"
 TIMELINE_QUERY = "hello.sh"
@@ -49,7 +50,7 @@ def demo() -> None:
     from memcairn.capture.importer import import_transcripts
     from memcairn.client import WorkerClient
 
-    cfg = settings()
+    cfg = demo_settings()
     click.echo(f"memcairn home: {cfg.home}  (store {cfg.db_path.name}, mirror {cfg.vector_backend}, "
                f"capture {cfg.capture_backend})")
     started = lifecycle.start(cfg)
@@ -79,6 +80,23 @@ def demo() -> None:
 
     click.echo(f"\nviewer: http://127.0.0.1:{cfg.port}/   (the worker keeps running; this ends it:)\n"
                f"  {stop_command()}")
+
+
+def demo_settings():  # noqa: ANN201 - memcairn.config.Settings
+    """The command's settings, on the demo's own port unless one was chosen (MEMCAIRN_PORT or settings.json);
+    the port goes into the environment too, so the printed stop command and every child process use it."""
+    import os
+    from dataclasses import replace
+
+    from memcairn.settings_source import read_values
+
+    cfg = settings()
+    origins: dict[str, str] = {}
+    read_values(origins=origins)
+    if origins.get("port") != "default":
+        return cfg
+    os.environ["MEMCAIRN_PORT"] = str(DEMO_PORT)
+    return replace(cfg, port=DEMO_PORT)
 
 
 def stop_command() -> str:

@@ -23,12 +23,14 @@ def hook(ctx: click.Context, event: str | None, platform: str) -> int:
     EVENT: session-start, user-prompt-submit, pre-tool-use, post-tool-use, stop or session-end (the agents'
     own names, such as SessionStart or BeforeAgent, work too); without it, the payload's hook_event_name
     decides. It always exits 0 and prints a JSON object, whatever stdin holds: a hook never breaks the
-    agent's session. Diagnostics go to stderr; MEMCAIRN_HOOK_DEBUG=1 adds tracebacks.
+    agent's session. Diagnostics go to stderr; MEMCAIRN_HOOK_DEBUG=1 adds tracebacks. The example tries it on
+    a home of its own, so nothing reaches your memory.
 
     Example:
 
     \b
-        echo '{"session_id": "s1", "cwd": "/tmp", "prompt": "hi"}' | memcairn hook user-prompt-submit
+        echo '{"session_id": "s1", "cwd": "/tmp/try", "prompt": "hi"}' | \
+          MEMCAIRN_HOME=/tmp/memcairn-try MEMCAIRN_PORT=37879 memcairn hook user-prompt-submit
     """
     from memcairn.hooks.runner import run_hook
 

@@ -43,12 +43,15 @@ def import_claude_mem_cmd(db: Path | None, as_json: bool) -> None:
     \b
         memcairn import claude-mem ~/.claude-mem/claude-mem.db --json
     """
-    from memcairn.transfer.claude_mem import DEFAULT_PATH, import_claude_mem, open_source
+    from memcairn.transfer.claude_mem import DEFAULT_PATH, ClaudeMemReport, import_claude_mem, open_source
 
     path = (db or DEFAULT_PATH).expanduser()
     if db is None and not path.exists():  # nothing to import is no failure: the README runs this as optional
-        click.echo(f"note: no claude-mem database at {path}; nothing imported (give its path if it is elsewhere)",
-                   err=True)
+        note = f"no claude-mem database at {path}; nothing imported (give its path if it is elsewhere)"
+        if as_json:
+            emit_json({**ClaudeMemReport(notes=[note]).to_dict(), "source": str(path), "found": False})
+        else:
+            click.echo(f"note: {note}", err=True)
         return
     cfg = settings()
     source = open_source(path)  # checked before the store is opened: a bad file writes nothing
