@@ -198,3 +198,17 @@ def test_a_model_change_of_the_same_dimension_is_caught_and_rebuild_re_embeds(
     assert "'hash-384'" in capsys.readouterr().err
     assert _json(capsys, "sync", "rebuild", "--json")["documents"] == 6
     assert _json(capsys, "search", "narrative", "--project", "demo", "--json")["strategy"] == "hybrid"
+
+
+def test_the_progress_bar_counts_memories_and_ends_at_its_total(capsys: pytest.CaptureFixture[str],
+                                                                 isolated_home: Path) -> None:
+    """Memories make a varying number of documents (one per field): the bar counts memories, whose number is
+    known before the run, so it ends at n/n (it showed 123/60 counting documents against memories × 3)."""
+    for i in range(5):
+        _json(capsys, "add", "--project", "demo", "--kind", "observation", "--title", f"title {i}", "--narrative",
+              f"narrative {i}", "--fact", f"fact {i}", "--fact", f"another {i}", "--fact", f"third {i}", "--json")
+    for args in (["sync", "backfill"], ["sync", "rebuild"]):
+        assert run(args) == 0
+        out, err = capsys.readouterr()
+        shown = out + err
+        assert "5/5" in shown and "memories" in shown, shown

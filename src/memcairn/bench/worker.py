@@ -134,15 +134,15 @@ def prepare_home(home: Path, items: int, projects: int, model: str, cache_path: 
 def _progress(log: Log, every: int = 10_000) -> Callable[[str, int], None]:
     lock = threading.Lock()
     started = time.perf_counter()
-    state = {"docs": 0, "said": 0}
+    state = {"items": 0, "said": 0}
 
-    def progress(_project: str, docs: int) -> None:
+    def progress(_project: str, items: int) -> None:
         with lock:
-            state["docs"] += docs
-            if state["docs"] - state["said"] >= every:
-                state["said"] = state["docs"]
-                rate = state["docs"] / max(time.perf_counter() - started, 1e-9)
-                log(f"  {state['docs']:,} documents mirrored ({rate:,.0f}/s)")
+            state["items"] += items
+            if state["items"] - state["said"] >= every:
+                state["said"] = state["items"]
+                rate = state["items"] / max(time.perf_counter() - started, 1e-9)
+                log(f"  {state['items']:,} memories mirrored ({rate:,.0f}/s)")
 
     return progress
 

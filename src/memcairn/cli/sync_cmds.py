@@ -13,7 +13,7 @@ EXIT_INCOMPLETE = 1  # the run ended but the mirror still lacks something (a fai
 def _progress_run(action: str, run, total: int) -> object:  # noqa: ANN001
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    with Progress(TextColumn(f"{action} documents"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+    with Progress(TextColumn(f"{action}: memories"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   transient=False) as bar:
         task = bar.add_task(action, total=total or None)
         return run(lambda _project, n: bar.advance(task, n))
@@ -124,7 +124,7 @@ def backfill(as_json: bool) -> int:
         mirror = runtime.mirror
         mirror.bootstrap()
         result = (mirror.backfill() if as_json else
-                  _progress_run("backfill", lambda cb: mirror.backfill(cb), _lag_items(mirror) * 3))
+                  _progress_run("backfill", lambda cb: mirror.backfill(cb), _lag_items(mirror)))
         return _report(result, as_json, mirror)
     finally:
         runtime.close()
@@ -142,7 +142,7 @@ def rebuild(as_json: bool) -> int:
     """
     runtime = _open(rebuild=True)
     try:
-        total = runtime.store.stats()["items"] * 3
+        total = runtime.store.stats()["items"]
 
         def run() -> object:
             mirror = runtime.mirror

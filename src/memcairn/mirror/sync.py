@@ -37,7 +37,7 @@ BATCH_DOCS = 100
 BACKFILL_CONCURRENCY = 3
 MAX_SAMPLE_ERRORS = 5
 
-Progress = Callable[[str, int], None]  # (project, documents just written)
+Progress = Callable[[str, int], None]  # (project, memories just written: a bar's unit, known up front)
 
 
 @dataclass
@@ -145,7 +145,7 @@ class MirrorSync:
                         if not had_gap:
                             self.store.advance_watermark(self.index_key, project, kind, batch_items[-1])
                         if progress:
-                            progress(project, len(batch))
+                            progress(project, len(batch_items))
                     batch, batch_items = [], []
             cursor = ids[-1]
         return result
