@@ -10,9 +10,10 @@ calls made at once, the first carries that text.
 
 Careful by design: the file is Claude Code's and is being written while it is read. At most ``MAX_BYTES`` from
 its end are read, in blocks (``capture.transcript_end.lines_backwards``), and only until the call is found; the call's
-line is normally among the last few. Only a regular ``*.jsonl`` file is read. Anything unexpected (no such
-file, the call not found within the window, lines that are not JSON) gives None: the event is queued without
-narration, never refused or delayed beyond the read.
+line is normally among the last few. Only a regular ``*.jsonl`` file the caller's own user could read is read
+(``capture.transcript_access``: a local user must not get the worker to store lines of a file it may not read).
+Anything unexpected (no such file, one the caller may not read, the call not found within the window, lines that
+are not JSON) gives None: the event is queued without narration, never refused or delayed beyond the read.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from memcairn.capture.transcript_access import open_transcript
 from memcairn.capture.transcript_end import lines_backwards
 from memcairn.capture.truncate import cut
 from memcairn.json_depth import loads_bounded
@@ -64,14 +66,15 @@ def narration_before(path: str, tool_use_id: str, *, max_bytes: int = MAX_BYTES,
     results, as the import carries their text to the next call (``capture.importer``)."""
     if not (isinstance(path, str) and path.endswith(".jsonl") and tool_use_id):
         return None
+    fd = open_transcript(path)
+    if fd is None:
+        return None
     try:
-        if not os.path.isfile(path):
-            return None
         found = False
         said: list[str] = []
         waiting: set[str] = set()  # results met of calls not met yet (walking back)
         before = 0
-        for raw in lines_backwards(path, max_bytes):
+        for raw in lines_backwards(f"/dev/fd/{fd}", max_bytes):  # the file checked, opened again
             if not found and tool_use_id.encode() not in raw:
                 continue
             try:
@@ -113,6 +116,8 @@ def narration_before(path: str, tool_use_id: str, *, max_bytes: int = MAX_BYTES,
             said[:0] = _texts(blocks)
     except (OSError, RecursionError, StopIteration):
         return None
+    finally:
+        os.close(fd)
     if not said:
         return None
     return cut("\n\n".join(said), NARRATION_MAX_CHARS)

@@ -17,6 +17,8 @@ from typing import Any
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from memcairn.capture.transcript_access import CALLER
+
 MAX_HEAD_BYTES = 64 * 1024  # a request line and headers, together; the hooks' longest is a few KB
 H11_BUFFER_BYTES = MAX_HEAD_BYTES + 1024 * 1024  # h11's own limit: never reached first (see data_received)
 LINGER_SECONDS = 2.0
@@ -46,6 +48,8 @@ class BoundedHeadProtocol(H11Protocol):
     def data_received(self, data: bytes) -> None:
         if self._refused:
             return  # the answer is out: what the client still sends is dropped
+        # the request's task (made below, by h11's handling) inherits who is connected: whose files it may read
+        CALLER.set((self.client, self.server) if self.client and self.server else None)
         if self.conn.their_state is h11.IDLE:  # no whole request head yet: is this one too long?
             pending = self.conn.trailing_data[0]
             if len(pending) + len(data) > MAX_HEAD_BYTES:
