@@ -30,13 +30,18 @@ class StoreConnection(sqlite3.Connection):
     on_error: Callable[[sqlite3.Error], None] | None = None
 
 
+# Primary result codes that say the file (or the disk under it) may be damaged: checked at once, not on a timer.
+DAMAGE_CODES = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_IOERR})
+
+
 def error_kind(exc: BaseException) -> str | None:
-    """``corrupt``, ``full`` or ``missing_fts`` for the SQLite errors that name a state of the file, else None."""
+    """``corrupt`` (a damaged page or index, a file that is no database, an I/O error), ``full`` or
+    ``missing_fts`` for the SQLite errors that name a state of the file, else None."""
     if not isinstance(exc, sqlite3.Error):
         return None
     code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
     text = str(exc)
-    if code == sqlite3.SQLITE_CORRUPT or "malformed" in text:
+    if code in DAMAGE_CODES or "malformed" in text or "disk I/O error" in text or "not a database" in text:
         return "corrupt"
     if code == sqlite3.SQLITE_FULL or "disk is full" in text:
         return "full"

@@ -21,15 +21,16 @@ Mixed into ``Store``. Two kinds of damage differ in what can be done about them:
 
 from __future__ import annotations
 
+import functools
 import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
-from memcairn.store import schema
+from memcairn.store import fts, schema
 from memcairn.store.db import atomic, error_kind, run_script
 
 log = logging.getLogger("memcairn.store")
@@ -38,6 +39,37 @@ log = logging.getLogger("memcairn.store")
 CHECK_AT_OPEN_BYTES = 8 * 1024 * 1024
 
 DamageListener = Callable[[str, str], None]
+P = ParamSpec("P")
+R = TypeVar("R")
+
+# The keyword probe (``keyword_probe``): rows of the newest PROBE_ROWS whose text holds a query word, at most
+# PROBE_SAMPLE of them, are tokenised as FTS5 would and looked up in the index that answered.
+PROBE_ROWS = 500
+PROBE_SAMPLE = 8
+PROBE_WORDS = 8
+_PROBE_DOC = " || ' ' || ".join(f"coalesce({c}, '')" for c in schema.FTS_COLUMNS)
+
+
+def restores_keyword_table(write: Callable[P, R]) -> Callable[P, R]:
+    """A write that fires the keyword index's triggers: when the index's table was dropped under a running
+    process, recreate and rebuild it as opening the store does, then run the write once more (it was rolled
+    back whole), instead of failing the write until someone runs ``memcairn doctor --fix``."""
+
+    @functools.wraps(write)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return write(*args, **kwargs)
+        except sqlite3.OperationalError as exc:
+            store: Any = args[0]
+            if error_kind(exc) != "missing_fts":
+                raise
+            store.restore_fts_table()  # False when another thread (the upkeep) restored it first
+            if store.fts_table_missing():
+                raise
+            log.warning("a write found the keyword index table missing; recreated it and wrote again")
+            return write(*args, **kwargs)
+
+    return run
 
 
 def damaged_file_advice(path: object) -> str:
@@ -58,6 +90,9 @@ class IntegrityMixin:
         self.checked_at: float | None = None  # time.time() of the last whole-file check
         self.repaired_at_open: list[str] = []
         self._damage_listeners: list[DamageListener] = []
+        self._suspect: str | None = None  # SQLite reported damage and no check ran since: the next write checks
+        self._check_lock = threading.Lock()
+        self.keyword_disagreement: str | None = None  # what the keyword probe found, until a rebuild
 
     # -- damage state -------------------------------------------------------------------------------
     def add_damage_listener(self, listener: DamageListener) -> None:
@@ -68,17 +103,28 @@ class IntegrityMixin:
 
     def note_error(self, exc: BaseException) -> str | None:
         """Tell the listeners when ``exc`` is SQLite reporting damage or a full disk; return its kind (None:
-        neither)."""
+        neither). Reported damage makes the next write check the file first (``_refuse_writes``)."""
         kind = error_kind(exc)
+        if kind == "corrupt":
+            self._suspect = str(exc)
         if kind is not None:
-            for listener in list(self._damage_listeners):
-                try:
-                    listener(kind, str(exc))
-                except Exception:  # a listener must never turn one error into another
-                    log.exception("damage listener failed")
+            self._tell(kind, str(exc))
         return kind
 
+    def _tell(self, kind: str, detail: str) -> None:
+        for listener in list(self._damage_listeners):
+            try:
+                listener(kind, detail)
+            except Exception:  # a listener must never turn one error into another
+                log.exception("damage listener failed")
+
     def _refuse_writes(self) -> str | None:
+        if self.damage is None and self._suspect is not None:
+            # SQLite reported damage (a page, an I/O error) since the last check: check before this write
+            # rather than after the next timer, so nothing is acknowledged into a file that fails the check.
+            with self._check_lock:
+                if self._suspect is not None:
+                    self.check_file()
         if self.damage is None:
             return None
         return (f"{self.path or 'the database'} fails SQLite's check ({self.damage}), so memcairn refuses to "
@@ -93,6 +139,7 @@ class IntegrityMixin:
     def check_file(self) -> str:
         """Run SQLite's ``quick_check``; a failure (or a file too damaged to check) makes the store refuse
         writes until a check passes again. Returns ``ok`` or the finding."""
+        self._suspect = None  # cleared first: damage reported while the check runs is checked again
         try:
             result = self.quick_check()
         except sqlite3.DatabaseError as exc:
@@ -164,6 +211,7 @@ class IntegrityMixin:
             conn.execute("INSERT INTO memory_items_fts(memory_items_fts) VALUES ('rebuild')")
             conn.execute("INSERT INTO keyword_changes(item_id) VALUES (NULL)")  # every row (schema.py)
         self._local.fts_rows = None
+        self.keyword_disagreement = None
         if self._keyword_index is not None:  # a copy that failed to build from a damaged index tries again
             self._rebuild_keyword_index()  # type: ignore[attr-defined]
 
@@ -214,13 +262,95 @@ class IntegrityMixin:
             self.repair_triggers()
             done.append(f"recreated triggers {', '.join(missing)}")
         items, indexed = self.fts_counts()
+        found = self.keyword_disagreement
         if items != indexed:
             self.rebuild_fts()
             done.append(f"rebuilt the keyword index ({indexed} indexed vs {items} stored)")
+        elif found is not None:  # rebuilt whatever FTS5's own check says: the copy may be what was wrong
+            self.rebuild_fts()
+            done.append(f"rebuilt the keyword index ({found})")
         elif content and not self.fts_integrity_ok():
             self.rebuild_fts()
             done.append("rebuilt the keyword index (it disagreed with the stored rows)")
         return done
+
+    # -- the keyword probe ----------------------------------------------------------------------------
+    def keyword_probe(self, tokens: Sequence[str], copy: Any = None) -> str | None:
+        """Check the index that answered a keyword search against the rows' text; what disagrees, or None.
+
+        A damaged FTS5 block may read as an empty posting list rather than an error, so a search would find
+        nothing and say nothing. This reads the newest ``PROBE_ROWS`` rows' text for the query's words (a
+        substring scan that stops at ``PROBE_SAMPLE`` rows), tokenises those rows as FTS5 does, and asks the
+        index that answered (``copy``: the in-memory copy's state and its terms, else FTS5 itself) which of
+        them hold each word. A verdict of ok is kept per connection until another connection commits
+        (``PRAGMA data_version``): damage comes with a write. ``KeywordIndexDamagedError`` is the caller's.
+
+        Raises:
+            sqlite3.DatabaseError: the index could not be read (the caller reports that as damage).
+        """
+        words = [t for t in tokens if len(t) > 1][:PROBE_WORDS]
+        if not words:
+            return None
+        conn = self._conn
+        version = conn.execute("PRAGMA data_version").fetchone()[0]
+        verified = getattr(self._local, "probed", None)
+        key = (frozenset(words), copy is not None)
+        if verified is not None and verified[0] == version and key in verified[1]:
+            return None
+        found = self._probe(conn, words, copy)
+        if found is None:
+            if verified is None or verified[0] != version or len(verified[1]) > 1000:
+                verified = (version, set())
+                self._local.probed = verified
+            verified[1].add(key)
+        return found
+
+    def note_keyword_disagreement(self, found: str) -> None:
+        """Remember what the probe found (the next repair rebuilds the index whatever FTS5's own check says)
+        and tell the damage listeners (``keyword_damaged``)."""
+        if self.keyword_disagreement is None:
+            log.error("the keyword index disagrees with the stored rows: %s", found)
+        self.keyword_disagreement = found
+        self._tell("keyword_damaged", found)
+
+    def _probe(self, conn: sqlite3.Connection, words: list[str], copy: Any) -> str | None:
+        began = not conn.in_transaction
+        if began:  # the rows' text and the index from one snapshot: a write meanwhile is no disagreement
+            conn.execute("BEGIN")
+        try:
+            ids = self._probe_sample(conn, words)
+            if copy is not None and ids:
+                ids = _known_to_copy(conn, copy[0], ids)
+            if not ids:
+                return None
+            expected = _tokenised_holding(conn, words, ids)
+            if copy is not None:
+                state, terms = copy
+                actual = {w: set(ids) & {int(d) for d in state.postings(terms[w])[0]} if w in terms
+                          else set(expected[w]) for w in words}
+            else:
+                actual = fts.rows_holding(conn, words, ids)
+        finally:
+            if began:
+                conn.execute("COMMIT")
+        for word in words:
+            missing = expected[word] - actual[word]
+            if missing:
+                where = "the in-memory copy of the keyword index" if copy is not None else "the keyword index"
+                return (f"memory {min(missing)} holds {word!r} but {where} does not list it "
+                        f"({len(missing)} of {len(expected[word])} such rows checked)")
+        return None
+
+    @staticmethod
+    def _probe_sample(conn: sqlite3.Connection, words: list[str]) -> list[int]:
+        """The newest rows (of the last ``PROBE_ROWS``) whose text holds one of the words, at most ``PROBE_SAMPLE``."""
+        top = conn.execute("SELECT MAX(id) FROM memory_items").fetchone()[0] or 0
+        likes = " OR ".join("doc LIKE ? ESCAPE '\\'" for _ in words)
+        rows = conn.execute(
+            f"SELECT id FROM (SELECT id, {_PROBE_DOC} AS doc FROM memory_items_fts_source WHERE id > ?) "
+            f"WHERE {likes} ORDER BY id DESC LIMIT ?",
+            (top - PROBE_ROWS, *(f"%{_like_escape(w)}%" for w in words), PROBE_SAMPLE)).fetchall()
+        return [int(r[0]) for r in rows]
 
     def checkpoint(self) -> bool:
         """Copy the WAL into the database file and truncate it: on a small disk the WAL holds most of the
@@ -236,3 +366,35 @@ class IntegrityMixin:
         """
         rows = [r[0] for r in self._conn.execute("PRAGMA quick_check(5)")]
         return "; ".join(line for row in rows for line in str(row).splitlines() if not line.startswith("***"))
+
+
+def _like_escape(word: str) -> str:
+    return word.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _tokenised_holding(conn: sqlite3.Connection, words: Sequence[str], ids: Sequence[int]) -> dict[str, set[int]]:
+    """Which of the rows ``ids`` hold each word as FTS5 would match it: the rows tokenised again in a temp
+    FTS5 table with the index's columns and tokenizer."""
+    columns = ("fts_scope", *schema.FTS_COLUMNS)
+    conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.keyword_probe USING fts5({', '.join(columns)}, "
+                 "tokenize='porter unicode61')")
+    marks = ", ".join("?" for _ in ids)
+    try:
+        conn.execute(f"INSERT INTO temp.keyword_probe(rowid, {', '.join(columns)}) "
+                     f"SELECT id, {', '.join(columns)} FROM memory_items_fts_source WHERE id IN ({marks})", list(ids))
+        return {w: {r[0] for r in conn.execute("SELECT rowid FROM temp.keyword_probe WHERE keyword_probe MATCH ?",
+                                               ('"' + w.replace('"', '""') + '"',))} for w in words}
+    finally:
+        conn.execute("DELETE FROM temp.keyword_probe")
+
+
+def _known_to_copy(conn: sqlite3.Connection, state: Any, ids: list[int]) -> list[int]:
+    """Those of ``ids`` the copy's ``state`` holds as they are now: none written since its last applied change
+    (``keyword_changes``), none past its arrays; nothing when the log no longer reaches back to it."""
+    oldest = conn.execute("SELECT MIN(seq) FROM keyword_changes").fetchone()[0]
+    if oldest is not None and oldest > state.seq + 1:
+        return []
+    changed = {r[0] for r in conn.execute("SELECT item_id FROM keyword_changes WHERE seq > ?", (state.seq,))}
+    if None in changed:  # a rebuild since: the copy is read again
+        return []
+    return [i for i in ids if i not in changed and i < len(state.lengths)]

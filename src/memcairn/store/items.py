@@ -31,7 +31,7 @@ from memcairn.models import (
 from memcairn.store import fts
 from memcairn.store.db import atomic, connect, describe_open_error, error_kind
 from memcairn.store.ingest_state import IngestStateMixin
-from memcairn.store.integrity import IntegrityMixin
+from memcairn.store.integrity import IntegrityMixin, restores_keyword_table
 from memcairn.store.migrations import migrate
 from memcairn.store.mirror_state import MirrorStateMixin
 from memcairn.store.records import ProjectInfo, only_item
@@ -320,6 +320,7 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin, IntegrityMix
     def add_item(self, item: NewItem, *, revive: bool = False) -> AddResult:
         return self.add_items([item], revive=revive)[0]
 
+    @restores_keyword_table
     def add_items(self, items: Sequence[NewItem], *, revive: bool = False) -> list[AddResult]:
         """Insert a batch in one transaction; duplicates return the existing row's id.
 
@@ -344,6 +345,11 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin, IntegrityMix
             raise
         self._notify("added", [r.id for r in results if r.created])
         return results
+
+    @restores_keyword_table
+    def complete_ingest(self, *args: Any, **kwargs: Any) -> list[AddResult] | None:
+        """``IngestStateMixin.complete_ingest``, written once more after recreating a dropped keyword table."""
+        return super().complete_ingest(*args, **kwargs)
 
     def _insert(self, conn: sqlite3.Connection, item: NewItem, *, item_uuid: str | None = None,
                 digest: str | None = None, updated_at_epoch: int | None = None, revive: bool = False) -> AddResult:
@@ -426,6 +432,7 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin, IntegrityMix
             {"pid": project_id, "digest": digest},
         ).fetchone() is not None
 
+    @restores_keyword_table
     def update_item(self, item_id: int, **changes: Any) -> MemoryItem:
         """Edit fields of an item (its content hash follows); FTS follows by trigger.
 
@@ -468,7 +475,10 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin, IntegrityMix
     def delete_items(self, ids: Iterable[int]) -> list[int]:
         """Delete items (FTS follows by trigger); return the ids that existed. Their content stays deleted: a
         replay or re-import of it is refused (see `add_items`)."""
-        wanted = list(dict.fromkeys(int(i) for i in ids))
+        return self._delete_items(list(dict.fromkeys(int(i) for i in ids)))
+
+    @restores_keyword_table
+    def _delete_items(self, wanted: list[int]) -> list[int]:
         deleted: list[int] = []
         with atomic(self._conn) as conn:
             for item_id in wanted:
@@ -616,18 +626,29 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin, IntegrityMix
                     order: str = "relevance") -> list[tuple[int, float]]:
         """`keyword_search` without reading the rows: (item id, score) best first.
 
+        A page the search did not fill (fewer hits than ``limit``) is checked by ``keyword_probe`` against the
+        rows' text: a damaged index may answer nothing rather than fail.
+
         Raises:
-            KeywordIndexDamagedError: the index cannot be read (a damaged block, a dropped table); the damage
-                listeners heard of it (the worker rebuilds the index, as `memcairn doctor --fix` does).
+            KeywordIndexDamagedError: the index cannot be read (a damaged block, a dropped table) or disagrees
+                with the rows; the damage listeners heard of it (the worker rebuilds the index, as `memcairn
+                doctor --fix` does).
         """
         try:
-            return self._keyword_ids(query, flt, limit=limit, offset=offset, order=order)
+            hits, copy = self._keyword_ids(query, flt, limit=limit, offset=offset, order=order)
+            found = self.keyword_probe(fts.query_tokens(query), copy) if len(hits) < limit else None
         except sqlite3.DatabaseError as exc:
             if self.note_error(exc) is None:
                 raise
             raise KeywordIndexDamagedError(
                 f"the keyword index cannot be read ({exc}); `memcairn doctor --fix` rebuilds it from the stored "
                 "rows (a running worker does so by itself)") from None
+        if found is not None:
+            self.note_keyword_disagreement(found)
+            raise KeywordIndexDamagedError(
+                f"the keyword index is damaged ({found}); `memcairn doctor --fix` rebuilds it from the stored rows "
+                "(a running worker does so by itself)")
+        return hits
 
     def query_terms(self, query: str, ids: Sequence[int]) -> fts.QueryTerms | None:
         """The words ``query`` searches for, how many indexed rows hold each, and which of ``ids`` do; None when
@@ -643,24 +664,25 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin, IntegrityMix
         return fts.QueryTerms(tuple(tokens), tuple(frequencies), total, holding)
 
     def _keyword_ids(self, query: str, flt: ItemFilter | None, *, limit: int, offset: int,
-                     order: str) -> list[tuple[int, float]]:
+                     order: str) -> tuple[list[tuple[int, float]], Any]:
+        """The hits, and what answered: the in-memory copy's (state, terms by word), or None for FTS5."""
         project_ids = None
         if flt is not None and flt.projects is not None:  # narrowed inside the index (schema.SCOPE_PREFIX)
             project_ids = self.resolve_project_ids(list(flt.projects))
             if not project_ids:
-                return []
+                return [], None
             flt = replace(flt, projects=None)
         clauses, params = self._where(flt)
         if order == "relevance" and self._keyword_index is not None:
-            ranked = self._rank_in_memory(self._keyword_index, query, project_ids, flt if clauses else None,
+            answer = self._rank_in_memory(self._keyword_index, query, project_ids, flt if clauses else None,
                                           limit, offset)
-            if ranked is not None:
-                return ranked
+            if answer is not None:
+                return answer
         # A filtered search joins every ranked row to its item, so it ranks fewer rows for the same time.
         budget = fts.RANK_BUDGET // 2 if clauses else fts.RANK_BUDGET
         match = fts.plan_match(self._conn, query, self._fts_rows(), budget, self._frequencies)
         if match is None:
-            return []
+            return [], None
         if project_ids is not None:
             match = fts.scope_match(match, project_ids)
         score = fts.bm25_expression()
@@ -695,13 +717,14 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin, IntegrityMix
             if self.note_error(exc) is not None:  # the table is gone: the caller says so
                 raise
             raise StoreError(f"keyword search failed: {exc}") from None
-        return [(r["id"], -float(r["score"])) for r in rows]
+        return [(r["id"], -float(r["score"])) for r in rows], None
 
     def _rank_in_memory(self, index: KeywordIndex, query: str, project_ids: list[int] | None,
-                        flt: ItemFilter | None, limit: int, offset: int) -> list[tuple[int, float]] | None:
+                        flt: ItemFilter | None, limit: int, offset: int
+                        ) -> tuple[list[tuple[int, float]], Any] | None:
         """``keyword_ids`` ranked by relevance from the worker's in-memory copy of the index (the same
-        results, ``keyword_index`` module doc); None when the copy cannot answer. ``flt`` holds the filters
-        besides projects, None when there are none."""
+        results, ``keyword_index`` module doc), with the copy's (state, terms by word); None when the copy
+        cannot answer. ``flt`` holds the filters besides projects, None when there are none."""
         conn = self._conn
         state = index.current(conn, self._rebuild_keyword_index)
         if state is None:
@@ -711,7 +734,7 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin, IntegrityMix
             return None
         tokens = fts.query_tokens(query)
         if not tokens:
-            return []
+            return [], None
         terms = index.terms(conn, tokens)
         if any(len(t) != 1 for t in terms):  # FTS5 reads such a word as a phrase of several terms
             return None
@@ -720,9 +743,9 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin, IntegrityMix
         plan = fts.plan_terms(query, state.rows, lambda words: index.frequencies(state, index.terms(conn, words)),
                               budget)
         if plan is None:
-            return []
-        return index.rank(conn, state, plan, {tok: t[0] for tok, t in zip(tokens, terms, strict=True)},
-                          project_ids, cap, limit, offset, allowed)
+            return [], None
+        by_word = {tok: t[0] for tok, t in zip(tokens, terms, strict=True)}
+        return index.rank(conn, state, plan, by_word, project_ids, cap, limit, offset, allowed), (state, by_word)
 
     def start_keyword_index(self, max_rows: int | None = None) -> KeywordIndex | None:
         """Keep an in-memory copy of the keyword index for faster ranking (a long-lived process: it costs a

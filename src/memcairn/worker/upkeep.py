@@ -2,9 +2,11 @@
 
 One daemon thread per worker. It runs a pass
 
-- at once when SQLite reported damage (the store's damage listener: a damaged page or keyword index, a
-  dropped keyword table), and at start (the file if it was not checked at open, the keyword index's table,
-  triggers and row count);
+- at once when SQLite reported damage (the store's damage listener: a damaged page or keyword index, an I/O
+  error, a dropped keyword table) or a keyword search found the index disagreeing with the rows' text
+  (``Store.keyword_probe``), and at start (the file if it was not checked at open, the keyword index's table,
+  triggers and row count; after an unclean shutdown, found by the marker file ``<db>.upkeep`` a clean stop
+  removes, FTS5's integrity-check and the whole file too);
 - every ``interval`` seconds once no write came for ``min(interval, IDLE_SECONDS)``: FTS5's integrity-check
   takes the write lock for its duration (0.5 s at 20k items), so it waits for a quiet moment.
 
@@ -20,6 +22,7 @@ events that failed for lack of space (``Store.requeue_failed_ingest``).
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import threading
 import time
@@ -59,12 +62,18 @@ class StoreUpkeep:
         self._last_pass = clock()
         self._last_write = clock()
         self._data_version: int | None = None
+        self.marker = store.path.with_name(store.path.name + ".upkeep") if store.path is not None else None
+        self.unclean_start = False  # the last worker of this store did not stop cleanly
         store.add_damage_listener(self.report)
         store.add_listener(self._wrote)
 
     # -- control --------------------------------------------------------------------------------------
     def start(self) -> None:
         if self._thread is None:
+            self.unclean_start = self._mark_running()
+            if self.unclean_start:
+                log.warning("the last worker of %s did not stop cleanly: checking the file and the keyword index "
+                            "now", self.store.path)
             self._urgent.set()  # the first pass at once: a large file was not checked at open
             self._thread = threading.Thread(target=self._loop, name="memcairn-upkeep", daemon=True)
             self._thread.start()
@@ -74,6 +83,19 @@ class StoreUpkeep:
         self._urgent.set()
         if self._thread is not None:
             self._thread.join(timeout)
+            if self.marker is not None and not self._thread.is_alive():
+                self.marker.unlink(missing_ok=True)
+
+    def _mark_running(self) -> bool:
+        """Leave the marker a clean stop removes; True when one was left by an earlier worker."""
+        if self.marker is None:
+            return False
+        left = self.marker.exists()
+        try:
+            self.marker.write_text(f"{os.getpid()}\n")
+        except OSError as exc:  # a read-only or full directory: the checks still run on their schedule
+            log.warning("cannot write %s: %s", self.marker, exc)
+        return left
 
     def report(self, kind: str, detail: str) -> None:
         """The store's damage listener: wake for a pass now (safe from any thread); a full disk is handled by
@@ -83,6 +105,9 @@ class StoreUpkeep:
             return
         if kind == "missing_fts":
             self.keyword_problem = f"the keyword index table is missing ({detail}); rebuilding it"
+        elif kind == "keyword_damaged":
+            self.keyword_problem = (f"the keyword index is damaged ({detail}); searches answer from the semantic "
+                                    "leg while it is rebuilt")
         else:
             self.keyword_problem = f"SQLite reported damage ({detail}); checking the file and the keyword index"
         self._urgent.set()
@@ -102,7 +127,8 @@ class StoreUpkeep:
             try:
                 if urgent or self._due(now):
                     self._urgent.clear()
-                    self.run_pass(thorough=self.passes > 0 or self.keyword_problem is not None)
+                    self.run_pass(thorough=self.passes > 0 or self.keyword_problem is not None
+                                  or self.unclean_start)
                 if now >= next_retry or self.disk_full is not None:  # every tick while the disk is full
                     next_retry = now + self.retry_seconds
                     self.retry_disk_full_events()
