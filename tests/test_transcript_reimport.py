@@ -244,3 +244,15 @@ def test_events_queued_under_the_keys_of_earlier_releases_are_not_queued_again(t
         assert store.stats()["items"] == items
     finally:
         store.close()
+
+
+def test_an_import_reports_the_memories_it_stored(settings: Settings, tmp_path: Path) -> None:
+    """Per file and in all, the import's counts are the items the store holds afterwards: an observation a later
+    one replaced (an episode observed again whole) is not counted twice (14 were reported where 13 were stored)."""
+    files = sorted(FIXTURES.glob("claude-reliability__*.jsonl"))
+    with Store(tmp_path / "memcairn.db") as store:
+        report = import_transcripts(store, settings, files)
+        by_kind = store.stats()["by_kind"]
+    assert (report.observations, report.summaries, report.prompts) == (
+        by_kind["observation"], by_kind["summary"], by_kind["prompt"])
+    assert sum(f["observations"] for f in report.file_reports) == by_kind["observation"]

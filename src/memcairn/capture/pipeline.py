@@ -82,7 +82,8 @@ HOOK_STARTED = HOOK_STARTED_FIELD  # read in SQL by Store.last_prompt_event too
 
 @dataclass
 class CaptureReport:
-    """What one processing pass did (counts of created items, not of duplicates)."""
+    """What one processing pass did: the items it added to the store (not duplicates, less those a new item
+    replaced: an episode observed again whole, a call observed again with its result, a turn summarised again)."""
 
     events: int = 0
     prompts: int = 0
@@ -185,16 +186,19 @@ class CapturePipeline:
     def _commit(self, events: list[IngestEvent], items: list[NewItem], report: CaptureReport,
                 prompt_session: tuple[str, str, str] | None = None,
                 end_session: tuple[str, str, str, int] | None = None,
-                replaces: Sequence[int] = ()) -> list[AddResult] | None:
+                replaces: Sequence[int] = (), replaced_kind: str = "observation") -> list[AddResult] | None:
         results = self.store.complete_ingest([e.id for e in events], items, prompt_session=prompt_session,
                                              end_session=end_session, replaces=replaces)
         if results is None:  # another processor finished these events first
             return None
         report.events += len(events)
+        counts = {"prompt": "prompts", "observation": "observations", "summary": "summaries"}
         for item, result in zip(items, results, strict=True):
             if result.created:
-                kind = {"prompt": "prompts", "observation": "observations", "summary": "summaries"}[item.kind]
-                setattr(report, kind, getattr(report, kind) + 1)
+                setattr(report, counts[item.kind], getattr(report, counts[item.kind]) + 1)
+        kept = {result.id for result in results}
+        gone = sum(1 for i in replaces if i not in kept)  # replaced by another: no longer stored
+        setattr(report, counts[replaced_kind], getattr(report, counts[replaced_kind]) - gone)
         return results
 
     # -- handlers -------------------------------------------------------------------------------------
@@ -274,7 +278,7 @@ class CapturePipeline:
         # import summarised while it was still going on is summarised again the same way (`_regrown`).
         supersedes = _continued(event) or _regrown(event)
         earlier = self._turn_summaries(turn, event, prompt_event) if items and supersedes else []
-        self._commit(events, items, report, replaces=earlier)
+        self._commit(events, items, report, replaces=earlier, replaced_kind="summary")
 
     def _compaction(self, events: list[IngestEvent], report: CaptureReport) -> None:
         """The summary the agent wrote of its conversation when compacting it: a summary of the session, in the
