@@ -284,3 +284,14 @@ def test_settings_set_and_unset_write_settings_json_after_checking_the_value(cap
     assert load_settings().context_token_budget == 2000
     code, out, _ = _run(capsys, "settings")  # still lists
     assert code == 0 and "context_token_budget = 2000" in out
+
+
+def test_import_transcripts_help_names_every_agent_it_reads(capsys: pytest.CaptureFixture[str]) -> None:
+    code, shown, _ = _run(capsys, "import", "transcripts", "--help")
+    assert code == 0 and "Claude Code" in shown and "Codex" in shown and "Gemini CLI" in shown
+
+
+def test_the_demo_says_what_it_installs_before_the_long_pip_run() -> None:
+    script = (Path(__file__).resolve().parent.parent / "scripts" / "demo").read_text()
+    install = script.index("pip install")
+    assert "echo \"demo: installing" in script[:install] and " -q " not in script[install - 40:install + 80]

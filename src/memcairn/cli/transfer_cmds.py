@@ -77,12 +77,14 @@ def import_claude_mem_cmd(db: Path | None, as_json: bool) -> None:
 @click.option("--project", help="File every session under this project (default: from each session's directory).")
 @click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
 def import_transcripts_cmd(paths: tuple[Path, ...], offline: bool, project: str | None, as_json: bool) -> None:
-    """Replay recorded Claude Code sessions through the capture pipeline.
+    """Replay recorded sessions of Claude Code, Codex and Gemini CLI through the capture pipeline.
 
-    PATHS are transcript files or directories searched for *.jsonl (default: every transcript under
-    ~/.claude/projects/). Each line passes the same rules as live capture (exclusions, <private>, secret
-    redaction); lines are remembered by their id, so importing again adds nothing. Malformed lines are
-    counted and skipped.
+    PATHS are transcript files or directories: Claude Code's *.jsonl (with a session's subagents/ files and its
+    compaction summaries), Codex rollouts (~/.codex/sessions, *.jsonl) and Gemini CLI chats
+    (~/.gemini/tmp/*/chats/session-*.json); each file's shape is recognised by its content. Without PATHS:
+    every Claude Code transcript under ~/.claude/projects/. Each line passes the same rules as live capture
+    (exclusions, <private>, secret redaction); lines are remembered by their id, so importing again adds
+    nothing. Malformed lines are counted and skipped.
 
     Example:
 
@@ -148,7 +150,8 @@ def _transcript_files(paths: tuple[Path, ...]) -> list[Path]:
         elif path.exists():
             files.append(path)
         else:
-            raise click.UsageError(f"{path} does not exist; give transcript files (*.jsonl) or directories")
+            raise click.UsageError(f"{path} does not exist; give transcript files (Claude Code or Codex *.jsonl, "
+                                   "Gemini CLI session-*.json) or directories")
     return files
 
 
