@@ -23,7 +23,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
               "memcairn.errors", "memcairn.models", "memcairn.serde", "memcairn.project", "memcairn.json_depth",
               "memcairn.fastjson", "memcairn.background",
               "memcairn.protocol", "memcairn.spool", "memcairn.fence", "memcairn.confusables", "memcairn.tokens",
-              "memcairn.lru")),
+              "memcairn.lru", "memcairn.confusables_table")),
     ("store", ("memcairn.store",)),
     ("mirror", ("memcairn.vectors", "memcairn.mirror")),
     ("search", ("memcairn.search",)),

@@ -10,13 +10,17 @@ steer the agent. Every recalled text reaches the model inside exactly one block:
 
 - ``fence`` wraps a body once; the worker's SessionStart context is fenced by ``memcairn.context`` and the
   hooks fence only the search digests they build themselves, so no text is fenced twice.
-- ``neutralise`` defuses anything in recalled text that could pass for the fence's own markers (an opening
-  or closing tag, also with spaces, invisible characters, look-alike characters (``‹/memcairn‐memory>``, a
-  Cyrillic ``е``: folded by ``memcairn.confusables``) or escapes (``<\/``, ``&lt;/``, ``\u003c``) inside),
-  so a memory cannot close the block early and speak outside it; and the role markers of chat templates
-  (``<|im_start|>``, ``<|system|>``, ``[INST]``, ``<<SYS>>``, ``<start_of_turn>``, ``<system>``, ``</user>``,
-  ``<system-reminder>``...), so it cannot pass for another turn of the conversation either. A defused marker
-  keeps its words with square brackets (``[/memcairn-memory``, ``[|im_start|]``, ``[/system]``, ``(INST)``).
+- ``neutralise`` defuses anything in recalled text that could pass for the fence's own markers (``</`` or
+  ``<``, ``memcairn``, any separator, ``memory``), however it is spelled: with spaces, invisible characters
+  (zero-width, bidirectional controls, fillers, combining marks), look-alike characters (``‹/memcairn‐memory>``,
+  a Cyrillic ``е``, a small capital ``ᴍ``) or escapes (``<\/``, ``&lt;/``, ``\u003c``), all read by
+  ``memcairn.confusables.folded``; so a memory cannot close the block early and speak outside it. The same
+  holds for the role markers of chat templates and tool protocols (``<|im_start|>``, ``<｜end▁of▁sentence｜>``,
+  ``[INST]``, ``<<SYS>>``, ``<start_of_turn>``, ``<system>``, ``</user>``, ``<system-reminder>``,
+  ``<function_calls>``, ``</function_results>``, ``</hook_context>``, ``Human:`` or ``Assistant:`` opening a
+  line...), so it cannot pass for another turn of the conversation either. A defused marker keeps its words with
+  square brackets (``[/memcairn-memory``, ``[|im_start|]``, ``[/system]``, ``(INST)``, ``[Human]:``), in its
+  own place: the text around it is kept as it was.
 - ``clean_line`` makes recalled text one printable line: control characters (ANSI escapes included, which
   would reach a person's terminal through the coloured variant), bidirectional overrides and zero-width
   characters are removed (joiners only beside ASCII: emoji and scripts need them), whitespace runs become
@@ -29,7 +33,7 @@ from __future__ import annotations
 
 import re
 
-from memcairn.confusables import fold, imitating
+from memcairn.confusables import folded, imitating
 
 TAG = "memcairn-memory"
 OPEN = f'<{TAG} trust="data">'
@@ -48,22 +52,24 @@ _INVISIBLE = re.compile(f"[{_HIDDEN}]|(?<=[\x00-\x7f])[\u200c\u200d]+|[\u200c\u2
 # any character _INVISIBLE may remove: one search, before the pattern whose look-arounds try every position
 _MAY_BE_INVISIBLE = re.compile(f"[{_HIDDEN}\u200c\u200d]")
 _SPACES = re.compile(r"\s+")
-# Markers, matched in text folded by ``confusables.fold`` (look-alikes are ASCII there, at the same places), with
-# "<", "/" and ">" also in the escapes a memory may hold them in: HTML entities, JSON and JavaScript escapes
-# (``<\/``, ``\u003c``), percent-encoding.
-_LT = r"(?:<|&lt;?|&#0*60;?|&#x0*3c;?|\\+u003c|\\+x3c|%3c)"
-_GT = r"(?:>|&gt;?|&#0*62;?|&#x0*3e;?|\\+u003e|\\+x3e|%3e)"
-_SLASH = r"(?:\\*/|&#0*47;?|&#x0*2f;?|&sol;|\\+u002f|%2f)"
+# Markers, matched in the text as ``confusables.folded`` reads it: look-alikes are ASCII there, invisible
+# characters and combining marks are gone and escapes (HTML entities, JSON and JavaScript escapes, ``<\\/``,
+# percent-encoding) are decoded.
+_SEP = r"[-_.:\s]*"  # between "memcairn" and "memory"
 _ROLE_WORDS = (r"system|user|assistant|developer|tool|human|model|im_start|im_end|im_sep|start_of_turn|end_of_turn"
-               r"|system[-_ ]?reminder|instructions?")
+               r"|system[-_ ]?reminder|instructions?|function[-_ ]?(?:calls|results)|hook[-_ ]?context"
+               r"|tool[-_ ]?(?:calls?|results?|response|use)")
 _MARKER = re.compile(
-    rf"(?P<fence>{_LT}\s*(?P<close>{_SLASH})?\s*memcairn[-_\s]*memory)"
-    rf"|(?P<special>{_LT}\s*\|\s*(?P<token>[a-z][\w.-]{{0,40}})\s*\|\s*{_GT})"  # <|im_start|>, <|eot_id|>
-    rf"|(?P<role>{_LT}\s*(?P<rclose>{_SLASH})?\s*(?P<word>{_ROLE_WORDS})\s*(?:\s[^<>]{{0,80}})?{_GT})"
+    rf"(?P<fence><\s*(?P<close>/)?\s*memcairn{_SEP}memory)"
+    r"|(?P<special><\s*\|\s*(?P<token>[a-z][\w.-]{0,40})\s*\|\s*>)"  # <|im_start|>, <|eot_id|>, <｜User｜>
+    rf"|(?P<role><\s*(?P<rclose>/)?\s*(?P<word>{_ROLE_WORDS})\s*(?:\s[^<>]{{0,80}})?>)"
     r"|(?P<inst>\[\s*(?P<iclose>/)?\s*inst\s*\])"  # Llama 2: [INST] ... [/INST]
-    rf"|(?P<sys>{_LT}{_LT}\s*(?P<sclose>{_SLASH})?\s*sys\s*{_GT}{_GT})",  # <<SYS>> ... <</SYS>>
-    re.IGNORECASE)
-_MAY_HOLD_MARKER = re.compile("[" + re.escape(imitating("<&\\%[")) + "]")
+    r"|(?P<sys><<\s*(?P<sclose>/)?\s*sys\s*>>)"  # <<SYS>> ... <</SYS>>
+    r"|^[^\S\n]*(?P<turn>human|assistant)[^\S\n]*:",  # a turn of the Human:/Assistant: prompt format
+    re.IGNORECASE | re.MULTILINE)
+# every marker starts with one of these once folded (escapes with "&", "\\" or "%"): text holding none of them, or
+# of the characters that fold to them, is not folded
+_MAY_HOLD_MARKER = re.compile("[" + re.escape(imitating("<[:&\\%")) + "]")
 
 
 def _defused(match: re.Match[str]) -> str:
@@ -78,21 +84,24 @@ def _defused(match: re.Match[str]) -> str:
         return f"[{close}{match.group('word')}]"
     if match.group("inst"):
         return f"({close}INST)"
+    if match.group("turn"):
+        return f"[{match.group('turn')}]:"
     return f"(({close}SYS))"
 
 
 def _defuse_markers(text: str) -> str:
-    """``text`` with every fence and role marker replaced by ``_defused``; found in the folded text, replaced
-    in the original (one character for one: the places agree)."""
-    if _MAY_HOLD_MARKER.search(text) is None:  # every marker starts with one of these characters, or one that
-        return text  # folds to one: text without them is not folded (an em dash made every text go through it)
-    folded = fold(text)
+    """``text`` with every fence and role marker replaced by ``_defused``: found in the folded text, replaced in
+    the original (``Folded.original`` maps the places back); the rest of the text is kept as it was."""
+    if _MAY_HOLD_MARKER.search(text) is None:
+        return text
+    read = folded(text)
     out: list[str] = []
     kept = 0
-    for match in _MARKER.finditer(folded):
-        out.append(text[kept:match.start()])
+    for match in _MARKER.finditer(read.text):
+        start, end = read.original(match.start("turn") if match.group("turn") else match.start(), match.end())
+        out.append(text[kept:start])
         out.append(_defused(match))
-        kept = match.end()
+        kept = end
     if not out:
         return text
     out.append(text[kept:])
