@@ -1,5 +1,5 @@
 """The worker's HTTP/1.1 connection: uvicorn's h11 protocol, with an oversized request head answered instead of
-reset.
+reset, and read deadlines (``read_deadlines``: a head or a body trickled in is answered 408 and closed).
 
 uvicorn hands h11 every byte and, when the request line and headers outgrow h11's buffer, writes a 400 and
 closes the socket at once. The client is still sending its long query string, so the kernel answers the unread
@@ -18,6 +18,7 @@ import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from memcairn.capture.transcript_access import CALLER
+from memcairn.worker.read_deadlines import ReadDeadlines, declared_length
 
 MAX_HEAD_BYTES = 64 * 1024  # a request line and headers, together; the hooks' longest is a few KB
 H11_BUFFER_BYTES = MAX_HEAD_BYTES + 1024 * 1024  # h11's own limit: never reached first (see data_received)
@@ -38,8 +39,9 @@ HEADERS_TOO_LARGE = _refusal(431, "Request Header Fields Too Large", "headers_to
                              f"the request headers are larger than {MAX_HEAD_BYTES:,} bytes")
 
 
-class BoundedHeadProtocol(H11Protocol):
-    """``H11Protocol`` refusing a request head over ``MAX_HEAD_BYTES`` with 414 or 431 (module docstring)."""
+class BoundedHeadProtocol(ReadDeadlines, H11Protocol):
+    """``H11Protocol`` refusing a request head over ``MAX_HEAD_BYTES`` with 414 or 431 (module docstring), with
+    read deadlines for a head or a body that arrives too slowly (``read_deadlines``)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -57,10 +59,23 @@ class BoundedHeadProtocol(H11Protocol):
                 if b"\r\n\r\n" not in head and b"\n\n" not in head:  # else: the head ends in time, a body follows
                     self._refuse(HEADERS_TOO_LARGE if b"\n" in head else URI_TOO_LONG)
                     return
+        in_body = self._in_body
         super().data_received(data)
+        state = self.conn.their_state
+        if state is h11.IDLE:
+            if self.conn.trailing_data[0]:
+                self._expect_head()
+        elif state is h11.SEND_BODY:
+            if in_body:
+                self._body_arrived(len(data))
+            else:
+                self._expect_body(declared_length(self.headers))
+        else:
+            self._request_read()
 
     def _refuse(self, answer: bytes) -> None:
         self._refused = True
+        self._request_read()  # no read deadline once the answer is out
         self.transport.write(answer)
         if self.transport.can_write_eof():
             self.transport.write_eof()
