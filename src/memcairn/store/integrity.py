@@ -91,7 +91,8 @@ class IntegrityMixin:
         self.repaired_at_open: list[str] = []
         self._damage_listeners: list[DamageListener] = []
         self._suspect: str | None = None  # SQLite reported damage and no check ran since: the next write checks
-        self._check_lock = threading.Lock()
+        self._reports = 0  # damage reports so far: a check clears ``_suspect`` only if none came while it ran
+        self._check_lock = threading.RLock()  # one check at a time; a write waits for one that runs
         self.keyword_disagreement: str | None = None  # what the keyword probe found, until a rebuild
 
     # -- damage state -------------------------------------------------------------------------------
@@ -106,6 +107,7 @@ class IntegrityMixin:
         neither). Reported damage makes the next write check the file first (``_refuse_writes``)."""
         kind = error_kind(exc)
         if kind == "corrupt":
+            self._reports += 1
             self._suspect = str(exc)
         if kind is not None:
             self._tell(kind, str(exc))
@@ -121,9 +123,10 @@ class IntegrityMixin:
     def _refuse_writes(self) -> str | None:
         if self.damage is None and self._suspect is not None:
             # SQLite reported damage (a page, an I/O error) since the last check: check before this write
-            # rather than after the next timer, so nothing is acknowledged into a file that fails the check.
+            # (or wait for the check that runs) rather than after the next timer, so nothing is acknowledged
+            # into a file that fails the check.
             with self._check_lock:
-                if self._suspect is not None:
+                if self._suspect is not None and self.damage is None:
                     self.check_file()
         if self.damage is None:
             return None
@@ -139,11 +142,18 @@ class IntegrityMixin:
     def check_file(self) -> str:
         """Run SQLite's ``quick_check``; a failure (or a file too damaged to check) makes the store refuse
         writes until a check passes again. Returns ``ok`` or the finding."""
-        self._suspect = None  # cleared first: damage reported while the check runs is checked again
-        try:
-            result = self.quick_check()
-        except sqlite3.DatabaseError as exc:
-            result = str(exc)
+        with self._check_lock:
+            reports = self._reports
+            try:
+                result = self.quick_check()
+            except sqlite3.DatabaseError as exc:
+                result = str(exc)
+            self._record_check(result)
+            if self._reports == reports:  # damage reported while the check ran is checked again
+                self._suspect = None
+        return result
+
+    def _record_check(self, result: str) -> None:
         self.checked_at = time.time()
         if result == "ok":
             if self.damage is not None:
@@ -153,7 +163,6 @@ class IntegrityMixin:
             if self.damage is None:
                 log.error("%s fails SQLite's check (%s): writes are refused", self.path, result)
             self.damage = result
-        return result
 
     def _check_small_file(self) -> None:
         if self.path is None or self.checked_at is not None:
