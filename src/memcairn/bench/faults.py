@@ -14,14 +14,21 @@ store holds afterwards (read straight from SQLite once the worker stopped):
   are sent and the queue drains. Without the right to mount, the row says so and counts nothing.
 - **corrupted page**: a leaf page of ``memory_items`` is overwritten while the worker is stopped; the worker
   must report the damage in ``/api/health`` and acknowledge no write after it.
-- **damaged keyword index**: a block of the FTS5 index is overwritten under a running worker while clients
-  search and save; searches must not fail, and the worker repairs the index by itself.
+- **corrupted page, worker running**: the same page overwritten under a running worker; once a read met the
+  damage no save may be acknowledged, and those acknowledged before must be stored intact.
+- **damaged keyword index**: every block of the FTS5 index is overwritten under a running worker while clients
+  search and save; each search is judged by its answer (the right rows, the expected top hit, or a
+  ``fallback_reason`` that says the index is damaged; a wrong answer that says nothing counts against the
+  row), and the worker repairs the index by itself.
+- **dropped keyword table**: the FTS5 table dropped twice under a running worker taking saves and hook
+  events; every write must succeed, no event end failed, and keyword search find every memory after.
 - **content drift**: an item's text is changed with the index's trigger off; the worker's idle-time check
   must find and repair it by itself (keyword search then finds the new word).
 
 Acknowledged means the answer said stored (200 with an id, 202 accepted); stored means the row is in the file
 at the end. ``lost`` counts acknowledged writes not stored, ``duplicated`` writes stored more than once; the
-design promises both are 0 in every scenario (a refused write is not acknowledged, and is no loss).
+design promises both are 0 in every scenario (a refused write is not acknowledged, and is no loss). A row
+holds only with no wrong answer either (``Row.wrong_answers``, named in its notes).
 """
 
 from __future__ import annotations
@@ -63,6 +70,7 @@ class Row:
     refused: int = 0
     server_errors: int = 0  # 5xx answers other than the ones the design gives (507, store_damaged)
     unanswered: int = 0  # no answer at all (the worker was killed or not up yet)
+    wrong_answers: int = 0  # answers that said nothing of being wrong (a search, a save into a damaged file)
     notes: list[str] = field(default_factory=list)
     skipped: str | None = None
 
@@ -75,7 +83,7 @@ class Row:
             return {"scenario": self.scenario, "sent": "-", "acknowledged": "-", "stored": "-", "lost": "-",
                     "duplicated": "-", "refused": "-", "unexpected 5xx": "-", "held": "skipped",
                     "notes": self.skipped}
-        held = self.lost == 0 and self.duplicated == 0 and self.server_errors == 0
+        held = self.lost == 0 and self.duplicated == 0 and self.server_errors == 0 and self.wrong_answers == 0
         return {"scenario": self.scenario, "sent": self.sent, "acknowledged": len(self.acked),
                 "stored": len(self.stored), "lost": self.lost,
                 "duplicated": self.duplicated, "refused": self.refused, "unexpected 5xx": self.server_errors,
@@ -448,48 +456,235 @@ def _readable_ids(db: Path, top: int) -> int:
     return readable
 
 
+def corrupted_page_live(workdir: Path, items: int, log: Log, clients: int = 4, seconds: float = 2.0,
+                        filler_mb: int = 24) -> Row:
+    """A leaf page of ``memory_items`` overwritten while the worker runs; then ``clients`` threads save for
+    ``seconds`` while another reads the oldest memories, which meets the damage. A save sent after that read
+    was answered must not be acknowledged (a wrong answer: a write into a file known to fail its check); one
+    acknowledged before must be stored intact. ``filler_mb`` of other memories make SQLite's check of the file
+    take as long as it does on a store in use (tens of milliseconds)."""
+    from memcairn.bench.damage import corrupt_page
+    from memcairn.models import NewItem
+    from memcairn.store import Store
+
+    row = Row("corrupted page, worker running")
+    home = workdir / "corrupt-live"
+    home.mkdir()
+    db = home / "memcairn.db"
+    with Store(db) as store:
+        store.add_items([NewItem(project="faults", kind="manual", text=f"before-{n} " + "fault campaign text " * 75)
+                         for n in range(items)])
+        filler = [NewItem(project="filler", kind="manual", text=f"filler-{n} " + "x" * 2000)
+                  for n in range(filler_mb * 500)]
+        for start in range(0, len(filler), 1000):
+            store.add_items(filler[start:start + 1000])
+    top = max(_keys_to_ids(db, "before").values())
+    with _worker(home) as worker:
+        deadline = time.monotonic() + 60  # the check at start (a file this large is not checked at open) first
+        while not ((_request(worker.port, "GET", "/api/health")[1] or {}).get("store") or {}).get("checked_at"):
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        corrupt_page(db)
+        met: list[float] = []  # when the first read that met the damage was answered
+        late: list[str] = []
+        stop = threading.Event()
+        counter = iter(range(10**9))
+        lock = threading.Lock()
+
+        def saver() -> None:
+            while not stop.is_set():
+                with lock:
+                    key = f"live-{next(counter)}"
+                sent_at = time.monotonic()
+                if _save(worker.port, row, key) == 200 and met and sent_at > met[0]:
+                    late.append(key)
+
+        threads = [threading.Thread(target=saver) for _ in range(clients)]
+        for t in threads:
+            t.start()
+        started = time.monotonic()
+        while time.monotonic() - started < seconds:
+            status, _ = _request(worker.port, "GET", "/api/search?format=json&orderBy=oldest&limit=100"
+                                                     "&project=faults")
+            if status != 200 and not met:
+                met.append(time.monotonic())
+            time.sleep(0.02)
+        stop.set()
+        for t in threads:
+            t.join()
+        _, health = _request(worker.port, "GET", "/api/health")
+    row.stored, row.duplicated = _intact_items(db, "live", top)
+    row.wrong_answers += len(late)
+    state = (health or {}).get("store") or {}
+    row.notes.append(f"a read met the damage {met[0] - started:.2f} s in; " if met else "no read met the damage; ")
+    row.notes[-1] += (f"{len(late)} saves sent after that acknowledged; health {state.get('state')}; "
+                      f"{_readable_ids(db, top)} of the {items} rows written before are still readable one by one")
+    return row
+
+
+def _intact_items(db: Path, tag: str, after_id: int) -> tuple[set[str], int]:
+    """``_stored_items``, counting only rows whose whole text is what ``_save`` sent."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    keys: list[str] = []
+    try:
+        for (text,) in conn.execute("SELECT text FROM memory_items WHERE id > ? AND kind = 'manual' AND text LIKE ?",
+                                    (after_id, f"{tag}-%")):
+            key = text.split()[0]
+            if text == f"{key} " + "fault campaign text " * 10:
+                keys.append(key)
+    finally:
+        conn.close()
+    return set(keys), len(keys) - len(set(keys))
+
+
+def _fts_text(n: int) -> str:
+    """Nine memories in ten hold "zebra"; each holds a word no other does (``k<n>x``)."""
+    return f"fts-{n} {'zebra ' if n % 10 else ''}k{n}x " + "fault campaign text " * 8
+
+
+def _keys_to_ids(db: Path, tag: str) -> dict[str, int]:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return {text.split()[0]: int(item_id) for item_id, text in conn.execute(
+            "SELECT id, text FROM memory_items WHERE kind = 'manual' AND text LIKE ?", (f"{tag}-%",))}
+    finally:
+        conn.close()
+
+
+def _judge(status: int, body: Any, right: Callable[[list[int]], bool]) -> str:
+    """``right``, ``fell back`` (the answer says the keyword index is damaged), ``wrong`` (a wrong answer that
+    says nothing) or ``failed`` (no 200)."""
+    if status != 200 or not isinstance(body, dict):
+        return "failed"
+    if body.get("fallback_reason") == "keyword_index_damaged":
+        return "fell back"
+    return "right" if right([r["id"] for r in body.get("results", [])]) else "wrong"
+
+
+def _fts_searches(port: int, ids: dict[str, int], count: int, rng: random.Random,
+                  between: Callable[[int], None] | None = None) -> dict[str, dict[str, int]]:
+    """``count`` searches, by turns keyword ("zebra": 20 rows that hold it) and hybrid (a memory's own word: that
+    memory first), each by turns through the in-memory copy and FTS5 itself (a concept filter, which the copy
+    does not answer); the verdicts counted per leg. ``between(n)`` runs after search ``n``."""
+    holders = {i for key, i in ids.items() if int(key.split("-")[1]) % 10}
+    tally: dict[str, dict[str, int]] = {"keyword": {}, "hybrid": {}}
+    for n in range(count):
+        concept = "&concepts=campaign" if (n // 2) % 2 else ""
+        if n % 2 == 0:
+            status, body = _request(port, "GET", f"/api/search?query=zebra&format=json&mode=keyword&min_score=0"
+                                                 f"&limit=20{concept}")
+            verdict = _judge(status, body, lambda got: len(got) == min(20, len(holders)) and set(got) <= holders)
+            leg = "keyword"
+        else:
+            key = rng.choice(sorted(ids))
+            status, body = _request(port, "GET", f"/api/search?query=k{key.split('-')[1]}x&format=json&min_score=0"
+                                                 f"&limit=5{concept}")
+            verdict = _judge(status, body, lambda got, want=ids[key]: bool(got) and got[0] == want)
+            leg = "hybrid"
+        tally[leg][verdict] = tally[leg].get(verdict, 0) + 1
+        if between is not None:
+            between(n)
+    return tally
+
+
+def _tally_note(tally: dict[str, dict[str, int]]) -> str:
+    return ", ".join(f"{leg} {sum(v.values())}: " + " ".join(f"{n} {what}" for what, n in sorted(v.items()))
+                     for leg, v in tally.items() if v)
+
+
 def damaged_index(workdir: Path, items: int, searches: int, log: Log, model: str | None = None) -> Row:
     """The worker as configured by default (the mirror on, the in-memory keyword copy on, the idle-time check
-    every 30 minutes): half the searches filter by concept, which the in-memory copy does not answer, so they
-    read FTS5 itself and meet the damage. ``model``: the embedding model (default: the setting's)."""
+    every 30 minutes). Every search is judged by its answer: a keyword search right when it returns rows that
+    hold the word (as many as asked), a hybrid one when the memory its word names comes first; an answer that
+    says the keyword index is damaged (``fallback_reason``) is no wrong answer, a wrong one that says nothing is.
+    The same searches run before the damage, where all must be right. ``model``: the embedding model (default:
+    the setting's)."""
     from memcairn.bench.damage import damage_keyword_index
 
     row = Row("damaged keyword index")
     home = workdir / "fts"
     home.mkdir()
     db = home / "memcairn.db"
-    failures, fallbacks = 0, 0
+    rng = random.Random(5)
     with _worker(home, MEMCAIRN_VECTOR_BACKEND="sqlite-vec",
                  **({"MEMCAIRN_EMBEDDING_MODEL": model} if model else {})) as worker:
         for n in range(items):
-            _save(worker.port, row, f"fts-{n}")
+            row.sent += 1
+            status, body = _request(worker.port, "POST", "/api/memory/save",
+                                    {"project": "faults", "text": _fts_text(n), "concepts": ["campaign"]})
+            if status == 200 and isinstance(body, dict) and body.get("id"):
+                row.acked.add(f"fts-{n}")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and (_request(worker.port, "GET", "/api/stats")[1] or {}).get(
+                "mirror", {}).get("lag") not in (0,):
+            time.sleep(0.1)
+        ids = _keys_to_ids(db, "fts")
+        before = _fts_searches(worker.port, ids, min(searches, 8), rng)
         damage_keyword_index(db, every_block=True)  # whichever block the query reads
         started = time.monotonic()
-        repaired_after = None
-        for n in range(searches):
-            concept = "&concepts=campaign" if n % 2 else ""
-            status, body = _request(worker.port, "GET", f"/api/search?query=fault+campaign&format=json{concept}")
-            if status != 200:
-                failures += 1
-            elif body.get("fallback_reason") == "keyword_index_damaged":
-                fallbacks += 1
+        states: set[str] = set()
+        repaired: list[float] = []
+
+        def meanwhile(n: int) -> None:  # a write after each search; health as it stands
             _save(worker.port, row, f"fts-{items + n}")
-            if repaired_after is None and _repaired(worker.port):
-                repaired_after = time.monotonic() - started
-            time.sleep(0.1)
-        while repaired_after is None and time.monotonic() - started < 60:
+            health = _request(worker.port, "GET", "/api/health")[1] or {}
+            states.add(str((health.get("store") or {}).get("state")))
+            if not repaired and any("rebuilt" in r for r in (health.get("store") or {}).get("repairs", [])):
+                repaired.append(time.monotonic() - started)
+
+        tally = _fts_searches(worker.port, ids, searches, rng, meanwhile)
+        while not repaired and time.monotonic() - started < 60:
             if _repaired(worker.port):
-                repaired_after = time.monotonic() - started
+                repaired.append(time.monotonic() - started)
             time.sleep(0.2)
-        _, final = _request(worker.port, "GET", "/api/search?query=fault+campaign&format=json&mode=keyword"
-                                                "&concepts=campaign")
+        repaired_after = repaired[0] if repaired else None
+        after = _fts_searches(worker.port, ids, min(searches, 8), rng)
     row.stored, row.duplicated = _stored_items(db, "fts")
-    row.server_errors += failures
-    row.notes.append(f"{searches} searches: {failures} failed, {fallbacks} answered by the semantic leg alone; "
+    failed = sum(t.get("failed", 0) for t in tally.values())
+    row.server_errors += failed
+    row.wrong_answers += sum(t.get("wrong", 0) for t in (*tally.values(), *after.values(), *before.values()))
+    fell_back = sum(t.get("fell back", 0) for t in tally.values())
+    row.notes.append(f"before the damage {_tally_note(before)}; with it {_tally_note(tally)} ({failed} failed, "
+                     f"{fell_back} answered by the semantic leg alone); health said {'/'.join(sorted(states))}; "
                      + (f"repaired by the worker {repaired_after:.1f} s after the damage" if repaired_after is not None
                         else "not repaired within 60 s")
-                     + f"; then keyword search: {(final or {}).get('strategy')}, "
-                     f"fallback {(final or {}).get('fallback_reason')}")
+                     + f"; after the repair {_tally_note(after)}")
+    return row
+
+
+def dropped_table(workdir: Path, items: int, log: Log) -> Row:
+    """The keyword index's table dropped (as a stray tool would) twice while the worker takes saves and hook
+    events: every write must be acknowledged and stored, no event may end failed, and keyword search must find
+    every memory afterwards."""
+    from memcairn.bench.damage import drop_keyword_table
+
+    row = Row("keyword table dropped")
+    home = workdir / "drop"
+    home.mkdir()
+    db = home / "memcairn.db"
+    with _worker(home) as worker:
+        for n in range(items):
+            if n in (items // 3, 2 * items // 3):
+                drop_keyword_table(db)
+            _save(worker.port, row, f"drop-{n}") if n % 2 else _post_event(worker.port, row, n, "dropev")
+        worker.drain()
+        _, stats = _request(worker.port, "GET", "/api/stats")
+        _, found = _request(worker.port, "GET", "/api/search?query=campaign&format=json&mode=keyword&min_score=0"
+                                                "&limit=100&kinds=manual")
+        _, health = _request(worker.port, "GET", "/api/health")
+    items_, dup_items = _stored_items(db, "drop")
+    events, dup_events = _stored_events(db, "dropev")
+    row.stored, row.duplicated = items_ | events, dup_items + dup_events
+    failed = (stats or {}).get("ingest", {}).get("failed", "?")
+    hits = len((found or {}).get("results", []))
+    if hits != min(100, len(items_)):
+        row.wrong_answers += 1
+    row.notes.append(f"events failed: {failed}; keyword search found {hits} of {len(items_)} saved memories "
+                     f"(fallback {(found or {}).get('fallback_reason')}); health "
+                     f"{((health or {}).get('store') or {}).get('state')}")
+    if failed not in (0, "?"):
+        row.wrong_answers += int(failed)
     return row
 
 
@@ -531,7 +726,7 @@ def _repaired(port: int) -> bool:
 
 
 # -- the campaign -----------------------------------------------------------------------------------------
-SCENARIOS = ("sigkill", "writers", "lock", "disk", "corrupt", "fts", "drift")
+SCENARIOS = ("sigkill", "writers", "lock", "disk", "corrupt", "corrupt-live", "fts", "drop", "drift")
 
 
 def run(kills: int = 30, writer_count: int = 4, writer_items: int = 1000, hooks: int = 5, hold_seconds: float = 10.0,
@@ -547,7 +742,9 @@ def run(kills: int = 30, writer_count: int = 4, writer_items: int = 1000, hooks:
             ("lock", lambda: held_lock(workdir, hooks, hold_seconds, log)),
             ("disk", lambda: disk_full(workdir, log, settle_seconds)),
             ("corrupt", lambda: corrupted_page(workdir, items, log)),
+            ("corrupt-live", lambda: corrupted_page_live(workdir, min(items, 60), log)),
             ("fts", lambda: damaged_index(workdir, items, searches, log, model)),
+            ("drop", lambda: dropped_table(workdir, items, log)),
             ("drift", lambda: content_drift(workdir, min(items, 50), log)),
         ]
         for name, scenario in plan:
