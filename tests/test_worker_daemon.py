@@ -474,3 +474,30 @@ def test_an_mcp_server_or_hook_set_for_another_port_never_stops_the_worker(env: 
     moved = cli({**env, "MEMCAIRN_PORT": str(elsewhere.port)}, "worker", "start", "--json")
     assert moved.returncode == 0 and json.loads(moved.stdout)["action"] == "replaced"
     lifecycle.stop(elsewhere, timeout=10)
+
+
+def test_a_started_worker_keeps_none_of_the_agent_s_own_variables(env: dict[str, str], cfg: Settings) -> None:
+    """A hook starts the worker with the agent's whole environment at hand: the worker gets what it runs on and
+    memcairn's settings, not the agent's API keys or session variables."""
+    agent = {**env, "GEMINI_API_KEY": "agent-key-1", "CODEX_SESSION_ID": "abc", "CLAUDE_CODE_ENTRYPOINT": "cli",
+             "ANTHROPIC_API_KEY": "agent-key-2", "OPENBLAS_CORETYPE": env.get("OPENBLAS_CORETYPE", "Haswell")}
+    started = cli(agent, "worker", "start", "--json")
+    assert started.returncode == 0, started.stderr
+    pid = json.loads(started.stdout)["pid"]
+    names = {entry.split(b"=", 1)[0].decode() for entry in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+             if entry}
+    assert not names & {"GEMINI_API_KEY", "CODEX_SESSION_ID", "CLAUDE_CODE_ENTRYPOINT", "ANTHROPIC_API_KEY"}
+    assert {"PATH", "HOME", "MEMCAIRN_HOME", "MEMCAIRN_PORT", "MEMCAIRN_EMBEDDING_MODEL", "OPENBLAS_CORETYPE"} <= names
+
+
+def test_a_model_backend_keeps_the_variables_it_reads(cfg: Settings) -> None:
+    import dataclasses
+
+    agent = {"PATH": "/bin", "ANTHROPIC_API_KEY": "k", "OPENAI_API_KEY": "o", "MY_KEY": "m", "CLAUDE_CONFIG_DIR": "/c"}
+    assert set(lifecycle.worker_environment(cfg, agent)) == {"PATH"}
+    anthropic = dataclasses.replace(cfg, capture_backend="anthropic")
+    assert set(lifecycle.worker_environment(anthropic, agent)) == {"PATH", "ANTHROPIC_API_KEY"}
+    named = dataclasses.replace(cfg, capture_backend="openai", llm_api_key_env="MY_KEY")
+    assert set(lifecycle.worker_environment(named, agent)) == {"PATH", "OPENAI_API_KEY", "MY_KEY"}
+    claude = dataclasses.replace(cfg, capture_backend="claude-cli")
+    assert set(lifecycle.worker_environment(claude, agent)) == {"PATH", "ANTHROPIC_API_KEY", "CLAUDE_CONFIG_DIR"}

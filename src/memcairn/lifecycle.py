@@ -29,6 +29,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -230,6 +231,26 @@ def worker_command() -> list[str]:
     return [sys.executable, "-m", "memcairn", "worker", "run"]
 
 
+# What a worker keeps of the environment of the hook or command that starts it: how to run at all (paths,
+# locale, zone, temporary files, the numeric libraries' settings, proxies and certificates for a model API), and
+# memcairn's own settings. The agent's own variables (its API keys, session ids) stay with the agent.
+_KEPT_NAMES = frozenset({"PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TEMP", "TMP",
+                         "LD_LIBRARY_PATH", "VIRTUAL_ENV", "SYSTEMROOT", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
+                         "http_proxy", "https_proxy", "no_proxy", "SSL_CERT_FILE", "SSL_CERT_DIR",
+                         "REQUESTS_CA_BUNDLE", "OMP_NUM_THREADS"})
+_KEPT_PREFIXES = ("MEMCAIRN_", "LC_", "PYTHON", "OPENBLAS_", "MKL_", "XDG_")
+# The variables a model backend reads, by capture_backend (the claude command keeps its login and endpoint).
+_BACKEND_PREFIXES = {"anthropic": ("ANTHROPIC_",), "openai": ("OPENAI_",),
+                     "claude-cli": ("ANTHROPIC_", "CLAUDE_")}
+
+
+def worker_environment(cfg: Settings, environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment a spawned worker gets: ``environ`` less everything the worker has no use for."""
+    prefixes = _KEPT_PREFIXES + _BACKEND_PREFIXES.get(cfg.capture_backend, ())
+    named = {cfg.llm_api_key_env.strip()} - {""}
+    return {k: v for k, v in environ.items() if k in _KEPT_NAMES or k in named or k.startswith(prefixes)}
+
+
 def spawn(cfg: Settings) -> subprocess.Popen:
     """Start ``memcairn worker run`` detached from this process's session and terminal."""
     stderr_path = cfg.logs_dir / STDERR_FILE
@@ -250,7 +271,8 @@ def spawn(cfg: Settings) -> subprocess.Popen:
         raise logs_unusable(cfg, exc) from None
     with stderr:
         proc = subprocess.Popen(worker_command(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=stderr, start_new_session=True, close_fds=True, cwd=str(cfg.home))
+                                stderr=stderr, start_new_session=True, close_fds=True, cwd=str(cfg.home),
+                                env=worker_environment(cfg, os.environ))
     _SPAWNED.append(proc)
     return proc
 
