@@ -74,7 +74,7 @@ def test_a_question_nothing_answers_gets_no_result_and_says_so(bundled, query: s
     assert result.hits == [] and result.hidden > 0 and result.min_score == DEFAULT_MIN_SCORE
     line = render_index(result)
     assert line.startswith(f"No memory matches the query (strategy: hybrid); {result.hidden} weaker")
-    assert "pass min_score=0 to see them" in line and len(line.splitlines()) == 1
+    assert "(min_score=0; on the command line --min-score 0)" in line and len(line.splitlines()) == 1
     weaker = service.search(query=query, projects=["app"], min_score=0)
     assert len(weaker.hits) == result.hidden and weaker.hidden == 0
 

@@ -84,8 +84,8 @@ def render_index(result: SearchResult, *, tz: tzinfo | None = None) -> str:
     strategy = _strategy(result.strategy, result.fallback_reason)
     if not result.hits and result.hidden:
         weaker = f"{result.hidden} weaker {'match' if result.hidden == 1 else 'matches'}"
-        return "\n".join([f"No memory matches the query ({strategy}); {weaker} hidden: pass min_score=0 to see "
-                          "them.", *_notes(result.notes)]) + "\n"
+        return "\n".join([f"No memory matches the query ({strategy}); {weaker} hidden: a relevance floor of 0 "
+                          "shows them (min_score=0; on the command line --min-score 0).", *_notes(result.notes)]) + "\n"
     if not result.hits:
         return "\n".join([f"No memories matched ({strategy}).", *_notes(result.notes)]) + "\n"
     total = len(result.hits)
