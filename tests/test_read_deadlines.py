@@ -110,3 +110,29 @@ def test_the_worker_cuts_a_trickled_head_or_body_and_serves_others(worker_port: 
         time.sleep(0.5)
         sock.sendall(body)
         assert sock.recv(4096).startswith(b"HTTP/1.1 200")
+
+
+def test_the_team_server_cuts_a_trickled_head_or_body_and_serves_others(tmp_path: Path) -> None:
+    pytest.importorskip("pg0")
+    pytest.importorskip("psycopg")
+    home, port, log = tmp_path / "home", free_port(), tmp_path / "server.log"
+    memcairn = str(Path(sys.executable).parent / "memcairn")
+    with log.open("wb") as sink:  # its default: one process per core, each with the protocol it was given
+        server = subprocess.Popen([memcairn, "server", "--embedded", "--port", str(port)],
+                                  env={**os.environ, "MEMCAIRN_HOME": str(home)}, stdout=sink, stderr=sink)
+    try:
+        for _ in range(600):
+            assert server.poll() is None, log.read_text(errors="replace")
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            try:
+                conn.request("GET", "/v1/health")
+                if conn.getresponse().status == 200:
+                    break
+            except OSError:
+                time.sleep(0.2)
+            finally:
+                conn.close()
+        check_trickles(port, "/v1/health", "/v1/memories")
+    finally:
+        server.terminate()
+        server.wait(timeout=60)

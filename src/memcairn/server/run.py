@@ -10,6 +10,7 @@ first and the server secret is ``$MEMCAIRN_HOME/server/secret``.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import logging
@@ -165,6 +166,18 @@ def default_workers() -> int:
     return max(1, min(4, os.cpu_count() or 1))
 
 
+def http_protocol() -> type[asyncio.Protocol]:
+    """uvicorn's HTTP protocol as ``http="auto"`` picks it (httptools when installed, else h11), with read
+    deadlines: a request head or body trickled in holds no connection (answered 408 and closed)."""
+    try:
+        from memcairn.server.http_protocol import ServerProtocol
+    except ImportError:
+        from memcairn.worker.http_protocol import BoundedHeadProtocol
+
+        return BoundedHeadProtocol
+    return ServerProtocol
+
+
 def serve(home: Path, *, database_url: str | None, host: str, port: int, workers: int | None = None,
           connections: int | None = None) -> int:
     """Run the API in the foreground until SIGINT or SIGTERM, in one process or ``workers`` processes."""
@@ -177,7 +190,8 @@ def serve(home: Path, *, database_url: str | None, host: str, port: int, workers
     with owner_database(home, database_url, owns_cluster=True) as owner:
         app_conninfo = make_conninfo(owner, user=APP_ROLE, password="")
         common: dict[str, Any] = dict(host=host, port=port, log_config=None, access_log=False, lifespan="on",
-                                      server_header=False, proxy_headers=False, timeout_graceful_shutdown=5)
+                                      server_header=False, proxy_headers=False, timeout_graceful_shutdown=5,
+                                      http=http_protocol())
         log.info("memcairn server on http://%s:%d/v1 (database %s, %d worker%s)", host, port,
                  "embedded" if database_url is None else "given", workers, "s" if workers > 1 else "")
         if workers > 1:  # processes of their own, each on a socket of its own (``server/processes.py``)
