@@ -60,11 +60,12 @@ _ROLE_WORDS = (r"system|user|assistant|developer|tool|human|model|im_start|im_en
                r"|system[-_ ]?reminder|instructions?|function[-_ ]?(?:calls|results)|hook[-_ ]?context"
                r"|tool[-_ ]?(?:calls?|results?|response|use)")
 _MARKER = re.compile(
+    r"(?=[<\[])(?:"  # each marker but a turn starts with one of these: one test per position, 3x faster
     rf"(?P<fence><\s*(?P<close>/)?\s*memcairn{_SEP}memory)"
     r"|(?P<special><\s*\|\s*(?P<token>[a-z][\w.-]{0,40})\s*\|\s*>)"  # <|im_start|>, <|eot_id|>, <｜User｜>
     rf"|(?P<role><\s*(?P<rclose>/)?\s*(?P<word>{_ROLE_WORDS})\s*(?:\s[^<>]{{0,80}})?>)"
     r"|(?P<inst>\[\s*(?P<iclose>/)?\s*inst\s*\])"  # Llama 2: [INST] ... [/INST]
-    r"|(?P<sys><<\s*(?P<sclose>/)?\s*sys\s*>>)"  # <<SYS>> ... <</SYS>>
+    r"|(?P<sys><<\s*(?P<sclose>/)?\s*sys\s*>>))"  # <<SYS>> ... <</SYS>>
     r"|^[^\S\n]*(?P<turn>human|assistant)[^\S\n]*:",  # a turn of the Human:/Assistant: prompt format
     re.IGNORECASE | re.MULTILINE)
 # every marker starts with one of these once folded (escapes with "&", "\\" or "%"): text holding none of them, or
