@@ -58,11 +58,14 @@ def peer_uid(peer: Address, local: Address, tables: tuple[str, ...] = TABLES) ->
         want_local, want_remote = _endpoint(peer), _endpoint(local)
     except (ValueError, IndexError, TypeError):
         return None
+    mark = f":{want_local[1]:04X} "  # the peer's port ends its row's local address: most rows are passed over
     for table in tables:
         try:
             with open(table, encoding="ascii") as fh:
                 next(fh, None)  # the header
                 for line in fh:
+                    if mark not in line:
+                        continue
                     fields = line.split()
                     if len(fields) < 10 or fields[3] != ESTABLISHED or fields[9] == "0":
                         continue
