@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 from memcairn.capture.offline.narration import TEST_RESULT
+from memcairn.capture.offline.text import join_list
 from memcairn.fence import clean_line
 from memcairn.models import MemoryItem
 
@@ -59,7 +60,7 @@ def unlisted(text: str | None, listed: frozenset[str]) -> str:
             pending = ""
     if pending and _unlabelled(pending):
         kept.append(_unlabelled(pending))
-    return "; ".join(kept)
+    return join_list(kept)
 
 
 _LABEL_AT_END = re.compile(r"(?:^|(?<= ))[A-Z][a-z]+(?: [a-z]+)?: $")  # "Errors fixed: ", "Files: "
@@ -93,7 +94,7 @@ def without_runs(text: str | None) -> str:
     passed``, the offline extractor's run facts): a log, not a lesson, and the block's last test result says how
     the work was left."""
     clean = clean_line(text)
-    return "; ".join(part for part in clean.split("; ") if not _RUN.match(part))
+    return join_list(part for part in clean.split("; ") if not _RUN.match(part))
 
 
 def last_test_result(observations: Sequence[MemoryItem]) -> str:

@@ -24,6 +24,7 @@ from memcairn.capture.offline.text import (
     _listing,
     _plain,
     _unique,
+    join_list,
 )
 from memcairn.capture.offline.trackers import FILED_PREFIX
 from memcairn.capture.records import Observation, Summary, Turn
@@ -46,21 +47,36 @@ _LEARNED_CUE = re.compile(
     r"\b(?:errors?|fail(?:ed|s|ing|ure)?|passed|warnings?|deprecated|fixe[sd]|exception|traceback|verified)\b",
     re.IGNORECASE,
 )
-# a line of code a file card quotes (``errors = load_errors(record)``, ``class="error-item"``): no lesson, whatever
-# word it holds
+# The extractor's own label of a line a command printed: a command that failed has its most telling line called
+# its ``error`` (``drafts._outcome_facts``), and when no line names a problem that is only its last one (``nothing to
+# commit, working tree clean``, a test runner's ``ok  pkg 0.4s``): the label is no cue, the line's own words must be.
+_QUOTED_LABEL = re.compile(r"^(?:error|warning): ")
+# What a tool says to name a problem, in any language: the cue words, and the words compilers and runtimes use.
+_PROBLEM_WORDS = re.compile(
+    r"\b(?:error(?:s|ed)?|fatal|fail(?:ed|s|ing|ure)?|warnings?|deprecat\w*|exception|traceback|panic(?:ked)?"
+    r"|denied|not found|no such file|cannot|can't|undefined|unknown|invalid|missing|refused|timed? ?out)\b",
+    re.IGNORECASE)
+_PROBLEM_NAME = re.compile(r"[a-z](?:Error|Exception)\b")  # IndexError, CompileError, NullPointerException
+# A line of code or a command a file card quotes, whatever its language: a statement's end or a block's edge
+# (``use std::error::Error;``, ``if err != nil {``, ``},``), a comment, an option (``cargo clippy -- -D warnings``),
+# or an assignment, a call, a tag or a definition (``errors = load_errors(record)``, ``class="error-item"``): no
+# lesson, whatever word it holds.
 _CODE_LINE = re.compile(
-    r"""^\s*(?:[\w.\[\]"']+\s*(?:=|:=|<-|->)\s|[\w.:]+\(|<\w|[\w-]+="|(?:def|defp|fn|function|class|let|const|var"""
-    r"""|import|from|assert|return|raise|throw)\b)"""
+    r"""[;{}(\[,]\s*$|^\s*[)}\]]|^\s*(?://|/\*|\*\s|#|--\s)|\s--?[A-Za-z]"""
+    r"""|^\s*(?:[\w.\[\]"']+\s*(?:=|:=|<-|->)\s|[\w.:]+\(|<\w|[\w-]+="|(?:def|defp|fn|func|function|class|let|const|var"""
+    r"""|use|import|from|assert|return|raise|throw|pub|impl|struct|enum|package|type)\b)"""
 )
 VERIFIED_MAX = 160  # characters of the sentence that says how the turn's tests were left
 # a cause found out, rather than a constraint named: chosen first for a summary's ``learned`` (``_causes``)
 _FOUND_OUT = re.compile(
     r"\b(?:because|due to|caused by|root cause|the (?:issue|problem|bug|reason|cause) (?:is|was)|turns out"
     r"|actually|misleading|so the)\b", re.IGNORECASE)
-# what edits did to code, not lessons (``edited a.py: added ParseError``, its new lines)
-_NAME_FACTS = ("edited ", "created ", "rewrote ", "added ", "updated ", "new text: ")
 # the harness's words when the user declined a tool call: no lesson about the code
 _HARNESS_FACT = re.compile(r"rejected tool use|tool use was rejected", re.IGNORECASE)
+# what edits did to code, not lessons (``edited a.py: added ParseError``, its new lines), and why a command ran
+# the extractor's own account of a run, a fix or a commit: the commands it quotes are no file's code
+_OWN_FACTS = ("ran ", "after failure: ", "fixes ", "verified: ", "failing tests: ", "committed: ", "commit message: ")
+_NAME_FACTS = ("edited ", "created ", "rewrote ", "added ", "updated ", "new text: ", _PURPOSE)
 
 
 def in_project(path: str) -> bool:
@@ -69,7 +85,7 @@ def in_project(path: str) -> bool:
 
 
 def _joined(parts: Iterable[str], limit: int = 800) -> str | None:
-    text = "; ".join(_unique(p for p in parts if p))
+    text = join_list(_unique(p for p in parts if p))
     return _clip(text, limit) or None
 
 
@@ -122,10 +138,7 @@ def _summary(turn: Turn, observations: Sequence[Observation]) -> Summary | None:
     done = [o for o in observations if o.type in ("bugfix", "feature", "change", "refactor")]
     causes = _causes(said, LEARNED_MAX // 2)
     learned = [o.title for o in observations if o.type in ("bugfix", "decision")]
-    learned += [fact for o in observations for fact in o.facts
-                if _LEARNED_CUE.search(fact) and fact not in ("tests passed", "tests failed")
-                and not fact.startswith((*_NAME_FACTS, _PURPOSE)) and not _HARNESS_FACT.search(fact)
-                and not _CODE_LINE.match(fact)][:6]
+    learned += [fact for o in observations for fact in o.facts if _is_lesson(fact)][:6]
     # what was done: the closing message, then the reports the agent wrote between calls, newest first
     reports = [t for t in reversed(turn.narration) if len(narration.joined(narration.decisive([t], TEXT_MAX)))
                >= MID_REPORT_MIN]
@@ -151,13 +164,27 @@ def _summary(turn: Turn, observations: Sequence[Observation]) -> Summary | None:
         investigated=_joined((o.title for o in looked), INVESTIGATED_MAX) or _looked_at(observations),
         learned=_joined([narration.joined(causes)] + learned, LEARNED_MAX),
         completed=" ".join(p for p in (completed, rest) if p) or None,
-        next_steps=_clip("; ".join(p for p in (*filed, _prose(todo, NEXT_MAX) or _next_steps(message)) if p),
+        next_steps=_clip(join_list(p for p in (*filed, _prose(todo, NEXT_MAX) or _next_steps(message)) if p),
                          NEXT_MAX) or None,
         notes=_prose(decided, NOTES_MAX),
         files_read=tuple([path for path in _unique(path for o in observations for path in o.files_read)
                           if in_project(path)][:READ_MAX]),
         files_modified=tuple(modified),
     )
+
+
+def _is_lesson(fact: str) -> bool:
+    """Whether an observation's fact says what was learned: a failure, a fix, a check (``_LEARNED_CUE``), in the
+    words of the tool or the agent rather than memcairn's label (``_QUOTED_LABEL``), and no quoted line of code."""
+    if fact in ("tests passed", "tests failed") or _HARNESS_FACT.search(fact):
+        return False
+    quoted = _QUOTED_LABEL.match(fact)
+    if quoted is not None:
+        line = fact[quoted.end():]
+        return bool(_PROBLEM_WORDS.search(line) or _PROBLEM_NAME.search(line))
+    if not _LEARNED_CUE.search(fact) or fact.startswith(_NAME_FACTS):
+        return False
+    return fact.startswith(_OWN_FACTS) or not _CODE_LINE.search(fact)
 
 
 def _last_result(said: Sequence[str | None]) -> str | None:

@@ -72,6 +72,16 @@ def _unique(items: Iterable[str]) -> list[str]:
     return list(seen)
 
 
+def join_list(parts: Iterable[str]) -> str:
+    """``a; b; c``; after a part that ends in ``;`` already (a line of code) only a space, never ``;;``."""
+    out = ""
+    for part in parts:
+        if out:
+            out += " " if out.endswith(";") else "; "
+        out += part
+    return out
+
+
 def _listing(items: Sequence[str], limit: int = LIST_MAX) -> str:
     """``a, b, c (+2 more)``."""
     shown = ", ".join(items[:limit])
