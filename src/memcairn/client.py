@@ -139,7 +139,7 @@ class WorkerClient:
             value = self._decode(status, content_type, raw)
         except WorkerError as exc:  # health never fails on a worker: what answers is not a usable one
             raise WorkerUnavailableError(str(exc)) from None
-        if not isinstance(value, dict) or value.get("status") != "ok" or "pid" not in value:
+        if not isinstance(value, dict) or value.get("status") not in ("ok", "degraded") or "pid" not in value:
             raise WorkerUnavailableError(
                 f"something that is not a memcairn worker answers at {self.base_url}; set MEMCAIRN_PORT to a free port"
             )

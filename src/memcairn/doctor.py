@@ -17,20 +17,48 @@ def _check(name: str, status: str, detail: str) -> dict[str, str]:
 STALE_QUEUE_MS = 10 * 60 * 1000
 
 
-def _capture_checks(store: Store, fix: bool) -> list[dict[str, str]]:
-    """The hook event queue: depth, age, failures; and capture warnings not shown yet."""
+def _unreadable_check(store: Store, fix: bool) -> list[dict[str, str]]:
+    """Events whose payload SQLite cannot read as JSON (``Infinity`` an earlier release stored): every query over
+    their session failed, which stopped an earlier worker's capture for all sessions."""
+    count = store.malformed_ingest_count()
+    if not count:
+        return []
+    if fix:
+        done = store.set_aside_malformed_ingest()
+        return [_check("unreadable capture events", "fixed", f"set aside {len(done)}: " + "; ".join(done[:3]))]
+    return [_check("unreadable capture events", "problem",
+                   f"{count} queued hook event(s) hold a payload SQLite cannot read as JSON ("
+                   + "; ".join(store.describe_malformed_ingest()) + "); a worker before this release stops "
+                   "capturing on them: `memcairn doctor --fix` sets them aside (failed, the payload rewritten as "
+                   "JSON with such a number kept as text)")]
+
+
+def _queue_check(store: Store, cfg: Settings) -> dict[str, str]:
+    """The queue's depth; stuck when its oldest pending event waits longer than any pass takes."""
     import time
 
-    checks = []
     queue = store.ingest_queue()
     oldest = queue["oldest_pending_epoch"]
     age_ms = int(time.time() * 1000) - oldest if oldest else 0
     detail = f"{queue['pending']} pending, {queue['done']} processed, {queue['failed']} failed"
-    if age_ms > STALE_QUEUE_MS:
-        checks.append(_check("capture queue", "problem", f"{detail}; the oldest pending event waits for "
-                             f"{age_ms // 60000} min: is the worker running? (`memcairn worker status`)"))
-    else:
-        checks.append(_check("capture queue", "ok", detail))
+    if age_ms <= STALE_QUEUE_MS:
+        return _check("capture queue", "ok", detail)
+    first = store.oldest_pending_ingest() or {}
+    tried = (f" (event {first['id']}, {first['event_type']}, tried {first['attempts']} time(s)"
+             + (f", last error: {first['error']}" if first.get("error") else "") + ")") if first else ""
+    return _check("capture queue", "problem",
+                  f"{detail}; the oldest pending event waits for {age_ms // 60000} min{tried}. No worker running "
+                  "(`memcairn worker status`): `memcairn worker start`. A worker running: its capture is stuck; "
+                  f"http://127.0.0.1:{cfg.port}/api/health (`queue`) names the cause and the worker log each "
+                  "failure; `memcairn doctor --fix` sets aside events no pass can read, then `memcairn worker "
+                  "restart`")
+
+
+def _capture_checks(store: Store, fix: bool, cfg: Settings) -> list[dict[str, str]]:
+    """The hook event queue: unreadable events, depth, age, failures; and capture warnings not shown yet."""
+    checks = _unreadable_check(store, fix)
+    checks.append(_queue_check(store, cfg))
+    queue = store.ingest_queue()
     if queue["failed"]:
         errors = "; ".join(store.failed_ingest_errors())
         if fix:
@@ -144,7 +172,7 @@ def run_checks(cfg: Settings, *, fix: bool = False) -> dict[str, Any]:
             checks.append(_file_check(store))
             if checks[-1]["status"] == "ok":  # a damaged file would fail every other check
                 checks += _index_checks(store, fix)
-                checks += _capture_checks(store, fix)
+                checks += _capture_checks(store, fix, cfg)
         except sqlite3.DatabaseError as exc:
             checks.append(_check("checks interrupted", "problem", describe_open_error(str(cfg.db_path), exc)))
         finally:

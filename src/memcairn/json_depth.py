@@ -102,18 +102,17 @@ def cut_deep_text(text: str, max_depth: int = MAX_DEPTH) -> str:
     return "".join(out)
 
 
-def loads_bounded(raw: str | bytes, max_depth: int = MAX_DEPTH, **options: Any) -> Any:
+def loads_bounded(raw: str | bytes, max_depth: int = MAX_DEPTH, *, nonfinite: str = "text") -> Any:
     """``json.loads(raw)`` with everything deeper than ``max_depth`` levels cut (``cut_deep``), also for text
-    too deep for ``json`` itself (cut before parsing). Raises ``ValueError`` for text that is not JSON."""
-    if options:
-        import json
+    too deep for ``json`` itself (cut before parsing). Raises ``ValueError`` for text that is not JSON.
 
-        parse: Any = lambda data: json.loads(data, **options)  # noqa: E731 - one expression, used twice
-    else:
-        parse = loads
+    A number JSON cannot carry (``NaN``, ``Infinity``, ``1e999``) is kept as its text by default, as a cut part
+    is named: the event is kept and stays JSON (``json`` would read an infinity, which written back is no JSON
+    and stops SQLite's JSON functions). ``nonfinite="refuse"`` raises ``fastjson.NonFiniteNumber`` (a
+    ``ValueError`` naming the number and where it is) instead: the worker's door."""
     try:
-        value = parse(raw)
+        value = loads(raw, nonfinite=nonfinite)
     except RecursionError:
         text = raw.decode("utf-8") if isinstance(raw, bytes | bytearray) else raw
-        value = parse(cut_deep_text(text, max_depth))
+        value = loads(cut_deep_text(text, max_depth), nonfinite=nonfinite)
     return cut_deep(value, max_depth)

@@ -147,7 +147,12 @@ class CapturePipeline:
                 continue
             if event.kind == "tool_use":
                 # a batch is one turn's: a late call of an earlier turn (see the module's docstring) goes alone
-                turn_key = self._turn_prompt_id(event)
+                try:
+                    turn_key = self._turn_prompt_id(event)
+                except Exception as exc:  # its turn cannot be read: this event fails (and is retried) alone
+                    log.exception("capture failed for event %s", event.id)
+                    self._fail([event], exc, report)
+                    continue
                 if batch and turn_key != batch_turn:
                     self._guard(self._tools, batch, report)
                     batch = []
@@ -178,10 +183,14 @@ class CapturePipeline:
             handler(events, report)
         except Exception as exc:
             log.exception("capture failed for events %s", [e.id for e in events])
-            report.failed += len(events)
-            for event in events:
-                status = "failed" if event.attempts + 1 >= MAX_ATTEMPTS else "pending"
-                self.store.mark_ingest_event(event.id, status, error=f"{type(exc).__name__}: {exc}"[:500])
+            self._fail(events, exc, report)
+
+    def _fail(self, events: list[IngestEvent], exc: Exception, report: CaptureReport) -> None:
+        """Count an attempt of each event: pending again, or failed (kept, with the error) after the last."""
+        report.failed += len(events)
+        for event in events:
+            status = "failed" if event.attempts + 1 >= MAX_ATTEMPTS else "pending"
+            self.store.mark_ingest_event(event.id, status, error=f"{type(exc).__name__}: {exc}"[:500])
 
     def _commit(self, events: list[IngestEvent], items: list[NewItem], report: CaptureReport,
                 prompt_session: tuple[str, str, str] | None = None,

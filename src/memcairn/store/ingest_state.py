@@ -7,11 +7,14 @@ Mixed into ``Store`` so the store stays the only owner of connections and SQL.
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import time
 from collections.abc import Sequence
 from typing import Any
 
+from memcairn.errors import ValidationError
+from memcairn.fastjson import NonFiniteNumber, loads, nonfinite_path
 from memcairn.models import AddResult, NewItem
 from memcairn.store.db import atomic
 from memcairn.store.records import IngestEvent, event_kind  # noqa: F401 - event_kind: re-exported
@@ -21,6 +24,16 @@ NOTICE_REPEAT_MS = 60_000
 PROMPT_DEDUPE_MS = 60_000  # the same prompt text again within a minute is a retried hook, not a new prompt
 
 INGEST_STATUSES: tuple[str, ...] = ("pending", "done", "failed")
+SET_ASIDE = "set aside"  # how the error of an event whose payload was no JSON SQLite reads begins
+
+log = logging.getLogger("memcairn.store")
+
+
+def _json_field(path: str, function: str = "json_extract") -> str:
+    """SQL reading ``path`` of a row's payload, NULL for a payload SQLite cannot read as JSON (a row an earlier
+    release wrote with ``Infinity``, or one written by hand): such a row must not fail every query over its
+    session (``malformed JSON``), which stopped all capture."""
+    return f"CASE WHEN json_valid(payload) THEN {function}(payload, '{path}') END"
 
 
 def _failed_where(matching: str | None) -> tuple[str, tuple[str, ...]]:
@@ -31,8 +44,8 @@ def _failed_where(matching: str | None) -> tuple[str, tuple[str, ...]]:
 
 def _row_to_event(row: sqlite3.Row) -> IngestEvent:
     try:
-        payload = json.loads(row["payload"])
-    except (TypeError, ValueError):
+        payload = loads(row["payload"], nonfinite="text")  # never an infinity the pipeline would write back
+    except (TypeError, ValueError, RecursionError):
         payload = {"_raw": row["payload"]}
     return IngestEvent(
         id=row["id"], session_id=row["session_id"], platform_source=row["platform_source"],
@@ -41,6 +54,34 @@ def _row_to_event(row: sqlite3.Row) -> IngestEvent:
         attempts=row["attempts"], created_at_epoch=row["created_at_epoch"], updated_at_epoch=row["updated_at_epoch"],
         source_key=row["source_key"], error=row["error"],
     )
+
+
+def _first_nonfinite(value: Any) -> float | None:
+    stack = [value]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, float) and current - current != 0.0:
+            return current
+        if isinstance(current, dict):
+            stack.extend(reversed(list(current.values())))
+        elif isinstance(current, list | tuple):
+            stack.extend(reversed(current))
+    return None
+
+
+def _readable(text: Any) -> tuple[str, str]:
+    """A payload SQLite cannot read, as JSON it can, and what was wrong with it."""
+    try:
+        loads(text, nonfinite="refuse")
+    except NonFiniteNumber as exc:
+        kept = loads(text, nonfinite="text")
+        why = f"its payload held the number {exc.number} at {exc.where}, which is no JSON; kept as text"
+        return json.dumps(kept, ensure_ascii=False, sort_keys=True), why
+    except (TypeError, ValueError, RecursionError) as exc:
+        why = f"its payload is not JSON ({str(exc)[:200]}); kept whole as text under _raw"
+        return json.dumps({"_raw": text if isinstance(text, str) else repr(text)}), why
+    # Python reads it but SQLite does not (deeper than SQLite's 2,000 levels, say): kept whole as text
+    return json.dumps({"_raw": text}), "its payload is JSON SQLite cannot read; kept whole as text under _raw"
 
 
 class IngestStateMixin:
@@ -54,13 +95,17 @@ class IngestStateMixin:
         same replayed line (``source_key``), the same hook event (``event_key``: sent, answered too late, and
         spooled), or the same prompt text of a session within a minute."""
         now = int(time.time() * 1000)
-        body = json.dumps(payload, ensure_ascii=False, sort_keys=True, default=str)
+        try:
+            body = json.dumps(payload, ensure_ascii=False, sort_keys=True, default=str, allow_nan=False)
+        except ValueError:  # NaN or an infinity: json would write Infinity, which no JSON reader takes back
+            raise ValidationError(str(NonFiniteNumber(repr(_first_nonfinite(payload)), nonfinite_path(payload))))\
+                from None
         with atomic(self._conn) as conn:
             prompt = payload.get("prompt") if event_kind(event_type, payload) == "user_prompt" else None
             if isinstance(prompt, str) and source_key is None:
                 same = conn.execute(
                     "SELECT id FROM ingest_events WHERE platform_source = ? AND session_id = ? AND event_type = ? "
-                    "AND created_at_epoch >= ? AND json_extract(payload, '$.prompt') = ? ORDER BY id DESC LIMIT 1",
+                    f"AND created_at_epoch >= ? AND {_json_field('$.prompt')} = ? ORDER BY id DESC LIMIT 1",
                     (platform_source, session_id, event_type, now - PROMPT_DEDUPE_MS, prompt),
                 ).fetchone()
                 if same is not None:
@@ -86,10 +131,67 @@ class IngestStateMixin:
         return existing[0], False
 
     def pending_ingest_events(self, limit: int = 100) -> list[IngestEvent]:
+        """The oldest pending events. One whose payload SQLite cannot read as JSON is set aside first
+        (``set_aside_malformed_ingest``): failed with the reason, never handed on."""
         rows = self._conn.execute(
-            "SELECT * FROM ingest_events WHERE status = 'pending' ORDER BY id LIMIT ?", (int(limit),)
-        ).fetchall()
-        return [_row_to_event(r) for r in rows]
+            "SELECT *, json_valid(payload) AS sound FROM ingest_events WHERE status = 'pending' ORDER BY id LIMIT ?",
+            (int(limit),)).fetchall()
+        unsound = [r["id"] for r in rows if not r["sound"]]
+        if unsound:
+            self.set_aside_malformed_ingest(unsound)
+        return [_row_to_event(r) for r in rows if r["sound"]]
+
+    def set_aside_malformed_ingest(self, ids: Sequence[int] | None = None) -> list[str]:
+        """Events whose payload SQLite cannot read as JSON (those of ``ids``, else every one: a scan of the
+        queue): the payload is rewritten as JSON (a number no JSON holds, ``Infinity`` or ``1e999``, kept as its
+        text; what is no JSON at all kept whole under ``_raw``), and a pending one is failed with the reason,
+        so ``memcairn doctor --fix`` can queue it again. Returns what was done, one line per event."""
+        sql = "SELECT id, status, payload FROM ingest_events WHERE NOT json_valid(payload)"
+        params: list[int] = []
+        if ids is not None:
+            params = [int(i) for i in ids]
+            sql += f" AND id IN ({','.join('?' * len(params))})"
+        done: list[str] = []
+        with atomic(self._conn) as conn:
+            for event_id, status, text in conn.execute(sql, params).fetchall():
+                body, why = _readable(text)
+                reason = f"{SET_ASIDE}: {why}; `memcairn doctor --fix` queues it again"
+                conn.execute(
+                    "UPDATE ingest_events SET payload = ?, status = CASE WHEN status = 'pending' THEN 'failed' "
+                    "ELSE status END, error = ?, updated_at_epoch = ? WHERE id = ?",
+                    (body, reason, int(time.time() * 1000), event_id))
+                done.append(f"event {event_id} ({status}): {why}")
+        for line in done:
+            log.warning("hook event set aside: %s", line)
+        return done
+
+    def describe_malformed_ingest(self, limit: int = 3) -> list[str]:
+        """What is wrong with the first events whose payload SQLite cannot read as JSON (a scan; changes nothing)."""
+        rows = self._conn.execute(
+            "SELECT id, status, payload FROM ingest_events WHERE NOT json_valid(payload) ORDER BY id LIMIT ?",
+            (int(limit),)).fetchall()
+        return [f"event {r[0]} ({r[1]}): {_readable(r[2])[1]}" for r in rows]
+
+    def oldest_pending_ingest(self) -> dict[str, Any] | None:
+        """The oldest pending event's id, type, attempts and last error (``memcairn doctor``)."""
+        row = self._conn.execute(
+            "SELECT id, event_type, attempts, error, created_at_epoch FROM ingest_events WHERE status = 'pending' "
+            "ORDER BY id LIMIT 1").fetchone()
+        return None if row is None else {"id": row[0], "event_type": row[1], "attempts": row[2], "error": row[3],
+                                         "created_at_epoch": row[4]}
+
+    def malformed_ingest_count(self) -> int:
+        """Events whose payload SQLite cannot read as JSON (a scan of the queue: ``memcairn doctor``)."""
+        return self._conn.execute("SELECT COUNT(*) FROM ingest_events WHERE NOT json_valid(payload)").fetchone()[0]
+
+    def ingest_backlog(self) -> dict[str, Any]:
+        """Pending and failed counts and the oldest pending event's time: seeks on the status index, cheap
+        enough for ``/api/health``."""
+        pending = self._conn.execute("SELECT COUNT(*) FROM ingest_events WHERE status = 'pending'").fetchone()[0]
+        failed = self._conn.execute("SELECT COUNT(*) FROM ingest_events WHERE status = 'failed'").fetchone()[0]
+        oldest = self._conn.execute(
+            "SELECT created_at_epoch FROM ingest_events WHERE status = 'pending' ORDER BY id LIMIT 1").fetchone()
+        return {"pending": pending, "failed": failed, "oldest_pending_epoch": oldest[0] if oldest else None}
 
     def mark_ingest_event(self, event_id: int, status: str, error: str | None = None) -> None:
         """Set an event's status (``done`` or ``failed``, or back to ``pending``) and count the attempt."""
@@ -197,8 +299,8 @@ class IngestStateMixin:
         context, which the transcript replays, so a resume after a resume stays one line."""
         row = self._conn.execute(
             "SELECT MAX(created_at_epoch) FROM ingest_events WHERE platform_source = ? AND session_id = ? "
-            "AND event_type = 'session_init' AND json_extract(payload, '$.event') = 'session_start' "
-            "AND json_type(payload, '$.context_delivered') IS NOT 'false' "
+            f"AND event_type = 'session_init' AND {_json_field('$.event')} = 'session_start' "
+            f"AND {_json_field('$.context_delivered', 'json_type')} IS NOT 'false' "
             "AND created_at_epoch < ?",
             (platform_source, session_id, int(before_epoch)),
         ).fetchone()
@@ -222,14 +324,14 @@ class IngestStateMixin:
         A walk down ``ix_ingest_events_session`` from ``before_id``, over this session's events only, that stops
         at the first prompt that qualifies (the turn's own, or the one before it): never a scan of the queue."""
         sql = ("SELECT * FROM ingest_events WHERE platform_source = ? AND session_id = ? AND id < ? "
-               "AND event_type = 'session_init' AND COALESCE(json_extract(payload, '$.event'), 'user_prompt') "
+               f"AND event_type = 'session_init' AND COALESCE({_json_field('$.event')}, 'user_prompt') "
                "= 'user_prompt' ")
         params: list[Any] = [platform_source, session_id, int(before_id)]
         if started_at is not None:
             row = self._conn.execute(
-                sql + "AND (json_type(payload, '$.hook_started_at') IS NOT 'integer' "
-                "OR json_extract(payload, '$.hook_started_at') <= 0 "
-                "OR MIN(json_extract(payload, '$.hook_started_at'), created_at_epoch) <= ?) "
+                sql + f"AND ({_json_field('$.hook_started_at', 'json_type')} IS NOT 'integer' "
+                f"OR {_json_field('$.hook_started_at')} <= 0 "
+                f"OR MIN({_json_field('$.hook_started_at')}, created_at_epoch) <= ?) "
                 "ORDER BY id DESC LIMIT 1", [*params, int(started_at)]).fetchone()
             if row is not None:
                 return _row_to_event(row)

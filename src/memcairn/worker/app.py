@@ -55,7 +55,7 @@ from memcairn.errors import (
     StoreError,
     ValidationError,
 )
-from memcairn.fastjson import encode_json
+from memcairn.fastjson import NonFiniteNumber, encode_json
 from memcairn.json_depth import loads_bounded
 from memcairn.models import CONTROL_CHARACTER, NewItem
 from memcairn.protocol import (
@@ -464,10 +464,6 @@ def _worker_runtime(cfg: Settings) -> Runtime:
 
 
 # -- request helpers --------------------------------------------------------------------------------
-def _reject_constant(name: str) -> Any:
-    raise BadRequest(f"{name} is not valid JSON; send numbers only")
-
-
 async def read_json(request: Request) -> dict[str, Any]:
     return parse_json(await request.body())
 
@@ -478,13 +474,17 @@ def parse_json(raw: bytes) -> dict[str, Any]:
         raise BadRequest("a JSON object body is required")
     try:
         # deeper than MAX_DEPTH levels is cut and named (json_depth.cut_marker): stored, never a recursion error
-        data = loads_bounded(raw, parse_constant=_reject_constant)
+        # NaN, Infinity and 1e999 refused by name: queued, json would write them back as no JSON (Infinity),
+        # which stops SQLite's JSON functions on the row
+        data = loads_bounded(raw, nonfinite="refuse")
+    except NonFiniteNumber as exc:
+        raise BadRequest(str(exc)) from None
     except ValueError as exc:
         raise BadRequest(f"the body is not valid JSON ({exc})") from None
     if not isinstance(data, dict):
         raise BadRequest("the body must be a JSON object")
     try:
-        json.dumps(data, ensure_ascii=False).encode("utf-8")
+        json.dumps(data, ensure_ascii=False, allow_nan=False).encode("utf-8")
     except UnicodeEncodeError:
         raise BadRequest("the body contains text that is not valid Unicode (a lone surrogate)") from None
     except (ValueError, RecursionError):
@@ -595,11 +595,32 @@ def _state(request: Request) -> WorkerState:
 # -- routes -----------------------------------------------------------------------------------------
 @endpoint
 async def health(request: Request) -> Response:
+    """Liveness (always 200 while the process serves HTTP, so a probe never restarts a worker for its store's
+    state); ``status`` is ``ok``, or ``degraded`` when the store's state is not ``ok`` or the capture queue is
+    stuck, each named in ``problems`` with its section (``store``, ``queue``) holding the fix."""
     state = _state(request)
     upkeep = state.upkeep
-    return JSON({"status": "ok", "pid": os.getpid(), "port": state.settings.port, "version": memcairn.__version__,
-                 "ready": state.ready, "state": state.phase, "started_at": int(state.started_at),
-                 "store": upkeep.status() if upkeep is not None else None})
+    store = upkeep.status() if upkeep is not None else None
+    queue = await _queue_health(state)
+    problems = [f"store {store['state']}"] if store is not None and store["state"] != "ok" else []
+    if queue is not None and queue["state"] != "ok":
+        problems.append(f"capture queue {queue['state']}")
+    return JSON({"status": "degraded" if problems else "ok", "problems": problems, "pid": os.getpid(),
+                 "port": state.settings.port, "version": memcairn.__version__, "ready": state.ready,
+                 "state": state.phase, "started_at": int(state.started_at), "store": store, "queue": queue})
+
+
+async def _queue_health(state: WorkerState) -> dict[str, Any] | None:
+    """The capture queue's state (``CaptureRunner.queue_state``) once the worker is ready; None before."""
+    runtime, capture = state.runtime, state.capture
+    if runtime is None or capture is None or not state.ready:
+        return None
+    try:
+        backlog = await run_in_threadpool(runtime.store.ingest_backlog)  # index seeks; never behind searches
+    except Exception as exc:  # noqa: BLE001 - health answers whatever the store does
+        return {"state": "unknown", "detail": f"the queue cannot be read: {exc}"}
+    return {**capture.queue_state(backlog["pending"], backlog["oldest_pending_epoch"]),
+            "failed": backlog["failed"]}
 
 
 @endpoint
