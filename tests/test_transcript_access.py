@@ -115,13 +115,18 @@ def test_only_regular_transcript_files_are_read(worker: int, folder: Path) -> No
     assert narrations() == {"tu-1": None, "tu-2": None}
 
 
-def test_the_peer_of_a_loopback_connection_is_found_with_its_user() -> None:
-    with socket.socket() as server:
-        server.bind(("127.0.0.1", 0))
+@pytest.mark.parametrize("family, host", [(socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")])
+def test_the_peer_of_a_loopback_connection_is_found_with_its_user(family: int, host: str) -> None:
+    try:
+        server = socket.socket(family)
+        server.bind((host, 0))
+    except OSError:
+        pytest.skip(f"no {host} here")
+    with server:
         server.listen()
-        with socket.create_connection(server.getsockname()) as client:
+        with socket.create_connection(server.getsockname()[:2]) as client:
             accepted, peer = server.accept()
             with accepted:
                 assert peer_uid(peer, accepted.getsockname()) == os.geteuid()
-                assert peer_uid(("127.0.0.1", 1), accepted.getsockname()) is None
+                assert peer_uid((host, 1), accepted.getsockname()) is None
             assert client.getsockname() == peer
