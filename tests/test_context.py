@@ -113,10 +113,10 @@ def test_next_steps_come_from_the_newest_turn_and_never_from_before_a_compaction
 
 
 def test_golden_budget_truncation(story: Store, tmp_path: Path) -> None:
-    cfg = settings(tmp_path, context_token_budget=330)
+    cfg = settings(tmp_path, context_token_budget=290)
     text = render(story, cfg)
     check_golden("context_budget.txt", text)
-    assert len(text) <= 330 * 4
+    assert len(text) <= 290 * 4
     full = render(story, settings(tmp_path))
     # The sessions lead; the least useful observation rows (lookups) went first, the decision stayed.
     assert "Session tokens are checked" in full and "Session tokens are checked" not in text

@@ -299,8 +299,8 @@ def test_the_route_takes_the_caller_s_zone_whole_project_names_and_a_lower_budge
         assert "### 2026-12-02\n" in tokyo and " 05:30 " in tokyo and "### 2026-12-01\n" in utc
         assert "Work in a,b" in tokyo and "Work in a " not in tokyo and "Work in b " not in tokyo
         assert "Work in a " in get(projects="a,b")  # the list form still splits on commas
-        small = get(project="a,b", tz="UTC", maxTokens="150")
-        assert len(small) <= 600 and "Work in a,b" not in small
+        small = get(project="a,b", tz="UTC", maxTokens="100")
+        assert len(small) <= 400 and "Work in a,b" not in small
         assert get(project="a,b", tz="UTC", maxTokens="1000000") == utc  # a lower budget only, never higher
         for bad in ({"tz": "Mars/Olympus"}, {"maxTokens": "many"}, {"maxTokens": "0"}, {"maxTokens": ""}):
             assert client.get("/api/context/inject", params=bad).status_code == 400

@@ -43,6 +43,9 @@ the settings, ``now`` and ``tz``, so the whole text is golden-tested. Plain text
   for a person's terminal; nothing coloured ever goes to the model.
 - **Footer**: the tokens this context costs, the tokens of past work behind it (stored characters / 4 of
   every item of the project chain) and the MCP tools that reach the rest.
+- **The frame grows with the memory**: the legend, and the footer as two lines naming every tool, come only when
+  the memory shown (sessions and rows) is ``FRAME_SHARE`` times their size; a smaller digest gets one footer line
+  (cost, then search -> timeline -> get_observations) and no legend.
 - An empty project chain gives one line: memory starts after the first session.
 
 ``platform_source`` (``platformSource`` on the route and the MCP tool) narrows the context to one agent's
@@ -107,6 +110,12 @@ LEGEND = ("Legend: sessions newest first, unfinished work and decisions first; o
           "(saved by hand). Pass an #id to timeline or get_observations.")
 MORE = ("More: search(query) lists matching ids (~20-30 tokens a hit) -> timeline(anchor=id) shows what "
         "happened around one -> get_observations(ids) reads full records; important_workflow explains the order.")
+# The frame grows with what it frames: the legend, the cost line and the long pointer to the tools are shown when
+# the memory they frame (session blocks and rows) is at least FRAME_SHARE times their size; a digest of a few lines
+# gets one line of cost and pointer instead (on a small store the frame otherwise cost three times the memory).
+FRAME_SHARE = 3
+COST_CHARS = 80  # about a cost line's length (fixed: whether it is shown must not depend on its own count)
+SHORT_MORE = "more: search(query) -> timeline(anchor=id) -> get_observations(ids)."
 NOTICE_CHARS = 300  # one notice at most
 MORE_NOTICES = "{count:,} more {noun} not shown (notices take at most half of the context's token budget)."
 HEADER = "# memcairn memory · "  # the first line of the text, which ends with the clock
@@ -403,9 +412,8 @@ def shaping_settings(settings: Settings) -> tuple[Any, ...]:
 def _body(data: ContextData, shape: _Shape, style: _Style, now: datetime, rows: _Rows,
           here_tokens: int) -> list[str]:
     p = style.paint
-    lines = [p(f"{HEADER}{_scope(data.projects)} · {_clock(now)}", BOLD)]
-    if shape.legend:
-        lines.append(p(LEGEND, DIM))
+    lines: list[str] = []
+    carried = 0  # characters of memory shown (sessions' titles and lines, rows), uncoloured
     sessions = data.sessions[:shape.sessions]
     useful = by_usefulness(data.observations)[:shape.observations]
     shown = sorted(useful, key=lambda item: (item.created_at_epoch, item.id))
@@ -414,13 +422,16 @@ def _body(data: ContextData, shape: _Shape, style: _Style, now: datetime, rows: 
         lines += ["", p(f"## Recent sessions ({len(sessions)}, newest first)", BOLD)]
         for session in sessions:
             latest = session.latest
-            lines.append(p(f"### {rows.when(latest.created_at_epoch):%Y-%m-%d %H:%M} · {_session_title(session)} "
-                           f"(#{latest.id})", BOLD, CYAN))
+            when = rows.when(latest.created_at_epoch)
+            title = f"### {when:%Y-%m-%d %H:%M} · {_session_title(session)} (#{latest.id})"
+            lines.append(p(title, BOLD, CYAN))
+            carried += len(title) + 1
             cap = SECTION_CAPS[shape.cap]
             for label, text in _session_lines(session, listed):
                 text = clean_line(text, cap) if cap else ""
                 if text:
                     lines.append(f"{p(label + ':', YELLOW)} {text}")
+                    carried += len(label) + len(text) + 3
     if shown:
         lines += ["", p(f"## Recent observations ({len(shown)})", BOLD)]
         day = None
@@ -430,12 +441,18 @@ def _body(data: ContextData, shape: _Shape, style: _Style, now: datetime, rows: 
                 day = f"{at:%Y-%m-%d}"
                 lines.append(p(f"### {day}", BOLD, CYAN))
             kind = rows.kind(item)
+            row = f"{at:%H:%M} {kind} {rows.title(item)}"
             lines.append(f"{p(f'#{item.id}', DIM)} {at:%H:%M} {p(kind, TYPE_COLOURS.get(kind, ''))} {rows.title(item)}")
+            carried += len(f"#{item.id} ") + len(row) + 1
     totals = data.totals
-    lines += ["", p(f"Cost: ~{here_tokens:,} tokens here; ~{totals.tokens:,} tokens of past work behind them "
-                    f"({totals.items:,} {'memory' if totals.items == 1 else 'memories'}).", DIM),
-              p(MORE, DIM)]
-    return lines
+    cost = (f"Cost: ~{here_tokens:,} tokens here; ~{totals.tokens:,} tokens of past work behind them "
+            f"({totals.items:,} {'memory' if totals.items == 1 else 'memories'}).")
+    framed = carried >= FRAME_SHARE * (len(LEGEND) + COST_CHARS + len(MORE))
+    head = [p(f"{HEADER}{_scope(data.projects)} · {_clock(now)}", BOLD)]
+    if shape.legend and framed:
+        head.append(p(LEGEND, DIM))
+    foot = ["", p(cost, DIM), p(MORE, DIM)] if framed else ["", p(f"{cost[:-1]}; {SHORT_MORE}", DIM)]
+    return head + lines + foot
 
 
 def _session_title(session: SessionDigest) -> str:
