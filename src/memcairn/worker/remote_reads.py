@@ -17,6 +17,7 @@ from starlette.concurrency import run_in_threadpool
 
 from memcairn.config import Settings
 from memcairn.errors import ConfigError
+from memcairn.fence import clean_line
 from memcairn.team_client import RemoteConfig, TeamClient, TeamUnavailable, error_detail, load_remote
 
 log = logging.getLogger("memcairn.remote")
@@ -71,6 +72,7 @@ def team_search_result(body: dict[str, Any], cfg: RemoteConfig, latency_ms: floa
 
 def team_index_text(result: dict[str, Any]) -> str:
     lines = [f"{len(result['results'])} result(s) from the team server"]
-    for row in result["results"]:
-        lines.append(f"team#{row['id']}  {row['kind']}/{row['type']}  {row['display_title']}  ({row['project']})")
+    for row in result["results"]:  # any team member's stored text: one printable line each, markers defused
+        kind, type_, title, project = (clean_line(str(row[f])) for f in ("kind", "type", "display_title", "project"))
+        lines.append(f"team#{row['id']}  {kind}/{type_}  {title}  ({project})")
     return "\n".join(lines)
