@@ -347,9 +347,13 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin, IntegrityMix
         return results
 
     @restores_keyword_table
-    def complete_ingest(self, *args: Any, **kwargs: Any) -> list[AddResult] | None:
+    def complete_ingest(self, event_ids: Sequence[int], items: Sequence[NewItem], *,
+                        prompt_session: tuple[str, str, str] | None = None,
+                        end_session: tuple[str, str, str, int] | None = None,
+                        replaces: Sequence[int] = ()) -> list[AddResult] | None:
         """``IngestStateMixin.complete_ingest``, written once more after recreating a dropped keyword table."""
-        return super().complete_ingest(*args, **kwargs)
+        return super().complete_ingest(event_ids, items, prompt_session=prompt_session, end_session=end_session,
+                                       replaces=replaces)
 
     def _insert(self, conn: sqlite3.Connection, item: NewItem, *, item_uuid: str | None = None,
                 digest: str | None = None, updated_at_epoch: int | None = None, revive: bool = False) -> AddResult:
