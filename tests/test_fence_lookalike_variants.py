@@ -91,6 +91,7 @@ def test_a_folded_span_maps_back_to_the_characters_it_was_read_from() -> None:
     assert read.original(6, 7) == (3, 4)
     assert read.original(7, 9) == (5, 10)  # "</" is "&lt;/" (the zero-width space before it is not taken)
     assert read.original(9, 10) == (11, 12)  # "y", after the combining mark
+    assert read.original(7, 7) == (5, 5)  # nothing, where the zero-width space was dropped: after it
 
 
 def _stored(variants_by_technique: dict[str, list[str]]) -> list[NewItem]:

@@ -106,7 +106,7 @@ class Folded:
             last = self._original_ends[k]
         else:
             last = end - (self._shifts[k] if k >= 0 else 0)
-        return first, last
+        return first, max(first, last)  # an empty span where characters were dropped: after them
 
 
 def folded(text: str) -> Folded:
