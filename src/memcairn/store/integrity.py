@@ -6,8 +6,11 @@ Mixed into ``Store``. Two kinds of damage differ in what can be done about them:
 - **The keyword index** (the FTS5 table, its triggers) is derived from ``memory_items``: a dropped table, a
   dropped trigger, a damaged block or content that drifted from the rows (an UPDATE made with the triggers
   off) is repaired by rebuilding it from the rows. Opening the store recreates a missing table; counts that
-  differ rebuild it on open; the rest is found by FTS5's ``integrity-check`` (``repair_keyword_index``, what
-  ``memcairn doctor --fix`` and the worker's upkeep run). The worker's in-memory copy of the postings
+  differ rebuild it on open; a write that finds the table gone recreates it and runs again
+  (``restores_keyword_table``); the rest is found by FTS5's ``integrity-check`` (``repair_keyword_index``, what
+  ``memcairn doctor --fix`` and the worker's upkeep run), or by a search: a damaged block may read as an empty
+  posting list instead of an error, so a keyword search that fills no page checks the rows' text for its words
+  against the index that answered (``keyword_probe``). The worker's in-memory copy of the postings
   (``keyword_index``) follows the rows, not the index: one read while the index was sound keeps answering
   right over a damaged index; a rebuild logs a NULL change, so the copy is read again from the repaired index
   (and a copy whose build failed on the damage is started again by ``rebuild_fts``).
@@ -16,7 +19,8 @@ Mixed into ``Store``. Two kinds of damage differ in what can be done about them:
   into a file that has to be restored; reads go on as far as the pages allow. ``quick_check`` reads every
   page, so it runs at open only for files up to ``CHECK_AT_OPEN_BYTES`` (milliseconds); larger files are
   checked by the worker in the background, and any store is checked again after SQLite reported a damaged
-  page (``on_damage`` listeners hear of it).
+  page or an I/O error (the damage listeners hear of it): the next write checks the file first, or waits for
+  the check that runs, so no write is acknowledged into a file known to be suspect.
 """
 
 from __future__ import annotations
