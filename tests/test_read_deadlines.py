@@ -94,6 +94,8 @@ def check_trickles(port: int, health: str, post: str) -> None:
         took, got = trickle(port, head + f"Content-Length: {len(body)}\r\n\r\n".encode(), body, every=0.5,
                             bound=BODY_FLOOR_SECONDS + SLACK)  # two bytes a second
         assert (got == b"" or got.startswith(b"HTTP/1.1 408")), (took, got)
+        with socket.create_connection(("127.0.0.1", port), timeout=HEAD_SECONDS + SLACK) as silent:
+            assert silent.recv(4096) == b""  # one that never sends a byte is closed, without an answer
     finally:
         stop.set()
         other.join()

@@ -6,7 +6,8 @@ liked. Here a request head must arrive whole within ``HEAD_SECONDS`` of its firs
 a new one), and a body within ``BODY_FLOOR_SECONDS`` plus one second per ``BODY_BYTES_PER_SECOND`` of its size
 (its ``Content-Length``, or what arrived of a chunked one): a client on loopback sends megabytes a second, so
 an honest one never comes near. Past its deadline the client gets 408 when no answer has started, and the
-connection is closed.
+connection is closed (a new connection that sent nothing at all is closed without a word, as uvicorn closes
+an idle one).
 
 The protocol tells the mixin where the request is (``_expect_head``, ``_expect_body``, ``_body_arrived``,
 ``_request_read``): h11 and httptools report it differently.
@@ -46,6 +47,7 @@ class ReadDeadlines:
     transport: asyncio.Transport
     _deadline: asyncio.TimerHandle | None = None
     _in_body = False
+    _nothing_sent = False  # the deadline is a new connection's, which has sent no byte yet
     _body_since = 0.0
     _body_declared = 0
     _body_received = 0
@@ -53,6 +55,7 @@ class ReadDeadlines:
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)  # type: ignore[misc]
         self._expect_head()  # a new connection owes its first request head
+        self._nothing_sent = True
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
@@ -60,11 +63,13 @@ class ReadDeadlines:
 
     def _expect_head(self) -> None:
         """A request head has begun (or is owed): it must be whole in time. A running deadline is kept."""
+        self._nothing_sent = False
         if self._deadline is None and not self._in_body:
             self._deadline = self.loop.call_later(self.head_seconds, self._too_slow)
 
     def _expect_body(self, declared: int) -> None:
         self._disarm()
+        self._nothing_sent = False
         self._in_body, self._body_since, self._body_declared, self._body_received = True, self.loop.time(), declared, 0
         self._deadline = self.loop.call_at(self._body_deadline(), self._too_slow)
 
@@ -73,7 +78,7 @@ class ReadDeadlines:
             self._body_received += count  # a chunked body's allowance grows with what came
 
     def _request_read(self) -> None:
-        self._in_body = False
+        self._in_body = self._nothing_sent = False
         self._disarm()
 
     def _body_deadline(self) -> float:
@@ -93,6 +98,6 @@ class ReadDeadlines:
         if self.transport.is_closing():
             return
         cycle = getattr(self, "cycle", None)
-        if cycle is None or not cycle.response_started:
+        if not self._nothing_sent and (cycle is None or not cycle.response_started):
             self.transport.write(REQUEST_TIMEOUT)
         self.transport.close()
