@@ -12,7 +12,8 @@ Three strategies, chosen per request and always named in the result:
   search scoped by platform found nothing semantically (``platform_scoped_zero``: vectors written before
   the platform was recorded cannot match, so the scoped keyword leg answers alone).
 - ``semantic`` with ``fallback_reason`` ``keyword_index_damaged``: the keyword index could not be read (a
-  damaged block, a dropped table): the semantic leg answers alone while the index is rebuilt (the store's
+  damaged block, a dropped table) or a search found it disagreeing with the rows' text (``Store.keyword_ids``:
+  a damaged block that reads as empty): the semantic leg answers alone while the index is rebuilt (the store's
   damage listeners hear of it; the worker repairs it). Without a mirror such a search finds nothing and says so.
 
 A request's ``mode`` picks the legs per query: ``auto`` (None) runs the service's ``legs`` (both by default,
