@@ -33,7 +33,8 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from memcairn.capture.single_event import HookEvent, admitted, memories
-from memcairn.errors import MemcairnError, NotFoundError
+from memcairn.errors import MemcairnError, NotFoundError, ValidationError
+from memcairn.fastjson import nonfinite_path
 from memcairn.models import NewItem
 from memcairn.pgstore.audit import Actor
 from memcairn.pgstore.db import Pool, act_as, tenant_transaction
@@ -76,11 +77,16 @@ Event = NewItem | HookEvent  # a memory made by the client, or a raw hook event 
 
 def payload(event: Event) -> dict[str, Any] | None:
     """A queue row's content: the event as validated and scrubbed, with a hash of it and its time of
-    acceptance; None for a hook event that is never observed (a skipped tool). ValidationError when invalid."""
+    acceptance; None for a hook event that is never observed (a skipped tool). ValidationError when invalid
+    (also for NaN or an infinity, which jsonb cannot hold)."""
     if isinstance(event, HookEvent):
         kept = admitted(event)
         if kept is None:
             return None
+        where = nonfinite_path(kept.body)
+        if where is not None:
+            raise ValidationError(f"the number at {where} is not a finite number: NaN, Infinity and numbers beyond "
+                                  "+-1.8e308 are not JSON; send it as text or as a smaller number")
         hook = {"event": kept.kind, "project": kept.project, "session": kept.session, "platform": kept.platform,
                 "body": kept.body}
         digest = hashlib.sha256(json.dumps(hook, sort_keys=True, default=str).encode()).hexdigest()
@@ -186,7 +192,7 @@ def consume(team: TeamStore, limit: int = CLAIM) -> Consumed:
                 done = _store(team, cur, jobs)
         except psycopg.OperationalError:
             raise
-        except (MemcairnError, psycopg.Error, KeyError, TypeError, ValueError):
+        except Exception:  # noqa: BLE001 - a job that cannot be stored (a payload it cannot read): each alone
             done = _one_by_one(team, conn, [int(j[0]) for j in jobs])
     if any(s.created for s in done.stored):
         team.written.set()  # wakes the embedding task
@@ -220,7 +226,7 @@ def _one_by_one(team: TeamStore, conn: psycopg.Connection, ids: Sequence[int]) -
                 one = _store(team, cur, job)
         except psycopg.OperationalError:
             raise
-        except (MemcairnError, psycopg.Error, KeyError, TypeError, ValueError) as exc:
+        except Exception as exc:  # noqa: BLE001 - whatever this job's failure, it fails alone, set aside
             with conn.transaction():
                 conn.execute("UPDATE ingest_jobs SET failed_at = now(), error = %s WHERE queue_id = %s",
                              (f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS], queue_id))

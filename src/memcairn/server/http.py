@@ -7,7 +7,6 @@ Also the readers of bodies, ids and query parameters, each refusing what Postgre
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 import re
 import secrets
@@ -23,6 +22,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from memcairn.errors import ConfigError, MemcairnError, NotFoundError, ValidationError, WouldWait
+from memcairn.fastjson import NonFiniteNumber, loads
 from memcairn.models import MAX_ITEM_ID
 from memcairn.pgstore import keys
 from memcairn.pgstore.audit import Actor
@@ -157,8 +157,10 @@ async def _body(request: Request) -> dict[str, Any]:
         raw += chunk
         if len(raw) > MAX_BODY_BYTES:
             raise ApiError(413, "too_large", f"the body is over {MAX_BODY_BYTES:,} bytes; send a smaller memory")
-    try:
-        body = json.loads(raw) if raw.strip() else {}  # no body: no fields (POST .../rotate needs none)
+    try:  # NaN, Infinity, 1e999 refused by name: jsonb cannot hold them (the insert failed with a 500)
+        body = loads(raw, nonfinite="refuse") if raw.strip() else {}  # no body: no fields (POST .../rotate)
+    except NonFiniteNumber as exc:
+        raise ApiError(400, "invalid_json", str(exc)) from None
     except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested deeper than Python reads
         raise ApiError(400, "invalid_json", "the body is not JSON: send a JSON object such as "
                        '{"project": "api", "title": "...", "text": "..."}') from None
