@@ -92,7 +92,9 @@ class StoreUpkeep:
             return False
         left = self.marker.exists()
         try:
-            self.marker.write_text(f"{os.getpid()}\n")
+            fd = os.open(self.marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # owner only, as the home
+            with os.fdopen(fd, "w") as fh:
+                fh.write(f"{os.getpid()}\n")
         except OSError as exc:  # a read-only or full directory: the checks still run on their schedule
             log.warning("cannot write %s: %s", self.marker, exc)
         return left
