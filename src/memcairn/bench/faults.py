@@ -24,6 +24,8 @@ store holds afterwards (read straight from SQLite once the worker stopped):
   events; every write must succeed, no event end failed, and keyword search find every memory after.
 - **content drift**: an item's text is changed with the index's trigger off; the worker's idle-time check
   must find and repair it by itself (keyword search then finds the new word).
+- **poison**: healthy sessions post hook events while a body with ``1e999`` is posted and rows holding
+  ``Infinity`` and ``NaN`` are planted in the queue (``bench/poison.py``); every healthy event must be captured.
 
 Acknowledged means the answer said stored (200 with an id, 202 accepted); stored means the row is in the file
 at the end. ``lost`` counts acknowledged writes not stored, ``duplicated`` writes stored more than once; the
@@ -726,7 +728,7 @@ def _repaired(port: int) -> bool:
 
 
 # -- the campaign -----------------------------------------------------------------------------------------
-SCENARIOS = ("sigkill", "writers", "lock", "disk", "corrupt", "corrupt-live", "fts", "drop", "drift")
+SCENARIOS = ("sigkill", "writers", "lock", "disk", "corrupt", "corrupt-live", "fts", "drop", "drift", "poison")
 
 
 def run(kills: int = 30, writer_count: int = 4, writer_items: int = 1000, hooks: int = 5, hold_seconds: float = 10.0,
@@ -746,6 +748,7 @@ def run(kills: int = 30, writer_count: int = 4, writer_items: int = 1000, hooks:
             ("fts", lambda: damaged_index(workdir, items, searches, log, model)),
             ("drop", lambda: dropped_table(workdir, items, log)),
             ("drift", lambda: content_drift(workdir, min(items, 50), log)),
+            ("poison", lambda: _poison(workdir, log)),
         ]
         for name, scenario in plan:
             if name not in only:
@@ -758,6 +761,12 @@ def run(kills: int = 30, writer_count: int = 4, writer_items: int = 1000, hooks:
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return rows
+
+
+def _poison(workdir: Path, log: Log) -> Row:
+    from memcairn.bench.poison import poison  # a module of its own: it imports this one
+
+    return poison(workdir, log)
 
 
 def render(rows: list[Row]) -> str:
