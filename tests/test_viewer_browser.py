@@ -639,8 +639,9 @@ def test_viewer_search_runs_again_after_the_stream_reconnects(worker: httpx.Clie
 
 
 def test_viewer_delete_confirmation_isolates_a_right_to_left_title(worker: httpx.Client, page: Page) -> None:
-    """The title in the confirmation is a bidi isolate (FSI ... PDI): a Hebrew title ending in "!" keeps the
-    "!" at its left end, and the quotes, "?" and the rest of the message stay where English puts them."""
+    """The title in the confirmation stands on a line of its own (a paragraph of its own to the bidi algorithm):
+    a Hebrew title ending in "!" keeps the "!" at its left end, and the rest of the message stays where English
+    puts it, without invisible direction characters (tests/test_viewer_first_week.py)."""
     rtl_title = "מחיקת המטמון נכשלה!"
     item_id = _save(worker, project="viewer-test", title=rtl_title, text="t", type="note")
     page.goto(str(worker.base_url.join("/")))
@@ -651,7 +652,7 @@ def test_viewer_delete_confirmation_isolates_a_right_to_left_title(worker: httpx
     page.locator("#delete-button").click()
     expect(_row(page, "#feed", item_id)).to_be_visible()
     assert len(messages) == 1
-    assert f"Delete memory #{item_id} \u201c\u2068{rtl_title}\u2069\u201d?" in messages[0]
+    assert f"Delete memory #{item_id}?\n\n{rtl_title}\n\n" in messages[0]  # its own line: its own bidi paragraph
     assert worker.get(f"/api/memory/{item_id}").status_code == 200
 
 

@@ -13,6 +13,9 @@
   const RETRY_MS = 2000; // a feed that could not load (worker starting, restarting) is asked for again
   const ROW_TITLE_CHARS = 240; // a title may be 256 KiB; rows and the heading show the start of it
   const HEADING_CHARS = 400;
+  // A hit's relevance is on the scale of the CLI's --min-score: 1.0 and over is a match, under it a weak match
+  // (search.relevance.STRONG), marked "weak" as `memcairn search` marks it.
+  const STRONG = 1.0;
   const KNOWN_TYPES = ['discovery', 'bugfix', 'feature', 'refactor', 'change', 'decision', 'summary', 'prompt', 'note'];
   const TEXT_SECTIONS = [
     ['text', 'Text'],
@@ -65,6 +68,7 @@
     feed: new Map(), // id (string) -> item summary
     pending: null, // SSE events seen while the feed loads, replayed on top of the loaded page
     feedError: '',
+    feedLoaded: false, // the feed had its first answer: until then it is loading, not empty
     query: '', // the active search, '' = none
     results: [],
     selectedId: null,
@@ -120,8 +124,9 @@
   function makeClock(zone) {
     return {
       zone,
-      full: new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'short' }),
-      time: new Intl.DateTimeFormat(undefined, { hour: '2-digit', minute: '2-digit' }),
+      // 24-hour times whatever the locale's habit, as the CLI and the SessionStart digest print them
+      full: new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'short', hourCycle: 'h23' }),
+      time: new Intl.DateTimeFormat(undefined, { hour: '2-digit', minute: '2-digit', hourCycle: 'h23' }),
       dayMonth: new Intl.DateTimeFormat(undefined, { day: 'numeric', month: 'short' }),
       dayMonthYear: new Intl.DateTimeFormat(undefined, { day: 'numeric', month: 'short', year: 'numeric' }),
     };
@@ -188,6 +193,7 @@
       project: str(source.project),
       created: epochMs(source.created_at_epoch),
       score: typeof source.score === 'number' ? source.score : null,
+      relevance: typeof source.relevance === 'number' ? source.relevance : null,
     };
   }
 
@@ -212,6 +218,17 @@
       if (node.lastChild) node.append(document.createElement('wbr'));
       node.append(document.createTextNode(part));
     }
+  }
+
+  // `inline code` in stored text becomes a <code> element; the text goes in as text nodes, never as markup. A
+  // backtick without its pair (a title cut short) stays as it is.
+  function withCode(node, text) {
+    const parts = text.split(/`([^`\n]+)`/);
+    parts.forEach((part, i) => {
+      if (i % 2 === 1) node.append(el('code', { text: part }));
+      else if (part) node.append(document.createTextNode(part));
+    });
+    return node;
   }
 
   function firstText(record) {
@@ -300,10 +317,11 @@
       kindBadge,
       item.type && item.type !== item.kind ? el('span', { className: 'row-type', text: item.type }) : null,
       item.project ? el('span', { className: 'row-project', text: item.project }) : null,
-      showScore && item.score !== null ? el('span', { className: 'row-score', text: `score ${item.score.toFixed(3)}` }) : null,
+      showScore && item.relevance !== null ? el('span', { className: 'row-score', text: `relevance ${item.relevance.toFixed(2)}` }) : null,
+      showScore && item.relevance !== null && item.relevance < STRONG ? el('span', { className: 'row-weak', text: 'weak' }) : null,
       timeElement(item.created),
     ]);
-    const title = el('span', { className: 'row-title', text: cut(titleOf(item), ROW_TITLE_CHARS), attrs: { dir: 'auto' } });
+    const title = withCode(el('span', { className: 'row-title', attrs: { dir: 'auto' } }), cut(titleOf(item), ROW_TITLE_CHARS));
     const button = el('button', { className: 'row-button', attrs: { type: 'button' } }, [top, title]);
     const row = el('li', {
       className: 'row',
@@ -397,6 +415,12 @@
       ui.feedMeta.classList.remove('error');
       ui.feedMeta.textContent = shown === total ? `${total} shown` : `${shown} of ${total} shown`;
     }
+    if (!state.feedLoaded && !state.feedError) {
+      ui.feedMeta.textContent = 'Loading…';
+      ui.feedEmpty.textContent = 'Connecting to the worker…';
+      ui.feedEmpty.hidden = shown > 0;
+      return;
+    }
     ui.feedEmpty.hidden = shown > 0 || Boolean(state.feedError);
     if (total > 0 && shown === 0) ui.feedEmpty.textContent = 'Nothing in the feed matches these filters.';
     else ui.feedEmpty.textContent = 'No memories yet. New ones appear here as they are saved.';
@@ -479,6 +503,7 @@
     }
     state.pending = null;
     state.feedError = '';
+    state.feedLoaded = true;
     state.feed = fresh;
     renderFeed();
     ui.feed.removeAttribute('aria-busy');
@@ -578,6 +603,8 @@
   }
 
   function onFilterChange() {
+    // A memory the filters now leave out is no longer shown beside the lists.
+    if (state.selectedId !== null && state.record && !matches(recordItem(state.record, state.selectedId))) closeDetail();
     applyFeedFilter();
     loadFeed();
     if (state.query) runSearch(state.query);
@@ -750,7 +777,7 @@
     if (record.prompt_number !== null && record.prompt_number !== undefined) addMeta('Prompt', record.prompt_number);
     ui.detailBody.append(meta);
 
-    if (str(record.subtitle).trim()) ui.detailBody.append(el('p', { className: 'subtitle', text: record.subtitle, attrs: { dir: 'auto' } }));
+    if (str(record.subtitle).trim()) ui.detailBody.append(withCode(el('p', { className: 'subtitle', attrs: { dir: 'auto' } }), str(record.subtitle)));
 
     let sections = 0;
     if (heading.length > HEADING_CHARS && heading === item.title.trim()) {
@@ -765,7 +792,7 @@
       sections++;
       ui.detailBody.append(el('section', { className: 'record-section', attrs: { 'data-field': field } }, [
         el('h3', { text: label }),
-        el('div', { className: 'prose', text: value, attrs: { dir: 'auto' } }),
+        withCode(el('div', { className: 'prose', attrs: { dir: 'auto' } }), value),
       ]));
     }
     for (const [field, label, style] of LIST_SECTIONS) {
@@ -773,7 +800,13 @@
       if (values.length === 0) continue;
       sections++;
       const list = el('ul', { className: `list-${style}` });
-      for (const value of values) list.append(el('li', { attrs: { dir: 'auto' } }, [style === 'files' ? el('code', { text: value }) : document.createTextNode(value)]));
+      for (const value of values) {
+        const entry = el('li', { attrs: { dir: 'auto' } });
+        if (style === 'files') entry.append(el('code', { text: value }));
+        else if (style === 'facts') withCode(entry, value);
+        else entry.append(document.createTextNode(value));
+        list.append(entry);
+      }
       ui.detailBody.append(el('section', { className: 'record-section', attrs: { 'data-field': field } }, [
         el('h3', { text: label }),
         list,
@@ -839,9 +872,10 @@
     const id = state.selectedId;
     if (!record || id === null) return;
     const title = cut(titleOf(recordItem(record, id)), ROW_TITLE_CHARS);
-    // The title is isolated (FSI … PDI): a right-to-left title keeps its punctuation on its own side and
-    // does not reorder the rest of the message.
-    if (!window.confirm(`Delete memory #${id} “\u2068${title}\u2069”?\nThis cannot be undone.`)) return;
+    // The title stands on a line of its own, which is a paragraph of its own to the bidi algorithm: a
+    // right-to-left title cannot reorder the rest of the message, and no invisible direction mark (FSI, PDI)
+    // is put in a text a person may copy.
+    if (!window.confirm(`Delete memory #${id}?\n\n${title}\n\nThis cannot be undone.`)) return;
     // Disabling the button takes the focus from it; note where it goes next before any row can vanish.
     const hadFocus = document.activeElement === ui.deleteButton;
     const next = focusTargetAfter(id);
