@@ -126,9 +126,10 @@ _SEARCH_OK = _obj(("format", "strategy", "notes", "counts"), format=_STR, text=_
                   hidden={"type": "integer"})
 _TIMELINE_OK = _obj(("format", "anchor_id", "notes"), format=_STR, text=_STR,
                     anchor_id={"type": ["integer", "null"]}, notes=_STR_LIST, results={"type": "array"})
-_HEALTH = _obj(("status", "pid", "port", "version", "ready"), status=_STR, pid={"type": "integer"},
-               port={"type": "integer"}, version=_STR, ready={"type": "boolean"}, state=_STR,
-               store={"type": ["object", "null"]})
+_HEALTH = _obj(("status", "pid", "port", "version", "ready"), status={"type": "string", "enum": ["ok", "degraded"]},
+               pid={"type": "integer"}, port={"type": "integer"}, version=_STR, ready={"type": "boolean"},
+               state=_STR, problems={"type": "array", "items": _STR}, store={"type": ["object", "null"]},
+               queue={"type": ["object", "null"]})
 _DELETED = _obj(("id", "deleted"), id={"type": "integer"}, deleted={"type": "boolean"}, kind=_STR)
 # "accepted" carries the queued event's id ("duplicate": a retry of an event already queued); "skipped" says
 # why nothing was stored (excluded_project, skipped_tool).
