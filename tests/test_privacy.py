@@ -116,7 +116,7 @@ def test_each_pattern_redacts_its_example(name: str, text: str, secret: str) -> 
 def test_pattern_names_are_many_unique_and_all_exercised() -> None:
     assert len(PATTERN_NAMES) >= 15
     assert len(set(PATTERN_NAMES)) == len(PATTERN_NAMES)
-    assert set(PATTERN_NAMES) == {name for name, _, _ in EXAMPLES}
+    assert set(PATTERN_NAMES) >= {name for name, _, _ in EXAMPLES}  # the rest: test_privacy_shapes.py
 
 
 @pytest.mark.parametrize("name", PATTERN_NAMES)

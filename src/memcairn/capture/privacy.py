@@ -75,6 +75,40 @@ _RULES: tuple[tuple[str, str, int], ...] = (
         re.IGNORECASE,
     ),
     ("npm_token", r"\bnpm_[A-Za-z0-9]{36,}", 0),
+    # Formats after gitleaks' rule list (https://github.com/gitleaks/gitleaks, config/gitleaks.toml, MIT License,
+    # Copyright (c) 2019 Zachary Rice): each a fixed prefix, so a scan costs little.
+    ("age_secret_key", r"\bAGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}\b", 0),
+    ("twilio_api_key", r"\bSK[0-9a-fA-F]{32}\b", 0),
+    ("digitalocean_token", r"\bdo[opr]_v1_[a-f0-9]{64}\b", 0),
+    ("shopify_token", r"\bshp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}\b", 0),
+    ("databricks_token", r"\bdapi[a-f0-9]{32}(?:-\d)?\b", 0),
+    ("linear_api_key", r"\blin_api_[A-Za-z0-9]{40}\b", 0),
+    ("postman_api_key", r"\bPMAK-[a-f0-9]{24}-[a-f0-9]{34}\b", 0),
+    ("grafana_token", r"\b(?:glc_[A-Za-z0-9+/]{32,400}={0,2}|glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8})", 0),
+    ("doppler_token", r"\bdp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,44}\b", 0),
+    ("pulumi_token", r"\bpul-[a-f0-9]{40}\b", 0),
+    ("atlassian_token", r"\bATATT3[A-Za-z0-9_=-]{180,200}", 0),
+    ("mailgun_key", r"\bkey-[a-f0-9]{32}\b", 0),
+    (  # a GCP service account file names its key: the key's id is enough to ask for it
+        "gcp_private_key_id",
+        r"\bprivate_key_id\\?[\"']?[ \t]*[:=][ \t]*\\?[\"']?(?P<secret>[0-9a-f]{40})\b",
+        0,
+    ),
+    (  # crypt(3) and htpasswd hashes (bcrypt, apr1-MD5, SHA-crypt, yescrypt; {SHA} after a user name): each can
+        # be cracked offline, so the hash is a credential
+        "password_hash",
+        r"(?<![\w$])\$(?:2[abxy]?\$\d\d\$[./A-Za-z0-9]{53}|apr1\$[./A-Za-z0-9]{1,8}\$[./A-Za-z0-9]{22}"
+        r"|[156]\$(?:rounds=\d{1,9}\$)?[./A-Za-z0-9]{1,16}\$[./A-Za-z0-9]{22,86}"
+        r"|y\$[./A-Za-z0-9]{1,32}\$[./A-Za-z0-9]{1,64}\$[./A-Za-z0-9]{43})"
+        r"|(?<=:)\{S?SHA\}[A-Za-z0-9+/]{27,}={0,2}",
+        0,
+    ),
+    (  # ~/.pgpass: hostname:port:database:username:password, a whole line
+        "pgpass_password",
+        r"(?m)^[ \t]{0,8}(?:[A-Za-z0-9*][A-Za-z0-9.*-]{0,252}|\[[0-9A-Fa-f:]{2,39}\]):(?:\d{1,5}|\*)"
+        rf":[^\s:]{{1,63}}:[^\s:]{{1,63}}:(?P<secret>{_NOT_PLACEHOLDER}[^\s:]{{1,256}})[ \t]*\r?$",
+        0,
+    ),
     ("huggingface_token", r"\bhf_[A-Za-z0-9]{30,}", 0),
     ("sendgrid_api_key", r"\bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}", 0),
     ("pypi_token", r"\bpypi-AgE(?:IcHlwaS5vcmc|NdGVzdC5weXBpLm9yZw)[A-Za-z0-9_-]{50,}", 0),
@@ -144,6 +178,13 @@ _RULES: tuple[tuple[str, str, int], ...] = (
         rf"\b(?:mysql|mysqldump|mysqladmin|mariadb(?:-dump|-admin)?){_CLI_ARGUMENTS}-p[\"']?(?P<secret>{_CLI_VALUE})",
         0,
     ),
+    (  # echo SECRET | docker login --password-stdin (a variable or a file is no secret of its own)
+        "cli_secret",
+        r"\b(?:echo|printf)(?:[ \t]+-[neE]{1,3})?[ \t]+[\"']?"
+        rf"(?P<secret>{_NOT_PLACEHOLDER}(?![$%`(<])[^\s\"'`|;&]{{1,256}})[\"']?[ \t]*\|[ \t]*(?:sudo[ \t]+)?"
+        r"(?:docker|podman|buildah|skopeo|nerdctl|oras|crane|helm)\b[^\n|;&]{0,300}--password-stdin",
+        0,
+    ),
     (
         "cli_secret",
         rf"\b(?:sshpass|(?:docker|podman|buildah|skopeo|helm[ \t]+registry)[ \t]+login){_CLI_ARGUMENTS}-p"
@@ -154,7 +195,46 @@ _RULES: tuple[tuple[str, str, int], ...] = (
 
 _ASSIGNMENT_NAME = "secret_assignment"
 
-PATTERN_NAMES: tuple[str, ...] = (*dict.fromkeys(name for name, _, _ in _RULES), _ASSIGNMENT_NAME)
+_AWS_PREFIXES = ("AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AIPA", "ANPA", "ANVA", "APKA", "AROA", "ASCA")
+# A rule runs only on text holding one of its gate's strings (a substring test costs far less than a regex scan
+# over text that cannot match; most text holds no token prefix at all).
+_GATE_MIN = 400
+_GATES: dict[str, tuple[str, ...]] = {
+    "private_key": ("PRIVATE KEY",),
+    "jwt": ("eyJ",),
+    "anthropic_api_key": ("sk-ant-",),
+    "openai_api_key": ("sk-",),
+    "github_token": ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+    "github_fine_grained_token": ("github_pat_",),
+    "gitlab_token": ("glpat-", "gldt-", "glrt-", "glptt-", "glsoat-"),
+    "slack_token": ("xox",),
+    "stripe_key": ("k_live_", "k_test_", "whsec_"),
+    "google_api_key": ("AIza",),
+    "aws_access_key": _AWS_PREFIXES,
+    "npm_token": ("npm_",),
+    "age_secret_key": ("AGE-SECRET-KEY-1",),
+    "twilio_api_key": ("SK",),
+    "digitalocean_token": ("_v1_",),
+    "shopify_token": ("shpat_", "shpca_", "shppa_", "shpss_"),
+    "databricks_token": ("dapi",),
+    "linear_api_key": ("lin_api_",),
+    "postman_api_key": ("PMAK-",),
+    "grafana_token": ("glc_", "glsa_"),
+    "doppler_token": ("dp.",),
+    "pulumi_token": ("pul-",),
+    "atlassian_token": ("ATATT3",),
+    "mailgun_key": ("key-",),
+    "gcp_private_key_id": ("private_key_id",),
+    "password_hash": ("$", "{S"),
+    "huggingface_token": ("hf_",),
+    "sendgrid_api_key": ("SG.",),
+    "pypi_token": ("pypi-AgE",),
+    "docker_auth": ("auth",),
+    "xml_secret": ("<",),
+    "netrc_password": ("password",),
+}
+
+PATTERN_NAMES: tuple[str, ...] = (*dict.fromkeys(name for name, _, _ in _RULES), _ASSIGNMENT_NAME, "prose_secret")
 
 
 def placeholder(name: str) -> str:
@@ -264,10 +344,15 @@ _KEY_WORDS = (
     r"pass(?:word|wd|phrase)?|pwd|secret|token|credentials?"
     r"|(?:api|access|private|auth|secret|signing|encryption|master|session|client)[_-]?key"
 )
+# Where a word starts inside a name: after ``_``, ``.`` or ``-``, at a capital (``apiKey``, ``DBPassword``).
+_WORD_START = r"(?:[_.-]|(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z]))"
 _VALUE_STOPS = r"\s\"'`,;(){}\[\]<>&"
 
 
-_KEY = r"(?<![\w.-])(?P<key>-{0,2}[A-Za-z_][\w.-]{0,63}+)(?<=ss|wd|rd|se|et|en|al|ls|ey|SS|WD|RD|SE|ET|EN|AL|LS|EY)"
+_KEY = (
+    r"(?<![\w.-])(?P<key>-{0,2}[A-Za-z_][\w.-]{0,63}+)"
+    r"(?<=ss|wd|rd|se|et|en|al|ls|ey|ng|SS|WD|RD|SE|ET|EN|AL|LS|EY|NG)"
+)
 _ANNOTATION = (
     r"(?P<ann>[ \t]*:[ \t]*[A-Za-z_][\w.\[\]]*+(?:[ \t]*[|,][ \t]*[A-Za-z_\[\]][\w.\[\]]*+)*+(?=[ \t]*=[^=>]))"
 )
@@ -283,6 +368,9 @@ class _AssignmentRegexes(NamedTuple):
     plain: re.Pattern[str]
     annotated: re.Pattern[str]
     key_suffix: re.Pattern[str]
+    password_suffix: re.Pattern[str]
+    weak_suffix: re.Pattern[str]
+    token_shape: re.Pattern[str]
     identifier: re.Pattern[str]
     line_end: re.Pattern[str]
 
@@ -295,7 +383,10 @@ def _assignment_regexes() -> _AssignmentRegexes:
     return _AssignmentRegexes(
         plain=re.compile(rf"{_KEY}(?P<quote>\\?[\"']?){_SEPARATOR_AND_VALUE}"),
         annotated=re.compile(rf"{_KEY}(?P<quote>\\?[\"']?){_ANNOTATION}{_SEPARATOR_AND_VALUE}"),
-        key_suffix=re.compile(rf"(?:^|[_.-]|(?<=[a-z0-9])(?=[A-Z]))(?i:{_KEY_WORDS})$"),
+        key_suffix=re.compile(rf"(?:^|{_WORD_START})(?i:{_KEY_WORDS})$"),
+        password_suffix=re.compile(rf"(?:^|{_WORD_START})(?i:pass(?:word|wd|phrase)?)$"),
+        weak_suffix=re.compile(rf"{_WORD_START}(?i:key|signing)$"),
+        token_shape=re.compile(r"[A-Za-z0-9_+/=.-]{16,512}"),
         identifier=re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*"),
         line_end=re.compile(r"[ \t]*(?:#[^\n]*)?(?:\r?\n|\Z)"),
     )
@@ -331,10 +422,60 @@ def _is_yaml_style(match: re.Match[str], text: str, value_end: int) -> bool:
     return _assignment_regexes().line_end.match(text, value_end) is not None
 
 
+_MASK_CHARS = frozenset("*•xX#")
+_HEX_COLOUR = r"#(?:[0-9a-fA-F]{3,4}|[0-9a-fA-F]{6}|[0-9a-fA-F]{8})"
+_OPTION = r"--?[a-z][a-z0-9-]{0,40}"
+
+
+def _is_masked(value: str) -> bool:
+    """``****``, ``xxxx``: a value shown masked, no secret."""
+    return set(value) <= _MASK_CHARS
+
+
 def _quoted_is_secret(inner: str) -> bool:
-    """A quoted literal is a secret unless it is empty or a template (``${X}``, ``{{ x }}``, ``%(x)s``, ``<x>``)."""
+    """A quoted literal is a secret unless it is empty, a template (``${X}``, ``{{ x }}``, ``%(x)s``, ``<x>``), a
+    mask (``'***'``) or a command-line option compared with (``token === '--json'``)."""
     stripped = inner.strip()
-    return bool(stripped) and not stripped.startswith((_PLACEHOLDER_START, "$", "{", "%(", "<", "#{"))
+    if not stripped or stripped.startswith((_PLACEHOLDER_START, "$", "{", "%(", "<", "#{")):
+        return False
+    return not _is_masked(stripped) and re.fullmatch(_OPTION, stripped) is None
+
+
+def _token_shaped(value: str) -> bool:
+    """Whether a value under a name that only may hold a secret (``STRIPE_KEY``, ``JWT_SIGNING``; ``sort_key``,
+    ``primary_key`` hold none) reads as a random token: 16 characters or more of a token's alphabet, with digits
+    and both cases, or 24 hex digits or more. A path, a URL, words and dotted names are not."""
+    if _assignment_regexes().token_shape.fullmatch(value) is None or value.startswith(("/", ".", "-")):
+        return False
+    if all(char in "0123456789abcdefABCDEF-" for char in value):
+        return len(value) >= 24 and any(char.isdigit() for char in value)
+    return any(c.isdigit() for c in value) and any(c.isupper() for c in value) and any(c.islower() for c in value)
+
+
+# What ``password: X`` names when X is a type (an annotation, a schema) or a word about the password, not one.
+_TYPE_WORDS = frozenset({
+    "str", "string", "bytes", "int", "integer", "number", "bool", "boolean", "any", "unknown", "object", "none",
+    "null", "nil", "undefined", "optional", "text", "char", "varchar", "secret", "secretstr", "password", "field",
+    "required", "missing", "invalid", "expired", "hidden", "redacted", "masked", "unset", "empty", "changed",
+    "provided", "generated", "encrypted", "hashed", "omitted", "true", "false", "yes", "no", "see", "todo",
+})
+
+
+def _under_yaml_parent(text: str, position: int) -> bool:
+    """Whether the line before the one at ``position`` is a YAML mapping's key (``database:``) or entry
+    (``user: app``), or the line is a list item (``- password: x``)."""
+    line_start = text.rfind("\n", 0, position) + 1
+    if text[line_start:position].strip(" \t") == "-":
+        return True
+    if line_start == 0:
+        return False
+    previous = text[text.rfind("\n", 0, line_start - 1) + 1 : line_start - 1]
+    return re.fullmatch(r"[ \t]*(?:-[ \t]+)?[\w.-]{1,64}:(?:[ \t][^\n]*)?\r?", previous) is not None
+
+
+def _reads_as_type(value: str) -> bool:
+    camel = value[0].isupper() and sum(char.isupper() for char in value) >= 2 and not value.isupper()
+    return camel or value.lower() in _TYPE_WORDS
 
 
 _ENV_MIN_LENGTH = 4
@@ -345,14 +486,18 @@ def _is_env_literal(value: str) -> bool:
     return value.isdigit() or value.lower() in _ENV_LITERALS
 
 
-def _bare_is_secret(match: re.Match[str], text: str, value: str, end: int) -> bool:
+def _bare_is_secret(match: re.Match[str], text: str, value: str, end: int, password: bool) -> bool:
     """An unquoted value is a secret when it is long enough and does not read as code: a call, an index, an
     attribute, a variable reference, or (outside env and YAML lines) a plain identifier without digits. In an
-    env line (``PGPASSWORD=hunter2``) a shorter value counts too, unless it is a number or a literal."""
+    env line (``PGPASSWORD=hunter2``) and under a password's name (``password: hunter2``) a shorter value counts
+    too, unless it is a number or a literal; a password alone on a YAML line counts unless it reads as a type."""
     env_style = _is_env_style(match, text)
-    if len(value) < (_ENV_MIN_LENGTH if env_style else 8) or value.startswith(("$", "%")):
+    short = env_style or password
+    if len(value) < (_ENV_MIN_LENGTH if short else 8) or value.startswith(("$", "%")) or _is_masked(value):
         return False
-    if text[end : end + 1] in ("(", "[") or (env_style and len(value) < 8 and _is_env_literal(value)):
+    if password and re.fullmatch(_HEX_COLOUR, value):  # a style sheet's ``--pass: #22c55e``
+        return False
+    if text[end : end + 1] in ("(", "[") or (short and len(value) < 8 and _is_env_literal(value)):
         return False
     if _assignment_regexes().identifier.fullmatch(value) is None:
         return True
@@ -362,6 +507,13 @@ def _bare_is_secret(match: re.Match[str], text: str, value: str, end: int) -> bo
         return False
     if any(char.isdigit() for char in value):
         return True
+    if password:
+        if _reads_as_type(value) or not _is_yaml_style(match, text, end):
+            return False
+        # ``password: Changeme`` alone may be a type's name; under a YAML parent key it is a value
+        return not (value[0].isupper() and value[1:].islower()) or _under_yaml_parent(text, match.start("key"))
+    if len(value) < 8:
+        return False
     looks_like_type = value[0].isupper() and not value.isupper()
     return not looks_like_type and _is_yaml_style(match, text, end)
 
@@ -369,16 +521,25 @@ def _bare_is_secret(match: re.Match[str], text: str, value: str, end: int) -> bo
 def _is_secret_key(key: str) -> bool:
     """Whether ``key`` names a secret: it ends in a key word (``db_password``, ``apiKey``), or it is an upper-case
     environment name that runs one in (``PGPASSWORD``, ``NPMTOKEN``)."""
-    if key.lower() == "pwd":
+    if key.lower() == "pwd" or key == "PASS":  # the working directory; ``--- PASS: TestName`` (go test)
         return False
-    if _assignment_regexes().key_suffix.search(key) is not None:
+    if _assignment_regexes().key_suffix.search(key) is not None or key.lower() == "private_key_id":
         return True
     return key.isupper() and key.endswith(("PASSWORD", "PASSWD", "SECRET", "TOKEN"))
 
 
+def _is_weak_key(key: str) -> bool:
+    """A name that holds a secret only when its value looks like one: ``STRIPE_KEY``, ``JWT_SIGNING`` (never a
+    public key)."""
+    if key.lower().replace("_", "").replace("-", "").endswith("publickey"):
+        return False
+    return _assignment_regexes().weak_suffix.search(key) is not None
+
+
 def _assignment_secret_span(match: re.Match[str], text: str) -> tuple[int, int] | None:
     key = match.group("key")
-    if not _is_secret_key(key):
+    weak = not _is_secret_key(key)
+    if weak and not _is_weak_key(key):
         return None
     quoted = match.group("quoted")
     if quoted is not None:
@@ -386,10 +547,16 @@ def _assignment_secret_span(match: re.Match[str], text: str) -> tuple[int, int] 
         quote_at = next(i for i, char in enumerate(quoted) if char in "\"'`")
         closing = 2 if quoted.startswith("\\") else 1  # JSON inside a JSON string: \"value\"
         inner = quoted[quote_at + 1 : -closing]
-        return (start + quote_at + 1, start + len(quoted) - closing) if _quoted_is_secret(inner) else None
+        secret = _token_shaped(inner) if weak else _quoted_is_secret(inner)
+        return (start + quote_at + 1, start + len(quoted) - closing) if secret else None
     value, start = match.group("bare"), match.start("bare")
     end = start + len(value)
-    return (start, end) if _bare_is_secret(match, text, value, end) else None
+    if weak:
+        secret = _token_shaped(value) and text[end : end + 1] not in ("(", "[")
+    else:
+        password = _assignment_regexes().password_suffix.search(key.lstrip("-")) is not None
+        secret = _bare_is_secret(match, text, value, end, password)
+    return (start, end) if secret else None
 
 
 def _next_secret(text: str, position: int) -> tuple[re.Match[str], tuple[int, int] | None] | None:
@@ -426,6 +593,72 @@ def _redact_assignments(text: str) -> tuple[str, int]:
         return text, 0
     out.append(text[kept_from:])
     return "".join(out), count
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Secrets in prose: "my db password is hunter2", "set the token to `abc123…`"
+# --------------------------------------------------------------------------------------------------------------
+
+_PROSE_NAME = "prose_secret"
+# Names of algorithms and encodings: "the password is sha256-hashed" names how, not what.
+_PROSE_WORDS = ("sha", "md5", "base64", "utf", "argon2", "pbkdf2", "aes", "rsa", "ed25519", "hmac", "bcrypt",
+                "scrypt", "x509", "pkcs", "oauth", "http", "rot13", "hex")
+
+
+@cache
+def _prose_pattern() -> re.Pattern[str]:
+    return re.compile(
+        r"(?i:\b(?P<what>pass(?:word|phrase|wd|code)|pin|api[ _-]?key|secret(?:[ _-]key)?"
+        r"|(?:access|auth|api|bearer)[ _-]?token|token))"
+        r"(?:[ \t]+(?:for|of|on|to)[ \t]+[\w.@:/-]{1,64}+)?"
+        r"[ \t]+(?i:is(?:[ \t]+now|[ \t]+set[ \t]+to)?|was|(?:set|changed|reset)[ \t]+to|to)[ \t]*:?[ \t]+"
+        rf"(?P<quote>[\"'`]?)(?P<secret>{_NOT_PLACEHOLDER}[^\s\"'`]{{1,128}}+)"
+    )
+
+
+def _prose_value_is_secret(value: str, what: str, quoted: bool) -> bool:
+    """A word after "password is" is a secret when it reads as one: quoted, or holding a digit or a symbol besides
+    letters, or a capital after a small letter (``swOrdfish``); a number only after "password" or "pin". Plain
+    words ("the token is expired", "JWT-based"), references, paths, URLs and masks are not."""
+    if len(value) < 4 or value.startswith(("$", "%", "{", "<", "[", "(", "/", "~", "-")) or "://" in value:
+        return False
+    if _is_masked(value) or value.lower().startswith(_PROSE_WORDS):
+        return False
+    if value.isdigit():
+        return what.lower().startswith(("pass", "pin"))
+    if quoted:
+        return True
+    letters = any(char.isalpha() for char in value)
+    marked = any(char.isdigit() for char in value) or not value.replace("-", "").isalnum()
+    return letters and (marked or any(a.islower() and b.isupper() for a, b in zip(value, value[1:], strict=False)))
+
+
+_PROSE_GATE = ("pass", "pin", "key", "secret", "token")
+
+
+def _redact_prose(text: str) -> tuple[str, int]:
+    lowered = text.lower()
+    if not any(word in lowered for word in _PROSE_GATE):
+        return text, 0
+    count = 0
+    marker = placeholder(_PROSE_NAME)
+
+    def replace(match: re.Match[str]) -> str:
+        nonlocal count
+        whole, base = match.group(0), match.start()
+        value = match.group("secret")
+        quote = match.group("quote")
+        if quote and quote in value:
+            value = value[: value.index(quote)]
+        elif not quote:
+            value = value.rstrip(".,;:!?)")
+        if not _prose_value_is_secret(value, match.group("what"), bool(quote)):
+            return whole
+        count += 1
+        start = match.start("secret") - base
+        return whole[:start] + marker + whole[start + len(value) :]
+
+    return _prose_pattern().sub(replace, text), count
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -480,18 +713,52 @@ def _redact_encoded_keys(text: str) -> tuple[str, int]:
     return _encoded_pem_pattern().sub(replace, text), count
 
 
+_Rule = tuple[str, re.Pattern[str], Callable[[re.Match[str]], str], tuple[str, ...]]
+_PREFIXES = "_prefixes"  # the token formats that are a fixed prefix and nothing else, scanned as one pattern
+# The first characters of those formats: the one pattern tests this class before its branches, which makes its
+# scan several times cheaper than one scan per format (a test per format fails if a character is missing).
+_PREFIX_FIRST = "[eAsgxrwnhSdlPpk]"
+
+
+def _is_prefix_rule(name: str, source: str, flags: int) -> bool:
+    return not flags and source.startswith(r"\b") and "(?P<" not in source and name in _GATES
+
+
 @cache
-def _compiled_rules() -> tuple[tuple[str, re.Pattern[str], Callable[[re.Match[str]], str]], ...]:
-    rules = []
+def _compiled_rules() -> tuple[_Rule, ...]:
+    rules: list[_Rule | None] = []  # None: where the prefixes' pattern runs (where the first of them stands)
+    branches: list[str] = []
     for name, source, flags in _RULES:
+        if _is_prefix_rule(name, source, flags):
+            if not branches:
+                rules.append(None)
+            branches.append(f"(?P<{name}>{source})")
+            continue
         pattern = re.compile(source, flags)
-        rules.append((name, pattern, _replacement(placeholder(name), "secret" in pattern.groupindex)))
-    return tuple(rules)
+        replace = _replacement(placeholder(name), "secret" in pattern.groupindex)
+        rules.append((name, pattern, replace, _GATES.get(name, ())))
+    combined = re.compile(f"(?={_PREFIX_FIRST})(?:{'|'.join(branches)})")
+    return tuple(rule or (_PREFIXES, combined, _replace_prefixed, ()) for rule in rules)
+
+
+def _replace_prefixed(match: re.Match[str]) -> str:
+    return placeholder(str(match.lastgroup))
 
 
 def _redact_once(text: str, counts: dict[str, int], depth: int) -> tuple[str, bool]:
     changed = False
-    for name, pattern, replace in _compiled_rules():
+    gated = len(text) > _GATE_MIN  # on short text the scan costs less than the test
+    for name, pattern, replace, gate in _compiled_rules():
+        if gated and gate and not any(part in text for part in gate):
+            continue
+        if name == _PREFIXES:
+            found = [match.lastgroup for match in pattern.finditer(text)]
+            if found:
+                text = pattern.sub(replace, text)
+                for kind in found:
+                    counts[str(kind)] = counts.get(str(kind), 0) + 1
+                changed = True
+            continue
         text, hits = pattern.subn(replace, text)
         if hits:
             counts[name] = counts.get(name, 0) + hits
@@ -503,6 +770,10 @@ def _redact_once(text: str, counts: dict[str, int], depth: int) -> tuple[str, bo
     text, hits = _redact_assignments(text)
     if hits:
         counts[_ASSIGNMENT_NAME] = counts.get(_ASSIGNMENT_NAME, 0) + hits
+        changed = True
+    text, hits = _redact_prose(text)
+    if hits:
+        counts[_PROSE_NAME] = counts.get(_PROSE_NAME, 0) + hits
         changed = True
     text, hits = _redact_encoded_secrets(text, depth)
     if hits:
@@ -598,8 +869,9 @@ def _redact_encoded_secrets(text: str, depth: int) -> tuple[str, int]:
 _SECRET_HEADER_KEYS = frozenset({"authorization", "proxy-authorization", "cookie", "set-cookie"})
 # ``{"name": "API_KEY", "value": "..."}``: an environment list (Kubernetes, ECS, GitHub Actions) names the
 # secret in one field and holds it in another.
-_PAIR_NAME_FIELDS = ("name", "key", "Name", "Key")
-_PAIR_VALUE_FIELDS = ("value", "Value")
+# AWS SSM's ``{"Name": "/prod/db/password", "Value": ...}`` and CloudFormation's ``ParameterKey`` too.
+_PAIR_NAME_FIELDS = ("name", "key", "Name", "Key", "ParameterKey", "field", "label")
+_PAIR_VALUE_FIELDS = ("value", "Value", "ParameterValue", "data")
 _KEY_REDACT_MIN = 12  # a key shorter than this holds no token any rule knows (the shortest is 15 characters)
 _JSON_TEXT_MAX = 2 * 1024 * 1024  # text longer than this is redacted as text only
 
@@ -647,11 +919,18 @@ def _scrub_key(key: Any) -> Any:
 
 
 def _pair_name(value: dict[Any, Any]) -> str | None:
+    """The name a ``{"name": ..., "value": ...}`` pair gives its value: the last part of a path
+    (``/prod/db/password``), words joined (``DB password`` → ``DB_password``)."""
     for field in _PAIR_NAME_FIELDS:
         name = value.get(field)
-        if isinstance(name, str):
-            return name
+        if isinstance(name, str) and any(f in value for f in _PAIR_VALUE_FIELDS):
+            return "_".join(re.split(r"[/:]", name.strip())[-1].split())
     return None
+
+
+def _weak_secret(key: Any, value: Any) -> bool:
+    """A token under a name that only may hold one: ``{"STRIPE_KEY": "…"}``."""
+    return isinstance(key, str) and isinstance(value, str) and _is_weak_key(key) and _token_shaped(value)
 
 
 def _scrub_dict(value: dict[Any, Any], depth: int, leaf: Callable[[Any, int], Any]) -> dict[Any, Any]:
@@ -660,7 +939,7 @@ def _scrub_dict(value: dict[Any, Any], depth: int, leaf: Callable[[Any, int], An
     out: dict[Any, Any] = {}
     for key, item in value.items():
         secret = isinstance(key, str) and (is_secret_key(key) or (pair_secret and key in _PAIR_VALUE_FIELDS))
-        clean = _redact_all(item, depth + 1) if secret else leaf(item, depth + 1)
+        clean = _redact_all(item, depth + 1) if secret or _weak_secret(key, item) else leaf(item, depth + 1)
         new_key = _scrub_key(key)
         while new_key in out:  # two keys redacted to the same placeholder both stay
             new_key = f"{new_key}~"
@@ -683,6 +962,8 @@ def _needs_structured_scrub(value: Any, depth: int) -> bool:
                 if isinstance(key, str) and (is_secret_key(key) or (pair_secret and key in _PAIR_VALUE_FIELDS)):
                     if _secret_value(item) or isinstance(item, dict | list):
                         return True
+                if _weak_secret(key, item):
+                    return True
                 if _scrub_key(key) != key:
                     return True
                 stack.append((item, level + 1))
