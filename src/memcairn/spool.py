@@ -15,10 +15,16 @@ worker acknowledged it *or* it is in the spool.
   and was also spooled (the answer was late) is queued once.
 - A file the worker cannot read as an event is moved to ``spool/rejected/`` (kept for a person to look at,
   never retried in a loop); the worker logs its name and why.
+- A full disk: ``$MEMCAIRN_HOME/disk-reserve`` is a file of up to ``RESERVE_BYTES`` the worker keeps (first
+  made once the disk has twice that free; then never more than half the free room). A spool write that fails
+  for lack of space shrinks it by what it needs and tries again; the worker shrinks it step by step for
+  SQLite's checkpoint (which empties the WAL) and makes it whole again once there is room. No failure leaves
+  a temporary file behind.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import time
 
@@ -31,6 +37,11 @@ REJECTED_DIR = "rejected"
 SUFFIX = ".event"
 TMP_PREFIX = ".tmp-"
 MAGIC = b"memcairn-spool 1"
+RESERVE_FILE = "disk-reserve"
+RESERVE_BYTES = 4 * 1024 * 1024  # a checkpoint of SQLite's default WAL (1,000 pages) into the database
+MIN_RESERVE_BYTES = 64 * 1024
+BLOCK = 4096
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 
 
 class SpoolError(Exception):
@@ -57,25 +68,132 @@ def decode(data: bytes) -> tuple[str, bytes]:
 
 
 def write(home: str, path: str, raw: bytes) -> str:
-    """Write one event durably; its file name. Raises ``OSError`` when the spool cannot be written."""
+    """Write one event durably; its file name. Raises ``OSError`` when the spool cannot be written (a full disk
+    only once the reserve is spent too: the event is then written in as much of it as it needs)."""
+    try:
+        return _write(home, path, raw)
+    except OSError as exc:
+        if exc.errno not in NO_SPACE or not shrink_reserve(home, len(raw) + len(path) + 2 * BLOCK + len(MAGIC)):
+            raise
+    return _write(home, path, raw)
+
+
+def _write(home: str, path: str, raw: bytes) -> str:
     folder = spool_dir(home)
     os.makedirs(folder, mode=0o700, exist_ok=True)
     name = f"{time.time_ns():020d}-{os.getpid()}-{os.urandom(4).hex()}{SUFFIX}"
     tmp = os.path.join(folder, TMP_PREFIX + name)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
-        data = memoryview(encode(path, raw))
-        while data:
-            data = data[os.write(fd, data):]
-        os.fsync(fd)
+        try:
+            data = memoryview(encode(path, raw))
+            while data:
+                data = data[os.write(fd, data):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.rename(tmp, os.path.join(folder, name))
     except BaseException:
-        os.close(fd)
         _unlink(tmp)
         raise
-    os.close(fd)
-    os.rename(tmp, os.path.join(folder, name))
     _sync_dir(folder)
     return name
+
+
+def reserve_path(home: str) -> str:
+    return os.path.join(home, RESERVE_FILE)
+
+
+def release_reserve(home: str) -> bool:
+    """Free the whole reserve; True when there was one to free."""
+    try:
+        os.unlink(reserve_path(home))
+    except OSError:
+        return False
+    return True
+
+
+def shrink_reserve(home: str, size: int) -> bool:
+    """Give ``size`` bytes (whole blocks) of the reserve back to the disk, for a write the full disk refused:
+    only what that write needs, so that another writer racing for the room takes little of it. True when
+    there was a reserve to shrink (the last of it is then removed)."""
+    have = _reserve_size(home)
+    if have <= 0:
+        return False
+    keep = have - (size + BLOCK - 1) // BLOCK * BLOCK
+    if keep <= 0:
+        return release_reserve(home)
+    try:
+        os.truncate(reserve_path(home), keep)
+    except OSError:
+        return release_reserve(home)
+    return True
+
+
+def keep_reserve(home: str, size: int = RESERVE_BYTES, *, again: bool = True) -> bool:
+    """Make (or grow) the reserve up to ``size``, never past half the free room: on a disk that fills again,
+    the next checkpoint finds room too. ``again`` False (no reserve was ever made): only on a disk with room
+    for it twice over (a disk that small gets none). True when there is one."""
+    have = _reserve_size(home)
+    if have >= size:
+        return True
+    free = _free(home)
+    if not again and not have and free < 2 * size:
+        return False
+    want = min(size, free // 2) // BLOCK * BLOCK
+    if want < MIN_RESERVE_BYTES or want <= have:
+        return have > 0
+    return _make_reserve(home, want) or have > 0
+
+
+def _reserve_size(home: str) -> int:
+    try:
+        return os.stat(reserve_path(home)).st_size
+    except OSError:
+        return 0
+
+
+def _free(home: str) -> int:
+    try:
+        disk = os.statvfs(home)
+    except OSError:
+        return 0
+    return disk.f_bavail * disk.f_frsize
+
+
+def _make_reserve(home: str, size: int) -> bool:
+    """Take ``size`` bytes (at most what is free, less a little) as the reserve; False when it could not."""
+    size = min(size, _free(home) - 2 * BLOCK) // BLOCK * BLOCK
+    if size <= 0:
+        return False
+    target = reserve_path(home)
+    tmp = f"{target}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            _fill(fd, size)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.rename(tmp, target)
+    except OSError:
+        _unlink(tmp)
+        return False
+    return True
+
+
+def _fill(fd: int, size: int) -> None:
+    """Take ``size`` bytes of the disk: allocated where the file system can, else written (random: a file
+    system that compresses would keep zeros in no room at all)."""
+    try:
+        os.posix_fallocate(fd, 0, size)
+        return
+    except (AttributeError, OSError) as exc:
+        if isinstance(exc, OSError) and exc.errno in NO_SPACE:
+            raise
+    block, written = os.urandom(65536), 0
+    while written < size:
+        written += os.write(fd, block[:size - written])
 
 
 def _sync_dir(folder: str) -> None:

@@ -252,10 +252,25 @@ class Hook:
         answer = self.wait(call, ingest_answer)
         taken, self.answered = self.answered, self.answered or earlier
         if taken:  # acknowledged (or refused by the worker itself)
+            if answer is not None and (answer.json_object() or {}).get("held"):
+                self.keep_held()
             self.pending = None
             return answer
         self.spool_pending()
         return None
+
+    def keep_held(self) -> None:
+        """The disk is full and the worker holds the event in memory only (``worker/held_events.py``): spooled
+        too when the spool has room, it outlives a worker that dies before the disk takes it."""
+        from memcairn import spool
+
+        if self.pending is None:
+            return
+        try:
+            spool.write(self.home, *self.pending)
+        except OSError as exc:
+            warn(f"the disk is full ({exc}); the worker holds this event in memory and queues it once there is "
+                 "room (a worker killed before then loses it)")
 
     def spool_pending(self) -> None:
         """Write the undelivered event to the spool. Once there, a slow or restarting worker (no answer in time,

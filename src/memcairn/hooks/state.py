@@ -5,8 +5,8 @@ each hook that cannot reach the worker adds one to a counter; at ``NOTIFY_AFTER`
 person is told once (``systemMessage``), and the first hook that reaches the worker again removes the file.
 
 A success costs one ``stat`` (the file usually does not exist). Writes are atomic (temporary file and
-rename). Hooks run in parallel, so two failures at the same instant may count once: the count is a signal,
-not an audit. Standard library only.
+rename; a write that fails removes its temporary file). Hooks run in parallel, so two failures at the same
+instant may count once: the count is a signal, not an audit. Standard library only.
 """
 
 from __future__ import annotations
@@ -34,12 +34,20 @@ def read(home: str) -> dict:
 
 
 def _write(home: str, data: dict) -> None:
+    """Replace the file whole; on any failure (a full disk) the temporary file goes too."""
     os.makedirs(home, exist_ok=True)
     target = _path(home)
     tmp = f"{target}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(dumps(data))
-    os.replace(tmp, target)
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(dumps(data))
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def record_success(home: str) -> None:

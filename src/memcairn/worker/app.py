@@ -160,7 +160,9 @@ def endpoint(fn: Endpoint) -> Endpoint:
             return error(400, "invalid_request", "a number in the request is out of range")
         except DiskFullError as exc:
             log.error("disk full on %s %s: %s", request.method, request.url.path, exc)
-            return error(507, "disk_full", str(exc))
+            from memcairn.worker.held_events import on_disk_full  # room made first; a hook's event is held
+
+            return await on_disk_full(request, str(exc)) or error(507, "disk_full", str(exc))
         except StoreDamagedError as exc:
             return error(500, "store_damaged", str(exc))
         except StoreError as exc:

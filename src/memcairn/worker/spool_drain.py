@@ -9,6 +9,9 @@ both answered late and spooled is queued once); the file is removed only after t
   ``spool/rejected/`` and logged by name with the reason: kept for a person, never retried in a loop.
 - Any other failure (the store locked past its busy timeout, a full disk) keeps the file for the next pass.
 - Temporary files a killed hook left are removed once they are ``TMP_MAX_AGE`` seconds old.
+- After a full disk, each pass first empties the WAL (in the freed disk reserve if need be) and queues nothing
+  until that worked; then keeps the reserve (``spool.keep_reserve``) and hands the events the worker holds in
+  memory (``worker/held_events.py``) to the queue or the spool; stopping, it hands them over one last time.
 """
 
 from __future__ import annotations
@@ -19,10 +22,13 @@ from dataclasses import dataclass
 
 from memcairn import spool
 from memcairn.background import BackgroundLoop
+from memcairn.errors import DiskFullError
+from memcairn.worker.held_events import HeldEvents
 
 log = logging.getLogger("memcairn.worker")
 
 INTERVAL = 1.0
+HELD_INTERVAL = 0.25  # while events wait in memory: the first room that comes back is theirs
 TMP_MAX_AGE = 600.0
 
 
@@ -37,6 +43,7 @@ class DrainReport:
     skipped: int = 0  # refused by admission (an excluded project, a skipped tool), as the route would
     rejected: int = 0  # set aside
     kept: int = 0  # left for the next pass (a failure that may pass)
+    disk_full: bool = False  # the queue refused an event for a full disk
 
 
 # ``accept(route, body) -> "queued" | "duplicate" | "skipped"``; raises Rejected for an event that never can be.
@@ -55,6 +62,8 @@ class SpoolDrainer(BackgroundLoop):
         self.on_pass = on_pass
         super().__init__()
         self._failing: set[str] = set()  # files whose failure was logged already
+        self.held = HeldEvents()  # events a full disk refused, acknowledged as held (worker/held_events.py)
+        self._reserved = False  # a disk reserve was made (then it is made again whenever there is room)
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -65,15 +74,35 @@ class SpoolDrainer(BackgroundLoop):
                     self.on_pass(report)
             except Exception:  # noqa: BLE001 - the thread must outlive any one pass
                 log.exception("draining the spool failed; retrying in %.0f s", self.interval)
-            self._wake.wait(self.interval)
+            self._wake.wait(min(self.interval, HELD_INTERVAL) if len(self.held) else self.interval)
+        self._release_held()
+
+    def _release_held(self) -> None:
+        """Stopping: what is still held goes to the queue or the spool now, or is lost (and said so)."""
+        if not len(self.held):
+            return
+        report = self.held.flush(self.accept, self.home, Rejected)
+        if report.kept:
+            log.error("%d hook event(s) held in memory for a full disk are lost: neither the queue nor the spool "
+                      "had room for them", report.kept)
 
     def drain(self) -> DrainReport:
         """One pass over the spool, oldest event first."""
         report = DrainReport()
-        for path in spool.pending(self.home):
+        room = self.held.make_room(self.home)  # after a full disk: the WAL emptied before anything is queued
+        if room:  # first: the next checkpoint's room (at most half of what is free)
+            self._reserved = spool.keep_reserve(self.home, again=self._reserved) or self._reserved
+        if len(self.held):
+            flushed = self.held.flush(self.accept if room else None, self.home, Rejected)
+            report.queued += flushed.queued
+            report.kept += flushed.kept
+            report.disk_full = flushed.disk_full and room
+        for path in spool.pending(self.home) if room else ():
             if self._stop.is_set():
                 break
             self._one(path, report)
+        if report.disk_full:
+            self.held.disk_full = True
         for path in spool.stale_temporaries(self.home, TMP_MAX_AGE):
             try:
                 spool.remove(path)
@@ -97,6 +126,7 @@ class SpoolDrainer(BackgroundLoop):
             self._set_aside(path, str(exc), report)
             return
         except Exception as exc:  # noqa: BLE001 - a failure that may pass: kept for the next pass
+            report.disk_full = report.disk_full or isinstance(exc, DiskFullError)
             self._keep(path, f"{type(exc).__name__}: {exc}", report)
             return
         try:

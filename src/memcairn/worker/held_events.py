@@ -1,0 +1,168 @@
+"""Hook events a full disk refused, held in the worker's memory until the disk takes them.
+
+When the queue insert of a hook's event fails with ``DiskFullError`` (and the spool, on the same disk, most
+likely cannot be written either), the worker frees the disk reserve (``spool.RESERVE_FILE``), keeps the event
+in memory and answers 202 ``{"status": "accepted", "held": "memory"}``. The hook still tries to spool it (the
+spool may have room: a small file, the reserve just freed); either copy is queued once (``event_key``).
+
+The spool drainer (``worker/spool_drain.py``) passes over the held events first, oldest first: each goes into
+the queue (the ingest route's own checks and admission) or, when the store still refuses it, into the spool;
+the first one neither takes stops the pass until the next. A worker stopping writes what it still holds to
+the queue or the spool one last time.
+
+The loss window: an event held in memory only (its hook's spool write failed too) is lost if the worker dies
+(SIGKILL, a crash) before the disk has room for it; it is logged as lost when the worker stops with it.
+Bounded: ``MAX_EVENTS`` events or ``MAX_BYTES`` of bodies; past that the answer is 507 as before.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from memcairn import spool
+from memcairn.errors import DiskFullError
+from memcairn.fastjson import loads
+from memcairn.protocol import EVENT_KEY_FIELD, ROUTE_EVENT_TYPES
+
+log = logging.getLogger("memcairn.worker")
+
+MAX_EVENTS = 10_000
+MAX_BYTES = 64 * 1024 * 1024
+HELD = "memory"  # the answer's ``held``: where the event waits
+CHECKPOINT_STEP = 256 * 1024  # the reserve is given to a checkpoint in steps: a racing writer takes little
+
+
+@dataclass
+class FlushReport:
+    queued: int = 0  # taken by the queue (or found already queued, or skipped by admission)
+    spooled: int = 0  # written to the spool, which the drainer queues
+    dropped: int = 0  # an event the route can never queue (logged)
+    kept: int = 0  # still held
+    disk_full: bool = False  # the queue refused one for a full disk
+
+
+class HeldEvents:
+    """Thread-safe, ordered: event key -> (route, body)."""
+
+    def __init__(self, max_events: int = MAX_EVENTS, max_bytes: int = MAX_BYTES) -> None:
+        self.max_events, self.max_bytes = max_events, max_bytes
+        self._events: OrderedDict[str, tuple[str, bytes]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self._flushing = threading.Lock()
+        self.checkpoint: Callable[[], bool] | None = None  # the store's: empties the WAL into the database
+        self.disk_full = False  # a write found the disk full, and no checkpoint has emptied the WAL since
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    def hold(self, key: str, route: str, body: bytes) -> bool:
+        """Keep one event; False when the holding is full (the same key twice is held once)."""
+        with self._lock:
+            if key in self._events:
+                return True
+            if len(self._events) >= self.max_events or self._bytes + len(body) > self.max_bytes:
+                return False
+            self._events[key] = (route, body)
+            self._bytes += len(body)
+            return True
+
+    def _drop(self, key: str) -> None:
+        with self._lock:
+            held = self._events.pop(key, None)
+            if held is not None:
+                self._bytes -= len(held[1])
+
+    def make_room(self, home: str) -> bool:
+        """After a full disk, before any other write: empty the WAL into the database (on a small disk the WAL
+        holds most of the space), in the freed reserve when it needs room. True when queue writes may go on;
+        while False, written events would only grow the WAL the checkpoint cannot empty."""
+        if not self.disk_full or self.checkpoint is None:
+            return True
+        freed = 0
+        while True:
+            try:
+                if self.checkpoint():
+                    self.disk_full = False
+                    log.warning("the disk has room again: the WAL was emptied into the database%s",
+                                f" ({freed // 1024} KiB of the reserve given to it)" if freed else "")
+                    return True
+            except Exception as exc:  # noqa: BLE001 - no room for the checkpoint yet
+                log.debug("checkpoint after a full disk failed: %s", exc)
+            if not spool.shrink_reserve(home, CHECKPOINT_STEP):
+                return False
+            freed += CHECKPOINT_STEP
+
+    def flush(self, accept: Callable[[str, bytes], str] | None, home: str,
+              rejected: type[Exception]) -> FlushReport:
+        """Hand the held events to the queue (``accept``; None: the disk has no room for it), else the spool,
+        oldest first; stop at the first neither takes."""
+        report = FlushReport()
+        with self._flushing:
+            with self._lock:
+                pending = list(self._events.items())
+            for number, (key, (route, body)) in enumerate(pending):
+                try:
+                    if accept is None:
+                        raise DiskFullError("no room for the queue yet")
+                    accept(route, body)
+                    report.queued += 1
+                except rejected as exc:
+                    log.error("a held %s event can never be queued (%s); dropped", route, exc)
+                    report.dropped += 1
+                except Exception as exc:  # noqa: BLE001 - the disk still full, the store busy: try the spool
+                    report.disk_full = report.disk_full or isinstance(exc, DiskFullError)
+                    try:
+                        spool.write(home, route, body)
+                        report.spooled += 1
+                    except OSError:
+                        report.kept = len(pending) - number
+                        log.debug("held events wait for room (%s: %s)", type(exc).__name__, exc)
+                        return report
+                self._drop(key)
+        return report
+
+
+def holding_of(request: Request) -> tuple[HeldEvents, Any] | None:
+    """The worker's held events and its spool drainer (which flushes them), once the worker is ready."""
+    drainer = getattr(request.app.state.worker, "spool", None)
+    held = getattr(drainer, "held", None)
+    return (held, drainer) if isinstance(held, HeldEvents) else None
+
+
+async def on_disk_full(request: Request, detail: str) -> Response | None:
+    """A full disk refused a request: the drainer empties the WAL before anything more is written (freeing the
+    reserve for the checkpoint if need be); a hook's event is held in memory and acknowledged as held. None:
+    answer 507 as before."""
+    holding = holding_of(request)
+    if holding is None:
+        return None
+    held, drainer = holding
+    runtime = request.app.state.worker.runtime
+    if runtime is not None:
+        held.checkpoint = runtime.store.checkpoint
+    held.disk_full = True
+    drainer.nudge()  # the drainer empties the WAL (in the reserve if need be) before it writes anything more
+    if request.method != "POST" or request.url.path not in ROUTE_EVENT_TYPES:
+        return None
+    try:
+        body = await request.body()  # read by the route already: Starlette keeps it
+        data = loads(body)
+    except Exception:  # noqa: BLE001 - no body to hold: the 507 stands
+        return None
+    key = data.get(EVENT_KEY_FIELD) if isinstance(data, dict) else None
+    if not isinstance(key, str) or not key or not held.hold(key, request.url.path, body):
+        return None
+    log.warning("the disk is full: a %s event is held in memory (%d held) until the disk has room",
+                request.url.path, len(held))
+    return JSONResponse({"status": "accepted", "held": HELD, "duplicate": False,
+                         "detail": f"the disk is full; the event is held in the worker's memory and queued once "
+                                   f"there is room ({detail})"}, status_code=202)
