@@ -256,3 +256,17 @@ def test_hooks_to_a_real_worker_store_none_of_the_new_shapes(env: dict[str, str]
     assert any("[REDACTED:pgpass_password]" in p for p in payloads)
     assert any("frobnicator-7421" in t for t in texts)  # the ordinary text around them is stored
     assert _leaks(isolated_home, secrets) == {}
+
+
+def test_bench_secrets_prints_the_table_and_writes_its_rows(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    out = tmp_path / "secrets.json"
+    done = subprocess.run([sys.executable, "-m", "memcairn", "bench", "secrets", "--json", str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "AGE-SECRET-KEY-1" in done.stdout and "redacted" in done.stdout
+    assert "false positives: none" in done.stdout
+    totals = json.loads(out.read_text())["totals"]
+    assert totals["shapes"] >= 60 and totals["stored"] == 0 and totals["false_positives"] == 0

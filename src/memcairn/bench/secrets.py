@@ -174,6 +174,8 @@ LOOKALIKES: tuple[str, ...] = (
     "key-value store",
     "the api key is stored in the vault",
     "password: {{ vault_db_password }}",
+    "the token is JWT-based and the password is None",
+    'publicKey: "MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEAu1SU1L"',
 )
 
 

@@ -257,6 +257,30 @@ def bench_mcp(runs: int) -> None:
     click.echo(render_table(mcp.run(runs)))
 
 
+@bench.command("secrets")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), help="Also write rows here.")
+def bench_secrets(json_out: Path | None) -> None:
+    """Shapes of secrets (config lines, commands, prose, providers' token formats) through the admission code:
+    each stored or redacted, by which rule; then the innocent look-alikes it changed (false positives).
+
+    Example:
+
+    \b
+        memcairn bench secrets
+    """
+    from memcairn.bench import secrets
+
+    _check_output(json_out)
+    result = secrets.run()
+    click.echo(render_table(result["shapes"]))
+    click.echo()
+    click.echo(render_table(result["false_positives"]) if result["false_positives"] else "false positives: none")
+    click.echo()
+    click.echo(render_table([result["totals"]]))
+    if json_out:
+        _write_json(json_out, result)
+
+
 @bench.command("worker")
 @click.option("--items", default=100_000, show_default=True, help="Synthetic observations in the store.")
 @click.option("--clients", default=8, show_default=True, type=click.IntRange(min=1),
