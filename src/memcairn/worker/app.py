@@ -234,6 +234,7 @@ class WorkerState:
         self.read_threads = max(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                                 else os.cpu_count() or 2)
         self._read_limiter: anyio.CapacityLimiter | None = None
+        self.backlog: tuple[float, dict[str, Any]] | None = None  # /api/health's last read of the queue, and when
         self.phase = "starting"
         self.detail = "waiting to start"
         self.started_at = time.time()
@@ -612,15 +613,23 @@ async def health(request: Request) -> Response:
                  "state": state.phase, "started_at": int(state.started_at), "store": store, "queue": queue})
 
 
+BACKLOG_SECONDS = 1.0  # a probe polling health reads the queue at most once a second (a thread hop: ~0.3 ms)
+
+
 async def _queue_health(state: WorkerState) -> dict[str, Any] | None:
     """The capture queue's state (``CaptureRunner.queue_state``) once the worker is ready; None before."""
     runtime, capture = state.runtime, state.capture
     if runtime is None or capture is None or not state.ready:
         return None
-    try:
-        backlog = await run_in_threadpool(runtime.store.ingest_backlog)  # index seeks; never behind searches
-    except Exception as exc:  # noqa: BLE001 - health answers whatever the store does
-        return {"state": "unknown", "detail": f"the queue cannot be read: {exc}"}
+    now = time.monotonic()
+    if state.backlog is not None and now - state.backlog[0] < BACKLOG_SECONDS:
+        backlog = state.backlog[1]
+    else:
+        try:
+            backlog = await run_in_threadpool(runtime.store.ingest_backlog)  # index seeks; never behind searches
+        except Exception as exc:  # noqa: BLE001 - health answers whatever the store does
+            return {"state": "unknown", "detail": f"the queue cannot be read: {exc}"}
+        state.backlog = (now, backlog)
     return {**capture.queue_state(backlog["pending"], backlog["oldest_pending_epoch"]),
             "failed": backlog["failed"]}
 
