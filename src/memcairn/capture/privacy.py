@@ -371,6 +371,10 @@ class _AssignmentRegexes(NamedTuple):
     password_suffix: re.Pattern[str]
     weak_suffix: re.Pattern[str]
     token_shape: re.Pattern[str]
+    hex_run: re.Pattern[str]
+    digit: re.Pattern[str]
+    upper: re.Pattern[str]
+    lower: re.Pattern[str]
     identifier: re.Pattern[str]
     line_end: re.Pattern[str]
 
@@ -387,6 +391,10 @@ def _assignment_regexes() -> _AssignmentRegexes:
         password_suffix=re.compile(rf"(?:^|{_WORD_START})(?i:pass(?:word|wd|phrase)?)$"),
         weak_suffix=re.compile(rf"{_WORD_START}(?i:key|signing)$"),
         token_shape=re.compile(r"[A-Za-z0-9_+/=.-]{16,512}"),
+        hex_run=re.compile(r"[0-9a-fA-F-]+"),
+        digit=re.compile(r"[0-9]"),
+        upper=re.compile(r"[A-Z]"),
+        lower=re.compile(r"[a-z]"),
         identifier=re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*"),
         line_end=re.compile(r"[ \t]*(?:#[^\n]*)?(?:\r?\n|\Z)"),
     )
@@ -445,11 +453,12 @@ def _token_shaped(value: str) -> bool:
     """Whether a value under a name that only may hold a secret (``STRIPE_KEY``, ``JWT_SIGNING``; ``sort_key``,
     ``primary_key`` hold none) reads as a random token: 16 characters or more of a token's alphabet, with digits
     and both cases, or 24 hex digits or more. A path, a URL, words and dotted names are not."""
-    if _assignment_regexes().token_shape.fullmatch(value) is None or value.startswith(("/", ".", "-")):
+    regexes = _assignment_regexes()
+    if regexes.token_shape.fullmatch(value) is None or value.startswith(("/", ".", "-")):
         return False
-    if all(char in "0123456789abcdefABCDEF-" for char in value):
-        return len(value) >= 24 and any(char.isdigit() for char in value)
-    return any(c.isdigit() for c in value) and any(c.isupper() for c in value) and any(c.islower() for c in value)
+    if regexes.hex_run.fullmatch(value) is not None:
+        return len(value) >= 24 and regexes.digit.search(value) is not None
+    return all(check.search(value) is not None for check in (regexes.digit, regexes.upper, regexes.lower))
 
 
 # What ``password: X`` names when X is a type (an annotation, a schema) or a word about the password, not one.
