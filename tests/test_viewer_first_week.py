@@ -28,6 +28,7 @@ from test_viewer_browser import (
 
 from memcairn.models import NewItem
 from memcairn.search.relevance import STRONG
+from memcairn.search.render import WEAK_ONLY
 from memcairn.store import Store
 
 # the real worker and the page of tests/test_viewer_browser.py
@@ -92,6 +93,23 @@ def test_search_hits_show_the_clis_relevance_and_weak_mark(keyword_worker: httpx
         expect(row.locator(".row-score")).to_have_text(f"relevance {value:.2f}")
         expect(row.locator(".row-weak")).to_have_count(1 if value < STRONG else 0)
     expect(_row(page, "#results", weak).locator(".row-weak")).to_have_text("weak")
+
+
+def test_a_search_of_weak_hits_only_or_none_says_so_as_the_cli_does(keyword_worker: httpx.Client, page: Page) -> None:
+    worker = keyword_worker
+    _save(worker, project="viewer-test", title="zephyrquartz only", text="t", type="note")
+    page.goto(str(worker.base_url.join("/")))
+    _wait_until_loaded(page)
+    search = page.locator("#search-input")
+    search.fill("zephyrquartz lanternfish")  # one word of two: a weak match only
+    search.press("Enter")
+    expect(page.locator("#search-notes")).to_have_text(re.compile("^" + re.escape(WEAK_ONLY)))
+    search.fill("zephyrquartz lanternfish narwhal")  # one of three: under the floor, hidden
+    search.press("Enter")
+    hidden = worker.get("/api/search", params={"query": "zephyrquartz lanternfish narwhal", "format": "json"}).json()
+    assert hidden["results"] == [] and hidden["hidden"] == 1
+    expect(page.locator("#results .empty")).to_have_text("No memory matches the query; 1 weaker match hidden.")
+    expect(page.locator("#search-notes")).not_to_contain_text(WEAK_ONLY)
 
 
 def test_the_detail_is_cleared_when_the_filters_leave_its_memory_out(worker: httpx.Client, page: Page,

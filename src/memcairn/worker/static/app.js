@@ -16,6 +16,7 @@
   // A hit's relevance is on the scale of the CLI's --min-score: 1.0 and over is a match, under it a weak match
   // (search.relevance.STRONG), marked "weak" as `memcairn search` marks it.
   const STRONG = 1.0;
+  const WEAK_ONLY = 'No strong match: these only resemble the query (weak); memory may not hold the answer.';
   const KNOWN_TYPES = ['discovery', 'bugfix', 'feature', 'refactor', 'change', 'decision', 'summary', 'prompt', 'note'];
   const TEXT_SECTIONS = [
     ['text', 'Text'],
@@ -655,6 +656,8 @@
     setSearchMeta(parts);
 
     const notes = data && Array.isArray(data.notes) ? data.notes.map(str).filter(Boolean) : [];
+    // as `memcairn search` says it: every hit weak, or weaker candidates hidden under the relevance floor
+    if (count > 0 && state.results.every((item) => item.relevance !== null && item.relevance < STRONG)) notes.unshift(WEAK_ONLY);
     ui.searchNotes.textContent = notes.join(' ');
     ui.searchNotes.hidden = notes.length === 0;
 
@@ -665,7 +668,11 @@
     followTimeZone();
     clear(ui.results);
     if (count === 0) {
-      ui.results.append(el('li', { className: 'empty', text: 'No memories matched.' }));
+      const hidden = data && typeof data.hidden === 'number' ? data.hidden : 0;
+      const text = hidden > 0
+        ? `No memory matches the query; ${hidden} weaker ${hidden === 1 ? 'match' : 'matches'} hidden.`
+        : 'No memories matched.';
+      ui.results.append(el('li', { className: 'empty', text }));
       return;
     }
     const fragment = document.createDocumentFragment();
