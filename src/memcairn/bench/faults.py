@@ -728,7 +728,14 @@ def _repaired(port: int) -> bool:
 
 
 # -- the campaign -----------------------------------------------------------------------------------------
-SCENARIOS = ("sigkill", "writers", "lock", "disk", "corrupt", "corrupt-live", "fts", "drop", "drift", "poison")
+SCENARIOS = ("sigkill", "writers", "lock", "disk", "disk-hooks", "corrupt", "corrupt-live", "fts", "drop", "drift",
+             "poison")
+
+
+def _disk_hooks(workdir: Path, log: Log) -> Row:
+    from memcairn.bench.faults_disk_hooks import disk_full_hooks  # real prompt hooks on a full disk
+
+    return disk_full_hooks(workdir, log)
 
 
 def run(kills: int = 30, writer_count: int = 4, writer_items: int = 1000, hooks: int = 5, hold_seconds: float = 10.0,
@@ -743,6 +750,7 @@ def run(kills: int = 30, writer_count: int = 4, writer_items: int = 1000, hooks:
             ("writers", lambda: writers(workdir, writer_count, writer_items, log)),
             ("lock", lambda: held_lock(workdir, hooks, hold_seconds, log)),
             ("disk", lambda: disk_full(workdir, log, settle_seconds)),
+            ("disk-hooks", lambda: _disk_hooks(workdir, log)),
             ("corrupt", lambda: corrupted_page(workdir, items, log)),
             ("corrupt-live", lambda: corrupted_page_live(workdir, min(items, 60), log)),
             ("fts", lambda: damaged_index(workdir, items, searches, log, model)),

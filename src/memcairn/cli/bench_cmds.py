@@ -456,8 +456,8 @@ def bench_recall(qa: Path, transcripts: tuple[Path, ...], more_qa: tuple[Path, .
 @click.option("--searches", default=30, show_default=True, type=click.IntRange(min=1),
               help="Searches (each with a write) while the keyword index is damaged.")
 @click.option("--only", multiple=True,
-              type=click.Choice(["sigkill", "writers", "lock", "disk", "corrupt", "corrupt-live", "fts", "drop",
-                                 "drift", "poison"]),
+              type=click.Choice(["sigkill", "writers", "lock", "disk", "disk-hooks", "corrupt", "corrupt-live", "fts",
+                                 "drop", "drift", "poison"]),
               help="Run only these scenarios (repeatable) [default: all].")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), help="Also write rows here.")
 def bench_faults(kills: int, writer_count: int, writer_items: int, hooks: int, hold_seconds: float, items: int,
