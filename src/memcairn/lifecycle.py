@@ -74,8 +74,12 @@ def read_pid_file(cfg: Settings) -> dict[str, Any] | None:
 def write_pid_file(cfg: Settings, info: dict[str, Any]) -> None:
     target = pid_path(cfg)
     tmp = target.with_name(f".{PID_FILE}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(info), encoding="utf-8")
-    os.replace(tmp, target)
+    try:
+        tmp.write_text(json.dumps(info), encoding="utf-8")
+        os.replace(tmp, target)
+    except BaseException:  # a full disk: no temporary file left behind
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def remove_pid_file(cfg: Settings, pid: int | None = None) -> bool:

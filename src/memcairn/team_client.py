@@ -59,11 +59,15 @@ def _write_private(path: Path, data: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     staging = path.with_name(f".{path.name}.{os.getpid()}")
     fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(staging, path)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(staging, path)
+    except BaseException:  # a full disk: no staging file left behind
+        staging.unlink(missing_ok=True)
+        raise
 
 
 def load_remote(home: Path) -> RemoteConfig | None:

@@ -37,8 +37,8 @@ def chroma_store_id(home: Path) -> str:
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f"{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
-        tmp.write_text(uuid.uuid4().hex + "\n", encoding="utf-8")
         try:
+            tmp.write_text(uuid.uuid4().hex + "\n", encoding="utf-8")
             os.link(tmp, path)  # fails if another process made it first: theirs is kept
         except FileExistsError:
             pass
