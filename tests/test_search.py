@@ -183,6 +183,17 @@ def test_filters_apply_to_filter_only_search(mem_store: Store) -> None:
     assert service.search(kinds="all").counts == {"observation": 1, "summary": 1, "prompt": 1, "manual": 0}
 
 
+def test_a_type_memcairn_never_writes_is_named_when_nothing_matches(mem_store: Store, corpus: dict[str, int]) -> None:
+    """`--type nonsense` (a typo, or a kind given as a type) said nothing; an empty answer now says why."""
+    service = SearchService(mem_store)
+    for request in ({"types": ["nonsense"]}, {"types": ["bugfx"], "query": "zebra"}):
+        result = service.search(**request)
+        assert not result.hits and any("no memory has type" in n and "bugfix" in n for n in result.notes), request
+    assert not any("type" in n for n in service.search(types=["bugfix"]).notes)  # a known type: no note
+    add(mem_store, kind="manual", type="checklist", title="Release steps", text="tag, build, publish")
+    assert ids(service.search(types=["checklist"])) and not service.search(types=["checklist"]).notes
+
+
 def test_without_a_mirror_search_is_keyword_and_says_why(mem_store: Store, corpus: dict[str, int]) -> None:
     result = SearchService(mem_store, None).search(query="zebra")
     assert result.strategy == "keyword" and result.fallback_reason == "vector_unavailable"

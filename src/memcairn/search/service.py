@@ -43,7 +43,7 @@ from datetime import tzinfo
 from typing import Any
 
 from memcairn.errors import KeywordIndexDamagedError, ValidationError, WouldWait
-from memcairn.models import MAX_ITEM_ID, ItemFilter, MemoryItem
+from memcairn.models import DEFAULT_TYPES, MAX_ITEM_ID, OBSERVATION_TYPES, ItemFilter, MemoryItem
 from memcairn.search import fusion, relevance
 from memcairn.search.request import SearchRequest, now_ms
 from memcairn.search.result import LegRank, SearchHit, SearchResult, Timeline
@@ -118,6 +118,8 @@ class SearchService:
             self._filter_only(run)
         else:
             self._query(run)
+        if req.types and not run.hits:
+            _note_unknown_types(req.types, run.notes)
         return self._finish(run, started)
 
     def timeline(self, anchor: int | str | None = None, query: str | None = None, depth_before: int = 10,
@@ -372,6 +374,18 @@ class _Run:
         self.created: dict[int, int] = {}  # created_at_epoch of items already read, by id
         self.min_score = relevance.DEFAULT_MIN_SCORE if req.min_score is None else req.min_score
         self.hidden = 0  # candidates below the relevance floor
+
+
+# The types memcairn writes itself (a person's `add --type` may use others).
+KNOWN_TYPES = tuple(dict.fromkeys((*OBSERVATION_TYPES, *DEFAULT_TYPES.values())))
+
+
+def _note_unknown_types(types: Sequence[str], notes: list[str]) -> None:
+    """An empty result filtered by a type memcairn never writes (a typo, or a kind given as a type) says so."""
+    unknown = [t for t in types if t not in KNOWN_TYPES]
+    if unknown:
+        names = ", ".join(repr(t) for t in unknown)
+        notes.append(f"no memory has type {names}; the types memcairn writes: {', '.join(KNOWN_TYPES)}")
 
 
 def unknown_projects_note(unknown: Sequence[str], known: Sequence[str]) -> str:
