@@ -157,6 +157,7 @@ LOOKALIKES = [
     "commit 3f786850e387550fdab836ed7e6dc881de23001b",
     "price is $25.00 and the key-value store is up",
     "the token is JWT-based and the password is None",
+    "pin to v2.3.4 and the token to gh-1234 later",
     'publicKey: "MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEAu1SU1L"',
 ]
 

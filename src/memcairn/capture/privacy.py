@@ -620,7 +620,7 @@ def _prose_pattern() -> re.Pattern[str]:
         r"(?i:\b(?P<what>pass(?:word|phrase|wd|code)|pin|api[ _-]?key|secret(?:[ _-]key)?"
         r"|(?:access|auth|api|bearer)[ _-]?token|token))"
         r"(?:[ \t]+(?:for|of|on|to)[ \t]+[\w.@:/-]{1,64}+)?"
-        r"[ \t]+(?i:is(?:[ \t]+now|[ \t]+set[ \t]+to)?|was|(?:set|changed|reset)[ \t]+to|to)[ \t]*:?[ \t]+"
+        r"[ \t]+(?P<verb>(?i:is(?:[ \t]+now|[ \t]+set[ \t]+to)?|was|(?:set|changed|reset)[ \t]+to|to))[ \t]*:?[ \t]+"
         rf"(?P<quote>[\"'`]?)(?P<secret>{_NOT_PLACEHOLDER}[^\s\"'`]{{1,128}}+)"
     )
 
@@ -661,7 +661,10 @@ def _redact_prose(text: str) -> tuple[str, int]:
             value = value[: value.index(quote)]
         elif not quote:
             value = value.rstrip(".,;:!?)")
-        if not _prose_value_is_secret(value, match.group("what"), bool(quote)):
+        what = match.group("what")
+        if match.group("verb").lower() == "to" and not what.lower().startswith("pass"):
+            return whole  # "pin to v2.3.4", "token to use": only a password is changed *to* something
+        if not _prose_value_is_secret(value, what, bool(quote)):
             return whole
         count += 1
         start = match.start("secret") - base
