@@ -20,10 +20,12 @@ import hashlib
 import hmac
 import os
 import queue
+import select
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
+from typing import TypeVar
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
@@ -33,6 +35,7 @@ from memcairn.pgstore.migrations import migrate
 from memcairn.pgstore.schema import APP_ROLE
 from memcairn.pgstore.waits import before_waiting, may_wait
 
+T = TypeVar("T")
 LOOP_LOCK_TIMEOUT = "50ms"  # a read's lock wait on the event loop before it goes to a thread (see above)
 
 
@@ -102,7 +105,12 @@ def prepare(owner_dsn: str, secret: bytes, timeouts: Timeouts | None = None) -> 
 
 
 class Pool:
-    """At most ``size`` connections of one DSN, handed out one per caller; a broken one is replaced."""
+    """At most ``size`` connections of one DSN, handed out one per caller; a broken one is replaced.
+
+    PostgreSQL ends connections under us (``pg_terminate_backend``, a restart or failover, an idle timeout): an
+    idle connection it ended is not lent (``_ended``; on a thread also ``_answers``), and a read on the event loop
+    whose connection died under it raises ``WouldWait``, so it is run again, once, on a thread with another
+    connection (it wrote nothing). ``read_as`` runs a read on a thread once more the same way."""
 
     def __init__(self, dsn: str, size: int = 8) -> None:
         self.dsn = dsn
@@ -118,9 +126,8 @@ class Pool:
             raise WouldWait("every connection of the pool is in use")
         conn: psycopg.Connection | None = None
         try:
-            try:
-                conn = self._idle.get_nowait()
-            except queue.Empty:
+            conn = self._idle_connection()
+            if conn is None:
                 before_waiting("opening a connection")
                 conn = connect(self.dsn)
             yield conn
@@ -129,6 +136,14 @@ class Pool:
             if not may_wait():  # ``LOOP_LOCK_TIMEOUT`` ran out: run the read again where it may wait
                 raise WouldWait("a table is locked") from exc
             raise
+        except psycopg.OperationalError as exc:
+            if conn is None or not connection_lost(exc, conn):
+                self._rollback(conn)
+                raise
+            conn.close()  # never lent again (its pipeline may be half-read, though libpq has not noticed)
+            if not may_wait():
+                raise WouldWait("the connection to PostgreSQL was lost") from exc
+            raise
         except BaseException:
             self._rollback(conn)
             raise
@@ -136,16 +151,32 @@ class Pool:
             if conn is not None:
                 if conn.broken or conn.closed or self._closed:
                     conn.close()
-                else:
-                    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-                        conn.rollback()
+                elif conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE or self._rollback(conn):
                     self._idle.put(conn)
             self._slots.release()
 
+    def _idle_connection(self) -> psycopg.Connection | None:
+        """The most recently returned idle connection PostgreSQL has not ended, or None; ended ones are closed."""
+        while True:
+            try:
+                conn = self._idle.get_nowait()
+            except queue.Empty:
+                return None
+            if not _ended(conn) and (not may_wait() or _answers(conn)):
+                return conn
+            conn.close()
+
     @staticmethod
-    def _rollback(conn: psycopg.Connection | None) -> None:
-        if conn is not None and not conn.closed and not conn.broken:
+    def _rollback(conn: psycopg.Connection | None) -> bool:
+        """Roll back what the block left open; False (and the connection closed) when that fails."""
+        if conn is None or conn.closed or conn.broken:
+            return False
+        try:
             conn.rollback()
+        except psycopg.Error:
+            conn.close()
+            return False
+        return True
 
     def close(self) -> None:
         self._closed = True
@@ -156,6 +187,36 @@ class Pool:
                 return
 
 
+def _ended(conn: psycopg.Connection) -> bool:
+    """Whether an idle connection can no longer be used. Between transactions the server sends nothing we ask
+    for (no ``LISTEN`` on these connections), so anything to read means it ended the session (its FATAL message,
+    then end of file) or at least that the connection is in a state not worth trusting: one ``select``, no round
+    trip."""
+    if conn.closed or conn.broken:
+        return True
+    try:
+        readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
+
+
+def connection_lost(exc: psycopg.OperationalError, conn: psycopg.Connection) -> bool:
+    """Whether ``exc`` says the connection is gone (not a timeout or a lock the server reported): libpq's own
+    failures have no SQLSTATE; the server's are class 08 (connection) or 57P (shut down, terminated)."""
+    return conn.broken or conn.closed or exc.sqlstate is None or exc.sqlstate.startswith(("08", "57P"))
+
+
+def _answers(conn: psycopg.Connection) -> bool:
+    """One round trip (an empty query), where a request may wait: a backend ``pg_terminate_backend`` has just
+    signalled may not have written its goodbye yet (``_ended`` sees nothing), but it answers no query."""
+    try:
+        conn.execute("")
+    except psycopg.Error:
+        return False
+    return True
+
+
 @contextmanager
 def tenant_transaction(conn: psycopg.Connection, tenant_id: int) -> Iterator[psycopg.Cursor]:
     """One transaction in which ``app.tenant_id`` is ``tenant_id`` (and nothing else is visible)."""
@@ -164,6 +225,22 @@ def tenant_transaction(conn: psycopg.Connection, tenant_id: int) -> Iterator[psy
     with conn.transaction(), conn.cursor() as cur:
         act_as(cur, tenant_id)
         yield cur
+
+
+def read_as(pool: Pool, tenant_id: int, read: Callable[[psycopg.Cursor], T]) -> T:
+    """``read`` in a ``tenant_transaction`` of a pooled connection, run once more on another connection when
+    PostgreSQL ended the first under it (a read: it may run twice). Where waiting is not allowed the pool raises
+    ``WouldWait`` instead, and the caller runs it again on a thread."""
+    for again in (False, True):
+        lent: psycopg.Connection | None = None
+        try:
+            with pool.connection() as conn, tenant_transaction(conn, tenant_id) as cur:
+                lent = conn
+                return read(cur)
+        except psycopg.OperationalError as exc:
+            if again or lent is None or not connection_lost(exc, lent):
+                raise
+    raise AssertionError("unreachable")
 
 
 def act_as(cur: psycopg.Cursor, tenant_id: int) -> None:

@@ -33,7 +33,7 @@ from memcairn.lru import Lru
 from memcairn.models import NewItem
 from memcairn.pgstore.audit import Actor, audit, audit_actor
 from memcairn.pgstore.backlog import vector_literal
-from memcairn.pgstore.db import Pool, tenant_transaction
+from memcairn.pgstore.db import Pool, read_as, tenant_transaction
 from memcairn.pgstore.keyword import KeywordLeg, TtlCache
 from memcairn.pgstore.project_copies import ProjectCopies
 from memcairn.pgstore.waits import before_waiting
@@ -127,8 +127,7 @@ class TeamStore:
         return int(row[0])
 
     def projects(self, tenant_id: int, *, pin: int | None = None) -> list[dict[str, Any]]:
-        with self.pool.connection() as conn, tenant_transaction(conn, tenant_id) as cur:
-            return self.projects_in(cur, tenant_id, pin=pin)
+        return read_as(self.pool, tenant_id, lambda cur: self.projects_in(cur, tenant_id, pin=pin))
 
     @staticmethod
     def projects_in(cur: psycopg.Cursor, tenant_id: int, *, pin: int | None = None) -> list[dict[str, Any]]:
@@ -141,8 +140,7 @@ class TeamStore:
         return [{"name": name, "items": count, "last_item_at_epoch": last} for _, name, count, last in rows]
 
     def project_ids(self, tenant_id: int, names: Sequence[str], *, pin: int | None = None) -> list[int]:
-        with self.pool.connection() as conn, tenant_transaction(conn, tenant_id) as cur:
-            return self.project_ids_in(cur, tenant_id, names, pin=pin)
+        return read_as(self.pool, tenant_id, lambda cur: self.project_ids_in(cur, tenant_id, names, pin=pin))
 
     def project_ids_in(self, cur: psycopg.Cursor, tenant_id: int, names: Sequence[str], *,
                        pin: int | None = None) -> list[int]:
@@ -411,8 +409,7 @@ class TeamStore:
         return found[0]
 
     def get_many(self, tenant_id: int, ids: Sequence[int], *, pin: int | None = None) -> list[dict[str, Any]]:
-        with self.pool.connection() as conn, tenant_transaction(conn, tenant_id) as cur:
-            return self.get_many_in(cur, tenant_id, ids, pin=pin)
+        return read_as(self.pool, tenant_id, lambda cur: self.get_many_in(cur, tenant_id, ids, pin=pin))
 
     def get_many_in(self, cur: psycopg.Cursor, tenant_id: int, ids: Sequence[int], *,
                     pin: int | None = None) -> list[dict[str, Any]]:

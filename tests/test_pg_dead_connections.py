@@ -1,0 +1,133 @@
+"""Connections PostgreSQL ended (``pg_terminate_backend``, a restart, an idle timeout) are not handed to a request:
+the pool checks a connection before it lends it, and a read on the event loop whose connection died under it is
+run again on a thread with a new one."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import httpx
+import pytest
+
+pytest.importorskip("pg0")
+pytest.importorskip("psycopg")
+
+from pg_server_process import running_server  # noqa: E402
+from postgres_server import TEST_SECRET  # noqa: E402
+
+from memcairn.errors import WouldWait  # noqa: E402
+from memcairn.pgstore import db  # noqa: E402
+from memcairn.pgstore.waits import no_waiting  # noqa: E402
+
+pytestmark = pytest.mark.timeout(240)
+APP_BACKENDS = ("SELECT pid FROM pg_stat_activity WHERE usename = 'memcairn_app' AND datname = current_database()"
+                " AND backend_type = 'client backend'")
+# the embedding leader's own connection, which holds its advisory lock, is no pooled one
+POOLED = " AND pid NOT IN (SELECT pid FROM pg_locks WHERE locktype = 'advisory')"
+
+
+def _terminate(owner_dsn: str, count: int, *, pooled_only: bool = False) -> int:
+    """End ``count`` of the application role's backends; how many were ended."""
+    which = APP_BACKENDS + (POOLED if pooled_only else "")
+    with db.connect(owner_dsn) as conn:
+        return len(conn.execute(f"SELECT pg_terminate_backend(pid) FROM ({which} LIMIT %s) AS b", (count,)).fetchall())
+
+
+def test_the_pool_lends_no_connection_postgresql_ended(pg_database: str) -> None:
+    pool = db.Pool(db.app_conninfo(pg_database, TEST_SECRET), size=3)
+    try:
+        with pool.connection() as first, pool.connection() as second:
+            before = {first.info.backend_pid, second.info.backend_pid}
+        assert _terminate(pg_database, 2) == 2
+        with db.connect(pg_database) as conn:  # pg_terminate_backend only signals: wait until both have exited
+            while conn.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s)",
+                               (list(before),)).fetchone() != (0,):
+                time.sleep(0.01)
+        # on the event loop only a connection open now is lent: both ended, so none is (as for a busy pool)
+        with pytest.raises(WouldWait), no_waiting(), pool.connection():
+            pass
+        with pool.connection() as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+            assert conn.info.backend_pid not in before
+    finally:
+        pool.close()
+
+
+def _end_own_backend(pg_database: str, conn: object) -> None:
+    with db.connect(pg_database) as owner:
+        owner.execute("SELECT pg_terminate_backend(%s, 5000)", (conn.info.backend_pid,))  # type: ignore[attr-defined]
+
+
+def test_a_read_whose_connection_dies_under_it_runs_again(pg_database: str) -> None:
+    pool = db.Pool(db.app_conninfo(pg_database, TEST_SECRET), size=2)
+    tenant = 1
+    attempts: list[int] = []
+
+    def read(cur: object) -> int:
+        attempts.append(cur.connection.info.backend_pid)  # type: ignore[attr-defined]
+        if len(attempts) == 1:
+            _end_own_backend(pg_database, cur.connection)  # type: ignore[attr-defined]
+        return int(cur.execute("SELECT 41 + 1").fetchone()[0])  # type: ignore[attr-defined]
+
+    try:
+        assert db.read_as(pool, tenant, read) == 42
+        assert len(attempts) == 2 and attempts[0] != attempts[1]
+        # on the event loop the pool says "run it again on a thread" instead of failing the read
+        with pytest.raises(WouldWait), no_waiting(), pool.connection() as conn:
+            _end_own_backend(pg_database, conn)
+            conn.execute("SELECT 1")
+    finally:
+        pool.close()
+
+
+def test_no_request_fails_when_backends_are_terminated(tmp_path: Path, pg_database: str) -> None:
+    """A stream of 120 reads (search, timeline, context) from 5 clients in 8 rounds; after each of the first 7
+    rounds one of the server's pooled backends is ended while it waits for the next request. (A backend ended in
+    the middle of a read on the event loop: ``test_a_read_whose_connection_dies_under_it_runs_again``; one ended
+    in the middle of a request on a thread still fails that request, 503: running it again is the route's.)"""
+    with running_server(tmp_path, pg_database, "--workers", "1") as server:
+        headers = {"Authorization": f"Bearer {server.make_key()}"}
+        ids = []
+        for n in range(12):
+            saved = httpx.post(f"{server.url}/v1/memories", headers=headers,
+                               json={"project": "api", "title": f"Decision {n} about retries",
+                                     "text": f"retry budget number {n}: back off and give up after {n} tries"})
+            assert saved.status_code == 201
+            ids.append(saved.json()["id"])
+        requests = [("/v1/search", {"query": "retry budget", "project": "api", "mode": "keyword"}),
+                    ("/v1/search", {"query": "when to give up", "project": "api"}),
+                    ("/v1/timeline", {"anchor": str(ids[5]), "project": "api"}),
+                    ("/v1/context", {"project": "api"})]
+        results: Counter[int] = Counter()
+        failures: list[str] = []
+        lock = threading.Lock()
+        killed: list[int] = []
+
+        def kill_one() -> None:  # run by the barrier between two rounds, every client waiting
+            if len(killed) < 7:
+                killed.append(_terminate(pg_database, 1, pooled_only=True))
+
+        rounds = threading.Barrier(5, action=kill_one)
+
+        def client(offset: int) -> None:
+            with httpx.Client(headers=headers, timeout=30) as http:
+                for n in range(24):  # 5 clients, 3 requests a round: 120 in 8 rounds
+                    path, params = requests[(offset + n) % len(requests)]
+                    answer = http.get(f"{server.url}{path}", params=params)
+                    with lock:
+                        results[answer.status_code] += 1
+                        if answer.status_code != 200:
+                            failures.append(f"{path} {answer.status_code} {answer.text[:200]}")
+                    if n % 3 == 2:
+                        rounds.wait()
+
+        clients = [threading.Thread(target=client, args=(k,)) for k in range(5)]
+        for thread in clients:
+            thread.start()
+        for thread in clients:
+            thread.join()
+        assert sum(killed) == 7, killed
+        assert results == Counter({200: 120}), failures
