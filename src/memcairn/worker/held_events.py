@@ -18,6 +18,7 @@ Bounded: ``MAX_EVENTS`` events or ``MAX_BYTES`` of bodies; past that the answer 
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -31,6 +32,7 @@ from memcairn import spool
 from memcairn.errors import DiskFullError
 from memcairn.fastjson import loads
 from memcairn.protocol import EVENT_KEY_FIELD, ROUTE_EVENT_TYPES
+from memcairn.store.db import error_kind
 
 log = logging.getLogger("memcairn.worker")
 
@@ -95,8 +97,11 @@ class HeldEvents:
                     log.warning("the disk has room again: the WAL was emptied into the database%s",
                                 f" ({freed // 1024} KiB of the reserve given to it)" if freed else "")
                     return True
-            except Exception as exc:  # noqa: BLE001 - no room for the checkpoint yet
-                log.debug("checkpoint after a full disk failed: %s", exc)
+                return True  # readers kept it from finishing, not the disk: writes may go on, and it is tried again
+            except Exception as exc:  # noqa: BLE001 - no room for the checkpoint yet, or another failure
+                if not _no_room(exc):
+                    log.info("checkpoint after a full disk failed: %s", exc)
+                    return False
             if not spool.shrink_reserve(home, CHECKPOINT_STEP):
                 return False
             freed += CHECKPOINT_STEP
@@ -129,6 +134,12 @@ class HeldEvents:
                         return report
                 self._drop(key)
         return report
+
+
+def _no_room(exc: Exception) -> bool:
+    if isinstance(exc, DiskFullError):
+        return True
+    return isinstance(exc, sqlite3.Error) and error_kind(exc) == "full"
 
 
 def holding_of(request: Request) -> tuple[HeldEvents, Any] | None:
