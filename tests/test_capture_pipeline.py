@@ -380,6 +380,7 @@ def test_a_failing_model_falls_back_to_the_offline_extractor_and_says_so(store: 
                          for i in items)
     text = render_context(store, settings, projects=["shop"], notices=store.take_capture_notices(["shop"]))
     assert text.startswith(NOTICE_PREFIX) and "rate limit" in text
+    assert "(HTTP 429 rate_limit_error)" in text  # the backend's own words, not only "doctor shows details"
     assert len(text) <= settings.context_token_budget * 4
     later = store.take_capture_notices(["shop"])  # shown again only within a minute (both SessionStart calls)
     assert later and store.take_capture_notices(["other"]) == []  # a notice belongs to its project

@@ -79,6 +79,33 @@ def _damaged(db_path: object) -> str:
             f"until then: {damaged_file_advice(db_path)}")
 
 
+HOOKS_HEARD_MS = 7 * 24 * 3600 * 1000  # hook events are kept this long (ingest_retention_days' default)
+# What keeps an agent's registered hooks from running, by agent.
+_WHY_SILENT = {
+    "codex": "Codex runs a new or changed hook only after you trust it: open /hooks in Codex and trust the memcairn "
+             "hooks (until then nothing of a Codex session is captured, and Codex does not say so)",
+    "claude-code": "restart Claude Code (it reads its hooks at start); `claude --debug` shows hooks that fail",
+    "gemini-cli": "restart Gemini CLI (it reads its hooks at start); check that hooks are enabled in its settings",
+}
+
+
+def hooks_checks(store: Store, registered: dict[str, str]) -> list[dict[str, str]]:
+    """Agents whose hooks memcairn registered (platform -> the file holding them) but from whose hooks no event
+    reached this store in the last week: hooks that never fire lose every session without a word."""
+    import time
+
+    heard = set(store.live_hook_platforms(int(time.time() * 1000) - HOOKS_HEARD_MS))
+    checks = []
+    for platform, where in sorted(registered.items()):
+        if platform in heard:
+            checks.append(_check(f"{platform} hooks", "ok", f"registered in {where}; events arrive"))
+        else:
+            checks.append(_check(f"{platform} hooks", "warning",
+                                 f"registered in {where}, but no event from them reached this store in the last "
+                                 f"7 days: {_WHY_SILENT.get(platform, 'restart the agent')}"))
+    return checks
+
+
 LOW_DISK_BYTES = 50 * 1024 * 1024
 
 
@@ -152,8 +179,9 @@ def _index_checks(store: Store, fix: bool) -> list[dict[str, str]]:
     return checks
 
 
-def run_checks(cfg: Settings, *, fix: bool = False) -> dict[str, Any]:
-    """Every check in turn; a database that cannot be opened or read is reported as a problem, not raised."""
+def run_checks(cfg: Settings, *, fix: bool = False, registered: dict[str, str] | None = None) -> dict[str, Any]:
+    """Every check in turn; a database that cannot be opened or read is reported as a problem, not raised.
+    ``registered``: the agents whose hooks memcairn registered (platform -> where), checked for events."""
     import sqlite3
 
     from memcairn.errors import StoreError
@@ -173,6 +201,7 @@ def run_checks(cfg: Settings, *, fix: bool = False) -> dict[str, Any]:
             if checks[-1]["status"] == "ok":  # a damaged file would fail every other check
                 checks += _index_checks(store, fix)
                 checks += _capture_checks(store, fix, cfg)
+                checks += hooks_checks(store, registered or {})
         except sqlite3.DatabaseError as exc:
             checks.append(_check("checks interrupted", "problem", describe_open_error(str(cfg.db_path), exc)))
         finally:

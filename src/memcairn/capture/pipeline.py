@@ -428,7 +428,7 @@ class CapturePipeline:
             report.fallback_reasons.append(reason)
             log.warning("the %s compressor failed (%s: %s); using the offline extractor", self.compressor.name,
                         reason, detail)
-            self.store.add_capture_notice(f"llm_{reason}", _notice(self.compressor.name, reason), project)
+            self.store.add_capture_notice(f"llm_{reason}", _notice(self.compressor.name, reason, detail), project)
             result: Compressed = getattr(self.offline, op)(turn, arg)
             result.usage, result.fallback_reason = [], reason
             return result
@@ -620,7 +620,9 @@ def _produced_by(pipeline: CapturePipeline, compressed: Compressed) -> dict[str,
     return {"compressor": name, **({"fallback_reason": reason} if reason else {})}
 
 
-def _notice(backend: str, reason: str) -> str:
+def _notice(backend: str, reason: str, detail: str = "") -> str:
+    """The warning the next SessionStart and `memcairn doctor` show: what failed, the backend's own words (its
+    first line: an error name such as error_max_turns says what to change), and what was done instead."""
     what = {
         "budget": "reached its token cap",
         "auth": "was refused (check the API key or login)",
@@ -629,8 +631,9 @@ def _notice(backend: str, reason: str) -> str:
         "refusal": "refused to summarise",
         "timeout": "timed out",
     }.get(reason, "failed")
-    return (f"memory capture: the {backend} model backend {what}; observations came from the offline "
-            "extractor meanwhile (memcairn doctor shows details)")
+    said = f" ({_first_line(detail, 200)})" if detail.strip() else ""
+    return (f"memory capture: the {backend} model backend {what}{said}; observations came from the offline "
+            "extractor meanwhile (each failure is in the worker log, logs/worker.log in MEMCAIRN_HOME)")
 
 
 def _first_line(text: str, limit: int) -> str:

@@ -169,10 +169,11 @@ def doctor(ctx: click.Context, fix: bool, as_json: bool) -> None:
         memcairn doctor --fix
     """
     from memcairn.doctor import run_checks
+    from memcairn.install.core import registered_hooks
     from memcairn.team_client import doctor_check
 
     cfg = settings()
-    report = run_checks(cfg, fix=fix)
+    report = run_checks(cfg, fix=fix, registered=registered_hooks())
     report["checks"].append(doctor_check(cfg.home))
     report["healthy"] = report["healthy"] and report["checks"][-1]["status"] != "problem"
     if as_json:

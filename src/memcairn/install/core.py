@@ -375,6 +375,24 @@ def _run(platform: str, action: str, executable: str, dry_run: bool,
                       "and run the command again")
 
 
+def registered_hooks() -> dict[str, str]:
+    """The agents whose settings hold memcairn's hooks now: their platform name (as hooks send it) -> the file."""
+    from memcairn.protocol import PLATFORM_ALIASES, platform_key
+
+    found: dict[str, str] = {}
+    for platform in PLATFORMS:
+        for target in targets(platform, "memcairn"):
+            if target.hooks is None or target.format != "json":
+                continue
+            try:
+                doc = jsonedit.parse_object(read_text(target.path), str(target.path))
+            except ConfigError:
+                continue
+            if jsonedit.has_our_hooks(doc):
+                found[PLATFORM_ALIASES.get(platform_key(platform), platform)] = str(target.path)
+    return found
+
+
 def install(platform: str, executable: str, *, dry_run: bool = False) -> Report:
     """Register memcairn's hooks and MCP server for ``platform``; see the module docstring.
 

@@ -345,6 +345,12 @@ class IngestStateMixin:
                 "DELETE FROM ingest_events WHERE status = 'done' AND updated_at_epoch < ?", (int(older_than_epoch),)
             ).rowcount
 
+    def live_hook_platforms(self, since_epoch: int) -> list[str]:
+        """The agents whose own hooks sent an event since then (an import's replayed lines are not hooks)."""
+        return [r[0] for r in self._conn.execute(
+            "SELECT DISTINCT platform_source FROM ingest_events WHERE source_key IS NULL AND created_at_epoch >= ? "
+            "ORDER BY platform_source", (int(since_epoch),))]
+
     def ingest_queue(self) -> dict[str, Any]:
         """Queue depth and the age of the oldest pending event, for stats, the stream and doctor."""
         counts = self.ingest_counts()
@@ -399,11 +405,12 @@ class IngestStateMixin:
         return int(self._conn.execute(sql, params).fetchone()[0])
 
     def add_capture_notice(self, kind: str, message: str, project: str | None = None) -> None:
-        """Keep a warning for the next SessionStart; the same unshown warning is kept once."""
+        """Keep a warning for the next SessionStart; one unshown warning of a kind per project is kept (the
+        first: it holds the failure's own words, later ones often only that it was not retried)."""
         with atomic(self._conn) as conn:
             seen = conn.execute(
-                "SELECT 1 FROM capture_notices WHERE shown_at_epoch IS NULL AND kind = ? AND message = ? "
-                "AND project IS ?", (kind, message, project)).fetchone()
+                "SELECT 1 FROM capture_notices WHERE shown_at_epoch IS NULL AND kind = ? AND project IS ?",
+                (kind, project)).fetchone()
             if seen is None:
                 conn.execute(
                     "INSERT INTO capture_notices(kind, message, project, created_at_epoch) VALUES (?, ?, ?, ?)",
