@@ -12,6 +12,8 @@ store holds afterwards (read straight from SQLite once the worker stopped):
 - **disk full**: ``MEMCAIRN_HOME`` on a 3 MB tmpfs (mounted here; needs the right to mount, as root) with a
   1 MB ballast file; memories and events are sent until the disk is full, the ballast is removed, a few more
   are sent and the queue drains. Without the right to mount, the row says so and counts nothing.
+- **disk full, real hooks** (``disk-hooks``, ``bench/faults_disk_hooks.py``): 50 ``memcairn hook
+  user-prompt-submit`` processes against a worker on a full 16 MB tmpfs, then 700 KB freed.
 - **corrupted page**: a leaf page of ``memory_items`` is overwritten while the worker is stopped; the worker
   must report the damage in ``/api/health`` and acknowledge no write after it.
 - **corrupted page, worker running**: the same page overwritten under a running worker; once a read met the
