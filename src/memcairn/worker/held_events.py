@@ -1,14 +1,16 @@
 """Hook events a full disk refused, held in the worker's memory until the disk takes them.
 
 When the queue insert of a hook's event fails with ``DiskFullError`` (and the spool, on the same disk, most
-likely cannot be written either), the worker frees the disk reserve (``spool.RESERVE_FILE``), keeps the event
-in memory and answers 202 ``{"status": "accepted", "held": "memory"}``. The hook still tries to spool it (the
-spool may have room: a small file, the reserve just freed); either copy is queued once (``event_key``).
+likely cannot be written either), the worker keeps the event in memory and answers 202 ``{"status":
+"accepted", "held": "memory"}``. The hook still tries to spool it (a spool write that finds no room takes the
+blocks it needs from the disk reserve, ``spool.RESERVE_FILE``); either copy is queued once (``event_key``).
 
-The spool drainer (``worker/spool_drain.py``) passes over the held events first, oldest first: each goes into
-the queue (the ingest route's own checks and admission) or, when the store still refuses it, into the spool;
-the first one neither takes stops the pass until the next. A worker stopping writes what it still holds to
-the queue or the spool one last time.
+Before it writes anything more, the spool drainer (``worker/spool_drain.py``) empties the WAL into the database
+(on a small disk the WAL holds most of the space), giving the checkpoint the reserve ``CHECKPOINT_STEP`` at a
+time while it finds no room: a checkpoint that cannot run leaves every later write to grow the WAL instead.
+Then it passes over the held events, oldest first: each goes into the queue (the ingest route's own checks
+and admission) or, when the store still refuses it, into the spool; the first one neither takes stops the
+pass until the next. A worker stopping writes what it still holds to the queue or the spool one last time.
 
 The loss window: an event held in memory only (its hook's spool write failed too) is lost if the worker dies
 (SIGKILL, a crash) before the disk has room for it; it is logged as lost when the worker stops with it.
