@@ -640,3 +640,23 @@ def test_timeline_takes_the_cli_s_before_and_after_and_the_earlier_depth_names()
     assert _check_arguments(spec, {"anchor": "3", "before": 2, "after": 4}) == {"anchor": "3", "before": 2, "after": 4}
     assert _check_arguments(spec, {"anchor": "3", "depth_before": 2, "depth_after": 4}) == {
         "anchor": "3", "before": 2, "after": 4}
+
+
+def test_codex_whose_hooks_run_gets_the_context_once_from_the_hook(env: dict[str, str], worker: WorkerClient,
+                                                                    tmp_path: Path) -> None:
+    """Once Codex's hooks run (trusted in /hooks), its SessionStart hook gives the digest: the server's
+    instructions (Codex shows them as the tool namespace's description) no longer repeat it. Until then they
+    carry it, with a note to the person that nothing is captured, also after the first tool's answer."""
+    from memcairn.mcp_server import HOOKS_SILENT, STARTUP_CONTEXT_BY_HOOK
+
+    project = tmp_path.name
+    worker.post_json("/api/memory/save", {"project": project, "type": "decision", "title": "Sessions expire in UTC",
+                                          "text": "Expiry is compared in UTC everywhere."})
+    silent, (_, first_answer) = anyio.run(_initialize, env, tmp_path, "--platform", "codex")
+    assert silent is not None and "Sessions expire in UTC" in silent and HOOKS_SILENT in silent
+    assert first_answer.rstrip().endswith(HOOKS_SILENT)
+    worker.post_json("/api/sessions/init", {"session_id": "codex-1", "cwd": str(tmp_path), "event": "session_start",
+                                            "platform_source": "codex"})
+    hooked, (error, context) = anyio.run(_initialize, env, tmp_path, "--platform", "codex")
+    assert hooked == f"{WORKFLOW}\n{STARTUP_CONTEXT_BY_HOOK}\n" and "<memcairn-memory" not in hooked
+    assert not error and "Sessions expire in UTC" in context and HOOKS_SILENT not in context

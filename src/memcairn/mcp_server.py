@@ -142,6 +142,12 @@ save_memory stores something worth remembering; forget deletes memories by id.
 NO_CONTEXT = ("No session start context: memcairn memory is turned off for this project (exclude_projects), or "
               "context_token_budget is too small to show any of it.")
 STARTUP_CONTEXT_HEADING = "What memcairn remembers of this project (the session start context):"
+# Codex's hooks ran this week: its SessionStart hook gives the context, which the instructions would repeat.
+STARTUP_CONTEXT_BY_HOOK = ("memcairn's SessionStart hook gives this session what memcairn remembers of the project; "
+                           "search for more.")
+HOOKS_SILENT = ("Note for the person: Codex has not run memcairn's hooks this week, so nothing of this session is "
+                "being remembered. Codex runs a hook only after it is trusted: open /hooks in Codex and trust the "
+                "memcairn hooks (`memcairn doctor` checks it).")
 STARTUP_CONTEXT_MISSING = ("At the start of this session, call session_start_context once: it returns what memcairn "
                            "remembers of this project (the memory could not be read while this server started).")
 
@@ -703,6 +709,10 @@ class MemoryTools:
             out["note"] = "; ".join(notes)
         return dumps(out, ensure_ascii=False)
 
+    def hooks_heard(self) -> list[str]:
+        """The agents whose hooks reached the worker this week (``/api/stats``)."""
+        return list(self.gateway.call(lambda c: c.get_json("/api/stats")).get("hooks_heard") or [])
+
     def session_start_context(self, args: dict[str, Any]) -> str:
         chosen = args.get("project")
         projects = self._projects(chosen)
@@ -779,13 +789,23 @@ class StartupInstructions:
     server that cannot read memory still starts.
     """
 
-    def __init__(self, tools: MemoryTools, timeout: float = STARTUP_CONTEXT_SECONDS) -> None:
+    def __init__(self, tools: MemoryTools, timeout: float = STARTUP_CONTEXT_SECONDS, platform: str = "codex") -> None:
         self._deadline = time.monotonic() + timeout
         self._found: dict[str, str] = {}
         self._text: str | None = None
         self._lock = threading.Lock()
+        self._note_given = False
 
         def fetch() -> None:
+            try:
+                heard = tools.hooks_heard()
+            except Exception as exc:  # an older worker, or none: as if the hooks had not run
+                log.info("cannot tell whether the agent's hooks ran: %s", exc)
+                heard = []
+            if platform in heard:  # the SessionStart hook gives the context: once is enough
+                self._found["hooked"] = "yes"
+                return
+            self._found["silent"] = "yes"
             try:
                 self._found["text"] = tools.session_start_context({})
             except Exception as exc:  # reported in the instructions, never fatal
@@ -799,9 +819,23 @@ class StartupInstructions:
             if self._text is None:
                 self._fetcher.join(max(0.0, self._deadline - time.monotonic()))
                 text = self._found.get("text", "").strip()
-                self._text = (f"{WORKFLOW}\n{STARTUP_CONTEXT_HEADING}\n\n{text}\n" if text
-                              else f"{WORKFLOW}\n{STARTUP_CONTEXT_MISSING}\n")
+                if self._found.get("hooked"):
+                    self._text = f"{WORKFLOW}\n{STARTUP_CONTEXT_BY_HOOK}\n"
+                else:
+                    self._text = (f"{WORKFLOW}\n{STARTUP_CONTEXT_HEADING}\n\n{text}\n" if text
+                                  else f"{WORKFLOW}\n{STARTUP_CONTEXT_MISSING}\n")
+                    if text and self._found.get("silent"):
+                        self._text += f"\n{HOOKS_SILENT}\n"
             return self._text
+
+    def first_call_note(self) -> str:
+        """Said once, with the first tool result, when the agent's hooks have not run this week."""
+        self()
+        with self._lock:
+            if self._note_given or not self._found.get("silent"):
+                return ""
+            self._note_given = True
+            return HOOKS_SILENT
 
 
 def startup_instructions(tools: MemoryTools, timeout: float = STARTUP_CONTEXT_SECONDS) -> str:
@@ -821,9 +855,11 @@ def tool_entries() -> list[dict[str, Any]]:
     return entries
 
 
-def build_server(tools: MemoryTools | None = None, instructions: str | Callable[[], str] = WORKFLOW) -> McpServer:
+def build_server(tools: MemoryTools | None = None, instructions: str | Callable[[], str] = WORKFLOW,
+                 first_note: Callable[[], str] | None = None) -> McpServer:
     """The MCP server of ``tools`` (made on the first tool call when None: nothing of the worker is touched
-    before), announcing ``instructions`` (text, or a function asked at each handshake)."""
+    before), announcing ``instructions`` (text, or a function asked at each handshake); ``first_note``'s text,
+    when it has one, follows a tool's answer."""
     holder: dict[str, MemoryTools] = {}
     lock = threading.Lock()
 
@@ -835,7 +871,9 @@ def build_server(tools: MemoryTools | None = None, instructions: str | Callable[
 
     def call(name: str, arguments: Mapping[str, Any] | None) -> tuple[str, bool]:
         try:
-            return current().run(name, arguments), False
+            answer = current().run(name, arguments)
+            note = first_note() if first_note is not None else ""
+            return (f"{answer.rstrip()}\n\n{note}" if note else answer), False
         except Exception as exc:
             if not isinstance(exc, ToolError | MemcairnError):
                 log.exception("tool %s failed", name)
@@ -881,11 +919,13 @@ def main(platform: str | None = None) -> int:
     watch_parent()
     tools: MemoryTools | None = None
     instructions: str | Callable[[], str] = WORKFLOW
+    first_note = None
     if platform in STARTUP_PLATFORMS:
         tools = MemoryTools()
-        instructions = StartupInstructions(tools)
+        instructions = StartupInstructions(tools, platform=platform)
+        first_note = instructions.first_call_note
     try:
-        serve_lines(build_server(tools, instructions), sys.stdin.buffer, sys.stdout.buffer)
+        serve_lines(build_server(tools, instructions, first_note), sys.stdin.buffer, sys.stdout.buffer)
     except (KeyboardInterrupt, BrokenPipeError, ConnectionError):
         pass  # told to stop, or the client went away: nothing is left to answer
     return 0

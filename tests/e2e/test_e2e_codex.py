@@ -158,6 +158,10 @@ def test_codex_hooks_injection_and_mcp_search(world: World, stub: ModelStub) -> 
 
     namespaces = {t.get("name"): t for t in first.get("tools", []) if t.get("type") == "namespace"}
     assert "mcp__memcairn" in namespaces, [t.get("name") for t in first.get("tools", [])]
+    # the hook gave the digest (above): the MCP server's instructions, shown as the namespace's description, do
+    # not give it a second time
+    described = json.dumps(namespaces["mcp__memcairn"])
+    assert "<memcairn-memory" not in described and "Edited config.ini" not in described, described[:3000]
     offered = {t.get("name") for t in namespaces["mcp__memcairn"].get("tools", [])}
     assert {"search", "timeline", "get_observations", "save_memory"} <= offered, offered
 

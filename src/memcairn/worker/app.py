@@ -47,6 +47,7 @@ from memcairn.capture.admission import admit, project_excluded, scrub_item, skip
 from memcairn.capture.llm.compressor import local_day_start_ms
 from memcairn.config import Settings, check_bind, load_settings
 from memcairn.context_memo import Answer, ContextMemo
+from memcairn.doctor import HOOKS_HEARD_MS
 from memcairn.errors import (
     DiskFullError,
     MemcairnError,
@@ -661,6 +662,7 @@ async def stats(request: Request) -> Response:
         out = runtime.store.stats()
         out["mirror"] = _mirror_summary(runtime, state.runner)
         out["ingest"] = runtime.store.ingest_queue()
+        out["hooks_heard"] = runtime.store.live_hook_platforms(int(time.time() * 1000) - HOOKS_HEARD_MS)
         out["llm_tokens_today"] = runtime.store.tokens_spent(since_epoch=local_day_start_ms())
         out["search"] = state.search.telemetry_snapshot() if state.search is not None else None
         out["keyword_index"] = runtime.store.keyword_index_stats()

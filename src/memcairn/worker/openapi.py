@@ -184,9 +184,11 @@ OPERATIONS: tuple[Operation, ...] = (
               errors=(500,)),
     Operation("get", "/api/readiness", "200 once the store and the mirror are open, 503 before",
               _json(_obj(("status",), status=_STR)), errors=(500, 503)),
-    Operation("get", "/api/stats", "Store counts, mirror state and lag, ingest queue",
-              _json(_obj(("items", "by_kind", "mirror", "ingest"), items={"type": "integer"}, by_kind=_OBJ,
-                         mirror=_OBJ, ingest=_OBJ)), errors=(500, 503)),
+    Operation("get", "/api/stats", "Store counts, mirror state and lag, ingest queue, the agents whose hooks sent "
+              "events this week",
+              _json(_obj(("items", "by_kind", "mirror", "ingest", "hooks_heard"), items={"type": "integer"},
+                         by_kind=_OBJ, mirror=_OBJ, ingest=_OBJ, hooks_heard={"type": "array", "items": _STR})),
+              errors=(500, 503)),
     Operation("get", "/api/projects", "Projects with item counts",
               _json(_obj(("projects",), projects={"type": "array", "items": _obj(
                   ("name", "items"), name=_STR, merged_into_project=_NULLABLE_STR, items={"type": "integer"},
