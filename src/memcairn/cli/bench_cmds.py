@@ -363,40 +363,33 @@ def bench_server(items: int, projects: int, clients: int, batch: int, rate: floa
 
 
 @bench.command("scaling")
-@click.option("--clusters", default=3, show_default=True, type=click.IntRange(2, 8),
-              help="Embedded PostgreSQL clusters behind the tenant router.")
 @click.option("--tenants", default=50, show_default=True, type=click.IntRange(min=2))
 @click.option("--zipf", "zipf_s", default=1.1, show_default=True, type=click.FloatRange(min=0),
               help="Zipf exponent of the tenants' sizes.")
 @click.option("--items", default=20_000, show_default=True, type=click.IntRange(min=100),
               help="Rows written before the load starts, over all tenants.")
 @click.option("--clients", default=12, show_default=True, type=click.IntRange(min=1),
-              help="Client threads writing and searching through the router.")
+              help="Client threads writing and searching.")
 @click.option("--phase-seconds", default=20.0, show_default=True, type=click.FloatRange(min=1),
-              help="Seconds of load before the move, and again after it.")
+              help="Seconds of load.")
 @click.option("--write-share", default=0.3, show_default=True, type=click.FloatRange(0, 1),
               help="Share of operations that are writes (the rest are keyword searches).")
-@click.option("--replica/--no-replica", default=True, show_default=True,
-              help="Also start a streaming standby of the first cluster and probe read-your-writes on it.")
-@click.option("--probes", default=400, show_default=True, type=click.IntRange(min=2),
-              help="Write-then-read probes against the standby.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), help="Also write results here.")
-def bench_scaling(clusters: int, tenants: int, zipf_s: float, items: int, clients: int, phase_seconds: float,
-                  write_share: float, replica: bool, probes: int, json_out: Path | None) -> None:
-    """Several embedded PostgreSQL clusters behind the tenant router: Zipf-sized tenants under writes and
-    searches, the largest tenant moved to another cluster under that load, read-your-writes on a replica.
+def bench_scaling(tenants: int, zipf_s: float, items: int, clients: int, phase_seconds: float,
+                  write_share: float, json_out: Path | None) -> None:
+    """What one PostgreSQL node holds: Zipf-sized tenants on one embedded PostgreSQL under writes and keyword
+    searches, then every acknowledged write looked up.
 
     Example:
 
     \b
-        memcairn bench scaling --clusters 3 --tenants 50 --items 20000
+        memcairn bench scaling --tenants 50 --items 20000
     """
     from memcairn.bench import scaling
 
     _check_output(json_out)
-    result = scaling.run(clusters=clusters, tenants=tenants, zipf_s=zipf_s, items=items, clients=clients,
-                         phase_s=phase_seconds, write_share=write_share, replica=replica, probes=probes,
-                         log=lambda m: click.echo(m, err=True))
+    result = scaling.run(tenants=tenants, zipf_s=zipf_s, items=items, clients=clients, phase_s=phase_seconds,
+                         write_share=write_share, log=lambda m: click.echo(m, err=True))
     click.echo(scaling.render(result))
     if json_out:
         _write_json(json_out, result)
