@@ -426,6 +426,30 @@ def test_another_program_on_the_worker_s_port_is_not_taken_for_memory(env: dict[
         server.server_close()
 
 
+def test_a_hook_of_another_home_is_not_taken_by_this_home_s_worker(env: dict[str, str], project: Path,
+                                                                     workers: Workers, isolated_home: Path,
+                                                                     tmp_path: Path) -> None:
+    """With home H1's worker on the port, a hook run with MEMCAIRN_HOME=H2 got H1's digest and stored its event
+    in H1. Now the worker refuses it (409 wrong_home), the hook says so, and the event waits in H2's spool."""
+    seed(isolated_home, NewItem(project="calc", kind="observation", title="Only in the first home"))
+    workers.start(env)
+    other_home = tmp_path / "second-home"
+    other = {**env, "MEMCAIRN_HOME": str(other_home)}
+    out, err = hook(other, "session-start", payload("session_start", project))
+    assert "Only in the first home" not in json.dumps(out) and "serves another home" in err, err
+    before = len(pending(isolated_home))
+    out, err = hook(other, "user-prompt-submit", payload("user_prompt_submit", project))
+    assert "serves another home" in err and str(other_home) in err
+    assert len(pending(isolated_home)) == before  # nothing of H2 in H1's store
+    assert list((other_home / "spool").glob("*.event"))  # kept for H2's own worker
+    # a home a hook made is its owner's alone, as the worker's is (the state file said how many failures)
+    assert other_home.stat().st_mode & 0o777 == 0o700
+    assert all(p.stat().st_mode & 0o077 == 0 for p in other_home.rglob("*")), [
+        (str(p), oct(p.stat().st_mode)) for p in other_home.rglob("*")]
+    hook(env, "user-prompt-submit", payload("user_prompt_submit", project))  # H1's own hooks still work
+    assert len(pending(isolated_home)) == before + 1
+
+
 def test_a_session_start_in_an_excluded_project_is_no_failure(env: dict[str, str], project: Path, workers: Workers,
                                                                isolated_home: Path) -> None:
     """The worker answers an excluded project's context with nothing (and its header): the hook must not take

@@ -61,6 +61,11 @@ INGEST_STATUSES = ("accepted", "skipped")
 # How /api/context/inject got its text: ``memo``, ``rendered``, ``resumed`` or ``excluded``. Every answer of
 # the route carries it, so a hook tells the worker's answer from another program's on the port.
 CONTEXT_HEADER = "X-Memcairn-Context"
+# The home a hook serves (percent-encoded UTF-8): a worker of another home on the same port answers 409
+# ``wrong_home`` instead of taking the event into its store or answering with its digest. ``/api/health`` is
+# exempt: it is how a caller learns whose worker answers.
+HOME_HEADER = "X-Memcairn-Home"
+WRONG_HOME = "wrong_home"
 # A line of the context that the person must see too (a model that failed, a token cap reached).
 NOTICE_PREFIX = "memcairn notice: "
 

@@ -64,6 +64,7 @@ from memcairn.protocol import (
     SUMMARIZE_PATH,
     TOOL_USE,
     USER_PROMPT,
+    WRONG_HOME,
     own_tool,
 )
 
@@ -158,7 +159,7 @@ class Hook:
         self.payload = payload
         self.settings = read_values()  # every setting by name, and "home"
         self.home: str = self.settings["home"]
-        self.worker = Worker(self.settings["host"], self.settings["port"], self.settings["token"])
+        self.worker = Worker(self.settings["host"], self.settings["port"], self.settings["token"], self.home)
         self.answered = False
         self.foreign = False  # another program answered on the worker's port
         self.failure: str | None = None
@@ -227,6 +228,10 @@ class Hook:
             return None
         if not (expect(response) if response.ok else error_answer(response)):
             self.not_the_worker()
+            return None
+        if response.status == 409 and (response.json_object() or {}).get("error") == WRONG_HOME:
+            self.not_the_worker(f"the memcairn worker on {self.worker.base_url} serves another home, not {self.home}"
+                                f" (give this home a port of its own: MEMCAIRN_PORT)")
             return None
         if not self.foreign:
             self.answered = True
@@ -303,13 +308,14 @@ class Hook:
             return
         self.failure, self.refused = self._before
 
-    def not_the_worker(self) -> None:
-        """Another program answers on the worker's port: its answers are not memory, so this event counts as a
-        failure (and the person learns memory is off) instead of a success."""
+    def not_the_worker(self, why: str | None = None) -> None:
+        """Another program (or another home's worker) answers on the worker's port: its answers are not this
+        home's memory, so this event counts as a failure (and the person learns memory is off) instead of a
+        success."""
         self.foreign = True
         self.answered = False
-        self._failed(f"what answers on {self.worker.base_url} is not a memcairn worker (does another program "
-                     f"use port {self.worker.port}?)")
+        self._failed(why or f"what answers on {self.worker.base_url} is not a memcairn worker (does another "
+                            f"program use port {self.worker.port}?)")
 
     def _failed(self, reason: str, refused: bool = False) -> None:
         self.refused = self.refused or refused

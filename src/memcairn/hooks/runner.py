@@ -136,6 +136,7 @@ def run_hook(args: list[str]) -> int:
         return 0
     event: str | None = None
     payload: dict[str, Any] | None = None
+    umask = os.umask(0o077)  # what a hook creates in MEMCAIRN_HOME (the home, its state, the spool) is the owner's
     try:
         from memcairn.hooks.events import dispatch
 
@@ -161,5 +162,7 @@ def run_hook(args: list[str]) -> int:
             # a setting memcairn cannot use turns memory off on every event; stderr of an exit-0 hook is not
             # shown to the person, so say it where they see it (at session start and with each prompt)
             out = {"systemMessage": f"memcairn: memory is off until this setting is fixed: {exc}"}
+    finally:
+        os.umask(umask)
     emit(out if isinstance(out, dict) else {})
     return 0

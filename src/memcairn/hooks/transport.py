@@ -17,6 +17,7 @@ import _socket
 import time
 
 from memcairn.fastjson import encode_json, loads
+from memcairn.protocol import HOME_HEADER
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -181,10 +182,11 @@ def connect(host: bytes, port: int, timeout: float) -> _socket.socket:
 class Worker:
     """Where the worker listens, and the token to present (see ``memcairn.settings_source``)."""
 
-    def __init__(self, host: str, port: int, token: str = "") -> None:
+    def __init__(self, host: str, port: int, token: str = "", home: str = "") -> None:
         self.host = "127.0.0.1" if host in ("", "0.0.0.0", "::", "[::]") else host
         self.port = int(port)
         self.token = token
+        self.home = home  # named in every request: only this home's worker takes it (protocol.HOME_HEADER)
 
     @property
     def base_url(self) -> str:
@@ -202,6 +204,8 @@ class Worker:
                 "Accept: application/json, text/plain"]
         if self.token:
             head.append(f"Authorization: Bearer {self.token}")
+        if self.home:
+            head.append(f"{HOME_HEADER}: {quote(self.home)}")
         if data is not None:
             head += ["Content-Type: application/json", f"Content-Length: {len(data)}"]
         what = f"{method} {path}"

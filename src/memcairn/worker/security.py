@@ -50,12 +50,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import os
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, unquote, urlencode
 
 from memcairn.config import Settings, is_loopback_host
-from memcairn.protocol import MAX_BODY_BYTES
+from memcairn.protocol import HOME_HEADER, MAX_BODY_BYTES, WRONG_HOME
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -145,6 +146,7 @@ class GuardMiddleware:
         self.cookie = cookie_value(token).encode("ascii") if token else None  # None: no /?token= exchange
         self.cookie_name = cookie_name(settings.port)
         self.origins = allowed_origins(settings)
+        self.home = os.path.realpath(settings.home)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -165,6 +167,13 @@ class GuardMiddleware:
             await _refuse(send, 403, "forbidden_origin",
                           "cross-origin requests are refused: web pages may not read or write your memory")
             return
+        given_home = headers.get(HOME_HEADER.lower().encode("ascii"))
+        if given_home is not None and scope.get("path") != "/api/health" and not self._own_home(given_home):
+            shown = unquote(given_home.decode("latin-1"))
+            await _refuse(send, 409, WRONG_HOME,
+                          f"this worker serves the memcairn home {self.home}, not {shown}: give that home a port of "
+                          f"its own (MEMCAIRN_PORT), or use this home (MEMCAIRN_HOME={self.home})")
+            return
         refusal = _write_refusal(scope.get("method", ""), headers, scope.get("path") in self.json_paths)
         if refusal is not None:
             await _refuse(send, *refusal)
@@ -178,6 +187,12 @@ class GuardMiddleware:
             await _refuse(send, 401, "unauthorized", UNAUTHORIZED, [(b"www-authenticate", b"Bearer")])
             return
         await self.app(scope, receive, send)
+
+    def _own_home(self, given: bytes) -> bool:
+        try:
+            return os.path.realpath(unquote(given.decode("latin-1"), errors="strict")) == self.home
+        except (UnicodeDecodeError, ValueError):
+            return False
 
     def _own_origin(self, origin: str, scope: Scope, host: str) -> bool:
         if origin in self.origins:
