@@ -91,11 +91,12 @@ def test_the_task_acts_for_the_tenant_its_backlog_row_names_and_nothing_else(pg_
     acme, other = tenant(pg_database, "acme"), tenant(pg_database, "other")
     mine = TeamStore(pool, None).add(acme, NewItem(project="api", kind="manual", title="acme's plan")).id
     with db.connect(db.app_conninfo(pg_database, TEST_SECRET), autocommit=True) as conn:
-        # a backlog row naming the wrong tenant (planted as the app role, which the table lets write ids)
+        # a backlog row naming the wrong tenant: refused since migration 8 (its foreign key includes the tenant)
         conn.execute("DELETE FROM embedding_backlog")
-        conn.execute("INSERT INTO embedding_backlog (item_id, tenant_id) VALUES (%s, %s)", (mine, other))
+        with pytest.raises(Exception, match="violates foreign key constraint"):
+            conn.execute("INSERT INTO embedding_backlog (item_id, tenant_id) VALUES (%s, %s)", (mine, other))
     recording = Recording(embedder)
-    assert backlog.drain(pool, recording) == 1  # settled as stale: acting for "other", it sees no such item
+    assert backlog.drain(pool, recording) == 0
     assert recording.documents == [] and vectors(pg_database) == {mine: False}
 
 

@@ -195,7 +195,7 @@ class TeamStore:
             "WITH new AS (INSERT INTO items (tenant_id, project_id, session_id, kind, type, title, text,"
             "  content_hash, created_by, created_at_epoch) VALUES (%(t)s, %(p)s, %(s)s, %(kind)s, %(type)s,"
             "  %(title)s, %(text)s, %(hash)s, %(key)s, %(epoch)s)"
-            "  ON CONFLICT (project_id, content_hash) DO NOTHING RETURNING id),"
+            "  ON CONFLICT (tenant_id, project_id, content_hash) DO NOTHING RETURNING id),"
             " queued AS (INSERT INTO embedding_backlog (item_id, tenant_id) SELECT id, %(t)s FROM new),"
             " audited AS (INSERT INTO audit_log (tenant_id, key_id, actor, action, target, request_id)"
             "  SELECT %(t)s, %(key)s, %(actor)s, 'memories.create', id::text, %(request)s FROM new),"
@@ -238,7 +238,8 @@ class TeamStore:
             columns = [list(c) for c in zip(*wanted, strict=True)]
             cur.execute("INSERT INTO sessions (tenant_id, project_id, platform, agent_session_id)"
                         " SELECT %s, * FROM unnest(%s::bigint[], %s::text[], %s::text[])"
-                        " ON CONFLICT (project_id, platform, agent_session_id) DO NOTHING", (tenant_id, *columns))
+                        " ON CONFLICT (tenant_id, project_id, platform, agent_session_id) DO NOTHING",
+                        (tenant_id, *columns))
             session = {(p, pl, a): i for i, p, pl, a in cur.execute(
                 "SELECT id, project_id, platform, agent_session_id FROM sessions WHERE tenant_id = %s AND"
                 " (project_id, platform, agent_session_id) IN (SELECT * FROM unnest(%s::bigint[], %s::text[],"
@@ -273,7 +274,7 @@ class TeamStore:
     @staticmethod
     def _session_id(cur: psycopg.Cursor, tenant_id: int, project_id: int, agent_session: str, platform: str) -> int:
         cur.execute("INSERT INTO sessions (tenant_id, project_id, agent_session_id, platform) VALUES (%s, %s, %s, %s)"
-                    " ON CONFLICT (project_id, platform, agent_session_id) DO NOTHING",
+                    " ON CONFLICT (tenant_id, project_id, platform, agent_session_id) DO NOTHING",
                     (tenant_id, project_id, agent_session, platform))
         row = cur.execute("SELECT id FROM sessions WHERE tenant_id = %s AND project_id = %s AND platform = %s"
                           " AND agent_session_id = %s", (tenant_id, project_id, platform, agent_session)).fetchone()
@@ -502,7 +503,7 @@ new AS (
   WHERE NOT EXISTS (SELECT 1 FROM forgotten f WHERE f.tenant_id = t.id AND f.project_id = v.p
                     AND f.content_hash = v.hash)
   ORDER BY v.n
-  ON CONFLICT (project_id, content_hash) DO NOTHING RETURNING id, project_id, content_hash),
+  ON CONFLICT (tenant_id, project_id, content_hash) DO NOTHING RETURNING id, project_id, content_hash),
 first AS (SELECT DISTINCT ON (p, hash) * FROM v ORDER BY p, hash, n),
 queued AS (INSERT INTO embedding_backlog (item_id, tenant_id) SELECT new.id, t.id FROM new, t),
 audited AS (INSERT INTO audit_log (tenant_id, key_id, actor, action, target, request_id)

@@ -300,6 +300,57 @@ ALTER TABLE changes DROP CONSTRAINT changes_op_check;
 ALTER TABLE changes ADD CONSTRAINT changes_op_check CHECK (op IN ('stored', 'forgotten', 'embedded'));
 """
 
+# Every key leads with the tenant (Citus-ready: each tenant table can be distributed by ``tenant_id``, co-located,
+# since every primary key, unique constraint and foreign key then contains and starts with it, and no foreign key
+# can reach another tenant's rows). Only constraints and indexes change: no row is rewritten or lost. Ids stay
+# unique on their own (identity columns), and the lookups by id alone get plain indexes (a key is looked up before
+# its tenant is known; the backlog is taken oldest first over all tenants).
+_M008 = """
+ALTER TABLE embedding_backlog DROP CONSTRAINT embedding_backlog_item_id_fkey;
+ALTER TABLE item_vectors DROP CONSTRAINT item_vectors_item_id_project_id_tenant_id_fkey;
+ALTER TABLE ingest_jobs DROP CONSTRAINT ingest_jobs_queue_id_tenant_id_fkey;
+ALTER TABLE items DROP CONSTRAINT items_session_id_project_id_tenant_id_fkey,
+  DROP CONSTRAINT items_project_id_tenant_id_fkey;
+ALTER TABLE sessions DROP CONSTRAINT sessions_project_id_tenant_id_fkey;
+ALTER TABLE forgotten DROP CONSTRAINT forgotten_project_id_tenant_id_fkey;
+ALTER TABLE api_keys DROP CONSTRAINT api_keys_project_id_tenant_id_fkey;
+ALTER TABLE changes DROP CONSTRAINT changes_project_id_tenant_id_fkey;
+
+ALTER TABLE projects DROP CONSTRAINT projects_pkey, DROP CONSTRAINT projects_id_tenant_id_key,
+  ADD PRIMARY KEY (tenant_id, id);
+ALTER TABLE sessions DROP CONSTRAINT sessions_pkey, DROP CONSTRAINT sessions_id_project_id_tenant_id_key,
+  DROP CONSTRAINT sessions_project_id_platform_agent_session_id_key,
+  ADD PRIMARY KEY (tenant_id, id), ADD UNIQUE (tenant_id, project_id, id),
+  ADD UNIQUE (tenant_id, project_id, platform, agent_session_id),
+  ADD FOREIGN KEY (tenant_id, project_id) REFERENCES projects (tenant_id, id);
+ALTER TABLE items DROP CONSTRAINT items_pkey, DROP CONSTRAINT items_id_project_tenant,
+  DROP CONSTRAINT items_project_id_content_hash_key,
+  ADD PRIMARY KEY (tenant_id, id), ADD UNIQUE (tenant_id, project_id, id),
+  ADD UNIQUE (tenant_id, project_id, content_hash),
+  ADD FOREIGN KEY (tenant_id, project_id) REFERENCES projects (tenant_id, id),
+  ADD FOREIGN KEY (tenant_id, project_id, session_id) REFERENCES sessions (tenant_id, project_id, id);
+ALTER TABLE forgotten DROP CONSTRAINT forgotten_pkey, ADD PRIMARY KEY (tenant_id, project_id, content_hash),
+  ADD FOREIGN KEY (tenant_id, project_id) REFERENCES projects (tenant_id, id);
+ALTER TABLE api_keys DROP CONSTRAINT api_keys_pkey, ADD PRIMARY KEY (tenant_id, id),
+  ADD FOREIGN KEY (tenant_id, project_id) REFERENCES projects (tenant_id, id);
+CREATE INDEX api_keys_id ON api_keys (id);
+DROP INDEX api_keys_tenant;
+ALTER TABLE audit_log DROP CONSTRAINT audit_log_pkey, ADD PRIMARY KEY (tenant_id, id);
+DROP INDEX audit_log_tenant;
+ALTER TABLE changes DROP CONSTRAINT changes_pkey, ADD PRIMARY KEY (tenant_id, seq),
+  ADD FOREIGN KEY (tenant_id, project_id) REFERENCES projects (tenant_id, id);
+DROP INDEX changes_tenant;
+ALTER TABLE ingest_queue DROP CONSTRAINT ingest_queue_pkey, DROP CONSTRAINT ingest_queue_id_tenant_id_key,
+  ADD PRIMARY KEY (tenant_id, id);
+ALTER TABLE ingest_jobs DROP CONSTRAINT ingest_jobs_pkey, ADD PRIMARY KEY (tenant_id, queue_id),
+  ADD FOREIGN KEY (tenant_id, queue_id) REFERENCES ingest_queue (tenant_id, id) ON DELETE CASCADE;
+ALTER TABLE item_vectors DROP CONSTRAINT item_vectors_pkey, ADD PRIMARY KEY (tenant_id, item_id, chunk),
+  ADD FOREIGN KEY (tenant_id, project_id, item_id) REFERENCES items (tenant_id, project_id, id) ON DELETE CASCADE;
+ALTER TABLE embedding_backlog DROP CONSTRAINT embedding_backlog_pkey, ADD PRIMARY KEY (tenant_id, item_id),
+  ADD FOREIGN KEY (tenant_id, item_id) REFERENCES items (tenant_id, id) ON DELETE CASCADE;
+CREATE INDEX embedding_backlog_order ON embedding_backlog (item_id);
+"""
+
 # (version, name, sql): applied in order, each in its own transaction with its record.
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "tenants, projects, sessions, items, forgotten marks, keys, audit log; row-level security", _M001),
@@ -309,5 +360,6 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (5, "the ingest queue of events and its jobs, claimed with FOR UPDATE SKIP LOCKED", _M005),
     (6, "vectors per chunk of an item; keyword text split at punctuation; words per item", _M006),
     (7, "the transaction of each change (a reader misses none committed out of order); vectors written", _M007),
+    (8, "every primary key, unique constraint and foreign key leads with tenant_id (Citus-ready)", _M008),
 )
 LATEST = MIGRATIONS[-1][0]
