@@ -234,6 +234,7 @@ def test_hooks_to_a_real_worker_store_none_of_the_new_shapes(env: dict[str, str]
                       tool_response={"stdout": tool_output, "stderr": ""})
     assert hook(env, "post-tool-use", spooled)[0] == {}
     assert len(list(spool.pending(str(isolated_home)))) == 1
+    assert _leaks(isolated_home, secrets) == {}  # the spooled event rests on disk without them
 
     client = workers.start(env)
     assert hook(env, "user-prompt-submit", payload("user_prompt_submit", project, prompt=prompt))[0] == {}

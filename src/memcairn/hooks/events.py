@@ -40,6 +40,7 @@ import os
 import time
 
 from memcairn.capture.bodyfit import fit_body
+from memcairn.fastjson import encode_json, loads
 from memcairn.hooks import state
 from memcairn.hooks.runner import warn
 from memcairn.hooks.transport import Call, Response, Unreachable, Worker
@@ -272,7 +273,7 @@ class Hook:
         if self.pending is None:
             return
         try:
-            spool.write(self.home, *self.pending)
+            spool.write(self.home, *_without_secrets(self.pending))
         except OSError as exc:
             warn(f"the disk is full ({exc}); the worker holds this event in memory and queues it once there is "
                  "room (a worker killed before then loses it)")
@@ -288,7 +289,7 @@ class Hook:
 
         self._spooling = True
         try:
-            spool.write(self.home, *self.pending)
+            spool.write(self.home, *_without_secrets(self.pending))
         except OSError as exc:
             warn(f"could not keep the event in {spool.spool_dir(self.home)} ({exc}); it is lost")
             return
@@ -327,6 +328,19 @@ class Hook:
         if absent:
             warn(f"{self.agent_event} payload has no {', '.join(absent)}; nothing recorded")
         return bool(absent)
+
+
+def _without_secrets(pending: tuple[str, bytes]) -> tuple[str, bytes]:
+    """An event about to rest in the spool (the worker is away), as admission would clean it: its secrets and
+    ``<private>`` parts out (``capture.privacy``, standard library only). Only on this path: a delivered event
+    is cleaned by the worker. Kept as it is should cleaning fail: losing the event would be worse."""
+    route, raw = pending
+    try:
+        from memcairn.capture.privacy import scrub
+
+        return route, encode_json(scrub(loads(raw)))
+    except Exception:  # noqa: BLE001 - the event matters more than this pass over it
+        return route, raw
 
 
 def _worker_coming_or_going(home: str) -> bool:
