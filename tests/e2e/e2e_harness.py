@@ -53,7 +53,37 @@ class World:
         return done
 
     def install(self, agent: str) -> None:
+        self.before_install = {path: self._read(path) for path in self.agent_files(agent)}
         self.memcairn("install", agent)
+
+    # -- the agent's own files, before memcairn's install and after its uninstall ---------------------------
+    def agent_files(self, agent: str) -> list[Path]:
+        """The files ``memcairn install <agent>`` edits in this HOME."""
+        return {"claude-code": [self.home / ".claude" / "settings.json", self.home / ".claude.json"],
+                "codex": [self.home / ".codex" / "config.toml", self.home / ".codex" / "hooks.json"],
+                "gemini": [self.home / ".gemini" / "settings.json"]}[agent]
+
+    @staticmethod
+    def _read(path: Path) -> bytes | None:
+        return path.read_bytes() if path.exists() else None
+
+    def uninstall_leaves_the_agent_as_before(self, agent: str) -> list[str]:
+        """``memcairn uninstall <agent>`` after the agent ran: each file memcairn edited has its bytes from before
+        the install, or, where the agent itself rewrote it meanwhile (Claude Code rewrites ~/.claude.json), no
+        trace of memcairn; no backup and no install record is left. Returns what differs from before, and why."""
+        self.memcairn("uninstall", agent)
+        differs = []
+        for path, before in self.before_install.items():
+            now = self._read(path)
+            if now == before:
+                continue
+            assert now is None or b"memcairn" not in now, f"{path} keeps memcairn's entries:\n{now.decode()[:2000]}"
+            differs.append(f"{path.relative_to(self.home)}: {'gone' if now is None else 'rewritten by the agent'}"
+                           f" ({'absent' if before is None else f'{len(before)} bytes'} before)")
+        leftovers = [str(p.relative_to(self.home)) for p in self.home.rglob("*")
+                     if ".memcairn-bak-" in p.name or p.name == "install-state.json"]
+        assert leftovers == [], leftovers
+        return differs
 
     def start_worker(self) -> None:
         self.memcairn("worker", "start", "--json")

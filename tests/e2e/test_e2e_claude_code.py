@@ -187,6 +187,7 @@ def test_claude_code_hooks_injection_and_mcp_search(cli: Cli, world: World, stub
         pytest.fail(missing_message(cli))
     first_session(cli, world, stub, tmp_path)
     second_session(cli, world, stub, tmp_path)
+    print("after uninstall:", world.uninstall_leaves_the_agent_as_before("claude-code") or "every file as before")
 
 
 def test_claude_p_exiting_right_after_a_tool_call_loses_no_event(world: World, stub: ModelStub,

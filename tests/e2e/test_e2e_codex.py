@@ -167,3 +167,4 @@ def test_codex_hooks_injection_and_mcp_search(world: World, stub: ModelStub) -> 
 
     answer = output_of(stub.requests[1].body, "call_stub0")
     assert "Edited config.ini" in answer, answer
+    print("after uninstall:", world.uninstall_leaves_the_agent_as_before("codex") or "every file as before")

@@ -124,3 +124,4 @@ def test_gemini_cli_hooks_injection_and_mcp_search(world: World, stub: ModelStub
 
     answer = function_response(stub.requests[1].body, "mcp_memcairn_search")
     assert "Edited config.ini" in answer, answer
+    print("after uninstall:", world.uninstall_leaves_the_agent_as_before("gemini") or "every file as before")
