@@ -36,7 +36,7 @@ from typing import Any
 from memcairn.client import WorkerClient, connect_host
 from memcairn.config import Settings, check_bind, load_settings
 from memcairn.errors import MemcairnError, WorkerUnavailableError
-from memcairn.protocol import LOCK_FILE, PID_FILE, START_LOCK_FILE
+from memcairn.protocol import LOCK_FILE, PID_FILE, SPAWNED_FILE, START_LOCK_FILE
 
 STDERR_FILE = "worker-stderr.log"
 START_TIMEOUT = 30.0
@@ -278,7 +278,20 @@ def spawn(cfg: Settings) -> subprocess.Popen:
                                 stderr=stderr, start_new_session=True, close_fds=True, cwd=str(cfg.home),
                                 env=worker_environment(cfg, os.environ))
     _SPAWNED.append(proc)
+    try:
+        (cfg.home / SPAWNED_FILE).write_text(str(proc.pid))
+    except OSError:
+        pass  # only the hooks' wording of the next second depends on it
     return proc
+
+
+def exit_reason_since(cfg: Settings, offset: int) -> str:
+    """Why a worker spawned after the stderr file had ``offset`` bytes exited: its last line, or ''."""
+    return _exit_reason(cfg, offset)
+
+
+def stderr_size(cfg: Settings) -> int:
+    return _stderr_size(cfg)
 
 
 def _acquire_start_lock(cfg: Settings, deadline: float) -> int:

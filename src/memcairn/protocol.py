@@ -52,6 +52,12 @@ HOOK_STARTED_FIELD = "hook_started_at"
 # Every live hook event's own key (random, 32 hex digits): the worker queues an event once however often it
 # arrives (sent, answered too late, then spooled; see ``memcairn.spool``).
 EVENT_KEY_FIELD = "event_key"
+# What names and routes an event rather than telling what happened: kept as sent when an event is cleaned of
+# secrets before it rests in the spool (a 32-hex event key looks like a token, and the spooled copy must keep it).
+ENVELOPE_FIELDS = ("event", "session_id", "tool_use_id", "tool_name", "event_key", "hook_started_at",
+                   "context_delivered", "platform_source", "project", "projects", "cwd", "transcript_path",
+                   "hook_event_name", "prompt_id", "agent_id", "agent_type", "model", "turn_id", "permission_mode",
+                   "prompt_number")
 # The SessionStart event's field saying whether its context reached the agent (read by Store.earlier_session_start).
 DELIVERED_FIELD = "context_delivered"
 # The answer statuses of an ingest route (202).
@@ -78,6 +84,10 @@ HOOK_BODY_BYTES = 900_000
 LOCK_FILE = "worker.lock"  # a running worker holds an exclusive flock on it, starting and stopping included
 START_LOCK_FILE = "worker.start.lock"  # held while `memcairn worker start` (or a restart) brings one up
 PID_FILE = "worker.pid"
+# Written by whoever spawns a worker (a SessionStart hook): the pid of the process that will take the lock. A
+# hook refused in the second it takes the worker to start knows it is coming (no "memory is off").
+SPAWNED_FILE = "worker.spawned"
+SPAWN_GRACE_SECONDS = 15
 
 # -- memcairn's own tools -----------------------------------------------------------------------------------
 MCP_SERVER_NAME = "memcairn"  # the key the installers give memcairn's MCP server

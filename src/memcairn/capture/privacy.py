@@ -18,6 +18,7 @@ from functools import cache
 from typing import Any, NamedTuple
 
 from memcairn.json_depth import MAX_DEPTH, cut_marker
+from memcairn.protocol import ENVELOPE_FIELDS
 
 _PLACEHOLDER_START = "[REDACTED:"
 _NOT_PLACEHOLDER = r"(?!\[REDACTED:)"
@@ -1037,6 +1038,15 @@ def _scrub(value: Any, depth: int) -> Any:
         items = [_scrub(item, depth + 1) for item in value]
         return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
     return value
+
+
+def scrub_event(body: dict[str, Any]) -> dict[str, Any]:
+    """An event's body cleaned as ``scrub`` cleans it, but for the fields that name and route it
+    (``protocol.ENVELOPE_FIELDS``): for an event that rests in the spool before admission reads it."""
+    clean = scrub(body)
+    if isinstance(clean, dict):
+        clean.update({name: body[name] for name in ENVELOPE_FIELDS if name in body})
+    return clean
 
 
 def scrub(value: Any) -> Any:

@@ -60,6 +60,8 @@ from memcairn.protocol import (
     SEARCH_PATH,
     SESSION_END,
     SESSION_START,
+    SPAWN_GRACE_SECONDS,
+    SPAWNED_FILE,
     START_LOCK_FILE,
     STOP,
     SUMMARIZE_PATH,
@@ -298,10 +300,12 @@ class Hook:
         self.pending = None
         self.spooled = True
         why = self.failure
-        warn(f"the worker did not take this event ({why}); it is kept in {spool.spool_dir(self.home)} and "
-             "queued when the worker runs")
         if self.foreign or (self.refused and not _worker_coming_or_going(self.home)):
+            warn(f"the worker did not take this event ({why}); it is kept in {spool.spool_dir(self.home)} and "
+                 "queued when a worker of this home runs")
             return  # another program on the port, or no worker at all: memory is off
+        warn(f"the worker is starting or busy ({why}); this event waits in {spool.spool_dir(self.home)} and is "
+             "queued in a moment")
         age = spool.oldest_age(self.home)
         if age is not None and age > SPOOL_STALE_SECONDS:
             self.failure = (f"{why}; events have waited in {spool.spool_dir(self.home)} for {age:.0f} s "
@@ -336,11 +340,25 @@ def _without_secrets(pending: tuple[str, bytes]) -> tuple[str, bytes]:
     is cleaned by the worker. Kept as it is should cleaning fail: losing the event would be worse."""
     route, raw = pending
     try:
-        from memcairn.capture.privacy import scrub
+        from memcairn.capture.privacy import scrub_event
 
-        return route, encode_json(scrub(loads(raw)))
+        return route, encode_json(scrub_event(loads(raw)))
     except Exception:  # noqa: BLE001 - the event matters more than this pass over it
         return route, raw
+
+
+def _just_spawned(home: str) -> bool:
+    """A worker spawned in the last ``SPAWN_GRACE_SECONDS`` whose process still lives (it takes its lock once
+    Python has started: a second or so)."""
+    path = os.path.join(home, SPAWNED_FILE)
+    try:
+        if time.time() - os.stat(path).st_mtime > SPAWN_GRACE_SECONDS:
+            return False
+        with open(path, encoding="ascii") as fh:
+            os.kill(int(fh.read().strip()), 0)
+        return True
+    except (OSError, ValueError):
+        return False
 
 
 def _worker_coming_or_going(home: str) -> bool:
@@ -348,6 +366,8 @@ def _worker_coming_or_going(home: str) -> bool:
     start holds ``worker.start.lock``): a refused connection then is a restart, not an outage."""
     import fcntl
 
+    if _just_spawned(home):
+        return True
     for name in (LOCK_FILE, START_LOCK_FILE):
         try:
             fd = os.open(os.path.join(home, name), os.O_RDONLY)
@@ -395,9 +415,11 @@ def _autostart(hook: Hook) -> bool:
     """Spawn a worker (detached) and wait for it at most ``AUTOSTART_WAIT`` s; True if it is ready in time."""
     try:
         from memcairn.config import settings_from_values
-        from memcairn.lifecycle import spawn
+        from memcairn.lifecycle import exit_reason_since, spawn, stderr_size
 
-        spawn(settings_from_values(hook.settings))
+        cfg = settings_from_values(hook.settings)
+        offset = stderr_size(cfg)
+        proc = spawn(cfg)
     except Exception as exc:  # the session must start regardless
         warn(f"could not start the worker: {exc}")
         return False
@@ -408,9 +430,14 @@ def _autostart(hook: Hook) -> bool:
                 return True
         except Unreachable:
             pass
+        if proc.poll() is not None:  # it ended at once (a port taken, a setting it cannot use): say why
+            why = exit_reason_since(cfg, offset) or f"exit code {proc.returncode}"
+            warn(f"the worker it started exited at once ({why}); this session starts without memory context "
+                 f"(logs: {os.path.join(hook.home, 'logs')})")
+            return False
         time.sleep(0.05)
-    warn(f"started the worker; it was not ready within {AUTOSTART_WAIT:g} s, so this session starts without "
-         "memory context")
+    warn(f"the worker is starting (not ready within {AUTOSTART_WAIT:g} s), so this session starts without memory "
+         "context; what happens next is remembered once it runs")
     return False
 
 

@@ -45,7 +45,7 @@ from starlette.staticfiles import StaticFiles
 import memcairn
 from memcairn.capture.admission import admit, project_excluded, scrub_item, skipped_tool
 from memcairn.capture.llm.compressor import local_day_start_ms
-from memcairn.capture.privacy import scrub
+from memcairn.capture.privacy import scrub_event
 from memcairn.config import Settings, check_bind, load_settings
 from memcairn.context_memo import Answer, ContextMemo
 from memcairn.doctor import HOOKS_HEARD_MS
@@ -996,7 +996,7 @@ async def _spool_late(state: WorkerState, path: str, data: dict[str, Any], job: 
 
     try:
         # secrets out before the event rests on disk; the drainer admits the copy again as the route would
-        await run_in_threadpool(lambda: spool.write(str(state.settings.home), path, encode_json(scrub(data))))
+        await run_in_threadpool(lambda: spool.write(str(state.settings.home), path, encode_json(scrub_event(data))))
     except OSError as exc:
         log.warning("could not spool a slow %s event (%s); waiting for the store instead", path, exc)
         return False

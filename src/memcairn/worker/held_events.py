@@ -31,7 +31,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from memcairn import spool
-from memcairn.capture.privacy import scrub
+from memcairn.capture.privacy import scrub_event
 from memcairn.errors import DiskFullError
 from memcairn.fastjson import encode_json, loads
 from memcairn.protocol import EVENT_KEY_FIELD, ROUTE_EVENT_TYPES
@@ -174,7 +174,7 @@ async def on_disk_full(request: Request, detail: str) -> Response | None:
         return None
     key = data.get(EVENT_KEY_FIELD) if isinstance(data, dict) else None
     if isinstance(key, str) and key:
-        body = encode_json(scrub(data))  # it may go to the spool: no secret rests on disk (admission again later)
+        body = encode_json(scrub_event(data))  # it may go to the spool: no secret rests on disk (admission again later)
     if not isinstance(key, str) or not key or not held.hold(key, request.url.path, body):
         return None
     log.warning("the disk is full: a %s event is held in memory (%d held) until the disk has room",
