@@ -158,8 +158,8 @@ def test_a_full_session_over_stdio_against_a_real_worker(env: dict[str, str], wo
     assert tools["forget"].input_schema["required"] == ["ids"] and tools["save_memory"].input_schema["required"] == [
         "text"]
     assert set(tools["search"].input_schema["properties"]) == {
-        "query", "limit", "offset", "project", "type", "obs_type", "concepts", "files", "dateStart", "dateEnd",
-        "orderBy", "platformSource", "min_score"}
+        "query", "limit", "offset", "project", "type", "obs_type", "concepts", "files", "date_start", "date_end",
+        "order_by", "platform_source", "min_score"}
     assert tools["search"].input_schema["properties"]["type"]["enum"] == ["observations", "summaries", "prompts", "all"]
     assert set(tools["timeline"].input_schema["properties"]) == {"anchor", "query", "before", "after", "project"}
     for name, tool in tools.items():
@@ -660,3 +660,28 @@ def test_codex_whose_hooks_run_gets_the_context_once_from_the_hook(env: dict[str
     hooked, (error, context) = anyio.run(_initialize, env, tmp_path, "--platform", "codex")
     assert hooked == f"{WORKFLOW}\n{STARTUP_CONTEXT_BY_HOOK}\n" and "<memcairn-memory" not in hooked
     assert not error and "Sessions expire in UTC" in context and HOOKS_SILENT not in context
+
+
+async def _search_rows(env: dict[str, str], cwd: Path, arguments: dict[str, Any]) -> tuple[bool, str]:
+    params = StdioServerParameters(command=MEMCAIRN, args=["mcp"], env=env, cwd=str(cwd))
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        result = await session.call_tool("search", arguments)
+        return bool(result.is_error), text_of(result)
+
+
+def test_search_arguments_are_snake_case_and_the_earlier_camel_case_still_works(
+        env: dict[str, str], worker: WorkerClient, tmp_path: Path) -> None:
+    """One spelling in the schema (obs_type, min_score, date_start, order_by, platform_source); dateStart,
+    orderBy and platformSource, which agents learned from claude-mem, are still taken."""
+    project = tmp_path.name
+    for title in ("Older decision on retries", "Newer decision on retries"):
+        worker.post_json("/api/memory/save", {"project": project, "type": "decision", "title": title,
+                                              "text": f"{title}: three attempts."})
+    for order in ({"order_by": "oldest"}, {"orderBy": "oldest"}):
+        error, text = anyio.run(_search_rows, env, tmp_path, {"query": "", "date_start": "2000-01-01", **order})
+        assert not error and text.index("Older decision") < text.index("Newer decision"), text
+    error, text = anyio.run(_search_rows, env, tmp_path, {"query": "retries", "dateStart": "2999-01-01"})
+    assert not error and "Older decision" not in text and "Newer decision" not in text
+    error, text = anyio.run(_search_rows, env, tmp_path, {"query": "retries", "platform_source": "codex"})
+    assert not error and "Newer decision" not in text

@@ -210,10 +210,10 @@ TOOLS: tuple[ToolSpec, ...] = (
             "obs_type": _string("bugfix, feature, change, discovery, decision, note..."),
             "concepts": _string("Comma-separated."),
             "files": _string("Path parts, comma-separated."),
-            "dateStart": _string(f"From: {DATE_FORMS}."),
-            "dateEnd": _string("Until (same forms)."),
-            "orderBy": _string("Default: relevance with a query.", enum=["relevance", "newest", "oldest"]),
-            "platformSource": _string("claude-code, codex or gemini-cli."),
+            "date_start": _string(f"From: {DATE_FORMS}."),
+            "date_end": _string("Until (same forms)."),
+            "order_by": _string("Default: relevance with a query.", enum=["relevance", "newest", "oldest"]),
+            "platform_source": _string("claude-code, codex or gemini-cli."),
             "min_score": {"type": "number", "description": "Relevance floor: 0.75 default, 0 shows all."},
         }},
         read_only=True,
@@ -241,7 +241,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         "The digest injected at session start, for clients without hooks.",
         {"type": "object", "properties": {
             "project": PROJECT_ARG,
-            "platformSource": _string("claude-code, codex or gemini-cli."),
+            "platform_source": _string("claude-code, codex or gemini-cli."),
             "full": {"type": "boolean", "description": "Not the compact rendering."},
         }},
         read_only=True,
@@ -269,8 +269,11 @@ TOOLS_BY_NAME = {t.name: t for t in TOOLS}
 
 # -- arguments --------------------------------------------------------------------------------------
 # Earlier names of arguments, still read: one vocabulary (before / after) across the CLI, MCP and HTTP.
+# Other names a tool takes for its arguments: earlier spellings (claude-mem's camelCase among them).
 ARGUMENT_ALIASES = {"timeline": {"depth_before": "before", "depth_after": "after"},
-                    "session_start_context": {"projects": "project"}}
+                    "search": {"dateStart": "date_start", "dateEnd": "date_end", "orderBy": "order_by",
+                               "platformSource": "platform_source"},
+                    "session_start_context": {"projects": "project", "platformSource": "platform_source"}}
 
 
 def _check_arguments(spec: ToolSpec, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -629,8 +632,8 @@ class MemoryTools:
         params = {
             "format": "index", "query": args.get("query"), "limit": args.get("limit"), "offset": args.get("offset"),
             "project": projects, "kind": kind, "obs_type": args.get("obs_type"), "concepts": args.get("concepts"),
-            "files": args.get("files"), "dateStart": args.get("dateStart"), "dateEnd": args.get("dateEnd"),
-            "orderBy": args.get("orderBy"), "platformSource": args.get("platformSource"), "tz": _local_tz(),
+            "files": args.get("files"), "dateStart": args.get("date_start"), "dateEnd": args.get("date_end"),
+            "orderBy": args.get("order_by"), "platformSource": args.get("platform_source"), "tz": _local_tz(),
             "min_score": args.get("min_score"),
         }
         answer = self.gateway.call(lambda c: c.get_json("/api/search", params))
@@ -716,7 +719,7 @@ class MemoryTools:
     def session_start_context(self, args: dict[str, Any]) -> str:
         chosen = args.get("project")
         projects = self._projects(chosen)
-        params = {"project": projects, "platformSource": args.get("platformSource"),
+        params = {"project": projects, "platformSource": args.get("platform_source"),
                   "full": "true" if args.get("full") else None, "tz": _local_tz()}
         # POST: the context reaches the agent, so the capture notices in it count as shown (as at SessionStart)
         text = self.gateway.call(lambda c: c.post_text("/api/context/inject", params))
