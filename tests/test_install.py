@@ -1080,6 +1080,7 @@ def test_install_with_compress_turns_the_claude_cli_backend_on_and_shows_the_cap
     captured = capsys.readouterr()
     settings = json.loads((isolated_home / "settings.json").read_text())
     assert settings == {"context_token_budget": 3000, "capture_backend": "claude-cli"}
+    assert (isolated_home / "settings.json").stat().st_mode & 0o777 == 0o600  # it may hold the token
     assert load_settings().capture_backend == "claude-cli"
     assert "the claude-cli backend (haiku) writes the memories" in captured.out
     assert "200,000 tokens a session (llm_session_token_cap), 2,000,000 tokens a day" in captured.out
