@@ -1,9 +1,12 @@
-"""Finding the processes a test started, by the ``MEMCAIRN_HOME`` they serve (read from /proc)."""
+"""Finding the processes a test started, by the ``MEMCAIRN_HOME`` they serve (read from /proc), and waiting for
+what they do."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 
 def processes_of(home: Path, match: Callable[[list[bytes]], bool]) -> list[int]:
@@ -32,3 +35,15 @@ def with_args(*words: bytes) -> Callable[[list[bytes]], bool]:
 def mentioning(*parts: bytes) -> Callable[[list[bytes]], bool]:
     """The command line holds every one of ``parts`` somewhere (also inside ``-c`` code)."""
     return lambda argv: all(p in b" ".join(argv) for p in parts)
+
+
+def wait_for(check: Callable[[], Any], timeout: float = 30.0, what: str = "the condition",
+             interval: float = 0.1) -> Any:
+    """``check()``'s first true value, asked every ``interval`` seconds; AssertionError after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out waiting for {what}")

@@ -13,12 +13,12 @@ import os
 import sqlite3
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import test_hooks as hooks_base
+from processes import wait_for
 from test_hooks import Workers, hook, payload
 
 from memcairn import spool
@@ -82,16 +82,6 @@ def stored_prompts(home: Path) -> set[str]:
     except sqlite3.Error:
         return set()
     return {json.loads(payload_)["prompt"] for (payload_,) in rows}
-
-
-def wait_for(check, timeout: float, what: str):  # noqa: ANN001, ANN201
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_fifty_prompt_hooks_on_a_full_disk_lose_nothing_and_leave_no_temporary_file(

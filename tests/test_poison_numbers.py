@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from processes import wait_for
 
 from memcairn import fastjson, spool
 from memcairn.capture.pipeline import CapturePipeline
@@ -134,16 +135,6 @@ def worker(home: Path) -> Iterator[Worker]:
     w = Worker(home)
     yield w
     w.stop()
-
-
-def wait_for(check: Any, timeout: float = 20.0, what: str = "the condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def tool_event(session: str, n: int) -> dict[str, Any]:

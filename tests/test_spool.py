@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 import test_hooks as hooks_base
+from processes import wait_for
 from test_hooks import HOOK, Workers, hook, payload
 
 from memcairn import spool
@@ -63,16 +64,6 @@ def queued_tool_ids(home: Path) -> list[str]:
     with sqlite3.connect(home / "memcairn.db") as conn:
         return [r[0] for r in conn.execute(
             "SELECT tool_use_id FROM ingest_events WHERE event_type = 'observation' ORDER BY id")]
-
-
-def wait_for(check: Any, timeout: float = 30.0, what: str = "the condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def spooled(home: Path) -> list[str]:

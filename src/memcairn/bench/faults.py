@@ -104,11 +104,13 @@ def _env(home: Path, port: int, **extra: str) -> dict[str, str]:
     return env
 
 
-def _request(port: int, method: str, path: str, body: Any = None, timeout: float = 30.0) -> tuple[int, Any]:
-    """(status, parsed JSON or None); status 0 when the connection failed."""
+def _request(port: int, method: str, path: str, body: Any = None, timeout: float = 30.0,
+             raw: bytes | None = None) -> tuple[int, Any]:
+    """(status, parsed JSON or None); status 0 when the connection failed. ``raw``: a body as given (one that
+    is no JSON ``json.dumps`` would write)."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
-        data = json.dumps(body).encode() if body is not None else None
+        data = raw if raw is not None else json.dumps(body).encode() if body is not None else None
         conn.request(method, path, body=data, headers={"Content-Type": "application/json"} if data else {})
         response = conn.getresponse()
         raw = response.read()

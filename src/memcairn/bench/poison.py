@@ -94,7 +94,8 @@ def poison(workdir: Path, log: Log, sessions: int = 5, events: int = 20) -> Row:
         planted_captured: set[str] = set()
         for n in range(events):
             if n == events // 2:  # the poison body, halfway
-                answer = _post_raw(worker.port, json.dumps(_tool("poisoned", 0))[:-1] + ', "ratio": 1e999}')
+                answer = _request(worker.port, "POST", "/api/sessions/observations",
+                                  raw=(json.dumps(_tool("poisoned", 0))[:-1] + ', "ratio": 1e999}').encode())
             for name in names:
                 if n == 0:
                     _request(worker.port, "POST", "/api/sessions/init", _prompt(name))
@@ -130,22 +131,3 @@ def poison(workdir: Path, log: Log, sessions: int = 5, events: int = 20) -> Row:
     row.notes.append(f"Infinity prompt's session: {len(planted_captured)} of 2 tool events captured")
     row.notes.append(f"health {health.get('status') if isinstance(health, dict) else 'unanswered'}")
     return row
-
-
-def _post_raw(port: int, body: str) -> tuple[int, Any]:
-    import http.client
-
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    try:
-        conn.request("POST", "/api/sessions/observations", body=body.encode(),
-                     headers={"Content-Type": "application/json"})
-        response = conn.getresponse()
-        raw = response.read()
-        try:
-            return response.status, json.loads(raw)
-        except ValueError:
-            return response.status, None
-    except (OSError, http.client.HTTPException):
-        return 0, None
-    finally:
-        conn.close()
