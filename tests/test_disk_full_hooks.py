@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +21,8 @@ from processes import wait_for
 from test_hooks import Workers, hook, payload
 
 from memcairn import spool
+from memcairn.bench.faults import _small_disk
+from memcairn.bench.faults_disk_hooks import fill_up
 from memcairn.hooks import state
 
 PROMPTS = 50
@@ -30,14 +31,10 @@ PROMPTS = 50
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     mount = tmp_path / "disk"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mount)], capture_output=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a small file system here: {done.stderr.decode().strip()}")
-    try:
+    with _small_disk(mount, "16m") as why:
+        if why is not None:
+            pytest.skip(f"cannot mount a small file system here: {why}")
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
 
 
 @pytest.fixture
@@ -47,15 +44,6 @@ def workers() -> Iterator[Workers]:
     started.stop_all()
 
 
-def fill_up(path: Path) -> None:
-    """Write ``path`` until the disk has no room left (unbuffered: closing it must not fail)."""
-    with open(path, "ab", buffering=0) as fh:
-        for block in (65536, 4096):
-            try:
-                while fh.write(b"\0" * block):
-                    pass
-            except OSError:
-                pass
 
 
 def free(path: Path, size: int) -> None:
