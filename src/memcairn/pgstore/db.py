@@ -178,6 +178,11 @@ class Pool:
             return False
         return True
 
+    def stats(self) -> dict[str, int]:
+        """The most connections the pool lends, those lent now and those idle (the server's metrics)."""
+        size = self._slots._initial_value  # type: ignore[attr-defined]
+        return {"size": size, "in_use": size - self._slots._value, "idle": self._idle.qsize()}  # type: ignore
+
     def close(self) -> None:
         self._closed = True
         while True:
