@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +24,8 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from processes import free_port
 
 STARTUP_TIMEOUT = 30.0
 HEARTBEAT_PATHS = ("/api/v2/heartbeat", "/api/v1/heartbeat")
@@ -35,12 +36,6 @@ def chroma_executable() -> str | None:
     if candidate.exists():
         return str(candidate)
     return shutil.which("chroma")
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _heartbeat(url: str) -> bool:

@@ -1,10 +1,12 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from memcairn.config import Settings, load_settings
 from memcairn.store import Store
 
 
@@ -17,6 +19,13 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "home"
     monkeypatch.setenv("MEMCAIRN_HOME", str(home))
     return home
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    """Settings of a home in ``tmp_path`` read from no environment, capture not waiting to batch (a module may
+    define its own ``settings``, which then wins)."""
+    return replace(load_settings(home=tmp_path, environ={}), capture_batch_wait_seconds=0)
 
 
 @pytest.fixture

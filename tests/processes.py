@@ -3,6 +3,7 @@ what they do."""
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -47,3 +48,10 @@ def wait_for(check: Callable[[], Any], timeout: float = 30.0, what: str = "the c
             return value
         time.sleep(interval)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 nothing listens on right now (the OS picks it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -8,13 +8,13 @@ import json
 import os
 import random
 import signal
-import socket
 import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from processes import free_port
 
 from memcairn import lifecycle
 from memcairn.config import Settings, load_settings
@@ -23,12 +23,6 @@ pytestmark = pytest.mark.skipif(not Path("/proc/self").exists(), reason="process
 
 EVENTS = 120
 KILLS = 3
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture

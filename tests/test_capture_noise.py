@@ -4,7 +4,6 @@ agent's last message ("I have fully completed the task.") is no summary."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ from test_transcripts import CWD, Transcript, _kinds, _parse
 from memcairn.capture.importer import import_transcripts
 from memcairn.capture.noise import request_text, without_filler
 from memcairn.capture.pipeline import CapturePipeline
-from memcairn.config import Settings, load_settings
+from memcairn.config import Settings
 from memcairn.models import ItemFilter
 from memcairn.store import Store
 
@@ -22,11 +21,6 @@ HELLO = Path(__file__).parent / "fixtures" / "transcripts" / "claude-reliability
 NOTICE = ("<task-notification>\n<task-id>b0be39e</task-id>\n<status>completed</status>\n"
           "<summary>Background command \"mix test\" completed (exit code 0)</summary>\n</task-notification>\n"
           "Read the output file to retrieve the result: /tmp/tasks/b0be39e.output")
-
-
-@pytest.fixture
-def settings(tmp_path: Path) -> Settings:
-    return replace(load_settings(home=tmp_path, environ={}), capture_batch_wait_seconds=0)
 
 
 @pytest.mark.parametrize("prompt", [NOTICE, "continue", "Continue.", "go on please", "yes", "ok",

@@ -34,11 +34,6 @@ TRANSCRIPTS = sorted(FIXTURES.glob("*.jsonl"))
 SESSION = "sess-1"
 
 
-@pytest.fixture
-def settings(tmp_path: Path) -> Settings:
-    return replace(load_settings(home=tmp_path, environ={}), capture_batch_wait_seconds=0)
-
-
 def body(event: str, **fields: object) -> dict[str, object]:
     return {"event": event, "session_id": SESSION, "cwd": "/work/shop", "project": "shop", "projects": ["shop"],
             "platform_source": "claude-code", **fields}

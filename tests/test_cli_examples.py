@@ -18,6 +18,7 @@ from pathlib import Path
 
 import click
 import pytest
+from processes import free_port as _free_port
 
 from memcairn.cli import cli, run
 
@@ -180,11 +181,3 @@ def test_every_example_runs_in_a_home_of_its_own(tmp_path: Path) -> None:
         subprocess.run([sys.executable, "-m", "memcairn", "worker", "stop"], env=env, capture_output=True,
                        timeout=60)
     assert len(ran) >= 30 and any("bench recall" in example for example in ran)
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]

@@ -7,7 +7,6 @@ import json
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,17 +16,12 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from processes import free_port
 
 from memcairn.cli import cli, run, search_cmds
 from memcairn.client import WorkerClient
 from memcairn.models import NewItem
 from memcairn.store import Store
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture

@@ -4,19 +4,14 @@ and prints the SessionStart context, a search, a timeline and the viewer's URL."
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
+from processes import free_port
+
 from memcairn import lifecycle
 from memcairn.config import load_settings
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_demo_runs_the_whole_loop(tmp_path: Path) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from processes import free_port
 
 from memcairn.bench.hooks import hook_command
 from memcairn.capture.pipeline import TURN_END
@@ -48,12 +48,6 @@ SPOOL_CLEANING = {"typing", "re", "enum", "functools", "collections"}
 HOOK_MODULES = ("memcairn.entry", "memcairn.hooks.runner", "memcairn.hooks.events", "memcairn.hooks.transport",
                 "memcairn.fence", "memcairn.hooks.state", "memcairn.capture.transcript_end",
                 "memcairn.settings_source", "memcairn.project", "memcairn.errors", "memcairn.json_depth")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def payload(name: str, cwd: Path, **changes: Any) -> dict[str, Any]:

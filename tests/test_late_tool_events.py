@@ -6,22 +6,21 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 import test_hooks as hooks_base
+from processes import free_port
 
 from memcairn.bench.hooks import hook_command
 from memcairn.capture.admission import admit
 from memcairn.capture.pipeline import CapturePipeline, CaptureReport
 from memcairn.capture.records import Compressed, Observation, Summary, ToolCall, Turn
-from memcairn.config import Settings, load_settings
+from memcairn.config import Settings
 from memcairn.hooks import events
 from memcairn.models import ItemFilter
 from memcairn.store import Store
@@ -31,11 +30,6 @@ SESSION = "sess-late"
 QUEUE = {"session_start": "session_init", "user_prompt": "session_init", "tool_use": "observation",
          "stop": "summarize", "session_end": "summarize"}
 FIXTURES = Path(__file__).parent / "fixtures" / "hooks"
-
-
-@pytest.fixture
-def settings(tmp_path: Path) -> Settings:
-    return replace(load_settings(home=tmp_path, environ={}), capture_batch_wait_seconds=0)
 
 
 def now_ms() -> int:
@@ -204,12 +198,6 @@ def test_every_hook_body_carries_when_the_hook_started(isolated_home: Path) -> N
         stamp = hook.base_body(event)[events.HOOK_STARTED_FIELD]
         assert isinstance(stamp, int) and before <= stamp <= after
         assert stamp == hook.started_at  # taken once, at the hook's start
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture

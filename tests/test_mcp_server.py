@@ -8,7 +8,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,7 +20,7 @@ import anyio
 import pytest
 from mcp import Client, ClientSession, StdioServerParameters, stdio_client
 from mcp_in_process import in_process
-from processes import processes_of, with_args
+from processes import free_port, processes_of, with_args
 
 from memcairn import lifecycle
 from memcairn.client import WorkerClient
@@ -35,12 +34,6 @@ pytestmark = pytest.mark.skipif(not Path("/proc/self").exists(), reason="process
 
 MEMCAIRN = str(Path(sys.executable).with_name("memcairn"))
 READ_ONLY = {"important_workflow", "search", "timeline", "get_observations", "session_start_context"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def processes_with(home: Path, *words: bytes) -> list[int]:
@@ -273,6 +266,7 @@ def test_the_server_exits_when_stdin_closes(env: dict[str, str], tmp_path: Path)
 
 ORPHAN = """
 import subprocess, sys
+from processes import free_port
 stdin, stdout = int(sys.argv[2]), int(sys.argv[3])
 child = subprocess.Popen([sys.argv[1], "mcp"], stdin=stdin, stdout=stdout, stderr=subprocess.DEVNULL,
                          pass_fds=[stdin, stdout])

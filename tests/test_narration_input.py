@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from starlette.testclient import TestClient
-from test_capture_pipeline import send, settings  # noqa: F401  (the fixture)
+from test_capture_pipeline import send
 from test_transcripts import SID, Transcript, _parse
 from test_worker_api import app, cfg, client, store_of  # noqa: F401  (fixtures)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from test_capture_pipeline import send, settings  # noqa: F401  (the fixture)
+from test_capture_pipeline import send
 from test_transcripts import Transcript
 
 from memcairn.capture.offline import OfflineExtractor

@@ -10,7 +10,6 @@ import http.client
 import json
 import os
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from processes import free_port as _free_port
 from processes import wait_for
 
 from memcairn import fastjson, spool
@@ -76,12 +76,6 @@ def test_the_store_never_writes_an_infinity(tmp_path: Path) -> None:
 
 
 # -- a real worker ----------------------------------------------------------------------------------------------
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Worker:
     def __init__(self, home: Path) -> None:
         self.home, self.port = home, _free_port()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import stat
 import subprocess
 import sys
@@ -14,16 +13,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from processes import free_port
 
 from memcairn import lifecycle
 from memcairn.client import WorkerClient
 from memcairn.config import load_settings
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def memcairn(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

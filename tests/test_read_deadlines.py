@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from processes import free_port
 
 from memcairn import lifecycle
 from memcairn.config import load_settings
@@ -22,12 +23,6 @@ from memcairn.worker.read_deadlines import BODY_FLOOR_SECONDS, HEAD_SECONDS
 
 pytestmark = pytest.mark.timeout(240)
 SLACK = 2.0  # the loop's timer, a busy machine
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture

@@ -14,11 +14,11 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 from pathlib import Path
 
 import pytest
+from processes import free_port
 
 from memcairn import lifecycle
 from memcairn.config import load_settings
@@ -53,12 +53,6 @@ def blocks(heading: str) -> list[str]:
 def commands(block: str) -> list[str]:
     """The block's command lines without their trailing comments."""
     return [re.sub(r"\s+#.*$", "", line).strip() for line in block.splitlines() if line.strip()]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from processes import free_port
 
 pytest.importorskip("pg0")
 pytest.importorskip("psycopg")
@@ -33,12 +34,6 @@ PROJECT = "teamproj"
 SEARCH = f"/api/search?query=retry+queue&project={PROJECT}&mode=keyword&format=json"
 pytestmark = [pytest.mark.timeout(240),
               pytest.mark.skipif(not Path("/proc/self").exists(), reason="process checks read /proc")]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for(predicate: Any, what: str, timeout: float = 60.0, seen: Any = None) -> Any:

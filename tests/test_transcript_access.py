@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from processes import free_port
 from test_transcripts import Transcript
 
 from memcairn import lifecycle
@@ -36,12 +37,6 @@ req = urllib.request.Request(f"http://127.0.0.1:{port}/api/sessions/observations
 with urllib.request.urlopen(req, timeout=30) as resp:
     print(resp.status)
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture

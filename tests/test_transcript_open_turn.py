@@ -22,7 +22,6 @@ from memcairn.store import Store
 
 FIXTURES, HELLO, COVERAGE = base.FIXTURES, base.HELLO, base.COVERAGE
 PORT = FIXTURES / "claude-reliability__python-to-rust-port.jsonl"
-settings = base.settings  # fixture
 _lines, _write = base._lines, base._write
 
 

@@ -4,7 +4,6 @@ or forked session): every call and every turn ends up stored once, with what the
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,7 +11,7 @@ import pytest
 from memcairn.capture.importer import import_transcripts
 from memcairn.capture.pipeline import CapturePipeline
 from memcairn.capture.transcripts import replay_transcript
-from memcairn.config import Settings, load_settings
+from memcairn.config import Settings
 from memcairn.models import ItemFilter
 from memcairn.store import Store
 
@@ -20,11 +19,6 @@ FIXTURES = Path(__file__).parent / "fixtures" / "transcripts"
 HELLO = FIXTURES / "claude-reliability__hello-world-script.jsonl"
 COVERAGE = FIXTURES / "claude-reliability__coverage-test-fix.jsonl"
 RESUMED_SESSION = "5e55a1b2-0000-4000-8000-00000000beef"
-
-
-@pytest.fixture
-def settings(tmp_path: Path) -> Settings:
-    return replace(load_settings(home=tmp_path, environ={}), capture_batch_wait_seconds=0)
 
 
 def _lines(path: Path) -> list[str]:

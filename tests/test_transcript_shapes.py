@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,17 +16,12 @@ from memcairn.capture.compaction import compaction_sections, compaction_text
 from memcairn.capture.importer import import_transcripts
 from memcairn.capture.transcripts import transcripts_under
 from memcairn.cli import run as cli
-from memcairn.config import Settings, load_settings
+from memcairn.config import Settings
 from memcairn.models import ItemFilter
 from memcairn.store import Store
 
 SPOTTER = Path(__file__).parent / "fixtures" / "transcripts" / "spotter"
 SPOTTER_SID = "258c7280-ae70-4798-800f-63464d01a85d"
-
-
-@pytest.fixture
-def settings(tmp_path: Path) -> Settings:
-    return replace(load_settings(home=tmp_path, environ={}), capture_batch_wait_seconds=0)
 
 
 def test_a_session_with_its_subagent_and_compaction_files_imports_as_one_session(

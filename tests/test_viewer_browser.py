@@ -10,7 +10,6 @@ from __future__ import annotations
 import itertools
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ from zoneinfo import ZoneInfo
 import httpx
 import pytest
 from playwright.sync_api import Page, expect, sync_playwright
+from processes import free_port as _free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts"
@@ -62,12 +62,6 @@ def _ensure_chromium() -> None:
             detail = str(exc)
     if not CHROMIUM.exists():
         pytest.skip(f"{CHROMIUM} is absent and could not be installed ({detail})")
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from processes import mentioning, processes_of
+from processes import free_port, mentioning, processes_of
 
 from memcairn import lifecycle
 from memcairn.client import WorkerClient, ensure_worker
@@ -28,12 +28,6 @@ from memcairn.store import Store
 from memcairn.worker import daemon
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self").exists(), reason="process checks read /proc")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def worker_pids(home: Path) -> list[int]:
