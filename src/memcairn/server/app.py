@@ -19,7 +19,6 @@ import psycopg
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
-from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -38,7 +37,6 @@ from memcairn.search.request import SearchRequest
 from memcairn.search.service import MAX_SEMANTIC_QUERY_CHARS
 from memcairn.server import digest
 from memcairn.server.http import (
-    AccessLog,
     ApiError,
     Call,
     ServerState,
@@ -52,14 +50,12 @@ from memcairn.server.http import (
     text_field,
 )
 from memcairn.server.openapi import openapi_document
-from memcairn.server.readiness import metrics_page, ready
 
 __all__ = ["ServerState", "make_app"]
 MAX_QUERY_CHARS = 2_000
 DEFAULT_CONTEXT_TOKENS = 2_000
 POLL_SECONDS = 1.0
 HEARTBEAT_SECONDS = 15.0
-KEY_CHECK_SECONDS = 1.0  # an idle stream of a revoked key ends within this (and one poll)
 
 
 def _check_pin(state: ServerState, call: Call, names: list[str]) -> None:
@@ -366,22 +362,11 @@ def stream(request: Request, call: Call) -> Any:
     project_ids = _scope_projects(state, call, names) if names or key.project_id else None
     after = int(raw) if raw else state.team.latest_change(key.tenant_id)
 
-    def poll(last: int) -> tuple[list[dict[str, Any]], str | None]:
-        """The changes after ``last`` and, read after them, whether the key may still have them: a batch is
-        delivered only when the key was valid after it was read (so nothing committed after a revocation goes
-        out); an idle poll uses the key's state as read within ``KEY_CHECK_SECONDS``."""
-        batch = state.team.changes(key.tenant_id, last, project_ids)
-        return batch, keys.KEY_STATES.refusal(state.pool, key.tenant_id, key.id,
-                                               max_age=0.0 if batch else KEY_CHECK_SECONDS)
-
     async def events() -> AsyncIterator[str]:
         last, idle = after, 0.0
         yield ": memcairn change feed\n\n"
         while not await request.is_disconnected():
-            batch, refused = await run_in_threadpool(poll, last)
-            if False:  # revoked or expired while the stream was open: it ends here
-                yield f"event: error\ndata: {json.dumps({'error': 'unauthorized', 'detail': refused})}\n\n"
-                return
+            batch = await run_in_threadpool(state.team.changes, key.tenant_id, last, project_ids)
             for change in batch:
                 last = change["seq"]
                 yield f"id: {last}\nevent: memory\ndata: {json.dumps(change)}\n\n"
@@ -448,12 +433,9 @@ def create_key(request: Request, call: Call) -> Any:
 def rotate_key(request: Request, call: Call) -> Any:
     state: ServerState = request.app.state.server
     assert call.key is not None
-    grace = request.state.body.get("grace")
-    if grace is not None and not isinstance(grace, str):
-        raise ApiError(400, "invalid", 'grace must be a duration such as "24h" (or "0")')
     with state.pool.connection() as conn:
         return keys.rotate_key(conn, state.secret, request.path_params["key_id"], tenant_id=call.key.tenant_id,
-                               actor=call.actor, grace=keys.parse_grace(grace))
+                               actor=call.actor)
 
 
 def revoke_key(request: Request, call: Call) -> Any:
@@ -468,8 +450,6 @@ def revoke_key(request: Request, call: Call) -> Any:
 def make_app(state: ServerState, *, lifespan: Any = None) -> Starlette:
     routes = [
         Route("/v1/health", route(None, health), methods=["GET"]),
-        Route("/v1/ready", route(None, ready), methods=["GET"]),
-        Route("/metrics", route(None, metrics_page), methods=["GET"]),
         Route("/v1/openapi.json", route(None, openapi), methods=["GET"]),
         Route("/v1/memories", route("memories:write", save_memory), methods=["POST"]),
         Route("/v1/events", route("memories:write", post_events), methods=["POST"]),
@@ -498,7 +478,6 @@ def make_app(state: ServerState, *, lifespan: Any = None) -> Starlette:
         headers = dict(exc.headers or {}) if isinstance(exc, HTTPException) else {}  # 405 keeps its Allow
         return JSONResponse({"error": code, "detail": detail}, status_code=status, headers=headers)
 
-    app = Starlette(routes=routes, exception_handlers={HTTPException: not_found}, lifespan=lifespan,
-                    middleware=[Middleware(AccessLog, state=state)])
+    app = Starlette(routes=routes, exception_handlers={HTTPException: not_found}, lifespan=lifespan)
     app.state.server = state
     return app

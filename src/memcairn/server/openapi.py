@@ -58,20 +58,6 @@ def openapi_document() -> dict[str, Any]:
         "/v1/health": {"get": {"operationId": "health", "security": [],
                                "responses": {"200": _json({"type": "object"}, _HEALTHY),
                                              "503": _json({"type": "object"}, "The database is unreachable")}}},
-        "/v1/ready": {"get": {"operationId": "ready", "security": [],
-                              "summary": "Readiness: the database answers and its migrations are current",
-                              "responses": {"200": _json({"type": "object", "properties": {
-                                  "status": {"const": "ready"}, "schema_version": _INT}}, "Ready for traffic"),
-                                  "503": _json({"type": "object", "required": ["status", "reason"], "properties": {
-                                      "status": {"const": "not_ready"}, "reason": _STR}},
-                                      "Not ready: the reason says what to do")}}},
-        "/metrics": {"get": {"operationId": "metrics", "security": [],
-                             "summary": "Prometheus metrics (counts only): to loopback peers, or with the token in "
-                                        "MEMCAIRN_SERVER_METRICS_TOKEN",
-                             "responses": {"200": {"description": "Prometheus text format",
-                                                   "content": {"text/plain": {"schema": _STR}}},
-                                           "403": _json(ERROR, "Not a loopback peer and no metrics token"),
-                                           "404": _json(ERROR, "Metrics are off (MEMCAIRN_SERVER_METRICS=off)")}}},
         "/v1/openapi.json": {"get": {"operationId": "openapi", "security": [],
                                      "responses": {"200": _json({"type": "object"}, "This document")}}},
         "/v1/memories": {"post": {
@@ -186,13 +172,8 @@ def openapi_document() -> dict[str, Any]:
             "responses": {"200": _json({"type": "object"}, "Revoked"), **_errors(401, 403, 404, 503)}}},
         "/v1/keys/{key_id}/rotate": {"post": {
             "operationId": "rotateKey", "summary": "Replace a key of the tenant by a new one (admin)",
-            "description": "grace (90m, 24h, 7d; at most 30d): the old key keeps working until then, then expires; "
-                           "without it (or 0) the old key is revoked at once",
             "parameters": [_KEY_ID],
-            "requestBody": {"required": False, "content": {"application/json": {"schema": {
-                "type": "object", "properties": {"grace": {"type": "string", "example": "24h"}}}}}},
-            "responses": {"200": _json({"type": "object", "properties": {
-                "id": _STR, "key": _STR, "replaces": _STR, "replaced_works_until": optional}}, "The new key"),
+            "responses": {"200": _json({"type": "object", "properties": {"id": _STR, "key": _STR}}, "The new key"),
                           **_errors(400, 401, 403, 404, 503)}}},
     }
     for path, operations in paths.items():
