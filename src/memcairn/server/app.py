@@ -19,6 +19,7 @@ import psycopg
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -37,6 +38,7 @@ from memcairn.search.request import SearchRequest
 from memcairn.search.service import MAX_SEMANTIC_QUERY_CHARS
 from memcairn.server import digest
 from memcairn.server.http import (
+    AccessLog,
     ApiError,
     Call,
     ServerState,
@@ -50,6 +52,7 @@ from memcairn.server.http import (
     text_field,
 )
 from memcairn.server.openapi import openapi_document
+from memcairn.server.readiness import metrics_page, ready
 
 __all__ = ["ServerState", "make_app"]
 MAX_QUERY_CHARS = 2_000
@@ -450,6 +453,8 @@ def revoke_key(request: Request, call: Call) -> Any:
 def make_app(state: ServerState, *, lifespan: Any = None) -> Starlette:
     routes = [
         Route("/v1/health", route(None, health), methods=["GET"]),
+        Route("/v1/ready", route(None, ready), methods=["GET"]),
+        Route("/metrics", route(None, metrics_page), methods=["GET"]),
         Route("/v1/openapi.json", route(None, openapi), methods=["GET"]),
         Route("/v1/memories", route("memories:write", save_memory), methods=["POST"]),
         Route("/v1/events", route("memories:write", post_events), methods=["POST"]),
@@ -478,6 +483,7 @@ def make_app(state: ServerState, *, lifespan: Any = None) -> Starlette:
         headers = dict(exc.headers or {}) if isinstance(exc, HTTPException) else {}  # 405 keeps its Allow
         return JSONResponse({"error": code, "detail": detail}, status_code=status, headers=headers)
 
-    app = Starlette(routes=routes, exception_handlers={HTTPException: not_found}, lifespan=lifespan)
+    app = Starlette(routes=routes, exception_handlers={HTTPException: not_found}, lifespan=lifespan,
+                    middleware=[Middleware(AccessLog, state=state)])
     app.state.server = state
     return app

@@ -1,16 +1,21 @@
 """The plumbing of the /v1 API: a handler runs in a thread behind the key check for its scope, and every error
 becomes a JSON answer (``{"error": code, "detail": what to do}``): bad input is a 4xx, never a 500. Each answer
 carries ``X-Request-Id`` (the caller's when it sent a sane one), which the audit log records with every write.
+``AccessLog`` writes one JSON line per request on ``memcairn.server.access`` (request id, tenant id, route template,
+status, milliseconds) and counts it in the server's metrics.
 Also the readers of bodies, ids and query parameters, each refusing what PostgreSQL could not store (NUL).
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import re
 import secrets
+import sys
 import threading
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -20,6 +25,7 @@ import psycopg
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memcairn.errors import ConfigError, MemcairnError, NotFoundError, ValidationError, WouldWait
 from memcairn.fastjson import NonFiniteNumber, loads
@@ -31,6 +37,7 @@ from memcairn.pgstore.items import TeamStore
 from memcairn.pgstore.waits import no_waiting
 from memcairn.search.telemetry import Telemetry
 from memcairn.server.digest import Digests
+from memcairn.server.metrics import Metrics
 
 log = logging.getLogger("memcairn.server")
 MAX_BODY_BYTES = 1 << 20
@@ -57,6 +64,10 @@ class ServerState:
     telemetry: Telemetry = field(default_factory=lambda: Telemetry(log_each=False))
     # reads of this process answered on its event loop, and those run again on a request thread (``route``)
     reads: Counter[str] = field(default_factory=Counter)
+    metrics: Metrics = field(init=False)  # this process's Prometheus registry (``GET /metrics``)
+
+    def __post_init__(self) -> None:
+        self.metrics = Metrics(self.pool)
 
 
 def _error(status: int, code: str, detail: str, request_id: str) -> JSONResponse:
@@ -91,8 +102,8 @@ def route(scope: str | None, handler: Handler, *, reads: bool = False) -> Callab
     (``pgstore/waits.py``); one that would wait is run again, from the start, on a thread."""
 
     async def endpoint(request: Request) -> Response:
-        given = request.headers.get("x-request-id", "")
-        request_id = given if _REQUEST_ID.match(given) else f"{_PROCESS}{next(_REQUESTS):08x}"
+        request_id = request_id_of(request.headers.get("x-request-id", ""))
+        request.state.request_id = request_id  # for the access log
         state: ServerState = request.app.state.server
         try:
             request.state.body = await _body(request) if request.method in ("POST", "PUT", "PATCH") else None
@@ -101,9 +112,10 @@ def route(scope: str | None, handler: Handler, *, reads: bool = False) -> Callab
                 if scope is None:
                     return handler(request, Call(None, request_id))
                 if not reads:
-                    return handler(request, Call(_authorize(state, request, scope), request_id))
+                    return handler(request, Call(_known(request, _authorize(state, request, scope)), request_id))
                 with state.pool.connection() as conn, conn.pipeline(), conn.transaction(), conn.cursor() as cur:
-                    return handler(request, Call(_authorize_in(cur, state, request, scope), request_id, cur))
+                    key = _known(request, _authorize_in(cur, state, request, scope))
+                    return handler(request, Call(key, request_id, cur))
 
             if reads:
                 try:
@@ -138,6 +150,71 @@ def route(scope: str | None, handler: Handler, *, reads: bool = False) -> Callab
         return JSONResponse(payload, status_code=status, headers={"X-Request-Id": request_id})
 
     return endpoint
+
+
+def request_id_of(given: str) -> str:
+    """The caller's ``X-Request-Id`` when it is sane, else one of this process's own."""
+    return given if _REQUEST_ID.match(given) else f"{_PROCESS}{next(_REQUESTS):08x}"
+
+
+def _known(request: Request, key: keys.KeyInfo) -> keys.KeyInfo:
+    request.state.tenant_id = key.tenant_id  # for the access log
+    return key
+
+
+def access_logger() -> logging.Logger:
+    """``memcairn.server.access``: its lines are JSON alone (no prefix), on stderr with the server's log."""
+    logger = logging.getLogger("memcairn.server.access")
+    if not logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+    return logger
+
+
+class AccessLog:
+    """ASGI middleware: one JSON line per request once its status and headers are sent, with the route's template
+    (``/v1/memories/{item_id}``, never the raw path, which may carry names), and the request counted in
+    ``ServerState.metrics``. ``ms`` is the time until the answer's head: a stream's whole length is not counted."""
+
+    def __init__(self, app: ASGIApp, state: ServerState) -> None:
+        self.app, self.state = app, state
+        self.log = access_logger()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        logged = False
+
+        def done(status: int) -> None:
+            nonlocal logged
+            if logged:
+                return
+            logged = True
+            seconds = time.perf_counter() - started
+            route = getattr(scope.get("route"), "path", None) or "unmatched"
+            known = scope.get("state", {})
+            headers = dict(scope.get("headers") or [])
+            request_id = known.get("request_id") or request_id_of(headers.get(b"x-request-id", b"").decode("latin-1"))
+            method = scope.get("method", "GET")
+            self.state.metrics.observe(route, method, status, seconds)
+            self.log.info(json.dumps({"request_id": request_id, "tenant_id": known.get("tenant_id"), "method": method,
+                                      "route": route, "status": status, "ms": round(seconds * 1000, 1)}))
+
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                done(int(message["status"]))
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        except BaseException:
+            done(500)
+            raise
 
 
 def by_method(endpoints: dict[str, Callable[[Request], Awaitable[Response]]]) -> Callable[[Request],

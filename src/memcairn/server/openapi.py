@@ -58,6 +58,20 @@ def openapi_document() -> dict[str, Any]:
         "/v1/health": {"get": {"operationId": "health", "security": [],
                                "responses": {"200": _json({"type": "object"}, _HEALTHY),
                                              "503": _json({"type": "object"}, "The database is unreachable")}}},
+        "/v1/ready": {"get": {"operationId": "ready", "security": [],
+                              "summary": "Readiness: the database answers and its migrations are current",
+                              "responses": {"200": _json({"type": "object", "properties": {
+                                  "status": {"const": "ready"}, "schema_version": _INT}}, "Ready for traffic"),
+                                  "503": _json({"type": "object", "required": ["status", "reason"], "properties": {
+                                      "status": {"const": "not_ready"}, "reason": _STR}},
+                                      "Not ready: the reason says what to do")}}},
+        "/metrics": {"get": {"operationId": "metrics", "security": [],
+                             "summary": "Prometheus metrics (counts only): to loopback peers, or with the token in "
+                                        "MEMCAIRN_SERVER_METRICS_TOKEN",
+                             "responses": {"200": {"description": "Prometheus text format",
+                                                   "content": {"text/plain": {"schema": _STR}}},
+                                           "403": _json(ERROR, "Not a loopback peer and no metrics token"),
+                                           "404": _json(ERROR, "Metrics are off (MEMCAIRN_SERVER_METRICS=off)")}}},
         "/v1/openapi.json": {"get": {"operationId": "openapi", "security": [],
                                      "responses": {"200": _json({"type": "object"}, "This document")}}},
         "/v1/memories": {"post": {

@@ -1,0 +1,129 @@
+"""Prometheus metrics of ``memcairn server`` (``GET /metrics``, prometheus_client's text format): requests by
+route template and status, latency histograms, and, read from the database at each scrape, the ingest queue and
+the embedding backlog per tenant (counts and ages only, never content) and the connection pool's state.
+
+Who may scrape: the metrics span all tenants, so no tenant's key opens them (an admin key of one tenant would
+learn the others' volumes). A peer on the loopback interface may, unless the request came through a proxy
+(``Forwarded`` / ``X-Forwarded-For``); from elsewhere only with ``Authorization: Bearer`` and the token in
+``MEMCAIRN_SERVER_METRICS_TOKEN``. ``MEMCAIRN_SERVER_METRICS=off`` turns the route off (404).
+
+Each server process (``--workers``) counts its own requests: a scrape reads the process that took it.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import logging
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from memcairn.errors import ConfigError
+
+log = logging.getLogger("memcairn.server")
+TOKEN_ENV = "MEMCAIRN_SERVER_METRICS_TOKEN"
+SWITCH_ENV = "MEMCAIRN_SERVER_METRICS"
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+# request latency (time until the answer's head is sent): fine steps where searches and reads fall
+BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.25, 0.5, 1.0, 2.5, 5.0, 15.0)
+
+# per tenant: waiting events and the oldest one's age, failed events; items waiting for their vector
+_QUEUE = ("SELECT tenant_id, count(*) FILTER (WHERE failed_at IS NULL),"
+          " coalesce(extract(epoch FROM now() - min(queued_at) FILTER (WHERE failed_at IS NULL)), 0),"
+          " count(*) FILTER (WHERE failed_at IS NOT NULL) FROM ingest_jobs GROUP BY tenant_id ORDER BY tenant_id")
+_BACKLOG = ("SELECT tenant_id, count(*), coalesce(extract(epoch FROM now() - min(queued_at)), 0)"
+            " FROM embedding_backlog GROUP BY tenant_id ORDER BY tenant_id")
+
+
+def pool_state(pool: Any) -> dict[str, int]:
+    """``size``, ``in_use`` and ``idle`` connections of the server's pool (``pgstore.db.Pool.stats``, or
+    psycopg_pool's ``get_stats``)."""
+    if hasattr(pool, "stats"):
+        return dict(pool.stats())
+    stats = pool.get_stats()
+    size = int(stats.get("pool_size", 0))
+    idle = int(stats.get("pool_available", 0))
+    return {"size": size, "in_use": size - idle, "idle": idle}
+
+
+class _DatabaseCollector(Collector):
+    """The gauges read at each scrape: the queues per tenant and the pool. A database that cannot be reached
+    gives ``memcairn_database_up 0`` and the pool's state, not a failed scrape."""
+
+    def __init__(self, pool: Any) -> None:
+        self.pool = pool
+
+    def collect(self) -> Iterator[Metric]:
+        up = GaugeMetricFamily("memcairn_database_up", "1 when the last scrape could read the database")
+        queue = GaugeMetricFamily("memcairn_ingest_queue_depth", "Events accepted and not yet stored",
+                                  labels=["tenant"])
+        age = GaugeMetricFamily("memcairn_ingest_queue_oldest_seconds", "Age of the oldest event waiting",
+                                labels=["tenant"])
+        failed = GaugeMetricFamily("memcairn_ingest_failed", "Events that could not be stored", labels=["tenant"])
+        backlog = GaugeMetricFamily("memcairn_embedding_backlog", "Items waiting for their vector",
+                                    labels=["tenant"])
+        backlog_age = GaugeMetricFamily("memcairn_embedding_backlog_oldest_seconds",
+                                        "Age of the oldest item waiting for its vector", labels=["tenant"])
+        try:
+            with self.pool.connection() as conn:
+                queued = conn.execute(_QUEUE).fetchall()
+                waiting = conn.execute(_BACKLOG).fetchall()
+        except (ConfigError, psycopg.Error) as exc:
+            log.warning("metrics: the database cannot be read: %s", exc)
+            up.add_metric([], 0)
+        else:
+            up.add_metric([], 1)
+            for tenant, depth, oldest, gave_up in queued:
+                queue.add_metric([str(tenant)], depth)
+                age.add_metric([str(tenant)], float(oldest))
+                failed.add_metric([str(tenant)], gave_up)
+            for tenant, pending, oldest in waiting:
+                backlog.add_metric([str(tenant)], pending)
+                backlog_age.add_metric([str(tenant)], float(oldest))
+        pool = GaugeMetricFamily("memcairn_pool_connections", "PostgreSQL connections of this process's pool",
+                                 labels=["state"])
+        for state, count in pool_state(self.pool).items():
+            pool.add_metric([state], count)
+        yield from (up, queue, age, failed, backlog, backlog_age, pool)
+
+
+class Metrics:
+    """One server process's registry (its own, so two apps in one process never share counts)."""
+
+    def __init__(self, pool: Any) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.requests = Counter("memcairn_http_requests", "Requests answered, by route template and status",
+                                ["route", "method", "status"], registry=self.registry)
+        self.latency = Histogram("memcairn_http_request_duration_seconds",
+                                 "Time until the answer's status and headers were sent, by route template",
+                                 ["route", "method"], buckets=BUCKETS, registry=self.registry)
+        self.registry.register(_DatabaseCollector(pool))
+        self.enabled = os.environ.get(SWITCH_ENV, "").strip().lower() not in ("off", "0", "false", "no")
+        self.token = os.environ.get(TOKEN_ENV, "").strip()
+
+    def observe(self, route: str, method: str, status: int, seconds: float) -> None:
+        self.requests.labels(route, method, str(status)).inc()
+        self.latency.labels(route, method).observe(seconds)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+    def allows(self, client_host: str | None, headers: Any) -> bool:
+        """Whether this request may read the metrics (see the module's docstring)."""
+        presented = headers.get("authorization", "")
+        scheme, _, value = presented.partition(" ")
+        if self.token and scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode(),
+                                                                            self.token.encode()):
+            return True
+        if "forwarded" in headers or "x-forwarded-for" in headers:
+            return False
+        try:
+            return client_host is not None and ipaddress.ip_address(client_host).is_loopback
+        except ValueError:
+            return False
