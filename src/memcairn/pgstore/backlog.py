@@ -1,11 +1,12 @@
 """The embedding backlog: items committed without their vector, embedded later in batches.
 
 A write (``TeamStore.add``/``add_batch``) commits its item with ``embedding`` NULL and a row in
-``embedding_backlog`` in the same transaction, so it never waits for the model. ``embed_batch`` takes the
-oldest rows, reads their items, embeds them in one call of the embedder and then, in one transaction, writes
-each vector and deletes its backlog row. That row is the progress mark, like the local mirror's watermark but
-per item: items commit out of id order under concurrent writers, so a single "embedded up to id N" would skip
-an item whose transaction committed after a higher id had been embedded. A crash before that commit leaves the
+``embedding_backlog`` in the same transaction, so it never waits for the model. ``embed_batch`` takes rows
+fairly over the tenants (round robin, oldest first within each: ``pick``), reads their items, embeds them in
+one call of the embedder and then, in one transaction, writes each vector and deletes its backlog row. That
+row is the progress mark, like the local mirror's watermark but per item: items commit out of id order under
+concurrent writers, so a single "embedded up to id N" would skip an item whose transaction committed after a
+higher id had been embedded. A crash before that commit leaves the
 rows in place and the batch is embedded again after the restart (its vectors were never stored, so no item is
 stored twice or embedded twice to effect); a crash after it has nothing left to do. An item's vectors, one per
 chunk of its text (``item_vectors``), are written whole, replacing any it had, and a forgotten item takes its
@@ -23,7 +24,7 @@ the database's owner is an ordinary role, for which ``FORCE ROW LEVEL SECURITY``
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 import psycopg
@@ -68,19 +69,64 @@ def lag(conn: psycopg.Connection) -> Lag:
     return Lag(int(row[0]), float(row[1]))
 
 
+def lag_by_tenant(conn: psycopg.Connection) -> dict[int, Lag]:
+    """The backlog of each tenant that has one, by tenant id (ids only: health is read without a key, so it shows
+    only ``tenant_lag_summary``; a Prometheus exporter reads this for its per-tenant gauges)."""
+    return {int(t): Lag(int(n), float(age)) for t, n, age in conn.execute(
+        "SELECT tenant_id, count(*), extract(epoch FROM now() - min(queued_at)) FROM embedding_backlog"
+        " GROUP BY tenant_id ORDER BY tenant_id")}
+
+
+def tenant_lag_summary(lags: dict[int, Lag]) -> dict[str, float | int]:
+    """What fairness looks like without naming a tenant: how many tenants wait, the largest one's backlog, and
+    the longest any tenant's oldest item has waited."""
+    return {"tenants_waiting": len(lags), "largest_tenant_pending": max((x.pending for x in lags.values()), default=0),
+            "oldest_tenant_wait_seconds": round(max((x.oldest_seconds for x in lags.values()), default=0.0), 3)}
+
+
+# Round robin over the tenants with waiting items, oldest first within each: every tenant's first waiting item,
+# then every tenant's second, and so on, up to the batch (each tenant's rows are read from the primary key
+# (tenant_id, item_id), a skip scan over the tenants). So a tenant uploading thousands of memories takes most of
+# a batch but never keeps another tenant's new memory out of the next one.
+_FAIR_PICK = """
+WITH RECURSIVE waiting(tenant_id) AS (
+  (SELECT tenant_id FROM embedding_backlog ORDER BY tenant_id LIMIT 1)
+  UNION ALL
+  SELECT (SELECT b.tenant_id FROM embedding_backlog b WHERE b.tenant_id > w.tenant_id ORDER BY b.tenant_id LIMIT 1)
+  FROM waiting w WHERE w.tenant_id IS NOT NULL
+)
+SELECT o.item_id, o.tenant_id FROM waiting w, LATERAL (
+  SELECT b.item_id, b.tenant_id, row_number() OVER (ORDER BY b.item_id) AS turn FROM embedding_backlog b
+  WHERE b.tenant_id = w.tenant_id AND b.item_id <> ALL(%(busy)s::bigint[]) ORDER BY b.item_id LIMIT %(limit)s) o
+WHERE w.tenant_id IS NOT NULL
+ORDER BY o.turn, o.item_id LIMIT %(limit)s
+"""
+
+
+def pick(conn: psycopg.Connection, limit: int = BATCH, busy: Collection[int] = ()) -> list[tuple[int, int]]:
+    """The next batch, as (item id, tenant id), fairly over the tenants (``_FAIR_PICK``), leaving out ``busy``
+    items (those another worker of this process is embedding now)."""
+    return [(int(i), int(t)) for i, t in conn.execute(_FAIR_PICK, {"busy": list(busy), "limit": limit})]
+
+
 def embed_batch(pool: Pool, embedder: Embedder, limit: int = BATCH) -> int:
-    """Embed up to ``limit`` of the oldest waiting items and store their vectors; returns how many backlog rows
-    were settled (0: nothing was waiting). Not safe to run in two places at once on one database (both would
-    compute the same vectors; only the first write lands): the server runs one leader (``server/embedding.py``).
-    """
+    """Embed up to ``limit`` waiting items, taken fairly over the tenants (``pick``), and store their vectors;
+    returns how many backlog rows were settled (0: nothing was waiting). Not safe to run in two places at once on
+    one database (both would compute the same vectors; only the first write lands): the server runs one leader
+    (``server/embedding.py``), whose workers pass the items they hold to ``pick`` and call ``embed_rows``."""
     with pool.connection() as conn:
-        rows = conn.execute("SELECT item_id, tenant_id FROM embedding_backlog ORDER BY item_id LIMIT %s",
-                            (limit,)).fetchall()
-        if not rows:
-            return 0
-        by_tenant: dict[int, list[int]] = defaultdict(list)
-        for item_id, tenant_id in rows:
-            by_tenant[int(tenant_id)].append(int(item_id))
+        rows = pick(conn, limit)
+    return embed_rows(pool, embedder, rows)
+
+
+def embed_rows(pool: Pool, embedder: Embedder, rows: Sequence[tuple[int, int]]) -> int:
+    """Embed the items of these backlog rows (item id, tenant id) and settle the rows; returns how many."""
+    if not rows:
+        return 0
+    by_tenant: dict[int, list[int]] = defaultdict(list)
+    for item_id, tenant_id in rows:
+        by_tenant[tenant_id].append(item_id)
+    with pool.connection() as conn:
         found: list[tuple[int, int, int, str]] = []  # tenant, item, chunk, document
         for tenant_id, ids in by_tenant.items():
             with tenant_transaction(conn, tenant_id) as cur:
