@@ -70,7 +70,7 @@ def test_bench_recall_imports_through_a_real_worker_and_scores_both_systems(
     code = cli(["bench", "recall", str(qa), str(HELLO), "--model", "hash", "--home", str(home), "--json", str(out)])
     captured = capsys.readouterr()
     assert code == 0, captured.err
-    assert "| memcairn |" in captured.out and "| raw BM25 (" in captured.out
+    assert "| qa | memcairn |" in captured.out and "| qa | raw BM25 (" in captured.out
 
     result = json.loads(out.read_text())
     assert result["import"]["report"]["files"] == 1 and result["import"]["failed_events"] == 0
@@ -84,11 +84,12 @@ def test_bench_recall_imports_through_a_real_worker_and_scores_both_systems(
     assert result["raw"]["totals"]["stored"] == 0.667  # 2 of the 3 facts
     # the raw ranking read only as far as memcairn's median cost: the same questions, text cut at that budget
     budget = result["totals"]["tokens_median"]
-    cut = result["raw_at_budget"]
+    cut, twice = result["raw_at_budget"]
     assert cut["tokens"] == budget and cut["totals"]["tokens_median"] <= budget
-    assert cut["totals"]["top5"] <= result["raw"]["totals"]["top5"]
-    assert f"| raw BM25 at {budget:,} tokens |" in captured.out
-    assert result["totals_by_qa"] == {}  # one QA file: its totals are the totals
+    assert twice["factor"] == 2 and twice["totals"]["tokens_median"] <= 2 * budget
+    assert cut["totals"]["top5"] <= result["raw"]["totals"]["top5"] and cut["totals"]["top5"] <= twice["totals"]["top5"]
+    assert f"| qa | raw BM25 at 1x memcairn's tokens ({budget:,} tokens) |" in captured.out
+    assert result["totals_by_qa"] == {} and result["totals_by_set"] == {}  # one set: its totals are the totals
     assert processes_of(home, mentioning(b"memcairn")) == []
 
     assert cli(["bench", "recall", str(qa), str(HELLO), "--model", "hash", "--home", str(home)]) == 1

@@ -1,24 +1,29 @@
 """``memcairn bench recall``: can what memcairn stored about some sessions answer questions asked a week later?
 
+- **Data sets** (``recall_sets``): one or more, each QA files with the transcripts they ask about (Claude Code,
+  Codex rollouts, Gemini CLI chats), all imported into one store, each session filed under its own project (the
+  questions' ``project`` or the session's name); a question is asked in its project, as an agent working there
+  would ask it.
 - **Store**: a fresh ``MEMCAIRN_HOME`` (a temporary directory unless ``home`` is given) and a real worker process
-  on a free loopback port (offline extractor, sqlite-vec mirror). ``memcairn import transcripts`` runs as its own
-  process on the transcripts (timed: that is the import time reported); the bench then waits until the queue
-  holds nothing pending and the worker's mirror and keyword index caught up.
+  on a free loopback port (offline extractor, sqlite-vec mirror). ``memcairn import transcripts --project P``
+  runs as its own process per project (timed, summed: that is the import time reported); the bench then waits
+  until the queue holds nothing pending and the worker's mirror and keyword index caught up.
 - **Per question** (``recall_facts``: the QA format and the matching rule):
-  ``stored``, the share of its facts present anywhere in the store (every field of every item); ``top5``,
-  whether the top-5 hits of a search for the question (``/api/search``, all projects), read as the agent reads
-  them (the index rows, then the full records as ``get_observations`` returns them), hold every fact;
-  ``digest``, the share of its facts in the SessionStart context of its session's project (the worker's
-  ``/api/context/inject`` at the configured budget, 2,000 tokens by default; a question naming no session is
-  matched against the contexts of every project); ``tokens``, what the top 5 cost (index text and full
-  records, characters / 4). A question without facts is answered right when the search returns nothing.
-- **Baseline** ``raw`` (``recall_raw``): BM25 over one chunk per assistant step of the same transcripts, its top 5
-  scored the same way, so each run shows both side by side; and the same ranking read only as far as memcairn's
-  median top-5 cost (``raw BM25 at N tokens``: its best chunks in order, the text cut at N tokens), which says
-  what plain retrieval answers for what memcairn's answers cost.
+  ``stored``, the share of its facts present anywhere in its project's memory (every field of every item);
+  ``top5``, whether the top-5 hits of a search for the question in its project (``/api/search``), read as the
+  agent reads them (the index rows, then the full records as ``get_observations`` returns them), hold every
+  fact; ``digest``, the share of its facts in the SessionStart context of its project (the worker's
+  ``/api/context/inject`` at the configured budget, 2,000 tokens by default); ``tokens``, what the top 5 cost
+  (index text and full records, characters / 4). A question naming no project or session is asked in every
+  project of its set. A question without facts is answered right when the search returns nothing.
+- **Baseline** ``raw`` (``recall_raw``): BM25 over one chunk per assistant step of the same transcripts, within
+  the same projects, its top 5 scored the same way, so each run shows both side by side; and the same ranking
+  read only as far as 1x and 2x memcairn's median top-5 cost on the question's set (its best chunks in order, the
+  text cut there), which says what plain retrieval answers for what memcairn's answers cost.
 
-Totals: ``stored`` and ``digest`` are shares of all facts, ``top5`` the share of questions with facts,
-``tokens`` the median over those questions, ``no_result`` the share of fact-less questions with no hit.
+Totals, per data set and overall: ``stored`` and ``digest`` are shares of all facts, ``top5`` the share of
+questions with facts, ``tokens`` the median over those questions, ``no_result`` the share of fact-less questions
+with no hit.
 """
 
 from __future__ import annotations
@@ -38,32 +43,19 @@ from typing import Any
 from urllib.parse import urlencode
 
 from memcairn.bench.hooks import free_port
-from memcairn.bench.recall_facts import Question, facts_held, load_questions, normalise
+from memcairn.bench.recall_facts import Question, facts_held, normalise
 from memcairn.bench.recall_raw import RawIndex
+from memcairn.bench.recall_sets import DataSet, prepare, single
 from memcairn.bench.worker import running_worker, signals_unwind, wait_ready, worker_env
-from memcairn.capture.transcripts import transcripts_under
 
 Log = Callable[[str], None]
 TOP_K = 5
 BUDGET_CHUNKS = 20  # chunks of the raw ranking read, at most, for the budget-matched baseline
+BUDGET_FACTORS = (1, 2)  # the raw ranking read as far as 1x and 2x what memcairn's top 5 cost
 CAPTURE_TIMEOUT = 600.0
 REQUEST_TIMEOUT = 120.0
 _ITEM_COLUMNS = ("title", "subtitle", "text", "narrative", "facts", "concepts", "files_read", "files_modified",
                  "request", "investigated", "learned", "completed", "next_steps", "notes")
-
-
-def transcript_files(paths: Iterable[Path]) -> list[Path]:
-    """Files as given; a directory stands for every ``*.jsonl`` under it (as ``memcairn import transcripts``)."""
-    out: list[Path] = []
-    for path in paths:
-        path = Path(path).expanduser().absolute()
-        if path.is_dir():
-            out += transcripts_under(path)
-        elif path.is_file():
-            out.append(path)
-        else:
-            raise ValueError(f"{path} does not exist; give transcript files (*.jsonl) or directories")
-    return out
 
 
 def tokens(chars: int) -> int:
@@ -89,18 +81,31 @@ def _get(port: int, path: str, params: dict[str, Any] | None = None) -> Any:
     return raw.decode("utf-8", errors="replace") if path.endswith("/inject") else json.loads(raw)
 
 
-def _import(home: Path, port: int, model: str, paths: Sequence[Path]) -> tuple[float, dict[str, Any]]:
-    """``memcairn import transcripts --json`` in its own process; (seconds, its report)."""
-    started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "memcairn", "import", "transcripts", *map(str, paths), "--json"],
-                          env=worker_env(home, port, model), capture_output=True, text=True, cwd=str(home))
-    seconds = time.perf_counter() - started
-    if done.returncode != 0:
-        raise RuntimeError(f"memcairn import transcripts failed ({done.returncode}): {done.stderr[-1500:]}")
-    try:
-        return seconds, json.loads(done.stdout)
-    except ValueError:
-        return seconds, {"output": done.stdout[-500:]}
+def _import(home: Path, port: int, model: str, files: dict[Path, str]) -> tuple[float, dict[str, Any]]:
+    """``memcairn import transcripts --project P --json`` in its own process per project, each session filed
+    under its project; (seconds of all of them, their reports summed)."""
+    seconds, total = 0.0, {}
+    for project in dict.fromkeys(files.values()):
+        paths = [str(f) for f, p in files.items() if p == project]
+        started = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "memcairn", "import", "transcripts", *paths, "--project",
+                               project, "--json"], env=worker_env(home, port, model), capture_output=True, text=True,
+                              cwd=str(home))
+        seconds += time.perf_counter() - started
+        if done.returncode != 0:
+            raise RuntimeError(f"memcairn import transcripts failed ({done.returncode}): {done.stderr[-1500:]}")
+        try:
+            report = json.loads(done.stdout)
+        except ValueError:
+            report = {"output": done.stdout[-500:]}
+        for key, value in report.items():
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                total[key] = total.get(key, 0) + value
+            elif isinstance(value, list):
+                total[key] = total.get(key, []) + value
+            else:
+                total.setdefault(key, value)
+    return seconds, total
 
 
 def _wait_capture(port: int, log: Log) -> dict[str, Any]:
@@ -115,18 +120,18 @@ def _wait_capture(port: int, log: Log) -> dict[str, Any]:
         time.sleep(1.0)
 
 
-def _store_rows(db: Path) -> tuple[list[str], dict[str, str], dict[str, int]]:
-    """(the text of every item, the project of each session, items per kind), read from the store file."""
+def _store_rows(db: Path) -> tuple[dict[str, str], dict[str, int]]:
+    """(the normalised text of every item of each project, items per kind), read from the store file."""
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    texts: dict[str, list[str]] = {}
     try:
-        texts = ["\n".join(str(v) for v in row if v not in (None, "", "[]"))
-                 for row in conn.execute(f"SELECT {', '.join(_ITEM_COLUMNS)} FROM memory_items")]
-        sessions = dict(conn.execute("SELECT s.agent_session_id, p.name FROM sessions s "
-                                     "JOIN projects p ON p.id = s.project_id").fetchall())
+        for project, *row in conn.execute(f"SELECT p.name, {', '.join('i.' + c for c in _ITEM_COLUMNS)} "
+                                          "FROM memory_items i JOIN projects p ON p.id = i.project_id"):
+            texts.setdefault(project, []).append("\n".join(str(v) for v in row if v not in (None, "", "[]")))
         kinds = dict(conn.execute("SELECT kind, COUNT(*) FROM memory_items GROUP BY kind").fetchall())
     finally:
         conn.close()
-    return texts, sessions, kinds
+    return {p: normalise("\n".join(t)) for p, t in texts.items()}, kinds
 
 
 def _strings(value: Any) -> Iterable[str]:
@@ -140,13 +145,15 @@ def _strings(value: Any) -> Iterable[str]:
             yield from _strings(v)
 
 
-def _top(port: int, query: str) -> tuple[int, str, int]:
-    """(hits, the text an agent reads for the top 5: index rows and full records, its characters)."""
-    found = _get(port, "/api/search", {"query": query, "limit": TOP_K, "format": "json"})
+def _top(port: int, query: str, projects: Sequence[str]) -> tuple[int, str, int]:
+    """(hits, the text an agent reads for the top 5 of a search in ``projects``: index rows and full records, its
+    characters)."""
+    params = {"query": query, "limit": TOP_K, "project": list(projects)}
+    found = _get(port, "/api/search", {**params, "format": "json"})
     ids = [r["id"] for r in found.get("results", [])][:TOP_K]
     if not ids:
         return 0, "", 0
-    index = _get(port, "/api/search", {"query": query, "limit": TOP_K, "format": "index"})["text"]
+    index = _get(port, "/api/search", {**params, "format": "index"})["text"]
     status, raw = _request(port, "POST", "/api/observations/batch", {"ids": ids, "format": "agent"})
     if status != 200:
         raise RuntimeError(f"POST /api/observations/batch answered {status}: {raw[:300]!r}")
@@ -195,24 +202,40 @@ def summarise(questions: Sequence[Question], rows: Sequence[dict[str, Any]]) -> 
     return out
 
 
-def by_qa(questions: Sequence[Question], rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The totals of each QA file's questions (when several files were given, each is a set of its own)."""
-    sources = list(dict.fromkeys(q.source for q in questions))
-    if len(sources) < 2:
+def grouped(questions: Sequence[Question], rows: Sequence[dict[str, Any]],
+            key: Callable[[Question], str]) -> dict[str, dict[str, Any]]:
+    """The totals of each group of questions (by data set, by QA file); none when there is only one group."""
+    groups = list(dict.fromkeys(key(q) for q in questions))
+    if len(groups) < 2:
         return {}
-    return {src: summarise([q for q in questions if q.source == src],
-                           [r for q, r in zip(questions, rows, strict=True) if q.source == src]) for src in sources}
+    return {g: summarise([q for q in questions if key(q) == g],
+                         [r for q, r in zip(questions, rows, strict=True) if key(q) == g]) for g in groups}
+
+
+def _totals(questions: Sequence[Question], rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    return {"totals": summarise(questions, rows), "totals_by_set": grouped(questions, rows, lambda q: q.dataset),
+            "totals_by_qa": grouped(questions, rows, lambda q: q.source)}
+
+
+def _asked_in(q: Question, sets: dict[str, DataSet]) -> list[str]:
+    """The projects ``q`` is asked in: its own, else every project of its set."""
+    return [q.project] if q.project else sets[q.dataset].project_names
 
 
 # -- the run --------------------------------------------------------------------------------------------
-def run(qa_paths: Sequence[Path], transcripts: Sequence[Path], *, baseline: str | None = "raw",
-        home: Path | None = None, model: str | None = None, log: Log = lambda _m: None) -> dict[str, Any]:
+def run(qa_paths: Sequence[Path] = (), transcripts: Sequence[Path] = (), *, sets: Sequence[DataSet] = (),
+        baseline: str | None = "raw", home: Path | None = None, model: str | None = None,
+        log: Log = lambda _m: None) -> dict[str, Any]:
+    """Measure memcairn (and the raw anchor) on ``sets``, and on the one set of ``qa_paths`` and ``transcripts``
+    when given, all in one store (see ``recall_sets`` for how sessions are filed into projects)."""
     from memcairn.config import load_settings
 
-    questions = load_questions(qa_paths)
-    files = transcript_files(transcripts)
-    if not files:
-        raise ValueError("no transcript files (*.jsonl) in the paths given")
+    given = ([single(qa_paths, transcripts)] if qa_paths else []) + list(sets)
+    if not given:
+        raise ValueError("no data set: give QA.json TRANSCRIPTS... or --set QA.json:TRANSCRIPTS")
+    prepared = {s.name: s for s in prepare(given)}
+    questions = [q for s in prepared.values() for q in s.questions]
+    files = {f: p for s in prepared.values() for f, p in s.projects.items()}
     settings = load_settings()
     model = model or settings.embedding_model
     own_home = home is None
@@ -222,62 +245,76 @@ def run(qa_paths: Sequence[Path], transcripts: Sequence[Path], *, baseline: str 
         raise ValueError(f"{base} already holds a store; the bench needs a fresh one")
     try:
         with signals_unwind():
-            result = _measure(questions, files, base, model, log)
+            result = _measure(questions, prepared, files, base, model, log)
     finally:
         if own_home:
             shutil.rmtree(base, ignore_errors=True)
     if baseline == "raw":
-        started = time.perf_counter()
-        index = RawIndex(files)
-        budget = result["totals"].get("tokens_median") or 0
-        try:
-            raw_rows, cut_rows = [], []
-            for q in questions:
-                chunks = index.top(q.question, TOP_K)
-                text = "\n".join(chunks)
-                raw_rows.append(_score(q, None, text, len(chunks), len(text), None))
-                cut = "\n".join(index.top(q.question, BUDGET_CHUNKS))[:budget * 4]
-                cut_rows.append(_score(q, None, cut, len(chunks), len(cut), None))
-            everything = normalise("\n".join(index.chunks))
-            for q, row in zip(questions, raw_rows, strict=True):
-                if not q.unanswerable:
-                    row["stored"] = _share(facts_held(q, everything))
-            result["raw"] = {"chunks": len(index.chunks), "seconds": round(time.perf_counter() - started, 2),
-                             "totals": summarise(questions, raw_rows), "totals_by_qa": by_qa(questions, raw_rows)}
-            result["raw_at_budget"] = {"tokens": budget, "totals": summarise(questions, cut_rows),
-                                       "totals_by_qa": by_qa(questions, cut_rows)}
-        finally:
-            index.close()
-        for row, raw in zip(result["questions"], raw_rows, strict=True):
-            row["raw"] = raw
+        _raw(result, questions, prepared, files)
     return result
 
 
-def _measure(questions: Sequence[Question], files: Sequence[Path], home: Path, model: str,
-             log: Log) -> dict[str, Any]:
+def _raw(result: dict[str, Any], questions: Sequence[Question], sets: dict[str, DataSet],
+         files: dict[Path, str]) -> None:
+    """The raw anchor beside memcairn's rows: its top 5, and its ranking cut at 1x and 2x the median tokens of
+    memcairn's top 5 on the question's set."""
+    started = time.perf_counter()
+    index = RawIndex(files)
+    medians = {name: (result["totals_by_set"].get(name) or result["totals"]).get("tokens_median") or 0
+               for name in sets}
+    try:
+        raw_rows: list[dict[str, Any]] = []
+        cut_rows: dict[int, list[dict[str, Any]]] = {factor: [] for factor in BUDGET_FACTORS}
+        for q in questions:
+            projects = _asked_in(q, sets)
+            chunks = index.top(q.question, TOP_K, projects)
+            text = "\n".join(chunks)
+            row = _score(q, None, text, len(chunks), len(text), None)
+            if not q.unanswerable:
+                row["stored"] = _share(facts_held(q, normalise(index.text_of(projects))))
+            raw_rows.append(row)
+            ranked = "\n".join(index.top(q.question, BUDGET_CHUNKS, projects))
+            for factor, rows in cut_rows.items():
+                cut = ranked[:medians[q.dataset] * factor * 4]
+                rows.append(_score(q, None, cut, len(chunks), len(cut), None))
+        result["raw"] = {"chunks": len(index.chunks), "seconds": round(time.perf_counter() - started, 2),
+                         **_totals(questions, raw_rows)}
+        result["raw_at_budget"] = [{"factor": factor, "tokens": result["totals"].get("tokens_median") or 0,
+                                    "tokens_by_set": medians, **_totals(questions, rows)}
+                                   for factor, rows in cut_rows.items()]
+    finally:
+        index.close()
+    for row, raw in zip(result["questions"], raw_rows, strict=True):
+        row["raw"] = raw
+
+
+def _measure(questions: Sequence[Question], sets: dict[str, DataSet], files: dict[Path, str], home: Path,
+             model: str, log: Log) -> dict[str, Any]:
     port = free_port()
     with running_worker(home, port, model, log) as proc:
         wait_ready(proc, port, home, log)
-        log(f"importing {len(files)} transcript files ...")
+        log(f"importing {len(files)} transcript files into {len(set(files.values()))} projects ...")
         seconds, report = _import(home, port, model, files)
         log(f"imported in {seconds:.1f} s; waiting for capture and the mirror ...")
         queue = _wait_capture(port, log)
         wait_ready(proc, port, home, log)
-        texts, sessions, kinds = _store_rows(home / "memcairn.db")
-        stored = normalise("\n".join(texts))
-        contexts = {p["name"]: _get(port, "/api/context/inject", {"project": p["name"]})
-                    for p in _get(port, "/api/projects")["projects"]}
+        stored, kinds = _store_rows(home / "memcairn.db")
+        contexts = {p: _get(port, "/api/context/inject", {"project": p}) for p in dict.fromkeys(files.values())}
         rows = []
         for q in questions:
-            hits, top, chars = _top(port, q.question)
-            project = sessions.get(q.session or "")
-            digest = contexts[project] if project in contexts else "\n".join(contexts.values())
-            rows.append({"id": q.id, "kind": q.kind, "facts": len(q.facts),
-                         **_score(q, stored, top, hits, chars, normalise(digest))})
-    return {"transcripts": [str(f) for f in files], "qa": sorted({q.source for q in questions}),
+            projects = _asked_in(q, sets)
+            hits, top, chars = _top(port, q.question, projects)
+            digest = "\n".join(contexts.get(p, "") for p in projects)
+            rows.append({"id": q.id, "set": q.dataset, "project": q.project, "kind": q.kind, "facts": len(q.facts),
+                         **_score(q, "\n".join(stored.get(p, "") for p in projects), top, hits, chars,
+                                  normalise(digest))})
+    return {"sets": [{"name": s.name, "qa": [str(p) for p in s.qa], "projects": {str(f): p for f, p in
+                                                                                 s.projects.items()}}
+                     for s in sets.values()],
+            "transcripts": [str(f) for f in files], "qa": sorted({q.source for q in questions}),
             "import": {"seconds": round(seconds, 2), "report": report, "failed_events": queue.get("failed", 0)},
             "items": kinds, "context_tokens": {p: tokens(len(t)) for p, t in contexts.items()},
-            "totals": summarise(questions, rows), "totals_by_qa": by_qa(questions, rows), "questions": rows}
+            **_totals(questions, rows), "questions": rows}
 
 
 # -- rendering ------------------------------------------------------------------------------------------
@@ -292,44 +329,53 @@ def _cell(value: Any) -> str:
 
 
 def render(result: dict[str, Any]) -> str:
-    totals = result["totals"]
     lines = [f"import: {len(result['transcripts'])} files in {result['import']['seconds']:.1f} s; items "
              + ", ".join(f"{k} {v:,}" for k, v in sorted(result["items"].items()))
              + "; SessionStart context " + ", ".join(f"{p} {t:,} tokens" for p, t in result["context_tokens"].items()),
              "",
-             "| system | questions | stored | top5 | top5 answered | median tokens (top 5) | digest | "
+             "| set | system | questions | stored | top5 | top5 answered | median tokens (top 5) | digest | "
              "no result (no-fact questions) |",
-             "|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|"]
 
-    def total_row(name: str, t: dict[str, Any]) -> str:
+    def total_row(group: str, name: str, t: dict[str, Any]) -> str:
         answered = f"{t.get('top5_answered', 0)}/{t['questions']}"
         empty = f"{_cell(t.get('no_result'))} of {t['unanswerable']}" if t["unanswerable"] else "–"
-        return (f"| {name} | {t['questions']} + {t['unanswerable']} | {_cell(t.get('stored'))} | "
+        return (f"| {group} | {name} | {t['questions']} + {t['unanswerable']} | {_cell(t.get('stored'))} | "
                 f"{_cell(t.get('top5'))} | {answered} | {_cell(t.get('tokens_median'))} | {_cell(t.get('digest'))} | "
                 f"{empty} |")
 
-    lines.append(total_row("memcairn", totals))
-    cut = result.get("raw_at_budget")
-    if "raw" in result:
-        lines.append(total_row(f"raw BM25 ({result['raw']['chunks']:,} chunks)", result["raw"]["totals"]))
-    if cut:
-        lines.append(total_row(f"raw BM25 at {cut['tokens']:,} tokens", cut["totals"]))
-    for source, part in result.get("totals_by_qa", {}).items():
-        lines.append(total_row(f"memcairn · {Path(source).name}", part))
+    def rows_of(group: str, pick: Callable[[dict[str, Any]], dict[str, Any]],
+                budget_of: Callable[[dict[str, Any]], int | None]) -> None:
+        lines.append(total_row(group, "memcairn", pick(result)))
         if "raw" in result:
-            lines.append(total_row(f"raw BM25 · {Path(source).name}", result["raw"]["totals_by_qa"][source]))
-        if cut:
-            lines.append(total_row(f"raw BM25 at {cut['tokens']:,} tokens · {Path(source).name}",
-                                   cut["totals_by_qa"][source]))
-    lines += ["", "| question | kind | facts | stored | top5 | digest | tokens | raw stored | raw top5 | raw tokens |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
+            lines.append(total_row(group, f"raw BM25 ({result['raw']['chunks']:,} chunks)", pick(result["raw"])))
+        for cut in result.get("raw_at_budget", ()):
+            budget = budget_of(cut)
+            shown = "each set's" if budget is None else f"{budget * cut['factor']:,} tokens"
+            lines.append(total_row(group, f"raw BM25 at {cut['factor']}x memcairn's tokens ({shown})", pick(cut)))
+
+    by_set = result.get("totals_by_set", {})
+    for name in by_set:
+        rows_of(name, lambda part, n=name: part["totals_by_set"][n], lambda cut, n=name: cut["tokens_by_set"][n])
+    rows_of("overall" if by_set else result["sets"][0]["name"], lambda part: part["totals"],
+            lambda cut: None if by_set else cut["tokens"])
+    if len(result.get("totals_by_qa", {})) > max(len(by_set), 1):
+        for source in result["totals_by_qa"]:
+            lines.append(total_row(Path(source).name, "memcairn", result["totals_by_qa"][source]))
+            if "raw" in result:
+                lines.append(total_row(Path(source).name, "raw BM25", result["raw"]["totals_by_qa"][source]))
+    top5s = [t["top5"] for t in by_set.values() if t.get("top5") is not None]
+    if len(top5s) > 1:
+        lines += ["", f"top5 gap between the best and the worst set (memcairn): {max(top5s) - min(top5s):.2f}"]
+    lines += ["", "| set | question | kind | facts | stored | top5 | digest | tokens | raw stored | raw top5 | "
+              "raw tokens |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in result["questions"]:
         raw = row.get("raw", {})
         top = row.get("top5", None if row["facts"] else ("no result" if row.get("no_result") else "answered"))
         raw_top = raw.get("top5", None if row["facts"] or not raw else
                           ("no result" if raw.get("no_result") else "answered"))
-        lines.append(f"| {row['id']} | {row['kind'] or ''} | {row['facts']} | {_cell(row.get('stored'))} | "
-                     f"{_cell(top)} | {_cell(row.get('digest'))} | {_cell(row['tokens'])} | "
-                     f"{_cell(raw.get('stored'))} | {_cell(raw_top)} | {_cell(raw.get('tokens'))} |")
+        lines.append(f"| {row['set']} | {row['id']} | {row['kind'] or ''} | {row['facts']} | "
+                     f"{_cell(row.get('stored'))} | {_cell(top)} | {_cell(row.get('digest'))} | "
+                     f"{_cell(row['tokens'])} | {_cell(raw.get('stored'))} | {_cell(raw_top)} | "
+                     f"{_cell(raw.get('tokens'))} |")
     return "\n".join(lines)
-

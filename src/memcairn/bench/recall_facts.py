@@ -1,8 +1,8 @@
 """The questions of ``memcairn bench recall`` and the rule that decides whether a text holds a fact.
 
-A QA file is JSON: ``{"questions": [{"id", "question", "facts", "session"?, "kind"?}, ...]}``. Each fact is a
-list of alternative keywords; the fact holds when any one of them occurs in the text. ``"facts": []`` marks a
-question nothing in the sessions answers (the right answer is no result).
+A QA file is JSON: ``{"questions": [{"id", "question", "facts", "session"?, "project"?, "kind"?}, ...]}``.
+Each fact is a list of alternative keywords; the fact holds when any one of them occurs in the text.
+``"facts": []`` marks a question nothing in the sessions answers (the right answer is no result).
 
 Matching rule (the same for memcairn and the raw-transcript baseline): both the keyword and the text are
 normalised, then the keyword must occur as a substring. Normalising:
@@ -49,6 +49,8 @@ class Question:
     session: str | None = None  # the transcript's session id (the file name without .jsonl), when given
     kind: str | None = None
     source: str = ""  # the QA file it came from
+    project: str | None = None  # the project it is asked in (``recall_sets``)
+    dataset: str = ""  # the data set it belongs to
 
     @property
     def unanswerable(self) -> bool:
@@ -63,8 +65,11 @@ def facts_held(question: Question, normalised_text: str) -> list[bool]:
 def _session_of(value: Any) -> str | None:
     if not isinstance(value, str) or not value.strip():
         return None
-    name = Path(value.strip()).name
-    return name[:-len(".jsonl")] if name.endswith(".jsonl") else name
+    return Path(value.strip()).name.removesuffix(".jsonl").removesuffix(".json")
+
+
+def _text(value: Any) -> str | None:
+    return value.strip() if isinstance(value, str) and value.strip() else None
 
 
 def _fact(value: Any, where: str) -> tuple[str, ...]:
@@ -105,5 +110,5 @@ def load_questions(paths: Sequence[Path]) -> list[Question]:
                 raise ValueError(f"{where}: \"facts\" is a list of facts (each a list of keywords)")
             out.append(Question(raw["id"], raw["question"], tuple(_fact(f, where) for f in facts),
                                 _session_of(raw.get("session")), raw.get("kind") if isinstance(raw.get("kind"), str)
-                                else None, str(path)))
+                                else None, str(path), _text(raw.get("project"))))
     return out

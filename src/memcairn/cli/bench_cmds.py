@@ -396,10 +396,13 @@ def bench_scaling(tenants: int, zipf_s: float, items: int, clients: int, phase_s
 
 
 @bench.command("recall")
-@click.argument("qa", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.argument("transcripts", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.argument("qa", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("transcripts", nargs=-1, type=click.Path(exists=True, path_type=Path))
 @click.option("--qa", "more_qa", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Another QA file (repeatable); its questions are asked too.")
+              help="Another QA file of the set given by QA and TRANSCRIPTS (repeatable).")
+@click.option("--set", "set_specs", multiple=True, metavar="[NAME=]QA.json[,QA2.json]:TRANSCRIPTS[,MORE]",
+              help="A data set of its own (repeatable): QA files, a colon, transcript files or folders; reported "
+                   "apart and overall. NAME defaults to the first QA file's name.")
 @click.option("--baseline", type=click.Choice(["raw", "none"]), default="raw", show_default=True,
               help="raw: BM25 over one chunk per assistant step of the same transcripts, side by side.")
 @click.option("--home", type=click.Path(file_okay=False, path_type=Path),
@@ -407,25 +410,39 @@ def bench_scaling(tenants: int, zipf_s: float, items: int, clients: int, phase_s
                    "[default: a temporary directory].")
 @click.option("--model", help="Embedding model of the mirror [default: the embedding_model setting].")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), help="Also write results here.")
-def bench_recall(qa: Path, transcripts: tuple[Path, ...], more_qa: tuple[Path, ...], baseline: str,
-                 home: Path | None, model: str | None, json_out: Path | None) -> None:
-    """Import TRANSCRIPTS (files or directories) into a fresh store served by a real worker, then ask the
-    questions of QA: are their facts stored, in the top-5 search hits, in the SessionStart context, and at what
-    cost in tokens; beside plain BM25 over the raw transcripts. The example asks bench/samples-qa.json about
-    the sample sessions that ship with memcairn (run from the repository; about 20 s); bench/spotter-qa-extra.json
-    holds more questions for the spotter sessions (given with --qa beside their own QA file).
+def bench_recall(qa: Path | None, transcripts: tuple[Path, ...], more_qa: tuple[Path, ...], set_specs: tuple[str, ...],
+                 baseline: str, home: Path | None, model: str | None, json_out: Path | None) -> None:
+    """Import the transcripts of one or more data sets (Claude Code, Codex, Gemini CLI; files or directories)
+    into a fresh store served by a real worker, each session under a project of its own, then ask each set's
+    questions in their projects: are their facts stored, in the top-5 search hits, in the SessionStart context,
+    and at what cost in tokens; beside plain BM25 over the raw transcripts; per set and overall. QA with
+    TRANSCRIPTS is one set; each --set another. The first example asks bench/samples-qa.json about the sample
+    sessions that ship with memcairn (run from the repository; about 20 s); bench/spotter-qa-extra.json holds more
+    questions for the spotter sessions, bench/more-qa-extra.json for the more-sessions ones.
 
-    Example:
+    Examples:
 
     \b
         memcairn bench recall bench/samples-qa.json src/memcairn/assets/transcripts/
+        memcairn bench recall --set bench/samples-qa.json:src/memcairn/assets/transcripts/ \\
+            --set spotter=spotter-dev-qa.json,bench/spotter-qa-extra.json:fixtures/spotter/
     """
     from memcairn.bench import recall
+    from memcairn.bench.recall_sets import parse_set
 
     _check_output(json_out)
+    if qa is not None and not transcripts:
+        raise click.UsageError("QA needs the TRANSCRIPTS it asks about (or give data sets with --set)")
+    if qa is None and not set_specs:
+        raise click.UsageError("give QA and TRANSCRIPTS, or one --set QA.json:TRANSCRIPTS or more")
+    if more_qa and qa is None:
+        raise click.UsageError("--qa adds questions to the set of QA and TRANSCRIPTS; inside --set, list QA files "
+                               "with commas")
     try:
-        result = recall.run([qa, *more_qa], list(transcripts), baseline=None if baseline == "none" else baseline,
-                            home=home, model=model, log=lambda m: click.echo(m, err=True))
+        sets = [parse_set(spec) for spec in set_specs]
+        result = recall.run([qa, *more_qa] if qa else [], list(transcripts), sets=sets,
+                            baseline=None if baseline == "none" else baseline, home=home, model=model,
+                            log=lambda m: click.echo(m, err=True))
     except (ValueError, RuntimeError) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(recall.render(result))
