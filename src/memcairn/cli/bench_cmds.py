@@ -416,16 +416,14 @@ def bench_recall(qa: Path | None, transcripts: tuple[Path, ...], more_qa: tuple[
     into a fresh store served by a real worker, each session under a project of its own, then ask each set's
     questions in their projects: are their facts stored, in the top-5 search hits, in the SessionStart context,
     and at what cost in tokens; beside plain BM25 over the raw transcripts; per set and overall. QA with
-    TRANSCRIPTS is one set; each --set another. The first example asks bench/samples-qa.json about the sample
-    sessions that ship with memcairn (run from the repository; about 20 s); bench/spotter-qa-extra.json holds more
-    questions for the spotter sessions, bench/more-qa-extra.json for the more-sessions ones.
+    TRANSCRIPTS is one set; each --set another, e.g. --set spotter=spotter-dev-qa.json,bench/spotter-qa-extra.json:DIR
+    (bench/more-qa-extra.json holds more questions for the more-sessions fixtures). The example asks
+    bench/samples-qa.json about the sample sessions that ship with memcairn (run from the repository; about 20 s).
 
-    Examples:
+    Example:
 
     \b
         memcairn bench recall bench/samples-qa.json src/memcairn/assets/transcripts/
-        memcairn bench recall --set bench/samples-qa.json:src/memcairn/assets/transcripts/ \\
-            --set spotter=spotter-dev-qa.json,bench/spotter-qa-extra.json:fixtures/spotter/
     """
     from memcairn.bench import recall
     from memcairn.bench.recall_sets import parse_set
