@@ -14,6 +14,8 @@ import hashlib
 import hmac
 import re
 import secrets
+import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -23,7 +25,7 @@ import psycopg
 
 from memcairn.errors import MemcairnError, NotFoundError, ValidationError
 from memcairn.pgstore.audit import Actor, audit
-from memcairn.pgstore.db import LOOP_LOCK_TIMEOUT, act_as, tenant_transaction
+from memcairn.pgstore.db import LOOP_LOCK_TIMEOUT, Pool, act_as, tenant_transaction
 from memcairn.pgstore.waits import may_wait
 
 SCOPES = ("memories:read", "memories:write", "admin")
@@ -202,22 +204,92 @@ def revoke_key(conn: psycopg.Connection, key_id: str, *, tenant_id: int | None =
         audit(cur, row[1], "keys.revoke", actor, key_id)
 
 
+MAX_GRACE = timedelta(days=30)
+
+
+def parse_grace(text: str | None) -> timedelta:
+    """How long a rotated key keeps working: ``0`` (default: not at all), ``24h``, ``90m``, ``7d``; at most 30 days."""
+    if text is None or not text.strip() or text.strip() == "0":
+        return timedelta(0)
+    relative = _RELATIVE.match(text.strip())
+    if not relative:
+        raise ValidationError(f"grace {text!r} is not a duration: use 0, 90m, 24h or 7d")
+    unit = {"m": "minutes", "h": "hours", "d": "days"}[relative.group(2)]
+    grace = timedelta(**{unit: int(relative.group(1))})
+    if grace > MAX_GRACE:
+        raise ValidationError(f"grace {text!r} is over 30 days; rotate with a shorter overlap")
+    return grace
+
+
 def rotate_key(conn: psycopg.Connection, secret: bytes, key_id: str, *, tenant_id: int | None = None,
-               actor: Actor | None = None) -> dict[str, Any]:
-    """A new key with the same tenant, scopes, pin and expiry; the old one is revoked in the same transaction."""
+               actor: Actor | None = None, grace: timedelta = timedelta(0)) -> dict[str, Any]:
+    """A new key with the same tenant, scopes, pin and expiry. Without ``grace`` the old one is revoked in the
+    same transaction; with it the old one keeps working until then (its expiry, never later than it was), so
+    clients can be moved over without an outage."""
     row = _key_row(conn, key_id)
     if row is None or (tenant_id is not None and row[1] != tenant_id):
         raise NotFoundError(f"no key {key_id!r}")
     _, tid, project_id, _, scopes, expires_at, revoked_at, _ = row
     if revoked_at is not None:
         raise ValidationError(f"key {key_id!r} is revoked; create a new one instead")
+    if expires_at is not None and expires_at <= datetime.now(UTC):
+        raise ValidationError(f"key {key_id!r} has expired; create a new one instead")
     with tenant_transaction(conn, tid) as cur:
         new_id, key = _insert_key(cur, secret, tid, scopes, project_id, expires_at, None)
-        cur.execute("UPDATE api_keys SET revoked_at = now(), replaced_by = %s WHERE tenant_id = %s AND id = %s",
-                    (new_id, tid, key_id))
+        if grace > timedelta(0):
+            old_until = cur.execute(
+                "UPDATE api_keys SET expires_at = least(expires_at, now() + %s), replaced_by = %s"
+                " WHERE tenant_id = %s AND id = %s RETURNING expires_at", (grace, new_id, tid, key_id)).fetchone()
+        else:
+            cur.execute("UPDATE api_keys SET revoked_at = now(), replaced_by = %s WHERE tenant_id = %s AND id = %s",
+                        (new_id, tid, key_id))
+            old_until = None
         audit(cur, tid, "keys.rotate", actor, f"{key_id}->{new_id}")
     return {"id": new_id, "key": key, "replaces": key_id, "scopes": list(scopes),
-            "expires_at": _iso(expires_at)}
+            "expires_at": _iso(expires_at), "replaced_works_until": _iso(old_until[0]) if old_until else None}
+
+
+def key_refusal(conn: psycopg.Connection, tenant_id: int, key_id: str) -> str | None:
+    """Why the key may no longer be used (revoked, expired or gone), or None while it may: what an open stream
+    checks before it delivers."""
+    with tenant_transaction(conn, tenant_id) as cur:
+        row = cur.execute("SELECT revoked_at, expires_at, now() FROM api_keys WHERE tenant_id = %s AND id = %s",
+                          (tenant_id, key_id)).fetchone()
+    if row is None:
+        return f"the API key {key_id} no longer exists"
+    revoked_at, expires_at, now = row
+    if revoked_at is not None:
+        return f"the API key {key_id} was revoked"
+    if expires_at is not None and expires_at <= now:
+        return f"the API key {key_id} expired at {expires_at.isoformat()}"
+    return None
+
+
+class KeyStates:
+    """Keys' refusals as last read, shared by a process's open streams: one row read a second per key however
+    many streams it has open."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._read: dict[str, tuple[float, str | None]] = {}
+
+    def refusal(self, pool: Pool, tenant_id: int, key_id: str, *, max_age: float) -> str | None:
+        """``key_refusal``, read again unless a reading younger than ``max_age`` seconds is at hand."""
+        with self._lock:
+            seen = self._read.get(key_id)
+        if seen is not None and time.monotonic() - seen[0] < max_age:
+            return seen[1]
+        started = time.monotonic()
+        with pool.connection() as conn:
+            found = key_refusal(conn, tenant_id, key_id)
+        with self._lock:
+            if len(self._read) >= _TENANT_OF_KEEP:
+                self._read.clear()
+            self._read[key_id] = (started, found)
+        return found
+
+
+KEY_STATES = KeyStates()
 
 
 def authenticate(conn: psycopg.Connection, secret: bytes, presented: str | None) -> KeyInfo:

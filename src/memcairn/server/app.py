@@ -59,6 +59,7 @@ MAX_QUERY_CHARS = 2_000
 DEFAULT_CONTEXT_TOKENS = 2_000
 POLL_SECONDS = 1.0
 HEARTBEAT_SECONDS = 15.0
+KEY_CHECK_SECONDS = 1.0  # an idle stream of a revoked key ends within this (and one poll)
 
 
 def _check_pin(state: ServerState, call: Call, names: list[str]) -> None:
@@ -365,11 +366,22 @@ def stream(request: Request, call: Call) -> Any:
     project_ids = _scope_projects(state, call, names) if names or key.project_id else None
     after = int(raw) if raw else state.team.latest_change(key.tenant_id)
 
+    def poll(last: int) -> tuple[list[dict[str, Any]], str | None]:
+        """The changes after ``last`` and, read after them, whether the key may still have them: a batch is
+        delivered only when the key was valid after it was read (so nothing committed after a revocation goes
+        out); an idle poll uses the key's state as read within ``KEY_CHECK_SECONDS``."""
+        batch = state.team.changes(key.tenant_id, last, project_ids)
+        return batch, keys.KEY_STATES.refusal(state.pool, key.tenant_id, key.id,
+                                               max_age=0.0 if batch else KEY_CHECK_SECONDS)
+
     async def events() -> AsyncIterator[str]:
         last, idle = after, 0.0
         yield ": memcairn change feed\n\n"
         while not await request.is_disconnected():
-            batch = await run_in_threadpool(state.team.changes, key.tenant_id, last, project_ids)
+            batch, refused = await run_in_threadpool(poll, last)
+            if refused is not None:  # revoked or expired while the stream was open: it ends here
+                yield f"event: error\ndata: {json.dumps({'error': 'unauthorized', 'detail': refused})}\n\n"
+                return
             for change in batch:
                 last = change["seq"]
                 yield f"id: {last}\nevent: memory\ndata: {json.dumps(change)}\n\n"
@@ -436,9 +448,12 @@ def create_key(request: Request, call: Call) -> Any:
 def rotate_key(request: Request, call: Call) -> Any:
     state: ServerState = request.app.state.server
     assert call.key is not None
+    grace = request.state.body.get("grace")
+    if grace is not None and not isinstance(grace, str):
+        raise ApiError(400, "invalid", 'grace must be a duration such as "24h" (or "0")')
     with state.pool.connection() as conn:
         return keys.rotate_key(conn, state.secret, request.path_params["key_id"], tenant_id=call.key.tenant_id,
-                               actor=call.actor)
+                               actor=call.actor, grace=keys.parse_grace(grace))
 
 
 def revoke_key(request: Request, call: Call) -> Any:

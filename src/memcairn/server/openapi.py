@@ -186,8 +186,13 @@ def openapi_document() -> dict[str, Any]:
             "responses": {"200": _json({"type": "object"}, "Revoked"), **_errors(401, 403, 404, 503)}}},
         "/v1/keys/{key_id}/rotate": {"post": {
             "operationId": "rotateKey", "summary": "Replace a key of the tenant by a new one (admin)",
+            "description": "grace (90m, 24h, 7d; at most 30d): the old key keeps working until then, then expires; "
+                           "without it (or 0) the old key is revoked at once",
             "parameters": [_KEY_ID],
-            "responses": {"200": _json({"type": "object", "properties": {"id": _STR, "key": _STR}}, "The new key"),
+            "requestBody": {"required": False, "content": {"application/json": {"schema": {
+                "type": "object", "properties": {"grace": {"type": "string", "example": "24h"}}}}}},
+            "responses": {"200": _json({"type": "object", "properties": {
+                "id": _STR, "key": _STR, "replaces": _STR, "replaced_works_until": optional}}, "The new key"),
                           **_errors(400, 401, 403, 404, 503)}}},
     }
     for path, operations in paths.items():
