@@ -7,8 +7,11 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
+import httpx
 import pytest
+from pg_server_process import running_server
 from postgres_server import search
 from test_pgstore import tenant
 
@@ -124,3 +127,33 @@ def test_several_workers_take_disjoint_batches_and_embed_every_item_once(pg_data
     assert embedded == set(ids)
     with pytest.raises(ValueError, match="make_embedder"):
         EmbeddingTask(team, embedder, workers=2)
+
+
+def test_a_real_server_embeds_a_quiet_tenants_memory_while_another_tenants_upload_waits(
+        tmp_path: Path, pg_database: str) -> None:
+    with running_server(tmp_path, pg_database, "--workers", "1") as server:
+        busy, quiet = server.make_key("busy"), server.make_key("quiet")
+        events = [{"project": "import", "kind": "observation", "title": f"imported change {n}",
+                   "text": f"bulk upload entry number {n} of the migration"} for n in range(800)]
+        for n in range(0, len(events), 100):
+            posted = httpx.post(f"{server.url}/v1/events", json={"events": events[n:n + 100]}, timeout=60,
+                                headers={"Authorization": f"Bearer {busy}", "Idempotency-Key": f"upload-{n}"})
+            assert posted.status_code == 202, posted.text
+        while (health := httpx.get(f"{server.url}/v1/health", timeout=30).json())["ingest"]["pending"]:
+            time.sleep(0.05)  # the consumers store the upload; the embedding task runs behind them
+        assert health["embedding"]["tenants_waiting"] == 1 and health["embedding"]["pending"] > 300
+        saved = httpx.post(f"{server.url}/v1/memories", headers={"Authorization": f"Bearer {quiet}"}, timeout=30,
+                           json={"project": "api", "title": "Deploys freeze on Friday afternoons",
+                                 "text": "No production deploys after 14:00 on Fridays"})
+        assert saved.status_code == 201, saved.text
+        written = time.perf_counter()
+        query = {"query": "when are we not allowed to ship to production", "project": "api", "mode": "semantic"}
+        while not httpx.get(f"{server.url}/v1/search", params=query, timeout=30,
+                            headers={"Authorization": f"Bearer {quiet}"}).json()["results"]:
+            assert time.perf_counter() - written < 60, "the quiet tenant's memory was never embedded"
+            time.sleep(0.05)
+        searchable_s = time.perf_counter() - written
+        left = httpx.get(f"{server.url}/v1/health", timeout=30).json()["embedding"]
+    # FIFO would have embedded what the busy tenant queued first; fair, the next batch took it
+    assert left["pending"] > 100 and left["tenants_waiting"] == 1, (searchable_s, left)
+    assert left["largest_tenant_pending"] == left["pending"]

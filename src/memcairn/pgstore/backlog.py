@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import psycopg
 
@@ -39,13 +39,16 @@ BATCH = 64  # items per embedder call: the model batches them; a batch is about 
 
 @dataclass(frozen=True)
 class Lag:
-    """How far the vectors are behind the items: backlog rows and the age of the oldest, in seconds."""
+    """How far the vectors are behind the items: backlog rows and the age of the oldest, in seconds; for the
+    whole backlog (``lag``) also each waiting tenant's own, by tenant id (``tenants``)."""
 
     pending: int
     oldest_seconds: float
+    tenants: dict[int, Lag] | None = field(default=None, compare=False)
 
     def as_dict(self) -> dict[str, float | int]:
-        return {"pending": self.pending, "oldest_pending_seconds": round(self.oldest_seconds, 3)}
+        totals = {"pending": self.pending, "oldest_pending_seconds": round(self.oldest_seconds, 3)}
+        return totals if self.tenants is None else {**totals, **tenant_lag_summary(self.tenants)}
 
 
 def documents(title: str, text: str) -> list[str]:
@@ -63,15 +66,15 @@ def vector_literal(values: Sequence[float]) -> str:
 
 
 def lag(conn: psycopg.Connection) -> Lag:
-    row = conn.execute("SELECT count(*), coalesce(extract(epoch FROM now() - min(queued_at)), 0)"
-                       " FROM embedding_backlog").fetchone()
-    assert row is not None
-    return Lag(int(row[0]), float(row[1]))
+    """The whole backlog's lag, with each tenant's (``/v1/health`` shows them as ``tenant_lag_summary``)."""
+    tenants = lag_by_tenant(conn)
+    return Lag(sum(x.pending for x in tenants.values()), max((x.oldest_seconds for x in tenants.values()),
+                                                             default=0.0), tenants)
 
 
 def lag_by_tenant(conn: psycopg.Connection) -> dict[int, Lag]:
-    """The backlog of each tenant that has one, by tenant id (ids only: health is read without a key, so it shows
-    only ``tenant_lag_summary``; a Prometheus exporter reads this for its per-tenant gauges)."""
+    """The backlog of each tenant that has one, by tenant id. Ids only, and ``/v1/health`` (read without a key)
+    shows only their summary; an exporter of per-tenant gauges reads this (or ``lag(conn).tenants``)."""
     return {int(t): Lag(int(n), float(age)) for t, n, age in conn.execute(
         "SELECT tenant_id, count(*), extract(epoch FROM now() - min(queued_at)) FROM embedding_backlog"
         " GROUP BY tenant_id ORDER BY tenant_id")}
