@@ -15,7 +15,12 @@ Scenarios, in order:
   unmeasured), which leaves the model out; context;
 - kill -9 under ingest: the server's process group is killed once a third of ``crash_events`` new events are
   acknowledged, started again; every acknowledged event must be stored once the queue drained (each is found by
-  a word of its own), then every event is sent again with its key and none may be stored twice.
+  a word of its own), then every event is sent again with its key and none may be stored twice;
+- a quiet tenant during another's upload: a second tenant uploads ``quiet_uploads`` events (100 a request); once
+  half are acknowledged a third tenant saves one memory (``POST /v1/memories``) and then posts one event
+  (``POST /v1/events``, through the ingest queue), and each is timed until a semantic search of that tenant
+  finds it, with the busy tenant's backlog at that moment (the embedding task takes its batches round robin over
+  the tenants: ``pgstore/backlog.py``).
 
 Rows give throughput, median, p95 and max, and the 1-minute load average when the scenario ended (the machine
 is shared: the clients run on the same cores as the server). Nothing here is asserted in tests.
@@ -123,17 +128,14 @@ def _wait_ready(proc: subprocess.Popen[bytes], port: int, log_path: Path, timeou
 
 def run(*, items: int = 2_000, clients: int = 200, read_clients: int = 50, requests: int = 400, projects: int = 10,
         database_url: str | None = None, workers: int | None = None, rate: float | None = None, batch: int = 1,
-        crash_events: int = 3_000, embed_timeout: float = 3_600.0, log: Log = lambda _m: None) -> dict[str, Any]:
+        crash_events: int = 3_000, embed_timeout: float = 3_600.0, quiet_uploads: int = 10_000,
+        log: Log = lambda _m: None) -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix="memcairn-bench-server-"))
     root.chmod(0o755)  # the embedded PostgreSQL's user must reach its folder under it
     home = root / "home"
     env = {**os.environ, "MEMCAIRN_HOME": str(home)}
     database = ["--database", database_url] if database_url else []
-    made = subprocess.run([*_memcairn(), "server", "keys", "create", "--tenant", f"bench-{os.getpid()}", "--json",
-                           *database], env=env, capture_output=True, text=True, check=False)
-    if made.returncode != 0:
-        raise RuntimeError(f"keys create failed: {made.stderr.strip()}")
-    key = json.loads(made.stdout)["key"]
+    key, busy, quiet = (_make_key(f"{name}-{os.getpid()}", database, env) for name in ("bench", "busy", "quiet"))
     port = free_port()
     from memcairn.server.run import default_workers
 
@@ -166,6 +168,14 @@ def run(*, items: int = 2_000, clients: int = 200, read_clients: int = 50, reque
         except (RuntimeError, OSError, http.client.HTTPException) as exc:  # the rows above still count
             crash = {"error": str(exc)[-1500:]}
             log(f"the kill -9 scenario failed: {exc}")
+        fairness: dict[str, Any] = {}
+        if quiet_uploads:
+            log(f"a quiet tenant's memories while another tenant uploads {quiet_uploads:,} events")
+            try:
+                fairness = quiet_tenant(port, busy, quiet, quiet_uploads, clients=min(clients, 10), log=log)
+            except (RuntimeError, OSError, http.client.HTTPException) as exc:
+                fairness = {"error": str(exc)[-1500:]}
+                log(f"the quiet tenant scenario failed: {exc}")
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -176,7 +186,85 @@ def run(*, items: int = 2_000, clients: int = 200, read_clients: int = 50, reque
     return {"items": items, "projects": projects, "clients": clients, "read_clients": read_clients,
             "workers": workers, "rate": rate, "batch": batch,
             "database": "given" if database_url else "embedded", "rows": rows, "queue": queue, "backlog": backlog,
-            "crash": crash, "sample_errors": errors}
+            "crash": crash, "fairness": fairness, "sample_errors": errors}
+
+
+def _make_key(tenant: str, database: list[str], env: dict[str, str]) -> str:
+    made = subprocess.run([*_memcairn(), "server", "keys", "create", "--tenant", tenant, "--json", *database],
+                          env=env, capture_output=True, text=True, check=False)
+    if made.returncode != 0:
+        raise RuntimeError(f"keys create failed: {made.stderr.strip()}")
+    return str(json.loads(made.stdout)["key"])
+
+
+def _request(port: int, key: str, method: str, path: str, body: Any = None) -> dict[str, Any]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=REQUEST_TIMEOUT)
+    try:
+        conn.request(method, path, body=None if body is None else json.dumps(body).encode(),
+                     headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
+        reply = conn.getresponse()
+        answer = json.loads(reply.read())
+        if reply.status not in (200, 201, 202):
+            raise RuntimeError(f"{method} {path}: {reply.status} {answer}")
+        return dict(answer)
+    finally:
+        conn.close()
+
+
+# What the quiet tenant writes, and a question about it in other words (found only by the semantic leg).
+QUIET_MEMORIES = (
+    ("Deploys freeze on Friday afternoons", "No production deploys after 14:00 on Fridays",
+     "when are we not allowed to ship to production"),
+    ("The staging database is wiped every Monday", "A cron job resets staging to last week's snapshot",
+     "how often is the test environment's data reset"),
+)
+
+
+def quiet_tenant(port: int, busy: str, quiet: str, uploads: int, *, clients: int = 10, timeout: float = 600.0,
+                 log: Log = lambda _m: None) -> dict[str, Any]:
+    """The busy tenant uploads ``uploads`` events (100 a request, from ``clients`` connections); once half are
+    acknowledged the quiet tenant saves one memory, then posts one event, and each is timed from its answer until
+    a semantic search of the quiet tenant finds it; the backlogs are read from ``/v1/health`` at that moment."""
+    items = [NewItem(project=f"upload-{i % 10}", kind="observation", title=f"uploaded change {i}",
+                     text=f"bulk import entry {i} of the busy tenant's history") for i in range(uploads)]
+    posts = event_posts(items, 100, "upload")
+    half = threading.Event()
+    upload: dict[str, Outcome] = {}
+
+    def acked(outcome: Outcome) -> None:
+        if len(outcome.acked) * 2 >= len(posts):
+            half.set()
+
+    sender = threading.Thread(target=lambda: upload.update(done=drive(port, busy, posts, clients, on_ack=acked)),
+                              daemon=True)
+    sender.start()
+    if not half.wait(timeout):
+        raise RuntimeError("half the upload was not acknowledged in time")
+    rows = []
+    for route, (title, text, question) in zip(("POST /v1/memories", "POST /v1/events"), QUIET_MEMORIES,
+                                              strict=True):
+        memory = {"project": "quiet", "kind": "manual", "title": title, "text": text}
+        if route == "POST /v1/memories":
+            _request(port, quiet, "POST", "/v1/memories", memory)
+        else:
+            _request(port, quiet, "POST", "/v1/events", {"events": [memory]})
+        written = time.perf_counter()
+        search = "/v1/search?" + urllib.parse.urlencode({"query": question, "project": "quiet", "mode": "semantic"})
+        while not any(hit.get("title") == title for hit in _request(port, quiet, "GET", search).get("results", [])):
+            if time.perf_counter() - written > timeout:
+                raise RuntimeError(f"the quiet tenant's memory ({route}) was not searchable in {timeout:g} s")
+            time.sleep(0.1)
+        searchable_s = time.perf_counter() - written
+        health = _health(port)
+        rows.append({"quiet tenant wrote by": route, "searchable_after_s": round(searchable_s, 2),
+                     "embedding_pending": health["embedding"]["pending"],
+                     "tenants_waiting": health["embedding"].get("tenants_waiting"),
+                     "ingest_pending": health["ingest"]["pending"], "load1": _load()})
+        log(f"{rows[-1]}")
+    sender.join(timeout)
+    done = upload.get("done")
+    return {"uploads": uploads, "upload_requests_acknowledged": len(done.acked) if done else None,
+            "upload_errors": done.errors if done else None, "rows": rows}
 
 
 def event_posts(items: Iterable[NewItem], batch: int, prefix: str) -> list[Request]:
@@ -333,10 +421,17 @@ def render(result: dict[str, Any]) -> str:
             f"request), reads from {result['read_clients']} clients, {result.get('workers', 1)} server worker "
             f"process(es); load1: the 1-minute load average when the row ended")
     parts = [head, render_table(result["rows"])]
+    fairness = result.get("fairness") or {}
     for title, name in (("ingest queue after the last event was acknowledged", "queue"),
                         ("embedding backlog after the queue was stored", "backlog"),
                         ("kill -9 under ingest, restarted, acknowledged events looked up, everything sent again",
                          "crash")):
         if result.get(name):
             parts += [f"{title}:", render_table([result[name]])]
+    if fairness.get("rows"):
+        parts += [f"a quiet tenant's memory while another tenant uploads {fairness['uploads']:,} events (time from "
+                  "its write's answer until a semantic search finds it; the backlogs at that moment):",
+                  render_table(fairness["rows"])]
+    elif fairness:
+        parts += [f"a quiet tenant during another's upload: {fairness}"]
     return "\n\n".join(parts)
