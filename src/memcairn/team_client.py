@@ -10,6 +10,7 @@ Standard library only: the doors use it to check a server before saving it.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import urllib.error
@@ -30,6 +31,7 @@ class RemoteConfig:
     url: str
     key: str
     project_map: dict[str, str] = field(default_factory=dict)
+    insecure: bool = False  # plain http:// to a host other than this machine, allowed by `connect --insecure`
 
     def server_project(self, local: str) -> str:
         """The server's name of a local project (the same name unless mapped)."""
@@ -48,11 +50,40 @@ def mask_key(key: str) -> str:
     return f"{head}_… (not shown)"
 
 
-def normalise_url(url: str) -> str:
+def normalise_url(url: str, *, insecure: bool = False) -> str:
+    """``url`` without query, fragment or trailing slash.
+
+    Raises:
+        ConfigError: not http(s)://host, or plain http:// to another machine without ``insecure``."""
     parts = urllib.parse.urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise ConfigError(f"the team server URL must be http(s)://host:port, got {url!r}")
+    check_transport(url, insecure=insecure)
     return urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/"), "", ""))
+
+
+def is_loopback(host: str | None) -> bool:
+    if not host:
+        return False
+    if host.lower() == "localhost" or host.lower().endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_transport(url: str, *, insecure: bool) -> None:
+    """Refuse plain http:// to a host other than this machine (the key and every memory would cross the network
+    readable) unless ``insecure`` says so.
+
+    Raises:
+        ConfigError: saying what to do."""
+    parts = urllib.parse.urlsplit(url.strip())
+    if parts.scheme == "http" and not insecure and not is_loopback(parts.hostname):
+        raise ConfigError(f"{url} is plain HTTP to another machine: the key and every memory would cross the network "
+                          "unencrypted. Use https:// (`memcairn server --tls-cert FILE --tls-key FILE`, or a proxy "
+                          "that terminates TLS), or connect again with --insecure on a network you trust")
 
 
 def _write_private(path: Path, data: dict[str, Any]) -> None:
@@ -88,12 +119,15 @@ def load_remote(home: Path) -> RemoteConfig | None:
     mapping = data.get("project_map") or {}
     if not isinstance(mapping, dict):
         raise ConfigError(f"{path}: project_map must be an object of local name -> server name")
-    return RemoteConfig(data["url"], data["key"], {str(k): str(v) for k, v in mapping.items()})
+    insecure = data.get("insecure") is True
+    check_transport(data["url"], insecure=insecure)  # a link written by hand, or before the check existed
+    return RemoteConfig(data["url"], data["key"], {str(k): str(v) for k, v in mapping.items()}, insecure)
 
 
 def save_remote(home: Path, cfg: RemoteConfig) -> Path:
     path = home / REMOTE_FILE
-    _write_private(path, {"url": cfg.url, "key": cfg.key, "project_map": cfg.project_map})
+    _write_private(path, {"url": cfg.url, "key": cfg.key, "project_map": cfg.project_map,
+                          **({"insecure": True} if cfg.insecure else {})})
     return path
 
 

@@ -66,8 +66,11 @@ def check_server(url: str, key: str) -> None:
               help="An API key of the team server (or MEMCAIRN_REMOTE_KEY), with memories:read and memories:write.")
 @click.option("--project-map", "mapping", multiple=True, metavar="LOCAL=SERVER",
               help="Send a local project under another name on the server (repeatable).")
+@click.option("--insecure", is_flag=True,
+              help="Allow plain http:// to a host other than this machine (the key and memories travel unencrypted); "
+                   "kept in the link, so the worker's forwarder allows it too.")
 @click.option("--json", "as_json", is_flag=True)
-def connect(url: str, key: str, mapping: tuple[str, ...], as_json: bool) -> None:
+def connect(url: str, key: str, mapping: tuple[str, ...], insecure: bool, as_json: bool) -> None:
     """Remote mode: the local worker keeps capturing and storing as before, forwards what it stores to the team
     server (batched, retried, nothing lost while the server is down) and asks the server first for context and
     search, falling back to the local copy. The key is kept in MEMCAIRN_HOME/remote.json (owner-only) and never
@@ -79,11 +82,11 @@ def connect(url: str, key: str, mapping: tuple[str, ...], as_json: bool) -> None
         memcairn connect https://memory.example.com --key mck_...
     """
     cfg = settings()
-    link = RemoteConfig(normalise_url(url), key.strip(), _project_map(mapping))
+    link = RemoteConfig(normalise_url(url, insecure=insecure), key.strip(), _project_map(mapping), insecure)
     check_server(link.url, link.key)
     path = save_remote(cfg.home, link)
     out = {"mode": "remote", "url": link.url, "key": mask_key(link.key), "project_map": link.project_map,
-           "saved_in": str(path), "worker": SWITCH_NOTE}
+           "insecure": link.insecure, "saved_in": str(path), "worker": SWITCH_NOTE}
     if as_json:
         emit_json(out)
         return

@@ -31,9 +31,11 @@ _DATABASE = click.option("--database", metavar="URL", envvar="MEMCAIRN_SERVER_DA
                    "model [default: one per core, at most 4].")
 @click.option("--connections", type=click.IntRange(2, 256), default=None,
               help="PostgreSQL connections per worker process [default: 4 per core, 8 to 32].")
+@click.option("--tls-cert", metavar="FILE", help="Serve HTTPS with this PEM certificate (chain); needs --tls-key.")
+@click.option("--tls-key", metavar="FILE", help="The certificate's unencrypted PEM private key.")
 @click.pass_context
 def server(ctx: click.Context, embedded: bool, database: str | None, host: str, port: int, workers: int | None,
-           connections: int | None) -> None:
+           connections: int | None, tls_cert: str | None, tls_key: str | None) -> None:
     """The team memory server: the /v1 HTTP API over PostgreSQL, in the foreground.
 
     It is ready when GET /v1/health answers 200. Every other route needs a key from
@@ -44,16 +46,23 @@ def server(ctx: click.Context, embedded: bool, database: str | None, host: str, 
     \b
         memcairn server --embedded --port 37900
         memcairn server --database postgresql://memcairn@db.internal/memcairn
+        memcairn server --embedded --host 0.0.0.0 --tls-cert server.pem --tls-key server.key
     """
     if ctx.invoked_subcommand is not None:
         ctx.ensure_object(dict)["database"] = database  # `memcairn server --database URL keys ...` means that URL
         return
     if embedded == bool(database):
         raise click.UsageError("choose one: --embedded (bundled PostgreSQL) or --database postgresql://...")
+    from memcairn.errors import ConfigError
     from memcairn.server.run import serve
+    from memcairn.server.tls import uvicorn_ssl_options
 
+    try:
+        tls = uvicorn_ssl_options(tls_cert, tls_key)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
     sys.exit(serve(memcairn_home(), database_url=database, host=host, port=port, workers=workers,
-                   connections=connections))
+                   connections=connections, tls=tls))
 
 
 @server.group("keys")

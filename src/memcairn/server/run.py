@@ -179,8 +179,9 @@ def http_protocol() -> type[asyncio.Protocol]:
 
 
 def serve(home: Path, *, database_url: str | None, host: str, port: int, workers: int | None = None,
-          connections: int | None = None) -> int:
-    """Run the API in the foreground until SIGINT or SIGTERM, in one process or ``workers`` processes."""
+          connections: int | None = None, tls: dict[str, str] | None = None) -> int:
+    """Run the API in the foreground until SIGINT or SIGTERM, in one process or ``workers`` processes; with
+    ``tls`` (``server/tls.py``: uvicorn's ssl options) over HTTPS, every process with the certificate."""
     workers = workers or default_workers()
     import uvicorn
 
@@ -191,8 +192,9 @@ def serve(home: Path, *, database_url: str | None, host: str, port: int, workers
         app_conninfo = make_conninfo(owner, user=APP_ROLE, password="")
         common: dict[str, Any] = dict(host=host, port=port, log_config=None, access_log=False, lifespan="on",
                                       server_header=False, proxy_headers=False, timeout_graceful_shutdown=5,
-                                      http=http_protocol())
-        log.info("memcairn server on http://%s:%d/v1 (database %s, %d worker%s)", host, port,
+                                      http=http_protocol(), **(tls or {}))
+        log.info("memcairn server on %s://%s:%d/v1 (database %s, %d worker%s)", "https" if tls else "http", host,
+                 port,
                  "embedded" if database_url is None else "given", workers, "s" if workers > 1 else "")
         if workers > 1:  # processes of their own, each on a socket of its own (``server/processes.py``)
             os.environ[APP_DATABASE_ENV] = app_conninfo
