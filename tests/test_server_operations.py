@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 from postgres_server import TEST_SECRET
 from prometheus_client.parser import text_string_to_metric_families
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
 from starlette.testclient import TestClient
 
 from memcairn.pgstore import db, keys
@@ -43,6 +45,11 @@ def client(state: ServerState, peer: tuple[str, int] = LOOPBACK) -> TestClient:
     return TestClient(make_app(state), client=peer)
 
 
+def app_role(server: dict[str, Any]) -> sql.Identifier:
+    """The role the server's pool connects as."""
+    return sql.Identifier(conninfo_to_dict(server["state"].pool.dsn)["user"])
+
+
 def auth(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
 
@@ -54,6 +61,8 @@ def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 
 def test_ready_answers_200_when_migrations_are_current_and_503_with_the_reason_otherwise(server) -> None:
+    with db.connect(server["dsn"]) as conn:  # as this version's migrations grant it (a no-op where they did)
+        conn.execute(sql.SQL("GRANT SELECT ON schema_migrations TO {}").format(app_role(server)))
     with client(server["state"]) as c:
         answer = c.get("/v1/ready")
         assert answer.status_code == 200, answer.text
@@ -69,6 +78,15 @@ def test_ready_answers_200_when_migrations_are_current_and_503_with_the_reason_o
                          (LATEST, LATEST + 1))
         ahead = c.get("/v1/ready")
         assert ahead.status_code == 503 and "upgrade memcairn" in ahead.json()["reason"]
+
+
+def test_ready_without_read_access_to_the_migrations_record_says_they_are_unchecked(server) -> None:
+    with db.connect(server["dsn"]) as conn:
+        conn.execute(sql.SQL("REVOKE SELECT ON schema_migrations FROM {}").format(app_role(server)))
+    with client(server["state"]) as c:
+        answer = c.get("/v1/ready")
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["schema_version"] is None and "migrations unchecked" in answer.json()["note"]
 
 
 def test_ready_answers_503_when_the_database_cannot_be_reached(server) -> None:

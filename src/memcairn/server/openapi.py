@@ -61,7 +61,8 @@ def openapi_document() -> dict[str, Any]:
         "/v1/ready": {"get": {"operationId": "ready", "security": [],
                               "summary": "Readiness: the database answers and its migrations are current",
                               "responses": {"200": _json({"type": "object", "properties": {
-                                  "status": {"const": "ready"}, "schema_version": _INT}}, "Ready for traffic"),
+                                  "status": {"const": "ready"}, "schema_version": {"type": ["integer", "null"]},
+                                  "note": _STR}}, "Ready for traffic (note: what could not be checked)"),
                                   "503": _json({"type": "object", "required": ["status", "reason"], "properties": {
                                       "status": {"const": "not_ready"}, "reason": _STR}},
                                       "Not ready: the reason says what to do")}}},
