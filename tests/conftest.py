@@ -1,10 +1,14 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
+import worker_app
+from hook_helpers import Workers, hook_env, make_project
 
 from memcairn.config import Settings, load_settings
 from memcairn.store import Store
@@ -26,6 +30,53 @@ def settings(tmp_path: Path) -> Settings:
     """Settings of a home in ``tmp_path`` read from no environment, capture not waiting to batch (a module may
     define its own ``settings``, which then wins)."""
     return replace(load_settings(home=tmp_path, environ={}), capture_batch_wait_seconds=0)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A git checkout named "calc" (the project identity comes from its top-level directory)."""
+    return make_project(tmp_path)
+
+
+@pytest.fixture
+def env(isolated_home: Path) -> dict[str, str]:
+    """The environment for a hook or worker process of this test's home: a free port, the hash embedder, no
+    autostart (a module may define its own ``env``, which then wins)."""
+    return hook_env(isolated_home)
+
+
+@pytest.fixture
+def workers() -> Iterator[Workers]:
+    """Workers a test starts with ``workers.start(env)``; all stopped after it."""
+    w = Workers()
+    yield w
+    w.stop_all()
+
+
+@pytest.fixture
+def cfg(monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """The in-process worker's settings: the hash embedder, worker_app's port (a module may define its own)."""
+    monkeypatch.setenv("MEMCAIRN_EMBEDDING_MODEL", "hash")
+    monkeypatch.setenv("MEMCAIRN_PORT", str(worker_app.PORT))
+    return load_settings()
+
+
+@pytest.fixture
+def app(cfg: Settings, tmp_path: Path) -> Any:
+    """The worker's app for ``cfg`` (not started: ``client`` starts it)."""
+    from memcairn.worker.app import make_app
+
+    return make_app(None, cfg, static_dir=tmp_path / "static")
+
+
+@pytest.fixture
+def client(app: Any) -> Iterator[Any]:
+    """A TestClient on ``app``, once its worker is ready."""
+    from starlette.testclient import TestClient
+
+    with TestClient(app, base_url=worker_app.BASE) as c:
+        worker_app.wait_ready(app)
+        yield c
 
 
 @pytest.fixture

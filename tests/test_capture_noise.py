@@ -7,8 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_capture_pipeline import edit, send
-from test_transcripts import CWD, Transcript, _kinds, _parse
+from capture_queue import edit, send
+from transcript_builder import CWD, Transcript
+from transcript_builder import kinds as _kinds
+from transcript_builder import parse as _parse
 
 from memcairn.capture.importer import import_transcripts
 from memcairn.capture.noise import request_text, without_filler

@@ -11,12 +11,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import test_hooks as hk
-from test_hooks import Workers, hook, payload, pending
+from hook_helpers import SCRIPT, Workers, hook, payload, pending
 
 from memcairn.json_depth import MAX_DEPTH, cut_deep, cut_deep_text, cut_marker, depth_of, loads_bounded
 
-env, project, workers = hk.env, hk.project, hk.workers
 MARKER = cut_marker()
 DEPTHS = (481, 700, 989, 5_000, 100_000)  # the failing range (a RecursionError in redaction), and past json's own
 
@@ -98,7 +96,7 @@ def test_a_deep_tool_event_through_the_hook_is_stored_with_the_cut_named(env: di
 
 
 def test_the_transcript_importer_keeps_a_deep_line(tmp_path: Path) -> None:
-    from test_transcripts import Transcript
+    from transcript_builder import Transcript
 
     from memcairn.capture.importer import import_transcripts
     from memcairn.config import Settings
@@ -118,7 +116,7 @@ def test_the_transcript_importer_keeps_a_deep_line(tmp_path: Path) -> None:
 
 def test_the_mcp_server_answers_deep_arguments_and_keeps_serving(env: dict[str, str], tmp_path: Path) -> None:
     """Arguments of any depth get a tool error naming the argument, and the server goes on serving."""
-    proc = subprocess.Popen([str(hk.SCRIPT), "mcp"], env={**os.environ, **env}, cwd=tmp_path,
+    proc = subprocess.Popen([str(SCRIPT), "mcp"], env={**os.environ, **env}, cwd=tmp_path,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     assert proc.stdin is not None and proc.stdout is not None
 

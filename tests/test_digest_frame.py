@@ -8,7 +8,7 @@ import re
 from datetime import UTC, datetime
 from pathlib import Path
 
-from test_offline_extractor import load_transcript
+from offline_turns import load_transcript
 
 from memcairn.capture.offline import OfflineExtractor
 from memcairn.config import Settings

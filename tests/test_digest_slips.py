@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from test_offline_extractor import load_transcript, make_turn
+from offline_turns import load_transcript, make_turn
 
 from memcairn.capture.offline import OfflineExtractor
 from memcairn.capture.records import Observation

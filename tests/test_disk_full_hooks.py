@@ -16,9 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import test_hooks as hooks_base
+from hook_helpers import Workers, hook, hook_env, make_project, payload
 from processes import wait_for
-from test_hooks import Workers, hook, payload
 
 from memcairn import spool
 from memcairn.bench.faults import _small_disk
@@ -35,13 +34,6 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         if why is not None:
             pytest.skip(f"cannot mount a small file system here: {why}")
         yield mount
-
-
-@pytest.fixture
-def workers() -> Iterator[Workers]:
-    started = Workers()
-    yield started
-    started.stop_all()
 
 
 
@@ -75,8 +67,8 @@ def stored_prompts(home: Path) -> set[str]:
 def test_fifty_prompt_hooks_on_a_full_disk_lose_nothing_and_leave_no_temporary_file(
         small_disk: Path, workers: Workers, tmp_path: Path) -> None:
     home = small_disk / "home"
-    project = hooks_base.project.__wrapped__(tmp_path)
-    env = {**hooks_base.env.__wrapped__(home), "MEMCAIRN_HOME": str(home), "MEMCAIRN_VECTOR_BACKEND": "none",
+    project = make_project(tmp_path)
+    env = {**hook_env(home), "MEMCAIRN_HOME": str(home), "MEMCAIRN_VECTOR_BACKEND": "none",
            "MEMCAIRN_CAPTURE_BACKEND": "offline", "MEMCAIRN_CAPTURE_BATCH_WAIT_SECONDS": "0"}
     workers.start(env)
     reserve = home / spool.RESERVE_FILE

@@ -11,18 +11,15 @@ from typing import Any
 
 import anyio
 import pytest
-import test_hooks as hk
 from fence_lookalike_variants import MARKERS, forged_markers, variants
+from hook_helpers import Workers, seed
 from mcp import Client
 from mcp_in_process import in_process
-from test_hooks import Workers
 
 from memcairn.fence import CLOSE, OPEN, clean_line, defuse, fence, neutralise
 from memcairn.mcp_server import MemoryTools, WorkerGateway, build_server
 from memcairn.models import NewItem
 from memcairn.project import ProjectIdentity
-
-env, workers = hk.env, hk.workers
 
 VARIANTS = list(variants())
 # Around each variant: a ligature and a parenthesised digit (folded to several characters), a combining mark
@@ -126,7 +123,7 @@ def test_get_observations_of_a_real_worker_defuses_every_variant(env: dict[str, 
     by_technique: dict[str, list[str]] = {}
     for technique, _, variant in VARIANTS:
         by_technique.setdefault(technique, []).append(variant)
-    ids = hk.seed(isolated_home, *_stored(by_technique))
+    ids = seed(isolated_home, *_stored(by_technique))
     client = workers.start(env)
     tools = MemoryTools(WorkerGateway(lambda: client), ProjectIdentity("calc", ("calc",)))
     items: list[dict[str, Any]] = []

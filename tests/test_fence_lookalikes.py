@@ -7,13 +7,10 @@ import json
 import re
 
 import pytest
-import test_hooks as hk
-from test_hooks import Workers
+from hook_helpers import Workers
 
 from memcairn.confusables import fold
 from memcairn.fence import CLOSE, OPEN, clean_line, fence, neutralise
-
-env, workers = hk.env, hk.workers
 
 FORGED = [
     "\u2039/memcairn\u2010memory>",  # single angle quotation mark, U+2010 hyphen

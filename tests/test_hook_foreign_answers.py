@@ -12,13 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import test_hooks as base
+from hook_helpers import Workers, hook, payload, seed
 
 from memcairn.hooks import events, state
 from memcairn.hooks.transport import Response
-
-env, project, workers = base.env, base.project, base.workers
-hook, payload, seed = base.hook, base.payload, base.seed
+from memcairn.models import NewItem
 
 FOREIGN = "not a memcairn worker"
 
@@ -116,11 +114,11 @@ def test_a_foreign_json_search_answer_is_no_digest(env: dict[str, str], project:
         server.close()
 
 
-def test_the_worker_s_own_answers_stay_successes(env: dict[str, str], project: Path, workers: base.Workers,
+def test_the_worker_s_own_answers_stay_successes(env: dict[str, str], project: Path, workers: Workers,
                                                  isolated_home: Path) -> None:
     """Accepted, skipped (an excluded project, a skipped tool), refused (400) and digest answers are the worker's:
     no failure is counted, nothing is called foreign."""
-    base.seed(isolated_home, base.NewItem(project="calc", kind="observation", type="feature",
+    seed(isolated_home, NewItem(project="calc", kind="observation", type="feature",
                                           title="multiply_numbers multiplies two numbers",
                                           narrative="Added multiply_numbers to src/math_utils.py.",
                                           files_modified=["src/math_utils.py"]))

@@ -5,19 +5,16 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-from processes import free_port
+from hook_helpers import SCRIPT, Workers, hook, payload, pending, seed
 
-from memcairn.bench.hooks import hook_command
 from memcairn.capture.pipeline import TURN_END
 from memcairn.capture.transcript_end import last_assistant_text
 from memcairn.client import WorkerClient
@@ -34,8 +31,6 @@ pytestmark = pytest.mark.skipif(not Path("/proc/self").exists(), reason="process
 FIXTURES = Path(__file__).parent / "fixtures"
 SRC = Path(__file__).resolve().parents[1] / "src"  # the folder holding the memcairn package
 TRANSCRIPT = FIXTURES / "transcripts" / "claude-reliability__coverage-test-fix.jsonl"
-HOOK = hook_command()
-SCRIPT = Path(sys.executable).with_name("memcairn")
 HEAVY_ROOTS = {"click", "rich", "numpy", "onnxruntime", "tokenizers", "apsw", "sqlite_vec", "sqlite3", "_sqlite3",
                "starlette", "uvicorn", "anyio", "mcp", "chromadb", "email", "ssl", "argparse"}
 HEAVY_MODULES = {"http.client", "urllib.request", "memcairn.store", "memcairn.search", "memcairn.cli",
@@ -48,94 +43,6 @@ SPOOL_CLEANING = {"typing", "re", "enum", "functools", "collections"}
 HOOK_MODULES = ("memcairn.entry", "memcairn.hooks.runner", "memcairn.hooks.events", "memcairn.hooks.transport",
                 "memcairn.fence", "memcairn.hooks.state", "memcairn.capture.transcript_end",
                 "memcairn.settings_source", "memcairn.project", "memcairn.errors", "memcairn.json_depth")
-
-
-def payload(name: str, cwd: Path, **changes: Any) -> dict[str, Any]:
-    data = json.loads((FIXTURES / "hooks" / f"{name}.json").read_text())
-    data["cwd"] = str(cwd)
-    for key in ("tool_input",):
-        if isinstance(data.get(key), dict) and "file_path" in data[key]:
-            data[key]["file_path"] = data[key]["file_path"].replace("/tmp/tmpw6sk2trg", str(cwd))
-    data.update(changes)
-    return data
-
-
-def hook(env: dict[str, str], event: str | None, data: Any = None, *args: str, stdin: bytes | None = None,
-         cwd: Path | None = None, cmd: list[str] | None = None) -> tuple[dict[str, Any], str]:
-    """Run the real hook process; check exit 0 and exactly one JSON object on stdout; (that object, stderr)."""
-    raw = stdin if stdin is not None else json.dumps(data).encode()
-    argv = [*(cmd or HOOK), "hook", *([event] if event else []), *args]
-    done = subprocess.run(argv, input=raw, capture_output=True, env=env, timeout=30, cwd=cwd)
-    assert done.returncode == 0, done.stderr
-    out = done.stdout.decode("utf-8")
-    assert out.endswith("\n") and out.count("\n") == 1, out
-    value, end = json.JSONDecoder().raw_decode(out)
-    assert isinstance(value, dict) and out[end:] == "\n"
-    return value, done.stderr.decode("utf-8")
-
-
-# -- fixtures -----------------------------------------------------------------------------------------
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    """A git checkout named "calc" (the project identity comes from its top-level directory)."""
-    top = tmp_path / "calc"
-    (top / ".git").mkdir(parents=True)
-    (top / "src").mkdir()
-    return top
-
-
-@pytest.fixture
-def env(isolated_home: Path) -> dict[str, str]:
-    out = dict(os.environ)
-    out.update(MEMCAIRN_PORT=str(free_port()), MEMCAIRN_EMBEDDING_MODEL="hash", MEMCAIRN_WORKER_AUTOSTART="0")
-    return out
-
-
-class Workers:
-    def __init__(self) -> None:
-        self.started: list[tuple[dict[str, str], int]] = []
-
-    def start(self, env: dict[str, str]) -> WorkerClient:
-        done = subprocess.run([sys.executable, "-m", "memcairn", "worker", "start", "--json"], env=env,
-                              capture_output=True, text=True, timeout=60)
-        assert done.returncode == 0, done.stderr
-        self.started.append((env, json.loads(done.stdout)["pid"]))
-        return WorkerClient(port=int(env["MEMCAIRN_PORT"]), token="")
-
-    def stop_all(self) -> None:
-        for env, pid in self.started:
-            subprocess.run([sys.executable, "-m", "memcairn", "worker", "stop"], env=env, capture_output=True,
-                           timeout=60)
-            try:
-                os.kill(pid, signal.SIGKILL)  # only if `worker stop` did not end it
-            except ProcessLookupError:
-                pass
-
-
-@pytest.fixture
-def workers() -> Iterator[Workers]:
-    w = Workers()
-    yield w
-    w.stop_all()
-
-
-def seed(home: Path, *items: NewItem) -> list[int]:
-    store = Store(home / "memcairn.db")
-    try:
-        return [r.id for r in store.add_items(list(items))]
-    finally:
-        store.close()
-
-
-def pending(home: Path) -> list[Any]:
-    """Every event the hooks queued, processed by the worker's capture thread or not."""
-    from memcairn.store.ingest_state import _row_to_event
-
-    store = Store(home / "memcairn.db")
-    try:
-        return [_row_to_event(r) for r in store._conn.execute("SELECT * FROM ingest_events ORDER BY id")]
-    finally:
-        store.close()
 
 
 # -- against a live worker ------------------------------------------------------------------------------

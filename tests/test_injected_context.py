@@ -6,8 +6,9 @@ import html
 import os
 from pathlib import Path
 
+import hook_helpers
 import pytest
-import test_hooks as hooks_base
+from processes import free_port
 
 from memcairn.fence import fence, strip_injected
 
@@ -42,20 +43,20 @@ def test_a_prompt_that_only_mentions_the_tags_is_kept_as_typed() -> None:
 
 
 def test_gemini_s_digest_in_the_prompt_is_not_stored_as_the_prompt(tmp_path: Path, isolated_home: Path) -> None:
-    env = {**os.environ, "MEMCAIRN_PORT": str(hooks_base.free_port()), "MEMCAIRN_EMBEDDING_MODEL": "hash"}
+    env = {**os.environ, "MEMCAIRN_PORT": str(free_port()), "MEMCAIRN_EMBEDDING_MODEL": "hash"}
     project = tmp_path / "calc"
     (project / ".git").mkdir(parents=True)
-    workers = hooks_base.Workers()
+    workers = hook_helpers.Workers()
     try:
         client = workers.start(env)
-        data = hooks_base.payload("user_prompt_submit", project, prompt=gemini_prompt(DIGEST),
+        data = hook_helpers.payload("user_prompt_submit", project, prompt=gemini_prompt(DIGEST),
                                   hook_event_name="BeforeAgent")
-        assert hooks_base.hook(env, "BeforeAgent", data, "--platform", "gemini-cli")[0] == {}
+        assert hook_helpers.hook(env, "BeforeAgent", data, "--platform", "gemini-cli")[0] == {}
         # a client that sends the prompt as it got it (an older hook, a replayed transcript): the worker strips it
         client.post_json("/api/sessions/init", {"session_id": "older", "cwd": str(project), "event": "user_prompt",
                                                 "prompt": gemini_prompt(html.escape(DIGEST)),
                                                 "platform_source": "gemini-cli"})
     finally:
         workers.stop_all()
-    prompts = [e.payload["prompt"] for e in hooks_base.pending(isolated_home) if e.event_type == "session_init"]
+    prompts = [e.payload["prompt"] for e in hook_helpers.pending(isolated_home) if e.event_type == "session_init"]
     assert prompts == [TYPED, TYPED]

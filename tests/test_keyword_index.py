@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import test_worker_api as api
+import worker_app as api
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
@@ -26,8 +26,6 @@ from memcairn.models import ItemFilter, NewItem
 from memcairn.store import fts, keyword_index
 from memcairn.store.items import Store
 from memcairn.worker.app import make_app
-
-cfg, app, client = api.cfg, api.app, api.client  # the in-process worker of test_worker_api
 
 QUERIES = [*synthetic_queries(60, seed=3), "timeout", "race condition in cache", "deadlock deadlock",
            "a the of", "zanzibar", "Fixed a timeout", "caches the compiled regex", "ünïcödé café naïve",

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import test_hooks as hooks_base
+from hook_helpers import Workers
 from processes import free_port
 
 from memcairn.bench.hooks import hook_command
@@ -204,7 +204,7 @@ def test_every_hook_body_carries_when_the_hook_started(isolated_home: Path) -> N
 def worker_env(isolated_home: Path) -> Iterator[dict[str, str]]:
     env = dict(os.environ)
     env.update(MEMCAIRN_PORT=str(free_port()), MEMCAIRN_EMBEDDING_MODEL="hash", MEMCAIRN_WORKER_AUTOSTART="0")
-    workers = hooks_base.Workers()  # started and stopped as test_hooks does
+    workers = Workers()
     workers.start(env)
     try:
         yield env

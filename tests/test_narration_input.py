@@ -8,10 +8,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from capture_queue import send
 from starlette.testclient import TestClient
-from test_capture_pipeline import send
-from test_transcripts import SID, Transcript, _parse
-from test_worker_api import app, cfg, client, store_of  # noqa: F401  (fixtures)
+from transcript_builder import SID, Transcript
+from transcript_builder import parse as _parse
+from worker_app import store_of
 
 from memcairn.capture.pipeline import CapturePipeline
 from memcairn.capture.records import Compressed, Observation, Summary, ToolCall, Turn

@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from test_capture_pipeline import send
-from test_transcripts import Transcript
+from capture_queue import send
+from transcript_builder import Transcript
 
 from memcairn.capture.offline import OfflineExtractor
 from memcairn.capture.offline.narration import CAUSE, DECISION, DONE, RESULT, TODO, decisive, read

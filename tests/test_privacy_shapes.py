@@ -14,17 +14,14 @@ import time
 from pathlib import Path
 
 import pytest
-import test_hooks as hk
 import test_privacy
-from test_hooks import Workers, hook, payload
+from hook_helpers import Workers, hook, payload
 
 from memcairn import spool
 from memcairn.bench import secrets as bench_secrets
 from memcairn.capture.privacy import PATTERN_NAMES, placeholder, redact_secrets, redact_with_counts, scrub
 from memcairn.capture.single_event import HookEvent, admitted, memories
 from memcairn.client import WorkerClient
-
-env, project, workers = hk.env, hk.project, hk.workers
 
 
 def mixed(length: int, seed: str = "") -> str:

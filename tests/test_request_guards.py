@@ -9,12 +9,9 @@ import json
 import socket
 from pathlib import Path
 
-import test_hooks as hk
-from test_hooks import Workers
+from hook_helpers import Workers, pending
 
 from memcairn.store import Store
-
-env, workers = hk.env, hk.workers
 
 
 def request(port: int, method: str, path: str, body: bytes | None = None,
@@ -113,7 +110,7 @@ def test_a_control_character_in_a_project_is_refused_by_every_write(env: dict[st
         ):
             status, text = request(port, "POST", path, json.dumps(body).encode(), JSON_TYPE)
             assert status == 400 and "control character" in json.loads(text)["detail"], (path, name, text)
-    assert hk.pending(isolated_home) == [] and items(isolated_home) == []
+    assert pending(isolated_home) == [] and items(isolated_home) == []
 
 
 def test_a_query_string_of_200_kb_gets_414_not_a_reset(env: dict[str, str], workers: Workers) -> None:

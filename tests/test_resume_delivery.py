@@ -11,17 +11,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import hook_helpers as hk
 import pytest
-import test_hooks as hk
-import test_worker_api as api
+import worker_app as api
 from starlette.testclient import TestClient
 
 from memcairn.hooks.events import CONTEXT_TIMEOUT, DELIVERED_FIELD
 from memcairn.models import NewItem
 from memcairn.store import Store
-
-cfg, app, client = api.cfg, api.app, api.client
-env, project, workers = hk.env, hk.project, hk.workers
 
 MINUTE = 60_000
 RESUMED = "resumed"

@@ -10,12 +10,9 @@ import json
 import time
 from pathlib import Path
 
-import test_hooks as hk
-from test_hooks import Workers, hook, payload
+from hook_helpers import Workers, hook, payload
 
 from memcairn.client import WorkerClient
-
-env, project, workers = hk.env, hk.project, hk.workers
 
 
 def mixed(seed: str, length: int) -> str:

@@ -19,39 +19,21 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import test_hooks as hooks_base
-from processes import wait_for
-from test_hooks import HOOK, Workers, hook, payload
+from hook_helpers import HOOK, Workers, hook, payload
+from processes import free_port, wait_for
 
 from memcairn import spool
+from memcairn.client import WorkerClient
 from memcairn.hooks import state
 
 EVENTS = int(os.environ.get("MEMCAIRN_TEST_SPOOL_EVENTS", "60"))
 RESTARTS = int(os.environ.get("MEMCAIRN_TEST_SPOOL_RESTARTS", "2"))
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self").exists(), reason="process checks read /proc")
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    return hooks_base.project.__wrapped__(tmp_path)
-
-
-@pytest.fixture
-def env(isolated_home: Path) -> dict[str, str]:
-    return hooks_base.env.__wrapped__(isolated_home)
-
-
-@pytest.fixture
-def workers() -> Iterator[Workers]:
-    started = Workers()  # started and stopped as test_hooks does
-    yield started
-    started.stop_all()
 
 
 def tool_event(project: Path, n: int, session: str = "spool-session") -> dict[str, Any]:
@@ -268,7 +250,7 @@ def test_the_spool_writes_whole_events_only(tmp_path: Path) -> None:
     assert spool.oldest_age(home) is not None and spool.oldest_age(home) < 60
     with pytest.raises(spool.SpoolError):
         spool.decode(b"memcairn-spool 1\nnot a route\n{}")
-    assert hooks_base.free_port() > 0
+    assert free_port() > 0
 
 
 # -- 23.5: the agents' housekeeping and memcairn's own tools ----------------------------------------------------
@@ -287,10 +269,10 @@ def test_housekeeping_and_own_tools_are_not_captured(env: dict[str, str], projec
         assert hook(env, "post-tool-use", data)[0] == {}
     assert queued_tool_ids(isolated_home) == [f"toolu_spool_{len(names) - 1:04d}"]  # only Bash
     # the worker itself refuses them too (an older hook, another client, an import):
-    client = hooks_base.WorkerClient(port=int(env["MEMCAIRN_PORT"]), token="")
+    client = WorkerClient(port=int(env["MEMCAIRN_PORT"]), token="")
     body = {**tool_event(project, 99), "tool_name": "toolsearch", "event": "tool_use"}
     assert client.post_json("/api/sessions/observations", body) == {"status": "skipped", "reason": "skipped_tool"}
-    hooks_base.Workers.stop_all(workers)
+    workers.stop_all()
     (isolated_home / "settings.json").write_text(json.dumps({"housekeeping_tools": []}))  # observe them after all
     workers.start(env)
     for n, name in ((100, "ToolSearch"), (101, "mcp__memcairn__search")):

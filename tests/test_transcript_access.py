@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from processes import free_port
-from test_transcripts import Transcript
+from transcript_builder import Transcript
 
 from memcairn import lifecycle
 from memcairn.capture.transcript_access import peer_uid

@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_transcripts import CWD, SID, Transcript, _kinds, _parse
+from transcript_builder import CWD, SID, Transcript
+from transcript_builder import kinds as _kinds
+from transcript_builder import parse as _parse
 
 from memcairn.capture.compaction import compaction_sections, compaction_text
 from memcairn.capture.importer import import_transcripts

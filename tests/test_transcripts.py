@@ -6,12 +6,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from transcript_builder import CWD, SID, Transcript
+from transcript_builder import kinds as _kinds
+from transcript_builder import parse as _parse
 
 from memcairn.capture.transcripts import (
-    ParseStats,
-    ReplayEvent,
     default_transcript_paths,
-    replay_transcript,
     timestamp_ms,
 )
 from memcairn.protocol import HOOK_BODY_BYTES as MAX_BODY_BYTES
@@ -22,15 +22,6 @@ QUEUE_EVENT = {"session_start": "session_init", "user_prompt": "session_init", "
                "stop": "summarize", "session_end": "summarize"}
 BASE_FIELDS = ("event", "session_id", "cwd", "project", "projects", "platform_source", "transcript_path",
                "timestamp_ms")
-
-
-def _parse(path: Path) -> tuple[list[ReplayEvent], ParseStats]:
-    stats = ParseStats()
-    return list(replay_transcript(path, stats)), stats
-
-
-def _kinds(events: list[ReplayEvent]) -> list[str]:
-    return [e.body["event"] for e in events]
 
 
 def _raw_lines(path: Path) -> list[dict[str, Any]]:
@@ -163,60 +154,7 @@ def test_error_result_and_task_result() -> None:
     assert task["tool_response"]["status"] == "completed"
 
 
-# -- synthetic transcripts ---------------------------------------------------------------------------------
-SID = "11111111-2222-3333-4444-555555555555"
-CWD = "/nowhere/recorded/demo-project"
-
-
-class Transcript:
-    """Builds a transcript line by line with increasing timestamps."""
-
-    def __init__(self, session_id: str = SID, cwd: str = CWD) -> None:
-        self.lines: list[str] = []
-        self.session_id, self.cwd = session_id, cwd
-        self.second = 0
-
-    def _base(self, kind: str, **extra: Any) -> dict[str, Any]:
-        self.second += 1
-        return {"type": kind, "sessionId": self.session_id, "cwd": self.cwd, "isSidechain": False,
-                "uuid": f"u-{self.session_id[:4]}-{len(self.lines)}",
-                "timestamp": f"2026-03-01T10:00:{self.second:02d}.250Z", **extra}
-
-    def raw(self, text: str) -> Transcript:
-        self.lines.append(text)
-        return self
-
-    def add(self, entry: dict[str, Any]) -> Transcript:
-        return self.raw(json.dumps(entry))
-
-    def prompt(self, content: Any, **extra: Any) -> Transcript:
-        return self.add(self._base("user", message={"role": "user", "content": content}, **extra))
-
-    def assistant(self, *blocks: dict[str, Any], message_id: str | None = None, **extra: Any) -> Transcript:
-        message = {"role": "assistant", "id": message_id or f"msg-{len(self.lines)}", "content": list(blocks)}
-        return self.add(self._base("assistant", message=message, **extra))
-
-    def text(self, text: str, **kw: Any) -> Transcript:
-        return self.assistant({"type": "text", "text": text}, **kw)
-
-    def tool(self, tool_id: str, name: str = "Bash", tool_input: Any = None, **kw: Any) -> Transcript:
-        return self.assistant({"type": "tool_use", "id": tool_id, "name": name,
-                               "input": tool_input if tool_input is not None else {"command": "ls"}}, **kw)
-
-    def result(self, tool_id: str, content: Any = "ok", *, is_error: bool | None = None,
-               rich: Any = None, **extra: Any) -> Transcript:
-        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": tool_id, "content": content}
-        if is_error is not None:
-            block["is_error"] = is_error
-        if rich is not None:
-            extra["toolUseResult"] = rich
-        return self.prompt([block], **extra)
-
-    def write(self, path: Path) -> Path:
-        path.write_text("\n".join(self.lines) + "\n", encoding="utf-8")
-        return path
-
-
+# -- synthetic transcripts (transcript_builder.Transcript) -------------------------------------------------
 def test_synthetic_turns(tmp_path: Path) -> None:
     path = (Transcript()
             .add({"type": "queue-operation", "operation": "dequeue", "sessionId": SID,

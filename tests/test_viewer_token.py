@@ -22,8 +22,8 @@ from typing import Any
 import httpx
 import pytest
 import test_viewer_browser as vb
-import test_worker_api as api
 from starlette.testclient import TestClient
+from worker_app import wait_ready
 
 from memcairn.config import Settings
 from memcairn.worker.app import make_app
@@ -36,7 +36,6 @@ TOKEN = "s3cret-viewer-token"
 COOKIE = f"{cookie_name(PORT)}={cookie_value(TOKEN)}"
 
 
-cfg, wait_ready = api.cfg, api.wait_ready  # test_worker_api's settings fixture (port 37877) and readiness wait
 
 
 def static_dir(tmp_path: Path) -> Path:

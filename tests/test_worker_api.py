@@ -17,53 +17,14 @@ from typing import Any
 import httpx
 import pytest
 from starlette.testclient import TestClient
+from worker_app import BASE, PORT, add, store_of, wait_ready
 
-from memcairn.config import Settings, load_settings
+from memcairn.config import Settings
 from memcairn.errors import ConfigError, StoreError, WorkerUnavailableError
 from memcairn.models import NewItem
 from memcairn.runtime import open_runtime
 from memcairn.worker.app import make_app
 from memcairn.worker.openapi import OPERATIONS
-
-PORT = 37877
-BASE = f"http://127.0.0.1:{PORT}"
-
-
-@pytest.fixture
-def cfg(monkeypatch: pytest.MonkeyPatch) -> Settings:
-    monkeypatch.setenv("MEMCAIRN_EMBEDDING_MODEL", "hash")
-    monkeypatch.setenv("MEMCAIRN_PORT", str(PORT))
-    return load_settings()
-
-
-def wait_ready(app: Any, timeout: float = 20.0) -> None:
-    state = app.state.worker
-    deadline = time.monotonic() + timeout
-    while state.phase != "ready":
-        assert state.phase in ("starting",), state.detail
-        assert time.monotonic() < deadline, "worker did not become ready"
-        time.sleep(0.01)
-
-
-@pytest.fixture
-def app(cfg: Settings, tmp_path: Path) -> Any:
-    return make_app(None, cfg, static_dir=tmp_path / "static")
-
-
-@pytest.fixture
-def client(app: Any) -> Iterator[TestClient]:
-    with TestClient(app, base_url=BASE) as c:
-        wait_ready(app)
-        yield c
-
-
-def store_of(app: Any) -> Any:
-    return app.state.worker.runtime.store
-
-
-def add(app: Any, **fields: Any) -> int:
-    fields.setdefault("project", "demo")
-    return store_of(app).add_item(NewItem(**fields)).id
 
 
 def assert_error(response: httpx.Response, status: int, code: str | None = None) -> dict[str, Any]:
