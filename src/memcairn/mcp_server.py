@@ -186,6 +186,8 @@ def _string(description: str, **extra: Any) -> dict[str, Any]:
 
 PROJECT_ARG = _string('Default: the current project; "*" = all; comma-separated for several.')
 IDS_ARG = {"type": "array", "items": {"type": "integer"}, "minItems": 1, "description": "Ids, e.g. [12, 15]."}
+# get_observations also takes back the ids a team server's search gives (remote mode) as text: "team#12"
+READ_IDS_ARG = {**IDS_ARG, "description": "Ids, e.g. [12, 15]; a team server's as text: \"team#12, team#15\"."}
 DATE_FORMS = "2026-08-01, ISO time or 7d"
 
 # Kept short on purpose: every session that loads the server pays for these texts (important_workflow's
@@ -222,7 +224,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         "timeline", "Timeline around a memory",
         "Step 2. Memories just before and after an anchor.",
         {"type": "object", "properties": {
-            "anchor": _string(f"An id (12), S<id> for a summary, or a time: {DATE_FORMS}."),
+            "anchor": _string(f"An id (12, team#12), S<id> for a summary, or a time: {DATE_FORMS}."),
             "query": _string("Anchor on its best match instead."),
             "before": {"type": "integer", "description": "Rows before, 0-50 (default 10)."},
             "after": {"type": "integer", "description": "Rows after (default 10)."},
@@ -233,7 +235,7 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "get_observations", "Read full memory records",
         "Step 3. Full records of the few ids worth reading (each costs the ~tokens on its row).",
-        {"type": "object", "properties": {"ids": IDS_ARG}, "required": ["ids"]},
+        {"type": "object", "properties": {"ids": READ_IDS_ARG}, "required": ["ids"]},
         read_only=True,
     ),
     ToolSpec(
@@ -320,7 +322,7 @@ def _check_arguments(spec: ToolSpec, arguments: Mapping[str, Any] | None) -> dic
             if not isinstance(value, bool):
                 raise ToolError(f"{name} must be true or false, got {_shown(value)}")
         elif kind == "array" and name == "ids":
-            value = _ids(value)
+            value = _ids(value, team=spec.name == "get_observations")
         elif kind == "array":
             value = [value] if isinstance(value, str) else value
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -382,9 +384,18 @@ def _id_entries(value: Any) -> list[Any]:
     return entries
 
 
-def _ids(value: Any) -> list[int]:
-    out: list[int] = []
+def _ids(value: Any, *, team: bool = False) -> list[int | str]:
+    """Memory ids; with ``team`` also a team server's, kept as ``team#12`` (remote mode's search shows them)."""
+    from memcairn.team_client import team_id, team_ref
+
+    out: list[int | str] = []
     for entry in _id_entries(value):
+        held = team_id(entry)
+        if held is not None:
+            if not team:
+                raise ToolError(f"{_shown(entry)} is a team server's memory; this tool takes local ids (#12)")
+            out.append(team_ref(held))
+            continue
         number = _whole(entry.lstrip("#") if isinstance(entry, str) else entry)
         if number is None or number < 1:
             raise ToolError(f"ids must be memory ids (whole numbers such as 12), got {_shown(entry)}; "

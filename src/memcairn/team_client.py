@@ -24,6 +24,25 @@ from memcairn.errors import ConfigError
 
 REMOTE_FILE = "remote.json"
 STATUS_FILE = "remote-status.json"
+TEAM_ID_PREFIX = "team#"  # a team server's memory as remote mode shows it: ``team#12`` (local ones are ``#12``)
+MAX_TEAM_ID = 2**63 - 1  # the server's bigint ids
+
+
+def team_id(value: object) -> int | None:
+    """The server's id of ``"team#12"`` (any case, spaces around), None for anything else (a local id included)."""
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    if text[:len(TEAM_ID_PREFIX)].lower() != TEAM_ID_PREFIX:
+        return None
+    digits = text[len(TEAM_ID_PREFIX):]
+    if not (digits.isascii() and digits.isdigit()) or len(digits) > 19 or not 0 < int(digits) <= MAX_TEAM_ID:
+        return None
+    return int(digits)
+
+
+def team_ref(item_id: int) -> str:
+    return f"{TEAM_ID_PREFIX}{item_id}"
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,16 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from memcairn.cli.common import emit_json, settings
-from memcairn.errors import ConfigError, MemcairnError, StoreError, WorkerError, WorkerUnavailableError
+from memcairn.errors import (
+    ConfigError,
+    MemcairnError,
+    NotFoundError,
+    StoreError,
+    ValidationError,
+    WorkerError,
+    WorkerUnavailableError,
+)
+from memcairn.team_client import team_id, team_ref
 
 if TYPE_CHECKING:
     from memcairn.client import WorkerClient
@@ -33,6 +42,7 @@ REQUEST_TIMEOUT = 30.0
 SCAN_WAIT_SECONDS = 60.0  # reading the scan of a million documents from a warm page cache takes seconds
 SEARCH_RESULT_KEYS = ("id", "kind", "type", "title", "project", "created_at_epoch", "score", "relevance")
 LOCAL_HELP = "Search in this process even when a worker is running."
+TEAM_IDS_NEED_WORKER = "start the worker (`memcairn worker start`) and leave out --local"
 
 
 @contextlib.contextmanager
@@ -232,6 +242,9 @@ def timeline(anchor: str | None, query: str | None, depth_before: int, depth_aft
     answer = _ask_worker(local or blank, "/api/timeline", params, projects)
     if _worker_output(answer, as_json, lambda data: {k: v for k, v in data.items() if k != "format"}):
         return
+    if team_id(anchor) is not None:
+        raise WorkerUnavailableError(f"{anchor.strip()} is a team server's memory: the worker asks the server for "
+                                     f"it; {TEAM_IDS_NEED_WORKER}")
 
     from memcairn.search import render_timeline
 
@@ -242,3 +255,50 @@ def timeline(anchor: str | None, query: str | None, depth_before: int, depth_aft
         emit_json(result.to_dict())
         return
     click.echo(render_timeline(result), nl=False)
+
+
+class ShowId(click.ParamType):
+    """An id as searches print it: ``12``, ``#12``, or ``team#12`` for a team server's memory (remote mode)."""
+
+    name = "id"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> int | str:
+        from memcairn.search.service import parse_item_id
+
+        held = team_id(value)
+        if held is not None:
+            return team_ref(held)
+        try:
+            return parse_item_id(value if isinstance(value, int) else str(value))
+        except ValidationError as exc:
+            self.fail(f"{exc} (or team#12 for a team server's memory)", param, ctx)
+
+
+def show_via_worker(ids: tuple[int | str, ...], as_json: bool) -> None:
+    """``memcairn show`` of ids that include a team server's (``team#12``): the worker reads them (the local
+    ones from its store, the team's from the server) and they print as local records do."""
+    from memcairn.fence import clean_line
+
+    client = running_worker(settings())
+    if client is None:
+        raise WorkerUnavailableError(f"team ids are read through the worker, and none is running; "
+                                     f"{TEAM_IDS_NEED_WORKER}")
+    answer = client.post_json("/api/observations/batch", {"ids": list(dict.fromkeys(ids))})
+    items = [i for i in answer.get("items") or [] if isinstance(i, dict)]
+    if as_json:
+        emit_json(items)
+    else:  # one printable line per field, as `show` prints a local record
+        for item in items:
+            ref = item["id"] if isinstance(item.get("id"), str) else f"#{item.get('id')}"
+            click.echo(f"{clean_line(ref)} [{clean_line(item.get('kind'))}/{clean_line(item.get('type'))}] "
+                       f"{clean_line(item.get('project'))}: {clean_line(item.get('title'))}")
+            for name in ("subtitle", "text", "narrative", "request", "investigated", "learned", "completed",
+                         "next_steps", "notes"):
+                if item.get(name):
+                    click.echo(f"  {name}: {clean_line(item[name])}")
+            for name in ("facts", "concepts", "files_read", "files_modified"):
+                if item.get(name):
+                    click.echo(f"  {name}: {', '.join(clean_line(v) for v in item[name])}")
+    missing = answer.get("missing") or []
+    if missing:
+        raise NotFoundError("not found: " + ", ".join(m if isinstance(m, str) else f"#{m}" for m in missing))

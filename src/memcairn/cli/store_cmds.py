@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from memcairn.cli.common import emit_json, open_store, settings
+from memcairn.cli.search_cmds import ShowId, show_via_worker
 from memcairn.errors import NotFoundError, ValidationError
 from memcairn.models import KINDS, NewItem
 
@@ -63,9 +64,9 @@ def add(project: str, kind: str, type_: str | None, title: str | None, subtitle:
 
 
 @click.command()
-@click.argument("ids", nargs=-1, required=True, type=ItemId())
+@click.argument("ids", nargs=-1, required=True, type=ShowId())
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of full records.")
-def show(ids: tuple[int, ...], as_json: bool) -> None:
+def show(ids: tuple[int | str, ...], as_json: bool) -> None:
     """Show full records, in the order asked.
 
     Example:
@@ -73,6 +74,8 @@ def show(ids: tuple[int, ...], as_json: bool) -> None:
     \b
         memcairn show 12 '#7' --json
     """
+    if any(isinstance(i, str) for i in ids):
+        return show_via_worker(ids, as_json)
     with open_store() as store:
         items = store.get_items(list(ids))
     missing = [i for i in ids if i not in {x.id for x in items}]

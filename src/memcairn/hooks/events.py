@@ -528,8 +528,25 @@ def _record_start(hook: Hook, delivered: bool) -> None:
     hook.delivered(hook.deliver(INIT_PATH, fit_body(body, ()), INGEST_TIMEOUT))
 
 
+def _answer_rows(answer: dict[str, Any]) -> list[str]:
+    """The digest's rows from the search answer's structured ``rows`` (``search.rows``; a team server's ids as
+    ``team#12``), each with its day: ``#12 2026-12-01 14:03 bugfix · Title · ~120 tok``."""
+    rows = answer.get("rows")
+    if not isinstance(rows, list):  # a worker from before the rows field, until it is replaced
+        return _index_rows(answer["text"])
+    out = []
+    for row in rows:
+        if not isinstance(row, dict):
+            continue
+        head = " ".join(str(row.get(k)) for k in ("id", "day", "time", "type") if row.get(k))
+        parts = [head, str(row.get("title") or ""), *([str(row["project"])] if row.get("project") else []),
+                 f"~{row.get('tokens')} tok", *(["weak"] if row.get("weak") is True else [])]
+        out.append(" · ".join(parts))
+    return out
+
+
 def _index_rows(text: str) -> list[str]:
-    """Rows of ``render_index`` text, each with its day: ``#12 2026-12-01 14:03 bugfix · Title · ~120 tok``."""
+    """Rows of ``render_index`` text, each with its day (an older worker's answer has no ``rows``)."""
     rows, day = [], ""
     for line in text.splitlines():
         if line.startswith("### "):
@@ -569,10 +586,10 @@ def _search_digest(hook: Hook, call: Call | None, heading: Callable[[], str], ma
     answer = hook.wait(call, search_answer)
     if answer is None:
         return ""
-    text = answer.json_object()["text"]  # search_answer: a JSON object with a text
-    if text.startswith(NO_MATCH):
+    data = answer.json_object()  # search_answer: a JSON object with a text
+    if data["text"].startswith(NO_MATCH):
         return ""
-    return digest(heading(), _index_rows(text), max_tokens, max_rows)
+    return digest(heading(), _answer_rows(data), max_tokens, max_rows)
 
 
 def user_prompt_submit(hook: Hook) -> dict[str, Any]:

@@ -73,6 +73,7 @@ from memcairn.protocol import (
 )
 from memcairn.runtime import Runtime, open_runtime
 from memcairn.store.protocols import LocalStore
+from memcairn.team_client import team_id, team_ref
 from memcairn.worker import remote_reads
 from memcairn.worker.events import HEARTBEAT_SECONDS, Broadcaster, ExternalWriteTailer, StoreEventBridge
 from memcairn.worker.openapi import MAX_BATCH_IDS, MAX_ITEM_ID, build_openapi
@@ -715,16 +716,19 @@ async def search(request: Request) -> Response:
         if fmt == "index":
             return JSON({"format": "index", "text": remote_reads.team_index_text(team), "strategy": "team",
                          "fallback_reason": None, "notes": team["notes"], "counts": team["counts"], "hidden": 0,
-                         "latency_ms": team["latency_ms"], "source": "team"})
+                         "latency_ms": team["latency_ms"], "source": "team",
+                         "rows": remote_reads.team_index_rows(team, tz)})
         return JSON({"format": "json", **team})
     result = await state.call(state.search.search, req)
     if isinstance(team, str):  # remote mode, the server did not answer: the local copy, saying so
         result = dataclasses.replace(result, fallback_reason=remote_reads.FALLBACK_REASON,
                                      notes=[*result.notes, f"{team}; answered from the local copy"])
     if fmt == "index":
+        from memcairn.search.rows import result_rows
+
         out = {"format": "index", "text": render_index(result, tz=tz), "strategy": result.strategy,
                "fallback_reason": result.fallback_reason, "notes": list(result.notes), "counts": result.counts,
-               "hidden": result.hidden, "latency_ms": result.latency_ms}
+               "hidden": result.hidden, "latency_ms": result.latency_ms, "rows": result_rows(result, tz)}
     else:
         out = {"format": "json", **result.to_dict()}
     return JSON(out)
@@ -763,6 +767,9 @@ async def timeline(request: Request) -> Response:
     state.require()
     fmt = _format(request)
     tz = parse_tz(_param(request, "tz"))
+    team_anchor = team_id(_param(request, "anchor"))
+    if team_anchor is not None:  # remote mode: a team search's id; the server's timeline in the anchor's project
+        return await _team_timeline(request, state, team_anchor, fmt, tz)
     result = await state.call(
         state.search.timeline, anchor=_param(request, "anchor"), query=_param(request, "query"),
         depth_before=_param(request, "before", "depth_before") or 10,  # depth_*: the earlier names
@@ -775,6 +782,50 @@ async def timeline(request: Request) -> Response:
     return JSON({"format": "json", **result.to_dict()})
 
 
+async def _team_timeline(request: Request, state: WorkerState, anchor: int, fmt: str, tz: Any) -> Response:
+    from memcairn.search.request import clamp
+    from memcairn.search.timeline import MAX_DEPTH
+
+    if _param(request, "query") is not None:
+        raise BadRequest("give anchor or query, not both")
+    notes: list[str] = []
+    before = clamp(_param(request, "before", "depth_before") or 10, 0, MAX_DEPTH, "depth_before", notes)
+    after = clamp(_param(request, "after", "depth_after") or 10, 0, MAX_DEPTH, "depth_after", notes)
+    try:
+        rows = await remote_reads.team_timeline(state.settings, anchor, before, after)
+    except remote_reads.TeamReadFailed as exc:
+        raise _team_failed(exc) from None
+    ref = team_ref(anchor)
+    if fmt == "index":
+        return JSON({"format": "index", "text": remote_reads.team_timeline_text(anchor, rows, tz, notes),
+                     "anchor_id": ref, "notes": notes, "strategy": "team", "source": "team"})
+    return JSON({"format": "json", "anchor_id": ref, "strategy": "team", "source": "team", "notes": notes,
+                 "items": [remote_reads.team_record(item, "raw", tz) for item, _ in rows]})
+
+
+def _team_failed(exc: remote_reads.TeamReadFailed) -> Exception:
+    """Not connected: a request this worker cannot answer (400); else the server's absence (503, retry later)."""
+    if isinstance(exc, remote_reads.NotConnected):
+        return BadRequest(str(exc))
+    return NotReady(remote_reads.FALLBACK_REASON, str(exc))
+
+
+def _batch_ids(ids: list[Any]) -> tuple[list[int], list[int]]:
+    """(local ids, team server ids) of a batch: whole numbers, or ``team#N`` in remote mode."""
+    local, team = [], []
+    for i in ids:
+        number = team_id(i)
+        if number is not None:
+            team.append(number)
+        elif isinstance(i, int) and not isinstance(i, bool):
+            if not 0 < i <= MAX_ITEM_ID:
+                raise BadRequest(f"ids must be between 1 and {MAX_ITEM_ID}")
+            local.append(i)
+        else:
+            raise BadRequest("ids must be whole numbers, or a team server's ids as \"team#12\", e.g. [12, 15]")
+    return local, team
+
+
 @endpoint
 async def observations_batch(request: Request) -> Response:
     state = _state(request)
@@ -785,20 +836,29 @@ async def observations_batch(request: Request) -> Response:
         raise BadRequest("ids is required: a non-empty list of item ids, e.g. {\"ids\": [12, 15]}")
     if len(ids) > MAX_BATCH_IDS:
         raise BadRequest(f"at most {MAX_BATCH_IDS} ids per request")
-    if not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
-        raise BadRequest("ids must be whole numbers, e.g. [12, 15]")
-    if not all(0 < i <= MAX_ITEM_ID for i in ids):
+    if all(isinstance(i, int) and not isinstance(i, bool) for i in ids) and not all(0 < i <= MAX_ITEM_ID
+                                                                                    for i in ids):
         raise BadRequest(f"ids must be between 1 and {MAX_ITEM_ID}")
+    local, team = _batch_ids(ids)
     from memcairn.search import parse_tz
     from memcairn.search.records import agent_record, check_format
 
     if any(not isinstance(data[key], str) for key in ("format", "tz") if key in data):
         raise BadRequest("format and tz must be strings, e.g. {\"format\": \"agent\", \"tz\": \"UTC\"}")
     fmt, tz = check_format(data.get("format")), parse_tz(data.get("tz"))
-    items = await state.call(runtime.store.get_items, ids)
+    items = await state.call(runtime.store.get_items, local) if local else []
     found = {i.id for i in items}
     records = [agent_record(i, tz) if fmt == "agent" else i.to_dict() for i in items]
-    return JSON({"items": records, "missing": [i for i in dict.fromkeys(ids) if i not in found]})
+    if not team:
+        return JSON({"items": records, "missing": [i for i in dict.fromkeys(ids) if i not in found]})
+    try:
+        held, _ = await remote_reads.team_items(state.settings, list(dict.fromkeys(team)))
+    except remote_reads.TeamReadFailed as exc:
+        raise _team_failed(exc) from None
+    by_ref: dict[Any, dict[str, Any]] = {r["id"]: r for r in records}
+    by_ref.update({team_ref(n): remote_reads.team_record(item, fmt, tz) for n, item in held.items()})
+    asked = list(dict.fromkeys(team_ref(n) if (n := team_id(i)) is not None else i for i in ids))
+    return JSON({"items": [by_ref[i] for i in asked if i in by_ref], "missing": [i for i in asked if i not in by_ref]})
 
 
 def _kind_of(request: Request) -> str | None:
@@ -838,6 +898,30 @@ async def delete_item(request: Request) -> Response:
         return {"id": item_id, "deleted": True, "kind": item.kind}
 
     return JSON(await state.call(remove, write=True))
+
+
+@endpoint
+async def team_item_route(request: Request) -> Response:
+    """``/api/memory/team%2312``: a team server's memory (remote mode), as search showed its id."""
+    state = _state(request)
+    state.require()
+    item_id, kind = request.path_params["id"], _kind_of(request)
+    ref = team_ref(item_id)
+    if request.method == "DELETE":
+        raise BadRequest(f"{ref} is held by the team server; forget it where it was captured (its local #id), "
+                         "the forwarder then forgets it on the server")
+    if not 0 < item_id <= MAX_ITEM_ID:
+        raise NotFoundError(f"no memory {ref}")
+    try:
+        held, _ = await remote_reads.team_items(state.settings, [item_id])
+    except remote_reads.TeamReadFailed as exc:
+        raise _team_failed(exc) from None
+    item = held.get(item_id)
+    if item is None:
+        raise NotFoundError(f"the team server holds no memory {ref}")
+    if kind is not None and item.kind != kind:
+        raise NotFoundError(f"{ref} is a {item.kind}, not a {kind}; read it at /api/memory/team%23{item_id}")
+    return JSON(remote_reads.team_record(item, "raw", None))
 
 
 async def item_route(request: Request) -> Response:
@@ -1213,6 +1297,7 @@ def make_app(runtime: RuntimeSource = None, settings: Settings | None = None, *,
         Route(OBSERVATIONS_PATH, _ingest(OBSERVATIONS_PATH), methods=["POST"]),
         Route(SUMMARIZE_PATH, _ingest(SUMMARIZE_PATH), methods=["POST"]),
         *(Route(f"/api/{kind}/{{id:int}}", item_route, methods=["GET", "DELETE"]) for kind in KIND_ROUTES),
+        *(Route(f"/api/{kind}/team#{{id:int}}", team_item_route, methods=["GET", "DELETE"]) for kind in KIND_ROUTES),
         Route("/stream", stream),
         Route("/openapi.json", openapi),
         Route("/", index),

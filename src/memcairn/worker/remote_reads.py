@@ -4,21 +4,35 @@ On a timeout, no answer or an error the worker answers from its local copy and s
 ``fallback_reason`` (``team_server_unavailable``) and ``notes``, context in the ``X-Memcairn-Remote`` and
 ``X-Memcairn-Remote-Fallback`` headers (the text itself stays the local digest, untouched). A search with
 filters the team API does not take (kinds, types, concepts, files, dates, platform, offset, order) is answered
-locally. Team results carry the server's ids (``source: "team"``, ``team#N`` in the index text), not local ones.
+locally. Team results carry the server's ids as ``team#N`` (``source: "team"``), not local ones; the doors that take ids
+back (full records, one record, a timeline) ask the server for them (below).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from datetime import tzinfo
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 
 from memcairn.config import Settings
-from memcairn.errors import ConfigError
+from memcairn.errors import ConfigError, NotFoundError
 from memcairn.fence import clean_line
-from memcairn.team_client import RemoteConfig, TeamClient, TeamUnavailable, error_detail, load_remote
+from memcairn.models import MemoryItem
+from memcairn.search.records import agent_record
+from memcairn.search.rows import index_row, row_text
+from memcairn.team_client import (
+    RemoteConfig,
+    TeamClient,
+    TeamResponse,
+    TeamUnavailable,
+    error_detail,
+    load_remote,
+    team_id,
+    team_ref,
+)
 
 log = logging.getLogger("memcairn.remote")
 FALLBACK_REASON = "team_server_unavailable"
@@ -34,8 +48,9 @@ def remote_config(settings: Settings) -> RemoteConfig | None:
         return None
 
 
-async def ask(settings: Settings, cfg: RemoteConfig, path: str, params: dict[str, Any]) -> tuple[Any, str | None]:
-    """(the server's JSON answer, None) or (None, why not) within the setting's timeout."""
+async def fetch(settings: Settings, cfg: RemoteConfig, path: str,
+                params: dict[str, Any] | None = None) -> tuple[TeamResponse | None, str | None]:
+    """(the server's response, None) or (None, why there is none) within the setting's timeout."""
     timeout = max(0.05, settings.remote_timeout_ms / 1000)
     client = TeamClient(cfg.url, cfg.key, timeout=timeout)
     try:
@@ -46,6 +61,14 @@ async def ask(settings: Settings, cfg: RemoteConfig, path: str, params: dict[str
         if exc.timed_out:  # the socket's own wait (the same length) can run out before ours
             return None, f"the team server did not answer within {settings.remote_timeout_ms} ms"
         return None, f"the team server does not answer ({exc})"
+    return resp, None
+
+
+async def ask(settings: Settings, cfg: RemoteConfig, path: str, params: dict[str, Any]) -> tuple[Any, str | None]:
+    """(the server's JSON answer, None) or (None, why not) within the setting's timeout."""
+    resp, why = await fetch(settings, cfg, path, params)
+    if resp is None:
+        return None, why
     if resp.status != 200 or not isinstance(resp.body, dict):
         return None, f"the team server answered {resp.status}: {error_detail(resp)}"
     return resp.body, None
@@ -58,21 +81,125 @@ def team_search_result(body: dict[str, Any], cfg: RemoteConfig, latency_ms: floa
     for hit in body.get("results") or []:
         kind = hit.get("kind") or "observation"
         counts[kind] = counts.get(kind, 0) + 1
-        rows.append({"id": hit.get("id"), "source": "team", "kind": kind, "type": hit.get("type"),
+        ref = team_ref(hit["id"]) if isinstance(hit.get("id"), int) else hit.get("id")
+        rows.append({"id": ref, "source": "team", "kind": kind, "type": hit.get("type"),
                      "title": hit.get("title"), "display_title": hit.get("title") or "",
                      "project": cfg.local_project(str(hit.get("project") or "")),
                      "created_at_epoch": hit.get("created_at_epoch"), "text": hit.get("text"),
                      "score": hit.get("score"), "legs": {name: {} for name in hit.get("legs") or []},
                      "relevance": None})
     return {"strategy": "team", "fallback_reason": None,
-            "notes": [f"answered by the team server {cfg.url}; ids are the server's (team#N)"],
+            "notes": [f"answered by the team server {cfg.url}; ids are the server's (team#N): get_observations, "
+                      "timeline and show take them"],
             "counts": counts, "latency_ms": round(latency_ms, 1), "mirror_available": True, "hidden": 0,
             "min_score": None, "results": rows, "source": "team"}
+
+
+def team_index_rows(result: dict[str, Any], tz: tzinfo | None) -> list[dict[str, Any]]:
+    """The team hits as structured rows (``search.rows``), ids as ``team#N``."""
+    several = len({row["project"] for row in result["results"]}) > 1
+    return [index_row(team_item({**row, "id": team_id(row["id"])}, row["project"]), tz, ref=row["id"],
+                      project=several) for row in result["results"] if team_id(row.get("id")) is not None]
 
 
 def team_index_text(result: dict[str, Any]) -> str:
     lines = [f"{len(result['results'])} result(s) from the team server"]
     for row in result["results"]:  # any team member's stored text: one printable line each, markers defused
         kind, type_, title, project = (clean_line(str(row[f])) for f in ("kind", "type", "display_title", "project"))
-        lines.append(f"team#{row['id']}  {kind}/{type_}  {title}  ({project})")
+        lines.append(f"{row['id']}  {kind}/{type_}  {title}  ({project})")
     return "\n".join(lines)
+
+
+# -- team ids taken back (``team#N``): full records, one record, a timeline ----------------------------------
+class TeamReadFailed(Exception):
+    """A read of team memories the team server did not answer (or answered with an error)."""
+
+
+class NotConnected(TeamReadFailed):
+    """A team id given to a worker in local mode."""
+
+
+def _connected(settings: Settings, ref: str) -> RemoteConfig:
+    cfg = remote_config(settings)
+    if cfg is None:
+        raise NotConnected(f"{ref} is a team server's memory and this worker is not connected to one; run "
+                             "`memcairn connect URL --key KEY`, or use the local ids (#N) a local search shows")
+    return cfg
+
+
+def team_item(record: dict[str, Any], project: str) -> MemoryItem:
+    """A team server's record (``/v1/memories/{id}``) as a memory item, so it renders and costs as a local one."""
+    epoch = record.get("created_at_epoch") if isinstance(record.get("created_at_epoch"), int) else 0
+    return MemoryItem(
+        id=int(record["id"]), uuid="", project=project,
+        merged_into_project=None, session=record.get("session"), kind=str(record.get("kind") or "observation"),
+        type=str(record.get("type") or ""), title=record.get("title") or None, subtitle=None,
+        text=record.get("text") or None, narrative=None, facts=[], concepts=[], files_read=[], files_modified=[],
+        metadata={}, request=None, investigated=None, learned=None, completed=None, next_steps=None, notes=None,
+        prompt_number=None, platform_source=None, content_hash=str(record.get("content_hash") or ""),
+        created_at_epoch=epoch, updated_at_epoch=epoch)
+
+
+def team_record(item: MemoryItem, fmt: str, tz: tzinfo | None) -> dict[str, Any]:
+    """A team memory in the shape ``/api/observations/batch`` gives a local one, its id as ``team#N``."""
+    record = agent_record(item, tz) if fmt == "agent" else item.to_dict()
+    return {**record, "id": team_ref(item.id), "source": "team"}
+
+
+async def team_items(settings: Settings, ids: list[int]) -> tuple[dict[int, MemoryItem], list[int]]:
+    """The team memories of ``ids`` (by id) and the ids the server holds none of (for this key).
+
+    Raises:
+        TeamReadFailed: not connected, or the server did not answer (why, and what to do)."""
+    cfg = _connected(settings, team_ref(ids[0]))
+    answers = await asyncio.gather(*(fetch(settings, cfg, f"/v1/memories/{i}") for i in ids))
+    found: dict[int, MemoryItem] = {}
+    missing: list[int] = []
+    for item_id, (resp, why) in zip(ids, answers, strict=True):
+        if resp is None:
+            raise TeamReadFailed(f"{why}; {team_ref(item_id)} is held by the team server only, try again later")
+        if resp.status == 404:
+            missing.append(item_id)
+        elif resp.status != 200 or not isinstance(resp.body, dict):
+            raise TeamReadFailed(f"the team server answered {resp.status} for {team_ref(item_id)}: "
+                                 f"{error_detail(resp)}")
+        else:
+            found[item_id] = team_item(resp.body, cfg.local_project(str(resp.body.get("project") or "")))
+    return found, missing
+
+
+async def team_timeline(settings: Settings, anchor: int, before: int, after: int) -> list[tuple[MemoryItem, bool]]:
+    """The memories around the team memory ``anchor`` in its project, oldest first, each with whether it is it.
+
+    Raises:
+        TeamReadFailed: not connected, or the server did not answer.
+        NotFoundError: the server holds no such memory."""
+    ref = team_ref(anchor)
+    cfg = _connected(settings, ref)
+    resp, why = await fetch(settings, cfg, "/v1/timeline", {"anchor": anchor, "before": before, "after": after})
+    if resp is None:
+        raise TeamReadFailed(f"{why}; {ref} is held by the team server only, try again later")
+    if resp.status == 404:
+        raise NotFoundError(f"the team server holds no memory {ref}")
+    if resp.status != 200 or not isinstance(resp.body, dict):
+        raise TeamReadFailed(f"the team server answered {resp.status} for the timeline around {ref}: "
+                             f"{error_detail(resp)}")
+    return [(team_item(row, cfg.local_project(str(row.get("project") or ""))), bool(row.get("anchor")))
+            for row in resp.body.get("items") or []]
+
+
+def team_timeline_text(anchor: int, rows: list[tuple[MemoryItem, bool]], tz: tzinfo | None,
+                       notes: list[str]) -> str:
+    """The timeline's Markdown as ``render_timeline`` lays it out (by day), with the team's ids."""
+    at = next((n for n, (_, is_anchor) in enumerate(rows) if is_anchor), None)
+    head = f"Timeline around {team_ref(anchor)} · " + (
+        f"{at} before, {len(rows) - at - 1} after" if at is not None else "nothing to show") + " · strategy: team"
+    lines, day = [head, *(f"Note: {clean_line(n)}" for n in notes)], None
+    show_project = len({item.project for item, _ in rows}) > 1
+    for item, is_anchor in rows:
+        row = index_row(item, tz, ref=team_ref(item.id), project=show_project)
+        if row["day"] != day:
+            day = row["day"]
+            lines += ["", f"### {day}"]
+        lines.append("- " + row_text(row, with_day=False) + (" <- ANCHOR" if is_anchor else ""))
+    return "\n".join(lines) + "\n"
