@@ -120,7 +120,7 @@ def test_row_level_security_blocks_other_tenants_even_without_a_filter(pg_databa
     mine = team.add(acme, note("api", "acme's secret plan"))
     team.add(other, note("api", "other's secret plan"))
     with db.connect(db.app_conninfo(pg_database, TEST_SECRET)) as conn:
-        assert conn.execute("SELECT current_user").fetchone() == ("memcairn_app",)
+        assert conn.execute("SELECT current_user").fetchone() == ("memcairn_app_memcairn_template",)  # the template's
         with db.tenant_transaction(conn, acme) as cur:
             assert cur.execute("SELECT id FROM items").fetchall() == [(mine.id,)]
             assert cur.execute("SELECT count(*) FROM projects").fetchone() == (1,)

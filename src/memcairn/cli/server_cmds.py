@@ -65,6 +65,51 @@ def server(ctx: click.Context, embedded: bool, database: str | None, host: str, 
                    connections=connections, tls=tls))
 
 
+@server.command("migrate")
+@_DATABASE
+@click.option("--app-role", metavar="NAME", help="The application role the server connects as [default: the one "
+                                                 "recorded in the database, else memcairn_app_<database>].")
+@click.option("--json", "as_json", is_flag=True, help='Print {"applied", "role", "password", "notes"}.')
+def server_migrate(database: str | None, app_role: str | None, as_json: bool) -> None:
+    """Create or upgrade the server's schema (tables, row-level security) and its application role, as the
+    database's owner: no superuser needed. Run it once per install and upgrade; the server then starts with the
+    application role's URL and needs no DDL rights.
+
+    The role is the database's own (never shared with another database of the cluster). When it is new and the
+    owner may create roles, it is made with a random password, shown once; otherwise an administrator creates
+    it first (CREATE ROLE memcairn_app_DB LOGIN PASSWORD '...') and this only grants.
+
+    Example:
+
+    \b
+        memcairn server migrate --database postgresql://owner@db.internal/memcairn
+        memcairn server --database postgresql://memcairn_app_memcairn:PASSWORD@db.internal/memcairn
+    """
+    from psycopg.conninfo import make_conninfo
+
+    from memcairn.errors import MemcairnError
+    from memcairn.pgstore import db
+
+    if not database:
+        raise click.UsageError("say which database: --database postgresql://OWNER@HOST/DB (--embedded migrates "
+                               "at start)")
+    try:
+        done = db.setup(database, app_role=app_role)
+    except MemcairnError as exc:
+        raise click.ClickException(str(exc)) from None
+    app_url = make_conninfo(database, user=done.role, password=done.password or "PASSWORD")
+    if as_json:
+        emit_json({"applied": done.applied, "role": done.role, "password": done.password, "notes": done.notes})
+        return
+    applied = f"applied {', '.join(map(str, done.applied))}" if done.applied else "nothing to apply"
+    click.echo(f"schema current ({applied}); application role {done.role}")
+    if done.password:
+        click.echo(f"start the server with (the password is shown once: store it now):\n  memcairn server "
+                   f"--database '{app_url}'")
+    for note in done.notes:
+        click.echo(f"an administrator must run: {note}", err=True)
+
+
 @server.group("keys")
 def keys_group() -> None:
     """API keys: shown once at creation, stored as HMAC under the server secret in MEMCAIRN_HOME."""

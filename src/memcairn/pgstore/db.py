@@ -1,5 +1,6 @@
 """Connections: the owner's (migrations, the app role's password, administration) and the application's
-(``memcairn_app``, bound by row-level security), a small pool of the latter, and tenant transactions.
+(the database's own role, ``memcairn_app_<database>`` unless named, bound by row-level security), a small pool
+of the latter, and tenant transactions.
 
 Every tenant-scoped piece of work runs in ``tenant_transaction``: it sets ``app.tenant_id`` with
 ``set_config(..., true)``, which lasts only for the transaction, so a pooled connection never carries one
@@ -20,22 +21,26 @@ import hashlib
 import hmac
 import os
 import queue
+import re
+import secrets
 import select
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
+from dataclasses import field as dc_field
 from typing import TypeVar
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from memcairn.errors import ConfigError, WouldWait
-from memcairn.pgstore.migrations import migrate
-from memcairn.pgstore.schema import APP_ROLE
+from memcairn.errors import ConfigError, SchemaTooNewError, WouldWait
+from memcairn.pgstore.migrations import applied_versions, migrate
+from memcairn.pgstore.schema import APP_GRANTS, APP_ROLE, LATEST, for_role
 from memcairn.pgstore.waits import before_waiting, may_wait
 
 T = TypeVar("T")
+ROLE_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 LOOP_LOCK_TIMEOUT = "50ms"  # a read's lock wait on the event loop before it goes to a thread (see above)
 
 
@@ -59,12 +64,42 @@ def env_name(setting: str) -> str:
 
 
 def app_password(secret: bytes) -> str:
-    """The application role's password, derived from the server secret (every process of a server agrees)."""
+    """The application role's password when an owner's URL starts the server (``--embedded``, or ``--database``
+    of an owner), derived from the server secret (every process of a server agrees)."""
     return hmac.new(secret, b"memcairn postgres application role", hashlib.sha256).hexdigest()
 
 
+def default_app_role(database: str) -> str:
+    """``memcairn_app_<database>``: other characters than lowercase letters, digits and ``_`` become ``_``, and a
+    name so changed, or longer than PostgreSQL's 63 bytes, ends with a digest of the database's own name (two
+    databases never share a role)."""
+    tail = re.sub(r"[^a-z0-9_]", "_", database.lower())
+    name = f"{APP_ROLE}_{tail}"
+    if tail != database or len(name) > 63:
+        name = f"{name[:54]}_{hashlib.sha256(database.encode()).hexdigest()[:8]}"
+    return name
+
+
+def checked_role(name: str) -> str:
+    if not ROLE_NAME.fullmatch(name):
+        raise ConfigError(f"{name!r} is not a role name memcairn uses: lowercase letters, digits and _, at most 63, "
+                          "not starting with a digit")
+    return name
+
+
+def recorded_role(conn: psycopg.Connection) -> str | None:
+    """The application role ``migrate`` recorded in this database (migration 9), if any."""
+    if not conn.execute("SELECT to_regclass('app_role') IS NOT NULL").fetchone()[0]:  # type: ignore[index]
+        return None
+    row = conn.execute("SELECT name FROM app_role").fetchone()
+    return str(row[0]) if row else None
+
+
 def app_conninfo(owner_dsn: str, secret: bytes) -> str:
-    return make_conninfo(owner_dsn, user=APP_ROLE, password=app_password(secret))
+    """The application role's connection string, with the password an owner's URL gives it (``app_password``)."""
+    with connect(owner_dsn) as conn:
+        role = recorded_role(conn) or default_app_role(database_name(owner_dsn))
+    return make_conninfo(owner_dsn, user=role, password=app_password(secret))
 
 
 def database_name(dsn: str) -> str:
@@ -81,27 +116,118 @@ def connect(dsn: str, *, autocommit: bool = True) -> psycopg.Connection:
                           f"{str(exc).strip().splitlines()[-1]}") from None
 
 
+@dataclass
+class Prepared:
+    """What ``setup`` did: the migrations applied, the application role, the password it made for a role it
+    created (``migrate`` shows it once; None otherwise), and what the owner may not do and an administrator must."""
+
+    applied: list[int]
+    role: str
+    password: str | None = None
+    notes: list[str] = dc_field(default_factory=list)
+
+
 def prepare(owner_dsn: str, secret: bytes, timeouts: Timeouts | None = None) -> list[int]:
-    """Migrate the database and let the application role log in with its derived password and its time limits
-    (``Timeouts.from_env()`` unless given) in this database; returns the migrations applied."""
+    """Migrate the database and let its application role log in with the password derived from ``secret``
+    (an owner's URL starting the server) and its time limits; returns the migrations applied."""
+    return setup(owner_dsn, password=app_password(secret), timeouts=timeouts).applied
+
+
+def setup(owner_dsn: str, *, app_role: str | None = None, password: str | None = None,
+          timeouts: Timeouts | None = None) -> Prepared:
+    """Migrate the database of ``owner_dsn`` (DDL, row-level security) and set up its application role: created
+    when missing (with ``password``, else a new random one returned), its password set to ``password`` when given,
+    granted what the server needs, its time limits (``Timeouts.from_env()`` unless given) set in this database.
+
+    The owner needs no superuser rights: without CREATEROLE an administrator creates the role beforehand (the
+    error says how) and this only grants; time limits it may not set are returned as notes."""
     timeouts = timeouts or Timeouts.from_env()
-    Ident, Literal, SQL = psycopg.sql.Identifier, psycopg.sql.Literal, psycopg.sql.SQL  # noqa: N806
+    database = database_name(owner_dsn)
     with connect(owner_dsn, autocommit=True) as conn:
-        applied = migrate(conn)
-        conn.execute(SQL("ALTER ROLE {} WITH LOGIN PASSWORD {}").format(Ident(APP_ROLE),
-                                                                      Literal(app_password(secret))))
-        database = Ident(database_name(owner_dsn))
-        conn.execute(SQL("GRANT CONNECT ON DATABASE {} TO {}").format(database, Ident(APP_ROLE)))
+        user = conn.info.user
+        role = checked_role(app_role or recorded_role(conn) or default_app_role(database))
+        made = _ensure_role(conn, role, password, user)
+        try:
+            applied = migrate(conn, role)
+            conn.execute("INSERT INTO app_role (name) VALUES (%s) ON CONFLICT (only_row) DO UPDATE SET name = "
+                         "EXCLUDED.name", (role,))
+            conn.execute(for_role(APP_GRANTS, role))  # type: ignore[arg-type] - our own constant
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise ConfigError(f"{user!r} may not create memcairn's schema in database {database!r} "
+                              f"({_first_line(exc)}): migrate as the role that owns the database or its schema "
+                              "public (memcairn server migrate --database postgresql://OWNER@HOST/DB)") from None
+        notes = []
+        Ident, Literal, SQL = psycopg.sql.Identifier, psycopg.sql.Literal, psycopg.sql.SQL  # noqa: N806
+        try:
+            conn.execute(SQL("GRANT CONNECT ON DATABASE {} TO {}").format(Ident(database), Ident(role)))
+        except psycopg.errors.InsufficientPrivilege:
+            notes.append(f"GRANT CONNECT ON DATABASE {database} TO {role};")
         for setting in fields(timeouts):
             value = getattr(timeouts, setting.name)
+            statement = SQL("ALTER ROLE {} IN DATABASE {} SET {} = {}").format(
+                Ident(role), Ident(database), Ident(setting.name), Literal(value))
             try:
-                conn.execute(SQL("ALTER ROLE {} IN DATABASE {} SET {} = {}").format(
-                    Ident(APP_ROLE), database, Ident(setting.name), Literal(value)))
+                conn.execute(statement)
             except psycopg.errors.DataError as exc:
                 raise ConfigError(f"{env_name(setting.name)}={value!r} is not a duration PostgreSQL reads "
-                                  f"({str(exc).strip().splitlines()[0]}); give one such as 2s, 500ms or 1min"
-                                  ) from None
-    return applied
+                                  f"({_first_line(exc)}); give one such as 2s, 500ms or 1min") from None
+            except psycopg.errors.InsufficientPrivilege:
+                notes.append(statement.as_string(conn) + ";")
+    return Prepared(applied, role, made, notes)
+
+
+def _ensure_role(conn: psycopg.Connection, role: str, password: str | None, user: str) -> str | None:
+    """Create ``role`` when missing (returning the password it made when none was given), else set ``password``
+    when given; a clear error when ``user`` may do neither."""
+    Ident, Literal, SQL = psycopg.sql.Identifier, psycopg.sql.Literal, psycopg.sql.SQL  # noqa: N806
+    exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone()
+    if exists and password is None:
+        return None
+    made = None if password else secrets.token_urlsafe(24)
+    verb = "ALTER ROLE {} WITH LOGIN PASSWORD {}" if exists else \
+        "CREATE ROLE {} LOGIN PASSWORD {} NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS"
+    try:
+        conn.execute(SQL(verb).format(Ident(role), Literal(password or made)))
+    except psycopg.errors.InsufficientPrivilege as exc:
+        if exists:
+            raise ConfigError(f"{user!r} may not set the password of the application role {role!r} "
+                              f"({_first_line(exc)}): start the server with that role's own URL instead, "
+                              f"memcairn server --database postgresql://{role}:PASSWORD@HOST/DB (run "
+                              "memcairn server migrate --database OWNER_URL after each upgrade)") from None
+        raise ConfigError(f"the application role {role!r} does not exist and {user!r} may not create roles "
+                          f"({_first_line(exc)}): have an administrator run  CREATE ROLE {role} LOGIN PASSWORD "
+                          "'...';  then run memcairn server migrate again") from None
+    return made
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def may_migrate(dsn: str) -> bool:
+    """Whether ``dsn``'s role may migrate its database: it owns the schema (or is a member of its owner, or a
+    superuser), or there is no schema yet."""
+    with connect(dsn) as conn:
+        row = conn.execute("SELECT pg_has_role(current_user, relowner, 'USAGE') FROM pg_class "
+                           "WHERE oid = to_regclass('schema_migrations')").fetchone()
+    return row is None or bool(row[0])
+
+
+def check_current(app_dsn: str) -> None:
+    """Refuse to serve a schema older or newer than this code from the application role's URL (which cannot
+    migrate), naming the command that can."""
+    with connect(app_dsn) as conn:
+        try:
+            newest = max(applied_versions(conn), default=0)
+        except psycopg.errors.InsufficientPrivilege:  # migrated by a memcairn that did not grant this
+            newest = 0
+    if newest > LATEST:
+        raise SchemaTooNewError(f"the database's schema is version {newest}, newer than this memcairn knows "
+                                f"({LATEST}): upgrade memcairn")
+    if newest < LATEST:
+        raise ConfigError(f"the database's schema is version {newest} and this memcairn needs {LATEST}: run "
+                          "memcairn server migrate --database postgresql://OWNER@HOST/DB first (the application "
+                          "role may not change the schema)")
 
 
 class Pool:

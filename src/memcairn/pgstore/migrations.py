@@ -10,7 +10,7 @@ from __future__ import annotations
 import psycopg
 
 from memcairn.errors import SchemaTooNewError
-from memcairn.pgstore.schema import LATEST, MIGRATIONS
+from memcairn.pgstore.schema import APP_ROLE, LATEST, MIGRATIONS, for_role
 
 LOCK_KEY = "memcairn:migrations"
 
@@ -22,9 +22,9 @@ def applied_versions(conn: psycopg.Connection) -> list[int]:
     return [row[0] for row in conn.execute("SELECT version FROM schema_migrations ORDER BY version")]
 
 
-def migrate(conn: psycopg.Connection) -> list[int]:
-    """Apply the missing migrations on ``conn`` (an autocommit connection of the database's owner); returns the
-    versions it applied (empty when the schema was current)."""
+def migrate(conn: psycopg.Connection, app_role: str = APP_ROLE) -> list[int]:
+    """Apply the missing migrations on ``conn`` (an autocommit connection of the database's owner), their grants
+    given to ``app_role``; returns the versions it applied (empty when the schema was current)."""
     if not conn.autocommit:
         raise ValueError("migrate needs an autocommit connection (each migration is its own transaction)")
     conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (LOCK_KEY,))
@@ -41,7 +41,7 @@ def migrate(conn: psycopg.Connection) -> list[int]:
             if version in done:
                 continue
             with conn.transaction():
-                conn.execute(sql)  # type: ignore[arg-type] - our own constant, several statements
+                conn.execute(for_role(sql, app_role))  # type: ignore[arg-type] - our own constant, several statements
                 conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (version, name))
             applied.append(version)
         return applied

@@ -3,7 +3,8 @@
 tenant -> project -> session -> item, with ``tenant_id`` on every row and composite foreign keys, so an item
 cannot name a session of another project or tenant, nor a project of another tenant. Every tenant table has
 ``FORCE ROW LEVEL SECURITY`` with one policy: a row is visible and writable only while the transaction's
-``app.tenant_id`` names its tenant (``memcairn_tenant()``). The server connects as ``memcairn_app``, a role that
+``app.tenant_id`` names its tenant (``memcairn_tenant()``). The server connects as the database's application role
+(``memcairn_app_<database>`` unless named; the migrations say ``memcairn_app`` and ``for_role`` names it), a role that
 owns nothing, so the policies hold for it; the queries add explicit tenant filters too (the planner needs them
 for the indexes). ``api_keys`` is also readable by the key id the transaction set in ``app.key_id``: a request
 is authenticated before its tenant is known.
@@ -12,6 +13,8 @@ A migration is never edited once released: a change is a new entry at the end.
 """
 
 from __future__ import annotations
+
+import re
 
 APP_ROLE = "memcairn_app"
 EMBEDDING_DIM = 384  # the bundled all-MiniLM-L6-v2
@@ -24,7 +27,9 @@ CREATE EXTENSION IF NOT EXISTS vector;
 CREATE EXTENSION IF NOT EXISTS btree_gin;
 
 DO $$ BEGIN
-  CREATE ROLE {APP_ROLE} NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS;
+  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{APP_ROLE}') THEN
+    CREATE ROLE {APP_ROLE} NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS;
+  END IF;
 EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL;
 END $$;
 
@@ -351,6 +356,35 @@ ALTER TABLE embedding_backlog DROP CONSTRAINT embedding_backlog_pkey, ADD PRIMAR
 CREATE INDEX embedding_backlog_order ON embedding_backlog (item_id);
 """
 
+# The application role of this database, recorded where every process finds it (``db.app_role``): one role per
+# database, so a server of another database on the same cluster never touches it.
+_M009 = """
+CREATE TABLE app_role (
+  only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+  name text NOT NULL CHECK (name ~ '^[a-z_][a-z0-9_]{0,62}$')
+);
+"""
+
+# What the application role may do, as the migrations grant it: given again to the database's role by every
+# ``migrate`` (a role named later, or a database made from another as its template).
+APP_GRANTS = f"""
+GRANT SELECT, INSERT, UPDATE, DELETE ON projects, sessions, items, forgotten, item_vectors TO {APP_ROLE};
+GRANT SELECT, INSERT, UPDATE ON api_keys, idempotency TO {APP_ROLE};
+GRANT SELECT, INSERT ON audit_log, changes TO {APP_ROLE};
+GRANT SELECT, INSERT, DELETE ON embedding_backlog, ingest_queue TO {APP_ROLE};
+GRANT SELECT, INSERT, UPDATE, DELETE ON ingest_jobs TO {APP_ROLE};
+GRANT SELECT ON schema_migrations TO {APP_ROLE};
+GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {APP_ROLE};
+GRANT EXECUTE ON FUNCTION memcairn_tenant() TO {APP_ROLE};
+"""
+_ROLE_WORD = re.compile(rf"\b{APP_ROLE}\b")
+
+
+def for_role(sql: str, role: str) -> str:
+    """``sql`` with ``memcairn_app`` (the name the migrations were written with) made ``role``, a checked name."""
+    return _ROLE_WORD.sub(role, sql)
+
+
 # (version, name, sql): applied in order, each in its own transaction with its record.
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "tenants, projects, sessions, items, forgotten marks, keys, audit log; row-level security", _M001),
@@ -361,5 +395,6 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (6, "vectors per chunk of an item; keyword text split at punctuation; words per item", _M006),
     (7, "the transaction of each change (a reader misses none committed out of order); vectors written", _M007),
     (8, "every primary key, unique constraint and foreign key leads with tenant_id (Citus-ready)", _M008),
+    (9, "the application role of this database, by name", _M009),
 )
 LATEST = MIGRATIONS[-1][0]

@@ -3,9 +3,12 @@
 ``--embedded``: the bundled PostgreSQL in ``$MEMCAIRN_HOME/postgres`` (its superuser's password in
 ``$MEMCAIRN_HOME/server/postgres-password``), database ``memcairn``; started if it is not running (reused if
 a server killed with SIGKILL left it running) and stopped when the server stops; a ``keys`` command stops it
-again only if it started it. ``--database URL``: an existing PostgreSQL, the URL naming a role that owns (or
-may create) the schema; the server itself then connects as ``memcairn_app``. Either way the migrations run
-first and the server secret is ``$MEMCAIRN_HOME/server/secret``.
+again only if it started it; it migrates at start (it owns its cluster). ``--database URL``: an existing
+PostgreSQL. The URL should name the database's application role (``memcairn server migrate`` made it, or an
+administrator did): the server then only checks that the schema is current, and needs no DDL rights. A URL of
+the schema's owner still migrates at start and connects as the application role with a password derived from
+the server secret, with a deprecation warning (deployments that start that way keep working through an
+upgrade; the next step is to refuse). The server secret is ``$MEMCAIRN_HOME/server/secret``.
 """
 
 from __future__ import annotations
@@ -28,7 +31,6 @@ from psycopg.conninfo import make_conninfo
 from memcairn.config import memcairn_home
 from memcairn.pgstore import db
 from memcairn.pgstore.embedded import EmbeddedPostgres
-from memcairn.pgstore.schema import APP_ROLE
 from memcairn.pgstore.secret import load_or_create_password, load_or_create_secret, server_dir
 
 DATABASE = "memcairn"
@@ -89,7 +91,8 @@ def _lock_cluster(lock: int, cluster: EmbeddedPostgres, *, server: bool) -> bool
         return not cluster.info().get("running")
 
 
-APP_DATABASE_ENV = "MEMCAIRN_SERVER_APP_DATABASE"  # the app role's conninfo, without its password
+APP_DATABASE_ENV = "MEMCAIRN_SERVER_APP_DATABASE"  # the app role's conninfo (without a derived password)
+APP_DERIVED_ENV = "MEMCAIRN_SERVER_APP_PASSWORD_DERIVED"  # "1": add the password derived from the server secret
 
 
 APP_CONNECTIONS_ENV = "MEMCAIRN_SERVER_CONNECTIONS"  # a worker process's pool size, from its parent
@@ -113,8 +116,9 @@ def default_connections(workers: int = 1) -> int:
 SWITCH_INTERVAL = 0.001
 
 
-def build_app(home: Path, app_conninfo: str, *, pool_size: int | None = None) -> Any:
-    """The API over a pool of ``memcairn_app`` connections (the password derived from the server secret) and
+def build_app(home: Path, app_conninfo: str, *, pool_size: int | None = None, derived: bool = True) -> Any:
+    """The API over a pool of application role connections (the password derived from the server secret when
+    ``derived``, else as ``app_conninfo`` or libpq's environment gives it) and
     the bundled model, loaded now rather than on the first request, and the task that embeds the backlog of
     new items (``server/embedding.py``) and the consumers of the ingest queue (``server/ingest.py``), started with
     the app and stopped with it. Request handlers run on the pool's size plus ``SPARE_THREADS`` threads: a read
@@ -128,7 +132,8 @@ def build_app(home: Path, app_conninfo: str, *, pool_size: int | None = None) ->
     secret = load_or_create_secret(home)
     sys.setswitchinterval(SWITCH_INTERVAL)
     pool_size = pool_size or default_connections()
-    pool = db.Pool(make_conninfo(app_conninfo, password=db.app_password(secret)), size=pool_size)
+    pool = db.Pool(make_conninfo(app_conninfo, password=db.app_password(secret)) if derived else app_conninfo,
+                   size=pool_size)
     embedder: Any = load_embedder()
     embedder.embed_query("warm up")
     team = TeamStore(pool, embedder)
@@ -155,7 +160,8 @@ def build_app(home: Path, app_conninfo: str, *, pool_size: int | None = None) ->
 def worker_app() -> Any:
     """The app of one of several uvicorn worker processes (``--workers``): the parent migrated the database
     and passes where it is in ``MEMCAIRN_SERVER_APP_DATABASE``."""
-    return build_app(memcairn_home(), os.environ[APP_DATABASE_ENV], pool_size=int(os.environ[APP_CONNECTIONS_ENV]))
+    return build_app(memcairn_home(), os.environ[APP_DATABASE_ENV], pool_size=int(os.environ[APP_CONNECTIONS_ENV]),
+                     derived=os.environ.get(APP_DERIVED_ENV) == "1")
 
 
 def default_workers() -> int:
@@ -188,8 +194,7 @@ def serve(home: Path, *, database_url: str | None, host: str, port: int, workers
     from memcairn.server.processes import run_processes
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    with owner_database(home, database_url, owns_cluster=True) as owner:
-        app_conninfo = make_conninfo(owner, user=APP_ROLE, password="")
+    with server_database(home, database_url) as (app_conninfo, derived):
         common: dict[str, Any] = dict(host=host, port=port, log_config=None, access_log=False, lifespan="on",
                                       server_header=False, proxy_headers=False, timeout_graceful_shutdown=5,
                                       http=http_protocol(), **(tls or {}))
@@ -199,8 +204,9 @@ def serve(home: Path, *, database_url: str | None, host: str, port: int, workers
         if workers > 1:  # processes of their own, each on a socket of its own (``server/processes.py``)
             os.environ[APP_DATABASE_ENV] = app_conninfo
             os.environ[APP_CONNECTIONS_ENV] = str(connections or default_connections(workers))
+            os.environ[APP_DERIVED_ENV] = "1" if derived else "0"
             return run_processes(host, port, workers, common)
-        config = uvicorn.Config(build_app(home, app_conninfo, pool_size=connections), **common)
+        config = uvicorn.Config(build_app(home, app_conninfo, pool_size=connections, derived=derived), **common)
         # uvicorn raises the signal that stopped it again once it has shut down: as an exception here, so the
         # embedded PostgreSQL is stopped below instead of the process ending first.
         previous = signal.signal(signal.SIGTERM, _exit_on_signal)
@@ -211,6 +217,23 @@ def serve(home: Path, *, database_url: str | None, host: str, port: int, workers
         finally:
             signal.signal(signal.SIGTERM, previous)
     return 0
+
+
+@contextmanager
+def server_database(home: Path, database_url: str | None) -> Iterator[tuple[str, bool]]:
+    """The application role's conninfo the server connects with, and whether its password is the derived one:
+    the given URL itself when it names a role that may not migrate (the schema must be current), else the
+    database's application role after migrating as the owner (``--embedded``; an owner's URL, deprecated)."""
+    if database_url and not db.may_migrate(database_url):
+        db.check_current(database_url)
+        yield database_url, False
+        return
+    if database_url:
+        log.warning("deprecated: --database names the schema's owner, so the server migrates at start and needs DDL "
+                    "rights; run `memcairn server migrate --database OWNER_URL` (once per upgrade) and start the "
+                    "server with the application role's URL it prints")
+    with owner_database(home, database_url, owns_cluster=True) as owner:
+        yield make_conninfo(db.app_conninfo(owner, load_or_create_secret(home)), password=""), True
 
 
 def _exit_on_signal(signum: int, frame: object) -> None:
