@@ -16,6 +16,7 @@ from memcairn.pgstore.schema import MIGRATIONS  # noqa: E402
 NOT_BY_TENANT = {
     "tenants": "the tenants themselves: small, a reference table; its id is the tenant id the others lead with",
     "schema_migrations": "the schema's version: the coordinator's own bookkeeping",
+    "app_role": "the name of the database's application role (one row): the coordinator's own bookkeeping",
 }
 # Ids handed out by one sequence for all tenants, and why that is no leak between tenants nor a problem for
 # Citus: bigint identity columns, which Citus hands out from a range per node; each is read only within its
@@ -123,7 +124,7 @@ def test_migration_8_keeps_every_row(pg_cluster, monkeypatch: pytest.MonkeyPatch
             tables = sorted(t for t in _tables(conn) if t != "schema_migrations")
             before = _count_rows(conn, tables)
             monkeypatch.undo()
-            assert migrations.migrate(conn) == [8]
+            assert migrations.migrate(conn)[0] == 8  # and any migration after it
             assert _count_rows(conn, tables) == before
             assert sum(before.values()) == 20
             # the cascades still hold: forgetting an item takes its vectors and backlog row with it
