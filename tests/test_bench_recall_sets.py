@@ -154,10 +154,13 @@ def test_bench_recall_reports_each_set_and_overall_in_one_run(
     assert hello_here["stored"] == 1.0 and hello_here["raw"]["stored"] == 1.0 and hello_here["raw"]["top5"] is True
     assert hello_there["stored"] == 0.0 and hello_there["top5"] is False and hello_there["digest"] == 0.0
     assert hello_there["raw"]["stored"] == 0.0 and hello_there["raw"]["top5"] is False
+    chunks = result["raw"]["chunks_by_set"]
+    assert chunks["one"] + chunks["second"] == result["raw"]["chunks"] and min(chunks.values()) > 0
     budgets = result["raw_at_budget"][0]["tokens_by_set"]
     assert budgets == {"one": by_set["one"]["tokens_median"], "second": by_set["second"]["tokens_median"]}
 
-    for line in ("| one | memcairn | 4 + 0 |", "| second | memcairn | 3 + 1 |", "| overall | memcairn | 7 + 1 |",
+    for line in ("| one | memcairn | 4 + 0 |", f"| second | raw BM25 ({chunks['second']:,} chunks) |",
+                 "| second | memcairn | 3 + 1 |", "| overall | memcairn | 7 + 1 |",
                  f"| one | raw BM25 at 2x memcairn's tokens ({2 * budgets['one']:,} tokens) |",
                  "| overall | raw BM25 at 1x memcairn's tokens (each set's) |",
                  "top5 gap between the best and the worst set (memcairn): ", "| second | s1-q1 | what-changed |"):

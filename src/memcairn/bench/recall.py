@@ -278,7 +278,8 @@ def _raw(result: dict[str, Any], questions: Sequence[Question], sets: dict[str, 
                 cut = ranked[:medians[q.dataset] * factor * 4]
                 rows.append(_score(q, None, cut, len(chunks), len(cut), None))
         result["raw"] = {"chunks": len(index.chunks), "seconds": round(time.perf_counter() - started, 2),
-                         **_totals(questions, raw_rows)}
+                         "chunks_by_set": {name: sum(p in s.project_names for p in index.projects)
+                                           for name, s in sets.items()}, **_totals(questions, raw_rows)}
         result["raw_at_budget"] = [{"factor": factor, "tokens": result["totals"].get("tokens_median") or 0,
                                     "tokens_by_set": medians, **_totals(questions, rows)}
                                    for factor, rows in cut_rows.items()]
@@ -348,7 +349,8 @@ def render(result: dict[str, Any]) -> str:
                 budget_of: Callable[[dict[str, Any]], int | None]) -> None:
         lines.append(total_row(group, "memcairn", pick(result)))
         if "raw" in result:
-            lines.append(total_row(group, f"raw BM25 ({result['raw']['chunks']:,} chunks)", pick(result["raw"])))
+            chunks = result["raw"]["chunks_by_set"].get(group, result["raw"]["chunks"])
+            lines.append(total_row(group, f"raw BM25 ({chunks:,} chunks)", pick(result["raw"])))
         for cut in result.get("raw_at_budget", ()):
             budget = budget_of(cut)
             shown = "each set's" if budget is None else f"{budget * cut['factor']:,} tokens"
