@@ -13,6 +13,7 @@ import asyncio
 import json
 import re
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -27,8 +28,9 @@ from starlette.routing import Route
 from memcairn.capture.single_event import HookEvent
 from memcairn.errors import ConfigError, NotFoundError, ValidationError
 from memcairn.models import MAX_ITEM_ID, ItemFilter, MemoryItem, NewItem
-from memcairn.pgstore import backlog, ingest, keys
+from memcairn.pgstore import audit, backlog, ingest, keys
 from memcairn.pgstore.adapter import TenantStore
+from memcairn.pgstore.db import tenant_transaction
 from memcairn.pgstore.ingest import IdempotencyConflict
 from memcairn.pgstore.items import MAX_LIMIT, Prepared, prepare
 from memcairn.pgstore.schema import LATEST
@@ -252,7 +254,20 @@ def _pinned_name(state: ServerState, call: Call) -> str:
 def get_memory(request: Request, call: Call) -> Any:
     state: ServerState = request.app.state.server
     assert call.key is not None
-    return state.team.get(call.key.tenant_id, item_id_param(request), pin=call.key.project_id)
+    found = state.team.get(call.key.tenant_id, item_id_param(request), pin=call.key.project_id)
+    _audit_read(state, call, "memory", "/v1/memories/{item_id}", [found["project"]], 1, str(found["id"]))
+    return found
+
+
+def _audit_read(state: ServerState, call: Call, action: str, route_path: str, projects: list[str] | None,
+                results: int | None, target: str | None = None) -> None:
+    """The read audit row (``pgstore/audit.py``): in the read's transaction when it has one, else a short one."""
+    assert call.key is not None
+    if call.cur is not None:
+        audit.audit_read(call.cur, call.key.tenant_id, call.actor, action, route_path, projects, results, target)
+        return
+    with state.pool.connection() as conn, tenant_transaction(conn, call.key.tenant_id) as cur:
+        audit.audit_read(cur, call.key.tenant_id, call.actor, action, route_path, projects, results, target)
 
 
 def forget_memory(request: Request, call: Call) -> Any:
@@ -283,6 +298,8 @@ def search(request: Request, call: Call) -> Any:
     store = _tenant_store(state, call)
     found = TenantSearch(store, telemetry=state.telemetry).search(
         SearchRequest(query=query, projects=tuple(names) or None, limit=limit, mode=mode))
+    _audit_read(state, call, "search", "/v1/search", names or [hit.item.project for hit in found.hits],
+                len(found.hits))
     return {"query": query, "mode": mode, "strategy": found.strategy,
             "results": [{**_record(hit.item), "score": round(hit.score, 6), "legs": sorted(hit.legs)}
                         for hit in found.hits]}
@@ -348,6 +365,7 @@ def timeline(request: Request, call: Call) -> Any:
     anchor = store.get_item(int(raw))
     around = TenantSearch(store, telemetry=state.telemetry).timeline(anchor.id, depth_before=before,
                                                                      depth_after=after, projects=[anchor.project])
+    _audit_read(state, call, "timeline", "/v1/timeline", [anchor.project], len(around.items), str(anchor.id))
     return {"anchor": anchor.id, "items": [{**_record(i), "anchor": i.id == anchor.id} for i in around.items]}
 
 
@@ -365,6 +383,7 @@ def stream(request: Request, call: Call) -> Any:
     _check_pin(state, call, names)
     project_ids = _scope_projects(state, call, names) if names or key.project_id else None
     after = int(raw) if raw else state.team.latest_change(key.tenant_id)
+    _audit_read(state, call, "stream", "/v1/stream", names or None, None)
 
     def poll(last: int) -> tuple[list[dict[str, Any]], str | None]:
         """The changes after ``last`` and, read after them, whether the key may still have them: a batch is
@@ -401,7 +420,9 @@ def stream(request: Request, call: Call) -> Any:
 def list_projects(request: Request, call: Call) -> Any:
     state: ServerState = request.app.state.server
     assert call.key is not None
-    return {"projects": state.team.projects(call.key.tenant_id, pin=call.key.project_id)}
+    found = state.team.projects(call.key.tenant_id, pin=call.key.project_id)
+    _audit_read(state, call, "projects", "/v1/projects", None, len(found))
+    return {"projects": found}
 
 
 def context(request: Request, call: Call) -> Any:
@@ -414,7 +435,43 @@ def context(request: Request, call: Call) -> Any:
     _check_pin(state, call, names)
     budget = int_param(request, "max_tokens", DEFAULT_CONTEXT_TOKENS, 100, 20_000)
     newest = _tenant_store(state, call).list_items(ItemFilter(projects=names), limit=digest.NEWEST)
+    _audit_read(state, call, "context", "/v1/context", names, len(newest))
     return state.digests.render(names, [_record(item) for item in newest], budget)
+
+
+def audit_log(request: Request, call: Call) -> Any:
+    """The tenant's audit log, newest first (admin, not pinned: it covers every project): ``key``, ``project``
+    (its reads), ``action`` (``read`` for every read), ``since``/``until`` (ISO date/time), ``before`` (an
+    entry id: the next page), ``limit``."""
+    state: ServerState = request.app.state.server
+    assert call.key is not None
+    if call.key.project_id is not None:
+        raise ApiError(403, "forbidden", "the audit log covers every project of the tenant; use an admin key that "
+                       "is not pinned to a project")
+    params = request.query_params
+    key_id = params.get("key") or None
+    if key_id is not None and not re.fullmatch(r"[0-9a-f]{12}", key_id):
+        raise ApiError(400, "invalid", "key must be a key id (12 hex digits, as `keys list` shows it)")
+    query = audit.AuditQuery(
+        key_id=key_id, project=plain("project", params.get("project") or "") or None,
+        action=plain("action", params.get("action") or "") or None, since=_when(params.get("since"), "since"),
+        until=_when(params.get("until"), "until"), before=int_param(request, "before", 0, 1, 2**63 - 1) or None,
+        limit=int_param(request, "limit", 100, 1, audit.MAX_PAGE))
+    with state.pool.connection() as conn, tenant_transaction(conn, call.key.tenant_id) as cur:
+        entries = audit.audit_page(cur, call.key.tenant_id, query)
+    more = len(entries) == query.limit
+    return {"entries": entries, "next_before": entries[-1]["id"] if more and entries else None}
+
+
+def _when(raw: str | None, name: str) -> datetime | None:
+    if not raw:
+        return None
+    try:
+        when = datetime.fromisoformat(raw.strip())
+    except ValueError:
+        raise ApiError(400, "invalid", f"{name} must be an ISO date or date/time, such as 2026-12-01 or "
+                       "2026-12-01T09:30:00+00:00") from None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
 def list_keys(request: Request, call: Call) -> Any:
@@ -488,6 +545,7 @@ def make_app(state: ServerState, *, lifespan: Any = None) -> Starlette:
               methods=["GET", "POST"]),
         Route("/v1/keys/{key_id}", route("admin", revoke_key), methods=["DELETE"]),
         Route("/v1/keys/{key_id}/rotate", route("admin", rotate_key), methods=["POST"]),
+        Route("/v1/audit", route("admin", audit_log), methods=["GET"]),
     ]
 
     async def not_found(request: Request, exc: Exception) -> Response:

@@ -195,6 +195,24 @@ def openapi_document() -> dict[str, Any]:
             "responses": {"200": _json({"type": "object", "properties": {
                 "id": _STR, "key": _STR, "replaces": _STR, "replaced_works_until": optional}}, "The new key"),
                           **_errors(400, 401, 403, 404, 503)}}},
+        "/v1/audit": {"get": {
+            "operationId": "auditLog", "summary": "The tenant's audit log, newest first (admin, not pinned)",
+            "description": "Writes, key changes and reads (who read which project by which route, and how many "
+                           "results; never the query or the content). Page on with before=next_before.",
+            "parameters": [_q("key", _STR, "only this key id's entries"),
+                           _q("project", _STR, "only the reads of this project"),
+                           _q("action", _STR, "only this action (read: every read; read.search, memories.create ...)"),
+                           _q("since", {"type": "string", "format": "date-time"}, "from this time (ISO)"),
+                           _q("until", {"type": "string", "format": "date-time"}, "before this time (ISO)"),
+                           _q("before", {"type": "integer", "minimum": 1}, "entries older than this id"),
+                           _q("limit", {"type": "integer", "minimum": 1, "maximum": 500}, "entries (default 100)")],
+            "responses": {"200": _json({"type": "object", "required": ["entries", "next_before"], "properties": {
+                "entries": {"type": "array", "items": {"type": "object", "properties": {
+                    "id": _INT, "at": _STR, "key_id": optional, "actor": _STR, "action": _STR, "route": _STR,
+                    "projects": {"type": ["array", "null"], "items": _STR},
+                    "results": {"type": ["integer", "null"]}, "target": optional, "request_id": optional}}},
+                "next_before": {"type": ["integer", "null"]}}}, "A page of entries"),
+                **_errors(400, 401, 403, 503)}}},
     }
     for path, operations in paths.items():
         for operation in operations.values():
