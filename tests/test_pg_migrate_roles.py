@@ -108,7 +108,7 @@ def test_migrate_as_a_non_superuser_owner_then_serve_with_the_app_role_alone(
             conn.execute("ALTER TABLE items DISABLE ROW LEVEL SECURITY")
         assert conn.execute("SHOW lock_timeout").fetchone() == ("2s",)
 
-    with running_server(tmp_path, app, "--workers", "1") as server:
+    with running_server(tmp_path, app, "--workers", "2") as server:  # the app URL reaches every process
         key = replace(server, database=owner).make_key()  # keys are made with the owner's URL
         headers = {"Authorization": f"Bearer {key}"}
         saved = httpx.post(f"{server.url}/v1/memories", headers=headers,
