@@ -12,7 +12,6 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,22 +19,10 @@ from hook_helpers import Workers, hook, hook_env, make_project, payload
 from processes import wait_for
 
 from memcairn import spool
-from memcairn.bench.faults import _small_disk
 from memcairn.bench.faults_disk_hooks import fill_up
 from memcairn.hooks import state
 
 PROMPTS = 50
-
-
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    mount = tmp_path / "disk"
-    with _small_disk(mount, "16m") as why:
-        if why is not None:
-            pytest.skip(f"cannot mount a small file system here: {why}")
-        yield mount
-
-
 
 
 def free(path: Path, size: int) -> None:

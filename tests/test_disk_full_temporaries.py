@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_disk_full_hooks import fill_up, small_disk  # noqa: F401 - the fixture
 
 from memcairn import lifecycle, team_client
+from memcairn.bench.faults_disk_hooks import fill_up
 from memcairn.config import load_settings
 from memcairn.vectors.factory import chroma_store_id
 

@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-import test_mcp_server as base
+from mcp_helpers import IDENTITY, MEMCAIRN, BatchClient, call_in_process, recorded, start_worker, worker_env
 
 from memcairn.client import WorkerClient
 from memcairn.config import load_settings
@@ -25,17 +27,26 @@ from memcairn.mcp_server import (
 )
 from memcairn.models import TEXT_FIELDS
 
-env = base.env  # the fixtures of test_mcp_server: a home, a free port, and a worker started there
-worker = base.worker
-IDENTITY = base.IDENTITY
+
+@pytest.fixture
+def env(isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+    """A home, a free port and the hash embedder; its worker stopped after (mcp_helpers.worker_env)."""
+    yield from worker_env(isolated_home, monkeypatch)
+
+
+@pytest.fixture
+def worker(env: dict[str, str]) -> WorkerClient:
+    return start_worker(env)
+
+
 # Room for the cut markers and the answer's own notes past the records' characters.
 SLACK = 3_000
 
 
 def _observations(records: dict[int, dict[str, Any]], ids: Any) -> tuple[bool, str]:
-    client = base._BatchClient(records)
+    client = BatchClient(records)
     tools = MemoryTools(WorkerGateway(lambda: client), IDENTITY)  # type: ignore[arg-type, return-value]
-    return anyio.run(base._call_in_process, tools, "get_observations", {"ids": ids})
+    return anyio.run(call_in_process, tools, "get_observations", {"ids": ids})
 
 
 # -- 1. every record is bounded ---------------------------------------------------------------------------
@@ -108,7 +119,7 @@ def test_metadata_nested_past_the_depth_limit_is_marked_not_followed() -> None:
 
 async def _save_and_read(item_id: int) -> tuple[bool, str]:
     tools = MemoryTools(identity=IDENTITY)  # the real gateway: the worker of the ``worker`` fixture
-    return await base._call_in_process(tools, "get_observations", {"ids": f"#{item_id}"})
+    return await call_in_process(tools, "get_observations", {"ids": f"#{item_id}"})
 
 
 def test_a_stored_record_with_thousands_of_facts_is_cut_and_memcairn_show_reads_it_whole(
@@ -123,7 +134,7 @@ def test_a_stored_record_with_thousands_of_facts_is_cut_and_memcairn_show_reads_
     assert out["items"][0]["facts"][-1] == f"… [cut: {10_000 - MAX_ENTRIES:,} more entries]"
     command = f"memcairn show {saved['id']} --json"
     assert f"`{command}`" in out["note"]
-    shown = subprocess.run([base.MEMCAIRN, *command.split()[1:]], env={**os.environ, **env}, capture_output=True,
+    shown = subprocess.run([MEMCAIRN, *command.split()[1:]], env={**os.environ, **env}, capture_output=True,
                            text=True, timeout=60)
     assert shown.returncode == 0, shown.stderr
     assert json.loads(shown.stdout)[0]["facts"] == facts
@@ -141,7 +152,7 @@ def test_a_stored_record_with_thousands_of_facts_is_cut_and_memcairn_show_reads_
     ("15, 12, 15", [15, 12]),
 ])
 def test_ids_given_as_text_are_split_into_ids(ids: Any, expected: list[int]) -> None:
-    error, _, sent = base._recorded("get_observations", {"ids": ids})
+    error, _, sent = recorded("get_observations", {"ids": ids})
     assert not error and [(path, body["ids"]) for path, body in sent] == [("/api/observations/batch", expected)]
 
 
@@ -154,7 +165,7 @@ def test_ids_given_as_text_are_split_into_ids(ids: Any, expected: list[int]) -> 
     (",".join(map(str, range(1, MAX_IDS + 2))), f"at most {MAX_IDS} ids per call"),
 ])
 def test_text_that_is_not_ids_is_still_refused_clearly(ids: str, expected: str) -> None:
-    error, text, sent = base._recorded("get_observations", {"ids": ids})
+    error, text, sent = recorded("get_observations", {"ids": ids})
     assert error and text.startswith(expected) and not sent, text
 
 
@@ -163,7 +174,7 @@ LONG_NAMES = [f"p{i:03d}-" + "n" * 75 for i in range(120)]  # 80 characters each
 
 
 async def _context(arguments: dict[str, Any]) -> tuple[bool, str]:
-    return await base._call_in_process(MemoryTools(identity=IDENTITY), "session_start_context", arguments)
+    return await call_in_process(MemoryTools(identity=IDENTITY), "session_start_context", arguments)
 
 
 def test_the_context_of_many_long_project_names_stays_within_its_budget(env: dict[str, str],

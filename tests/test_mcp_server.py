@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -18,27 +17,22 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp import Client, ClientSession, StdioServerParameters, stdio_client
-from mcp_in_process import in_process
-from processes import free_port, processes_of, with_args
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp_helpers import IDENTITY, MEMCAIRN, processes_with, start_worker, text_of, worker_env
+from mcp_helpers import BatchClient as _BatchClient
+from mcp_helpers import call_in_process as _call_in_process
+from mcp_helpers import recorded as _recorded
 
 from memcairn import lifecycle
 from memcairn.client import WorkerClient
 from memcairn.config import load_settings
 from memcairn.errors import WorkerError, WorkerUnavailableError
-from memcairn.mcp_server import TOOLS, WORKFLOW, MemoryTools, WorkerGateway, build_server, default_identity
-from memcairn.project import ProjectIdentity
+from memcairn.mcp_server import TOOLS, WORKFLOW, MemoryTools, WorkerGateway, default_identity
 from memcairn.tokens import estimate_tokens
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self").exists(), reason="process checks read /proc")
 
-MEMCAIRN = str(Path(sys.executable).with_name("memcairn"))
 READ_ONLY = {"important_workflow", "search", "timeline", "get_observations", "session_start_context"}
-
-
-def processes_with(home: Path, *words: bytes) -> list[int]:
-    """Live processes whose argv holds every word and whose MEMCAIRN_HOME is ``home``."""
-    return processes_of(home, with_args(*words))
 
 
 def wait_for(predicate: Any, timeout: float = 15.0, what: str = "condition") -> Any:
@@ -53,30 +47,12 @@ def wait_for(predicate: Any, timeout: float = 15.0, what: str = "condition") -> 
 
 @pytest.fixture
 def env(isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
-    """MEMCAIRN_* for one test (its own home, a free port, the hash embedder); stops its worker after."""
-    monkeypatch.setenv("MEMCAIRN_PORT", str(free_port()))
-    monkeypatch.setenv("MEMCAIRN_EMBEDDING_MODEL", "hash")
-    yield {k: v for k, v in os.environ.items() if k.startswith("MEMCAIRN_")} | {"PATH": os.environ["PATH"]}
-    try:
-        lifecycle.stop(load_settings(), timeout=10)
-    finally:
-        for pid in processes_with(isolated_home, b"worker", b"run"):
-            os.kill(pid, signal.SIGKILL)
-        for pid in processes_with(isolated_home, b"mcp"):
-            os.kill(pid, signal.SIGKILL)
+    yield from worker_env(isolated_home, monkeypatch)
 
 
 @pytest.fixture
 def worker(env: dict[str, str]) -> WorkerClient:
-    started = subprocess.run([MEMCAIRN, "worker", "start", "--json"], env={**os.environ, **env}, capture_output=True,
-                             text=True, timeout=60)
-    assert started.returncode == 0, started.stderr
-    return WorkerClient(settings=load_settings())
-
-
-def text_of(result: Any) -> str:
-    assert len(result.content) == 1 and result.content[0].type == "text"
-    return result.content[0].text
+    return start_worker(env)
 
 
 async def _session_flow(env: dict[str, str], cwd: Path, worker: WorkerClient, errlog: Any) -> dict[str, Any]:
@@ -266,7 +242,6 @@ def test_the_server_exits_when_stdin_closes(env: dict[str, str], tmp_path: Path)
 
 ORPHAN = """
 import subprocess, sys
-from processes import free_port
 stdin, stdout = int(sys.argv[2]), int(sys.argv[3])
 child = subprocess.Popen([sys.argv[1], "mcp"], stdin=stdin, stdout=stdout, stderr=subprocess.DEVNULL,
                          pass_fds=[stdin, stdout])
@@ -309,13 +284,6 @@ def _unavailable() -> WorkerClient:
     raise WorkerUnavailableError("no memcairn worker answered at http://127.0.0.1:9 (connection refused)")
 
 
-async def _call_in_process(tools: MemoryTools, name: str, arguments: dict[str, Any]) -> tuple[bool, str]:
-    async with Client(in_process(build_server(tools))) as client:
-        result = await client.call_tool(name, arguments)
-        return result.is_error, text_of(result)
-
-
-IDENTITY = ProjectIdentity("demo", ("demo",))
 
 
 @pytest.mark.parametrize(("name", "arguments", "expected"), [
@@ -486,18 +454,6 @@ def test_an_empty_context_is_explained_and_not_asked_for_again_at_start_up() -> 
 
 
 # -- bounded output and a server older than the installed package ----------------------------------------
-class _BatchClient:
-    """Answers ``/api/observations/batch`` with the records it holds."""
-
-    def __init__(self, records: dict[int, dict[str, Any]]) -> None:
-        self.records = records
-
-    def post_json(self, path: str, body: Any) -> Any:
-        ids = body["ids"]
-        return {"items": [self.records[i] for i in ids if i in self.records],
-                "missing": [i for i in ids if i not in self.records]}
-
-
 def test_get_observations_stays_bounded_and_says_what_was_cut() -> None:
     """A saved memory may hold 256 KiB; a hundred of them would flood the agent's context."""
     from memcairn.mcp_server import MAX_FIELD_CHARS, MAX_RECORDS_CHARS
@@ -526,31 +482,6 @@ def test_get_observations_stays_bounded_and_says_what_was_cut() -> None:
     assert not error and len(text) < 2 * MAX_FIELD_CHARS and out["truncated"] == [2]  # metadata is cut too
     assert out["items"][0]["metadata"]["raw"].endswith("[cut: 242,000 more characters]")
     assert out["items"][0]["metadata"]["n"] == 3
-
-
-class _RecordingClient:
-    """Records what the tools send and answers a search with ``rows`` manual notes."""
-
-    def __init__(self, rows: int = 0) -> None:
-        self.rows = rows
-        self.sent: list[tuple[str, Any]] = []
-
-    def get_json(self, path: str, params: dict[str, Any] | None = None) -> Any:
-        self.sent.append((path, params))
-        if path.startswith("/api/memory/"):
-            return {"id": 12, "project": "demo"}
-        return {"text": f"{self.rows} memories\n", "counts": {"manual": self.rows}}
-
-    def post_json(self, path: str, body: Any) -> Any:
-        self.sent.append((path, body))
-        return {"id": 7, "created": True} if path == "/api/memory/save" else {"items": []}
-
-
-def _recorded(name: str, arguments: dict[str, Any], rows: int = 0) -> tuple[bool, str, list[tuple[str, Any]]]:
-    client = _RecordingClient(rows)
-    tools = MemoryTools(WorkerGateway(lambda: client), IDENTITY)  # type: ignore[arg-type, return-value]
-    error, text = anyio.run(_call_in_process, tools, name, arguments)
-    return error, text, client.sent
 
 
 def test_whole_numbers_sent_as_floats_are_taken_as_the_schema_s_integers() -> None:

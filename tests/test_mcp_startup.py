@@ -12,13 +12,14 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-import test_mcp_server as base
 from mcp import Client, StdioServerParameters
+from mcp_helpers import MEMCAIRN, start_worker, text_of, worker_env
 from mcp_in_process import in_process
 
 from memcairn.client import WorkerClient
@@ -26,9 +27,18 @@ from memcairn.entry import main as entry_main
 from memcairn.mcp_protocol import MODERN_VERSIONS, PROTOCOL_VERSION_KEY, SERVER_INFO_KEY, UNSUPPORTED_PROTOCOL_VERSION
 from memcairn.mcp_server import TOOLS, WORKFLOW, build_server
 
-env = base.env  # the fixtures of test_mcp_server: a home, a free port, and a worker started there
-worker = base.worker
-MEMCAIRN, text_of = base.MEMCAIRN, base.text_of
+
+@pytest.fixture
+def env(isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+    """A home, a free port and the hash embedder; its worker stopped after (mcp_helpers.worker_env)."""
+    yield from worker_env(isolated_home, monkeypatch)
+
+
+@pytest.fixture
+def worker(env: dict[str, str]) -> WorkerClient:
+    return start_worker(env)
+
+
 
 MODERN = "2026-07-28"
 

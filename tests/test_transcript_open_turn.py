@@ -11,7 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import test_transcript_reimport as base
+from transcript_builder import COVERAGE, HELLO
+from transcript_builder import RECORDED as FIXTURES
+from transcript_builder import lines as _lines
+from transcript_builder import write as _write
 
 from memcairn.capture.importer import import_transcripts
 from memcairn.capture.pipeline import REGROWN, CapturePipeline
@@ -20,9 +23,7 @@ from memcairn.config import Settings
 from memcairn.models import ItemFilter, MemoryItem
 from memcairn.store import Store
 
-FIXTURES, HELLO, COVERAGE = base.FIXTURES, base.HELLO, base.COVERAGE
 PORT = FIXTURES / "claude-reliability__python-to-rust-port.jsonl"
-_lines, _write = base._lines, base._write
 
 
 def _cut_at(lines: list[str], wanted: str) -> int:

@@ -7,6 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
+from transcript_builder import COVERAGE, HELLO
+from transcript_builder import RECORDED as FIXTURES
+from transcript_builder import lines as _lines
+from transcript_builder import write as _write
 
 from memcairn.capture.importer import import_transcripts
 from memcairn.capture.pipeline import CapturePipeline
@@ -15,19 +19,7 @@ from memcairn.config import Settings
 from memcairn.models import ItemFilter
 from memcairn.store import Store
 
-FIXTURES = Path(__file__).parent / "fixtures" / "transcripts"
-HELLO = FIXTURES / "claude-reliability__hello-world-script.jsonl"
-COVERAGE = FIXTURES / "claude-reliability__coverage-test-fix.jsonl"
 RESUMED_SESSION = "5e55a1b2-0000-4000-8000-00000000beef"
-
-
-def _lines(path: Path) -> list[str]:
-    return [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
-def _write(path: Path, lines: list[str]) -> Path:
-    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    return path
 
 
 def _observations(store: Store) -> list[tuple[str | None, str | None, tuple[str, ...], int | None]]:

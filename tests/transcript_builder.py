@@ -1,4 +1,5 @@
-"""Claude Code transcripts built line by line for tests, and replaying one into its hook events."""
+"""Claude Code transcripts for tests: built line by line, the recorded ones, read and written back as lines, and
+replayed into their hook events."""
 
 from __future__ import annotations
 
@@ -7,6 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from memcairn.capture.transcripts import ParseStats, ReplayEvent, replay_transcript
+
+RECORDED = Path(__file__).parent / "fixtures" / "transcripts"
+HELLO = RECORDED / "claude-reliability__hello-world-script.jsonl"
+COVERAGE = RECORDED / "claude-reliability__coverage-test-fix.jsonl"
 
 SID = "11111111-2222-3333-4444-555555555555"
 CWD = "/nowhere/recorded/demo-project"
@@ -68,3 +73,13 @@ def parse(path: Path) -> tuple[list[ReplayEvent], ParseStats]:
 
 def kinds(events: list[ReplayEvent]) -> list[str]:
     return [e.body["event"] for e in events]
+
+
+def lines(path: Path) -> list[str]:
+    """A transcript's non-blank lines."""
+    return [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def write(path: Path, lines: list[str]) -> Path:
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path

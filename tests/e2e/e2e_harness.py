@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from test_mcp_server import free_port, processes_with
+from mcp_helpers import processes_with
+from processes import free_port
 
 MEMCAIRN = str(Path(sys.executable).with_name("memcairn"))
 NODE_DIR = str(Path(os.path.realpath(shutil.which("node") or "/usr/bin/node")).parent)  # the launchers run node
