@@ -169,7 +169,7 @@ def test_team_ids_work_in_every_door(team: tuple[str, str, subprocess.Popen[byte
     assert forget[0] and "team server's memory" in forget[1]  # refused by name, nothing deleted
 
     # the worker's item route, and the CLI's show and timeline
-    status, record = http(f"{worker}/api/memory/team%23{team_ids[1]}")
+    status, record = http(f"{worker}/api/memory/team/{team_ids[1]}")
     assert status == 200 and record["id"] == f"team#{team_ids[1]}" and record["title"] == TEAM_NOTES[1][0]
     shown = cli("show", f"team#{team_ids[1]}", str(local["id"]))
     assert shown.returncode == 0, shown.stderr

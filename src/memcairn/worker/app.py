@@ -901,27 +901,21 @@ async def delete_item(request: Request) -> Response:
 
 
 @endpoint
-async def team_item_route(request: Request) -> Response:
-    """``/api/memory/team%2312``: a team server's memory (remote mode), as search showed its id."""
+async def team_item(request: Request) -> Response:
+    """``/api/memory/team/12``: a team server's memory (remote mode), search's ``team#12``."""
     state = _state(request)
     state.require()
-    item_id, kind = request.path_params["id"], _kind_of(request)
+    item_id = request.path_params["id"]
     ref = team_ref(item_id)
-    if request.method == "DELETE":
-        raise BadRequest(f"{ref} is held by the team server; forget it where it was captured (its local #id), "
-                         "the forwarder then forgets it on the server")
     if not 0 < item_id <= MAX_ITEM_ID:
         raise NotFoundError(f"no memory {ref}")
     try:
         held, _ = await remote_reads.team_items(state.settings, [item_id])
     except remote_reads.TeamReadFailed as exc:
         raise _team_failed(exc) from None
-    item = held.get(item_id)
-    if item is None:
+    if item_id not in held:
         raise NotFoundError(f"the team server holds no memory {ref}")
-    if kind is not None and item.kind != kind:
-        raise NotFoundError(f"{ref} is a {item.kind}, not a {kind}; read it at /api/memory/team%23{item_id}")
-    return JSON(remote_reads.team_record(item, "raw", None))
+    return JSON(remote_reads.team_record(held[item_id], "raw", None))
 
 
 async def item_route(request: Request) -> Response:
@@ -1297,7 +1291,7 @@ def make_app(runtime: RuntimeSource = None, settings: Settings | None = None, *,
         Route(OBSERVATIONS_PATH, _ingest(OBSERVATIONS_PATH), methods=["POST"]),
         Route(SUMMARIZE_PATH, _ingest(SUMMARIZE_PATH), methods=["POST"]),
         *(Route(f"/api/{kind}/{{id:int}}", item_route, methods=["GET", "DELETE"]) for kind in KIND_ROUTES),
-        *(Route(f"/api/{kind}/team#{{id:int}}", team_item_route, methods=["GET", "DELETE"]) for kind in KIND_ROUTES),
+        Route("/api/memory/team/{id:int}", team_item, methods=["GET"]),
         Route("/stream", stream),
         Route("/openapi.json", openapi),
         Route("/", index),
