@@ -110,6 +110,7 @@ def test_migrate_as_a_non_superuser_owner_then_serve_with_the_app_role_alone(
 
     with running_server(tmp_path, app, "--workers", "2") as server:  # the app URL reaches every process
         key = replace(server, database=owner).make_key()  # keys are made with the owner's URL
+        assert _can_login(app)  # which leaves the application role's password alone
         headers = {"Authorization": f"Bearer {key}"}
         saved = httpx.post(f"{server.url}/v1/memories", headers=headers,
                            json={"project": "api", "title": "Retry budget", "text": "three retries then give up"})

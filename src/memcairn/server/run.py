@@ -46,10 +46,17 @@ def owner_database(home: Path, database_url: str | None, *, owns_cluster: bool =
     until it stops the cluster on exit (``owns_cluster``). A ``keys`` command either gets it exclusively (no
     server: it starts the cluster if needed and stops again only what it started) or shared (a server runs: it
     uses that server's cluster). So a server starting while a ``keys`` command runs waits for it, and a
-    ``keys`` command never stops the cluster under a running server."""
+    ``keys`` command never stops the cluster under a running server.
+
+    Only the server (``owns_cluster``) sets the application role's password of a given database (to the one
+    derived from the secret): a ``keys`` command must not change the password ``memcairn server migrate`` gave
+    a server running with the role's own URL."""
     secret = load_or_create_secret(home)
     if database_url:
-        db.prepare(database_url, secret)
+        if owns_cluster:
+            db.prepare(database_url, secret)
+        else:
+            db.setup(database_url)
         yield database_url
         return
     cluster = EmbeddedPostgres(home / "postgres", password=load_or_create_password(home, "postgres-password"))
@@ -205,6 +212,9 @@ def serve(home: Path, *, database_url: str | None, host: str, port: int, workers
             os.environ[APP_DATABASE_ENV] = app_conninfo
             os.environ[APP_CONNECTIONS_ENV] = str(connections or default_connections(workers))
             os.environ[APP_DERIVED_ENV] = "1" if derived else "0"
+            from memcairn.server.metrics import share_across_processes
+
+            share_across_processes()  # /metrics then counts the requests of every process
             return run_processes(host, port, workers, common)
         config = uvicorn.Config(build_app(home, app_conninfo, pool_size=connections, derived=derived), **common)
         # uvicorn raises the signal that stopped it again once it has shut down: as an exception here, so the
