@@ -198,7 +198,11 @@ def test_team_ids_work_in_every_door(team: tuple[str, str, subprocess.Popen[byte
     server.send_signal(signal.SIGTERM)
     server.wait(timeout=60)
     status, answer = http(f"{worker}/api/observations/batch", "POST", {"ids": [first]})
-    assert status == 503 and answer["error"] == "team_server_unavailable" and "team server" in answer["detail"]
+    assert status == 502 and answer["error"] == "team_server_unavailable" and "team server" in answer["detail"]
+    [(failed, said)] = anyio.run(mcp_calls, checkout, [("get_observations", {"ids": [first]})])
+    assert failed and "the team server does not answer" in said and first in said, said
+    shown = cli("show", first)
+    assert shown.returncode == 2 and "the team server does not answer" in shown.stderr, shown
     status, answer = http(f"{worker}/api/observations/batch", "POST", {"ids": [local["id"]]})
     assert status == 200 and answer["items"][0]["title"] == "Local lunch order"
     # not connected: the id is named as a team server's, and what to do

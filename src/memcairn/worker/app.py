@@ -794,7 +794,7 @@ async def _team_timeline(request: Request, state: WorkerState, anchor: int, fmt:
     try:
         rows = await remote_reads.team_timeline(state.settings, anchor, before, after)
     except remote_reads.TeamReadFailed as exc:
-        raise _team_failed(exc) from None
+        return _team_failed(exc)
     ref = team_ref(anchor)
     if fmt == "index":
         return JSON({"format": "index", "text": remote_reads.team_timeline_text(anchor, rows, tz, notes),
@@ -803,11 +803,12 @@ async def _team_timeline(request: Request, state: WorkerState, anchor: int, fmt:
                  "items": [remote_reads.team_record(item, "raw", tz) for item, _ in rows]})
 
 
-def _team_failed(exc: remote_reads.TeamReadFailed) -> Exception:
-    """Not connected: a request this worker cannot answer (400); else the server's absence (503, retry later)."""
+def _team_failed(exc: remote_reads.TeamReadFailed) -> Response:
+    """Not connected: a request this worker cannot answer (400); else the team server failed it (502: this
+    worker is fine, so no 503 that clients read as a worker still starting)."""
     if isinstance(exc, remote_reads.NotConnected):
-        return BadRequest(str(exc))
-    return NotReady(remote_reads.FALLBACK_REASON, str(exc))
+        return error(400, "invalid_request", str(exc))
+    return error(502, remote_reads.FALLBACK_REASON, str(exc))
 
 
 def _batch_ids(ids: list[Any]) -> tuple[list[int], list[int]]:
@@ -854,7 +855,7 @@ async def observations_batch(request: Request) -> Response:
     try:
         held, _ = await remote_reads.team_items(state.settings, list(dict.fromkeys(team)))
     except remote_reads.TeamReadFailed as exc:
-        raise _team_failed(exc) from None
+        return _team_failed(exc)
     by_ref: dict[Any, dict[str, Any]] = {r["id"]: r for r in records}
     by_ref.update({team_ref(n): remote_reads.team_record(item, fmt, tz) for n, item in held.items()})
     asked = list(dict.fromkeys(team_ref(n) if (n := team_id(i)) is not None else i for i in ids))
@@ -912,7 +913,7 @@ async def team_item(request: Request) -> Response:
     try:
         held, _ = await remote_reads.team_items(state.settings, [item_id])
     except remote_reads.TeamReadFailed as exc:
-        raise _team_failed(exc) from None
+        return _team_failed(exc)
     if item_id not in held:
         raise NotFoundError(f"the team server holds no memory {ref}")
     return JSON(remote_reads.team_record(held[item_id], "raw", None))

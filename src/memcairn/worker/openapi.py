@@ -222,7 +222,8 @@ OPERATIONS: tuple[Operation, ...] = (
         for kind in ("observation", "summary", "prompt", "memory")
     ),
     Operation("get", "/api/memory/team/{id}", "Remote mode: one team server's memory (team#N), asked of the server; "
-              "400 when not connected", _json({"type": "object"}), params=(ID_PARAM,), errors=(400, 404, 500, 503)),
+              "400 when not connected, 502 when it fails", _json({"type": "object"}), params=(ID_PARAM,),
+              errors=(400, 404, 500, 503)),
     *(Operation(method, CONTEXT_PATH, summary, {**_text(), "headers": CONTEXT_HEADERS},
                 params=CONTEXT_PARAMS, body={"type": "object"} if method == "post" else None,
                 errors=(400, 413, 500, 503) if method == "post" else (400, 500, 503))
