@@ -149,6 +149,22 @@ def test_an_owner_without_createrole_gets_clear_errors_and_migrate_only_grants(
     assert _can_login(app)
 
 
+def test_an_owner_that_may_not_add_pgvector_is_told_what_to_ask_for(tmp_path: Path, owned_database: tuple[str, str],
+                                                                     pg_cluster) -> None:
+    name, owner = owned_database
+    with db.connect(pg_cluster.owner_dsn(name)) as conn:  # pgvector is no trusted extension: only a superuser adds it
+        conn.execute("DROP EXTENSION vector")
+    done = _memcairn(home_with_test_secret(tmp_path / "admin"), "server", "migrate", "--database", owner)
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert "CREATE EXTENSION IF NOT EXISTS vector" in done.stderr and name in done.stderr, done.stderr
+    with db.connect(pg_cluster.owner_dsn(name)) as conn:  # nothing half-made: migration 1 rolled back whole
+        assert conn.execute("SELECT to_regclass('schema_migrations'), to_regclass('items')").fetchone() == (
+            "schema_migrations", None)
+        conn.execute("CREATE EXTENSION vector")
+    assert _memcairn(home_with_test_secret(tmp_path / "again"), "server", "migrate", "--database",
+                     owner).returncode == 0
+
+
 def test_the_app_role_url_refuses_a_schema_behind_and_names_migrate(tmp_path: Path, pg_cluster) -> None:
     name = pg_cluster.create_database(template=None)
     try:

@@ -153,6 +153,11 @@ def setup(owner_dsn: str, *, app_role: str | None = None, password: str | None =
                          "EXCLUDED.name", (role,))
             conn.execute(for_role(APP_GRANTS, role))  # type: ignore[arg-type] - our own constant
         except psycopg.errors.InsufficientPrivilege as exc:
+            if "extension" in str(exc):  # pgvector is no trusted extension: a superuser (or the console) adds it
+                raise ConfigError(f"{user!r} may not add the extensions memcairn needs ({_first_line(exc)}): have "
+                                  f"an administrator run  CREATE EXTENSION IF NOT EXISTS vector; CREATE EXTENSION "
+                                  f"IF NOT EXISTS btree_gin;  in database {database!r} (on a managed service: "
+                                  "allow them there), then run memcairn server migrate again") from None
             raise ConfigError(f"{user!r} may not create memcairn's schema in database {database!r} "
                               f"({_first_line(exc)}): migrate as the role that owns the database or its schema "
                               "public (memcairn server migrate --database postgresql://OWNER@HOST/DB)") from None
