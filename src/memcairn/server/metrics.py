@@ -7,7 +7,9 @@ learn the others' volumes). A peer on the loopback interface may, unless the req
 (``Forwarded`` / ``X-Forwarded-For``); from elsewhere only with ``Authorization: Bearer`` and the token in
 ``MEMCAIRN_SERVER_METRICS_TOKEN``. ``MEMCAIRN_SERVER_METRICS=off`` turns the route off (404).
 
-Each server process (``--workers``) counts its own requests: a scrape reads the process that took it.
+Several server processes (``--workers``) count into files of one folder (prometheus_client's multiprocess mode,
+``PROMETHEUS_MULTIPROC_DIR``, made fresh by ``share_across_processes`` before they start): a scrape, whichever
+process takes it, reads the counts of all of them.
 """
 
 from __future__ import annotations
@@ -16,11 +18,12 @@ import hmac
 import ipaddress
 import logging
 import os
+import tempfile
 from collections.abc import Iterator
 from typing import Any
 
 import psycopg
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, multiprocess, values
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -39,6 +42,17 @@ _QUEUE = ("SELECT tenant_id, count(*) FILTER (WHERE failed_at IS NULL),"
           " count(*) FILTER (WHERE failed_at IS NOT NULL) FROM ingest_jobs GROUP BY tenant_id ORDER BY tenant_id")
 _BACKLOG = ("SELECT tenant_id, count(*), coalesce(extract(epoch FROM now() - min(queued_at)), 0)"
             " FROM embedding_backlog GROUP BY tenant_id ORDER BY tenant_id")
+
+
+MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+
+def share_across_processes() -> str:
+    """Before starting several server processes: a new, empty folder for their counts (one the operator named in
+    ``PROMETHEUS_MULTIPROC_DIR`` is kept; it must then be emptied before each start)."""
+    if not os.environ.get(MULTIPROCESS_ENV):
+        os.environ[MULTIPROCESS_ENV] = tempfile.mkdtemp(prefix="memcairn-metrics-")
+    return os.environ[MULTIPROCESS_ENV]
 
 
 def pool_state(pool: Any) -> dict[str, int]:
@@ -97,13 +111,18 @@ class Metrics:
     """One server process's registry (its own, so two apps in one process never share counts)."""
 
     def __init__(self, pool: Any) -> None:
+        self.shared = os.environ.get(MULTIPROCESS_ENV) or None
+        if self.shared and values.ValueClass is values.MutexValue:  # prometheus_client was imported before it was set
+            values.ValueClass = values.MultiProcessValue()
         self.registry = CollectorRegistry(auto_describe=False)
+        self.database = _DatabaseCollector(pool)
         self.requests = Counter("memcairn_http_requests", "Requests answered, by route template and status",
                                 ["route", "method", "status"], registry=self.registry)
         self.latency = Histogram("memcairn_http_request_duration_seconds",
                                  "Time until the answer's status and headers were sent, by route template",
                                  ["route", "method"], buckets=BUCKETS, registry=self.registry)
-        self.registry.register(_DatabaseCollector(pool))
+        if not self.shared:
+            self.registry.register(self.database)
         self.enabled = os.environ.get(SWITCH_ENV, "").strip().lower() not in ("off", "0", "false", "no")
         self.token = os.environ.get(TOKEN_ENV, "").strip()
 
@@ -112,7 +131,12 @@ class Metrics:
         self.latency.labels(route, method).observe(seconds)
 
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        if not self.shared:
+            return generate_latest(self.registry)
+        every = CollectorRegistry(auto_describe=False)  # all processes' files, and this one's database gauges
+        multiprocess.MultiProcessCollector(every, path=self.shared)
+        every.register(self.database)
+        return generate_latest(every)
 
     def allows(self, client_host: str | None, headers: Any) -> bool:
         """Whether this request may read the metrics (see the module's docstring)."""
