@@ -197,12 +197,13 @@ def test_team_ids_work_in_every_door(team: tuple[str, str, subprocess.Popen[byte
     # the server gone: a team id is refused with the reason, and local ids still read
     server.send_signal(signal.SIGTERM)
     server.wait(timeout=60)
-    status, answer = http(f"{worker}/api/observations/batch", "POST", {"ids": [first]})
-    assert status == 502 and answer["error"] == "team_server_unavailable" and "team server" in answer["detail"]
     [(failed, said)] = anyio.run(mcp_calls, checkout, [("get_observations", {"ids": [first]})])
     assert failed and "the team server does not answer" in said and first in said, said
+    assert "worker did not answer" not in said  # the worker is fine: not mistaken for one still starting
     shown = cli("show", first)
     assert shown.returncode == 2 and "the team server does not answer" in shown.stderr, shown
+    status, answer = http(f"{worker}/api/observations/batch", "POST", {"ids": [first]})
+    assert status == 502 and answer["error"] == "team_server_unavailable" and "team server" in answer["detail"]
     status, answer = http(f"{worker}/api/observations/batch", "POST", {"ids": [local["id"]]})
     assert status == 200 and answer["items"][0]["title"] == "Local lunch order"
     # not connected: the id is named as a team server's, and what to do
