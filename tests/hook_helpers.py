@@ -1,6 +1,6 @@
 """What the hook tests share: recorded agent payloads, the real hook process, real workers started for a home,
-and reading back what the hooks queued. The fixtures built on these (``project``, ``env``, ``workers``) are in
-conftest.py."""
+reading back what the hooks queued, and a foreign web app on a worker's port. The fixtures built on these
+(``project``, ``env``, ``workers``) are in conftest.py."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -102,3 +104,39 @@ def pending(home: Path) -> list[Any]:
         return [_row_to_event(r) for r in store._conn.execute("SELECT * FROM ingest_events ORDER BY id")]
     finally:
         store.close()
+
+
+class Foreign:
+    """A web app on the worker's port: it answers every request with one fixed answer, and counts them."""
+
+    def __init__(self, status: int, content_type: str, body: bytes) -> None:
+        self.requests: list[tuple[str, str]] = []
+        outer = self
+
+        class Page(BaseHTTPRequestHandler):
+            def _answer(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                if length:
+                    self.rfile.read(length)
+                outer.requests.append((self.command, self.path))
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_GET = do_POST = _answer
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Page)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def port(self) -> int:
+        return self.server.server_port
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

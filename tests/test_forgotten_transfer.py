@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from memcairn.cli import run
 from memcairn.config import load_settings
 from memcairn.models import NewItem
 from memcairn.store import Store
@@ -231,9 +232,6 @@ def test_a_merge_and_its_marks_restored_from_an_export_keep_content_deleted(tmp_
 
 def test_the_cli_says_how_many_marks_it_exported_and_recorded(tmp_path: Path, isolated_home: Path,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
-    from test_transfer import run
-
-
     with Store(load_settings().db_path) as home_store:
         kept = home_store.add_item(NewItem(project="alpha", kind="manual", text="kept")).id
         gone = home_store.add_item(NewItem(project="alpha", kind="manual", text="deleted")).id

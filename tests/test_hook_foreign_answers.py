@@ -5,14 +5,12 @@ a development server answering 200 (or 404) to the ingest and search routes is a
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hook_helpers import Workers, hook, payload, seed
+from hook_helpers import Foreign, Workers, hook, payload, seed
 
 from memcairn.hooks import events, state
 from memcairn.hooks.transport import Response
@@ -27,42 +25,6 @@ ANSWERS = {
     "json-202": (202, "application/json", b'{"queued": 1}'),
     "html-404": (404, "text/html", b"<h1>Not Found</h1>"),
 }
-
-
-class Foreign:
-    """A web app on the worker's port: it answers every request with one fixed answer, and counts them."""
-
-    def __init__(self, status: int, content_type: str, body: bytes) -> None:
-        self.requests: list[tuple[str, str]] = []
-        outer = self
-
-        class Page(BaseHTTPRequestHandler):
-            def _answer(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                if length:
-                    self.rfile.read(length)
-                outer.requests.append((self.command, self.path))
-                self.send_response(status)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            do_GET = do_POST = _answer
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Page)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    @property
-    def port(self) -> int:
-        return self.server.server_port
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture(params=sorted(ANSWERS))

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import test_hook_foreign_answers as fa
+from hook_helpers import Foreign
 
 from memcairn.capture.llm import AnthropicClient, OpenAIClient
 from memcairn.capture.llm.clients import is_loopback_url
@@ -32,7 +32,7 @@ def _reply(text: str) -> dict[str, Any]:
             "usage": {"prompt_tokens": 1, "completion_tokens": 1, "input_tokens": 1, "output_tokens": 1}}
 
 
-class Recorder(fa.Foreign):
+class Recorder(Foreign):
     """A loopback HTTP server answering every request with a model reply of ``text``; ``lines`` are the request
     lines it got (a proxy sees absolute URLs)."""
 

@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
-import test_privacy
 from hook_helpers import Workers, hook, payload
+from secret_examples import EXAMPLES
 
 from memcairn import spool
 from memcairn.bench import secrets as bench_secrets
@@ -91,7 +91,7 @@ def test_each_new_shape_is_redacted(name: str, text: str, secret: str) -> None:
 
 
 def test_every_rule_is_exercised_here_or_in_the_first_campaign_s_examples() -> None:
-    exercised = {name for name, _, _ in test_privacy.EXAMPLES} | {name for name, _, _ in SHAPES}
+    exercised = {name for name, _, _ in EXAMPLES} | {name for name, _, _ in SHAPES}
     assert set(PATTERN_NAMES) == exercised
 
 
