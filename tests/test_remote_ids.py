@@ -182,6 +182,9 @@ def test_team_ids_work_in_every_door(team: tuple[str, str, subprocess.Popen[byte
     line = cli("timeline", "--anchor", f"team#{team_ids[1]}", "--json")
     assert line.returncode == 0 and json.loads(line.stdout)["anchor_id"] == f"team#{team_ids[1]}", line.stderr
 
+    line = cli("timeline", "--anchor", first, "--local")  # in this process no team server is asked: say so
+    assert line.returncode == 2 and "team server's memory" in line.stderr and "--local" in line.stderr, line
+
     # the prompt digest of the real hook process: the team's rows, each with its team id
     prompt = {"session_id": "s-remote-ids", "cwd": str(checkout), "hook_event_name": "UserPromptSubmit",
               "prompt": "why does the retry queue back off exponentially?"}
