@@ -134,7 +134,7 @@ def test_a_real_server_embeds_a_quiet_tenants_memory_while_another_tenants_uploa
     with running_server(tmp_path, pg_database, "--workers", "1") as server:
         busy, quiet = server.make_key("busy"), server.make_key("quiet")
         events = [{"project": "import", "kind": "observation", "title": f"imported change {n}",
-                   "text": f"bulk upload entry number {n} of the migration"} for n in range(800)]
+                   "text": f"bulk upload entry number {n} of the migration"} for n in range(1500)]
         for n in range(0, len(events), 100):
             posted = httpx.post(f"{server.url}/v1/events", json={"events": events[n:n + 100]}, timeout=60,
                                 headers={"Authorization": f"Bearer {busy}", "Idempotency-Key": f"upload-{n}"})
