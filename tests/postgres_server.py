@@ -18,6 +18,7 @@ from typing import Any
 
 from psycopg.conninfo import make_conninfo
 
+from memcairn.models import NewItem
 from memcairn.pgstore import db
 from memcairn.pgstore.embedded import EmbeddedPostgres
 
@@ -75,3 +76,25 @@ def search(team: Any, tenant_id: int, query: str, projects: list[str] | None = N
                                                          mode=mode, limit=limit), pin=pin)
     return [{"id": h.item.id, "title": h.item.title, "project": h.item.project, "session": h.item.session,
              "legs": sorted(h.legs)} for h in found.hits]
+
+
+def tenant(owner_dsn: str, name: str = "acme") -> int:
+    """A new tenant, made as the owner (the application role cannot)."""
+    with db.connect(owner_dsn, autocommit=True) as conn:
+        row = conn.execute("INSERT INTO tenants (name) VALUES (%s) RETURNING id", (name,)).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def event(project: str, title: str, text: str = "body", session: str | None = None) -> NewItem:
+    """An observation as a hook's event brings it (with a session: Codex's)."""
+    return NewItem(project=project, kind="observation", title=title, text=text, session=session,
+                   platform_source="codex" if session else None)
+
+
+def count(owner_dsn: str, sql: str) -> int:
+    """The one number ``sql`` selects, read as the owner."""
+    with db.connect(owner_dsn, autocommit=True) as conn:
+        row = conn.execute(sql).fetchone()
+    assert row is not None
+    return int(row[0])

@@ -6,7 +6,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from memcairn.bench import faults
+
+pytestmark = pytest.mark.slow
 
 
 def _consistent(row: dict) -> None:

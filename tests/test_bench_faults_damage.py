@@ -4,7 +4,11 @@ says nothing of being wrong)."""
 
 from __future__ import annotations
 
+import pytest
+
 from memcairn.bench import faults
+
+pytestmark = pytest.mark.slow
 
 
 def test_the_damage_scenarios_hold() -> None:

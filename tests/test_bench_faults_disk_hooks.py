@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 
 def test_prompt_hooks_on_a_full_disk_lose_nothing(tmp_path: Path) -> None:
     out = tmp_path / "rows.json"

@@ -13,7 +13,7 @@ from memcairn.bench.longmemeval import TABLE_METRICS
 from memcairn.cli import run as cli_run
 
 pytest.importorskip("pg0")
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 
 def test_the_server_store_answers_the_questions_and_is_compared(tmp_path: Path,

@@ -9,8 +9,12 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
+
 from memcairn.bench import faults
 from memcairn.bench.poison import poison
+
+pytestmark = pytest.mark.slow
 
 
 def test_the_poison_scenario_captures_every_healthy_event() -> None:

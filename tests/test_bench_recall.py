@@ -13,6 +13,8 @@ from memcairn.bench.recall_facts import Question, facts_held, load_questions, no
 from memcairn.bench.recall_raw import RawIndex, steps_of
 from memcairn.cli import run as cli
 
+pytestmark = pytest.mark.slow
+
 FIXTURES = Path(__file__).parent / "fixtures" / "transcripts"
 HELLO = FIXTURES / "claude-reliability__hello-world-script.jsonl"
 

@@ -17,7 +17,7 @@ from processes import mentioning, processes_of
 from memcairn.bench import worker
 from memcairn.cli import run as cli
 
-pytestmark = pytest.mark.skipif(not Path("/proc/self").exists(), reason="process checks read /proc")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not Path("/proc/self").exists(), reason="process checks read /proc")]
 
 SCENARIOS = [
     "GET /api/health (the HTTP path alone)",

@@ -19,7 +19,7 @@ from processes import free_port
 from memcairn import lifecycle
 from memcairn.config import Settings, load_settings
 
-pytestmark = pytest.mark.skipif(not Path("/proc/self").exists(), reason="process checks read /proc")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not Path("/proc/self").exists(), reason="process checks read /proc")]
 
 EVENTS = 120
 KILLS = 3

@@ -146,6 +146,7 @@ def _not_run(command: str) -> str | None:
                 None)
 
 
+@pytest.mark.slow
 def test_every_example_runs_in_a_home_of_its_own(tmp_path: Path) -> None:
     """Each example (but those NOT_RUN names) is pasted into /bin/sh with HOME, MEMCAIRN_HOME and the port of
     the test's own: it exits 0 (or 2 with a message, when it names the reader's data), prints no traceback,

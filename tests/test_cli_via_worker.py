@@ -170,6 +170,7 @@ def test_the_worker_reads_and_prints_times_in_the_callers_zone(worker: WorkerCli
         assert invoke(*args) == expected, args
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("seed", "size"), [(1, 9), (2, 150), (3, 1300)])
 def test_the_worker_and_an_in_process_search_rank_alike(env: dict[str, str], isolated_home: Path, seed: int,
                                                         size: int) -> None:

@@ -4,7 +4,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from memcairn.store import Store
+
+pytestmark = pytest.mark.slow
 
 _WRITER = """
 import sys

@@ -133,6 +133,7 @@ def test_golden_colours_variant(story: Store, tmp_path: Path) -> None:
 
 
 # -- budget -----------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_the_budget_is_never_exceeded_on_a_big_store(tmp_path: Path) -> None:
     store = Store(tmp_path / "big.db")
     try:

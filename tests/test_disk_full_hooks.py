@@ -51,6 +51,7 @@ def stored_prompts(home: Path) -> set[str]:
     return {json.loads(payload_)["prompt"] for (payload_,) in rows}
 
 
+@pytest.mark.slow
 def test_fifty_prompt_hooks_on_a_full_disk_lose_nothing_and_leave_no_temporary_file(
         small_disk: Path, workers: Workers, tmp_path: Path) -> None:
     home = small_disk / "home"

@@ -22,7 +22,7 @@ from memcairn.config import Settings  # noqa: E402
 from memcairn.mcp_server import MemoryTools, WorkerGateway, build_server  # noqa: E402
 from memcairn.project import ProjectIdentity  # noqa: E402
 
-pytestmark = [pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 team, cfg = rm.team, rm.cfg
 
 

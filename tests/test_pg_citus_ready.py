@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 pytest.importorskip("pg0")
 pytest.importorskip("psycopg")
 

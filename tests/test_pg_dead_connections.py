@@ -22,7 +22,7 @@ from memcairn.errors import WouldWait  # noqa: E402
 from memcairn.pgstore import db  # noqa: E402
 from memcairn.pgstore.waits import no_waiting  # noqa: E402
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 APP_BACKENDS = ("SELECT pid FROM pg_stat_activity WHERE usename = (SELECT name FROM app_role)"
                 " AND datname = current_database() AND backend_type = 'client backend'")
 # the embedding leader's own connection, which holds its advisory lock, is no pooled one

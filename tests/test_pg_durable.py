@@ -13,7 +13,7 @@ pytest.importorskip("psycopg")
 from memcairn.pgstore import db  # noqa: E402
 from memcairn.server.run import owner_database  # noqa: E402
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 
 def test_the_embedded_cluster_of_the_server_syncs_to_disk(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from postgres_server import TEST_SECRET  # noqa: E402
 from memcairn.errors import ConfigError  # noqa: E402
 from memcairn.pgstore import db  # noqa: E402
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 LIMITS = ("statement_timeout", "lock_timeout", "idle_in_transaction_session_timeout")
 
 

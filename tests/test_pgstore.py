@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
-from postgres_server import TEST_SECRET, search
+from postgres_server import TEST_SECRET, search, tenant
 
 from memcairn.errors import NotFoundError, SchemaTooNewError, ValidationError
 from memcairn.models import ItemFilter, NewItem
@@ -21,15 +21,7 @@ from memcairn.pgstore.schema import LATEST
 from memcairn.pgstore.search import TenantSearch
 from memcairn.search.request import SearchRequest
 
-pytestmark = pytest.mark.timeout(120)
-
-
-def tenant(owner_dsn: str, name: str = "acme") -> int:
-    """A new tenant, made as the owner (the application role cannot)."""
-    with db.connect(owner_dsn, autocommit=True) as conn:
-        row = conn.execute("INSERT INTO tenants (name) VALUES (%s) RETURNING id", (name,)).fetchone()
-    assert row is not None
-    return int(row[0])
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 
 def note(project: str, title: str, text: str = "body") -> NewItem:

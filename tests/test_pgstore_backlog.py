@@ -8,15 +8,14 @@ import time
 from collections.abc import Sequence
 
 import pytest
-from postgres_server import TEST_SECRET, search
-from test_pgstore import tenant
+from postgres_server import TEST_SECRET, search, tenant
 
 from memcairn.models import NewItem
 from memcairn.pgstore import backlog, db
 from memcairn.pgstore.items import TeamStore
 from memcairn.server.embedding import EmbeddingTask
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 
 class Recording:

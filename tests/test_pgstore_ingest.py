@@ -7,9 +7,8 @@ import threading
 import time
 
 import pytest
-from postgres_server import TEST_SECRET, search
+from postgres_server import TEST_SECRET, count, event, search, tenant
 from psycopg.types.json import Jsonb
-from test_pgstore import tenant
 
 from memcairn.capture.single_event import HookEvent
 from memcairn.errors import NotFoundError, ValidationError
@@ -19,19 +18,7 @@ from memcairn.pgstore.audit import Actor
 from memcairn.pgstore.ingest import IdempotencyConflict
 from memcairn.pgstore.items import Saved, TeamStore
 
-pytestmark = pytest.mark.timeout(120)
-
-
-def event(project: str, title: str, text: str = "body", session: str | None = None) -> NewItem:
-    return NewItem(project=project, kind="observation", title=title, text=text, session=session,
-                   platform_source="codex" if session else None)
-
-
-def count(owner_dsn: str, sql: str) -> int:
-    with db.connect(owner_dsn, autocommit=True) as conn:
-        row = conn.execute(sql).fetchone()
-    assert row is not None
-    return int(row[0])
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 
 def test_events_are_queued_scrubbed_and_stored_once_by_a_consumer(pg_database: str, team: TeamStore) -> None:

@@ -11,16 +11,14 @@ import time
 from pathlib import Path
 
 import pytest
-from postgres_server import TEST_SECRET
+from postgres_server import TEST_SECRET, count, event, tenant
 from psycopg.types.json import Jsonb
-from test_pgstore import tenant
-from test_pgstore_ingest import count, event
 
 from memcairn.cli import run
 from memcairn.pgstore import db, ingest
 from memcairn.pgstore.items import TeamStore
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 CONTENT = "PLUM-7731 the deploy notes"  # what a failed job holds, never shown
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 
 import pytest
-from test_pgstore import tenant
+from postgres_server import tenant
 
 from memcairn.models import NewItem
 from memcairn.pgstore import backlog, db
@@ -17,7 +17,7 @@ from memcairn.pgstore.items import TeamStore, prepare
 from memcairn.pgstore.keyword import KeywordLeg
 from memcairn.pgstore.project_copies import ProjectCopies
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 QUERIES = ["cache eviction", "deploy hamster", "retry queue timeout", "the cache", "hamster", "wheel office deploy",
            "eviction policy for the cache", "nothing matches this zzz"]

@@ -6,8 +6,7 @@ first chunk."""
 from __future__ import annotations
 
 import pytest
-from postgres_server import search
-from test_pgstore import tenant
+from postgres_server import search, tenant
 
 from memcairn.models import NewItem
 from memcairn.pgstore import backlog, db
@@ -15,7 +14,7 @@ from memcairn.pgstore.items import TeamStore
 from memcairn.pgstore.keyword import KeywordLeg, plan_tsquery
 from memcairn.store import fts
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 
 def keyword_ids(team: TeamStore, tenant_id: int, query: str, project: str = "api") -> list[int]:

@@ -16,7 +16,7 @@ from memcairn.pgstore import db, ingest, keys
 from memcairn.pgstore.items import TeamStore
 from memcairn.server.app import ServerState, make_app
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 
 @pytest.fixture

@@ -32,7 +32,7 @@ from memcairn.team_client import TeamResponse, mask_key  # noqa: E402
 MEMCAIRN = str(Path(sys.executable).parent / "memcairn")
 PROJECT = "teamproj"
 SEARCH = f"/api/search?query=retry+queue&project={PROJECT}&mode=keyword&format=json"
-pytestmark = [pytest.mark.timeout(240),
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240),
               pytest.mark.skipif(not Path("/proc/self").exists(), reason="process checks read /proc")]
 
 

@@ -15,7 +15,7 @@ import pytest
 from processes import mentioning, processes_of
 from test_team_server import MEMCAIRN, cli, free_port, make_key, wait_ready
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 
 def port_frees(port: int) -> bool:

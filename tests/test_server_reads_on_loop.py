@@ -25,7 +25,7 @@ from memcairn.pgstore.waits import may_wait, no_waiting
 from memcairn.search.request import SearchRequest
 from memcairn.server.app import ServerState, make_app
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 
 @dataclass

@@ -59,6 +59,7 @@ def restart(env: dict[str, str]) -> None:
 
 
 # -- 23.3: worker restarts ----------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_events_fired_during_worker_restarts_are_all_stored_once(env: dict[str, str], project: Path,
                                                                  workers: Workers, isolated_home: Path) -> None:
     workers.start(env)
@@ -168,6 +169,7 @@ def test_a_file_in_the_spool_that_is_no_event_is_set_aside_by_name(env: dict[str
 
 
 # -- 21.8: a held write lock ----------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_a_held_write_lock_is_no_outage(env: dict[str, str], project: Path, workers: Workers,
                                         isolated_home: Path) -> None:
     """Another connection holds ``BEGIN IMMEDIATE``: the worker acknowledges each event once it is in the spool

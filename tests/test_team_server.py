@@ -23,7 +23,7 @@ from memcairn.pgstore.embedded import EmbeddedPostgres, free_port  # noqa: E402
 from memcairn.pgstore.secret import load_or_create_password  # noqa: E402
 
 MEMCAIRN = str(Path(sys.executable).parent / "memcairn")
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 
 def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -18,7 +18,7 @@ from memcairn.pgstore.items import TeamStore
 from memcairn.server.app import ServerState, make_app
 from memcairn.vectors.embedder import load_embedder
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 TENANTS = ("acme", "other")
 PROJECTS = ("api", "web")
 

@@ -25,6 +25,8 @@ import pytest
 from playwright.sync_api import Page, expect, sync_playwright
 from processes import free_port as _free_port
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM = Path("/usr/bin/chromium")

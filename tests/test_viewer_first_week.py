@@ -31,6 +31,8 @@ from memcairn.search.relevance import STRONG
 from memcairn.search.render import WEAK_ONLY
 from memcairn.store import Store
 
+pytestmark = pytest.mark.slow
+
 # the real worker and the page of tests/test_viewer_browser.py
 worker = test_viewer_browser.worker
 page = test_viewer_browser.page

@@ -19,6 +19,8 @@ from memcairn.models import NewItem
 from memcairn.worker.app import make_app
 from memcairn.worker.openapi import build_openapi
 
+pytestmark = pytest.mark.slow
+
 PORT = 37877
 BASE = f"http://127.0.0.1:{PORT}"
 

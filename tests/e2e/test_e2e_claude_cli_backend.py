@@ -15,6 +15,8 @@ from e2e_stubs import Anthropic, ModelStub, say
 from memcairn.capture.llm.clients import ClaudeCliClient
 from memcairn.config import Settings
 
+pytestmark = pytest.mark.slow
+
 REPLY = "<observation><type>bugfix</type><title>Pager rounded the page count down</title></observation>"
 
 

@@ -18,6 +18,8 @@ from e2e_clients import CLAUDE_NATIVE, CLAUDE_NPM, Cli, missing_message
 from e2e_harness import World
 from e2e_stubs import Anthropic, Call, ModelStub, Say, Turn, call, say
 
+pytestmark = pytest.mark.slow
+
 SEARCH = "mcp__memcairn__search"
 PROMPT_1 = "Raise the retry limit in config.ini to five"
 COMMAND = "grep -n retries config.ini"

@@ -12,6 +12,8 @@ from e2e_clients import CLAUDE_NATIVE, missing_message
 from e2e_harness import World
 from e2e_stubs import Call, ModelStub, say
 
+pytestmark = pytest.mark.slow
+
 world, stub = base.world, base.stub  # fixtures
 run_claude, session_of = base.run_claude, base.session_of
 

@@ -22,6 +22,8 @@ from e2e_clients import CODEX, missing_message
 from e2e_harness import World
 from e2e_stubs import Call, ModelStub, Responses, call, say
 
+pytestmark = pytest.mark.slow
+
 PROMPT_1 = "Raise the retry limit in config.ini to five"
 COMMAND = "grep -n retries config.ini"
 PATCH = "*** Begin Patch\n*** Update File: config.ini\n@@\n-retries = 3\n+retries = 5\n*** End Patch\n"

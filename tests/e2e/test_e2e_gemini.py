@@ -20,6 +20,8 @@ from e2e_clients import GEMINI, missing_message
 from e2e_harness import World
 from e2e_stubs import Gemini, ModelStub, call, say
 
+pytestmark = pytest.mark.slow
+
 PROMPT_1 = "Raise the retry limit in config.ini to five"
 COMMAND = "grep -n retries config.ini"
 MODEL = "gemini-2.5-flash"
