@@ -202,8 +202,8 @@ def openapi_document() -> dict[str, Any]:
             "parameters": [_q("key", _STR, "only this key id's entries"),
                            _q("project", _STR, "only the reads of this project"),
                            _q("action", _STR, "only this action (read: every read; read.search, memories.create ...)"),
-                           _q("since", {"type": "string", "format": "date-time"}, "from this time (ISO)"),
-                           _q("until", {"type": "string", "format": "date-time"}, "before this time (ISO)"),
+                           _q("since", _STR, "from this time (ISO 8601 date or date/time; UTC unless zoned)"),
+                           _q("until", _STR, "before this time (ISO 8601 date or date/time; UTC unless zoned)"),
                            _q("before", {"type": "integer", "minimum": 1}, "entries older than this id"),
                            _q("limit", {"type": "integer", "minimum": 1, "maximum": 500}, "entries (default 100)")],
             "responses": {"200": _json({"type": "object", "required": ["entries", "next_before"], "properties": {
