@@ -37,7 +37,7 @@ TEAM_NOTES = [("Retry queue backs off exponentially", "The retry queue doubles i
                "capped at sixty seconds."),
               ("Retry queue keeps a dead letter table", "Jobs the retry queue gave up on land in dead_letters."),
               ("Retry queue metrics exported", "The retry queue exports its depth as a gauge.")]
-pytestmark = [pytest.mark.timeout(240),
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240),
               pytest.mark.skipif(not Path("/proc/self").exists(), reason="process checks read /proc")]
 
 
