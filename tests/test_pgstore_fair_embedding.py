@@ -12,15 +12,14 @@ from pathlib import Path
 import httpx
 import pytest
 from pg_server_process import running_server
-from postgres_server import search
-from test_pgstore import tenant
+from postgres_server import search, tenant
 
 from memcairn.models import NewItem
 from memcairn.pgstore import backlog, db
 from memcairn.pgstore.items import TeamStore
 from memcairn.server.embedding import EmbeddingTask
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 
 class Recording:
