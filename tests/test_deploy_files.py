@@ -66,28 +66,55 @@ def test_the_dockerfile_installs_the_server_extra_and_runs_memcairn_server(monke
     assert (DEPLOY / "Dockerfile.dockerignore").read_text().count(".venv")
 
 
-def test_the_compose_file_runs_pgvector_and_the_server_against_it(monkeypatch) -> None:
+def compose_services() -> tuple[dict[str, Any], dict[str, str]]:
+    """compose.yaml, and env.example's values (what deploy/.env is made from)."""
     compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
-    db, app = compose["services"]["db"], compose["services"]["server"]
-    assert db["image"].startswith("pgvector/pgvector:pg")
-    assert (DEPLOY / app["build"]["context"] / app["build"]["dockerfile"]).resolve() == DEPLOY / "Dockerfile"
-    assert app["depends_on"]["db"]["condition"] == "service_healthy"
-    # every ${VAR} the file reads is set in env.example (what deploy/.env is made from)
-    wanted = set(re.findall(r"\$\{(\w+)", (DEPLOY / "compose.yaml").read_text()))
     example = dict(line.split("=", 1) for line in (DEPLOY / "env.example").read_text().splitlines()
                    if line and not line.startswith("#"))
-    assert wanted <= set(example)
-    environment = {k: re.sub(r"\$\{(\w+)[^}]*\}", lambda m: example[m.group(1)] or "x", v)
-                   for k, v in app["environment"].items()}
-    params = server_params(app["command"], environment, monkeypatch)
-    assert params["database"].endswith(f"@db:5432/{db['environment']['POSTGRES_DB']}")
-    assert params["database"].startswith(f"postgresql://{db['environment']['POSTGRES_USER']}:")
+    return compose, example
+
+
+def environment_of(service: dict[str, Any], example: dict[str, str]) -> dict[str, str]:
+    return {k: re.sub(r"\$\{(\w+)[^}]*\}", lambda m: example[m.group(1)], v) for k, v in service["environment"].items()}
+
+
+def subcommand_params(argv: list[str], env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """``memcairn server SUBCOMMAND ...`` parsed by the CLI."""
+    assert argv[:2] == ["memcairn", "server"], argv
+    monkeypatch.delenv("MEMCAIRN_SERVER_DATABASE", raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    command = server.get_command(click.Context(server), argv[2])
+    assert command is not None, f"no command memcairn server {argv[2]}"
+    return dict(command.make_context(argv[2], list(argv[3:])).params)
+
+
+def test_the_compose_file_migrates_as_the_owner_and_serves_as_the_app_role(monkeypatch) -> None:
+    compose, example = compose_services()
+    db, migrate, app = (compose["services"][name] for name in ("db", "migrate", "server"))
+    assert db["image"].startswith("pgvector/pgvector:pg")
+    assert (DEPLOY / migrate["build"]["context"] / migrate["build"]["dockerfile"]).resolve() == DEPLOY / "Dockerfile"
+    assert app["image"] == migrate["image"]
+    assert migrate["depends_on"]["db"]["condition"] == "service_healthy"
+    assert app["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+    assert "./initdb:/docker-entrypoint-initdb.d:ro" in db["volumes"]
+    # every ${VAR} the file reads is set in env.example
+    assert set(re.findall(r"\$\{(\w+)", (DEPLOY / "compose.yaml").read_text())) <= set(example)
+    owner = subcommand_params(migrate["command"], environment_of(migrate, example), monkeypatch)
+    assert owner["database"] == (f"postgresql://{db['environment']['POSTGRES_USER']}:{example['POSTGRES_PASSWORD']}"
+                                 f"@db:5432/{db['environment']['POSTGRES_DB']}")
+    params = server_params(app["command"], environment_of(app, example), monkeypatch)
+    assert params["database"] == (f"postgresql://{owner['app_role']}:{example['MEMCAIRN_APP_PASSWORD']}"
+                                  f"@db:5432/{db['environment']['POSTGRES_DB']}")
+    assert owner["app_role"] in (DEPLOY / "initdb" / "10-memcairn-app-role.sh").read_text()
     assert app["ports"] == [f"127.0.0.1:{params['port']}:{params['port']}"]
+    home = {v for v in app["volumes"]}
+    assert home == set(migrate["volumes"])  # the same secret for the keys the owner makes and the server checks
     volumes = {v.split(":")[0] for service in compose["services"].values() for v in service.get("volumes", [])}
-    assert volumes == set(compose["volumes"])  # the secret's home and the data are named volumes
+    assert volumes - {"./initdb"} == set(compose["volumes"])
     if shutil.which("docker") and subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0:
         done = subprocess.run(["docker", "compose", "-f", str(DEPLOY / "compose.yaml"), "config", "-q"],
-                              capture_output=True, text=True, env={"POSTGRES_PASSWORD": "x", "PATH": "/usr/bin:/bin"})
+                              capture_output=True, text=True, env={**example, "PATH": "/usr/bin:/bin"})
         assert done.returncode == 0, done.stderr
 
 
