@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -76,6 +77,28 @@ def test_two_databases_of_one_cluster_keep_their_own_app_role(pg_cluster) -> Non
     finally:
         pg_cluster.drop_database(first)
         pg_cluster.drop_database(second)
+
+
+def test_servers_starting_at_once_on_a_new_database_make_its_role_once(pg_cluster) -> None:
+    name = pg_cluster.create_database(template=None)
+    try:
+        errors: list[BaseException] = []
+
+        def start() -> None:
+            try:
+                db.prepare(pg_cluster.owner_dsn(name), TEST_SECRET)
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=start) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        assert _can_login(db.app_conninfo(pg_cluster.owner_dsn(name), TEST_SECRET))
+    finally:
+        pg_cluster.drop_database(name)
 
 
 def test_role_names_are_per_database_and_safe() -> None:

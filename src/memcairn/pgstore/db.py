@@ -35,7 +35,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from memcairn.errors import ConfigError, SchemaTooNewError, WouldWait
-from memcairn.pgstore.migrations import applied_versions, migrate
+from memcairn.pgstore.migrations import LOCK_KEY, applied_versions, migrate
 from memcairn.pgstore.schema import APP_GRANTS, APP_ROLE, LATEST, for_role
 from memcairn.pgstore.waits import before_waiting, may_wait
 
@@ -144,6 +144,8 @@ def setup(owner_dsn: str, *, app_role: str | None = None, password: str | None =
     timeouts = timeouts or Timeouts.from_env()
     database = database_name(owner_dsn)
     with connect(owner_dsn, autocommit=True) as conn:
+        # one setup of a database at a time (the role is made once); ends with the connection
+        conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (LOCK_KEY,))
         user = conn.info.user
         role = checked_role(app_role or recorded_role(conn) or default_app_role(database))
         made = _ensure_role(conn, role, password, user)
