@@ -109,8 +109,11 @@ def test_metrics_count_requests_queues_and_backlog_per_tenant_and_the_pool(serve
         queued = c.post("/v1/events", json={"events": [{"project": "web", "title": SECRET_TITLE, "text": "x"}] * 2},
                         headers=auth(server["other"]))
         assert queued.status_code == 202, queued.text
+        for n in range(3):  # methods a client made up: one series, not one each
+            assert c.request(f"BREW{n}", "/v1/health").status_code == 405
         page = c.get("/metrics")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/plain")
+    assert "BREW" not in page.text
     assert "zebra" not in page.text and "billing" not in page.text and "api" not in page.text  # counts only
     got = samples(page.text)
     assert got[("memcairn_http_requests_total",
@@ -119,6 +122,8 @@ def test_metrics_count_requests_queues_and_backlog_per_tenant_and_the_pool(serve
                 (("method", "GET"), ("route", "/v1/memories/{item_id}"), ("status", "404")))] == 1
     assert got[("memcairn_http_request_duration_seconds_count",
                 (("method", "POST"), ("route", "/v1/memories")))] == 3
+    assert got[("memcairn_http_requests_total",
+                (("method", "OTHER"), ("route", "/v1/health"), ("status", "405")))] == 3
     assert got[("memcairn_embedding_backlog", (("tenant", str(acme)),))] == 3  # no embedding task runs here
     assert ("memcairn_embedding_backlog", (("tenant", str(other)),)) not in got
     assert got[("memcairn_ingest_queue_depth", (("tenant", str(other)),))] == 2  # no consumer runs here
