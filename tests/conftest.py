@@ -6,6 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import llm_stubs
 import pytest
 import worker_app
 from hook_helpers import Workers, hook_env, make_project
@@ -89,6 +90,27 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         if why is not None:
             pytest.skip(f"cannot mount a small file system here: {why}")
         yield mount
+
+
+@pytest.fixture
+def no_proxies(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No proxy and no model API key of the host (the LLM modules use it for every test)."""
+    llm_stubs.drop_proxies_and_keys(monkeypatch)
+
+
+@pytest.fixture
+def stub() -> Iterator[llm_stubs.Stub]:
+    """A local server speaking the Anthropic and OpenAI APIs with the replies a test queues (a module may define
+    its own ``stub``)."""
+    with llm_stubs.running_stub() as running:
+        yield running
+
+
+@pytest.fixture
+def fake_claude(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """``make(mode, reply)``: a fake ``claude`` CLI in ``tmp_path/bin``, run as if inside Claude Code."""
+    monkeypatch.setenv("CLAUDECODE", "1")
+    return llm_stubs.fake_claude_maker(tmp_path / "bin", tmp_path / "claude-call.json")
 
 
 @pytest.fixture

@@ -9,6 +9,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from longmemeval_records import FILLER, synthetic_records
+from longmemeval_records import record as _record
+from longmemeval_records import turn as _turn
 
 from memcairn.bench import longmemeval as lme
 from memcairn.cli import run as cli_run
@@ -73,58 +76,6 @@ def test_dates_parse_as_utc() -> None:
         lme.parse_date("2023/02/30 (Thu) 10:00")
     with pytest.raises(ValidationError):
         lme.parse_date("last tuesday")
-
-
-def _turn(role: str, content: str, has_answer: bool = False) -> dict:
-    turn = {"role": role, "content": content}
-    if has_answer:
-        turn["has_answer"] = True
-    return turn
-
-
-def _record(qid: str, qtype: str, question: str, sessions: dict[str, list[dict]], answers: list[str],
-            date: str = "2023/05/30 (Tue) 10:18") -> dict:
-    return {
-        "question_id": qid, "question_type": qtype, "question": question, "answer": "synthetic",
-        "question_date": date, "haystack_session_ids": list(sessions),
-        "haystack_dates": [f"2023/05/{20 + n:02d} (Sat) 0{n}:00" for n in range(len(sessions))],
-        "haystack_sessions": list(sessions.values()), "answer_session_ids": answers,
-    }
-
-
-FILLER = {
-    "f_garden": [_turn("user", "Which vegetables grow well in shade?"),
-                 _turn("assistant", "Lettuce, spinach and kale tolerate partial shade.")],
-    "f_python": [_turn("user", "How do I reverse a list in Python?"),
-                 _turn("assistant", "Use reversed() or slicing with a negative step.")],
-    "f_travel": [_turn("user", "What should I pack for a week of hiking?"),
-                 _turn("assistant", "Layers, rain gear, a first aid kit and sturdy boots.")],
-}
-
-
-def synthetic_records() -> list[dict]:
-    """Three questions: one answer session, two answer sessions, and an abstention (not scored)."""
-    return [
-        _record("q_bakery", "single-session-user", "Which bakery does my cousin Ines run?", {
-            **FILLER,
-            "a_bakery": [_turn("user", "My cousin Ines opened a sourdough bakery in Leeds.", True),
-                         _turn("assistant", "A sourdough bakery needs a lively starter.")],
-        }, ["a_bakery"]),
-        # worded so that both answer sessions hold every informative word of it: the search's relevance floor hides a
-        # hit holding under 0.6 of them, and in a store this small "many" would count as much as "guitars"
-        _record("q_guitar", "multi-session", "Which guitars do I own now?", {
-            "a_guitar1": [_turn("user", "I bought my first guitar, a red hollow-body electric.", True),
-                          _turn("assistant", "Great choice for a first electric guitar.")],
-            **FILLER,
-            "a_guitar2": [_turn("user", "Today I added a second guitar, an acoustic Martin.", True),
-                          _turn("assistant", "Acoustic and electric guitars complement each other.")],
-        }, ["a_guitar1", "a_guitar2"]),
-        _record("q_bakery_abs", "single-session-user", "Which bakery does my uncle Rafael run?", {
-            **FILLER,
-            "a_bakery": [_turn("user", "My cousin Ines opened a sourdough bakery in Leeds.", True),
-                         _turn("assistant", "A sourdough bakery needs a lively starter.")],
-        }, []),
-    ]
 
 
 def test_parse_questions_reads_the_format_and_marks_abstentions() -> None:

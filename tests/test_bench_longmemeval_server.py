@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_bench_longmemeval import synthetic_records
+from longmemeval_records import synthetic_records
 
 from memcairn.bench.longmemeval import TABLE_METRICS
 from memcairn.cli import run as cli_run

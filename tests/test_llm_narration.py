@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from test_llm_backends import (  # noqa: F401  (fixtures)
+from llm_stubs import (
     GOOD,
     SUMMARY,
     MemoryLedger,
@@ -18,16 +18,15 @@ from test_llm_backends import (  # noqa: F401  (fixtures)
     anthropic_compressor,
     cli_compressor,
     edit_call,
-    fake_claude,
-    no_proxies,
     openai_body,
     openai_compressor,
-    stub,
     turn_with,
 )
 
 from memcairn.capture.llm.prompt import observe_messages, summary_messages
 from memcairn.capture.records import Observation
+
+pytestmark = pytest.mark.usefixtures("no_proxies")
 
 WHY = "The pager drops the last page because `page_count` uses floor division & rounds down."
 SAID = ("I'll switch to ceiling division rather than adding one, so exact multiples stay right.", WHY)
@@ -56,7 +55,7 @@ def test_the_summary_prompt_asks_for_the_week_later_fields_and_holds_the_turns_n
     assert "TAIL of the turn" in bounded and "x" * 4_100 not in bounded  # the latest part, bounded
 
 
-def test_anthropic_and_openai_requests_carry_the_narration(stub: Stub, tmp_path: Path,  # noqa: F811
+def test_anthropic_and_openai_requests_carry_the_narration(stub: Stub, tmp_path: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     call = replace(edit_call(), narration=WHY)
     stub.reply(anthropic_body(GOOD))
@@ -72,7 +71,7 @@ def test_anthropic_and_openai_requests_carry_the_narration(stub: Stub, tmp_path:
     assert "floor division &amp; rounds down" in json.dumps(openai_observe["body"])
 
 
-def test_the_claude_cli_reads_the_narration(tmp_path: Path, fake_claude,  # noqa: F811
+def test_the_claude_cli_reads_the_narration(tmp_path: Path, fake_claude,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     script, log = fake_claude("ok")
     monkeypatch.setenv("PATH", f"{script.parent}{os.pathsep}{os.environ.get('PATH', '')}")

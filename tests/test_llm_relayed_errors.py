@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import test_llm_backends as base
+from llm_stubs import FakeClock, MemoryLedger, Stub, anthropic_body, edit_call
 
 from memcairn.capture.llm import AnthropicClient, LlmCompressor, OpenAIClient, parse_summary
 from memcairn.capture.records import CompressionFailed, Turn
@@ -24,11 +24,7 @@ SECTIONS = ("<request>Fix the pager losing the last page</request>"
             "<next_steps>None</next_steps>")
 
 
-# -- a local server speaking the APIs, a clock and a usage ledger: test_llm_backends' own -----------------------
-
-Stub, FakeClock, MemoryLedger = base.Stub, base.FakeClock, base.MemoryLedger
-stub, no_proxies = base.stub, base.no_proxies  # fixtures
-anthropic_body, edit_call = base.anthropic_body, base.edit_call
+pytestmark = pytest.mark.usefixtures("no_proxies")  # a local server, a clock and a usage ledger: llm_stubs
 
 
 def openai_body(text: str, **extra: Any) -> dict[str, Any]:

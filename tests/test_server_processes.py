@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-from processes import mentioning, processes_of
-from test_team_server import MEMCAIRN, cli, free_port, make_key, wait_ready
+from processes import free_port, mentioning, processes_of
+from team_server_cli import MEMCAIRN, cli, make_key, wait_ready
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 

@@ -9,7 +9,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -19,35 +18,12 @@ import pytest
 pytest.importorskip("pg0")
 pytest.importorskip("psycopg")
 
+from team_server_cli import MEMCAIRN, cli, make_key, wait_ready  # noqa: E402
+
 from memcairn.pgstore.embedded import EmbeddedPostgres, free_port  # noqa: E402
 from memcairn.pgstore.secret import load_or_create_password  # noqa: E402
 
-MEMCAIRN = str(Path(sys.executable).parent / "memcairn")
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
-
-
-def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "MEMCAIRN_HOME": str(home)}
-    return subprocess.run([MEMCAIRN, *args], env=env, capture_output=True, text=True, timeout=120)
-
-
-def make_key(home: Path, *args: str) -> dict[str, str]:
-    done = cli(home, "server", "keys", "create", *args, "--json")
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
-
-
-def wait_ready(url: str, server: subprocess.Popen[bytes], log: Path) -> None:
-    """Readiness as an outside check sees it: /v1/health answers 200 (a wait, not a timed assertion)."""
-    for _ in range(600):
-        assert server.poll() is None, f"the server exited: {log.read_text(errors='replace')}"
-        try:
-            if httpx.get(f"{url}/v1/health", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    raise AssertionError("the server did not become ready")
 
 
 def test_the_outside_check_interface_end_to_end(tmp_path: Path) -> None:
