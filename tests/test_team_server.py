@@ -123,7 +123,8 @@ def test_the_outside_check_interface_end_to_end(tmp_path: Path) -> None:
             if health["ingest"]["pending"] == 0 and health["embedding"]["pending"] == 0:
                 break
             time.sleep(0.1)
-        assert health["embedding"] == {"pending": 0, "oldest_pending_seconds": 0}
+        assert health["embedding"] == {"pending": 0, "oldest_pending_seconds": 0, "tenants_waiting": 0,
+                                       "largest_tenant_pending": 0, "oldest_tenant_wait_seconds": 0.0}
         assert health["ingest"] == {"pending": 0, "oldest_pending_seconds": 0, "failed": 0}
         ops = [p for p in httpx.get(f"{url}/v1/projects", headers=auth(other)).json()["projects"]
                if p["name"] == "ops"]
