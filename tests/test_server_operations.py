@@ -94,8 +94,10 @@ def test_ready_answers_503_when_the_database_cannot_be_reached(server) -> None:
     state = ServerState(pool=nowhere, team=TeamStore(nowhere, None), secret=TEST_SECRET)
     with client(state) as c:
         answer = c.get("/v1/ready")
+        page = c.get("/metrics")  # still scraped: the database is down, not the metrics
     assert answer.status_code == 503
     assert answer.json()["status"] == "not_ready" and "cannot be reached" in answer.json()["reason"]
+    assert page.status_code == 200 and samples(page.text)[("memcairn_database_up", ())] == 0
 
 
 def test_metrics_count_requests_queues_and_backlog_per_tenant_and_the_pool(server) -> None:
