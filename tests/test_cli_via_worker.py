@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from processes import free_port
+from processes import free_port, wait_for
 
 from memcairn.cli import cli, run, search_cmds
 from memcairn.client import WorkerClient
@@ -194,10 +194,7 @@ def test_the_worker_and_an_in_process_search_rank_alike(env: dict[str, str], iso
                                     capture_output=True, text=True, timeout=60, check=True)
             return sum(row["lag"] for row in json.loads(status.stdout)["rows"])
 
-        deadline = time.monotonic() + 120
-        while lag() and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert lag() == 0
+        wait_for(lambda: lag() == 0, 120, "the mirror to catch up")
         for query in [" ".join(rng.sample(words, n)) for n in (1, 2, 3, 3, 5)] + ["xyzzy nothing"]:
             for floor in ("1", "0"):
                 args = ["search", query, "--project", "p", "--json", "--limit", "30", "--min-score", floor]

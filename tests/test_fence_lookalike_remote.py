@@ -4,17 +4,30 @@ types and projects are stored text of any team member, and pass the same cleanin
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
 import anyio
 import pytest
 
 pytest.importorskip("pg0")
 pytest.importorskip("psycopg")
 
-import test_remote_mode as rm  # noqa: E402
 from fence_lookalike_variants import forged_markers, variants  # noqa: E402
 from mcp import Client  # noqa: E402
 from mcp_in_process import in_process  # noqa: E402
-from test_remote_mode import PROJECT, cli, in_sync, remote_status, request, wait_for  # noqa: E402
+from remote_team import (  # noqa: E402
+    PROJECT,
+    TeamServer,
+    cli,
+    in_sync,
+    remote_status,
+    request,
+    team_server,
+    wait_for,
+    worker_settings,
+)
 
 from memcairn import lifecycle  # noqa: E402
 from memcairn.client import WorkerClient  # noqa: E402
@@ -23,7 +36,16 @@ from memcairn.mcp_server import MemoryTools, WorkerGateway, build_server  # noqa
 from memcairn.project import ProjectIdentity  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
-team, cfg = rm.team, rm.cfg
+
+
+@pytest.fixture(scope="module")
+def team(pg_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TeamServer, str, str]]:
+    yield from team_server(pg_cluster, tmp_path_factory)
+
+
+@pytest.fixture
+def cfg(isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Settings]:
+    yield from worker_settings(monkeypatch)
 
 
 def _one_per_technique() -> list[str]:

@@ -9,7 +9,6 @@ real second process.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import subprocess
 import sys
@@ -445,17 +444,18 @@ def test_a_large_batch_from_another_process_ends_the_stream_once(cfg: Settings) 
 
 
 # -- the viewer page in a real browser ------------------------------------------------------------------
+@pytest.mark.slow
 def test_viewer_shows_an_item_another_process_added(tmp_path: Path) -> None:
     """A real worker and the headless Chromium of ``test_viewer_browser.py``: a memory a second process
     writes straight into the database appears on the open page, and goes when that process deletes it."""
     pytest.importorskip("playwright")
     from playwright.sync_api import expect
-    from test_viewer_browser import _browser_page, _row, _wait_until_loaded, worker
+    from viewer_browser import browser_page, running_worker, wait_until_loaded
+    from viewer_browser import row as _row
 
-    with contextlib.contextmanager(worker.__wrapped__)(tmp_path) as client, \
-            _browser_page(tmp_path, timezone_id="UTC") as page:
+    with running_worker(tmp_path) as client, browser_page(tmp_path, timezone_id="UTC") as page:
         page.goto(str(client.base_url.join("/")))
-        _wait_until_loaded(page)
+        wait_until_loaded(page)
         db = Settings(home=tmp_path / "worker-home").db_path
         writer = Writer(db)
         try:

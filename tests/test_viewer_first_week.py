@@ -13,18 +13,22 @@ from pathlib import Path
 
 import httpx
 import pytest
-import test_viewer_browser
 from playwright.sync_api import Page, Route, expect, sync_playwright
-from test_viewer_browser import (
+from processes import free_port
+from viewer_browser import (
     CHROMIUM,
     CHROMIUM_ARGS,
     STEP_TIMEOUT_MS,
-    _dialog_messages,
-    _ensure_chromium,
-    _row,
-    _save,
-    _wait_until_loaded,
+    browser_page,
+    launch,
+    running_worker,
+    stop,
 )
+from viewer_browser import dialog_messages as _dialog_messages
+from viewer_browser import ensure_chromium as _ensure_chromium
+from viewer_browser import row as _row
+from viewer_browser import save as _save
+from viewer_browser import wait_until_loaded as _wait_until_loaded
 
 from memcairn.models import NewItem
 from memcairn.search.relevance import STRONG
@@ -33,9 +37,19 @@ from memcairn.store import Store
 
 pytestmark = pytest.mark.slow
 
-# the real worker and the page of tests/test_viewer_browser.py
-worker = test_viewer_browser.worker
-page = test_viewer_browser.page
+
+@pytest.fixture
+def worker(tmp_path: Path) -> Iterator[httpx.Client]:
+    """A real worker on a free loopback port with its own home; an HTTP client bound to it."""
+    with running_worker(tmp_path) as client:
+        yield client
+
+
+@pytest.fixture
+def page(tmp_path: Path) -> Iterator[Page]:
+    """A page in the system Chromium, in the UTC time zone."""
+    with browser_page(tmp_path, timezone_id="UTC") as page:
+        yield page
 
 
 def _store(tmp_path: Path) -> Store:
@@ -63,18 +77,18 @@ def _page_in(tmp_path: Path, locale: str) -> Iterator[Page]:
 def keyword_worker(tmp_path: Path) -> Iterator[httpx.Client]:
     """The real worker without a semantic mirror: the test embedding model has no calibrated floor, so only the
     keyword leg's evidence can make a hit weak."""
-    port = test_viewer_browser._free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMCAIRN_")}
     env.update(MEMCAIRN_HOME=str(tmp_path / "worker-home"), MEMCAIRN_PORT=str(port), MEMCAIRN_EMBEDDING_MODEL="hash",
                MEMCAIRN_VECTOR_BACKEND="none", PYTHONUNBUFFERED="1")
     log_path = tmp_path / "worker.log"
     with log_path.open("ab") as log, httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10,
                                                   trust_env=False) as client:
-        test_viewer_browser._launch(client, env, tmp_path, log, log_path)
+        launch(client, env, tmp_path, log, log_path)
         try:
             yield client
         finally:
-            test_viewer_browser._stop(client.proc)  # type: ignore[attr-defined]
+            stop(client.proc)  # type: ignore[attr-defined]
 
 
 def test_search_hits_show_the_clis_relevance_and_weak_mark(keyword_worker: httpx.Client, page: Page) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 import pytest
-import test_viewer_browser as vb
+import viewer_browser as vb
 from starlette.testclient import TestClient
 from worker_app import wait_ready
 
@@ -270,7 +270,7 @@ def test_the_logged_viewer_url_names_the_token_without_revealing_it(cfg: Setting
 
 
 # -- a real worker on every interface, in Chromium ----------------------------------------------------
-CHROMIUM, _ensure_chromium = vb.CHROMIUM, vb._ensure_chromium
+CHROMIUM, _ensure_chromium = vb.CHROMIUM, vb.ensure_chromium
 CHROMIUM_ARGS = [*vb.CHROMIUM_ARGS, "--no-proxy-server"]
 READY_TIMEOUT_S, SSE_DEADLINE_MS, STEP_TIMEOUT_MS = vb.READY_TIMEOUT_S, vb.SSE_DEADLINE_MS, vb.STEP_TIMEOUT_MS
 MARKER = "quillonyx"  # a word no other memory in the test contains
@@ -293,7 +293,7 @@ def _non_loopback_address() -> str | None:
     return None if address.startswith("127.") or address == "0.0.0.0" else address
 
 
-_stop = vb._stop
+_stop = vb.stop
 
 
 @pytest.fixture

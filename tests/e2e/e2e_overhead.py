@@ -16,10 +16,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from e2e_claude import claude_env
 from e2e_clients import CLAUDE_NATIVE
 from e2e_harness import World
 from e2e_stubs import Anthropic, ModelStub, call, say
-from test_e2e_claude_code import claude_env
 
 
 def one_run(world: World, stub: ModelStub) -> float:

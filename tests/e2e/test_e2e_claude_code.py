@@ -8,15 +8,15 @@ back. Both the newest release (its native binary) and the one a plain ``npm inst
 
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+from e2e_claude import anthropic_stub, claude_env, claude_world, run_claude, session_of
 from e2e_clients import CLAUDE_NATIVE, CLAUDE_NPM, Cli, missing_message
 from e2e_harness import World
-from e2e_stubs import Anthropic, Call, ModelStub, Say, Turn, call, say
+from e2e_stubs import Call, ModelStub, Say, Turn, call, say
 
 pytestmark = pytest.mark.slow
 
@@ -26,27 +26,6 @@ COMMAND = "grep -n retries config.ini"
 DIGEST_PREFIX = "SessionStart hook additional context:"
 
 
-def claude_env(world: World, stub: ModelStub) -> dict[str, str]:
-    return {**world.env, "ANTHROPIC_BASE_URL": stub.url, "ANTHROPIC_API_KEY": "sk-ant-stub",
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1",
-            "DISABLE_ERROR_REPORTING": "1", "IS_SANDBOX": "1",  # --dangerously-skip-permissions as root
-            # every MCP tool in the request's tools (not deferred behind ToolSearch), connected before the first
-            "ENABLE_TOOL_SEARCH": "false", "MCP_CONNECTION_NONBLOCKING": "false"}
-
-
-def run_claude(cli: Cli, world: World, stub: ModelStub, prompt: str, debug: Path) -> list[dict[str, Any]]:
-    """``claude -p`` to the end; its stream-json lines (hook events included)."""
-    done = subprocess.run([str(cli.executable()), "-p", prompt, "--dangerously-skip-permissions",
-                           "--output-format", "stream-json", "--verbose", "--include-hook-events",
-                           "--debug-file", str(debug)],
-                          env=claude_env(world, stub), cwd=world.workspace, capture_output=True, text=True, timeout=180)
-    assert done.returncode == 0, f"claude exited {done.returncode}: {done.stderr[-2000:]}"
-    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    results = [line for line in lines if line.get("type") == "result"]
-    assert [r.get("subtype") for r in results] == ["success"], [(x.get("type"), x.get("subtype")) for x in lines]
-    return lines
-
-
 def hook_outcomes(lines: list[dict[str, Any]]) -> dict[str, list[str]]:
     """Hook name (``PostToolUse:Bash``) -> the outcomes of its runs, as the stream reports them."""
     out: dict[str, list[str]] = {}
@@ -54,10 +33,6 @@ def hook_outcomes(lines: list[dict[str, Any]]) -> dict[str, list[str]]:
         if line.get("type") == "system" and line.get("subtype") == "hook_response":
             out.setdefault(line["hook_name"], []).append(f"{line.get('outcome')}:{line.get('exit_code')}")
     return out
-
-
-def session_of(lines: list[dict[str, Any]]) -> str:
-    return next(line["session_id"] for line in lines if line.get("session_id"))
 
 
 def tool_names(request: dict[str, Any]) -> list[str]:
@@ -168,19 +143,12 @@ def second_session(cli: Cli, world: World, stub: ModelStub, tmp_path: Path) -> N
 
 @pytest.fixture
 def world(tmp_path: Path) -> Any:
-    made = World.make(tmp_path)
-    made.start_worker()
-    made.install("claude-code")
-    yield made
-    made.stop()
+    yield from claude_world(tmp_path)
 
 
 @pytest.fixture
 def stub(tmp_path: Path) -> Any:
-    made = ModelStub(Anthropic())
-    yield made
-    made.close(tmp_path / "model-requests.jsonl")  # every request, to read after a failure
-    assert not made.others, f"requests the stub does not serve: {made.others}"
+    yield from anthropic_stub(tmp_path)
 
 
 @pytest.mark.parametrize("cli", [CLAUDE_NATIVE, CLAUDE_NPM], ids=["newest-native", "plain-npm"])

@@ -7,15 +7,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import test_e2e_claude_code as base
+from e2e_claude import anthropic_stub, claude_world, run_claude, session_of
 from e2e_clients import CLAUDE_NATIVE, missing_message
 from e2e_harness import World
 from e2e_stubs import Call, ModelStub, say
 
 pytestmark = pytest.mark.slow
 
-world, stub = base.world, base.stub  # fixtures
-run_claude, session_of = base.run_claude, base.session_of
+
+@pytest.fixture
+def world(tmp_path: Path) -> Any:
+    yield from claude_world(tmp_path)
+
+
+@pytest.fixture
+def stub(tmp_path: Path) -> Any:
+    yield from anthropic_stub(tmp_path)
 
 
 def test_a_tool_call_made_while_the_worker_is_down_is_stored_once_it_is_back(world: World, stub: ModelStub,
