@@ -336,6 +336,7 @@ def test_recent_rows_are_looked_for_in_a_window_of_the_newest_items(story: Store
     assert "(10 memories)" in text  # the past-work count still covers everything
 
 
+@pytest.mark.slow
 def test_fitting_many_rows_to_the_budget_renders_a_few_times_not_once_a_row(mem_store: Store, tmp_path: Path,
                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """``context_observations`` of several hundred used to cost one render per dropped row (~12 s for 1,000

@@ -19,6 +19,8 @@ from memcairn.errors import KeywordIndexDamagedError, StoreDamagedError
 from memcairn.models import ItemFilter, NewItem
 from memcairn.store import Store
 
+pytestmark = pytest.mark.slow
+
 # 200 rows, nine in ten holding "zebra": after damage_keyword_index(every_block=True) FTS5 reads the word's
 # postings as empty, without an error (found by trying; the test asserts that it is so).
 ROWS = 200

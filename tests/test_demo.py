@@ -8,12 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from processes import free_port
 
 from memcairn import lifecycle
 from memcairn.config import load_settings
 
 
+@pytest.mark.slow
 def test_demo_runs_the_whole_loop(tmp_path: Path) -> None:
     env = {**os.environ, "MEMCAIRN_HOME": str(tmp_path / "home"), "MEMCAIRN_PORT": str(free_port())}
     try:

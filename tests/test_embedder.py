@@ -91,6 +91,7 @@ def test_a_paraphrase_is_closer_than_an_unrelated_sentence(model: OnnxEmbedder) 
     assert dot(fix, bug) > dot(fix, bread) + 0.2
 
 
+@pytest.mark.slow
 def test_the_8_bit_kernels_stay_within_a_cosine_of_0_998_of_the_float32_weights(model: OnnxEmbedder) -> None:
     """The session multiplies in int8 (MatMulNBits); the same file with its weights unfolded to float32 is the
     reference the model's README verified against PyTorch."""

@@ -89,6 +89,7 @@ def corpus(tmp_path: Path) -> Store:
     store.close()
 
 
+@pytest.mark.slow
 def test_the_copy_ranks_like_fts5_for_every_plan_shape(corpus: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     projects = corpus.project_names()
     start = 1_700_000_000_000 + 300 * 60_000

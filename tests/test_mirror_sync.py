@@ -244,6 +244,7 @@ def test_switching_backend_and_rebuilding_gives_the_same_results(
         index.close()
 
 
+@pytest.mark.slow
 def test_a_chroma_server_killed_mid_backfill_then_restarted_converges(
         tmp_path: Path, store: Store, embedder: CountingEmbedder) -> None:
     from chroma_server import chroma_server

@@ -310,6 +310,7 @@ def _random_megabyte(rng: random.Random) -> str:
     return "".join(parts)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_megabyte_inputs_finish() -> None:
     rng = random.Random(7)

@@ -21,7 +21,7 @@ from memcairn import lifecycle
 from memcairn.config import load_settings
 from memcairn.worker.read_deadlines import BODY_FLOOR_SECONDS, HEAD_SECONDS
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 SLACK = 2.0  # the loop's timer, a busy machine
 
 

@@ -87,6 +87,7 @@ def quoted_line_pattern(line: str) -> re.Pattern[str]:
     return re.compile(pattern)
 
 
+@pytest.mark.slow
 def test_the_quick_start_runs_as_written_and_prints_what_the_readme_quotes(newcomer_env: dict[str, str],
                                                                             tmp_path: Path) -> None:
     quick, shown = blocks("Quick start")[:2]
