@@ -332,6 +332,7 @@ def lan_worker(tmp_path: Path) -> Iterator[httpx.Client]:
             _stop(proc)
 
 
+@pytest.mark.slow
 def test_viewer_off_loopback_in_a_real_browser(lan_worker: httpx.Client, tmp_path: Path) -> None:
     """Opening /?token= once loads the feed over the cookie, the token leaves the address, an item saved
     through the API appears live (EventSource with the cookie), and the viewer's delete (a write with the
