@@ -6,10 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import llm_stubs
 import pytest
-import worker_app
-from hook_helpers import Workers, hook_env, make_project
 
 from memcairn.config import Settings, load_settings
 from memcairn.store import Store
@@ -36,6 +33,8 @@ def settings(tmp_path: Path) -> Settings:
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     """A git checkout named "calc" (the project identity comes from its top-level directory)."""
+    from hook_helpers import make_project
+
     return make_project(tmp_path)
 
 
@@ -43,12 +42,16 @@ def project(tmp_path: Path) -> Path:
 def env(isolated_home: Path) -> dict[str, str]:
     """The environment for a hook or worker process of this test's home: a free port, the hash embedder, no
     autostart (a module may define its own ``env``, which then wins)."""
+    from hook_helpers import hook_env
+
     return hook_env(isolated_home)
 
 
 @pytest.fixture
-def workers() -> Iterator[Workers]:
+def workers() -> Iterator[Any]:
     """Workers a test starts with ``workers.start(env)``; all stopped after it."""
+    from hook_helpers import Workers
+
     w = Workers()
     yield w
     w.stop_all()
@@ -58,7 +61,9 @@ def workers() -> Iterator[Workers]:
 def cfg(monkeypatch: pytest.MonkeyPatch) -> Settings:
     """The in-process worker's settings: the hash embedder, worker_app's port (a module may define its own)."""
     monkeypatch.setenv("MEMCAIRN_EMBEDDING_MODEL", "hash")
-    monkeypatch.setenv("MEMCAIRN_PORT", str(worker_app.PORT))
+    from worker_app import PORT
+
+    monkeypatch.setenv("MEMCAIRN_PORT", str(PORT))
     return load_settings()
 
 
@@ -74,9 +79,10 @@ def app(cfg: Settings, tmp_path: Path) -> Any:
 def client(app: Any) -> Iterator[Any]:
     """A TestClient on ``app``, once its worker is ready."""
     from starlette.testclient import TestClient
+    from worker_app import BASE, wait_ready
 
-    with TestClient(app, base_url=worker_app.BASE) as c:
-        worker_app.wait_ready(app)
+    with TestClient(app, base_url=BASE) as c:
+        wait_ready(app)
         yield c
 
 
@@ -95,22 +101,28 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 @pytest.fixture
 def no_proxies(monkeypatch: pytest.MonkeyPatch) -> None:
     """No proxy and no model API key of the host (the LLM modules use it for every test)."""
-    llm_stubs.drop_proxies_and_keys(monkeypatch)
+    from llm_stubs import drop_proxies_and_keys
+
+    drop_proxies_and_keys(monkeypatch)
 
 
 @pytest.fixture
-def stub() -> Iterator[llm_stubs.Stub]:
+def stub() -> Iterator[Any]:
     """A local server speaking the Anthropic and OpenAI APIs with the replies a test queues (a module may define
     its own ``stub``)."""
-    with llm_stubs.running_stub() as running:
+    from llm_stubs import running_stub
+
+    with running_stub() as running:
         yield running
 
 
 @pytest.fixture
 def fake_claude(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     """``make(mode, reply)``: a fake ``claude`` CLI in ``tmp_path/bin``, run as if inside Claude Code."""
+    from llm_stubs import fake_claude_maker
+
     monkeypatch.setenv("CLAUDECODE", "1")
-    return llm_stubs.fake_claude_maker(tmp_path / "bin", tmp_path / "claude-call.json")
+    return fake_claude_maker(tmp_path / "bin", tmp_path / "claude-call.json")
 
 
 @pytest.fixture
