@@ -17,7 +17,7 @@ from memcairn.models import NewItem
 from memcairn.pgstore import db, keys
 from memcairn.pgstore.items import TeamStore
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 # The tables holding tenants' rows, children first: the order docs/OPERATIONS.md deletes them in.
 TENANT_TABLES = ("item_vectors", "embedding_backlog", "ingest_jobs", "ingest_queue", "idempotency", "changes",

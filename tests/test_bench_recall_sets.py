@@ -15,6 +15,8 @@ from memcairn.bench.recall_raw import RawIndex, steps_of
 from memcairn.bench.recall_sets import DataSet, parse_set, prepare
 from memcairn.cli import run as cli
 
+pytestmark = pytest.mark.slow  # a real PostgreSQL, server processes or a worker per test
+
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "src" / "memcairn" / "assets" / "transcripts"
 SAMPLES_QA = ROOT / "bench" / "samples-qa.json"

@@ -20,7 +20,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from memcairn.pgstore.embedded import free_port
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
 BIN = Path(sys.executable).parent
 _roles = itertools.count(1)

@@ -22,7 +22,7 @@ from pg_server_process import MEMCAIRN, RunningServer, running_server  # noqa: E
 
 from memcairn.pgstore import db  # noqa: E402
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 
 def keys_cli(server: RunningServer, *args: str) -> Any:

@@ -25,7 +25,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo  # noqa: E402
 from memcairn.errors import ConfigError  # noqa: E402
 from memcairn.pgstore import db, migrations, schema  # noqa: E402
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 
 @pytest.fixture

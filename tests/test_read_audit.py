@@ -20,7 +20,7 @@ from pg_server_process import MEMCAIRN, RunningServer, running_server  # noqa: E
 
 from memcairn.pgstore import db  # noqa: E402
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 SECRET_QUERY = "zebra-crossing retry uploads"
 
 

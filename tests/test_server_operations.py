@@ -22,7 +22,7 @@ from memcairn.pgstore.items import TeamStore
 from memcairn.pgstore.schema import LATEST
 from memcairn.server.app import ServerState, make_app
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 LOOPBACK = ("127.0.0.1", 40123)
 ELSEWHERE = ("192.0.2.7", 40123)
 SECRET_TITLE = "zebra migration runbook for the billing cluster"

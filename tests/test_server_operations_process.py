@@ -17,7 +17,7 @@ from postgres_server import TEST_SECRET
 from memcairn.pgstore import db, keys
 from memcairn.pgstore.embedded import free_port
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 MEMCAIRN = str(Path(sys.executable).parent / "memcairn")
 
 

@@ -33,7 +33,7 @@ from memcairn.errors import ConfigError  # noqa: E402
 from memcairn.pgstore.embedded import free_port  # noqa: E402
 from memcairn.team_client import describe, load_remote  # noqa: E402
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 
 def self_signed(directory: Path, name: str = "server") -> tuple[Path, Path]:
