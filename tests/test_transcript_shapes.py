@@ -195,3 +195,13 @@ def test_the_import_command_reports_each_file_and_why_something_was_left_out(
     assert "session-2026-03-01T10-00-9e9e9e9e.json (gemini-cli): 1 prompt, 1 tool call," in out
     assert "working directory not recorded" in out
     assert "session-notes.json: not imported: session-notes.json: JSON, but not a Gemini CLI session" in out
+
+
+def test_a_gemini_chat_copied_under_another_name_is_found_in_a_folder(tmp_path: Path) -> None:
+    """A chat kept outside Gemini's chats/session-*.json (as more-sessions ships its sample) is still a session;
+    other JSON files (settings, a package manifest) are not taken for one."""
+    folder = tmp_path / "sessions"
+    _gemini_session(folder / "gemini-copies", "entire-cli-gemini-ab2b.json")
+    (folder / "settings.json").write_text('{"theme": "dark"}')
+    (folder / "package.json").write_text('{"name": "x", "messages": []}')
+    assert [p.name for p in transcripts_under(folder)] == ["entire-cli-gemini-ab2b.json"]

@@ -582,12 +582,22 @@ class _Replayer:
 
 
 def transcripts_under(directory: Path) -> list[Path]:
-    """The session files under ``directory``: JSON Lines (Claude Code, Codex) and Gemini CLI's
-    ``chats/session-*.json``, sorted by path text, so that a session's file comes before its
-    ``<session>/subagents/`` files (``.`` sorts before ``/``) and they find their session started."""
+    """The session files under ``directory``: JSON Lines (Claude Code, Codex) and Gemini CLI's chats (its
+    ``chats/session-*.json``, or any ``.json`` file that reads as one: a chat copied elsewhere keeps no name),
+    sorted by path text, so that a session's file comes before its ``<session>/subagents/`` files (``.`` sorts
+    before ``/``) and they find their session started."""
     found = [p for p in directory.rglob("*.jsonl") if p.is_file()]
-    found += [p for p in directory.rglob("chats/session-*.json") if p.is_file()]
+    found += [p for p in directory.rglob("*.json") if p.is_file() and _gemini_chat(p)]
     return sorted(found, key=str)
+
+
+def _gemini_chat(path: Path) -> bool:
+    if path.parent.name == "chats" and path.name.startswith("session-"):
+        return True
+    try:
+        return transcript_shape(path) == "gemini-cli"
+    except (OSError, UnsupportedTranscript):
+        return False
 
 
 class UnsupportedTranscript(ValueError):
