@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import jsonschema
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp_helpers import IDENTITY, MEMCAIRN, processes_with, start_worker, text_of, worker_env
@@ -123,7 +124,11 @@ def test_a_full_session_over_stdio_against_a_real_worker(env: dict[str, str], wo
     ids_schema = tools["get_observations"].input_schema
     assert ids_schema["required"] == ["ids"]
     assert ids_schema["properties"]["ids"]["type"] == "array" and ids_schema["properties"]["ids"]["minItems"] == 1
-    assert ids_schema["properties"]["ids"]["items"]["type"] == "integer"
+    # a client that checks arguments against the schema lets a team server's ids through (remote mode)
+    jsonschema.validate({"ids": [12, "#3", "team#15"]}, ids_schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"ids": ["twelve"]}, ids_schema)
+    assert tools["forget"].input_schema["properties"]["ids"]["items"] == {"type": "integer"}  # local ids only
     assert tools["forget"].input_schema["required"] == ["ids"] and tools["save_memory"].input_schema["required"] == [
         "text"]
     assert set(tools["search"].input_schema["properties"]) == {

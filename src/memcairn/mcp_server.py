@@ -187,7 +187,10 @@ def _string(description: str, **extra: Any) -> dict[str, Any]:
 PROJECT_ARG = _string('Default: the current project; "*" = all; comma-separated for several.')
 IDS_ARG = {"type": "array", "items": {"type": "integer"}, "minItems": 1, "description": "Ids, e.g. [12, 15]."}
 # get_observations also takes back the ids a team server's search gives (remote mode) as text: "team#12"
-READ_IDS_ARG = {**IDS_ARG, "description": "Ids, e.g. [12, 15]; a team server's as text: \"team#12, team#15\"."}
+# (its items' schema says so too: a client that checks arguments against the schema would refuse them otherwise)
+READ_IDS_ARG = {**IDS_ARG,
+                "items": {"anyOf": [{"type": "integer"}, {"type": "string", "pattern": r"^(#?\d+|team#\d+)$"}]},
+                "description": "Ids, e.g. [12, 15]; a team server's as text: [\"team#12\", \"team#15\"]."}
 DATE_FORMS = "2026-08-01, ISO time or 7d"
 
 # Kept short on purpose: every session that loads the server pays for these texts (important_workflow's
