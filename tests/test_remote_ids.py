@@ -213,3 +213,32 @@ def test_team_ids_work_in_every_door(team: tuple[str, str, subprocess.Popen[byte
     assert cli("disconnect").returncode == 0
     status, answer = http(f"{worker}/api/timeline?anchor={first.replace('#', '%23')}")
     assert status == 400 and "not connected" in answer["detail"] and "memcairn connect" in answer["detail"]
+
+
+def test_the_viewer_opens_a_team_memory_and_offers_no_delete(team: tuple[str, str, subprocess.Popen[bytes]],
+                                                              cfg: Settings, tmp_path: Path) -> None:
+    """In remote mode the viewer's feed and search show the team's memories as ``team#N``: opening one read
+    ``/api/memory/team#N`` (404: "no longer exists", and the row vanished); it reads the team route, and a team
+    memory, forgotten on the team server, has no delete button here."""
+    from playwright.sync_api import expect
+    from viewer_browser import browser_page, wait_until_loaded
+
+    url, key, _ = team
+    status, saved = http(f"{url}/v1/memories", "POST", {"project": PROJECT, "kind": "observation", "type": "discovery",
+                                                       "title": TEAM_NOTES[0][0], "text": TEAM_NOTES[0][1]}, key)
+    assert status == 201, saved
+    assert cli("connect", url, "--key", key).returncode == 0
+    lifecycle.start(cfg)
+    team_id = f"team#{saved['id']}"
+    with browser_page(tmp_path) as page:
+        page.goto(f"http://127.0.0.1:{cfg.port}/")
+        wait_until_loaded(page)
+        page.fill("#search-input", "retry queue backs off exponentially")
+        page.press("#search-input", "Enter")
+        found = page.locator(f'#results [data-item-id="{team_id}"]')
+        expect(found).to_have_count(1)
+        found.first.click()
+        expect(page.locator("#detail-body")).to_contain_text("doubles its wait")
+        expect(page.locator("#delete-button")).to_be_hidden()
+        expect(found).to_have_count(1)  # still listed: it was not taken for a deleted memory
+        assert page.errors == []  # type: ignore[attr-defined]

@@ -724,6 +724,16 @@
     showPlaceholder('Select a memory to see its full record.');
   }
 
+  // A team server's memory (remote mode) is `team#12`: read through the worker's team route, never deleted here.
+  function isTeamId(id) {
+    return String(id).startsWith('team#');
+  }
+
+  function memoryPath(id) {
+    const text = String(id);
+    return isTeamId(text) ? `/api/memory/team/${encodeURIComponent(text.slice(5))}` : `/api/memory/${encodeURIComponent(text)}`;
+  }
+
   async function openDetail(id, { focus = false } = {}) {
     const seq = ++state.seq.detail;
     state.selectedId = id;
@@ -731,7 +741,7 @@
     showPlaceholder(`Loading memory #${id}…`);
     let data;
     try {
-      data = await getJSON(`/api/memory/${encodeURIComponent(id)}`);
+      data = await getJSON(memoryPath(id));
     } catch (error) {
       if (seq !== state.seq.detail) return;
       if (error.status === 404) {
@@ -829,7 +839,7 @@
 
     ui.detailPlaceholder.hidden = true;
     ui.detailBody.hidden = false;
-    ui.deleteButton.hidden = false;
+    ui.deleteButton.hidden = isTeamId(state.selectedId); // a team memory is forgotten on the team server
     ui.deleteButton.disabled = false;
     ui.detailClose.hidden = false;
     ui.detail.classList.add('open');
