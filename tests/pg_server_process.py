@@ -46,27 +46,33 @@ def home_with_test_secret(home: Path) -> Path:
 
 
 @contextmanager
-def running_server(tmp_path: Path, database: str, *args: str, env: dict[str, str] | None = None
-                   ) -> Iterator[RunningServer]:
-    home = home_with_test_secret(tmp_path / "home")
-    port = free_port()
-    server = RunningServer(f"http://127.0.0.1:{port}", home, database)
-    log = tmp_path / "server.log"
+def serving(argv: list[str], env: dict[str, str], log: Path, url: str, verify: object = True) -> Iterator[None]:
+    """``memcairn <argv>`` as a process until its ``/v1/health`` answers 200; stopped (SIGTERM, exit 0) after."""
     with log.open("wb") as sink:
-        process = subprocess.Popen([MEMCAIRN, "server", "--database", database, "--port", str(port), *args],
-                                   env={**server.env(), **(env or {})}, stdout=sink, stderr=sink)
+        process = subprocess.Popen([MEMCAIRN, *argv], env=env, stdout=sink, stderr=sink)
     try:
         for _ in range(600):
             assert process.poll() is None, f"the server exited: {log.read_text(errors='replace')}"
             try:
-                if httpx.get(f"{server.url}/v1/health", timeout=2).status_code == 200:
+                if httpx.get(f"{url}/v1/health", timeout=2, verify=verify).status_code == 200:  # type: ignore[arg-type]
                     break
             except httpx.TransportError:
                 pass
             time.sleep(0.2)
         else:
             raise AssertionError("the server did not become ready")
-        yield server
+        yield
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=60) == 0, log.read_text(errors="replace")
+
+
+@contextmanager
+def running_server(tmp_path: Path, database: str, *args: str, env: dict[str, str] | None = None
+                   ) -> Iterator[RunningServer]:
+    home = home_with_test_secret(tmp_path / "home")
+    port = free_port()
+    server = RunningServer(f"http://127.0.0.1:{port}", home, database)
+    with serving(["server", "--database", database, "--port", str(port), *args], {**server.env(), **(env or {})},
+                 tmp_path / "server.log", server.url):
+        yield server

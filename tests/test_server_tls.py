@@ -7,7 +7,6 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
-import signal
 import socket
 import subprocess
 import time
@@ -27,7 +26,7 @@ from cryptography import x509  # noqa: E402
 from cryptography.hazmat.primitives import hashes, serialization  # noqa: E402
 from cryptography.hazmat.primitives.asymmetric import ec  # noqa: E402
 from cryptography.x509.oid import NameOID  # noqa: E402
-from pg_server_process import MEMCAIRN, home_with_test_secret  # noqa: E402
+from pg_server_process import MEMCAIRN, home_with_test_secret, serving  # noqa: E402
 
 from memcairn.errors import ConfigError  # noqa: E402
 from memcairn.pgstore.embedded import free_port  # noqa: E402
@@ -61,25 +60,8 @@ def server_process(tmp_path: Path, database: str, url: str, args: list[str], ver
                    ) -> Iterator[dict[str, str]]:
     home = home_with_test_secret(tmp_path / "home")
     env = {**os.environ, "MEMCAIRN_HOME": str(home)}
-    log = tmp_path / "server.log"
-    with log.open("wb") as sink:
-        process = subprocess.Popen([MEMCAIRN, "server", "--database", database, *args], env=env, stdout=sink,
-                                   stderr=sink)
-    try:
-        for _ in range(600):
-            assert process.poll() is None, f"the server exited: {log.read_text(errors='replace')}"
-            try:
-                if httpx.get(f"{url}/v1/health", timeout=2, verify=verify).status_code == 200:  # type: ignore[arg-type]
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(0.2)
-        else:
-            raise AssertionError("the server did not become ready")
+    with serving(["server", "--database", database, *args], env, tmp_path / "server.log", url, verify):
         yield env
-    finally:
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=60) == 0, log.read_text(errors="replace")
 
 
 def make_key(env: dict[str, str], database: str) -> str:

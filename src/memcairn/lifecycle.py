@@ -208,14 +208,14 @@ def logs_unusable(cfg: Settings, exc: OSError) -> WorkerUnavailableError:
     )
 
 
-def _stderr_size(cfg: Settings) -> int:
+def stderr_size(cfg: Settings) -> int:
     try:
         return (cfg.logs_dir / STDERR_FILE).stat().st_size
     except OSError:
         return 0
 
 
-def _exit_reason(cfg: Settings, offset: int) -> str:
+def exit_reason_since(cfg: Settings, offset: int) -> str:
     """The last line the spawned worker printed to its stderr file after ``offset`` (why it exited), or ''."""
     try:
         with open(cfg.logs_dir / STDERR_FILE, "rb") as fh:
@@ -285,14 +285,6 @@ def spawn(cfg: Settings) -> subprocess.Popen:
     return proc
 
 
-def exit_reason_since(cfg: Settings, offset: int) -> str:
-    """Why a worker spawned after the stderr file had ``offset`` bytes exited: its last line, or ''."""
-    return _exit_reason(cfg, offset)
-
-
-def stderr_size(cfg: Settings) -> int:
-    return _stderr_size(cfg)
-
 
 def _acquire_start_lock(cfg: Settings, deadline: float) -> int:
     while True:
@@ -326,7 +318,7 @@ def _wait_ready(cfg: Settings, deadline: float, proc: subprocess.Popen | None,
             raise WorkerUnavailableError(f"the worker could not start; {_log_hint(cfg)}")
         if proc is not None and proc.poll() is not None:
             if proc.returncode != 0:
-                reason = _exit_reason(cfg, stderr_offset)
+                reason = exit_reason_since(cfg, stderr_offset)
                 raise WorkerUnavailableError(
                     f"the worker exited with code {proc.returncode} while starting"
                     f"{f' ({reason})' if reason else ''}; {_log_hint(cfg)}"
@@ -336,7 +328,7 @@ def _wait_ready(cfg: Settings, deadline: float, proc: subprocess.Popen | None,
             # The worker waited for is gone (it was shutting down when this start began, or the one that held the
             # lock exited): start one, or this start would wait out its whole timeout for nothing.
             clean_stale_pid_file(cfg)
-            stderr_offset = _stderr_size(cfg)
+            stderr_offset = stderr_size(cfg)
             proc = spawn(cfg)
         if time.monotonic() > deadline:
             raise WorkerUnavailableError(
@@ -416,7 +408,7 @@ def _start_locked(cfg: Settings, deadline: float, replace_other_port: bool) -> d
         # A worker of this home serves another port (the setting changed): replace it.
         stop(cfg, timeout=max(1.0, deadline - time.monotonic()))
         action = "replaced"
-    offset = _stderr_size(cfg)
+    offset = stderr_size(cfg)
     proc = None if worker_lock_held(cfg) else spawn(cfg)
     return _result(action, _wait_ready(cfg, deadline, proc, offset))
 
