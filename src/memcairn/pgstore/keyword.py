@@ -12,14 +12,10 @@ candidates re-scored with BM25 from per-project statistics.
 4. Matching rows (searched projects of fewer than ``SCAN_BELOW`` rows are matched row by row: a GIN posting
    list holds every project's and tenant's rows), the newest ``KEYWORD_CAP`` of them, are ranked with
    ``ts_rank(fts, q, 1)`` (weighted tsvector, log length normalisation) and the best ``RESCORE_TOP`` are
-   re-scored with FTS5's BM25 formula:
-
-       idf(w) = ln((N - n(w) + 0.5) / (n(w) + 0.5)), at least 1e-6
-       score  = sum over the plan's words w of idf(w) * f(w) * (k1 + 1) / (f(w) + k1 * (1 - b + b * D / avgdl))
-
-   with ``f`` the word's occurrences weighted like the local bm25 columns (title 4, text 1), ``D`` the row's
-   words, k1 = 1.2, b = 0.75; words of the ``&`` group count only in rows holding all of them, and the phrase
-   adds its idf at one occurrence. ``ts_rank`` alone ranks otherwise than BM25: it has no idf, so a row
+   re-scored with FTS5's BM25 formula (``store.bm25``, shared with the local keyword index), summed over the
+   plan's words, with ``f`` the word's occurrences weighted like the local bm25 columns (title 4, text 1) and
+   ``D`` the row's words; words of the ``&`` group count only in rows holding all of them, and the phrase adds
+   its idf at one occurrence. ``ts_rank`` alone ranks otherwise than BM25: it has no idf, so a row
    repeating a common word outranks one holding the rare word the query is about.
 
 A ``KeywordLeg`` given ``copies`` (``pgstore/project_copies.py``, a server's) ranks every match from the projects'
@@ -33,7 +29,6 @@ occurrences are not counted.
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from collections.abc import Sequence
@@ -44,7 +39,7 @@ import psycopg
 
 from memcairn.pgstore.project_copies import ProjectCopies, ProjectCopy
 from memcairn.pgstore.waits import before_waiting
-from memcairn.store import fts
+from memcairn.store import bm25, fts
 
 KEYWORD_CAP = 10_000  # matching rows ranked at most, the newest (as the local RANK_CAP)
 # of those, the best by ts_rank re-scored with BM25 (1,000 ranked LongMemEval the same and was 25% slower at 100k)
@@ -57,8 +52,6 @@ STATS_TTL = 60.0
 # postings of a query's words in the searched copies above which they are scored in numpy (measured on 100 and
 # 1,000 memories a project: row by row 0.16 vs 0.28 ms at ~200 postings, numpy 0.57 vs 0.68 ms at ~2,000)
 NUMPY_ABOVE = 600
-K1 = 1.2
-B = 0.75
 TITLE_WEIGHT = 4.0  # the local bm25 weight of the title column; text weighs 1
 _STATS_KEEP = 20_000  # cached entries before the cache starts over
 
@@ -114,13 +107,6 @@ def plan_tsquery(plan: fts.MatchPlan) -> str:
     if plan.phrase is not None:
         parts.append("(" + " <-> ".join(_quoted(w) for w in plan.phrase.split()) + ")")
     return " | ".join(parts)
-
-
-def idf(rows: int, holding: int) -> float:
-    """FTS5's idf, at least 1e-6 (also for counts of different ages that say more rows hold a word than exist)."""
-    ratio = (rows - holding + 0.5) / (holding + 0.5)
-    value = math.log(ratio) if ratio > 0.0 else 0.0
-    return value if value > 0.0 else 1e-6
 
 
 class KeywordLeg:
@@ -269,8 +255,8 @@ class KeywordLeg:
             {"match": plan_tsquery(plan), "t": tenant_id, "p": project_param, "cap": self.cap,
              "rescore": self.rescore, "phrase": phrase, "lex": wanted, "title": TITLE_WEIGHT}).fetchall()
         mean = stats.mean_words or 1.0
-        weight = {w: idf(stats.rows, stats.holding.get(w, 0)) for w in (*plan.any_of, *plan.all_of)}
-        phrase_idf = idf(stats.rows, phrase_rows)
+        weight = {w: bm25.idf(stats.rows, stats.holding.get(w, 0)) for w in (*plan.any_of, *plan.all_of)}
+        phrase_idf = bm25.idf(stats.rows, phrase_rows)
         scored = [(int(item_id), _bm25_row(plan, lexemes, weight, mean,
                                            dict(zip(found or (), (float(x) for x in freqs or ()), strict=True)),
                                            length or 0, phrase_idf if in_phrase else None))
@@ -327,7 +313,8 @@ class _Scoring:
 
     @property
     def weight(self) -> dict[str, float]:
-        return {w: idf(self.stats.rows, self.stats.holding.get(w, 0)) for w in (*self.plan.any_of, *self.plan.all_of)}
+        rows, holding = self.stats.rows, self.stats.holding
+        return {w: bm25.idf(rows, holding.get(w, 0)) for w in (*self.plan.any_of, *self.plan.all_of)}
 
     @property
     def phrase_words(self) -> set[str]:
@@ -341,7 +328,7 @@ class _Scoring:
         found = {int(r[0]) for r in self.cur.execute(
             "SELECT id FROM items WHERE tenant_id = %s AND id = ANY(%s) AND fts @@ to_tsquery('english', %s)",
             (self.tenant_id, list(holders), phrase)).fetchall()}
-        return found, idf(self.stats.rows, len(found))
+        return found, bm25.idf(self.stats.rows, len(found))
 
 
 def _bm25_rows(run: _Scoring, limit: int) -> list[tuple[int, float]]:
@@ -375,12 +362,12 @@ def _bm25_row(plan: fts.MatchPlan, lexemes: dict[str, str], weight: dict[str, fl
     """One row's BM25 (``f``: its lexemes' weighted occurrences; ``phrase_idf`` when it holds the phrase), as
     SQL's re-scoring and the copies' row-by-row scorer both compute it (``_bm25_arrays`` adds the same terms in
     the same order)."""
-    norm = K1 * (1.0 - B + B * float(length) / mean)
-    score = sum(weight[w] * _saturated(f.get(lexemes[w], 0.0), norm) for w in plan.any_of)
+    norm = bm25.length_norm(float(length), mean)
+    score = sum(weight[w] * bm25.term(f.get(lexemes[w], 0.0), norm) for w in plan.any_of)
     if plan.all_of and all(f.get(lexemes[w], 0.0) > 0 for w in plan.all_of):
-        score += sum(weight[w] * _saturated(f[lexemes[w]], norm) for w in plan.all_of)
+        score += sum(weight[w] * bm25.term(f[lexemes[w]], norm) for w in plan.all_of)
     if phrase_idf is not None:
-        score += phrase_idf * _saturated(1.0, norm)
+        score += phrase_idf * bm25.term(1.0, norm)
     return score
 
 
@@ -398,14 +385,14 @@ def _bm25_arrays(run: _Scoring, limit: int) -> list[tuple[int, float]]:
         for w in plan.all_of:
             every &= f[lexemes[w]] > 0
         rows = np.nonzero(hit | every)[0]
-        norm = K1 * (1.0 - B + B * lengths[rows] / mean)
+        norm = bm25.length_norm(lengths[rows], mean)
         score = np.zeros(len(rows))
         for w in plan.any_of:
-            score += weight[w] * _saturated_array(f[lexemes[w]][rows], norm)
+            score += weight[w] * bm25.terms(f[lexemes[w]][rows], norm)
         if plan.all_of:
             extra = np.zeros(len(rows))
             for w in plan.all_of:
-                extra += weight[w] * _saturated_array(f[lexemes[w]][rows], norm)
+                extra += weight[w] * bm25.terms(f[lexemes[w]][rows], norm)
             score += np.where(every[rows], extra, 0.0)
         found_ids.append(ids[rows])
         found_scores.append(score)
@@ -424,7 +411,7 @@ def _bm25_arrays(run: _Scoring, limit: int) -> list[tuple[int, float]]:
     phrase_holders = np.intersect1d(np.concatenate(holders), ids) if holders else np.zeros(0, np.int64)
     in_phrase, phrase_idf = run.in_phrase(phrase_holders.tolist())
     if in_phrase:
-        bonus = phrase_idf * _saturated_array(np.ones(len(ids)), norms)
+        bonus = phrase_idf * bm25.terms(np.ones(len(ids)), norms)
         scores = scores + np.where(np.isin(ids, list(in_phrase)), bonus, 0.0)
     best = np.lexsort((-ids, -scores))[:limit]  # best score first, then the newer id
     return [(int(ids[i]), float(scores[i])) for i in best]
@@ -455,12 +442,3 @@ def _evidence(copies: Sequence[ProjectCopy], ids: Sequence[int],
                 if copy.ids[row] in created:
                     held.add(copy.ids[row])
     return created, by_lexeme
-
-
-def _saturated_array(f: np.ndarray, norm: np.ndarray) -> np.ndarray:
-    """``_saturated`` of each row (0 where ``f`` is 0)."""
-    return np.where(f > 0, (f * (K1 + 1.0)) / (f + norm), 0.0)
-
-
-def _saturated(f: float, norm: float) -> float:
-    return (f * (K1 + 1.0)) / (f + norm) if f > 0 else 0.0

@@ -4,15 +4,10 @@ per-row bm25.
 Why: FTS5 runs ``bm25()`` once per matching row (about 1.1 us a row, with a B-tree read of the row's
 length), and a query of common words matches thousands of rows: most of a keyword search's time at 100k
 items. The same numbers as arrays rank those rows in numpy several times faster, with the same scores bit
-for bit: ``rank`` evaluates FTS5's own formula (``fts5_aux.c``) in its order of operations:
-
-    idf(p) = ln((N - n(p) + 0.5) / (n(p) + 0.5)), at least 1e-6
-    score  = sum over the query's phrases p, in query order, of
-             idf(p) * (f(p) * (k1 + 1)) / (f(p) + k1 * (1 - b + b * D / avgdl))
-
-with ``f`` the sum of the column weights over the phrase's instances in the row, ``D`` the row's length in
-tokens (every column), ``avgdl`` the mean length, k1 = 1.2, b = 0.75. A phrase of an ``AND`` group that
-does not match a row adds nothing to it, as in FTS5. The test suite compares both on every plan shape.
+for bit: ``rank`` evaluates FTS5's own formula (``store.bm25``) in its order of operations, summed over the
+query's phrases in query order, with ``f`` the sum of the column weights over the phrase's instances in the
+row and ``D`` the row's length in tokens (every column). A phrase of an ``AND`` group that does not match a
+row adds nothing to it, as in FTS5. The test suite compares both on every plan shape.
 
 What it holds: per term, the rows holding it and ``f`` in each; per row its length and project. It is read
 from FTS5's own ``fts5vocab`` instance table, so a term is whatever FTS5's tokenizer made of the text.
@@ -36,7 +31,6 @@ from __future__ import annotations
 
 import array
 import logging
-import math
 import sqlite3
 import threading
 import time
@@ -46,13 +40,11 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from memcairn.models import ItemFilter
-from memcairn.store import fts
+from memcairn.store import bm25, fts
 from memcairn.store.schema import FTS_COLUMNS, SCOPE_PREFIX
 
 log = logging.getLogger(__name__)
 
-K1 = 1.2
-B = 0.75
 # Rows re-indexed since the build, as postings, past which the copy is built again (the extra postings are
 # concatenated on every query that uses their terms).
 REBUILD_AFTER_EXTRA_POSTINGS = 200_000
@@ -167,11 +159,11 @@ class _State:
     dead: np.ndarray | None = None                       # row ids whose ``base`` postings are stale
     extra: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)  # rows indexed since
     extra_postings: int = 0
-    norms: np.ndarray = field(init=False, repr=False)  # per row id: bm25's length term, k1 * (1 - b + b * D / avgdl)
+    norms: np.ndarray = field(init=False, repr=False)  # per row id: bm25's length term (``bm25.length_norm``)
 
     def __post_init__(self) -> None:
         avgdl = self.tokens / self.rows if self.rows else 1.0
-        object.__setattr__(self, "norms", K1 * (1 - B + B * self.lengths / avgdl))
+        object.__setattr__(self, "norms", bm25.length_norm(self.lengths, avgdl))
 
     def postings(self, term: str) -> tuple[np.ndarray, np.ndarray]:
         docs, freqs = self.base.of(term)
@@ -448,10 +440,7 @@ class KeywordIndex:
         def add(term: str, where: np.ndarray | None = None) -> np.ndarray:
             docs, freqs = state.postings(term)
             hits = len(docs)
-            idf = math.log((state.rows - hits + 0.5) / (hits + 0.5))
-            if idf <= 0.0:
-                idf = 1e-6
-            part = idf * ((freqs * (K1 + 1.0)) / (freqs + state.norms[docs]))
+            part = bm25.idf(state.rows, hits) * bm25.saturation(freqs, state.norms[docs])
             if where is not None:
                 part = part * where[docs]
             score[docs] += part
