@@ -43,7 +43,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 import memcairn
-from memcairn.capture.admission import admit, project_excluded, scrub_item, skipped_tool
+from memcairn.capture.admission import project_excluded, scrub_item
 from memcairn.capture.llm.compressor import local_day_start_ms
 from memcairn.capture.privacy import scrub_event
 from memcairn.config import Settings, check_bind, load_settings
@@ -57,13 +57,11 @@ from memcairn.errors import (
     StoreError,
     ValidationError,
 )
-from memcairn.fastjson import NonFiniteNumber, encode_json
-from memcairn.json_depth import loads_bounded
-from memcairn.models import CONTROL_CHARACTER, NewItem
+from memcairn.fastjson import encode_json, loads
+from memcairn.models import NewItem
 from memcairn.protocol import (
     CONTEXT_HEADER,
     CONTEXT_PATH,
-    DELIVERED_FIELD,
     EVENT_KEY_FIELD,
     INIT_PATH,
     MAX_BODY_BYTES,
@@ -76,6 +74,8 @@ from memcairn.store.protocols import LocalStore
 from memcairn.team_client import team_id, team_ref
 from memcairn.worker import remote_reads
 from memcairn.worker.events import HEARTBEAT_SECONDS, Broadcaster, ExternalWriteTailer, StoreEventBridge
+from memcairn.worker.fields import parse_json, text_field, text_list
+from memcairn.worker.intake import INGEST_ROUTES, accept_event, ingest_fields
 from memcairn.worker.openapi import MAX_BATCH_IDS, MAX_ITEM_ID, build_openapi
 from memcairn.worker.security import BodyLimitMiddleware, GuardMiddleware
 from memcairn.worker.upkeep import StoreUpkeep
@@ -107,10 +107,6 @@ RuntimeSource = Runtime | Callable[[Settings], Runtime] | None
 
 
 # -- errors -----------------------------------------------------------------------------------------
-class BadRequest(Exception):
-    """A request that cannot be understood (bad JSON, a field of the wrong type)."""
-
-
 class NotReady(Exception):
     def __init__(self, error: str, detail: str) -> None:
         super().__init__(detail)
@@ -155,7 +151,7 @@ def endpoint(fn: Endpoint) -> Endpoint:
             return await fn(request)
         except NotReady as exc:
             return error(503, exc.error, exc.detail, {"Retry-After": "1"})
-        except (BadRequest, ValidationError) as exc:
+        except ValidationError as exc:
             return error(400, "invalid_request", str(exc))
         except NotFoundError as exc:
             return error(404, "not_found", str(exc))
@@ -163,8 +159,6 @@ def endpoint(fn: Endpoint) -> Endpoint:
             return error(400, "invalid_request", "a number in the request is out of range")
         except DiskFullError as exc:
             log.error("disk full on %s %s: %s", request.method, request.url.path, exc)
-            from memcairn.worker.held_events import on_disk_full  # room made first; a hook's event is held
-
             return await on_disk_full(request, str(exc)) or error(507, "disk_full", str(exc))
         except StoreDamagedError as exc:
             return error(500, "store_damaged", str(exc))
@@ -185,6 +179,38 @@ def endpoint(fn: Endpoint) -> Endpoint:
             return error(500, "internal_error", "unexpected error; the details are in the worker log")
 
     return wrapper
+
+
+async def on_disk_full(request: Request, detail: str) -> Response | None:
+    """A full disk refused a request: the drainer empties the WAL before anything more is written (freeing the
+    reserve for the checkpoint if need be); a hook's event is held in memory and acknowledged as held. None:
+    answer 507 as before."""
+    state: WorkerState = request.app.state.worker
+    drainer = state.spool  # it flushes the held events, once the worker is ready
+    if drainer is None:
+        return None
+    held = drainer.held
+    if state.runtime is not None:
+        held.checkpoint = state.runtime.store.checkpoint
+    held.disk_full = True
+    drainer.nudge()  # the drainer empties the WAL (in the reserve if need be) before it writes anything more
+    if request.method != "POST" or request.url.path not in ROUTE_EVENT_TYPES:
+        return None
+    try:
+        body = await request.body()  # read by the route already: Starlette keeps it
+        data = loads(body)
+    except Exception:  # noqa: BLE001 - no body to hold: the 507 stands
+        return None
+    key = data.get(EVENT_KEY_FIELD) if isinstance(data, dict) else None
+    if isinstance(key, str) and key:
+        body = encode_json(scrub_event(data))  # it may go to the spool: no secret rests on disk (admission again later)
+    if not isinstance(key, str) or not key or not held.hold(key, request.url.path, body):
+        return None
+    log.warning("the disk is full: a %s event is held in memory (%d held) until the disk has room",
+                request.url.path, len(held))
+    return JSONResponse({"status": "accepted", "held": HELD, "duplicate": False,
+                         "detail": f"the disk is full; the event is held in the worker's memory and queued once "
+                                   f"there is room ({detail})"}, status_code=202)
 
 
 def _database_error(request: Request, exc: sqlite3.DatabaseError) -> Response | None:
@@ -209,6 +235,9 @@ def _database_error(request: Request, exc: sqlite3.DatabaseError) -> Response | 
         return error(500, "keyword_index_damaged", f"the keyword index is missing ({exc}); the worker rebuilds "
                      "it now, else `memcairn doctor --fix`")
     return None
+
+
+HELD = "memory"  # a held event's answer's ``held``: where the event waits (worker/held_events.py)
 
 
 # -- state --------------------------------------------------------------------------------------------
@@ -326,13 +355,14 @@ class WorkerState:
 
     def _start_spool(self) -> None:
         """Drain what hooks spooled while no worker took their events: now, then every second."""
-        from memcairn.worker.spool_drain import SpoolDrainer
+        from memcairn.worker.spool_drain import SpoolDrainer, intake_accept
 
         def on_pass(report: Any) -> None:
             log.info("spool: %d event(s) queued, %d already queued, %d set aside", report.queued,
                      report.duplicates, report.rejected)
 
-        drainer = SpoolDrainer(str(self.settings.home), _spool_accept(self), on_pass=on_pass)
+        accept = intake_accept(self.settings, lambda: self.require().store, self._nudge_capture)
+        drainer = SpoolDrainer(str(self.settings.home), accept, on_pass=on_pass)
         with self._cond:
             if self.phase != "ready":
                 return
@@ -373,6 +403,10 @@ class WorkerState:
         capture = CaptureRunner(pipeline, on_pass=on_pass)
         capture.start()
         return capture
+
+    def _nudge_capture(self) -> None:
+        if self.capture is not None:
+            self.capture.nudge()
 
     def begin_drain(self) -> None:
         """Refuse new store requests with 503 and end event streams (safe in a signal handler: no lock, no I/O)."""
@@ -474,75 +508,15 @@ async def read_json(request: Request) -> dict[str, Any]:
     return parse_json(await request.body())
 
 
-def parse_json(raw: bytes) -> dict[str, Any]:
-    """A request body (or a spooled one) as a JSON object; ``BadRequest`` says what is wrong with it."""
-    if not raw.strip():
-        raise BadRequest("a JSON object body is required")
-    try:
-        # deeper than MAX_DEPTH levels is cut and named (json_depth.cut_marker): stored, never a recursion error
-        # NaN, Infinity and 1e999 refused by name: queued, json would write them back as no JSON (Infinity),
-        # which stops SQLite's JSON functions on the row
-        data = loads_bounded(raw, nonfinite="refuse")
-    except NonFiniteNumber as exc:
-        raise BadRequest(str(exc)) from None
-    except ValueError as exc:
-        raise BadRequest(f"the body is not valid JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise BadRequest("the body must be a JSON object")
-    try:
-        json.dumps(data, ensure_ascii=False, allow_nan=False).encode("utf-8")
-    except UnicodeEncodeError:
-        raise BadRequest("the body contains text that is not valid Unicode (a lone surrogate)") from None
-    except (ValueError, RecursionError):
-        raise BadRequest("the JSON body is nested too deeply") from None
-    return data
-
-
-def _field(data: dict[str, Any], *names: str, kind: type | tuple[type, ...] = str, what: str = "text") -> Any:
-    """The first of ``names`` present in ``data`` (null counts as absent), checked to be of ``kind``."""
-    for name in names:
-        value = data.get(name)
-        if value is None:
-            continue
-        if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
-            raise BadRequest(f"{name} must be {what}")
-        return value
-    return None
-
-
-def _text_field(data: dict[str, Any], *names: str, required: bool = False, max_chars: int | None = None,
-                hint: str = "", blank_ok: bool = False) -> str | None:
-    """A text field; blank text is refused, or counts as absent with ``blank_ok``."""
-    value = _field(data, *names)
-    if value is not None and not value.strip():
-        if not blank_ok:
-            raise BadRequest(f"{names[0]} must not be blank{hint}")
-        value = None
-    if value is None and required:
-        raise BadRequest(f"{names[0]} is required{hint}")
-    if value is not None and max_chars is not None and len(value) > max_chars:
-        raise BadRequest(f"{names[0]} is longer than {max_chars} characters")
-    return value
-
-
-def _text_list(data: dict[str, Any], name: str) -> list[str]:
-    value = data.get(name)
-    if value is None:
-        return []
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise BadRequest(f'{name} must be a list of strings, e.g. ["first", "second"]')
-    return value
-
-
 def _raw_param(request: Request, name: str) -> str | None:
     """The one value of a single-valued parameter as sent (blank included); None when absent.
 
     Raises:
-        BadRequest: the parameter is given more than once (which value was meant cannot be known).
+        ValidationError: the parameter is given more than once (which value was meant cannot be known).
     """
     values = request.query_params.getlist(name)
     if len(values) > 1:
-        raise BadRequest(f"{name} was given {len(values)} times; give it once")
+        raise ValidationError(f"{name} was given {len(values)} times; give it once")
     return values[0] if values else None
 
 
@@ -577,13 +551,13 @@ def _flag(request: Request, name: str) -> bool:
         return False
     if value in ("1", "true", "yes", "on"):
         return True
-    raise BadRequest(f"{name} must be true or false, got {value!r}")
+    raise ValidationError(f"{name} must be true or false, got {value!r}")
 
 
 def _format(request: Request) -> str:
     value = _param(request, "format") or "index"
     if value not in ("index", "json"):
-        raise BadRequest(f"format must be index or json, got {value!r}")
+        raise ValidationError(f"format must be index or json, got {value!r}")
     return value
 
 
@@ -787,7 +761,7 @@ async def _team_timeline(request: Request, state: WorkerState, anchor: int, fmt:
     from memcairn.search.timeline import MAX_DEPTH
 
     if _param(request, "query") is not None:
-        raise BadRequest("give anchor or query, not both")
+        raise ValidationError("give anchor or query, not both")
     notes: list[str] = []
     before = clamp(_param(request, "before", "depth_before") or 10, 0, MAX_DEPTH, "depth_before", notes)
     after = clamp(_param(request, "after", "depth_after") or 10, 0, MAX_DEPTH, "depth_after", notes)
@@ -820,10 +794,10 @@ def _batch_ids(ids: list[Any]) -> tuple[list[int], list[int]]:
             team.append(number)
         elif isinstance(i, int) and not isinstance(i, bool):
             if not 0 < i <= MAX_ITEM_ID:
-                raise BadRequest(f"ids must be between 1 and {MAX_ITEM_ID}")
+                raise ValidationError(f"ids must be between 1 and {MAX_ITEM_ID}")
             local.append(i)
         else:
-            raise BadRequest("ids must be whole numbers, or a team server's ids as \"team#12\", e.g. [12, 15]")
+            raise ValidationError("ids must be whole numbers, or a team server's ids as \"team#12\", e.g. [12, 15]")
     return local, team
 
 
@@ -834,18 +808,18 @@ async def observations_batch(request: Request) -> Response:
     data = await read_json(request)
     ids = data.get("ids")
     if not isinstance(ids, list) or not ids:
-        raise BadRequest("ids is required: a non-empty list of item ids, e.g. {\"ids\": [12, 15]}")
+        raise ValidationError("ids is required: a non-empty list of item ids, e.g. {\"ids\": [12, 15]}")
     if len(ids) > MAX_BATCH_IDS:
-        raise BadRequest(f"at most {MAX_BATCH_IDS} ids per request")
+        raise ValidationError(f"at most {MAX_BATCH_IDS} ids per request")
     if all(isinstance(i, int) and not isinstance(i, bool) for i in ids) and not all(0 < i <= MAX_ITEM_ID
                                                                                     for i in ids):
-        raise BadRequest(f"ids must be between 1 and {MAX_ITEM_ID}")
+        raise ValidationError(f"ids must be between 1 and {MAX_ITEM_ID}")
     local, team = _batch_ids(ids)
     from memcairn.search import parse_tz
     from memcairn.search.records import agent_record, check_format
 
     if any(not isinstance(data[key], str) for key in ("format", "tz") if key in data):
-        raise BadRequest("format and tz must be strings, e.g. {\"format\": \"agent\", \"tz\": \"UTC\"}")
+        raise ValidationError("format and tz must be strings, e.g. {\"format\": \"agent\", \"tz\": \"UTC\"}")
     fmt, tz = check_format(data.get("format")), parse_tz(data.get("tz"))
     items = await state.call(runtime.store.get_items, local) if local else []
     found = {i.id for i in items}
@@ -931,113 +905,24 @@ async def save_memory(request: Request) -> Response:
     data = await read_json(request)
     metadata = data.get("metadata")
     if metadata is not None and not isinstance(metadata, dict):
-        raise BadRequest("metadata must be a JSON object")
+        raise ValidationError("metadata must be a JSON object")
     item = NewItem(
-        project=_text_field(data, "project", max_chars=200) or "default",
+        project=text_field(data, "project", max_chars=200) or "default",
         kind="manual",
-        type=_text_field(data, "type", max_chars=40),
-        title=_text_field(data, "title", blank_ok=True),
-        text=_text_field(data, "text", required=True, hint=": the memory to save, as text"),
-        facts=_text_list(data, "facts"),
-        concepts=_text_list(data, "concepts"),
+        type=text_field(data, "type", max_chars=40),
+        title=text_field(data, "title", blank_ok=True),
+        text=text_field(data, "text", required=True, hint=": the memory to save, as text"),
+        facts=text_list(data, "facts"),
+        concepts=text_list(data, "concepts"),
         metadata=metadata or {},
-        platform_source=_text_field(data, "platform_source", "platformSource", max_chars=100, blank_ok=True),
+        platform_source=text_field(data, "platform_source", "platformSource", max_chars=100, blank_ok=True),
     )
     item = scrub_item(item)  # the privacy rules of captured events: <private> parts out, secrets redacted
     if item.text is None:
-        raise BadRequest("text holds nothing but <private> parts; nothing was saved")
+        raise ValidationError("text holds nothing but <private> parts; nothing was saved")
     # An explicit save: content the user deleted before is stored again.
     result = await state.call(runtime.store.add_item, item, revive=True, write=True)
     return JSON({"id": result.id, "created": result.created})
-
-
-def _narration(event_type: str, data: dict[str, Any], tool_use_id: str | None,
-               settings: Settings) -> dict[str, Any]:
-    """A tool event's body with the agent's text before the call (``narration``) read from its transcript when
-    the hook did not send it (``capture.transcript_tail``: bounded, and None on any trouble). Read before
-    admission, so the text is scrubbed like the rest of the body; calls that are never observed (housekeeping)
-    are read through. Blocking: run off the event loop."""
-    path = data.get("transcript_path")
-    if event_type != "observation" or data.get("narration") is not None or not tool_use_id \
-            or not isinstance(path, str) or data.get("event") not in (None, "tool_use"):
-        return data
-    from memcairn.capture.transcript_tail import narration_before
-
-    try:
-        said = narration_before(path, tool_use_id, unobserved=lambda name: skipped_tool(name, settings))
-    except Exception:  # the event matters more than its narration
-        log.warning("could not read the narration of %s from %s", tool_use_id, path, exc_info=True)
-        return data
-    return {**data, "narration": said} if said else data
-
-
-@dataclasses.dataclass(frozen=True)
-class IngestFields:
-    session_id: str
-    platform: str
-    tool_use_id: str | None
-    event_key: str | None
-
-
-def ingest_fields(data: dict[str, Any], required: tuple[str, ...]) -> IngestFields:
-    """The checks of an ingest body (a request's or a spooled one's); ``BadRequest`` names what is wrong."""
-    session_id = _text_field(data, "session_id", "contentSessionId", required=True, max_chars=200,
-                             hint=": the agent's session id")
-    project = _text_field(data, "project", max_chars=200)
-    cwd = _text_field(data, "cwd", max_chars=4096)
-    if project is None and cwd is None:
-        raise BadRequest("project or cwd is required: the project name, or the directory the agent runs in")
-    for name in required:
-        _text_field(data, name, required=True, max_chars=200)
-    for name in TEXT_PAYLOAD_FIELDS:
-        _field(data, name)
-    platform = _text_field(data, "platform_source", "platformSource", max_chars=100, blank_ok=True) or "unknown"
-    tool_use_id = _text_field(data, "tool_use_id", "toolUseId", max_chars=200, blank_ok=True)
-    event_key = _text_field(data, EVENT_KEY_FIELD, max_chars=100, blank_ok=True)
-    prompt_number = _field(data, "prompt_number", kind=int, what="a whole number")
-    _field(data, DELIVERED_FIELD, kind=bool, what="true or false")  # read by earlier_session_start
-    if prompt_number is not None and not 0 <= prompt_number <= 1_000_000:
-        raise BadRequest("prompt_number must be between 0 and 1000000")
-    return IngestFields(session_id or "", platform, tool_use_id, event_key)
-
-
-def queue_event(runtime: Runtime, settings: Settings, event_type: str, data: dict[str, Any],
-                fields: IngestFields) -> dict[str, Any]:
-    """Admit and queue one checked event (blocking): the ingest routes' answer body."""
-    _check_project_names(runtime, [data.get("project"), *_chain(data)])
-    admitted = admit(event_type, data, settings)
-    if admitted.body is None:
-        return {"status": "skipped", "reason": admitted.reason}
-    event_id, created = runtime.store.enqueue_ingest_event(
-        fields.session_id, fields.platform, event_type, admitted.body, fields.tool_use_id,
-        event_key=fields.event_key)
-    return {"status": "accepted", "event_id": event_id, "duplicate": not created}
-
-
-def _chain(data: dict[str, Any]) -> list[Any]:
-    chain = data.get("projects")
-    return chain if isinstance(chain, list) else []
-
-
-def _check_project_names(runtime: Runtime, names: list[Any]) -> None:
-    """Refuse a project name holding a control character (NUL, a newline...) as ``Store.add_items`` would,
-    before the event is queued: accepted here, it would fail later, when its memories are stored. A name an
-    earlier release stored keeps working, as it does for ``add_items`` (blocking: it may read the store)."""
-    odd = [n.strip() for n in names if isinstance(n, str) and CONTROL_CHARACTER.search(n.strip())]
-    if not odd:
-        return
-    known = {name for _, name in runtime.store.resolve_projects(odd)}
-    for name in odd:
-        if name not in known:
-            raise BadRequest(f"project name {name!r} contains a control character (a newline, tab or NUL...); "
-                             "use printable text")
-
-
-INGEST_ROUTES: dict[str, tuple[str, tuple[str, ...]]] = {
-    INIT_PATH: (ROUTE_EVENT_TYPES[INIT_PATH], ()),
-    OBSERVATIONS_PATH: (ROUTE_EVENT_TYPES[OBSERVATIONS_PATH], ("tool_name",)),
-    SUMMARIZE_PATH: (ROUTE_EVENT_TYPES[SUMMARIZE_PATH], ()),
-}
 
 
 def _ingest(path: str) -> Endpoint:
@@ -1050,8 +935,7 @@ def _ingest(path: str) -> Endpoint:
         fields = ingest_fields(data, required)
 
         def admit_and_queue() -> dict[str, Any]:
-            return queue_event(runtime, state.settings, event_type,
-                               _narration(event_type, data, fields.tool_use_id, state.settings), fields)
+            return accept_event(runtime.store, state.settings, event_type, data, fields)
 
         job = asyncio.ensure_future(state.call(admit_and_queue, write=True))
         if fields.event_key is not None:  # a hook's event: durable in the spool is as good as queued
@@ -1083,37 +967,6 @@ async def _spool_late(state: WorkerState, path: str, data: dict[str, Any], job: 
     return True
 
 
-def _spool_accept(state: WorkerState) -> Callable[[str, bytes], str]:
-    """What the spool drainer does with a spooled event: the ingest route's checks, admission and queue insert
-    (``Rejected`` for an event the route would refuse with 400: it never can be queued)."""
-    from memcairn.worker.spool_drain import Rejected
-
-    def accept(route: str, body: bytes) -> str:
-        if route not in INGEST_ROUTES:
-            raise Rejected(f"{route} is not an ingest route")
-        runtime = state.runtime
-        if runtime is None or state.phase != "ready":
-            raise NotReady("not_ready", state.detail)
-        event_type, required = INGEST_ROUTES[route]
-        try:
-            data = parse_json(body)
-            fields = ingest_fields(data, required)
-        except BadRequest as exc:
-            raise Rejected(str(exc)) from None
-        try:
-            answer = queue_event(runtime, state.settings, event_type,
-                                 _narration(event_type, data, fields.tool_use_id, state.settings), fields)
-        except BadRequest as exc:
-            raise Rejected(str(exc)) from None
-        if answer["status"] == "skipped":
-            return "skipped"
-        if state.capture is not None and not answer["duplicate"]:
-            state.capture.nudge()
-        return "duplicate" if answer["duplicate"] else "queued"
-
-    return accept
-
-
 def _context_settings(request: Request, settings: Settings) -> Settings:
     """The settings with the budget lowered to ``maxTokens`` (an agent's own size limit); never raised."""
     value = _raw_param(request, "maxTokens")
@@ -1122,9 +975,9 @@ def _context_settings(request: Request, settings: Settings) -> Settings:
     try:
         cap = int(value)  # blank is a mistake here, not "absent": only an agent's hook sends it
     except ValueError:
-        raise BadRequest(f"maxTokens must be a whole number, got {value!r}") from None
+        raise ValidationError(f"maxTokens must be a whole number, got {value!r}") from None
     if cap < 1:
-        raise BadRequest("maxTokens must be at least 1")
+        raise ValidationError("maxTokens must be at least 1")
     return dataclasses.replace(settings, context_token_budget=min(settings.context_token_budget, cap))
 
 
@@ -1185,7 +1038,7 @@ def _resumed_session(request: Request) -> tuple[str, str, int | None] | None:
     (``source=resume``), else None."""
     started = _param(request, "started")
     if started is not None and not (started.isascii() and started.isdecimal()):
-        raise BadRequest(f"started must be epoch milliseconds (a whole number), got {started!r}")
+        raise ValidationError(f"started must be epoch milliseconds (a whole number), got {started!r}")
     if (_param(request, "source") or "").lower() != "resume":
         return None
     agent, session = _param(request, "agent"), _param(request, "session")

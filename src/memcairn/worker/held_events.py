@@ -25,23 +25,15 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
-
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
 
 from memcairn import spool
-from memcairn.capture.privacy import scrub_event
 from memcairn.errors import DiskFullError
-from memcairn.fastjson import encode_json, loads
-from memcairn.protocol import EVENT_KEY_FIELD, ROUTE_EVENT_TYPES
 from memcairn.store.db import error_kind
 
 log = logging.getLogger("memcairn.worker")
 
 MAX_EVENTS = 10_000
 MAX_BYTES = 64 * 1024 * 1024
-HELD = "memory"  # the answer's ``held``: where the event waits
 CHECKPOINT_STEP = 256 * 1024  # the reserve is given to a checkpoint in steps: a racing writer takes little
 
 
@@ -143,42 +135,3 @@ def _no_room(exc: Exception) -> bool:
     if isinstance(exc, DiskFullError):
         return True
     return isinstance(exc, sqlite3.Error) and error_kind(exc) == "full"
-
-
-def holding_of(request: Request) -> tuple[HeldEvents, Any] | None:
-    """The worker's held events and its spool drainer (which flushes them), once the worker is ready."""
-    drainer = getattr(request.app.state.worker, "spool", None)
-    held = getattr(drainer, "held", None)
-    return (held, drainer) if isinstance(held, HeldEvents) else None
-
-
-async def on_disk_full(request: Request, detail: str) -> Response | None:
-    """A full disk refused a request: the drainer empties the WAL before anything more is written (freeing the
-    reserve for the checkpoint if need be); a hook's event is held in memory and acknowledged as held. None:
-    answer 507 as before."""
-    holding = holding_of(request)
-    if holding is None:
-        return None
-    held, drainer = holding
-    runtime = request.app.state.worker.runtime
-    if runtime is not None:
-        held.checkpoint = runtime.store.checkpoint
-    held.disk_full = True
-    drainer.nudge()  # the drainer empties the WAL (in the reserve if need be) before it writes anything more
-    if request.method != "POST" or request.url.path not in ROUTE_EVENT_TYPES:
-        return None
-    try:
-        body = await request.body()  # read by the route already: Starlette keeps it
-        data = loads(body)
-    except Exception:  # noqa: BLE001 - no body to hold: the 507 stands
-        return None
-    key = data.get(EVENT_KEY_FIELD) if isinstance(data, dict) else None
-    if isinstance(key, str) and key:
-        body = encode_json(scrub_event(data))  # it may go to the spool: no secret rests on disk (admission again later)
-    if not isinstance(key, str) or not key or not held.hold(key, request.url.path, body):
-        return None
-    log.warning("the disk is full: a %s event is held in memory (%d held) until the disk has room",
-                request.url.path, len(held))
-    return JSONResponse({"status": "accepted", "held": HELD, "duplicate": False,
-                         "detail": f"the disk is full; the event is held in the worker's memory and queued once "
-                                   f"there is room ({detail})"}, status_code=202)

@@ -22,8 +22,11 @@ from dataclasses import dataclass
 
 from memcairn import spool
 from memcairn.background import BackgroundLoop
-from memcairn.errors import DiskFullError
+from memcairn.config import Settings
+from memcairn.errors import DiskFullError, ValidationError
+from memcairn.store.protocols import LocalStore
 from memcairn.worker.held_events import HeldEvents
+from memcairn.worker.intake import accept_spooled
 
 log = logging.getLogger("memcairn.worker")
 
@@ -48,6 +51,28 @@ class DrainReport:
 
 # ``accept(route, body) -> "queued" | "duplicate" | "skipped"``; raises Rejected for an event that never can be.
 Accept = Callable[[str, bytes], str]
+
+
+def intake_accept(settings: Settings, ready_store: Callable[[], LocalStore],
+                  on_queued: Callable[[], None]) -> Accept:
+    """The ingest use case (``worker/intake.py``) as ``accept``: an event the ingest route would refuse with 400
+    is ``Rejected``. ``ready_store`` raises while the worker is not ready (the file is kept); ``on_queued``
+    hears of each new event in the queue."""
+
+    def accept(route: str, body: bytes) -> str:
+        store = ready_store()
+        try:
+            answer = accept_spooled(store, settings, route, body)
+        except ValidationError as exc:
+            raise Rejected(str(exc)) from None
+        if answer["status"] == "skipped":
+            return "skipped"
+        if answer["duplicate"]:
+            return "duplicate"
+        on_queued()
+        return "queued"
+
+    return accept
 
 
 class SpoolDrainer(BackgroundLoop):
