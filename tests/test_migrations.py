@@ -43,7 +43,8 @@ def test_blank_database_gets_exactly_the_expected_schema(tmp_path: Path) -> None
                                             "search_telemetry", "llm_usage", "capture_notices",
                                             "forgotten_items", "keyword_changes", "remote_sync_state",
                                             "remote_sent", "remote_deletions",
-                                            "remote_edited"}
+                                            "remote_edited", "evidence", "evidence_fts", "evidence_fts_idx",
+                                            "evidence_fts_config", "evidence_fts_data", "evidence_fts_docsize"}
         assert _names(conn, "trigger") >= EXPECTED_TRIGGERS
         assert _names(conn, "index") >= EXPECTED_INDEXES
         fts_sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'memory_items_fts'").fetchone()[0]

@@ -88,6 +88,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("llm_session_token_cap", 200_000, "Model tokens one session may spend; then the offline extractor."),
     Setting("llm_daily_token_cap", 2_000_000, "Model tokens all sessions may spend per day; then offline."),
     Setting("capture_max_tool_chars", 4000, "Tool inputs and outputs are cut to this many characters (head and tail)."),
+    Setting("capture_evidence", True,
+            "Keep each step (the agent's words, a call and its output's head and tail) as evidence a search quotes "
+            "the matching lines of."),
+    Setting("search_evidence_snippets", 6, "Evidence snippets a search adds beside its hits (0 = none)."),
     Setting("capture_batch_wait_seconds", 2,
             "Tool events of a turn wait this long for more before being compressed together (0 = at once)."),
     Setting("exclude_projects", "", "Projects not captured nor given context: comma-separated globs."),

@@ -129,6 +129,13 @@ def _store_rows(db: Path) -> tuple[dict[str, str], dict[str, int]]:
                                           "FROM memory_items i JOIN projects p ON p.id = i.project_id"):
             texts.setdefault(project, []).append("\n".join(str(v) for v in row if v not in (None, "", "[]")))
         kinds = dict(conn.execute("SELECT kind, COUNT(*) FROM memory_items GROUP BY kind").fetchall())
+        # the evidence kept behind the memories is in memory too: a search quotes its matching lines
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'evidence'").fetchone():
+            for project, text in conn.execute("SELECT p.name, e.text FROM evidence e "
+                                              "JOIN projects p ON p.id = e.project_id"):
+                texts.setdefault(project, []).append(text)
+            count, chars = conn.execute("SELECT COUNT(*), COALESCE(SUM(LENGTH(text)), 0) FROM evidence").fetchone()
+            kinds["evidence steps"], kinds["evidence KB"] = count, round(chars / 1024)
     finally:
         conn.close()
     return {p: normalise("\n".join(t)) for p, t in texts.items()}, kinds

@@ -49,6 +49,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from memcairn.capture.compaction import compaction_sections
+from memcairn.capture.evidence import call_evidence, reply_evidence
 from memcairn.capture.noise import is_background_notice, request_text, without_filler
 from memcairn.capture.offline import OfflineExtractor
 from memcairn.capture.recap import lean_fields, recap_observations
@@ -65,8 +66,8 @@ from memcairn.capture.truncate import cut_bytes, cut_value
 from memcairn.config import Settings
 from memcairn.models import AddResult, ItemFilter, NewItem
 from memcairn.protocol import HOOK_STARTED_FIELD
-from memcairn.store.protocols import CaptureStore
-from memcairn.store.records import MAX_FIELD_BYTES, IngestEvent
+from memcairn.store.protocols import CaptureStore, StepEvidence
+from memcairn.store.records import MAX_FIELD_BYTES, IngestEvent, NewEvidence
 
 log = logging.getLogger("memcairn.capture")
 
@@ -257,6 +258,18 @@ class CapturePipeline:
         for item, result in zip(items, results or (), strict=False):
             if result.id in replaced:
                 self._refresh(result.id, item)
+        if results is not None:
+            self._keep_evidence(call_evidence(turn, calls, [r.id for r in results]))
+
+    def _keep_evidence(self, steps: list[NewEvidence]) -> None:
+        """Keep the steps behind the memories just committed (``capture.evidence``). After the commit and on its
+        own: evidence is what a search may quote, never a reason to fail or repeat capture."""
+        if not steps or not self.settings.capture_evidence or not isinstance(self.store, StepEvidence):
+            return
+        try:
+            self.store.add_evidence(steps)
+        except Exception:
+            log.warning("could not keep the evidence of %d steps", len(steps), exc_info=True)
 
     def _refresh(self, item_id: int, made: NewItem) -> None:
         """The new observation is the one it replaces by title and narrative (the store kept that one): give it
@@ -287,7 +300,10 @@ class CapturePipeline:
         # import summarised while it was still going on is summarised again the same way (`_regrown`).
         supersedes = _continued(event) or _regrown(event)
         earlier = self._turn_summaries(turn, event, prompt_event) if items and supersedes else []
-        self._commit(events, items, report, replaces=earlier, replaced_kind="summary")
+        results = self._commit(events, items, report, replaces=earlier, replaced_kind="summary")
+        if results is not None:
+            self._keep_evidence(reply_evidence(turn, f"reply@{event.at_epoch}", event.at_epoch,
+                                               [r.id for r in results]))
 
     def _compaction(self, events: list[IngestEvent], report: CaptureReport) -> None:
         """The summary the agent wrote of its conversation when compacting it: a summary of the session, in the

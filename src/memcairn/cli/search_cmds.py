@@ -62,7 +62,7 @@ def _service() -> Iterator[SearchService]:
     _ready_as_the_worker(runtime.mirror)
     try:
         yield SearchService(runtime.store, runtime.mirror, recency_window_days=cfg.recency_window_days,
-                            mirror_error=runtime.mirror_error)
+                            mirror_error=runtime.mirror_error, evidence_snippets=cfg.search_evidence_snippets)
     finally:
         runtime.close()
 

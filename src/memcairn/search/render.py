@@ -36,6 +36,7 @@ _KIND_WORDS = {
     "manual": ("manual note", "manual notes"),
 }
 WEAK_ONLY = "No strong match: these only resemble the query (weak); memory may not hold the answer."
+EVIDENCE_HEAD = "### Matching lines of the sessions' steps (evidence behind the memories)"
 NEXT_STEP = "Next: a timeline around an #id shows what happened then; fetch full records only for the ids you need."
 
 
@@ -100,8 +101,21 @@ def render_index(result: SearchResult, *, tz: tzinfo | None = None) -> str:
         days.setdefault(day, []).append(_row(hit.item, tz, project=show_project, weak=_weak(hit)))
     for day, rows in days.items():
         lines += ["", f"### {day}", *rows]
+    if result.evidence:
+        lines += ["", EVIDENCE_HEAD, *_evidence_rows(result, tz)]
     lines += ["", NEXT_STEP]
     return "\n".join(lines) + "\n"
+
+
+def _evidence_rows(result: SearchResult, tz: tzinfo | None) -> list[str]:
+    """Each snippet under where it came from: the memory it fed (``#12``, or ``step`` when none was made) and
+    when; its lines indented, cleaned like every stored line."""
+    rows = []
+    for snippet in result.evidence:
+        source = f"#{snippet.item_id}" if snippet.item_id is not None else "step"
+        rows.append(f"- {source} {_dt(snippet.created_at_epoch, tz):%Y-%m-%d %H:%M}:")
+        rows += [f"  {clean_line(line)}" for line in snippet.text.splitlines()]
+    return rows
 
 
 def file_of(item: MemoryItem) -> str:

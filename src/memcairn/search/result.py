@@ -7,6 +7,7 @@ from typing import Any, NamedTuple
 
 from memcairn.fence import clean_line
 from memcairn.models import KINDS, MemoryItem
+from memcairn.search.evidence import EvidenceSnippet
 
 TITLE_CHARS = 90
 UNTITLED = "(untitled)"
@@ -64,6 +65,7 @@ class SearchResult:
     mirror_available: bool
     hidden: int = 0  # candidates left out for being below the relevance floor
     min_score: float | None = None  # the floor applied (None: no query, no floor)
+    evidence: list[EvidenceSnippet] = field(default_factory=list)  # matching lines of stored steps
 
     @staticmethod
     def count_kinds(hits: list[SearchHit]) -> dict[str, int]:
@@ -81,6 +83,7 @@ class SearchResult:
             "strategy": self.strategy, "fallback_reason": self.fallback_reason, "notes": list(self.notes),
             "counts": dict(self.counts), "latency_ms": self.latency_ms, "mirror_available": self.mirror_available,
             "hidden": self.hidden, "min_score": self.min_score, "results": [h.to_dict() for h in self.hits],
+            "evidence": [e.to_dict() for e in self.evidence],
         }
 
 

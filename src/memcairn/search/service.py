@@ -44,11 +44,11 @@ from typing import Any
 
 from memcairn.errors import KeywordIndexDamagedError, ValidationError, WouldWait
 from memcairn.models import DEFAULT_TYPES, MAX_ITEM_ID, OBSERVATION_TYPES, ItemFilter, MemoryItem
-from memcairn.search import fusion, relevance
+from memcairn.search import evidence, fusion, relevance
 from memcairn.search.request import SearchRequest, now_ms
 from memcairn.search.result import LegRank, SearchHit, SearchResult, Timeline
 from memcairn.search.telemetry import SearchEnvelope, Telemetry
-from memcairn.store.protocols import SearchStore
+from memcairn.store.protocols import SearchStore, StepEvidence
 from memcairn.store.records import MAX_QUERY_TOKENS, STOPWORDS
 
 log = logging.getLogger("memcairn.search")
@@ -77,7 +77,7 @@ class SearchService:
     def __init__(self, store: SearchStore, mirror: Any = None, *, recency_window_days: float = 0,
                  fusion: str = "minmax", recency_boost_half_life_days: float | None = None,
                  weights: dict[str, float] | None = None, mirror_error: str | None = None,
-                 telemetry: Telemetry | None = None, legs: Sequence[str] = LEGS) -> None:
+                 telemetry: Telemetry | None = None, legs: Sequence[str] = LEGS, evidence_snippets: int = 0) -> None:
         if fusion not in ("rrf", "minmax"):
             raise ValidationError(f"unknown fusion {fusion!r}; use rrf or minmax")
         legs = tuple(dict.fromkeys(legs))
@@ -94,6 +94,7 @@ class SearchService:
         self.mirror_error = mirror_error
         self.telemetry = telemetry or Telemetry()
         self.legs = legs
+        self.evidence_snippets = evidence_snippets  # matching steps quoted beside the hits (search.evidence)
 
     # -- public API -------------------------------------------------------------------------------
     @property
@@ -120,6 +121,8 @@ class SearchService:
             self._query(run)
         if req.types and not run.hits:
             _note_unknown_types(req.types, run.notes)
+        if run.hits and req.query and req.offset == 0:
+            run.evidence = self._evidence(req)
         return self._finish(run, started)
 
     def timeline(self, anchor: int | str | None = None, query: str | None = None, depth_before: int = 10,
@@ -326,6 +329,18 @@ class SearchService:
         run.created.update(allowed)
         return [(h.item_id, 1.0 - float(h.distance)) for h in hits if h.item_id in allowed][:pool]
 
+    def _evidence(self, req: SearchRequest) -> list[evidence.EvidenceSnippet]:
+        """Lines of stored steps that match the query (``search.evidence``): on the first page of a search that
+        found memories, of a store that keeps steps; a failure costs the snippets, never the search."""
+        if self.evidence_snippets <= 0 or not isinstance(self.store, StepEvidence):
+            return []
+        try:
+            hits = self.store.evidence_search(req.query, req.projects, self.evidence_snippets * 2)
+        except Exception:
+            log.warning("evidence search failed; hits without snippets", exc_info=True)
+            return []
+        return evidence.snippets(hits, req.query, self.evidence_snippets)
+
     @staticmethod
     def _note_long_query(query: str, notes: list[str]) -> None:
         every = {w.lower() for w in _WORD.findall(query)}
@@ -343,7 +358,7 @@ class SearchService:
             strategy=run.strategy, fallback_reason=run.fallback_reason, hits=run.hits,
             counts=SearchResult.count_kinds(run.hits), notes=list(dict.fromkeys(run.notes)), latency_ms=latency,
             mirror_available=self.mirror_available, hidden=run.hidden,
-            min_score=run.min_score if req.query else None,
+            min_score=run.min_score if req.query else None, evidence=run.evidence,
         )
         self.telemetry.record(SearchEnvelope(
             at_epoch=now_ms(), strategy=result.strategy, fallback_reason=result.fallback_reason,
@@ -374,6 +389,7 @@ class _Run:
         self.created: dict[int, int] = {}  # created_at_epoch of items already read, by id
         self.min_score = relevance.DEFAULT_MIN_SCORE if req.min_score is None else req.min_score
         self.hidden = 0  # candidates below the relevance floor
+        self.evidence: list[evidence.EvidenceSnippet] = []
 
 
 # The types memcairn writes itself (a person's `add --type` may use others).

@@ -30,6 +30,7 @@ from memcairn.models import (
 )
 from memcairn.store import fts
 from memcairn.store.db import atomic, connect, describe_open_error, error_kind
+from memcairn.store.evidence import EvidenceMixin
 from memcairn.store.ingest_state import IngestStateMixin
 from memcairn.store.integrity import IntegrityMixin, restores_keyword_table
 from memcairn.store.migrations import migrate
@@ -98,7 +99,8 @@ def _like_escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
-class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin, IntegrityMixin, RemoteStateMixin, ChainTotalsMixin):
+class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin, IntegrityMixin, RemoteStateMixin, ChainTotalsMixin,
+            EvidenceMixin):
     """Open (creating and migrating if needed) the database at ``path``.
 
     Raises:

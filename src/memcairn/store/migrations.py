@@ -242,3 +242,9 @@ def migrate(conn: sqlite3.Connection, db_path: Path | None, migrations: list[Mig
             raise StoreError(f"migration {m.version} ({m.name}) failed and was rolled back: {exc}") from None
         applied.append(m.version)
     return applied
+
+
+@migration(16)
+def m016_evidence(conn: sqlite3.Connection) -> None:
+    """The evidence behind the memories (``schema.EVIDENCE_TABLES``): a new table; no existing row changes."""
+    run_script(conn, schema.EVIDENCE_TABLES)

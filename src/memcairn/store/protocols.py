@@ -26,10 +26,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, Self
+from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
 
 from memcairn.models import AddResult, ItemFilter, MemoryItem, NewItem
-from memcairn.store.records import IngestEvent, OutboxEntry, ProjectInfo, QueryTerms
+from memcairn.store.records import EvidenceHit, IngestEvent, NewEvidence, OutboxEntry, ProjectInfo, QueryTerms
 
 if TYPE_CHECKING:
     from memcairn.store.transfer_state import Outcome, TransferRecord
@@ -98,6 +98,16 @@ class KeywordEvidence(Protocol):
     def query_terms(self, query: str, ids: Sequence[int]) -> QueryTerms | None:
         """The query's words, their document frequencies and which of ``ids`` hold each (None: unreadable)."""
         ...
+
+
+@runtime_checkable
+class StepEvidence(Protocol):
+    """The steps kept behind the memories (``schema.EVIDENCE_TABLES``); a store without them (the team server's
+    tenant store) leaves capture and search to do without."""
+
+    def add_evidence(self, steps: Sequence[NewEvidence]) -> int: ...
+
+    def evidence_search(self, query: str, projects: Sequence[str] | None, limit: int) -> list[EvidenceHit]: ...
 
 
 # -- projects and sessions --------------------------------------------------------------------------------

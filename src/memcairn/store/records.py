@@ -104,3 +104,28 @@ def only_item(found: Sequence[MemoryItem], item_id: int) -> MemoryItem:
     if not found:
         raise NotFoundError(f"no memory with id {item_id}")
     return found[0]
+
+
+@dataclass(frozen=True)
+class NewEvidence:
+    """One step of a session to keep as evidence (``schema.EVIDENCE_TABLES``). ``item_id`` is the memory it fed,
+    when one was made; ``step`` names the step within its session (a tool_use_id, ``reply:3``)."""
+
+    project: str
+    platform_source: str
+    session: str
+    step: str
+    text: str
+    created_at_epoch: int
+    item_id: int | None = None
+
+
+@dataclass(frozen=True)
+class EvidenceHit:
+    """A stored step that matched a search, best first: the memory it fed (None when none was made)."""
+
+    id: int
+    item_id: int | None
+    text: str
+    created_at_epoch: int
+    score: float

@@ -396,3 +396,38 @@ CREATE TRIGGER IF NOT EXISTS memory_items_remote_au AFTER UPDATE ON memory_items
 END;
 """
 REMOTE_TRIGGER_NAMES: tuple[str, ...] = ("memory_items_remote_ad", "memory_items_remote_au")
+
+# m016: the evidence behind the memories. Each step of a session (the agent's words before a tool call, the call
+# and the head of its output; the agent's closing reply) kept as it arrived, already cleaned of secrets and private
+# parts, so that what compression left out can still be found: never shown whole, never in the SessionStart
+# context, only as the few lines that match a search (``search.evidence``). ``item_id`` is the memory the step
+# fed (deleting that memory deletes its evidence); ``step_key`` makes a replayed step a no-op.
+EVIDENCE_TABLES = """
+CREATE TABLE IF NOT EXISTS evidence (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    project_id INTEGER NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
+    item_id INTEGER REFERENCES memory_items(id) ON DELETE CASCADE,
+    step_key TEXT NOT NULL UNIQUE,          -- platform, agent session and step (tool_use_id or reply number)
+    text TEXT NOT NULL,
+    created_at_epoch INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS ix_evidence_item ON evidence(item_id);
+CREATE INDEX IF NOT EXISTS ix_evidence_project ON evidence(project_id, created_at_epoch);
+
+CREATE VIRTUAL TABLE IF NOT EXISTS evidence_fts USING fts5(
+    text, content='evidence', content_rowid='id', tokenize='porter unicode61'
+);
+
+CREATE TRIGGER IF NOT EXISTS evidence_ai AFTER INSERT ON evidence BEGIN
+    INSERT INTO evidence_fts(rowid, text) VALUES (new.id, new.text);
+END;
+
+CREATE TRIGGER IF NOT EXISTS evidence_ad AFTER DELETE ON evidence BEGIN
+    INSERT INTO evidence_fts(evidence_fts, rowid, text) VALUES ('delete', old.id, old.text);
+END;
+
+CREATE TRIGGER IF NOT EXISTS evidence_au AFTER UPDATE OF text ON evidence BEGIN
+    INSERT INTO evidence_fts(evidence_fts, rowid, text) VALUES ('delete', old.id, old.text);
+    INSERT INTO evidence_fts(rowid, text) VALUES (new.id, new.text);
+END;
+"""

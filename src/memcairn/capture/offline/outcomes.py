@@ -64,6 +64,11 @@ def _response_text(response: Any, depth: int = 0) -> str:
     return text
 
 
+def response_text(response: Any) -> str:
+    """The readable text of a tool response of any shape (head and tail kept when huge)."""
+    return _response_text(response)
+
+
 _TEXT_KEYS = ("stdout", "stderr", "output", "llmContent", "text", "content", "result", "error", "message", "file")
 
 

@@ -1,0 +1,103 @@
+"""The evidence behind the memories: each step kept (cleaned), found by a search, quoted as its matching lines
+only, gone with its memory; a store without it (or evidence turned off) searches as before."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from capture_queue import send
+from starlette.testclient import TestClient
+from worker_app import store_of
+
+from memcairn.capture.pipeline import CapturePipeline
+from memcairn.config import Settings
+from memcairn.search import SearchService
+from memcairn.search.evidence import SNIPPET_CHARS, _line_matcher, snippets, trim
+from memcairn.store import Store
+from memcairn.store.records import EvidenceHit, NewEvidence
+
+# What compression drops: the exact text deep inside a tool's output.
+FAILURE = "\n".join([*(f"compiling module_{n}.ex" for n in range(40)),
+                     "** (KeyError) key :retry_budget not found in: %{timeout: 5000}",
+                     "    (spotter 0.1.0) lib/spotter/poller.ex:88: Spotter.Poller.schedule/1",
+                     *(f"test line {n}" for n in range(40))])
+
+
+def _captured(store: Store, settings: Settings) -> None:
+    send(store, settings, "session_start")
+    send(store, settings, "user_prompt", prompt="Why does the poller crash on start?")
+    send(store, settings, "tool_use", tool_name="Bash", tool_use_id="t1", tool_input={"command": "mix test"},
+         tool_response={"stdout": FAILURE, "exit_code": 1},
+         narration="Running the suite to see where the poller crashes.")
+    send(store, settings, "stop", last_assistant_message="The poller read :retry_budget from a config that "
+                                                          "lacks it; it now defaults to 3.")
+    CapturePipeline(store, settings).process_pending(flush=True)
+
+
+def test_each_step_is_kept_tied_to_the_memory_it_fed(store: Store, settings: Settings) -> None:
+    _captured(store, settings)
+    rows = store._conn.execute("SELECT item_id, text FROM evidence ORDER BY id").fetchall()
+    assert len(rows) == 2  # the call and the closing reply
+    call, reply = rows
+    assert call[1].startswith("Running the suite") and "mix test" in call[1] and ":retry_budget" in call[1]
+    assert "test line 39" in call[1]  # the tail of a long output (the verdict) is kept, the middle is not
+    assert reply[1].startswith("The poller read :retry_budget")
+    kinds = {i.id: i.kind for i in store.get_items([call[0], reply[0]])}
+    assert kinds == {call[0]: "observation", reply[0]: "summary"}
+    # replaying the same steps adds nothing
+    assert store.add_evidence([NewEvidence("demo", "claude-code", "x", "t1", "again", 1)]) in (0, 1)
+    before = store.evidence_count()
+    store.add_evidence([NewEvidence("demo", "claude-code", "x", "t1", "again", 1)])
+    assert store.evidence_count() == before
+    # deleting the memory deletes what stood behind it
+    store.delete_items([call[0]])
+    assert [r[0] for r in store._conn.execute("SELECT item_id FROM evidence")] == [reply[0]]
+
+
+def test_evidence_off_keeps_nothing(store: Store, settings: Settings) -> None:
+    _captured(store, Settings(**{**settings.__dict__, "capture_evidence": False}))
+    assert store.evidence_count() == 0
+
+
+def test_a_search_quotes_the_matching_lines_of_a_step(store: Store, settings: Settings) -> None:
+    _captured(store, settings)
+    found = SearchService(store, None, evidence_snippets=3).search(query="retry_budget KeyError poller")
+    assert found.hits and found.evidence
+    quoted = next(e.text for e in found.evidence if "KeyError" in e.text)
+    assert "(KeyError) key :retry_budget not found" in quoted
+    assert "compiling module_5.ex" not in quoted and len(quoted) <= SNIPPET_CHARS + 20
+    assert SearchService(store, None).search(query="retry_budget KeyError poller").evidence == []
+    # other projects' steps are not quoted; nothing is quoted without a hit
+    assert SearchService(store, None, evidence_snippets=3).search(query="retry_budget",
+                                                                  projects=["elsewhere"]).evidence == []
+    assert SearchService(store, None, evidence_snippets=3).search(query="zzqx unrelated").evidence == []
+
+
+def test_trimming_keeps_the_matching_lines_with_context_and_marks_gaps() -> None:
+    text = "\n".join(f"line {n}" for n in range(20)).replace("line 3", "the Configuration failed").replace(
+        "line 15", "configure again")
+    matcher = _line_matcher("configuring")
+    assert matcher is not None
+    assert trim(text, matcher).splitlines() == ["line 1", "line 2", "the Configuration failed", "line 4",
+                                                "line 5", "…", "line 13", "line 14", "configure again",
+                                                "line 16", "line 17"]
+    hits = [EvidenceHit(1, None, text, 0, 1.0), EvidenceHit(2, 7, text, 0, 0.5), EvidenceHit(3, 8, "none", 0, 0.1)]
+    assert [s.item_id for s in snippets(hits, "configure", 5)] == [None]  # the same lines once; none empty
+
+
+def test_through_the_worker_a_secret_never_reaches_the_evidence(client: TestClient, app: Any) -> None:
+    base = {"session_id": "s-ev", "project": "demo", "platform_source": "claude-code"}
+    assert client.post("/api/sessions/init", json={**base, "prompt": "deploy it"}).status_code in (200, 202)
+    tool = {**base, "tool_name": "Bash", "tool_use_id": "tu-ev", "tool_input": {"command": "make deploy"},
+            "tool_response": "deploy failed: AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY rejected"}
+    assert client.post("/api/sessions/observations", json=tool).status_code == 202
+    store = store_of(app)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not store.evidence_count():
+        time.sleep(0.1)
+    texts = [r[0] for r in store._conn.execute("SELECT text FROM evidence")]
+    assert texts and "deploy failed" in texts[0]
+    assert "wJalrXUtnFEMI" not in texts[0]
+    index = client.get("/api/search", params={"query": "deploy failed", "format": "index"}).json()["text"]
+    assert "deploy failed" in index and "wJalrXUtnFEMI" not in index
