@@ -16,15 +16,9 @@ from mcp_helpers import IDENTITY, MEMCAIRN, BatchClient, call_in_process, record
 
 from memcairn.client import WorkerClient
 from memcairn.config import load_settings
-from memcairn.mcp_server import (
-    MAX_DEPTH,
-    MAX_ENTRIES,
-    MAX_FIELD_CHARS,
-    MAX_IDS,
-    MAX_RECORDS_CHARS,
-    MemoryTools,
-    WorkerGateway,
-)
+from memcairn.mcp_records import MAX_DEPTH, MAX_ENTRIES, MAX_FIELD_CHARS, MAX_RECORDS_CHARS
+from memcairn.mcp_server import WorkerGateway
+from memcairn.mcp_tools import MAX_IDS, MemoryTools
 from memcairn.models import TEXT_FIELDS
 
 

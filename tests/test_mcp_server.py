@@ -28,7 +28,9 @@ from memcairn import lifecycle
 from memcairn.client import WorkerClient
 from memcairn.config import load_settings
 from memcairn.errors import WorkerError, WorkerUnavailableError
-from memcairn.mcp_server import TOOLS, WORKFLOW, MemoryTools, WorkerGateway, default_identity
+from memcairn.mcp_schema import TOOL_ENTRIES
+from memcairn.mcp_server import WORKFLOW, WorkerGateway
+from memcairn.mcp_tools import MemoryTools, default_identity
 from memcairn.tokens import estimate_tokens
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self").exists(), reason="process checks read /proc")
@@ -85,7 +87,8 @@ async def _session_flow(env: dict[str, str], cwd: Path, worker: WorkerClient, er
         seen["search"] = await call("search", {"query": "token expiry refresh"})
         seen["search_other"] = await call("search", {"query": "token expiry", "project": "other-proj"})
         seen["search_all"] = await call("search", {"query": "token expiry", "project": "*", "limit": 10})
-        seen["search_notes"] = await call("search", {"type": "observations", "obs_type": "decision"})
+        seen["search_notes"] = await call("search", {"kind": "observations", "type": "decision"})
+        seen["search_notes_before"] = await call("search", {"type": "observations", "obs_type": "decision"})
         seen["search_nothing"] = await call("search", {"dateEnd": "2001-01-01"})
         seen["timeline"] = await call("timeline", {"anchor": str(item_id), "depth_before": 3, "depth_after": 3})
         seen["timeline_int"] = await call("timeline", {"anchor": item_id})
@@ -94,7 +97,7 @@ async def _session_flow(env: dict[str, str], cwd: Path, worker: WorkerClient, er
         seen["record"] = worker.get_json(f"/api/memory/{item_id}")
         seen["no_ids"] = await call("get_observations", {"ids": []})
         seen["missing_ids"] = await call("get_observations", {})
-        seen["bad_kind"] = await call("search", {"type": "everything"})
+        seen["bad_kind"] = await call("search", {"kind": "everything"})
         seen["bad_anchor"] = await call("timeline", {"anchor": "soon-ish"})
         seen["unknown_id"] = await call("timeline", {"anchor": "999999"})
         seen["context"] = await call("session_start_context")
@@ -119,8 +122,9 @@ def test_a_full_session_over_stdio_against_a_real_worker(env: dict[str, str], wo
 
     assert seen["server"] == "memcairn" and "search" in seen["instructions"]
     tools = {t.name: t for t in seen["tools"]}
-    assert list(tools) == [t.name for t in TOOLS] == ["important_workflow", "search", "timeline", "get_observations",
-                                                      "session_start_context", "save_memory", "forget"]
+    assert list(tools) == [t["name"] for t in TOOL_ENTRIES] == [
+        "important_workflow", "search", "timeline", "get_observations", "session_start_context", "save_memory",
+        "forget"]
     ids_schema = tools["get_observations"].input_schema
     assert ids_schema["required"] == ["ids"]
     assert ids_schema["properties"]["ids"]["type"] == "array" and ids_schema["properties"]["ids"]["minItems"] == 1
@@ -132,9 +136,9 @@ def test_a_full_session_over_stdio_against_a_real_worker(env: dict[str, str], wo
     assert tools["forget"].input_schema["required"] == ["ids"] and tools["save_memory"].input_schema["required"] == [
         "text"]
     assert set(tools["search"].input_schema["properties"]) == {
-        "query", "limit", "offset", "project", "type", "obs_type", "concepts", "files", "date_start", "date_end",
+        "query", "limit", "offset", "project", "kind", "type", "concepts", "files", "date_start", "date_end",
         "order_by", "platform_source", "min_score"}
-    assert tools["search"].input_schema["properties"]["type"]["enum"] == ["observations", "summaries", "prompts", "all"]
+    assert tools["search"].input_schema["properties"]["kind"]["enum"] == ["observations", "summaries", "prompts", "all"]
     assert set(tools["timeline"].input_schema["properties"]) == {"anchor", "query", "before", "after", "project"}
     for name, tool in tools.items():
         assert tool.annotations.read_only_hint is (name in READ_ONLY), name
@@ -158,8 +162,9 @@ def test_a_full_session_over_stdio_against_a_real_worker(env: dict[str, str], wo
     assert not error and "Other repo note" in text and f"#{item_id} " not in text
     error, text = seen["search_all"]
     assert not error and "Other repo note" in text and "Token refresh uses UTC" in text
-    error, text = seen["search_notes"]
-    assert not error and "Token refresh uses UTC" in text and "Cache warms at boot" not in text
+    for key in ("search_notes", "search_notes_before"):  # kind and type, or the spellings from before
+        error, text = seen[key]
+        assert not error and "Token refresh uses UTC" in text and "Cache warms at boot" not in text, key
     error, text = seen["search_nothing"]
     assert not error and 'pass project "*"' in text and "e2e-proj" in text
 
@@ -190,7 +195,7 @@ def test_a_full_session_over_stdio_against_a_real_worker(env: dict[str, str], wo
         error, text = seen[key]
         assert error and text.startswith("ids is required: call search first"), key
     error, text = seen["bad_kind"]
-    assert error and "type must be one of observations, summaries, prompts, all" in text
+    assert error and "kind must be one of observations, summaries, prompts, all; got 'everything'" in text
     error, text = seen["bad_anchor"]
     assert error and text.startswith("invalid request: anchor 'soon-ish' is not understood")
     error, text = seen["unknown_id"]
@@ -391,11 +396,11 @@ def test_the_default_project_comes_from_claude_project_dir_then_the_working_dire
 
 
 def test_every_tool_schema_is_a_closed_object_with_described_properties() -> None:
-    for spec in TOOLS:
-        assert spec.input_schema["type"] == "object" and spec.description
-        for name, prop in spec.input_schema["properties"].items():
-            assert prop.get("description"), f"{spec.name}.{name} needs a description"
-            assert isinstance(prop.get("type"), str), f"{spec.name}.{name}: one JSON type keeps strict clients happy"
+    for tool in TOOL_ENTRIES:
+        assert tool["inputSchema"]["type"] == "object" and tool["description"]
+        for name, prop in tool["inputSchema"]["properties"].items():
+            assert prop.get("description"), f"{tool['name']}.{name} needs a description"
+            assert isinstance(prop.get("type"), str), f"{tool['name']}.{name}: one JSON type keeps strict clients happy"
 
 
 # -- Codex: the SessionStart context in the server's instructions ---------------------------------------
@@ -461,7 +466,7 @@ def test_an_empty_context_is_explained_and_not_asked_for_again_at_start_up() -> 
 # -- bounded output and a server older than the installed package ----------------------------------------
 def test_get_observations_stays_bounded_and_says_what_was_cut() -> None:
     """A saved memory may hold 256 KiB; a hundred of them would flood the agent's context."""
-    from memcairn.mcp_server import MAX_FIELD_CHARS, MAX_RECORDS_CHARS
+    from memcairn.mcp_records import MAX_FIELD_CHARS, MAX_RECORDS_CHARS
 
     records = {i: {"id": i, "kind": "manual", "title": f"big {i}", "text": "word " * 50_000,
                    "facts": ["fact " * 4_000]} for i in range(1, 101)}
@@ -564,11 +569,11 @@ def test_a_server_older_than_the_installed_package_uses_the_installed_worker(env
 
 
 def test_timeline_takes_the_cli_s_before_and_after_and_the_earlier_depth_names() -> None:
-    from memcairn.mcp_server import TOOLS_BY_NAME, _check_arguments
+    from memcairn.mcp_tools import checked_arguments
 
-    spec = TOOLS_BY_NAME["timeline"]
-    assert _check_arguments(spec, {"anchor": "3", "before": 2, "after": 4}) == {"anchor": "3", "before": 2, "after": 4}
-    assert _check_arguments(spec, {"anchor": "3", "depth_before": 2, "depth_after": 4}) == {
+    assert checked_arguments("timeline", {"anchor": "3", "before": 2, "after": 4}) == {
+        "anchor": "3", "before": 2, "after": 4}
+    assert checked_arguments("timeline", {"anchor": "3", "depth_before": 2, "depth_after": 4}) == {
         "anchor": "3", "before": 2, "after": 4}
 
 

@@ -25,7 +25,8 @@ from mcp_in_process import in_process
 from memcairn.client import WorkerClient
 from memcairn.entry import main as entry_main
 from memcairn.mcp_protocol import MODERN_VERSIONS, PROTOCOL_VERSION_KEY, SERVER_INFO_KEY, UNSUPPORTED_PROTOCOL_VERSION
-from memcairn.mcp_server import TOOLS, WORKFLOW, build_server
+from memcairn.mcp_schema import TOOL_ENTRIES
+from memcairn.mcp_server import WORKFLOW, build_server
 
 
 @pytest.fixture
@@ -105,12 +106,17 @@ WORKER_PACKAGES = ("memcairn.client", "memcairn.worker", "memcairn.store", "memc
                    "memcairn.capture", "memcairn.cli", "memcairn.config", "memcairn.lifecycle", "memcairn.vectors")
 
 
-def test_answering_initialize_imports_neither_the_sdk_nor_the_worker(env: dict[str, str], tmp_path: Path) -> None:
+def test_answering_initialize_and_tools_list_imports_neither_the_sdk_nor_the_worker(env: dict[str, str],
+                                                                                    tmp_path: Path) -> None:
+    """The tools' schemas are served as generated from their typed definitions: pydantic waits for a tool call."""
     proc = subprocess.Popen([sys.executable, "-c", IMPORT_PROBE], env={**os.environ, **env}, cwd=tmp_path,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    out, err = proc.communicate(json.dumps(_initialize()).encode() + b"\n", timeout=30)
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    out, err = proc.communicate(b"".join(json.dumps(m).encode() + b"\n" for m in (_initialize(), listing)),
+                                timeout=30)
     assert proc.returncode == 0, err.decode()[-2000:]
-    assert json.loads(out.splitlines()[0])["result"]["serverInfo"]["name"] == "memcairn"
+    hello, listed = (json.loads(line) for line in out.splitlines())
+    assert hello["result"]["serverInfo"]["name"] == "memcairn" and listed["result"]["tools"] == TOOL_ENTRIES
     line = next(x for x in err.decode().splitlines() if x.startswith("MODULES "))
     loaded = line[len("MODULES "):].split()
     assert "memcairn.mcp_protocol" in loaded  # the probe ran the light path
@@ -149,10 +155,10 @@ def test_a_probe_and_a_later_handshake_are_both_answered_on_one_connection(env: 
         assert old["result"]["protocolVersion"] == "2024-11-05"
 
         listed = server.ask({"jsonrpc": "2.0", "id": 4, "method": "tools/list"})
-        assert [t["name"] for t in listed["result"]["tools"]] == [t.name for t in TOOLS]
+        assert [t["name"] for t in listed["result"]["tools"]] == [t["name"] for t in TOOL_ENTRIES]
         assert "resultType" not in listed["result"]  # a handshake-era request gets a handshake-era result
         modern = server.ask({"jsonrpc": "2.0", "id": 5, "method": "tools/list", "params": _envelope()})
-        assert modern["result"]["resultType"] == "complete" and len(modern["result"]["tools"]) == len(TOOLS)
+        assert modern["result"]["resultType"] == "complete" and len(modern["result"]["tools"]) == len(TOOL_ENTRIES)
 
         called = server.ask({"jsonrpc": "2.0", "id": 6, "method": "tools/call",
                              "params": {"name": "important_workflow", "arguments": {}, **_envelope()}})
@@ -187,7 +193,7 @@ def test_the_sdk_client_works_in_either_era_against_a_real_worker(env: dict[str,
     """``auto`` probes ``server/discover`` and settles on the 2026-07-28 era; ``legacy`` hands shakes."""
     params = StdioServerParameters(command=MEMCAIRN, args=["mcp"], env=env, cwd=str(tmp_path))
     seen = anyio.run(_sdk_session, params, mode)
-    assert seen["tools"] == [t.name for t in TOOLS]
+    assert seen["tools"] == [t["name"] for t in TOOL_ENTRIES]
     assert seen["saved"][0] is False and seen["saved"][1].startswith("Saved as #")
     assert seen["search"][0] is False and "Parser offsets are bytes" in seen["search"][1]
 
