@@ -163,14 +163,8 @@ def test_rendering_follows_the_time_zone_given(story: Store) -> None:
 
 
 def test_full_records_are_json_in_the_order_asked(story: Store) -> None:
-    service = SearchService(story)
-    items, missing = service.get_full(["#3", 1, "99"])
-    assert [i.id for i in items] == [3, 1] and missing == [99]
+    items = story.get_items([3, 1, 99])
     records = json.loads(render_full(items))
     assert [r["id"] for r in records] == [3, 1] and records[0]["facts"] == ["expiry is stored in UTC"]
     with pytest.raises(ValidationError, match="ids are required"):
         render_full([])
-    with pytest.raises(ValidationError, match="ids are required"):
-        service.get_full([])
-    with pytest.raises(ValidationError, match="not an item id"):
-        service.get_full(["abc"])

@@ -317,7 +317,7 @@ def test_mode_auto_is_the_default_and_an_explicit_mode_wins_over_the_service_leg
     assert keyword_only.search(query="zebra", mode="semantic").strategy == "semantic"
     assert SearchService(mem_store, mirror, legs=("semantic",)).search(query="zebra", mode="keyword").strategy \
         == "keyword"
-    assert SearchRequest.from_mapping({"q": "zebra", "mode": "semantic"}).mode == "semantic"
+    assert SearchRequest(query="zebra", mode="semantic").mode == "semantic"
 
 
 def test_mode_without_query_text_is_filter_only_and_says_so(mem_store: Store, corpus: dict[str, int]) -> None:
@@ -464,8 +464,6 @@ def test_unknown_order_is_refused_and_relevance_without_query_is_newest(mem_stor
 def test_an_order_or_fusion_that_is_not_text_is_refused_not_dropped(field: str, value: object) -> None:
     with pytest.raises(ValidationError, match=f"unknown {field} "):
         SearchRequest(query="zebra", **{field: value})  # type: ignore[arg-type]
-    with pytest.raises(ValidationError, match=f"unknown {field} "):
-        SearchRequest.from_mapping({"q": "zebra", {"order": "orderBy"}.get(field, field): value})
 
 
 def test_several_platforms_or_sessions_are_refused_not_cut_to_the_first(mem_store: Store) -> None:
@@ -589,18 +587,6 @@ def test_cli_search_user_errors_are_one_line_and_exit_2(capsys: pytest.CaptureFi
     monkeypatch.setenv("MEMCAIRN_VECTOR_BACKEND", "none")
     code, _, err = _cli(capsys, *args)
     assert code == 2 and message in err and "Traceback" not in err
-
-
-def test_a_request_from_loose_keys_accepts_aliases_and_refuses_unknown_keys() -> None:
-    req = SearchRequest.from_mapping({"q": "zebra", "project": "p", "kind": "summaries", "since": "2026-12-01",
-                                      "platformSource": "codex", "orderBy": "newest", "limit": 3}, tz=UTC)
-    assert (req.query, req.projects, req.kinds, req.platform_source, req.order, req.limit) == (
-        "zebra", ("p",), ("summary",), "codex", "newest", 3)
-    assert req.date_start == int(datetime(2026, 12, 1, tzinfo=UTC).timestamp() * 1000)
-    with pytest.raises(ValidationError, match="unknown search parameter 'colour'"):
-        SearchRequest.from_mapping({"colour": "red"})
-    with pytest.raises(ValidationError, match="repeats another parameter"):
-        SearchRequest.from_mapping({"project": "a", "projects": ["b"]})
 
 
 @pytest.mark.parametrize("value", ["99999999999999999999999", 10**30, "999999999999d"])

@@ -193,11 +193,14 @@ def test_integrity_trigger_rejects_an_item_in_another_projects_session(store: St
 
 
 def test_integrity_trigger_rejects_moving_a_session_that_has_items(store: Store) -> None:
+    beta = store._conn.execute("INSERT INTO projects(name, created_at_epoch) VALUES ('beta', 0) RETURNING id")
+    pid = beta.fetchone()[0]
+    move = "UPDATE sessions SET project_id = ? WHERE platform_source = 'claude-code' AND agent_session_id = ?"
     store.ensure_session("empty", "alpha", "claude-code")
-    store.move_session("empty", "claude-code", "beta")  # no items yet: allowed
+    store._conn.execute(move, (pid, "empty"))  # no items yet: allowed
     store.add_item(obs("x", session="busy", platform_source="claude-code"))
-    with pytest.raises(ValidationError, match="cannot move"):
-        store.move_session("busy", "claude-code", "beta")
+    with pytest.raises(sqlite3.IntegrityError):
+        store._conn.execute(move, (pid, "busy"))
 
 
 def test_sources_make_an_import_idempotent(store: Store) -> None:

@@ -5,9 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-Kind = Literal["observation", "summary", "prompt", "manual"]
 KINDS: tuple[str, ...] = ("observation", "summary", "prompt", "manual")
 MAX_ITEM_ID = 2**63 - 1  # the largest SQLite INTEGER
 # Half of a UTF-16 pair on its own (an emoji cut in two, a non-UTF-8 byte Python decoded): no UTF-8 text can hold

@@ -38,7 +38,6 @@ TOOL_USE = "tool_use"
 STOP = "stop"
 SESSION_END = "session_end"
 COMPACTION = "compaction"  # a transcript's compaction summary (imports only)
-EVENT_KINDS = (SESSION_START, USER_PROMPT, TOOL_USE, STOP, SESSION_END, COMPACTION)
 # The kind of a body without ``event`` (a claude-mem style client), by the queue event type of its route.
 ROUTE_KINDS = {"session_init": USER_PROMPT, "observation": TOOL_USE, "summarize": STOP}
 # The route each kind is sent to.

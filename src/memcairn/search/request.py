@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta, timezone, tzinfo
 from typing import Any
@@ -50,13 +50,6 @@ DATE_FORMATS = (
 _MS_THRESHOLD = 100_000_000_000
 _RELATIVE = re.compile(r"^(\d+)\s*(m|min|h|d|w)$", re.IGNORECASE)
 _RELATIVE_MS = {"m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 7 * 86_400_000}
-# Other names ``SearchRequest.from_mapping`` accepts for its fields (HTTP bodies and tool arguments).
-FIELD_ALIASES = {
-    "q": "query", "project": "projects", "kind": "kinds", "type": "types", "concept": "concepts",
-    "file": "files", "since": "date_start", "until": "date_end", "dateStart": "date_start",
-    "dateEnd": "date_end", "platform": "platform_source", "platformSource": "platform_source",
-    "orderBy": "order", "order_by": "order", "minScore": "min_score",
-}
 
 
 def now_ms() -> int:
@@ -373,26 +366,6 @@ class SearchRequest:
             put(self, "min_score", _min_score(self.min_score))
         put(self, "notes", tuple(dict.fromkeys(notes)))
 
-    @classmethod
-    def from_mapping(cls, data: Mapping[str, Any], *, tz: tzinfo | None = None) -> SearchRequest:
-        """A request from loose keys (a JSON body, tool arguments): the field names plus the aliases in
-        ``FIELD_ALIASES`` (``project``, ``kind``, ``since``, ``until``, ``platform``, ...).
-
-        Raises:
-            ValidationError: an unknown key, or a malformed value.
-        """
-        fields: dict[str, Any] = {}
-        for key, value in data.items():
-            name = FIELD_ALIASES.get(key, key)
-            if name not in _INPUT_FIELDS:
-                accepted = ", ".join(sorted({*_INPUT_FIELDS, *FIELD_ALIASES}))
-                raise ValidationError(f"unknown search parameter {key!r}; accepted: {accepted}")
-            if name in fields and value is not None:
-                raise ValidationError(f"{key!r} repeats another parameter; give it once")
-            if value is not None or name not in fields:
-                fields[name] = value
-        return cls(**fields, tz=tz)
-
     @property
     def has_date_range(self) -> bool:
         return self.date_start is not None or self.date_end is not None
@@ -409,5 +382,3 @@ class SearchRequest:
                  "platform_source", "session")
         return [n for n in names if getattr(self, n) is not None]
 
-
-_INPUT_FIELDS = frozenset(f for f in SearchRequest.__dataclass_fields__ if f not in ("tz", "notes"))

@@ -26,8 +26,6 @@ def item_row(item: MemoryItem) -> dict[str, Any]:
             "display_title": display_title(item, default=""), "project": item.project,
             "created_at_epoch": item.created_at_epoch}
 
-STRATEGIES = ("filter_only", "hybrid", "keyword", "semantic")
-FALLBACK_REASONS = ("vector_unavailable", "vector_error", "platform_scoped_zero", "keyword_index_damaged")
 
 
 class LegRank(NamedTuple):

@@ -43,7 +43,7 @@ from datetime import tzinfo
 from typing import Any
 
 from memcairn.errors import KeywordIndexDamagedError, ValidationError, WouldWait
-from memcairn.models import DEFAULT_TYPES, MAX_ITEM_ID, OBSERVATION_TYPES, ItemFilter, MemoryItem
+from memcairn.models import DEFAULT_TYPES, MAX_ITEM_ID, OBSERVATION_TYPES, ItemFilter
 from memcairn.search import evidence, fusion, relevance
 from memcairn.search.request import SearchRequest, now_ms
 from memcairn.search.result import LegRank, SearchHit, SearchResult, Timeline
@@ -138,21 +138,6 @@ class SearchService:
 
         return build_timeline(self, anchor=anchor, query=query, depth_before=depth_before,
                               depth_after=depth_after, projects=projects, now=now, tz=tz)
-
-    def get_full(self, ids: Sequence[int | str]) -> tuple[list[MemoryItem], list[int]]:
-        """Full records in the order asked, and the ids that do not exist.
-
-        Raises:
-            ValidationError: no ids, or an id that is not a number (``12`` and ``#12`` are accepted).
-        """
-        if isinstance(ids, str | int):
-            ids = [ids]
-        wanted = [parse_item_id(i) for i in ids]
-        if not wanted:
-            raise ValidationError("ids are required: fetch full records only for ids a search or timeline returned")
-        items = self.store.get_items(wanted)
-        found = {i.id for i in items}
-        return items, [i for i in dict.fromkeys(wanted) if i not in found]
 
     def telemetry_snapshot(self) -> dict[str, Any]:
         return self.telemetry.snapshot()

@@ -246,19 +246,6 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin, IntegrityMix
         )
         return cur.rowcount > 0
 
-    def move_session(self, agent_session_id: str, platform_source: str, project: str) -> None:
-        """Move a session to another project; refused by the database once the session has items."""
-        try:
-            with atomic(self._conn) as conn:
-                pid = self._project_id(conn, project)
-                conn.execute(
-                    "UPDATE sessions SET project_id = ? WHERE platform_source = ? AND agent_session_id = ?",
-                    (pid, platform_source, agent_session_id),
-                )
-        except sqlite3.IntegrityError as exc:
-            self._project_ids.clear()
-            raise ValidationError(f"cannot move session {agent_session_id}: {exc}") from None
-
     def merge_project(self, source: str, into: str) -> None:
         """Record that ``source`` was renamed or merged into ``into``; its memories answer to both. Content the
         user deleted under ``source`` stays deleted under ``into`` too: ``_insert`` reads the marks of every
