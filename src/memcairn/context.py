@@ -104,7 +104,6 @@ FULL_MAX_OBSERVATIONS = 1000
 FULL_MAX_SUMMARIES = 100
 SCAN_WINDOW = 5000  # recent rows are looked for among the chain's newest items
 MIN_BUDGET_TOKENS = 1
-MCP_TOOLS = ("search", "timeline", "get_observations", "important_workflow")
 LEGEND = ("Legend: sessions newest first, unfinished work and decisions first; observation rows are #id HH:MM "
           "type title, by day, oldest first; types: bugfix, feature, refactor, change, discovery, decision, note "
           "(saved by hand). Pass an #id to timeline or get_observations.")
