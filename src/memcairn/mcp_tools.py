@@ -245,7 +245,7 @@ class MemoryTools:
         project: Project = None,
         kind: Annotated[Literal["observations", "summaries", "prompts", "all"] | None, TEXT,
                         Field(description="Record kind.")] = None,
-        type: Annotated[str | None, TEXT,  # noqa: A002 (the argument's name over MCP and HTTP)
+        type: Annotated[str | None, TEXT,  # shadows the builtin: the argument's name over MCP and HTTP
                         Field(description="decision, bugfix, feature, change, discovery...")] = None,
         concepts: Annotated[str | None, TEXT, Field(description="Comma-separated.")] = None,
         files: Annotated[str | None, TEXT, Field(description="Path parts, comma-separated.")] = None,
@@ -378,7 +378,7 @@ class MemoryTools:
         self,
         text: Annotated[str, TEXT, Field(description="Self-contained text.")],
         title: Annotated[str | None, TEXT, Field(description="Short title.")] = None,
-        type: Annotated[str | None, TEXT,  # noqa: A002 (the argument's name over MCP and HTTP)
+        type: Annotated[str | None, TEXT,  # shadows the builtin: the argument's name over MCP and HTTP
                         Field(description="decision, bugfix, note (default)...")] = None,
         project: Annotated[str | None, TEXT, Field(description="Default: the current project.")] = None,
     ) -> str:
