@@ -1,8 +1,9 @@
 """One contract for both stores: the SQLite ``Store`` (a real file) and the team store's ``TenantStore`` (the
 session's real PostgreSQL), each through the storage protocols ``Items``, ``KeywordSearch``,
-``ProjectsAndSessions`` and the search service's ``SearchStore`` (``TimeWindow``, ``KeywordEvidence``) of
-``store/protocols.py``. The team store runs the contract twice: each call in a transaction of its own, and bound
-to one open transaction (``postgresql-bound``, as a server request reads).
+``ProjectsAndSessions``, the search service's ``SearchStore`` (``TimeWindow``, ``KeywordEvidence``) and the
+SessionStart context's ``ContextStore`` of ``store/protocols.py``. The team store runs the contract twice: each
+call in a transaction of its own, and bound to one open transaction (``postgresql-bound``, as a server request
+reads).
 
 The PostgreSQL side shares one database per module and gives each test a tenant of its own (a tenant sees
 nothing of another, which one test checks), so the suite stays fast.
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.timeout(120)
 
-SHARED = (p.Items, p.KeywordSearch, p.ProjectsAndSessions, p.SearchStore)  # what both backends implement
+SHARED = (p.Items, p.KeywordSearch, p.ProjectsAndSessions, p.SearchStore, p.ContextStore)  # what both implement
 BACKENDS = ("sqlite", "postgresql", "postgresql-bound")
 _tenants = itertools.count(1)
 
@@ -164,6 +165,22 @@ def test_keyword_search_finds_by_a_word_best_first(backend: Any) -> None:
     assert backend.keyword_ids("parser timeout", limit=1, offset=1) == hits[1:2]
     assert backend.keyword_ids("xylophone") == []
     assert backend.keyword_ids("\"*:( AND NEAR -") == []  # query syntax is only text, and matches nothing here
+
+
+def test_the_context_s_totals_and_window_follow_writes_and_deletes(backend: Any) -> None:
+    made = backend.add_items([note("alpha", "one", "abc", epoch=1_000), note("alpha", "two", "defg", epoch=2_000),
+                              note("alpha", "three", epoch=3_000), note("beta", "four", "xy", epoch=1_500)])
+    alpha, beta = backend.resolve_project_ids(["alpha"]), backend.resolve_project_ids(["beta"])
+    assert backend.chain_totals(alpha) == (3, 3 + 3 + 3 + 4 + 5)  # stored characters: titles and texts
+    assert backend.chain_totals(alpha + beta) == (4, 18 + 6) and backend.chain_totals([]) == (0, 0)
+    assert backend.window_start(alpha, 2) == 2_000 and backend.window_start(alpha, 4) is None
+    assert backend.window_start(alpha + beta, 1) == 1_500  # the earliest of each project's newest
+    backend.delete_items([made[1].id])
+    backend.add_item(note("alpha", "five", "z", epoch=4_000))
+    assert backend.chain_totals(alpha) == (3, 18 - 7 + 5)  # counted again after a delete
+    backend.add_item(note("alpha", "six", epoch=5_000))
+    assert backend.chain_totals(alpha) == (4, 16 + 3)  # kept current by the new ids
+    assert backend.window_start(alpha, 2) == 4_000
 
 
 def test_projects_and_sessions(backend: Any) -> None:
@@ -355,5 +372,6 @@ def test_the_conformance_check_fails_on_a_mismatch() -> None:
 
 def _static_conformance(sqlite: Store, team: TenantStore) -> None:  # pragma: no cover - read by mypy, never run
     local: p.LocalStore = sqlite
-    shared: tuple[p.Items, p.KeywordSearch, p.ProjectsAndSessions, p.SearchStore] = (team, team, team, team)
+    shared: tuple[p.Items, p.KeywordSearch, p.ProjectsAndSessions, p.SearchStore, p.ContextStore] = (
+        team, team, team, team, team)
     _ = (local, shared)

@@ -533,25 +533,41 @@ def notice_lines(notices: Sequence[str], limit: int | None = None) -> str:
     return "".join(kept) + more(len(lines) - len(kept))
 
 
+@dataclass(frozen=True)
+class Rendered:
+    """A context's text and the memories it shows: observation rows and session blocks (none in the line that
+    only counts them, or in an empty text)."""
+
+    text: str
+    shown: int
+
+
 def render(data: ContextData, settings: Settings, *, now_ms: int, tz: tzinfo | None = None, colors: bool = False,
            full: bool = False, notices: Sequence[str] = ()) -> str:
     """The context text for ``data`` (see the module docstring); deterministic for a given ``now_ms``/``tz``."""
+    return render_shown(data, settings, now_ms=now_ms, tz=tz, colors=colors, full=full, notices=notices).text
+
+
+def render_shown(data: ContextData, settings: Settings, *, now_ms: int, tz: tzinfo | None = None,
+                 colors: bool = False, full: bool = False, notices: Sequence[str] = ()) -> Rendered:
+    """``render``, and how many memories the text shows."""
     total = max(MIN_BUDGET_TOKENS, settings.context_token_budget)
     head = notice_lines(notices, None if full else total * 4 // 2)
     if not head:
         return _render(data, settings, now_ms=now_ms, tz=tz, colors=colors, full=full)
     budget = total - _tokens(len(head)) - 1
-    return head + _render(data, replace(settings, context_token_budget=max(1, budget)), now_ms=now_ms, tz=tz,
-                          colors=colors, full=full)
+    body = _render(data, replace(settings, context_token_budget=max(1, budget)), now_ms=now_ms, tz=tz,
+                   colors=colors, full=full)
+    return replace(body, text=head + body.text)
 
 
 def _render(data: ContextData, settings: Settings, *, now_ms: int, tz: tzinfo | None, colors: bool,
-            full: bool) -> str:
+            full: bool) -> Rendered:
     now = _when(now_ms, tz)
     limit = None if full else max(1, settings.context_token_budget) * 4
     if not data.totals.items:
         empty = EMPTY.format(scope=_scope(data.projects)) + "\n"
-        return "" if limit is not None and len(empty) > limit and not colors else empty
+        return Rendered("" if limit is not None and len(empty) > limit and not colors else empty, 0)
     shape = _Shape(len(data.observations), len(data.sessions))
     plain = _Style(False)
     rows = _Rows(tz)
@@ -563,16 +579,17 @@ def _render(data: ContextData, settings: Settings, *, now_ms: int, tz: tzinfo | 
     worst = _tokens(limit) if limit is not None else 10 ** 9
     if limit is not None and not _fit(shape, lambda: len(plain_text(worst)) <= limit):
         small = fence(_minimal(data)) + "\n"
-        return ("" if len(small) > limit else small) if not colors else (_minimal(data) + "\n")
+        return Rendered(("" if len(small) > limit else small) if not colors else (_minimal(data) + "\n"), 0)
     here = worst
     for _ in range(4):
         settled = _tokens(len(plain_text(here)))
         if settled == here:
             break
         here = settled
+    shown = min(shape.observations, len(data.observations)) + min(shape.sessions, len(data.sessions))
     if colors:
-        return "\n".join(_body(data, shape, _Style(True), now, rows, here)) + "\n"
-    return plain_text(here)
+        return Rendered("\n".join(_body(data, shape, _Style(True), now, rows, here)) + "\n", shown)
+    return Rendered(plain_text(here), shown)
 
 
 def render_context(store: ContextStore, settings: Settings, *, projects: Sequence[str] | None = None,

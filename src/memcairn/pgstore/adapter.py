@@ -1,7 +1,7 @@
 """The team store seen as one tenant's store: the storage protocols ``Items``, ``KeywordSearch``,
-``ProjectsAndSessions`` and the search service's ``SearchStore`` (``TimeWindow``, ``KeywordEvidence``;
-``store/protocols.py``) over ``TeamStore``, bound to one tenant and optionally pinned to one project (a key's pin),
-so code written against the protocols runs on either backend.
+``ProjectsAndSessions``, the search service's ``SearchStore`` (``TimeWindow``, ``KeywordEvidence``) and the
+SessionStart context's ``ContextStore`` (``store/protocols.py``) over ``TeamStore``, bound to one tenant and
+optionally pinned to one project (a key's pin), so code written against the protocols runs on either backend.
 
 A ``TenantStore`` runs each call in a transaction of its own, or, given ``cur``, every read in that open
 transaction (a server request's: the key check and the reads on one pooled connection). A bound store only reads
@@ -19,7 +19,10 @@ Where the two stores differ, the difference is kept and stated rather than paper
   and stored), its kind, type, project, session and time; the other fields of ``MemoryItem`` read back empty, its
   ``uuid`` is empty and ``updated_at_epoch`` is its creation time; its ``platform_source`` is its session's;
 - a filter may name projects, kinds, types, a time range and a session; concepts, files and platform filters are
-  refused (``ValidationError``), and the keyword leg takes projects only, ranked by relevance;
+  refused (``ValidationError``), and the keyword leg takes projects only, ranked by relevance; so are the
+  context's totals and window of one platform;
+- the context's stored characters of a memory are its title's and text's (``pgstore/totals.py``), and its
+  window of newest memories, asked of every project, is the earliest of each project's;
 - keyword evidence (``query_terms``) counts a word's rows in every project of the tenant (the local store: in
   the whole store), but for the candidates of a bound store's search: in the projects it searches (as the
   server's search always has);
@@ -43,6 +46,7 @@ from memcairn.pgstore.candidates import CandidateReads
 from memcairn.pgstore.db import tenant_transaction
 from memcairn.pgstore.items import RECORD_COLUMNS, TeamStore, prepare
 from memcairn.pgstore.keyword import in_projects
+from memcairn.pgstore.totals import window_start
 from memcairn.store.records import ProjectInfo, QueryTerms, only_item
 
 # the API's columns of a memory and its session's platform, looked up by primary key
@@ -243,6 +247,28 @@ class TenantStore:
         if self._reads is not None:
             self._reads.note(query, project_ids, [i for i, _ in hits])
         return hits
+
+    # -- the SessionStart context -------------------------------------------------------------------------
+    def chain_totals(self, project_ids: Sequence[int] | None, platform: str | None = None) -> tuple[int, int]:
+        """(memories, stored characters) of the projects (every project when None), within the pin."""
+        ids = self._context_projects(project_ids, platform)
+        with self._cursor() as cur:
+            return self.team.totals.totals(cur, self.tenant_id, ids)
+
+    def window_start(self, project_ids: Sequence[int] | None, window: int, platform: str | None = None) -> int | None:
+        """The creation time from which the newest ``window`` memories of each project lie (None: one holds fewer)."""
+        ids = self._context_projects(project_ids, platform)
+        if not ids:
+            return None
+        with self._cursor() as cur:
+            return window_start(cur, self.tenant_id, ids, window)
+
+    def _context_projects(self, project_ids: Sequence[int] | None, platform: str | None) -> list[int]:
+        if platform:
+            raise ValidationError("the team store does not keep platform_source to filter by")
+        if project_ids is None:
+            return self.project_ids(None)
+        return [int(p) for p in project_ids if self.pin is None or int(p) == self.pin]
 
     # -- projects and sessions ----------------------------------------------------------------------------
     def projects(self) -> list[ProjectInfo]:

@@ -36,6 +36,7 @@ from memcairn.pgstore.backlog import vector_literal
 from memcairn.pgstore.db import Pool, read_as, tenant_transaction
 from memcairn.pgstore.keyword import KeywordLeg, TtlCache
 from memcairn.pgstore.project_copies import ProjectCopies
+from memcairn.pgstore.totals import ChainTotals
 from memcairn.pgstore.waits import before_waiting
 from memcairn.store.items import content_hash
 from memcairn.store.validation import validate_item
@@ -111,6 +112,7 @@ class TeamStore:
         # both legs rank from the projects' postings and vectors kept in this process (``pgstore/project_copies.py``)
         self.copies = ProjectCopies() if copies else None
         self.keyword = KeywordLeg(copies=self.copies)
+        self.totals = ChainTotals()  # the projects' memories and characters, for the SessionStart context
         self._exact = TtlCache(PLAN_TTL)  # (tenant, projects) -> whether their vectors are scanned exactly
         self._project_of = TtlCache(PROJECT_TTL)  # (tenant, project name) -> its id
 

@@ -12,8 +12,11 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -25,9 +28,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from memcairn import tokens
 from memcairn.capture.single_event import HookEvent
+from memcairn.config import Settings
+from memcairn.context import gather, render_shown
 from memcairn.errors import ConfigError, NotFoundError, ValidationError
-from memcairn.models import MAX_ITEM_ID, ItemFilter, MemoryItem, NewItem
+from memcairn.models import MAX_ITEM_ID, MemoryItem, NewItem
 from memcairn.pgstore import audit, backlog, ingest, keys
 from memcairn.pgstore.adapter import TenantStore
 from memcairn.pgstore.db import tenant_transaction
@@ -38,7 +44,6 @@ from memcairn.pgstore.search import TenantSearch
 from memcairn.pgstore.waits import before_waiting
 from memcairn.search.request import SearchRequest
 from memcairn.search.service import MAX_SEMANTIC_QUERY_CHARS
-from memcairn.server import digest
 from memcairn.server.http import (
     AccessLog,
     ApiError,
@@ -59,6 +64,7 @@ from memcairn.server.readiness import metrics_page, ready
 __all__ = ["ServerState", "make_app"]
 MAX_QUERY_CHARS = 2_000
 DEFAULT_CONTEXT_TOKENS = 2_000
+CONTEXT_SETTINGS = Settings(home=Path("."))  # a worker's defaults shape the team's context; nothing is read from home
 POLL_SECONDS = 1.0
 HEARTBEAT_SECONDS = 15.0
 KEY_CHECK_SECONDS = 1.0  # an idle stream of a revoked key ends within this (and one poll)
@@ -426,7 +432,8 @@ def list_projects(request: Request, call: Call) -> Any:
 
 
 def context(request: Request, call: Call) -> Any:
-    """The project's newest memories as a fenced digest within ``max_tokens``."""
+    """The projects' SessionStart context within ``max_tokens``: the local one (``memcairn.context``, its default
+    settings, times in UTC) over the tenant's memories; ``items`` is the memories it shows."""
     state: ServerState = request.app.state.server
     assert call.key is not None
     names = projects_param(request)
@@ -434,9 +441,12 @@ def context(request: Request, call: Call) -> Any:
         raise ApiError(400, "invalid", "project is required: /v1/context?project=name")
     _check_pin(state, call, names)
     budget = int_param(request, "max_tokens", DEFAULT_CONTEXT_TOKENS, 100, 20_000)
-    newest = _tenant_store(state, call).list_items(ItemFilter(projects=names), limit=digest.NEWEST)
-    _audit_read(state, call, "context", "/v1/context", names, len(newest))
-    return state.digests.render(names, [_record(item) for item in newest], budget)
+    settings = replace(CONTEXT_SETTINGS, context_token_budget=budget)
+    data = gather(_tenant_store(state, call), settings, names)
+    made = render_shown(data, settings, now_ms=int(time.time() * 1000), tz=UTC)
+    _audit_read(state, call, "context", "/v1/context", names, made.shown)
+    return {"projects": names, "items": made.shown, "tokens": tokens.estimate_tokens(made.text),
+            "context": made.text}
 
 
 def audit_log(request: Request, call: Call) -> Any:

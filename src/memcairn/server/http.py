@@ -36,7 +36,6 @@ from memcairn.pgstore.db import Pool
 from memcairn.pgstore.items import TeamStore
 from memcairn.pgstore.waits import no_waiting
 from memcairn.search.telemetry import Telemetry
-from memcairn.server.digest import Digests
 from memcairn.server.metrics import Metrics
 
 log = logging.getLogger("memcairn.server")
@@ -59,7 +58,6 @@ class ServerState:
     team: TeamStore
     secret: bytes
     queued: threading.Event = field(default_factory=threading.Event)  # set after events are queued (wakes consumers)
-    digests: Digests = field(default_factory=Digests)  # the context digests and lines rendered before
     # the searches of this process (counts and latencies, no query text; not logged one by one)
     telemetry: Telemetry = field(default_factory=lambda: Telemetry(log_each=False))
     # reads of this process answered on its event loop, and those run again on a request thread (``route``)

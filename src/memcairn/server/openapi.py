@@ -167,7 +167,7 @@ def openapi_document() -> dict[str, Any]:
             "operationId": "context", "parameters": [{**_PROJECT, "required": True},
                                                      _q("max_tokens", {"type": "integer", "minimum": 100,
                                                                        "maximum": 20000}, "token budget")],
-            "responses": {"200": _json({"type": "object"}, "A fenced digest of the newest memories"),
+            "responses": {"200": _json({"type": "object"}, "The projects' SessionStart context, fenced"),
                           **_errors(400, 401, 403, 503)}}},
         "/v1/keys": {
             "get": {"operationId": "listKeys", "summary": "The tenant's keys (admin)",
