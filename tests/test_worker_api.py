@@ -910,7 +910,7 @@ def test_search_mode_semantic_without_a_mirror_is_keyword_with_the_reason(cfg: S
 
 def test_the_workers_model_runs_the_configured_threads_per_call(tmp_path: Path) -> None:
     from memcairn.vectors.embedder import OnnxEmbedder, default_threads
-    from memcairn.worker.app import _worker_runtime
+    from memcairn.worker.state import worker_runtime as _worker_runtime
 
     for setting, expected in ((1, 1), (0, default_threads())):
         cfg = Settings(home=tmp_path / str(setting), embedding_model="all-MiniLM-L6-v2-int8",

@@ -9,6 +9,7 @@ runs (``logs.watch_stderr_file``). This module imports the web stack only when i
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import signal
 import socket
@@ -29,6 +30,7 @@ from memcairn.lifecycle import (
     try_flock,
     write_pid_file,
 )
+from memcairn.worker.logs import setup_logging, watch_stderr_file
 from memcairn.worker.security import TOKEN_PARAM
 
 GRACEFUL_SECONDS = 10
@@ -87,8 +89,6 @@ def run_foreground(cfg: Settings | None = None, echo: Callable[[str], None] | No
     Raises:
         ConfigError: a non-loopback host without a token.
     """
-    import logging
-
     # numpy's BLAS would start a thread per core for the vector index's small products and spin them while
     # requests wait; the worker's parallelism comes from serving requests side by side. Set before numpy
     # is first imported (the store and the mirror import it later); a value the person set is kept.
@@ -119,8 +119,6 @@ def run_foreground(cfg: Settings | None = None, echo: Callable[[str], None] | No
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        from memcairn.worker.logs import setup_logging, watch_stderr_file
-
         try:
             setup_logging(cfg)
         except OSError as exc:
@@ -156,6 +154,8 @@ def run_foreground(cfg: Settings | None = None, echo: Callable[[str], None] | No
 
 
 def _serve(cfg: Settings, sock: socket.socket, holder: dict[str, Any]) -> None:
+    # here: the app imports numpy (the store, the mirror), which must come after run_foreground set the BLAS
+    # thread counts; `memcairn worker` commands other than run import this module without serving
     import uvicorn
 
     from memcairn.worker.app import make_app

@@ -46,6 +46,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from memcairn.search.result import item_row
+from memcairn.store.changes import ChangeLog
 from memcairn.store.protocols import ItemReader
 
 log = logging.getLogger("memcairn.worker")
@@ -280,8 +281,6 @@ class ExternalWriteTailer:
 
     def open(self) -> bool:
         """Open the log and take its current position (what is already there is not streamed)."""
-        from memcairn.store.changes import ChangeLog
-
         path = getattr(self.store, "path", None)
         if path is None:
             return False

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from datetime import tzinfo
 from typing import Any
 
@@ -22,6 +23,7 @@ from memcairn.errors import ConfigError, NotFoundError
 from memcairn.fence import clean_line
 from memcairn.models import MemoryItem
 from memcairn.search.records import agent_record
+from memcairn.search.request import SearchRequest
 from memcairn.search.rows import index_row, row_text
 from memcairn.team_client import (
     RemoteConfig,
@@ -93,6 +95,31 @@ def team_search_result(body: dict[str, Any], cfg: RemoteConfig, latency_ms: floa
                       "timeline and show take them"],
             "counts": counts, "latency_ms": round(latency_ms, 1), "mirror_available": True, "hidden": 0,
             "min_score": None, "results": rows, "source": "team"}
+
+
+def team_answerable(req: SearchRequest) -> bool:
+    """A plain query (words, projects, limit, mode) is what the team API answers; filters stay local."""
+    return bool(req.query.strip()) and not any((req.kinds, req.types, req.concepts, req.files, req.date_start,
+                                                req.date_end, req.platform_source, req.order)) \
+        and not int(req.offset or 0) and req.min_score is None
+
+
+async def team_search(settings: Settings, req: SearchRequest) -> dict[str, Any] | str | None:
+    """Remote mode: the team server's result, or why it gave none (a string); None in local mode."""
+    cfg = remote_config(settings)
+    if cfg is None:
+        return None
+    started = time.perf_counter()
+    params: dict[str, Any] = {"query": req.query, "limit": int(req.limit or 20)}
+    if req.mode in ("keyword", "semantic"):
+        params["mode"] = req.mode
+    if req.projects:
+        params["project"] = [cfg.server_project(p) for p in req.projects]
+    body, why = await ask(settings, cfg, "/v1/search", params)
+    if body is None:
+        assert why is not None
+        return why
+    return team_search_result(body, cfg, (time.perf_counter() - started) * 1000)
 
 
 def team_index_rows(result: dict[str, Any], tz: tzinfo | None) -> list[dict[str, Any]]:
