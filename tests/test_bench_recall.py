@@ -69,9 +69,11 @@ def test_bench_recall_imports_through_a_real_worker_and_scores_both_systems(
         {"id": "absent", "question": "which kubernetes cluster did we deploy to?", "facts": [["kubernetes"]]},
         {"id": "none", "question": "which kubernetes cluster did we deploy to?", "facts": []},
     ]}))
-    code = cli(["bench", "recall", str(qa), str(HELLO), "--model", "hash", "--home", str(home), "--json", str(out)])
+    code = cli(["bench", "recall", str(qa), str(HELLO), "--model", "hash", "--home", str(home), "--json", str(out),
+                "--setting", "search_evidence_snippets=2"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
+    assert json.loads((home / "settings.json").read_text()) == {"search_evidence_snippets": 2}  # the worker's own
     assert "| qa | memcairn |" in captured.out and "| qa | raw BM25 (" in captured.out
 
     result = json.loads(out.read_text())
@@ -96,3 +98,5 @@ def test_bench_recall_imports_through_a_real_worker_and_scores_both_systems(
 
     assert cli(["bench", "recall", str(qa), str(HELLO), "--model", "hash", "--home", str(home)]) == 1
     assert "already holds a store" in capsys.readouterr().err
+    assert cli(["bench", "recall", str(qa), str(HELLO), "--setting", "no_such=1"]) == 2
+    assert "give NAME=VALUE with NAME one of the settings" in capsys.readouterr().err

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from capture_queue import send
+from capture_queue import SESSION, body, send
 from starlette.testclient import TestClient
 from worker_app import store_of
 
@@ -101,3 +101,24 @@ def test_through_the_worker_a_secret_never_reaches_the_evidence(client: TestClie
     assert "wJalrXUtnFEMI" not in texts[0]
     index = client.get("/api/search", params={"query": "deploy failed", "format": "index"}).json()["text"]
     assert "deploy failed" in index and "wJalrXUtnFEMI" not in index
+
+
+def test_a_call_read_before_its_result_keeps_its_step_once_answered(store: Store, settings: Settings) -> None:
+    """An import can read a call before its result (queued without its tool_use_id, marked pending); the answered
+    call replaces its memory later, and its step takes the output and stands behind the new memory."""
+    send(store, settings, "session_start")
+    send(store, settings, "user_prompt", prompt="Check the remote")
+    call = {"tool_name": "Bash", "tool_input": {"command": "git config --get-all remote.origin.url"},
+            "narration": "The remote config has duplicate remote.origin.url entries, the bad one first."}
+    store.enqueue_ingest_event(SESSION, "claude-code", "observation",
+                               body("tool_use", **call, tool_use_id="t9", tool_response_pending=True), None)
+    CapturePipeline(store, settings).process_pending(flush=True)
+    assert store.evidence_count() == 1
+    send(store, settings, "tool_use", **call, tool_use_id="t9",
+         tool_response="https://bad.example/agentv.git\nhttps://github.com/x/agentv.git")
+    CapturePipeline(store, settings).process_pending(flush=True)
+    rows = store._conn.execute("SELECT item_id, text FROM evidence").fetchall()
+    assert len(rows) == 1
+    item_id, text = rows[0]
+    assert "duplicate remote.origin.url entries" in text and "https://bad.example/agentv.git" in text
+    assert item_id is not None and store.get_items([item_id])

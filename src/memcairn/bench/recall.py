@@ -232,9 +232,10 @@ def _asked_in(q: Question, sets: dict[str, DataSet]) -> list[str]:
 # -- the run --------------------------------------------------------------------------------------------
 def run(qa_paths: Sequence[Path] = (), transcripts: Sequence[Path] = (), *, sets: Sequence[DataSet] = (),
         baseline: str | None = "raw", home: Path | None = None, model: str | None = None,
-        log: Log = lambda _m: None) -> dict[str, Any]:
+        worker_settings: dict[str, Any] | None = None, log: Log = lambda _m: None) -> dict[str, Any]:
     """Measure memcairn (and the raw anchor) on ``sets``, and on the one set of ``qa_paths`` and ``transcripts``
-    when given, all in one store (see ``recall_sets`` for how sessions are filed into projects)."""
+    when given, all in one store (see ``recall_sets`` for how sessions are filed into projects). ``worker_settings``
+    are the worker's own (its ``settings.json``), to compare configurations in one way of asking."""
     from memcairn.config import load_settings
 
     given = ([single(qa_paths, transcripts)] if qa_paths else []) + list(sets)
@@ -250,6 +251,8 @@ def run(qa_paths: Sequence[Path] = (), transcripts: Sequence[Path] = (), *, sets
     base.mkdir(parents=True, exist_ok=True)
     if (base / "memcairn.db").exists():
         raise ValueError(f"{base} already holds a store; the bench needs a fresh one")
+    if worker_settings:
+        (base / "settings.json").write_text(json.dumps(worker_settings), encoding="utf-8")
     try:
         with signals_unwind():
             result = _measure(questions, prepared, files, base, model, log)

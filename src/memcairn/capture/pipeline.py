@@ -259,7 +259,9 @@ class CapturePipeline:
             if result.id in replaced:
                 self._refresh(result.id, item)
         if results is not None:
-            self._keep_evidence(call_evidence(turn, calls, [r.id for r in results]))
+            # a call read before its result is keyed by its call id too, so its answer later takes its place
+            keyed = [replace(c, tool_use_id=_call_id(e)) for c, e in zip(calls, events, strict=True)]
+            self._keep_evidence(call_evidence(turn, keyed, [r.id for r in results]))
 
     def _keep_evidence(self, steps: list[NewEvidence]) -> None:
         """Keep the steps behind the memories just committed (``capture.evidence``). After the commit and on its

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import click
 from click.core import ParameterSource
@@ -410,8 +411,12 @@ def bench_scaling(tenants: int, zipf_s: float, items: int, clients: int, phase_s
                    "[default: a temporary directory].")
 @click.option("--model", help="Embedding model of the mirror [default: the embedding_model setting].")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), help="Also write results here.")
+@click.option("--setting", "setting_specs", multiple=True, metavar="NAME=VALUE",
+              help="A setting of the bench's worker (repeatable; JSON values: 4, true, \"text\"), e.g. "
+                   "search_evidence_snippets=4.")
 def bench_recall(qa: Path | None, transcripts: tuple[Path, ...], more_qa: tuple[Path, ...], set_specs: tuple[str, ...],
-                 baseline: str, home: Path | None, model: str | None, json_out: Path | None) -> None:
+                 baseline: str, home: Path | None, model: str | None, json_out: Path | None,
+                 setting_specs: tuple[str, ...]) -> None:
     """Import the transcripts of one or more data sets (Claude Code, Codex, Gemini CLI; files or directories)
     into a fresh store served by a real worker, each session under a project of its own, then ask each set's
     questions in their projects: are their facts stored, in the top-5 search hits, in the SessionStart context,
@@ -440,7 +445,7 @@ def bench_recall(qa: Path | None, transcripts: tuple[Path, ...], more_qa: tuple[
         sets = [parse_set(spec) for spec in set_specs]
         result = recall.run([qa, *more_qa] if qa else [], list(transcripts), sets=sets,
                             baseline=None if baseline == "none" else baseline, home=home, model=model,
-                            log=lambda m: click.echo(m, err=True))
+                            worker_settings=_settings_given(setting_specs), log=lambda m: click.echo(m, err=True))
     except (ValueError, RuntimeError) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(recall.render(result))
@@ -488,3 +493,21 @@ def bench_faults(kills: int, writer_count: int, writer_items: int, hooks: int, h
     click.echo(faults.render(rows))
     if json_out:
         _write_json(json_out, [r.as_dict() for r in rows])
+
+
+def _settings_given(specs: tuple[str, ...]) -> dict[str, Any]:
+    """``NAME=VALUE`` pairs, each a known setting; a value is read as JSON when it parses, else as text."""
+    from memcairn.settings_source import SETTINGS
+
+    known = {s.name for s in SETTINGS}
+    out: dict[str, Any] = {}
+    for spec in specs:
+        name, sep, raw = spec.partition("=")
+        if not sep or name.strip() not in known:
+            raise click.BadParameter(f"{spec!r}: give NAME=VALUE with NAME one of the settings (memcairn settings)",
+                                     param_hint="--setting")
+        try:
+            out[name.strip()] = json.loads(raw)
+        except ValueError:
+            out[name.strip()] = raw
+    return out

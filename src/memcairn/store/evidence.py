@@ -19,14 +19,18 @@ class EvidenceMixin:
     _conn: sqlite3.Connection
 
     def add_evidence(self, steps: Sequence[NewEvidence]) -> int:
-        """Keep these steps (a step already kept, by its key, is left as it is); a step of a project the store
-        does not hold is skipped. Returns how many were added."""
+        """Keep these steps; a step already kept (by its key: a replay, or a call whose result came later) takes
+        the newer text and memory. A step of a project the store does not hold is skipped. Returns how many
+        were written."""
         if not steps:
             return 0
         with atomic(self._conn) as conn:
             cursor = conn.executemany(
-                "INSERT OR IGNORE INTO evidence(project_id, item_id, step_key, text, created_at_epoch) "
-                "SELECT p.id, (SELECT id FROM memory_items WHERE id = ?), ?, ?, ? FROM projects p WHERE p.name = ?",
+                "INSERT INTO evidence(project_id, item_id, step_key, text, created_at_epoch) "
+                "SELECT p.id, (SELECT id FROM memory_items WHERE id = ?), ?, ?, ? FROM projects p WHERE p.name = ? "
+                "ON CONFLICT(step_key) DO UPDATE SET text = excluded.text, "
+                "item_id = COALESCE(excluded.item_id, evidence.item_id) WHERE evidence.text != excluded.text "
+                "OR evidence.item_id IS NOT excluded.item_id",
                 [(s.item_id, f"{s.platform_source}\x1f{s.session}\x1f{s.step}", s.text, int(s.created_at_epoch),
                   s.project) for s in steps])
         return max(cursor.rowcount, 0)

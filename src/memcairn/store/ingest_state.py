@@ -240,8 +240,13 @@ class IngestStateMixin:
                 for item in checked:
                     results.append(self._insert(conn, item))
                 kept = {r.id for r in results}
+                heir = results[0].id if results else None
                 for old in dict.fromkeys(int(i) for i in replaces):
-                    if old not in kept and conn.execute("DELETE FROM memory_items WHERE id = ?", (old,)).rowcount:
+                    if old in kept:
+                        continue
+                    # the steps behind a superseded memory stand behind its successor (a delete would cascade)
+                    conn.execute("UPDATE evidence SET item_id = ? WHERE item_id = ?", (heir, old))
+                    if conn.execute("DELETE FROM memory_items WHERE id = ?", (old,)).rowcount:
                         deleted.append(old)
                 if end_session is not None:
                     platform, session, project, ended = end_session
