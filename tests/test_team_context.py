@@ -16,11 +16,12 @@ from postgres_server import TEST_SECRET
 from starlette.testclient import TestClient
 
 from memcairn.config import Settings
-from memcairn.context import render_context
+from memcairn.context import render_context, render_shown
 from memcairn.models import NewItem
 from memcairn.pgstore import db, keys
 from memcairn.pgstore.adapter import TenantStore
 from memcairn.pgstore.items import TeamStore
+from memcairn.server import app
 from memcairn.server.app import ServerState, make_app
 from memcairn.store import Store
 
@@ -97,3 +98,27 @@ def test_the_team_context_is_the_local_one_over_the_same_memories(
     assert "decision" in rows and len(rows) < 72 and "Another project" not in body["context"]
     if budget < 1_000:  # cut to the budget: the most useful rows stay, lookups go first
         assert "discovery" not in rows and len(sessions) == 1
+
+
+def test_a_context_is_rendered_once_for_the_same_memories_and_again_for_a_new_one(
+        server: tuple[TestClient, TenantStore, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    client, tenant, key = server
+    tenant.add_items(memories()[:10])
+    renders = []
+
+    def counted(*args: object, **kwargs: object) -> object:
+        renders.append(1)
+        return render_shown(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(app, "render_shown", counted)
+    monkeypatch.setattr(app, "clock", lambda now_ms, tz=None: "a minute")  # no new minute between the requests
+
+    def context() -> str:
+        answer = client.get("/v1/context", params={"project": "api"}, headers={"Authorization": f"Bearer {key}"})
+        assert answer.status_code == 200, answer.text
+        return str(answer.json()["context"])
+
+    first = context()
+    assert context() == first and len(renders) == 1
+    tenant.add_item(NewItem(project="api", kind="manual", title="Pin the SDK to 4.2", created_at_epoch=START + DAY))
+    assert "Pin the SDK to 4.2" in context() and len(renders) == 2

@@ -31,8 +31,9 @@ from starlette.routing import Route
 from memcairn import tokens
 from memcairn.capture.single_event import HookEvent
 from memcairn.config import Settings
-from memcairn.context import gather, render_shown
+from memcairn.context import Rendered, clock, gather, render_shown
 from memcairn.errors import ConfigError, NotFoundError, ValidationError
+from memcairn.lru import Lru
 from memcairn.models import MAX_ITEM_ID, MemoryItem, NewItem
 from memcairn.pgstore import audit, backlog, ingest, keys
 from memcairn.pgstore.adapter import TenantStore
@@ -65,6 +66,7 @@ __all__ = ["ServerState", "make_app"]
 MAX_QUERY_CHARS = 2_000
 DEFAULT_CONTEXT_TOKENS = 2_000
 CONTEXT_SETTINGS = Settings(home=Path("."))  # a worker's defaults shape the team's context; nothing is read from home
+_RENDERED: Lru[tuple[object, ...], Rendered] = Lru(1_000)  # contexts rendered by this process (a few KB each)
 POLL_SECONDS = 1.0
 HEARTBEAT_SECONDS = 15.0
 KEY_CHECK_SECONDS = 1.0  # an idle stream of a revoked key ends within this (and one poll)
@@ -443,7 +445,12 @@ def context(request: Request, call: Call) -> Any:
     budget = int_param(request, "max_tokens", DEFAULT_CONTEXT_TOKENS, 100, 20_000)
     settings = replace(CONTEXT_SETTINGS, context_token_budget=budget)
     data = gather(_tenant_store(state, call), settings, names)
-    made = render_shown(data, settings, now_ms=int(time.time() * 1000), tz=UTC)
+    now_ms = int(time.time() * 1000)
+    # the text is a function of the memories read (a stored memory never changes: an edit stores another), the
+    # totals, the budget and the clock: rendering, the costliest step, is done once for them
+    key = (tuple(names), budget, clock(now_ms, UTC), data.totals,
+           tuple((i.id, i.content_hash) for i in (*data.observations, *data.summaries)))
+    made = _RENDERED.get(key) or _RENDERED.put(key, render_shown(data, settings, now_ms=now_ms, tz=UTC))
     _audit_read(state, call, "context", "/v1/context", names, made.shown)
     return {"projects": names, "items": made.shown, "tokens": tokens.estimate_tokens(made.text),
             "context": made.text}
