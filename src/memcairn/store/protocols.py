@@ -2,9 +2,9 @@
 
 Each protocol holds only the methods its callers use (read off the callers, not designed ahead of them). The
 SQLite ``Store`` satisfies all of them; the team store's ``pgstore.adapter.TenantStore`` (one tenant, optionally
-one project) satisfies ``Items``, ``KeywordSearch`` and ``ProjectsAndSessions``, where the two stores mean the
-same thing. tests/test_store_contract.py checks both against the same behaviour, and that every method named
-here exists on each implementation with the same parameters.
+one project) satisfies ``Items``, ``KeywordSearch``, ``ProjectsAndSessions``, ``SearchStore`` and
+``ContextStore``, where the two stores mean the same thing. tests/test_store_contract.py checks both against
+the same behaviour, and that every method named here exists on each implementation with the same parameters.
 
 - ``Items``: write (deduped by content), read, list newest/oldest first, delete (a deleted content is
   forgotten: a replay of it is not stored again unless revived);
