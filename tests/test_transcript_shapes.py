@@ -205,3 +205,34 @@ def test_a_gemini_chat_copied_under_another_name_is_found_in_a_folder(tmp_path: 
     (folder / "settings.json").write_text('{"theme": "dark"}')
     (folder / "package.json").write_text('{"name": "x", "messages": []}')
     assert [p.name for p in transcripts_under(folder)] == ["entire-cli-gemini-ab2b.json"]
+
+
+def test_a_codex_exec_result_keeps_what_the_command_printed_and_how_it_ended(store: Store, settings: Settings,
+                                                                             tmp_path: Path) -> None:
+    """Codex CLI writes exec_command results as text with a header (chunk id, wall time, exit code, token count);
+    the header is how the call ended, not its output: no memory is titled by it."""
+    path = tmp_path / "rollout-2026-03-01T10-00-00-e3ec0de0.jsonl"
+    failing = ("Chunk ID: 671c5a\nWall time: 0.3186 seconds\nProcess exited with code 128\nOriginal token count: 19\n"
+               "Output:\nremote: Not Found\nfatal: repository 'https://github.com/..git/' not found\n")
+    passing = "Chunk ID: 39af76\nWall time: 0.0000 seconds\nProcess exited with code 0\nOutput:\nall 12 tests passed\n"
+    path.write_text("\n".join([
+        _codex_line("session_meta", {"id": "e3ec0de0-1", "cwd": CWD, "cli_version": "0.142.0"}, 0),
+        _codex_line("response_item", {"type": "message", "role": "user", "content": [
+            {"type": "input_text", "text": "fetch and run the tests"}]}, 1),
+        _codex_line("response_item", {"type": "function_call", "name": "exec_command", "call_id": "c1",
+                                      "arguments": json.dumps({"cmd": "git fetch origin"})}, 2),
+        _codex_line("response_item", {"type": "function_call_output", "call_id": "c1", "output": failing}, 3),
+        _codex_line("response_item", {"type": "function_call", "name": "exec_command", "call_id": "c2",
+                                      "arguments": json.dumps({"cmd": "bun test"})}, 4),
+        _codex_line("response_item", {"type": "function_call_output", "call_id": "c2", "output": passing}, 5),
+        _codex_line("response_item", {"type": "function_call_output", "call_id": "c9", "output": "plain text"}, 6),
+    ]) + "\n")
+    events, _ = _parse(path)
+    tools = [e.body for e in events if e.body["event"] == "tool_use"]
+    assert [t["tool_response"] for t in tools] == [
+        {"output": "remote: Not Found\nfatal: repository 'https://github.com/..git/' not found\n", "exit_code": 128},
+        {"output": "all 12 tests passed\n", "exit_code": 0}]
+    assert [t.get("is_error") is True for t in tools] == [True, False]
+    import_transcripts(store, settings, [path])
+    titles = [i.title or "" for i in store.list_items(ItemFilter(kinds=["observation"]))]
+    assert titles and not any("Chunk ID" in t or "Wall time" in t for t in titles), titles

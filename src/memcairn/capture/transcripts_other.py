@@ -20,6 +20,7 @@ a project named after the directory of the file's project hash (``import transcr
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,27 @@ CODEX_CONTEXT_PREFIXES = ("<environment_context>", "<user_instructions>", "# AGE
                           "<permissions instructions>", "<user_shell_command>", "<turn_aborted>")
 CODEX_CALLS = ("function_call", "custom_tool_call", "local_shell_call")
 CODEX_RESULTS = ("function_call_output", "custom_tool_call_output", "local_shell_call_output")
+
+
+# Codex CLI's exec_command / write_stdin results (0.1xx) are text: a header of "Key: value" lines, then "Output:" and
+# what the command printed. The header is the tool's bookkeeping, not output: its exit code says how the call ended.
+_CODEX_EXEC_HEAD = re.compile(r"(?:(?:Chunk ID|Wall time|Process exited with code|Process running with session ID|"
+                              r"Original token count)[: ][^\n]*\n)+Output:\n?")
+_CODEX_EXIT = re.compile(r"^Process exited with code (-?\d+)$", re.MULTILINE)
+
+
+def codex_exec_output(value: Any) -> tuple[Any, bool]:
+    """(the response, whether it failed) of a Codex exec result: its header becomes ``exit_code`` beside the
+    ``output`` the command printed; anything else as it is (failed when its ``metadata`` gives a non-zero exit)."""
+    if isinstance(value, str):
+        head = _CODEX_EXEC_HEAD.match(value)
+        if head is not None:
+            code = _CODEX_EXIT.search(head.group(0))
+            exit_code = int(code.group(1)) if code else None
+            return {"output": value[head.end():], "exit_code": exit_code}, exit_code not in (None, 0)
+        return value, False
+    meta = value.get("metadata") if isinstance(value, dict) else None
+    return value, isinstance(meta, dict) and meta.get("exit_code") not in (None, 0)
 
 
 def _json_or_text(value: Any) -> Any:
@@ -186,9 +208,7 @@ class _CodexReplayer(_OtherReplayer):
         elif kind in CODEX_RESULTS:
             call_id = item.get("call_id")
             if isinstance(call_id, str):
-                output = _json_or_text(item.get("output"))
-                meta = output.get("metadata") if isinstance(output, dict) else None
-                failed = isinstance(meta, dict) and meta.get("exit_code") not in (None, 0)
+                output, failed = codex_exec_output(_json_or_text(item.get("output")))
                 yield from self._result(session, call_id, output, failed, at)
         else:
             self.stats.leave_out(f"'{kind}' items (the model's reasoning or other internals)")
