@@ -39,6 +39,20 @@ def test_a_request_keeps_its_words_without_its_system_reminders() -> None:
     assert request_text("continue with the Decimal refactor") == "continue with the Decimal refactor"
 
 
+def test_a_wrapper_apps_instruction_blocks_ahead_of_the_request_are_dropped() -> None:
+    """A wrapper app (Conductor) or the agent itself (Codex) puts tagged instruction blocks ahead of the person's
+    words; the request is the words. Tags that name no instructions (a pasted <div>) are the person's."""
+    wrapped = ("<system_instruction>\nYou are working inside Conductor, a Mac app.\n</system_instruction>\n\n\n"
+               "<system-instruction>\nRename the branch using `git branch -m`.\n</system-instruction>\n\n"
+               "implement Rec 01: Typed Flag Parser")
+    assert request_text(wrapped) == "implement Rec 01: Typed Flag Parser"
+    assert request_text("<user_instructions>be brief</user_instructions>\nfix the cart total") == "fix the cart total"
+    assert request_text("<environment_context><cwd>/x</cwd></environment_context>") is None
+    assert request_text("<div>hi</div> why is this red?") == "<div>hi</div> why is this red?"
+    assert request_text("why does <system_instruction> leak into titles?") == (
+        "why does <system_instruction> leak into titles?")
+
+
 def test_filler_opening_a_last_message_is_dropped_and_nothing_else() -> None:
     assert without_filler("I have fully completed the task.\n\n**Summary:** Created hello.sh.") == (
         "**Summary:** Created hello.sh.")

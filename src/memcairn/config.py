@@ -62,7 +62,7 @@ class Settings:
     llm_daily_token_cap: int = 2_000_000
     capture_max_tool_chars: int = 4000
     capture_evidence: bool = True
-    search_evidence_snippets: int = 6
+    search_evidence_snippets: int = 3
     capture_batch_wait_seconds: int = 2
     exclude_projects: str = ""
     skip_tools: str = ""

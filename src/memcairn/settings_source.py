@@ -91,7 +91,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("capture_evidence", True,
             "Keep each step (the agent's words, a call and its output's head and tail) as evidence a search quotes "
             "the matching lines of."),
-    Setting("search_evidence_snippets", 6, "Evidence snippets a search adds beside its hits (0 = none)."),
+    Setting("search_evidence_snippets", 3, "Evidence snippets a search adds beside its hits (0 = none)."),
     Setting("capture_batch_wait_seconds", 2,
             "Tool events of a turn wait this long for more before being compressed together (0 = at once)."),
     Setting("exclude_projects", "", "Projects not captured nor given context: comma-separated globs."),

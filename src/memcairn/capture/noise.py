@@ -4,9 +4,10 @@
 - :func:`request_text`: a prompt as a request, or None when it is none: a background task's notice
   (``<task-notification>``), a slash command or its output (``<command-message>``, ``<local-command-stdout>``…),
   system reminders (``<system-reminder>`` blocks are dropped from any prompt, and a prompt of nothing else is
-  none), hook feedback, an interruption notice, the continuation of a compacted conversation, or a bare "continue"
-  / "go on" / "yes". Such a prompt is neither stored as a prompt nor taken as a turn's request or a summary's
-  title.
+  none), a wrapper's instruction blocks ahead of the person's words (``<system_instruction>``,
+  ``<environment_context>``), hook feedback, an interruption notice, the continuation of a compacted conversation,
+  or a bare "continue" / "go on" / "yes". Such a prompt is neither stored as a prompt nor taken as a turn's request
+  or a summary's title.
 - :func:`without_filler`: the agent's message without a leading "I have fully completed the task." and the like,
   which a stop hook often asks for and which is no summary.
 """
@@ -23,6 +24,11 @@ SYSTEM_PROMPT_PREFIXES = (
     "This session is being continued from a previous conversation",
 )
 _REMINDER = re.compile(r"<system-reminder>.*?(?:</system-reminder>|\Z)", re.S)
+# Blocks a harness or a wrapper app puts ahead of the person's words (Conductor's <system_instruction>, Codex's
+# <environment_context>, <user_instructions>): a tagged block whose tag names instructions, a system, a context or
+# an environment, at the head of a prompt. Other tags (a pasted <div>) are the person's.
+_WRAPPER_BLOCK = re.compile(
+    r"\A\s*<([A-Za-z][\w-]*(?:system|instruction|context|environment)[\w-]*)>.*?</\1>", re.S | re.I)
 _CONTINUE = re.compile(
     r"(?:please\s+)?(?:continue|go\s+on|keep\s+going|carry\s+on|proceed|go\s+ahead|resume|next|ok(?:ay)?|yes|y|yep|"
     r"sure|do\s+it|k)(?:\s+please)?[\s.!]*", re.I)
@@ -37,6 +43,8 @@ def request_text(prompt: str | None) -> str | None:
     if not isinstance(prompt, str):
         return None
     text = _REMINDER.sub("", prompt).strip()
+    while (wrapper := _WRAPPER_BLOCK.match(text)) is not None:
+        text = text[wrapper.end():].strip()
     if not text or text.startswith(SYSTEM_PROMPT_PREFIXES) or _CONTINUE.fullmatch(text):
         return None
     return text
