@@ -48,10 +48,11 @@ class EvidenceMixin:
             args = list(projects)
         try:
             rows = self._conn.execute(
-                "SELECT e.id, e.item_id, e.text, e.created_at_epoch, r.score FROM ("
+                "SELECT e.id, i.id, e.text, e.created_at_epoch, r.score FROM ("
                 "  SELECT rowid, bm25(evidence_fts) AS score FROM evidence_fts WHERE evidence_fts MATCH ?"
                 "  ORDER BY rowid DESC LIMIT ?"
-                f") r JOIN evidence e ON e.id = r.rowid WHERE 1{where} ORDER BY r.score LIMIT ?",
+                f") r JOIN evidence e ON e.id = r.rowid LEFT JOIN memory_items i ON i.id = e.item_id WHERE 1{where} "
+                "ORDER BY r.score LIMIT ?",
                 (match, EVIDENCE_RANK_CAP, *args, int(limit))).fetchall()
         except sqlite3.OperationalError:  # a store opened before migration 16 ran elsewhere: no evidence yet
             return []

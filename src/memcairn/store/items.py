@@ -475,6 +475,7 @@ class Store(MirrorStateMixin, IngestStateMixin, TransferStateMixin, IntegrityMix
         deleted: list[int] = []
         with atomic(self._conn) as conn:
             for item_id in wanted:
+                conn.execute("DELETE FROM evidence WHERE item_id = ?", (item_id,))  # what the memory stood on
                 row = conn.execute("DELETE FROM memory_items WHERE id = ? RETURNING project_id, content_hash, kind",
                                    (item_id,)).fetchone()
                 if row is not None:

@@ -401,12 +401,15 @@ REMOTE_TRIGGER_NAMES: tuple[str, ...] = ("memory_items_remote_ad", "memory_items
 # and the head of its output; the agent's closing reply) kept as it arrived, already cleaned of secrets and private
 # parts, so that what compression left out can still be found: never shown whole, never in the SessionStart
 # context, only as the few lines that match a search (``search.evidence``). ``item_id`` is the memory the step
-# fed (deleting that memory deletes its evidence); ``step_key`` makes a replayed step a no-op.
+# fed: deleting that memory deletes its evidence (``Store.delete_items``), superseding it hands the evidence on
+# (``complete_ingest``). Not a foreign key: a cascade from memory_items makes SQLite misname the keyword table
+# when that table was dropped under a running store, and the store could no longer recreate it on a write.
+# ``step_key`` makes a replayed step a no-op.
 EVIDENCE_TABLES = """
 CREATE TABLE IF NOT EXISTS evidence (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     project_id INTEGER NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
-    item_id INTEGER REFERENCES memory_items(id) ON DELETE CASCADE,
+    item_id INTEGER,                        -- no foreign key: deleting a memory deletes its steps by hand
     step_key TEXT NOT NULL UNIQUE,          -- platform, agent session and step (tool_use_id or reply number)
     text TEXT NOT NULL,
     created_at_epoch INTEGER NOT NULL
