@@ -64,7 +64,9 @@ def restores_keyword_table(write: Callable[P, R]) -> Callable[P, R]:
             return write(*args, **kwargs)
         except sqlite3.OperationalError as exc:
             store: Any = args[0]
-            if error_kind(exc) != "missing_fts":
+            # SQLite does not always name the table that is missing: a statement compiled against a schema another
+            # connection changed can report any table it touches. The keyword table's absence is checked instead.
+            if error_kind(exc) != "missing_fts" and not ("no such table" in str(exc) and store.fts_table_missing()):
                 raise
             store.restore_fts_table()  # False when another thread (the upkeep) restored it first
             if store.fts_table_missing():
