@@ -4,8 +4,8 @@ pipeline's tests."""
 from __future__ import annotations
 
 from memcairn.capture.admission import admit
-from memcairn.config import Settings
 from memcairn.store import Store
+from memcairn.wire.config import Settings
 
 SESSION = "sess-1"
 

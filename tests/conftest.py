@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from memcairn.config import Settings, load_settings
 from memcairn.store import Store
+from memcairn.wire.config import Settings, load_settings
 
 
 @pytest.fixture(autouse=True)

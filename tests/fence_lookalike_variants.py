@@ -4,7 +4,7 @@
 applies to it. ``forged_markers(text)`` reads a text back with this module's own inverse tables (the characters
 the techniques put in removed, the look-alikes they used turned back, the escapes they wrote decoded) and lists
 the markers it then holds: a marker still there after defusing passed. The tables are the generator's own, not
-``memcairn.confusables``: the check does not share the code it checks.
+``memcairn.wire.confusables``: the check does not share the code it checks.
 """
 
 from __future__ import annotations

@@ -17,9 +17,9 @@ from typing import Any
 from processes import free_port
 
 from memcairn.bench.hooks import hook_command
-from memcairn.client import WorkerClient
-from memcairn.models import NewItem
+from memcairn.core.models import NewItem
 from memcairn.store import Store
+from memcairn.wire.client import WorkerClient
 
 FIXTURES = Path(__file__).parent / "fixtures"
 HOOK = hook_command()

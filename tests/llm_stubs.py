@@ -20,7 +20,7 @@ import pytest
 
 from memcairn.capture.llm import AnthropicClient, ClaudeCliClient, LlmCompressor, OpenAIClient
 from memcairn.capture.records import ToolCall, Turn, Usage
-from memcairn.config import Settings
+from memcairn.wire.config import Settings
 
 GOOD = """<observation>
   <type>bugfix</type>

@@ -18,11 +18,11 @@ from mcp import Client
 from mcp_in_process import in_process
 from processes import free_port, processes_of, with_args
 
-from memcairn import lifecycle
-from memcairn.client import WorkerClient
-from memcairn.config import load_settings
-from memcairn.mcp_server import MemoryTools, WorkerGateway, build_server
-from memcairn.project import ProjectIdentity
+from memcairn.core.project import ProjectIdentity
+from memcairn.mcp.server import MemoryTools, WorkerGateway, build_server
+from memcairn.wire import lifecycle
+from memcairn.wire.client import WorkerClient
+from memcairn.wire.config import load_settings
 
 MEMCAIRN = str(Path(sys.executable).with_name("memcairn"))
 IDENTITY = ProjectIdentity("demo", ("demo",))

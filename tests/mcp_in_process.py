@@ -14,7 +14,7 @@ import anyio.to_thread
 from mcp import types
 from mcp.shared.message import SessionMessage
 
-from memcairn.mcp_protocol import McpServer
+from memcairn.mcp.protocol import McpServer
 
 
 @asynccontextmanager

@@ -18,7 +18,7 @@ from typing import Any
 
 from psycopg.conninfo import make_conninfo
 
-from memcairn.models import NewItem
+from memcairn.core.models import NewItem
 from memcairn.pgstore import db
 from memcairn.pgstore.embedded import EmbeddedPostgres
 
@@ -69,8 +69,8 @@ def embedded_cluster() -> Iterator[Cluster]:
 def search(team: Any, tenant_id: int, query: str, projects: list[str] | None = None, *, mode: str = "auto",
            limit: int = 20, pin: int | None = None) -> list[dict[str, Any]]:
     """A search as ``/v1/search`` runs it (``pgstore.search.search_tenant``), its hits as plain records."""
-    from memcairn.pgstore.search import search_tenant
     from memcairn.search.request import SearchRequest
+    from memcairn.search.team import search_tenant
 
     found = search_tenant(team, tenant_id, SearchRequest(query=query, projects=tuple(projects) if projects else None,
                                                          mode=mode, limit=limit), pin=pin)

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from processes import free_port
 
-from memcairn import lifecycle
-from memcairn.config import Settings, load_settings
+from memcairn.wire import lifecycle
+from memcairn.wire.config import Settings, load_settings
 
 MEMCAIRN = str(Path(sys.executable).parent / "memcairn")
 PROJECT = "teamproj"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC
 
-from memcairn.models import MemoryItem
+from memcairn.core.models import MemoryItem
 from memcairn.search.records import agent_record, record_tokens
 
 

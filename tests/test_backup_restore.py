@@ -13,7 +13,7 @@ from postgres_server import TEST_SECRET
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
-from memcairn.models import NewItem
+from memcairn.core.models import NewItem
 from memcairn.pgstore import db, keys
 from memcairn.pgstore.items import TeamStore
 

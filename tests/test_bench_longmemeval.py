@@ -14,10 +14,10 @@ from longmemeval_records import record as _record
 from longmemeval_records import turn as _turn
 
 from memcairn.bench import longmemeval as lme
-from memcairn.cli import run as cli_run
-from memcairn.errors import ValidationError
+from memcairn.cli.app import run as cli_run
+from memcairn.core.errors import ValidationError
+from memcairn.core.models import NewItem
 from memcairn.mirror.sync import MirrorSync
-from memcairn.models import NewItem
 from memcairn.search import SearchService
 from memcairn.store import Store
 from memcairn.vectors.fake import HashEmbedder
@@ -233,7 +233,7 @@ def test_a_file_that_is_not_longmemeval_is_a_clear_error(tmp_path: Path, capsys:
 
 def test_the_defaults_the_benchmark_chose(mem_store: Store) -> None:
     """min-max fusion and no recency window (see the report of ``memcairn bench longmemeval``)."""
-    from memcairn.config import load_settings
+    from memcairn.wire.config import load_settings
 
     service = SearchService(mem_store)
     assert service.fusion == "minmax" and service.recency_window_days == 0

@@ -10,7 +10,7 @@ import pytest
 from longmemeval_records import synthetic_records
 
 from memcairn.bench.longmemeval import TABLE_METRICS
-from memcairn.cli import run as cli_run
+from memcairn.cli.app import run as cli_run
 
 pytest.importorskip("pg0")
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]

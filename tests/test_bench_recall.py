@@ -11,7 +11,7 @@ from processes import mentioning, processes_of
 
 from memcairn.bench.recall_facts import Question, facts_held, load_questions, normalise
 from memcairn.bench.recall_raw import RawIndex, steps_of
-from memcairn.cli import run as cli
+from memcairn.cli.app import run as cli
 
 pytestmark = pytest.mark.slow
 

@@ -13,7 +13,7 @@ from processes import mentioning, processes_of
 
 from memcairn.bench.recall_raw import RawIndex, steps_of
 from memcairn.bench.recall_sets import DataSet, parse_set, prepare
-from memcairn.cli import run as cli
+from memcairn.cli.app import run as cli
 
 pytestmark = pytest.mark.slow  # a real PostgreSQL, server processes or a worker per test
 

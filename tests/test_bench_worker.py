@@ -15,7 +15,7 @@ import pytest
 from processes import mentioning, processes_of
 
 from memcairn.bench import worker
-from memcairn.cli import run as cli
+from memcairn.cli.app import run as cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not Path("/proc/self").exists(), reason="process checks read /proc")]
 

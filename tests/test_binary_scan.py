@@ -515,7 +515,7 @@ def test_a_schema_one_file_moves_its_vectors_without_re_embedding(tmp_path: Path
 def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
     import apsw
 
-    from memcairn.errors import VectorIndexUnavailableError
+    from memcairn.core.errors import VectorIndexUnavailableError
 
     path = tmp_path / "vectors.sqlite"
     SqliteVecIndex(path, DIM).close()

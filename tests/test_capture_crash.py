@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from processes import free_port
 
-from memcairn import lifecycle
-from memcairn.config import Settings, load_settings
+from memcairn.wire import lifecycle
+from memcairn.wire.config import Settings, load_settings
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not Path("/proc/self").exists(), reason="process checks read /proc")]
 

@@ -12,12 +12,12 @@ from transcript_builder import CWD, Transcript
 from transcript_builder import kinds as _kinds
 from transcript_builder import parse as _parse
 
-from memcairn.capture.importer import import_transcripts
 from memcairn.capture.noise import request_text, without_filler
 from memcairn.capture.pipeline import CapturePipeline
-from memcairn.config import Settings
-from memcairn.models import ItemFilter
+from memcairn.core.models import ItemFilter
 from memcairn.store import Store
+from memcairn.transfer.importer import import_transcripts
+from memcairn.wire.config import Settings
 
 HELLO = Path(__file__).parent / "fixtures" / "transcripts" / "claude-reliability__hello-world-script.jsonl"
 NOTICE = ("<task-notification>\n<task-id>b0be39e</task-id>\n<status>completed</status>\n"

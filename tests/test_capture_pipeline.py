@@ -16,19 +16,19 @@ from capture_queue import SESSION, body, edit, send
 from click.testing import CliRunner
 
 from memcairn.capture.admission import admit
-from memcairn.capture.importer import import_transcripts
 from memcairn.capture.pipeline import CapturePipeline
 from memcairn.capture.records import Compressed, CompressionFailed, Observation, ToolCall, Turn
-from memcairn.cli import cli
-from memcairn.config import Settings, load_settings
-from memcairn.context import NOTICE_PREFIX, render_context
+from memcairn.cli.app import cli
+from memcairn.context.build import NOTICE_PREFIX, render_context
+from memcairn.core.models import ItemFilter
 from memcairn.mirror.sync import MirrorSync
-from memcairn.models import ItemFilter
 from memcairn.search import SearchRequest, SearchService
 from memcairn.search.result import SearchResult
 from memcairn.store import Store
+from memcairn.transfer.importer import import_transcripts
 from memcairn.vectors.fake import HashEmbedder
 from memcairn.vectors.memory import InMemoryIndex
+from memcairn.wire.config import Settings, load_settings
 
 FIXTURES = Path(__file__).parent / "fixtures" / "transcripts"
 TRANSCRIPTS = sorted(FIXTURES.glob("*.jsonl"))

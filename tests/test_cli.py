@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 import pytest
 
-from memcairn.cli import cli, run
+from memcairn.cli.app import cli, run
 
 
 def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -240,7 +240,7 @@ def test_add_with_text_that_is_not_utf8_is_an_error_not_a_traceback(capsys: pyte
 
 def test_forget_deletes_by_id_and_names_what_was_not_there(capsys: pytest.CaptureFixture[str],
                                                            isolated_home: Path) -> None:
-    from memcairn.models import NewItem
+    from memcairn.core.models import NewItem
     from memcairn.store import Store
 
     ids = [json.loads(_run(capsys, "add", "--project", "demo", "--title", title, "--text", title, "--json")[1])["id"]
@@ -256,7 +256,7 @@ def test_forget_deletes_by_id_and_names_what_was_not_there(capsys: pytest.Captur
 
 def test_settings_set_and_unset_write_settings_json_after_checking_the_value(capsys: pytest.CaptureFixture[str],
                                                                                isolated_home: Path) -> None:
-    from memcairn.config import load_settings
+    from memcairn.wire.config import load_settings
 
     assert _run(capsys, "settings", "set", "context_token_budget", "3000")[0] == 0
     assert _run(capsys, "settings", "set", "terminal_output", "yes")[0] == 0

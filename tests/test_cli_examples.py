@@ -20,7 +20,7 @@ import click
 import pytest
 from processes import free_port as _free_port
 
-from memcairn.cli import cli, run
+from memcairn.cli.app import cli, run
 
 WIDTH = 60
 # Examples cheap and harmless enough to run for real in the test's own MEMCAIRN_HOME (in this order).

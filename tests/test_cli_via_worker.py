@@ -18,10 +18,11 @@ import pytest
 from click.testing import CliRunner
 from processes import free_port, wait_for
 
-from memcairn.cli import cli, run, search_cmds
-from memcairn.client import WorkerClient
-from memcairn.models import NewItem
+from memcairn.cli import search_cmds
+from memcairn.cli.app import cli, run
+from memcairn.core.models import NewItem
 from memcairn.store import Store
+from memcairn.wire.client import WorkerClient
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.slow
 
 _WRITER = """
 import sys
-from memcairn.models import NewItem
+from memcairn.core.models import NewItem
 from memcairn.store import Store
 path, worker = sys.argv[1], int(sys.argv[2])
 store = Store(path)

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from memcairn.config import SETTINGS, Settings, load_settings
-from memcairn.errors import ConfigError
+from memcairn.core.errors import ConfigError
+from memcairn.wire.config import SETTINGS, Settings, load_settings
 
 
 def test_defaults_live_under_memcairn_home(isolated_home: Path) -> None:
@@ -50,7 +50,7 @@ def test_the_table_and_the_dataclass_agree() -> None:
 
 
 def test_the_light_reader_gives_what_settings_hold(isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from memcairn.settings_source import memcairn_home, read_values
+    from memcairn.wire.settings_source import memcairn_home, read_values
 
     assert read_values() == load_settings().as_dict()  # defaults, no file
     isolated_home.mkdir(parents=True)
@@ -124,7 +124,7 @@ def test_a_bad_range_from_the_environment_names_the_variable(isolated_home: Path
 
 def test_a_relative_memcairn_home_is_made_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Hooks run in each project's directory: a relative home must not give every project its own store."""
-    from memcairn.settings_source import memcairn_home, read_values
+    from memcairn.wire.settings_source import memcairn_home, read_values
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MEMCAIRN_HOME", "rel/home/")
@@ -138,7 +138,7 @@ def test_memcairn_settings_shows_each_value_and_where_it_came_from(isolated_home
     never prints a token."""
     from click.testing import CliRunner
 
-    from memcairn.cli import cli
+    from memcairn.cli.app import cli
 
     isolated_home.mkdir(parents=True)
     (isolated_home / "settings.json").write_text(json.dumps({"port": 40001, "log_backups": 1}))

@@ -1,4 +1,4 @@
-"""The SessionStart context (memcairn.context): golden files of the whole text, the hard token budget,
+"""The SessionStart context (memcairn.context.build): golden files of the whole text, the hard token budget,
 the data fence against recalled text that tries to steer the agent, and the past-work count."""
 
 from __future__ import annotations
@@ -12,14 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from memcairn import context, context_lines
 from memcairn.bench.synthetic import synthetic_items
-from memcairn.config import Settings
-from memcairn.context import render_context
-from memcairn.context_lines import last_test_result, without_runs
-from memcairn.fence import CLOSE, OPEN, PREAMBLE
-from memcairn.models import MemoryItem, NewItem
+from memcairn.context import build as context
+from memcairn.context import lines as context_lines
+from memcairn.context.build import render_context
+from memcairn.context.lines import last_test_result, without_runs
+from memcairn.core.models import MemoryItem, NewItem
 from memcairn.store import Store
+from memcairn.wire.config import Settings
+from memcairn.wire.fence import CLOSE, OPEN, PREAMBLE
 
 GOLDEN = Path(__file__).parent / "golden"
 MINUTE = 60_000
@@ -241,7 +242,7 @@ def test_recalled_text_cannot_leave_the_fence(mem_store: Store, tmp_path: Path) 
 def test_joiners_inside_emoji_and_words_are_kept() -> None:
     """Zero-width joiners hold a family emoji together and non-joiners shape Persian words: only the ones
     beside ASCII (where a forged marker would need them) are removed."""
-    from memcairn.fence import clean_line, neutralise
+    from memcairn.wire.fence import clean_line, neutralise
 
     family, persian = "\U0001f468\u200d\U0001f469\u200d\U0001f467", "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645"
     for text in (family, persian, f"fixed by {family} in {persian}"):

@@ -1,4 +1,4 @@
-"""The memo of rendered SessionStart contexts (memcairn.context_memo), on real SQLite files: a hit is
+"""The memo of rendered SessionStart contexts (memcairn.context.memo), on real SQLite files: a hit is
 byte-identical to a fresh render, and any commit to the database (this store, another connection, another
 process) or a new minute makes the next answer a fresh render."""
 
@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from memcairn.config import Settings
-from memcairn.context import render_context
-from memcairn.context_memo import MEMO, RENDERED, ContextMemo
-from memcairn.models import NewItem
+from memcairn.context.build import render_context
+from memcairn.context.memo import MEMO, RENDERED, ContextMemo
+from memcairn.core.models import NewItem
 from memcairn.store import Store
+from memcairn.wire.config import Settings
 
 MINUTE = 60_000
 NOW = int(datetime(2026, 12, 3, 14, 0, 20, tzinfo=UTC).timestamp() * 1000)  # 14:00:20 UTC
@@ -115,7 +115,7 @@ def test_a_write_from_another_connection_or_process_invalidates(filled: Store, m
     assert how == RENDERED and "Written by another store" in text
     assert ask(memo, filled, cfg)[1] == MEMO
 
-    script = ("import sys; from memcairn.store import Store; from memcairn.models import NewItem\n"
+    script = ("import sys; from memcairn.store import Store; from memcairn.core.models import NewItem\n"
               "s = Store(sys.argv[1]); s.add_item(NewItem(project='webapp', kind='observation', "
               f"title='Written by another process', type='change', created_at_epoch={NOW - MINUTE})); s.close()")
     subprocess.run([sys.executable, "-c", script, str(filled.path)], check=True, timeout=60)
@@ -196,7 +196,7 @@ def test_a_new_minute_is_served_restamped_byte_identical_to_a_render(filled: Sto
 
 
 def test_restamping_needs_the_clock_in_the_header() -> None:
-    from memcairn.context import restamp
+    from memcairn.context.build import restamp
 
     text = "<memory>\n# memcairn memory · p · 2026-12-03 14:00 UTC\nrow 14:00 UTC\n</memory>\n"
     assert restamp(text, "2026-12-03 14:00 UTC", "2026-12-03 14:07 UTC") == text.replace(
@@ -276,7 +276,7 @@ def test_the_route_takes_the_caller_s_zone_whole_project_names_and_a_lower_budge
 
     from starlette.testclient import TestClient
 
-    from memcairn.config import load_settings
+    from memcairn.wire.config import load_settings
     from memcairn.worker.app import make_app
 
     monkeypatch.setenv("MEMCAIRN_EMBEDDING_MODEL", "hash")

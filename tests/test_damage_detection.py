@@ -15,8 +15,8 @@ import pytest
 from memcairn.bench.damage import corrupt_page, damage_keyword_index, drop_keyword_table
 from memcairn.bench.faults import Worker, _env, _request
 from memcairn.bench.hooks import free_port
-from memcairn.errors import KeywordIndexDamagedError, StoreDamagedError
-from memcairn.models import ItemFilter, NewItem
+from memcairn.core.errors import KeywordIndexDamagedError, StoreDamagedError
+from memcairn.core.models import ItemFilter, NewItem
 from memcairn.store import Store
 
 pytestmark = pytest.mark.slow

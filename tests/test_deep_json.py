@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from hook_helpers import SCRIPT, Workers, hook, payload, pending
 
-from memcairn.json_depth import MAX_DEPTH, cut_deep, cut_deep_text, cut_marker, depth_of, loads_bounded
+from memcairn.wire.json_depth import MAX_DEPTH, cut_deep, cut_deep_text, cut_marker, depth_of, loads_bounded
 
 MARKER = cut_marker()
 DEPTHS = (481, 700, 989, 5_000, 100_000)  # the failing range (a RecursionError in redaction), and past json's own
@@ -98,9 +98,9 @@ def test_a_deep_tool_event_through_the_hook_is_stored_with_the_cut_named(env: di
 def test_the_transcript_importer_keeps_a_deep_line(tmp_path: Path) -> None:
     from transcript_builder import Transcript
 
-    from memcairn.capture.importer import import_transcripts
-    from memcairn.config import Settings
     from memcairn.store import Store
+    from memcairn.transfer.importer import import_transcripts
+    from memcairn.wire.config import Settings
 
     path = (Transcript().prompt("deep input").tool("t1", tool_input={"command": "ls", "deep": "PLACE"})
             .result("t1", "listing").text("done").write(tmp_path / "deep.jsonl"))
@@ -155,7 +155,7 @@ def test_the_mcp_server_answers_deep_arguments_and_keeps_serving(env: dict[str, 
 
 def test_the_stop_hook_reads_the_last_answer_past_a_deep_line(tmp_path: Path) -> None:
     """The stop hook reads a transcript backwards for the last answer: a deep line after it is passed over."""
-    from memcairn.capture.transcript_end import last_assistant_text
+    from memcairn.wire.transcript_end import last_assistant_text
 
     answer = {"type": "assistant", "message": {"id": "m1", "content": [{"type": "text", "text": "All done."}]}}
     path = tmp_path / "session.jsonl"

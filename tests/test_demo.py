@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from processes import free_port
 
-from memcairn import lifecycle
-from memcairn.config import load_settings
+from memcairn.wire import lifecycle
+from memcairn.wire.config import load_settings
 
 
 @pytest.mark.slow
@@ -49,7 +49,7 @@ def test_the_demo_keeps_off_the_real_worker_s_port_unless_one_is_chosen(isolated
     """`MEMCAIRN_HOME=/tmp/x memcairn demo` (its help's example) must not reach the worker serving the person's
     memory on the default port: without a chosen port the demo takes its own, and says it in the stop line."""
     from memcairn.cli.demo_cmd import DEMO_PORT, demo_settings, stop_command
-    from memcairn.settings_source import DEFAULT_PORT
+    from memcairn.wire.settings_source import DEFAULT_PORT
 
     assert DEMO_PORT != DEFAULT_PORT
     monkeypatch.setenv("MEMCAIRN_PORT", "1")  # recorded as unset, so the demo's own setting is undone after

@@ -11,10 +11,10 @@ from offline_turns import load_transcript, make_turn
 
 from memcairn.capture.offline import OfflineExtractor
 from memcairn.capture.records import Observation
-from memcairn.config import Settings
-from memcairn.context import render_context
-from memcairn.models import NewItem
+from memcairn.context.build import render_context
+from memcairn.core.models import NewItem
 from memcairn.store import Store
+from memcairn.wire.config import Settings
 
 NOW = int(datetime(2026, 12, 3, 14, 0, tzinfo=UTC).timestamp() * 1000)
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
-from memcairn.config import load_settings
-from memcairn.errors import DiskFullError
-from memcairn.models import NewItem
+from memcairn.core.errors import DiskFullError
+from memcairn.core.models import NewItem
+from memcairn.wire.config import load_settings
 from memcairn.worker.app import make_app
 from memcairn.worker.logs import CappedRotatingFileHandler
 

@@ -18,9 +18,9 @@ import pytest
 from hook_helpers import Workers, hook, hook_env, make_project, payload
 from processes import wait_for
 
-from memcairn import spool
 from memcairn.bench.faults_disk_hooks import fill_up
 from memcairn.hooks import state
+from memcairn.wire import spool
 
 PROMPTS = 50
 
@@ -117,7 +117,7 @@ def test_hook_state_on_a_full_disk_leaves_no_temporary_file(small_disk: Path) ->
 
 
 def test_held_events_go_to_the_spool_when_the_queue_still_refuses_them(tmp_path: Path) -> None:
-    from memcairn.errors import DiskFullError
+    from memcairn.core.errors import DiskFullError
     from memcairn.worker.held_events import HeldEvents
     from memcairn.worker.spool_drain import Rejected
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from memcairn import lifecycle, team_client
 from memcairn.bench.faults_disk_hooks import fill_up
-from memcairn.config import load_settings
 from memcairn.vectors.factory import chroma_store_id
+from memcairn.wire import lifecycle, team_client
+from memcairn.wire.config import load_settings
 
 
 def _full_home(disk: Path) -> Path:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from memcairn.cli import run
+from memcairn.cli.app import run
 from memcairn.install import install
 from memcairn.store import Store
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from memcairn.errors import ConfigError, EmbeddingError
+from memcairn.core.errors import ConfigError, EmbeddingError
 from memcairn.vectors.base import Embedder
 from memcairn.vectors.embedder import (
     DEFAULT_MODEL,

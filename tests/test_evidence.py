@@ -11,11 +11,11 @@ from starlette.testclient import TestClient
 from worker_app import store_of
 
 from memcairn.capture.pipeline import CapturePipeline
-from memcairn.config import Settings
 from memcairn.search import SearchService
 from memcairn.search.evidence import SNIPPET_CHARS, _line_matcher, snippets, trim
 from memcairn.store import Store
 from memcairn.store.records import EvidenceHit, NewEvidence
+from memcairn.wire.config import Settings
 
 # What compression drops: the exact text deep inside a tool's output.
 FAILURE = "\n".join([*(f"compiling module_{n}.ex" for n in range(40)),

@@ -1,4 +1,4 @@
-"""``memcairn.fastjson`` gives ``json``'s own results (values, text and errors) without importing ``json``."""
+"""``memcairn.wire.fastjson`` gives ``json``'s own results (values, text and errors) without importing ``json``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from memcairn import fastjson
+from memcairn.wire import fastjson
 
 VALUES = [
     None, True, False, 0, -7, 2**70, 1.5, -0.0, 1e300, float("inf"), float("-inf"), "", "plain", "é ü 中文 😀",
@@ -69,7 +69,7 @@ def test_unserializable_is_a_type_error() -> None:
 
 
 def test_reading_and_writing_import_no_json_and_no_re() -> None:
-    probe = (f"import sys\nsys.path.insert(0, {_src()!r})\nfrom memcairn import fastjson\n"
+    probe = (f"import sys\nsys.path.insert(0, {_src()!r})\nfrom memcairn.wire import fastjson\n"
              "assert fastjson.loads(fastjson.dumps({'a': [1, 2.5, 'é', None]}, ensure_ascii=False)) == "
              "{'a': [1, 2.5, 'é', None]}\n"
              "print(' '.join(m for m in ('json', 're', 'enum') if m in sys.modules))")

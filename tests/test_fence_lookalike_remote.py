@@ -29,11 +29,11 @@ from remote_team import (  # noqa: E402
     worker_settings,
 )
 
-from memcairn import lifecycle  # noqa: E402
-from memcairn.client import WorkerClient  # noqa: E402
-from memcairn.config import Settings  # noqa: E402
-from memcairn.mcp_server import MemoryTools, WorkerGateway, build_server  # noqa: E402
-from memcairn.project import ProjectIdentity  # noqa: E402
+from memcairn.core.project import ProjectIdentity  # noqa: E402
+from memcairn.mcp.server import MemoryTools, WorkerGateway, build_server  # noqa: E402
+from memcairn.wire import lifecycle  # noqa: E402
+from memcairn.wire.client import WorkerClient  # noqa: E402
+from memcairn.wire.config import Settings  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 

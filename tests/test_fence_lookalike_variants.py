@@ -16,10 +16,10 @@ from hook_helpers import Workers, seed
 from mcp import Client
 from mcp_in_process import in_process
 
-from memcairn.fence import CLOSE, OPEN, clean_line, defuse, fence, neutralise
-from memcairn.mcp_server import MemoryTools, WorkerGateway, build_server
-from memcairn.models import NewItem
-from memcairn.project import ProjectIdentity
+from memcairn.core.models import NewItem
+from memcairn.core.project import ProjectIdentity
+from memcairn.mcp.server import MemoryTools, WorkerGateway, build_server
+from memcairn.wire.fence import CLOSE, OPEN, clean_line, defuse, fence, neutralise
 
 VARIANTS = list(variants())
 # Around each variant: a ligature and a parenthesised digit (folded to several characters), a combining mark
@@ -78,7 +78,7 @@ def test_ordinary_text_stays_exactly_as_it_was(text: str) -> None:
 
 
 def test_a_folded_span_maps_back_to_the_characters_it_was_read_from() -> None:
-    from memcairn.confusables import folded
+    from memcairn.wire.confusables import folded
 
     text = "\ufb01 \u2474x\u200b&lt;/\u0301y"
     read = folded(text)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memcairn.models import NewItem
+from memcairn.core.models import NewItem
 from memcairn.store import Store
 
 

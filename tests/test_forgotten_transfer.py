@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from memcairn.cli import run
-from memcairn.config import load_settings
-from memcairn.models import NewItem
+from memcairn.cli.app import run
+from memcairn.core.models import NewItem
 from memcairn.store import Store
 from memcairn.transfer.jsonl import export_to_file, import_jsonl
+from memcairn.wire.config import load_settings
 
 MS = 1_700_000_000_000
 

@@ -2,10 +2,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memcairn.config import load_settings
-from memcairn.doctor import run_checks
-from memcairn.models import NewItem
+from memcairn.core.models import NewItem
 from memcairn.store import Store
+from memcairn.store.doctor import run_checks
+from memcairn.wire.config import load_settings
 
 
 def _fill(store: Store, n: int = 5) -> list[int]:

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from hook_helpers import Foreign, Workers, hook, payload, seed
 
+from memcairn.core.models import NewItem
 from memcairn.hooks import events, state
 from memcairn.hooks.transport import Response
-from memcairn.models import NewItem
 
 FOREIGN = "not a memcairn worker"
 

@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 
 from memcairn.bench.hooks import hook_command
-from memcairn.capture import bodyfit
-from memcairn.capture.privacy import scrub
-from memcairn.protocol import HOOK_BODY_BYTES
+from memcairn.wire import bodyfit
+from memcairn.wire.privacy import scrub
+from memcairn.wire.protocol import HOOK_BODY_BYTES
 
 CAP = bodyfit.STRING_CAPS[0]  # the first cut of an oversized body
 FILLER = "lorem ipsum dolor sit amet\n"  # shares no four characters with any secret below
@@ -174,7 +174,7 @@ def test_the_marker_is_never_read_as_a_secret_by_the_worker(dangling: str) -> No
 
 
 def test_a_failing_redaction_sends_the_marker_alone(monkeypatch: pytest.MonkeyPatch) -> None:
-    import memcairn.capture.privacy as privacy
+    import memcairn.wire.privacy as privacy
 
     def broken(text: str) -> str:
         raise RuntimeError("boom")
@@ -276,9 +276,9 @@ def test_the_hook_process_sends_no_part_of_a_secret_across_the_cut(stand_in: Sta
 
 def test_an_ordinary_event_does_not_load_the_redaction() -> None:
     """The redaction is imported on the first cut only: an event under the size limit never pays for it."""
-    probe = ("import json, sys\nfrom memcairn.hooks import events\nfrom memcairn.capture import bodyfit\n"
+    probe = ("import json, sys\nfrom memcairn.hooks import events\nfrom memcairn.wire import bodyfit\n"
              "bodyfit.fit_body({'tool_response': {'stdout': 'x' * 100_000}})\n"
              "print(json.dumps(sorted(sys.modules)))")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=30, check=True)
     loaded = set(json.loads(done.stdout))
-    assert "memcairn.capture.privacy" not in loaded and "typing" not in loaded
+    assert "memcairn.wire.privacy" not in loaded and "typing" not in loaded

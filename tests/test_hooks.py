@@ -16,15 +16,15 @@ import pytest
 from hook_helpers import SCRIPT, Workers, hook, payload, pending, seed
 
 from memcairn.capture.pipeline import TURN_END
-from memcairn.capture.transcript_end import last_assistant_text
-from memcairn.client import WorkerClient
-from memcairn.fence import CLOSE, OPEN
+from memcairn.core.models import NewItem
 from memcairn.hooks import events, state
 from memcairn.hooks.events import canonical_event, digest
 from memcairn.hooks.runner import parse_args
 from memcairn.hooks.transport import _dechunk, quote
-from memcairn.models import NewItem
 from memcairn.store import Store
+from memcairn.wire.client import WorkerClient
+from memcairn.wire.fence import CLOSE, OPEN
+from memcairn.wire.transcript_end import last_assistant_text
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self").exists(), reason="process checks read /proc")
 
@@ -33,16 +33,18 @@ SRC = Path(__file__).resolve().parents[1] / "src"  # the folder holding the memc
 TRANSCRIPT = FIXTURES / "transcripts" / "claude-reliability__coverage-test-fix.jsonl"
 HEAVY_ROOTS = {"click", "rich", "numpy", "onnxruntime", "tokenizers", "apsw", "sqlite_vec", "sqlite3", "_sqlite3",
                "starlette", "uvicorn", "anyio", "mcp", "chromadb", "email", "ssl", "argparse"}
-HEAVY_MODULES = {"http.client", "urllib.request", "memcairn.store", "memcairn.search", "memcairn.cli",
-                 "memcairn.client", "memcairn.runtime", "memcairn.vectors", "memcairn.mirror", "memcairn.worker",
-                 "memcairn.context", "memcairn.models"}
+HEAVY_MODULES = {"http.client", "urllib.request", "memcairn.store", "memcairn.search", "memcairn.cli.app",
+                 "memcairn.wire.client", "memcairn.mirror.runtime", "memcairn.vectors", "memcairn.mirror",
+                 "memcairn.worker",
+                 "memcairn.context.build", "memcairn.core.models"}
 # Standard-library modules a hook does without: their import alone costs ~15 ms of every agent event.
 SLOW_STDLIB = {"dataclasses", "pathlib", "typing", "inspect"}
 # What cleaning a spooled event of secrets imports (``capture.privacy``), on the path where no worker answers.
 SPOOL_CLEANING = {"typing", "re", "enum", "functools", "collections"}
-HOOK_MODULES = ("memcairn.entry", "memcairn.hooks.runner", "memcairn.hooks.events", "memcairn.hooks.transport",
-                "memcairn.fence", "memcairn.hooks.state", "memcairn.capture.transcript_end",
-                "memcairn.settings_source", "memcairn.project", "memcairn.errors", "memcairn.json_depth")
+HOOK_MODULES = ("memcairn.cli.entry", "memcairn.hooks.runner", "memcairn.hooks.events", "memcairn.hooks.transport",
+                "memcairn.wire.fence", "memcairn.hooks.state", "memcairn.wire.transcript_end",
+                "memcairn.wire.settings_source", "memcairn.core.project", "memcairn.core.errors",
+                "memcairn.wire.json_depth")
 
 
 # -- against a live worker ------------------------------------------------------------------------------
@@ -445,7 +447,7 @@ def test_a_worker_that_cannot_start_says_why(env: dict[str, str], project: Path,
 # -- the hot path -----------------------------------------------------------------------------------------
 IMPORT_PROBE = """
 import json, sys
-from memcairn.entry import main
+from memcairn.cli.entry import main
 main(["hook", sys.argv[1]])
 sys.stderr.write("MODULES " + json.dumps(sorted(sys.modules)) + "\\n")
 """
@@ -461,7 +463,7 @@ run_hook([sys.argv[1]])
 sys.stderr.write("MODULES " + " ".join(sorted(sys.modules)) + "\\n")
 """
 # What ``json``, ``socket`` and ``signal`` would bring, each import a few ms of every agent event; the hooks use
-# ``memcairn.fastjson``, ``_socket`` and ``_signal`` instead.
+# ``memcairn.wire.fastjson``, ``_socket`` and ``_signal`` instead.
 REGEX_AND_ENUMS = {"re", "json", "enum", "socket", "selectors", "signal", "functools", "collections"}
 FENCE_NEEDS = {"re", "enum", "functools", "collections"}
 
@@ -485,7 +487,7 @@ def test_the_hook_modules_import_no_typing_dataclasses_or_pathlib() -> None:
     assert set(HOOK_MODULES) <= loaded
     unwanted = SLOW_STDLIB | {"click", "sqlite3", "starlette", "numpy"}
     assert sorted(m for m in loaded if m.split(".")[0] in unwanted) == []
-    assert "memcairn.config" not in loaded  # the hooks read settings through memcairn.settings_source
+    assert "memcairn.wire.config" not in loaded  # the hooks read settings through memcairn.wire.settings_source
 
 
 def test_the_hook_path_imports_nothing_heavy(env: dict[str, str], project: Path, workers: Workers) -> None:
@@ -522,14 +524,14 @@ def test_the_hook_path_imports_nothing_heavy(env: dict[str, str], project: Path,
 
 def _script_dispatches_hooks() -> bool:
     try:
-        return "memcairn.entry" in SCRIPT.read_text()
+        return "memcairn.cli.entry" in SCRIPT.read_text()
     except OSError:
         return False
 
 
 @pytest.mark.xfail(not _script_dispatches_hooks(), strict=True,
-                   reason="the installed console script calls memcairn.cli:main, which has no `hook` command and "
-                          "imports click first; pyproject's [project.scripts] should name memcairn.entry:main "
+                   reason="the installed console script calls memcairn.cli.app:main, which has no `hook` command and "
+                          "imports click first; pyproject's [project.scripts] should name memcairn.cli.entry:main "
                           "(then reinstall)")
 def test_the_console_script_runs_hooks_on_the_light_path(env: dict[str, str], project: Path) -> None:
     traced = {**env, "PYTHONPROFILEIMPORTTIME": "1"}

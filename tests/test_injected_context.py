@@ -10,7 +10,7 @@ import hook_helpers
 import pytest
 from processes import free_port
 
-from memcairn.fence import fence, strip_injected
+from memcairn.wire.fence import fence, strip_injected
 
 DIGEST = fence("# memcairn memory · project calc\n#3 06:20 bugfix Division guarded")
 TYPED = "Add a function called multiply_numbers"

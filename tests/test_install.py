@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 import memcairn
-from memcairn.cli import run
-from memcairn.errors import ConfigError
+from memcairn.cli.app import run
+from memcairn.core.errors import ConfigError
 from memcairn.install import install, memcairn_executable, tomlblock, uninstall
 from memcairn.install.jsonedit import detect_style, parse_object
 from memcairn.install.specs import (
@@ -691,9 +691,9 @@ def test_the_running_memcairn_installs_hooks_that_skip_the_console_script(home: 
                           timeout=30)
     assert done.returncode == 0 and json.loads(done.stdout) == {}, done.stderr
     loaded = {line.rsplit("|", 1)[1].strip() for line in done.stderr.decode().splitlines() if "|" in line}
-    assert "memcairn.hooks.events" in loaded and "memcairn.entry" not in loaded
+    assert "memcairn.hooks.events" in loaded and "memcairn.cli.entry" not in loaded
     # nothing listens on port 9: the event goes to the spool, cleaned of secrets first (capture.privacy: re, enum)
-    assert "memcairn.capture.privacy" in loaded
+    assert "memcairn.wire.privacy" in loaded
     assert sorted(loaded & {"json", "socket", "selectors", "signal", "click"}) == []
     # the MCP server the same way; it answers initialize, having loaded neither re nor click
     server = json.loads((home / ".claude.json").read_text())["mcpServers"]["memcairn"]
@@ -704,7 +704,7 @@ def test_the_running_memcairn_installs_hooks_that_skip_the_console_script(home: 
                           capture_output=True, env=env, timeout=30)
     assert json.loads(done.stdout.splitlines()[0])["result"]["serverInfo"]["name"] == "memcairn", done.stderr
     loaded = {line.rsplit("|", 1)[1].strip() for line in done.stderr.decode().splitlines() if "|" in line}
-    assert "memcairn.mcp_server" in loaded and sorted(loaded & {"re", "json", "logging", "click"}) == []
+    assert "memcairn.mcp.server" in loaded and sorted(loaded & {"re", "json", "logging", "click"}) == []
     # the earlier form (`<memcairn> hook <verb>`) is memcairn's too: a second install replaces it, adds nothing
     old = (home / ".claude" / "settings.json").read_text().replace(commands["Stop"], f"{exe} hook stop")
     (home / ".claude" / "settings.json").write_text(old)
@@ -1069,7 +1069,7 @@ def test_gemini_in_ci_is_told_to_pass_memcairn_s_variables(home: Path, monkeypat
 def test_install_with_compress_turns_the_claude_cli_backend_on_and_shows_the_caps(
         home: Path, isolated_home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from memcairn.config import load_settings
+    from memcairn.wire.config import load_settings
 
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()

@@ -21,10 +21,10 @@ from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
 from memcairn.bench.synthetic import synthetic_items, synthetic_queries
-from memcairn.config import Settings
-from memcairn.models import ItemFilter, NewItem
+from memcairn.core.models import ItemFilter, NewItem
 from memcairn.store import fts, keyword_index
 from memcairn.store.items import Store
+from memcairn.wire.config import Settings
 from memcairn.worker.app import make_app
 
 QUERIES = [*synthetic_queries(60, seed=3), "timeout", "race condition in cache", "deadlock deadlock",
@@ -126,7 +126,7 @@ def test_the_copy_follows_writes_of_this_and_other_connections(corpus: Store) ->
     corpus.merge_project("project-03", "project-00")
     assert [i for i, _ in corpus.keyword_ids("quokka", ItemFilter(projects=["project-00"]))] == [ids[0]]
     # Another process writes: the triggers log it, the next query applies it.
-    script = ("import sys; from memcairn.store.items import Store; from memcairn.models import NewItem; "
+    script = ("import sys; from memcairn.store.items import Store; from memcairn.core.models import NewItem; "
               "s = Store(sys.argv[1]); s.add_item(NewItem(project='project-01', kind='observation', "
               "title='zanzibar from afar')); s.delete_items([int(sys.argv[2])]); s.close()")
     subprocess.run([sys.executable, "-c", script, str(corpus.path), "7"], check=True, timeout=60)

@@ -20,11 +20,11 @@ from memcairn.bench.hooks import hook_command
 from memcairn.capture.admission import admit
 from memcairn.capture.pipeline import CapturePipeline, CaptureReport
 from memcairn.capture.records import Compressed, Observation, Summary, ToolCall, Turn
-from memcairn.config import Settings
+from memcairn.core.models import ItemFilter
 from memcairn.hooks import events
-from memcairn.models import ItemFilter
 from memcairn.store import Store
 from memcairn.store.ingest_state import _row_to_event
+from memcairn.wire.config import Settings
 
 SESSION = "sess-late"
 QUEUE = {"session_start": "session_init", "user_prompt": "session_init", "tool_use": "observation",

@@ -43,8 +43,8 @@ from memcairn.capture.llm.prompt import observe_messages, summary_messages
 from memcairn.capture.llm.xmlparse import normalize_type
 from memcairn.capture.records import CompressionFailed, Observation, Usage
 from memcairn.capture.truncate import cut, cut_value, render_bounded
-from memcairn.config import Settings
-from memcairn.errors import ConfigError
+from memcairn.core.errors import ConfigError
+from memcairn.wire.config import Settings
 
 pytestmark = pytest.mark.usefixtures("no_proxies")
 
@@ -696,7 +696,7 @@ def _pipeline(store: Any, stub: Stub, monkeypatch: pytest.MonkeyPatch, **overrid
 
 def test_the_pipeline_stores_what_the_model_answered_and_records_its_cost(store: Any, stub: Stub,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    from memcairn.models import ItemFilter
+    from memcairn.core.models import ItemFilter
 
     _pipeline_events(store)
     stub.reply(anthropic_body(GOOD, 300, 80)).reply(anthropic_body(SUMMARY, 200, 60))

@@ -10,7 +10,7 @@ from llm_stubs import FakeClock, MemoryLedger, Stub, anthropic_body, edit_call
 
 from memcairn.capture.llm import AnthropicClient, LlmCompressor, OpenAIClient, parse_summary
 from memcairn.capture.records import CompressionFailed, Turn
-from memcairn.config import Settings
+from memcairn.wire.config import Settings
 
 GOOD = ("<observation><type>bugfix</type><title>Pager rounded the page count down</title>"
         "<facts><fact>src/pager.py: page_count now uses ceiling division</fact></facts>"

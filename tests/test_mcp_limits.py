@@ -14,12 +14,12 @@ import anyio
 import pytest
 from mcp_helpers import IDENTITY, MEMCAIRN, BatchClient, call_in_process, recorded, start_worker, worker_env
 
-from memcairn.client import WorkerClient
-from memcairn.config import load_settings
-from memcairn.mcp_records import MAX_DEPTH, MAX_ENTRIES, MAX_FIELD_CHARS, MAX_RECORDS_CHARS
-from memcairn.mcp_server import WorkerGateway
-from memcairn.mcp_tools import MAX_IDS, MemoryTools
-from memcairn.models import TEXT_FIELDS
+from memcairn.core.models import TEXT_FIELDS
+from memcairn.mcp.records import MAX_DEPTH, MAX_ENTRIES, MAX_FIELD_CHARS, MAX_RECORDS_CHARS
+from memcairn.mcp.server import WorkerGateway
+from memcairn.mcp.tools import MAX_IDS, MemoryTools
+from memcairn.wire.client import WorkerClient
+from memcairn.wire.config import load_settings
 
 
 @pytest.fixture
@@ -164,7 +164,7 @@ def test_text_that_is_not_ids_is_still_refused_clearly(ids: str, expected: str) 
 
 
 # -- 3. the session start context's budget ------------------------------------------------------------------
-LONG_NAMES = [f"p{i:03d}-" + "n" * 75 for i in range(120)]  # 80 characters each: SCOPE_CHARS in memcairn.context
+LONG_NAMES = [f"p{i:03d}-" + "n" * 75 for i in range(120)]  # 80 characters each: SCOPE_CHARS in memcairn.context.build
 
 
 async def _context(arguments: dict[str, Any]) -> tuple[bool, str]:

@@ -1,4 +1,4 @@
-"""The MCP tools' one definition each (``memcairn.mcp_tools``): the schema ``tools/list`` serves is the one the MCP
+"""The MCP tools' one definition each (``memcairn.mcp.tools``): the schema ``tools/list`` serves is the one the MCP
 SDK's ``func_metadata`` makes of it, argument checking follows the same signature, and ``search`` speaks the HTTP
 API's words (``kind`` for a record's kind, ``type`` for an observation's), still reading the earlier ones."""
 
@@ -12,14 +12,15 @@ import pytest
 from mcp.server.mcpserver.utilities.func_metadata import func_metadata
 from mcp_helpers import recorded
 
-from memcairn import mcp_schema, mcp_tools
-from memcairn.mcp_schema import TOOL_ENTRIES
-from memcairn.mcp_tools import TOOL_NAMES, MemoryTools, arguments_model, checked_arguments
-from memcairn.tokens import estimate_tokens
+from memcairn.core.tokens import estimate_tokens
+from memcairn.mcp import schema as mcp_schema
+from memcairn.mcp import tools as mcp_tools
+from memcairn.mcp.schema import TOOL_ENTRIES
+from memcairn.mcp.tools import TOOL_NAMES, MemoryTools, arguments_model, checked_arguments
 
 
 def test_the_served_schema_is_the_one_generated_from_the_typed_definitions() -> None:
-    """After changing a tool's signature or description: ``python -m memcairn.mcp_tools`` rewrites it."""
+    """After changing a tool's signature or description: ``python -m memcairn.mcp.tools`` rewrites it."""
     assert Path(mcp_schema.__file__).read_text(encoding="utf-8") == mcp_tools.schema_module()
     assert [t["name"] for t in TOOL_ENTRIES] == list(TOOL_NAMES)
 

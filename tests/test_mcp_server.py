@@ -24,14 +24,14 @@ from mcp_helpers import BatchClient as _BatchClient
 from mcp_helpers import call_in_process as _call_in_process
 from mcp_helpers import recorded as _recorded
 
-from memcairn import lifecycle
-from memcairn.client import WorkerClient
-from memcairn.config import load_settings
-from memcairn.errors import WorkerError, WorkerUnavailableError
-from memcairn.mcp_schema import TOOL_ENTRIES
-from memcairn.mcp_server import WORKFLOW, WorkerGateway
-from memcairn.mcp_tools import MemoryTools, default_identity
-from memcairn.tokens import estimate_tokens
+from memcairn.core.errors import WorkerError, WorkerUnavailableError
+from memcairn.core.tokens import estimate_tokens
+from memcairn.mcp.schema import TOOL_ENTRIES
+from memcairn.mcp.server import WORKFLOW, WorkerGateway
+from memcairn.mcp.tools import MemoryTools, default_identity
+from memcairn.wire import lifecycle
+from memcairn.wire.client import WorkerClient
+from memcairn.wire.config import load_settings
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self").exists(), reason="process checks read /proc")
 
@@ -430,7 +430,7 @@ def test_codex_gets_the_session_start_context_in_the_instructions(env: dict[str,
 
 
 def test_startup_instructions_without_a_worker_ask_for_the_tool() -> None:
-    from memcairn.mcp_server import STARTUP_CONTEXT_MISSING, startup_instructions
+    from memcairn.mcp.server import STARTUP_CONTEXT_MISSING, startup_instructions
 
     def unreachable() -> WorkerClient:
         raise WorkerUnavailableError("nothing listens on 127.0.0.1:9")
@@ -455,7 +455,7 @@ class _SilentClient:
 
 
 def test_an_empty_context_is_explained_and_not_asked_for_again_at_start_up() -> None:
-    from memcairn.mcp_server import NO_CONTEXT, STARTUP_CONTEXT_MISSING, startup_instructions
+    from memcairn.mcp.server import NO_CONTEXT, STARTUP_CONTEXT_MISSING, startup_instructions
 
     tools = MemoryTools(WorkerGateway(lambda: _SilentClient()), IDENTITY)  # type: ignore[arg-type, return-value]
     assert anyio.run(_call_in_process, tools, "session_start_context", {}) == (False, NO_CONTEXT)
@@ -466,7 +466,7 @@ def test_an_empty_context_is_explained_and_not_asked_for_again_at_start_up() -> 
 # -- bounded output and a server older than the installed package ----------------------------------------
 def test_get_observations_stays_bounded_and_says_what_was_cut() -> None:
     """A saved memory may hold 256 KiB; a hundred of them would flood the agent's context."""
-    from memcairn.mcp_records import MAX_FIELD_CHARS, MAX_RECORDS_CHARS
+    from memcairn.mcp.records import MAX_FIELD_CHARS, MAX_RECORDS_CHARS
 
     records = {i: {"id": i, "kind": "manual", "title": f"big {i}", "text": "word " * 50_000,
                    "facts": ["fact " * 4_000]} for i in range(1, 101)}
@@ -530,7 +530,7 @@ def test_save_memory_names_the_project_as_stored() -> None:
     assert error and text.startswith('a memory belongs to one project; give its name instead of "*"') and not sent
 
 
-STALE_SERVER = ("import sys, memcairn; memcairn.__version__ = '0.0.1+old'; from memcairn.entry import main; "
+STALE_SERVER = ("import sys, memcairn; memcairn.__version__ = '0.0.1+old'; from memcairn.cli.entry import main; "
                 "sys.exit(main(['mcp']))")
 
 
@@ -569,7 +569,7 @@ def test_a_server_older_than_the_installed_package_uses_the_installed_worker(env
 
 
 def test_timeline_takes_the_cli_s_before_and_after_and_the_earlier_depth_names() -> None:
-    from memcairn.mcp_tools import checked_arguments
+    from memcairn.mcp.tools import checked_arguments
 
     assert checked_arguments("timeline", {"anchor": "3", "before": 2, "after": 4}) == {
         "anchor": "3", "before": 2, "after": 4}
@@ -582,7 +582,7 @@ def test_codex_whose_hooks_run_gets_the_context_once_from_the_hook(env: dict[str
     """Once Codex's hooks run (trusted in /hooks), its SessionStart hook gives the digest: the server's
     instructions (Codex shows them as the tool namespace's description) no longer repeat it. Until then they
     carry it, with a note to the person that nothing is captured, also after the first tool's answer."""
-    from memcairn.mcp_server import HOOKS_SILENT, STARTUP_CONTEXT_BY_HOOK
+    from memcairn.mcp.server import HOOKS_SILENT, STARTUP_CONTEXT_BY_HOOK
 
     project = tmp_path.name
     worker.post_json("/api/memory/save", {"project": project, "type": "decision", "title": "Sessions expire in UTC",

@@ -22,11 +22,11 @@ from mcp import Client, StdioServerParameters
 from mcp_helpers import MEMCAIRN, start_worker, text_of, worker_env
 from mcp_in_process import in_process
 
-from memcairn.client import WorkerClient
-from memcairn.entry import main as entry_main
-from memcairn.mcp_protocol import MODERN_VERSIONS, PROTOCOL_VERSION_KEY, SERVER_INFO_KEY, UNSUPPORTED_PROTOCOL_VERSION
-from memcairn.mcp_schema import TOOL_ENTRIES
-from memcairn.mcp_server import WORKFLOW, build_server
+from memcairn.cli.entry import main as entry_main
+from memcairn.mcp.protocol import MODERN_VERSIONS, PROTOCOL_VERSION_KEY, SERVER_INFO_KEY, UNSUPPORTED_PROTOCOL_VERSION
+from memcairn.mcp.schema import TOOL_ENTRIES
+from memcairn.mcp.server import WORKFLOW, build_server
+from memcairn.wire.client import WorkerClient
 
 
 @pytest.fixture
@@ -95,15 +95,16 @@ class Server:
 # ``sys.modules`` once it has ended (importing nothing itself).
 IMPORT_PROBE = """
 import sys
-from memcairn.entry import main
+from memcairn.cli.entry import main
 main(["mcp"])
 sys.stderr.write("MODULES " + " ".join(sorted(sys.modules)) + "\\n")
 """
 SLOW_STDLIB = {"logging", "typing", "json", "re", "enum"}
 SDK_ROOTS = {"mcp", "anyio", "pydantic", "pydantic_core", "httpx", "starlette", "uvicorn", "sse_starlette"}
 HEAVY_ROOTS = {"click", "sqlite3", "numpy", "sqlite_vec", "http", "ssl", "asyncio"}
-WORKER_PACKAGES = ("memcairn.client", "memcairn.worker", "memcairn.store", "memcairn.search", "memcairn.mirror",
-                   "memcairn.capture", "memcairn.cli", "memcairn.config", "memcairn.lifecycle", "memcairn.vectors")
+WORKER_PACKAGES = ("memcairn.wire.client", "memcairn.worker", "memcairn.store", "memcairn.search", "memcairn.mirror",
+                   "memcairn.capture", "memcairn.cli.app", "memcairn.wire.config", "memcairn.wire.lifecycle",
+                   "memcairn.vectors")
 
 
 def test_answering_initialize_and_tools_list_imports_neither_the_sdk_nor_the_worker(env: dict[str, str],
@@ -119,7 +120,7 @@ def test_answering_initialize_and_tools_list_imports_neither_the_sdk_nor_the_wor
     assert hello["result"]["serverInfo"]["name"] == "memcairn" and listed["result"]["tools"] == TOOL_ENTRIES
     line = next(x for x in err.decode().splitlines() if x.startswith("MODULES "))
     loaded = line[len("MODULES "):].split()
-    assert "memcairn.mcp_protocol" in loaded  # the probe ran the light path
+    assert "memcairn.mcp.protocol" in loaded  # the probe ran the light path
     assert sorted(set(loaded) & SLOW_STDLIB) == []
     assert [m for m in loaded if m.split(".")[0] in SDK_ROOTS | HEAVY_ROOTS] == []
     assert [m for m in loaded if any(m == p or m.startswith(p + ".") for p in WORKER_PACKAGES)] == []
@@ -221,3 +222,14 @@ def test_the_start_up_bench_times_each_first_request_and_each_ending() -> None:
     assert [(r["first request"], r["ended by"]) for r in rows] == [
         ("initialize", "eof"), ("initialize", "sigint"), ("server/discover", "eof"), ("server/discover", "sigint")]
     assert all(r["answer median_ms"] > 0 and r["exit median_ms"] >= 0 for r in rows)
+
+
+def test_an_agent_configured_by_an_earlier_memcairn_still_starts_its_server(env: dict[str, str],
+                                                                            tmp_path: Path) -> None:
+    """Agents installed before the packages were cut by concept run ``from memcairn.entry import mcp``: an upgrade
+    must not break them before ``memcairn install`` is run again."""
+    proc = subprocess.run([sys.executable, "-I", "-c", "from memcairn.entry import mcp; mcp()"],
+                          env={**os.environ, **env}, cwd=tmp_path, input=json.dumps(_initialize()).encode() + b"\n",
+                          capture_output=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    assert json.loads(proc.stdout.splitlines()[0])["result"]["serverInfo"]["name"] == "memcairn"

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from memcairn.errors import StoreError
-from memcairn.models import NewItem
+from memcairn.core.errors import StoreError
+from memcairn.core.models import NewItem
 from memcairn.store import Store
 from memcairn.store.db import connect
 from memcairn.store.migrations import MIGRATIONS, Migration, migrate
@@ -69,7 +69,7 @@ def test_rerunning_migrations_is_a_no_op(tmp_path: Path) -> None:
 def test_a_failing_migration_rolls_back_and_leaves_the_data_intact(tmp_path: Path) -> None:
     path = tmp_path / "m.db"
     with Store(path) as store:
-        from memcairn.models import NewItem
+        from memcairn.core.models import NewItem
 
         store.add_item(NewItem(project="p", kind="manual", title="keep me"))
 
@@ -112,7 +112,7 @@ def test_the_uniqueness_migration_removes_old_duplicates_keeping_the_oldest(tmp_
 
 
 def test_the_scope_migration_rebuilds_the_keyword_index_and_keeps_every_row(tmp_path: Path) -> None:
-    from memcairn.models import ItemFilter, NewItem
+    from memcairn.core.models import ItemFilter, NewItem
 
     path = tmp_path / "old.db"
     conn = database_before(path, 6)
@@ -137,7 +137,7 @@ def test_the_scope_migration_rebuilds_the_keyword_index_and_keeps_every_row(tmp_
 
 
 def test_the_keyword_log_migration_keeps_every_row_and_logs_from_then_on(tmp_path: Path) -> None:
-    from memcairn.models import NewItem
+    from memcairn.core.models import NewItem
 
     path = tmp_path / "v8.db"
     conn = database_before(path, 9)
@@ -298,7 +298,7 @@ def test_the_newest_summaries_of_a_project_without_any_are_a_seek(tmp_path: Path
 
 def test_an_insert_asks_the_deletion_marks_by_content_with_a_seek(tmp_path: Path) -> None:
     """Content deleted nowhere (almost every insert) is answered by the content index of the marks."""
-    from memcairn.models import NewItem
+    from memcairn.core.models import NewItem
 
     with Store(tmp_path / "m.db") as store:
         ran: list[str] = []

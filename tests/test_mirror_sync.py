@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from memcairn.errors import VectorIndexUnavailableError
+from memcairn.core.errors import VectorIndexUnavailableError
+from memcairn.core.models import NewItem
 from memcairn.mirror.documents import documents_for, parse_doc_id
 from memcairn.mirror.sync import MirrorSync
-from memcairn.models import NewItem
 from memcairn.store import Store
 from memcairn.vectors.base import VectorRecord
 from memcairn.vectors.factory import open_index

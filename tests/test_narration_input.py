@@ -16,9 +16,9 @@ from worker_app import store_of
 
 from memcairn.capture.pipeline import CapturePipeline
 from memcairn.capture.records import Compressed, Observation, Summary, ToolCall, Turn
-from memcairn.capture.transcript_tail import narration_before
-from memcairn.config import Settings
 from memcairn.store import Store
+from memcairn.transfer.transcript_tail import narration_before
+from memcairn.wire.config import Settings
 
 
 def _session(tmp_path: Path) -> Path:
@@ -155,7 +155,7 @@ def _with_housekeeping(tmp_path: Path) -> Path:
 def test_the_text_before_an_unobserved_call_goes_to_the_next_observed_one(tmp_path: Path, store: Store,
                                                                          settings: Settings) -> None:  # noqa: F811
     from memcairn.capture.admission import skipped_tool
-    from memcairn.capture.importer import import_transcripts
+    from memcairn.transfer.importer import import_transcripts
 
     path = str(_with_housekeeping(tmp_path))
     both = "The guard fails because Access.get/2 can't be used inside a guard.\n\nI'll bind it first."

@@ -16,9 +16,9 @@ from memcairn.capture.offline.summary import report_observation
 from memcairn.capture.pipeline import CapturePipeline
 from memcairn.capture.recap import lean_fields, recap_observations
 from memcairn.capture.records import ToolCall, Turn
-from memcairn.config import Settings
-from memcairn.models import ItemFilter
+from memcairn.core.models import ItemFilter
 from memcairn.store import Store
+from memcairn.wire.config import Settings
 
 WORK = [
     "Let me check the router first.",
@@ -168,7 +168,7 @@ def test_an_imported_compaction_is_stored_whole_and_in_small_observations(tmp_pa
             .prompt([{"type": "text", "text": RECAP}], isCompactSummary=True, isVisibleInTranscriptOnly=True)
             .text("Done: refunds work.")
             .write(tmp_path / "r.jsonl"))
-    from memcairn.capture.importer import import_transcripts
+    from memcairn.transfer.importer import import_transcripts
 
     import_transcripts(store, settings, [path])
     items = store.list_items(ItemFilter(), limit=100)

@@ -12,7 +12,7 @@ from offline_turns import CWD, PROMPT, load_transcript, make_turn
 
 from memcairn.capture.offline import FACT_MAX, FACTS_MAX, SUBTITLE_MAX, TITLE_MAX, OfflineExtractor
 from memcairn.capture.records import CONCEPTS, Compressor, Observation, ToolCall, Turn
-from memcairn.models import OBSERVATION_TYPES
+from memcairn.core.models import OBSERVATION_TYPES
 
 # ------------------------------------------------------------------------------------------------------- helpers
 

@@ -21,9 +21,9 @@ from memcairn.capture.admission import admit
 from memcairn.capture.offline import FACT_MAX, FACTS_MAX, TITLE_MAX, OfflineExtractor
 from memcairn.capture.pipeline import CapturePipeline
 from memcairn.capture.records import Observation, ToolCall, Turn
-from memcairn.config import Settings, load_settings
-from memcairn.models import ItemFilter
+from memcairn.core.models import ItemFilter
 from memcairn.store import Store
+from memcairn.wire.config import Settings, load_settings
 
 HOOKS = Path(__file__).parent / "fixtures" / "hooks"
 CWD = "/tmp/tmpqwh7888i"  # the working directory of the python-to-rust-port transcript the commands come from

@@ -18,7 +18,7 @@ pytest.importorskip("psycopg")
 from pg_server_process import running_server  # noqa: E402
 from postgres_server import TEST_SECRET  # noqa: E402
 
-from memcairn.errors import WouldWait  # noqa: E402
+from memcairn.core.errors import WouldWait  # noqa: E402
 from memcairn.pgstore import db  # noqa: E402
 from memcairn.pgstore.waits import no_waiting  # noqa: E402
 

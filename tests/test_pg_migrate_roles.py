@@ -22,7 +22,7 @@ from pg_server_process import MEMCAIRN, home_with_test_secret, running_server  #
 from postgres_server import TEST_SECRET  # noqa: E402
 from psycopg.conninfo import conninfo_to_dict, make_conninfo  # noqa: E402
 
-from memcairn.errors import ConfigError  # noqa: E402
+from memcairn.core.errors import ConfigError  # noqa: E402
 from memcairn.pgstore import db, migrations, schema  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]

@@ -16,7 +16,7 @@ pytest.importorskip("psycopg")
 from pg_server_process import running_server  # noqa: E402
 from postgres_server import TEST_SECRET  # noqa: E402
 
-from memcairn.errors import ConfigError  # noqa: E402
+from memcairn.core.errors import ConfigError  # noqa: E402
 from memcairn.pgstore import db  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]

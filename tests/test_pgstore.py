@@ -11,15 +11,15 @@ import psycopg
 import pytest
 from postgres_server import TEST_SECRET, search, tenant
 
-from memcairn.errors import NotFoundError, SchemaTooNewError, ValidationError
-from memcairn.models import ItemFilter, NewItem
+from memcairn.core.errors import NotFoundError, SchemaTooNewError, ValidationError
+from memcairn.core.models import ItemFilter, NewItem
 from memcairn.pgstore import backlog, db, keys
 from memcairn.pgstore.adapter import TenantStore
 from memcairn.pgstore.items import TeamStore, nearest_sql
 from memcairn.pgstore.migrations import migrate
 from memcairn.pgstore.schema import LATEST
-from memcairn.pgstore.search import TenantSearch
 from memcairn.search.request import SearchRequest
+from memcairn.search.team import TenantSearch
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
@@ -390,8 +390,8 @@ def test_a_repeated_query_is_embedded_once_per_tenant_within_the_cache(pool: db.
 
 
 def test_forgetting_by_content_reaches_a_stored_item_and_a_queued_one(pg_database: str, team: TeamStore) -> None:
-    from memcairn.pgstore import ingest
     from memcairn.pgstore.items import prepare
+    from memcairn.server import queue as ingest
 
     acme, other = tenant(pg_database, "acme"), tenant(pg_database, "other")
     stored = NewItem(project="api", kind="observation", title="Retry uploads", text="with backoff", session="s1")

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import pytest
 from postgres_server import TEST_SECRET, search, tenant
 
-from memcairn.models import NewItem
+from memcairn.core.models import NewItem
 from memcairn.pgstore import backlog, db
 from memcairn.pgstore.items import TeamStore
 from memcairn.server.embedding import EmbeddingTask

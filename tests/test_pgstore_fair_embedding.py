@@ -14,7 +14,7 @@ import pytest
 from pg_server_process import running_server
 from postgres_server import search, tenant
 
-from memcairn.models import NewItem
+from memcairn.core.models import NewItem
 from memcairn.pgstore import backlog, db
 from memcairn.pgstore.items import TeamStore
 from memcairn.server.embedding import EmbeddingTask

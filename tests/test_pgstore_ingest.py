@@ -11,12 +11,13 @@ from postgres_server import TEST_SECRET, count, event, search, tenant
 from psycopg.types.json import Jsonb
 
 from memcairn.capture.single_event import HookEvent
-from memcairn.errors import NotFoundError, ValidationError
-from memcairn.models import NewItem
-from memcairn.pgstore import db, ingest
+from memcairn.core.errors import NotFoundError, ValidationError
+from memcairn.core.models import NewItem
+from memcairn.pgstore import db
 from memcairn.pgstore.audit import Actor
-from memcairn.pgstore.ingest import IdempotencyConflict
 from memcairn.pgstore.items import Saved, TeamStore
+from memcairn.server import queue as ingest
+from memcairn.server.queue import IdempotencyConflict
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 

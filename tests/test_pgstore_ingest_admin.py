@@ -14,9 +14,10 @@ import pytest
 from postgres_server import TEST_SECRET, count, event, tenant
 from psycopg.types.json import Jsonb
 
-from memcairn.cli import run
-from memcairn.pgstore import db, ingest
+from memcairn.cli.app import run
+from memcairn.pgstore import db
 from memcairn.pgstore.items import TeamStore
+from memcairn.server import queue as ingest
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 

@@ -10,7 +10,7 @@ import threading
 import pytest
 from postgres_server import tenant
 
-from memcairn.models import NewItem
+from memcairn.core.models import NewItem
 from memcairn.pgstore import backlog, db
 from memcairn.pgstore.backlog import vector_literal
 from memcairn.pgstore.items import TeamStore, prepare

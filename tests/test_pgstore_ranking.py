@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from postgres_server import search, tenant
 
-from memcairn.models import NewItem
+from memcairn.core.models import NewItem
 from memcairn.pgstore import backlog, db
 from memcairn.pgstore.items import TeamStore
 from memcairn.pgstore.keyword import KeywordLeg, plan_tsquery

@@ -22,13 +22,13 @@ import pytest
 from processes import free_port as _free_port
 from processes import wait_for
 
-from memcairn import fastjson, spool
 from memcairn.capture.pipeline import CapturePipeline
-from memcairn.config import Settings, load_settings
-from memcairn.errors import ValidationError
-from memcairn.json_depth import loads_bounded
-from memcairn.models import NewItem
+from memcairn.core.errors import ValidationError
+from memcairn.core.models import NewItem
 from memcairn.store import Store
+from memcairn.wire import fastjson, spool
+from memcairn.wire.config import Settings, load_settings
+from memcairn.wire.json_depth import loads_bounded
 
 POISON_BODIES = {
     "1e999": ('{"x": 1e999}', "x"),

@@ -11,9 +11,10 @@ import pytest
 from postgres_server import TEST_SECRET
 from starlette.testclient import TestClient
 
-from memcairn.models import NewItem
-from memcairn.pgstore import db, ingest, keys
+from memcairn.core.models import NewItem
+from memcairn.pgstore import db, keys
 from memcairn.pgstore.items import TeamStore
+from memcairn.server import queue as ingest
 from memcairn.server.app import ServerState, make_app
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
@@ -77,7 +78,7 @@ def test_a_job_that_cannot_be_stored_is_set_aside_and_the_others_stored(server, 
 
 def test_the_jsonb_payload_never_holds_an_infinity(pg_database: str, team: TeamStore) -> None:
     from memcairn.capture.single_event import HookEvent
-    from memcairn.errors import ValidationError
+    from memcairn.core.errors import ValidationError
 
     with db.connect(pg_database) as conn:
         keys.create_key(conn, TEST_SECRET, "acme", scopes=["memories:write"])

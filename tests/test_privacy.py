@@ -10,7 +10,7 @@ from collections import namedtuple
 import pytest
 from secret_examples import AWS_SECRET, AZURE_KEY, EXAMPLES, JWT, mixed
 
-from memcairn.capture.privacy import (
+from memcairn.wire.privacy import (
     PATTERN_NAMES,
     is_entirely_private,
     placeholder,

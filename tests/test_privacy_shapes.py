@@ -17,11 +17,11 @@ import pytest
 from hook_helpers import Workers, hook, payload
 from secret_examples import EXAMPLES
 
-from memcairn import spool
 from memcairn.bench import secrets as bench_secrets
-from memcairn.capture.privacy import PATTERN_NAMES, placeholder, redact_secrets, redact_with_counts, scrub
 from memcairn.capture.single_event import HookEvent, admitted, memories
-from memcairn.client import WorkerClient
+from memcairn.wire import spool
+from memcairn.wire.client import WorkerClient
+from memcairn.wire.privacy import PATTERN_NAMES, placeholder, redact_secrets, redact_with_counts, scrub
 
 
 def mixed(length: int, seed: str = "") -> str:
@@ -173,7 +173,7 @@ def test_the_bench_catalogue_is_all_redacted_and_its_look_alikes_kept() -> None:
 
 # -- the team server's admission: the same code as the worker's -------------------------------------------------
 def test_the_team_server_s_admission_redacts_prose_and_key_shapes() -> None:
-    from memcairn.pgstore.ingest import payload as queue_payload
+    from memcairn.server.queue import payload as queue_payload
 
     prompt = HookEvent("user_prompt", "calc", "s1", "claude-code",
                        {"prompt": "deploy it; the password is " + "hunter2" + " and STRIPE_KEY=" + mixed(28, "Xq7")})

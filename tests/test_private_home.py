@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from processes import free_port
 
-from memcairn import lifecycle
-from memcairn.client import WorkerClient
-from memcairn.config import load_settings
+from memcairn.wire import lifecycle
+from memcairn.wire.client import WorkerClient
+from memcairn.wire.config import load_settings
 
 
 def memcairn(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -87,7 +87,7 @@ def test_a_home_holding_another_users_cluster_is_left_open_to_it(tmp_path: Path)
     (home / "postgres").mkdir(parents=True)
     os.chmod(home, 0o755)
     os.chown(home / "postgres", 65534, 65534)
-    code = ("from pathlib import Path; from memcairn.config import private_home; "
+    code = ("from pathlib import Path; from memcairn.wire.config import private_home; "
             f"private_home(Path({str(home)!r}), create=True)")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
     assert stat.S_IMODE(home.stat().st_mode) == 0o755

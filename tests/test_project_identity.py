@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from memcairn.models import NewItem
-from memcairn.project import ProjectIdentity, project_from_cwd
+from memcairn.core.models import NewItem
+from memcairn.core.project import ProjectIdentity, project_from_cwd
 
 
 def _git(*args: str, cwd: Path) -> None:
@@ -70,7 +70,7 @@ def test_a_relative_gitdir_and_the_filesystem_root(tmp_path: Path) -> None:
 
 
 def test_a_non_utf8_directory_name_becomes_a_name_the_store_takes(tmp_path: Path) -> None:
-    from memcairn.models import NewItem
+    from memcairn.core.models import NewItem
     from memcairn.store import Store
 
     ident = project_from_cwd(str(tmp_path / "caf\udce9"))
@@ -104,7 +104,7 @@ def test_control_characters_in_a_directory_name_become_a_name_the_store_takes(tm
 
 
 def test_a_new_project_name_with_a_control_character_is_refused_clearly(tmp_path: Path) -> None:
-    from memcairn.errors import ValidationError
+    from memcairn.core.errors import ValidationError
     from memcairn.store import Store
 
     with Store(tmp_path / "s.db") as store:

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from processes import free_port
 
-from memcairn import lifecycle
-from memcairn.config import load_settings
+from memcairn.wire import lifecycle
+from memcairn.wire.config import load_settings
 from memcairn.worker.read_deadlines import BODY_FLOOR_SECONDS, HEAD_SECONDS
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]

@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 from processes import free_port
 
-from memcairn import lifecycle
-from memcairn.config import load_settings
 from memcairn.install.specs import MCP_CODE
+from memcairn.wire import lifecycle
+from memcairn.wire.config import load_settings
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text(encoding="utf-8")

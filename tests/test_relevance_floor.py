@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from memcairn.mcp_server import tool_entries
-from memcairn.models import NewItem
+from memcairn.core.models import NewItem
+from memcairn.core.tokens import estimate_tokens
+from memcairn.mcp.server import tool_entries
 from memcairn.search import SearchService, render_index
 from memcairn.search.relevance import (
     AGREEMENT,
@@ -27,7 +28,6 @@ from memcairn.search.relevance import (
 )
 from memcairn.search.render import WEAK_ONLY
 from memcairn.store import Store
-from memcairn.tokens import estimate_tokens
 
 MEMCAIRN = str(Path(sys.executable).with_name("memcairn"))
 
@@ -140,7 +140,7 @@ def test_two_pieces_of_evidence_just_short_of_their_floors_confirm_each_other() 
 
 
 def test_min_score_is_checked() -> None:
-    from memcairn.errors import ValidationError
+    from memcairn.core.errors import ValidationError
     from memcairn.search import SearchRequest
 
     assert SearchRequest(query="x", min_score="0").min_score == 0.0

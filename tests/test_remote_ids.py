@@ -27,9 +27,9 @@ pytest.importorskip("psycopg")
 from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
 from processes import wait_for  # noqa: E402
 
-from memcairn import lifecycle  # noqa: E402
 from memcairn.bench.hooks import hook_command  # noqa: E402
-from memcairn.config import Settings, load_settings  # noqa: E402
+from memcairn.wire import lifecycle  # noqa: E402
+from memcairn.wire.config import Settings, load_settings  # noqa: E402
 
 MEMCAIRN = str(Path(sys.executable).parent / "memcairn")
 PROJECT = "teamproj"

@@ -38,9 +38,9 @@ from remote_team import (  # noqa: E402
     worker_settings,
 )
 
-from memcairn import lifecycle  # noqa: E402
-from memcairn.config import Settings  # noqa: E402
-from memcairn.team_client import TeamResponse, mask_key  # noqa: E402
+from memcairn.wire import lifecycle  # noqa: E402
+from memcairn.wire.config import Settings  # noqa: E402
+from memcairn.wire.team_client import TeamResponse, mask_key  # noqa: E402
 
 SEARCH = f"/api/search?query=retry+queue&project={PROJECT}&mode=keyword&format=json"
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240),

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from memcairn.errors import ValidationError
+from memcairn.core.errors import ValidationError
+from memcairn.core.models import NewItem
 from memcairn.mirror.sync import VectorHit
-from memcairn.models import NewItem
 from memcairn.search import SearchService, render_full, render_index, render_timeline
 from memcairn.search.render import display_title, file_of
 from memcairn.store import Store

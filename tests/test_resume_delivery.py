@@ -16,8 +16,8 @@ import pytest
 import worker_app as api
 from starlette.testclient import TestClient
 
+from memcairn.core.models import NewItem
 from memcairn.hooks.events import CONTEXT_TIMEOUT, DELIVERED_FIELD
-from memcairn.models import NewItem
 from memcairn.store import Store
 
 MINUTE = 60_000

@@ -7,10 +7,10 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from memcairn.cli import run
-from memcairn.errors import ValidationError, VectorIndexUnavailableError
+from memcairn.cli.app import run
+from memcairn.core.errors import ValidationError, VectorIndexUnavailableError
+from memcairn.core.models import NewItem
 from memcairn.mirror.sync import MirrorSync, VectorHit
-from memcairn.models import NewItem
 from memcairn.search import MAX_SEMANTIC_QUERY_CHARS, SearchRequest, SearchService, fusion, parse_kinds, parse_time
 from memcairn.store import Store
 from memcairn.vectors.fake import HashEmbedder
@@ -591,7 +591,7 @@ def test_cli_search_user_errors_are_one_line_and_exit_2(capsys: pytest.CaptureFi
 
 @pytest.mark.parametrize("value", ["99999999999999999999999", 10**30, "999999999999d"])
 def test_absurd_dates_are_clear_errors_or_clamped_never_overflows(value) -> None:  # noqa: ANN001
-    from memcairn.errors import ValidationError
+    from memcairn.core.errors import ValidationError
     from memcairn.search.request import parse_time
 
     try:
@@ -603,7 +603,7 @@ def test_absurd_dates_are_clear_errors_or_clamped_never_overflows(value) -> None
 
 
 def test_scoped_keyword_search_ranks_only_the_projects_rows(store: Store) -> None:
-    from memcairn.models import ItemFilter
+    from memcairn.core.models import ItemFilter
 
     ids = {name: [add(store, project=name, title=f"cache eviction note {w}") for w in ("red", "green", "blue")]
            for name in ("one", "two", "three")}

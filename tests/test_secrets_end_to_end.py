@@ -12,7 +12,7 @@ from pathlib import Path
 
 from hook_helpers import Workers, hook, payload
 
-from memcairn.client import WorkerClient
+from memcairn.wire.client import WorkerClient
 
 
 def mixed(seed: str, length: int) -> str:

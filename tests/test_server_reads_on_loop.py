@@ -15,14 +15,14 @@ import pytest
 from postgres_server import TEST_SECRET
 from starlette.testclient import TestClient
 
-from memcairn.errors import WouldWait
-from memcairn.models import NewItem
+from memcairn.core.errors import WouldWait
+from memcairn.core.models import NewItem
 from memcairn.pgstore import backlog, db, keys, project_copies
 from memcairn.pgstore.items import TeamStore
 from memcairn.pgstore.project_copies import QUICK_CATCH_UP
-from memcairn.pgstore.search import search_tenant
 from memcairn.pgstore.waits import may_wait, no_waiting
 from memcairn.search.request import SearchRequest
+from memcairn.search.team import search_tenant
 from memcairn.server.app import ServerState, make_app
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]

@@ -28,9 +28,9 @@ from cryptography.hazmat.primitives.asymmetric import ec  # noqa: E402
 from cryptography.x509.oid import NameOID  # noqa: E402
 from pg_server_process import MEMCAIRN, home_with_test_secret, serving  # noqa: E402
 
-from memcairn.errors import ConfigError  # noqa: E402
+from memcairn.core.errors import ConfigError  # noqa: E402
 from memcairn.pgstore.embedded import free_port  # noqa: E402
-from memcairn.team_client import describe, load_remote  # noqa: E402
+from memcairn.wire.team_client import describe, load_remote  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 

@@ -26,9 +26,9 @@ import pytest
 from hook_helpers import HOOK, Workers, hook, payload
 from processes import free_port, wait_for
 
-from memcairn import spool
-from memcairn.client import WorkerClient
 from memcairn.hooks import state
+from memcairn.wire import spool
+from memcairn.wire.client import WorkerClient
 
 EVENTS = int(os.environ.get("MEMCAIRN_TEST_SPOOL_EVENTS", "60"))
 RESTARTS = int(os.environ.get("MEMCAIRN_TEST_SPOOL_RESTARTS", "2"))

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from memcairn import spool
-from memcairn.config import Settings
-from memcairn.errors import ValidationError
-from memcairn.protocol import OBSERVATIONS_PATH
+from memcairn.core.errors import ValidationError
 from memcairn.store import Store
+from memcairn.wire import spool
+from memcairn.wire.config import Settings
+from memcairn.wire.protocol import OBSERVATIONS_PATH
 
 
 def test_the_drainer_path_imports_no_http() -> None:

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memcairn.errors import NotFoundError, SchemaTooNewError, StoreError, ValidationError
-from memcairn.models import AddResult, ItemFilter, NewItem
+from memcairn.core.errors import NotFoundError, SchemaTooNewError, StoreError, ValidationError
+from memcairn.core.models import AddResult, ItemFilter, NewItem
 from memcairn.store import Store
 from memcairn.store.items import content_hash
 from memcairn.store.validation import MAX_FIELD_BYTES, validate_item
@@ -342,7 +342,7 @@ def _damage_page_of(path: Path, table: str) -> None:
 
 
 def test_a_damaged_keyword_index_page_opens_read_only_with_an_error_naming_the_path(tmp_path: Path) -> None:
-    from memcairn.errors import StoreDamagedError
+    from memcairn.core.errors import StoreDamagedError
 
     path = tmp_path / "memcairn.db"
     with Store(path) as store:

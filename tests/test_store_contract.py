@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from memcairn.errors import NotFoundError, ValidationError
-from memcairn.models import ItemFilter, NewItem
+from memcairn.core.errors import NotFoundError, ValidationError
+from memcairn.core.models import ItemFilter, NewItem
 from memcairn.store import Store
 from memcairn.store import protocols as p
 

@@ -16,11 +16,11 @@ import pytest
 from starlette.testclient import TestClient
 
 from memcairn.bench.damage import corrupt_page, damage_keyword_index, drift_content, drop_keyword_table
-from memcairn.config import Settings, load_settings
-from memcairn.doctor import run_checks
-from memcairn.errors import KeywordIndexDamagedError, StoreDamagedError
-from memcairn.models import NewItem
+from memcairn.core.errors import KeywordIndexDamagedError, StoreDamagedError
+from memcairn.core.models import NewItem
 from memcairn.store import Store
+from memcairn.store.doctor import run_checks
+from memcairn.wire.config import Settings, load_settings
 from memcairn.worker.app import make_app
 
 PORT = 37877

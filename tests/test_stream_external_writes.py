@@ -20,18 +20,12 @@ from typing import Any
 import httpx
 import pytest
 
-from memcairn.config import Settings, load_settings
-from memcairn.models import NewItem
+from memcairn.core.models import NewItem
 from memcairn.store import Store
 from memcairn.store.changes import ChangeLog
+from memcairn.wire.config import Settings, load_settings
 from memcairn.worker.app import make_app
-from memcairn.worker.events import (
-    EVENT_NAMES,
-    MAX_ITEMS_PER_NOTIFY,
-    ExternalWriteTailer,
-    StoreEventBridge,
-    item_event,
-)
+from memcairn.worker.events import EVENT_NAMES, MAX_ITEMS_PER_NOTIFY, ExternalWriteTailer, StoreEventBridge, item_event
 
 PORT = 37879
 BASE = f"http://127.0.0.1:{PORT}"
@@ -243,7 +237,7 @@ def test_an_in_memory_store_has_no_tailer(hub: FakeHub) -> None:
 # -- the worker app and a second process ----------------------------------------------------------------
 WRITER = r"""
 import json, sys
-from memcairn.models import NewItem
+from memcairn.core.models import NewItem
 from memcairn.store import Store
 
 store = Store(sys.argv[1])

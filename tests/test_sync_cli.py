@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from memcairn.cli import run
+from memcairn.cli.app import run
 
 
 @pytest.fixture(autouse=True)
@@ -117,7 +117,7 @@ def test_a_backfill_that_left_a_gap_exits_non_zero(
 
 def _seed_big(isolated_home: Path, n: int) -> None:
     """``n`` memories straight into the store, each large enough for the mirror file to span many pages."""
-    from memcairn.models import NewItem
+    from memcairn.core.models import NewItem
     from memcairn.store import Store
 
     with Store(isolated_home / "memcairn.db") as store:
@@ -137,8 +137,8 @@ def test_rebuild_repairs_a_sqlite_vec_file_damaged_past_the_pages_opening_reads(
     path.write_bytes(bytes(data))
     for p in isolated_home.glob("vectors.sqlite-*"):
         p.unlink()
-    from memcairn import lifecycle
-    from memcairn.config import load_settings
+    from memcairn.wire import lifecycle
+    from memcairn.wire.config import load_settings
 
     held = lifecycle.try_flock(lifecycle.lock_path(load_settings()))  # as a running worker holds it
     try:

@@ -15,15 +15,15 @@ import pytest
 from postgres_server import TEST_SECRET
 from starlette.testclient import TestClient
 
-from memcairn.config import Settings
-from memcairn.context import render_context, render_shown
-from memcairn.models import NewItem
+from memcairn.context.build import render_context, render_shown
+from memcairn.core.models import NewItem
 from memcairn.pgstore import db, keys
 from memcairn.pgstore.adapter import TenantStore
 from memcairn.pgstore.items import TeamStore
 from memcairn.server import app
 from memcairn.server.app import ServerState, make_app
 from memcairn.store import Store
+from memcairn.wire.config import Settings
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 

@@ -12,9 +12,10 @@ from hypothesis import strategies as st
 from postgres_server import TEST_SECRET
 from starlette.testclient import TestClient
 
-from memcairn.models import NewItem
-from memcairn.pgstore import db, ingest, keys
+from memcairn.core.models import NewItem
+from memcairn.pgstore import db, keys
 from memcairn.pgstore.items import TeamStore
+from memcairn.server import queue as ingest
 from memcairn.server.app import ServerState, make_app
 from memcairn.vectors.embedder import load_embedder
 

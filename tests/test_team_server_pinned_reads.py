@@ -9,7 +9,7 @@ import pytest
 from postgres_server import TEST_SECRET
 from starlette.testclient import TestClient
 
-from memcairn.models import NewItem
+from memcairn.core.models import NewItem
 from memcairn.pgstore import db, keys
 from memcairn.pgstore.items import TeamStore
 from memcairn.server.app import ServerState, make_app

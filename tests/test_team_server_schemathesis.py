@@ -18,7 +18,7 @@ from postgres_server import TEST_SECRET  # noqa: E402
 from schemathesis.python import asgi  # noqa: E402
 from schemathesis.specs.openapi.checks import ignored_auth, positive_data_acceptance  # noqa: E402
 
-from memcairn.models import NewItem  # noqa: E402
+from memcairn.core.models import NewItem  # noqa: E402
 from memcairn.pgstore import db, keys  # noqa: E402
 from memcairn.pgstore.items import TeamStore  # noqa: E402
 from memcairn.server.app import ServerState, make_app  # noqa: E402

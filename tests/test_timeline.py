@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memcairn.cli import run
-from memcairn.errors import NotFoundError, ValidationError
-from memcairn.models import NewItem
+from memcairn.cli.app import run
+from memcairn.core.errors import NotFoundError, ValidationError
+from memcairn.core.models import NewItem
 from memcairn.search import SearchService
 from memcairn.store import Store
 

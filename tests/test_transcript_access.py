@@ -19,10 +19,10 @@ import pytest
 from processes import free_port
 from transcript_builder import Transcript
 
-from memcairn import lifecycle
-from memcairn.capture.transcript_access import peer_uid
-from memcairn.config import load_settings
 from memcairn.store import Store
+from memcairn.transfer.transcript_access import peer_uid
+from memcairn.wire import lifecycle
+from memcairn.wire.config import load_settings
 
 pytestmark = [pytest.mark.skipif(os.geteuid() != 0 or not Path("/proc/net/tcp").exists(),
                                  reason="runs a root worker and a request of another user (Linux, root)"),

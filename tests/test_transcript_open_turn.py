@@ -16,12 +16,12 @@ from transcript_builder import RECORDED as FIXTURES
 from transcript_builder import lines as _lines
 from transcript_builder import write as _write
 
-from memcairn.capture.importer import import_transcripts
 from memcairn.capture.pipeline import REGROWN, CapturePipeline
-from memcairn.capture.transcripts import TURN_OPEN, TURN_THROUGH, replay_transcript
-from memcairn.config import Settings
-from memcairn.models import ItemFilter, MemoryItem
+from memcairn.core.models import ItemFilter, MemoryItem
 from memcairn.store import Store
+from memcairn.transfer.importer import import_transcripts
+from memcairn.transfer.transcripts import TURN_OPEN, TURN_THROUGH, replay_transcript
+from memcairn.wire.config import Settings
 
 PORT = FIXTURES / "claude-reliability__python-to-rust-port.jsonl"
 

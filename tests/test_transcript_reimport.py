@@ -12,12 +12,12 @@ from transcript_builder import RECORDED as FIXTURES
 from transcript_builder import lines as _lines
 from transcript_builder import write as _write
 
-from memcairn.capture.importer import import_transcripts
 from memcairn.capture.pipeline import CapturePipeline
-from memcairn.capture.transcripts import replay_transcript
-from memcairn.config import Settings
-from memcairn.models import ItemFilter
+from memcairn.core.models import ItemFilter
 from memcairn.store import Store
+from memcairn.transfer.importer import import_transcripts
+from memcairn.transfer.transcripts import replay_transcript
+from memcairn.wire.config import Settings
 
 RESUMED_SESSION = "5e55a1b2-0000-4000-8000-00000000beef"
 

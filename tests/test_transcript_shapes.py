@@ -15,12 +15,12 @@ from transcript_builder import kinds as _kinds
 from transcript_builder import parse as _parse
 
 from memcairn.capture.compaction import compaction_sections, compaction_text
-from memcairn.capture.importer import import_transcripts
-from memcairn.capture.transcripts import transcripts_under
-from memcairn.cli import run as cli
-from memcairn.config import Settings
-from memcairn.models import ItemFilter
+from memcairn.cli.app import run as cli
+from memcairn.core.models import ItemFilter
 from memcairn.store import Store
+from memcairn.transfer.importer import import_transcripts
+from memcairn.transfer.transcripts import transcripts_under
+from memcairn.wire.config import Settings
 
 SPOTTER = Path(__file__).parent / "fixtures" / "transcripts" / "spotter"
 SPOTTER_SID = "258c7280-ae70-4798-800f-63464d01a85d"

@@ -10,11 +10,8 @@ from transcript_builder import CWD, SID, Transcript
 from transcript_builder import kinds as _kinds
 from transcript_builder import parse as _parse
 
-from memcairn.capture.transcripts import (
-    default_transcript_paths,
-    timestamp_ms,
-)
-from memcairn.protocol import HOOK_BODY_BYTES as MAX_BODY_BYTES
+from memcairn.transfer.transcripts import default_transcript_paths, timestamp_ms
+from memcairn.wire.protocol import HOOK_BODY_BYTES as MAX_BODY_BYTES
 
 FIXTURES = Path(__file__).parent / "fixtures" / "transcripts"
 FIXTURE_FILES = sorted(FIXTURES.glob("*.jsonl"))
@@ -422,9 +419,9 @@ def test_default_transcript_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
 def test_lone_surrogate_escapes_become_replacement_characters(tmp_path: Path) -> None:
     """A JSON-escaped lone surrogate (half of a cut emoji) cannot be stored; it must not stop the import."""
-    from memcairn.capture.importer import import_transcripts
-    from memcairn.config import Settings
     from memcairn.store import Store
+    from memcairn.transfer.importer import import_transcripts
+    from memcairn.wire.config import Settings
 
     path = Transcript().prompt("cut emoji PLACEHOLDER here").text("ok").write(tmp_path / "surrogate.jsonl")
     path.write_text(path.read_text(encoding="utf-8").replace("PLACEHOLDER", "\\ud83d and \\udc00 and \\ud83d\\ude00"),
@@ -482,7 +479,7 @@ def test_timestamps_no_store_could_hold_are_ignored(tmp_path: Path) -> None:
 
 def test_import_without_claude_transcripts_says_where_it_looked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    from memcairn.cli import run
+    from memcairn.cli.app import run
 
     monkeypatch.setenv("HOME", str(tmp_path / "fresh-home"))
     monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
@@ -494,7 +491,7 @@ def test_import_without_claude_transcripts_says_where_it_looked(tmp_path: Path, 
 
 
 def test_one_of_each_is_said_in_the_singular(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from memcairn.cli import run
+    from memcairn.cli.app import run
 
     one = tmp_path / "one.jsonl"
     one.write_text(json.dumps({"type": "user", "uuid": "u1", "sessionId": "s1", "cwd": str(tmp_path),

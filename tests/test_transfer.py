@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from memcairn.cli import cli, run
-from memcairn.config import load_settings
-from memcairn.errors import ValidationError
-from memcairn.models import ItemFilter, NewItem
+from memcairn.cli.app import cli, run
+from memcairn.core.errors import ValidationError
+from memcairn.core.models import ItemFilter, NewItem
 from memcairn.store import Store
 from memcairn.transfer.claude_mem import import_claude_mem, open_source, to_ms
 from memcairn.transfer.jsonl import export_to_file, import_jsonl
+from memcairn.wire.config import load_settings
 
 MS = 1_700_000_000_000  # an epoch in milliseconds
 SECONDS = 1_700_100_000  # an epoch in seconds

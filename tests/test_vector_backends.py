@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from chroma_server import ChromaServer, chroma_executable, chroma_server
 
-from memcairn.errors import ConfigError, EmbeddingError, ValidationError, VectorIndexUnavailableError
+from memcairn.core.errors import ConfigError, EmbeddingError, ValidationError, VectorIndexUnavailableError
 from memcairn.vectors.base import VectorIndex, VectorRecord
 from memcairn.vectors.factory import BACKENDS, destroy_index, open_index
 

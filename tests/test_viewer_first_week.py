@@ -30,7 +30,7 @@ from viewer_browser import row as _row
 from viewer_browser import save as _save
 from viewer_browser import wait_until_loaded as _wait_until_loaded
 
-from memcairn.models import NewItem
+from memcairn.core.models import NewItem
 from memcairn.search.relevance import STRONG
 from memcairn.search.render import WEAK_ONLY
 from memcairn.store import Store

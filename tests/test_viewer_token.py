@@ -25,7 +25,7 @@ import viewer_browser as vb
 from starlette.testclient import TestClient
 from worker_app import wait_ready
 
-from memcairn.config import Settings
+from memcairn.wire.config import Settings
 from memcairn.worker.app import make_app
 from memcairn.worker.daemon import TOKEN_PLACEHOLDER, viewer_url
 from memcairn.worker.security import cookie_name, cookie_value

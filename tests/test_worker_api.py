@@ -19,10 +19,10 @@ import pytest
 from starlette.testclient import TestClient
 from worker_app import BASE, PORT, add, store_of, wait_ready
 
-from memcairn.config import Settings
-from memcairn.errors import ConfigError, StoreError, WorkerUnavailableError
-from memcairn.models import NewItem
-from memcairn.runtime import open_runtime
+from memcairn.core.errors import ConfigError, StoreError, WorkerUnavailableError
+from memcairn.core.models import NewItem
+from memcairn.mirror.runtime import open_runtime
+from memcairn.wire.config import Settings
 from memcairn.worker.app import make_app
 from memcairn.worker.openapi import OPERATIONS
 
@@ -805,7 +805,7 @@ def test_log_rotation_caps_disk_use(tmp_path: Path) -> None:
 def test_client_without_a_worker_says_what_to_do(tmp_path: Path) -> None:
     import socket
 
-    from memcairn.client import WorkerClient
+    from memcairn.wire.client import WorkerClient
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -817,7 +817,7 @@ def test_client_without_a_worker_says_what_to_do(tmp_path: Path) -> None:
 
 
 def test_client_and_lifecycle_modules_import_nothing_heavy() -> None:
-    code = ("import sys, memcairn.client, memcairn.lifecycle, memcairn.worker.daemon; "
+    code = ("import sys, memcairn.wire.client, memcairn.wire.lifecycle, memcairn.worker.daemon; "
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'starlette', 'uvicorn', 'click', 'httpx', "
             "'numpy', 'anyio', 'rich'})); print('memcairn.store' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=True).stdout

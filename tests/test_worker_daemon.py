@@ -20,11 +20,11 @@ from typing import Any
 import pytest
 from processes import free_port, mentioning, processes_of
 
-from memcairn import lifecycle
-from memcairn.client import WorkerClient, ensure_worker
-from memcairn.config import Settings, load_settings
-from memcairn.errors import MemcairnError, NotFoundError, WorkerUnavailableError
+from memcairn.core.errors import MemcairnError, NotFoundError, WorkerUnavailableError
 from memcairn.store import Store
+from memcairn.wire import lifecycle
+from memcairn.wire.client import WorkerClient, ensure_worker
+from memcairn.wire.config import Settings, load_settings
 from memcairn.worker import daemon
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self").exists(), reason="process checks read /proc")
@@ -169,7 +169,7 @@ def test_stale_pid_file_is_cleaned_up(env: dict[str, str], cfg: Settings) -> Non
     assert json.loads((cfg.home / "worker.pid").read_text())["pid"] == result["pid"]
 
 
-OLD_WORKER = ("import sys, memcairn; memcairn.__version__ = '0.0.1+old'; from memcairn.entry import main; "
+OLD_WORKER = ("import sys, memcairn; memcairn.__version__ = '0.0.1+old'; from memcairn.cli.entry import main; "
               "sys.exit(main(['worker', 'run']))")
 
 

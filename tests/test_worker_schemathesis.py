@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, Phase, settings
 from schemathesis.python import asgi
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from memcairn.config import Settings
-from memcairn.models import NewItem
+from memcairn.core.models import NewItem
+from memcairn.wire.config import Settings
 from memcairn.worker.app import make_app
 from memcairn.worker.openapi import build_openapi
 

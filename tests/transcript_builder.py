@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from memcairn.capture.transcripts import ParseStats, ReplayEvent, replay_transcript
+from memcairn.transfer.transcripts import ParseStats, ReplayEvent, replay_transcript
 
 RECORDED = Path(__file__).parent / "fixtures" / "transcripts"
 HELLO = RECORDED / "claude-reliability__hello-world-script.jsonl"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from memcairn.models import NewItem
+from memcairn.core.models import NewItem
 
 PORT = 37877
 BASE = f"http://127.0.0.1:{PORT}"

@@ -1,5 +1,5 @@
 import sys
 
-from memcairn.entry import main
+from memcairn.cli.entry import main
 
 sys.exit(main())

@@ -13,7 +13,7 @@ from e2e_harness import NODE_DIR
 from e2e_stubs import Anthropic, ModelStub, say
 
 from memcairn.capture.llm.clients import ClaudeCliClient
-from memcairn.config import Settings
+from memcairn.wire.config import Settings
 
 pytestmark = pytest.mark.slow
 

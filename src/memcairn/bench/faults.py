@@ -278,7 +278,7 @@ def sigkill(workdir: Path, kills: int, log: Log, seed: int = 7) -> Row:
 
 _WRITER = """
 import json, sys
-from memcairn.models import NewItem
+from memcairn.core.models import NewItem
 from memcairn.store import Store
 db, tag, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 acked, errors = [], []
@@ -427,7 +427,7 @@ def corrupted_page(workdir: Path, items: int, log: Log) -> Row:
     home = workdir / "corrupt"
     home.mkdir()
     db = home / "memcairn.db"
-    from memcairn.models import NewItem
+    from memcairn.core.models import NewItem
     from memcairn.store import Store
 
     with Store(db) as store:  # written straight to the store: what matters is after the damage
@@ -470,7 +470,7 @@ def corrupted_page_live(workdir: Path, items: int, log: Log, clients: int = 4, s
     acknowledged before must be stored intact. ``filler_mb`` of other memories make SQLite's check of the file
     take as long as it does on a store in use (tens of milliseconds)."""
     from memcairn.bench.damage import corrupt_page
-    from memcairn.models import NewItem
+    from memcairn.core.models import NewItem
     from memcairn.store import Store
 
     row = Row("corrupted page, worker running")

@@ -21,9 +21,9 @@ import subprocess
 import time
 from pathlib import Path
 
-from memcairn import spool
 from memcairn.bench.faults import Log, Row, _small_disk, _worker
 from memcairn.bench.hooks import hook_command
+from memcairn.wire import spool
 
 TAG = "diskhook"
 SPEND_FROM = 10  # from this hook on, another program takes every bit of room that comes back

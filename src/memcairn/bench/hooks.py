@@ -38,10 +38,10 @@ SESSION_ID = "c64cc478-3430-40fe-8e9c-4ee9986e9754"
 
 def hook_command() -> list[str]:
     """How to run ``memcairn hook``: the console script next to this interpreter when it dispatches through
-    ``memcairn.entry`` (the light path), else ``python -m memcairn`` (which does too)."""
+    ``memcairn.cli.entry`` (the light path), else ``python -m memcairn`` (which does too)."""
     script = Path(sys.executable).with_name("memcairn")
     try:
-        if "memcairn.entry" in script.read_text(encoding="utf-8", errors="replace"):
+        if "memcairn.cli.entry" in script.read_text(encoding="utf-8", errors="replace"):
             return [str(script)]
     except OSError:
         pass

@@ -56,8 +56,8 @@ from pathlib import Path
 from typing import Any
 
 from memcairn.bench.timing import percentile
-from memcairn.errors import ValidationError
-from memcairn.models import NewItem
+from memcairn.core.errors import ValidationError
+from memcairn.core.models import NewItem
 from memcairn.search import SearchRequest, SearchService
 from memcairn.search.request import parse_time
 from memcairn.store import Store

@@ -33,8 +33,8 @@ from memcairn.bench.timing import percentile, render_table
 from memcairn.pgstore import backlog, db
 from memcairn.pgstore.embedded import EmbeddedPostgres
 from memcairn.pgstore.items import MAX_LIMIT, TeamStore
-from memcairn.pgstore.search import search_tenant
 from memcairn.search.request import SearchRequest
+from memcairn.search.team import search_tenant
 from memcairn.vectors.embedder import load_embedder
 from memcairn.vectors.embedding_cache import EmbeddingCache
 

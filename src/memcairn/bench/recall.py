@@ -236,7 +236,7 @@ def run(qa_paths: Sequence[Path] = (), transcripts: Sequence[Path] = (), *, sets
     """Measure memcairn (and the raw anchor) on ``sets``, and on the one set of ``qa_paths`` and ``transcripts``
     when given, all in one store (see ``recall_sets`` for how sessions are filed into projects). ``worker_settings``
     are the worker's own (its ``settings.json``), to compare configurations in one way of asking."""
-    from memcairn.config import load_settings
+    from memcairn.wire.config import load_settings
 
     given = ([single(qa_paths, transcripts)] if qa_paths else []) + list(sets)
     if not given:

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memcairn.capture.transcripts import transcript_shape
 from memcairn.store.fts import build_match
+from memcairn.transfer.transcripts import transcript_shape
 
 RESULT_CHARS = 1500
 

@@ -28,12 +28,12 @@ from psycopg.conninfo import make_conninfo
 
 from memcairn.bench.synthetic import synthetic_items, synthetic_queries
 from memcairn.bench.timing import percentile, render_table
-from memcairn.models import NewItem
+from memcairn.core.models import NewItem
 from memcairn.pgstore import db
 from memcairn.pgstore.embedded import EmbeddedPostgres
 from memcairn.pgstore.items import TeamStore
-from memcairn.pgstore.search import search_tenant
 from memcairn.search.request import SearchRequest
+from memcairn.search.team import search_tenant
 
 Log = Callable[[str], None]
 DATABASE = "memcairn"

@@ -47,7 +47,7 @@ from typing import Any
 from memcairn.bench.loadgen import Reply, Request, run_clients
 from memcairn.bench.synthetic import synthetic_items, synthetic_queries
 from memcairn.bench.timing import percentile, render_table
-from memcairn.models import NewItem
+from memcairn.core.models import NewItem
 from memcairn.pgstore.embedded import free_port
 
 Log = Callable[[str], None]

@@ -10,7 +10,7 @@ from typing import Any
 
 from memcairn.bench.synthetic import synthetic_items, synthetic_queries
 from memcairn.bench.timing import summary_ms, time_calls
-from memcairn.models import ItemFilter
+from memcairn.core.models import ItemFilter
 from memcairn.store import Store
 
 

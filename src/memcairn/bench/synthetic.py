@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 
-from memcairn.models import NewItem
+from memcairn.core.models import NewItem
 
 _AREAS = ["auth", "billing", "search", "cache", "parser", "scheduler", "api", "cli", "worker", "storage",
           "migrations", "ui", "logging", "config", "payments", "notifications", "metrics", "router", "sync",

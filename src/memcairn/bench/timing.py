@@ -7,13 +7,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-
-def percentile(values: Sequence[float], pct: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, round(pct / 100 * (len(ordered) - 1))))
-    return ordered[index]
+from memcairn.core.stats import percentile
 
 
 def time_calls(fn: Callable[[Any], Any], args: Sequence[Any]) -> list[float]:

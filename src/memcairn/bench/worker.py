@@ -48,7 +48,7 @@ from urllib.parse import urlencode
 from memcairn.bench.hooks import build_store, free_port
 from memcairn.bench.synthetic import synthetic_queries
 from memcairn.bench.timing import percentile
-from memcairn.protocol import CONTEXT_HEADER
+from memcairn.wire.protocol import CONTEXT_HEADER
 
 # The figures of the reference implementation (claude-mem 13.15.3), measured on a similar 2-core machine.
 REFERENCE = {"context": "57 ms (10k obs)", "keyword": "6 ms"}
@@ -88,13 +88,13 @@ def prepare_home(home: Path, items: int, projects: int, model: str, cache_path: 
     Raises:
         RuntimeError: the mirror of this home was built with another model.
     """
-    from memcairn.config import Settings
+    from memcairn.mirror.runtime import index_key
     from memcairn.mirror.sync import MirrorSync
-    from memcairn.runtime import index_key
     from memcairn.store import Store
     from memcairn.vectors.embedder import load_embedder
     from memcairn.vectors.embedding_cache import EmbeddingCache
     from memcairn.vectors.factory import open_index
+    from memcairn.wire.config import Settings
 
     home.mkdir(parents=True, exist_ok=True)
     marker = home / MARKER
@@ -447,8 +447,8 @@ def run(items: int = 100_000, clients: int = 8, requests: int = 400, home: Path 
     Raises:
         RuntimeError: the store, the mirror or the worker could not be brought up.
     """
-    from memcairn.config import load_settings
     from memcairn.vectors.embedder import DEFAULT_MODEL
+    from memcairn.wire.config import load_settings
 
     if clients < 1 or requests < 1 or items < 1 or projects < 1:
         raise ValueError("items, clients, requests and projects must be at least 1")

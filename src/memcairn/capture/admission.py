@@ -21,13 +21,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from memcairn.capture.privacy import is_entirely_private, scrub
-from memcairn.config import Settings
-from memcairn.fence import strip_injected
-from memcairn.models import ARRAY_FIELDS, TEXT_FIELDS, NewItem
-from memcairn.protocol import own_tool
-from memcairn.settings_source import project_excluded as excluded_by
+from memcairn.core.models import ARRAY_FIELDS, TEXT_FIELDS, NewItem
 from memcairn.store.records import event_kind
+from memcairn.wire.config import Settings
+from memcairn.wire.fence import strip_injected
+from memcairn.wire.privacy import is_entirely_private, scrub
+from memcairn.wire.protocol import own_tool
+from memcairn.wire.settings_source import project_excluded as excluded_by
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ def event_projects(body: dict[str, Any]) -> list[str]:
     if not (isinstance(project, str) and project.strip()):
         cwd = body.get("cwd")
         if isinstance(cwd, str) and cwd.strip():
-            from memcairn.project import project_from_cwd
+            from memcairn.core.project import project_from_cwd
 
             names += list(project_from_cwd(cwd).chain)
     return [n.strip() for n in names if isinstance(n, str) and n.strip()]

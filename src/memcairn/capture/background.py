@@ -7,8 +7,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from memcairn.background import BackgroundLoop
 from memcairn.capture.pipeline import CapturePipeline, CaptureReport
+from memcairn.core.background import BackgroundLoop
 
 log = logging.getLogger("memcairn.capture")
 

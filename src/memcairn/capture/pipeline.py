@@ -53,21 +53,13 @@ from memcairn.capture.evidence import call_evidence, reply_evidence
 from memcairn.capture.noise import is_background_notice, request_text, without_filler
 from memcairn.capture.offline import OfflineExtractor
 from memcairn.capture.recap import lean_fields, recap_observations
-from memcairn.capture.records import (
-    Compressed,
-    CompressionFailed,
-    Compressor,
-    Observation,
-    Summary,
-    ToolCall,
-    Turn,
-)
+from memcairn.capture.records import Compressed, CompressionFailed, Compressor, Observation, Summary, ToolCall, Turn
 from memcairn.capture.truncate import cut_bytes, cut_value
-from memcairn.config import Settings
-from memcairn.models import AddResult, ItemFilter, NewItem
-from memcairn.protocol import HOOK_STARTED_FIELD
+from memcairn.core.models import AddResult, ItemFilter, NewItem
 from memcairn.store.protocols import CaptureStore, StepEvidence
 from memcairn.store.records import MAX_FIELD_BYTES, IngestEvent, NewEvidence
+from memcairn.wire.config import Settings
+from memcairn.wire.protocol import HOOK_STARTED_FIELD
 
 log = logging.getLogger("memcairn.capture")
 
@@ -539,7 +531,7 @@ def _event_project(event: IngestEvent) -> str:
         return name.strip()
     cwd = event.payload.get("cwd")
     if isinstance(cwd, str) and cwd.strip():
-        from memcairn.project import project_from_cwd
+        from memcairn.core.project import project_from_cwd
 
         return project_from_cwd(cwd).name
     return "unknown"

@@ -1,5 +1,5 @@
 """One raw hook event made into memories on its own, without a store: what a team server does with the prompts
-and tool calls an agent sends it (``pgstore/ingest.py``).
+and tool calls an agent sends it (``server/queue.py``).
 
 The same code as the local worker's, with less context: ``admit`` (the queue's rules: memcairn's own and
 housekeeping tools skipped, ``<private>`` parts removed, secrets replaced, a wholly private prompt kept as a
@@ -22,11 +22,11 @@ from memcairn.capture.noise import request_text
 from memcairn.capture.offline import OfflineExtractor
 from memcairn.capture.records import Observation, ToolCall, Turn
 from memcairn.capture.truncate import cut_bytes, cut_value
-from memcairn.config import Settings
-from memcairn.errors import ValidationError
-from memcairn.models import NewItem
-from memcairn.protocol import TOOL_USE, USER_PROMPT
+from memcairn.core.errors import ValidationError
+from memcairn.core.models import NewItem
 from memcairn.store.records import MAX_FIELD_BYTES
+from memcairn.wire.config import Settings
+from memcairn.wire.protocol import TOOL_USE, USER_PROMPT
 
 KINDS = (USER_PROMPT, TOOL_USE)
 TITLE_CHARS = 80

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from memcairn.config import Settings, load_settings, private_home
-from memcairn.errors import MemcairnError, NotFoundError
+from memcairn.core.errors import MemcairnError, NotFoundError
+from memcairn.wire.config import Settings, load_settings, private_home
 
 if TYPE_CHECKING:
     from memcairn.store.protocols import LocalStore

@@ -46,9 +46,9 @@ def demo() -> None:
     \b
         MEMCAIRN_HOME=/tmp/memcairn-demo memcairn demo
     """
-    from memcairn import lifecycle
-    from memcairn.capture.importer import import_transcripts
-    from memcairn.client import WorkerClient
+    from memcairn.transfer.importer import import_transcripts
+    from memcairn.wire import lifecycle
+    from memcairn.wire.client import WorkerClient
 
     cfg = demo_settings()
     click.echo(f"memcairn home: {cfg.home}  (store {cfg.db_path.name}, mirror {cfg.vector_backend}, "
@@ -82,13 +82,13 @@ def demo() -> None:
                f"  {stop_command()}")
 
 
-def demo_settings():  # noqa: ANN201 - memcairn.config.Settings
+def demo_settings():  # noqa: ANN201 - memcairn.wire.config.Settings
     """The command's settings, on the demo's own port unless one was chosen (MEMCAIRN_PORT or settings.json);
     the port goes into the environment too, so the printed stop command and every child process use it."""
     import os
     from dataclasses import replace
 
-    from memcairn.settings_source import read_values
+    from memcairn.wire.settings_source import read_values
 
     cfg = settings()
     origins: dict[str, str] = {}
@@ -105,9 +105,9 @@ def stop_command() -> str:
     import os
     import shlex
 
-    from memcairn.errors import ConfigError
+    from memcairn.core.errors import ConfigError
     from memcairn.install.specs import memcairn_executable
-    from memcairn.settings_source import read_values
+    from memcairn.wire.settings_source import read_values
 
     origins: dict[str, str] = {}
     values = read_values(origins=origins)

@@ -1,6 +1,6 @@
 """``memcairn hook <event>``, as ``--help`` shows it.
 
-An agent runs ``memcairn hook ...`` for every event; ``memcairn.entry`` hands it to ``hooks.runner`` before
+An agent runs ``memcairn hook ...`` for every event; ``memcairn.cli.entry`` hands it to ``hooks.runner`` before
 click is imported (a hook must start fast), so this command is reached only for ``--help`` and from code that
 calls the click group directly. Either way it runs the same handler.
 """

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from memcairn.entry import MCP_PLATFORMS
-from memcairn.protocol import PLATFORM_ALIASES, PLATFORMS, platform_key
+from memcairn.cli.entry import MCP_PLATFORMS
+from memcairn.wire.protocol import PLATFORM_ALIASES, PLATFORMS, platform_key
 
 AGENT_CHOICES = ("claude-code", "codex", "gemini")
 
@@ -43,7 +43,7 @@ def mcp(platform: str | None) -> int:
     \b
         memcairn mcp --platform codex
     """
-    from memcairn.mcp_server import main
+    from memcairn.mcp.server import main
 
     return main(platform)
 
@@ -135,13 +135,9 @@ def _set_compression(backend: str, dry_run: bool) -> None:
     import os
     import shutil
 
-    from memcairn.capture.llm.clients import (
-        ANTHROPIC_DEFAULT_MODEL,
-        CLAUDE_CLI_DEFAULT_MODEL,
-        OPENAI_DEFAULT_MODEL,
-    )
+    from memcairn.capture.llm.clients import ANTHROPIC_DEFAULT_MODEL, CLAUDE_CLI_DEFAULT_MODEL, OPENAI_DEFAULT_MODEL
     from memcairn.cli.settings_cmd import settings_file, write_settings_file
-    from memcairn.config import load_settings
+    from memcairn.wire.config import load_settings
 
     path, data = settings_file()
     if dry_run:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 
 from memcairn.cli.common import emit_json, settings
-from memcairn.errors import ConfigError
-from memcairn.team_client import (
+from memcairn.core.errors import ConfigError
+from memcairn.wire.team_client import (
     RemoteConfig,
     TeamClient,
     TeamUnavailable,

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from memcairn.cli.common import emit_json, settings
-from memcairn.errors import (
+from memcairn.core.errors import (
     ConfigError,
     MemcairnError,
     NotFoundError,
@@ -29,12 +29,12 @@ from memcairn.errors import (
     WorkerError,
     WorkerUnavailableError,
 )
-from memcairn.team_client import team_id, team_ref
+from memcairn.wire.team_client import team_id, team_ref
 
 if TYPE_CHECKING:
-    from memcairn.client import WorkerClient
-    from memcairn.config import Settings
     from memcairn.search import SearchService
+    from memcairn.wire.client import WorkerClient
+    from memcairn.wire.config import Settings
 
 ORDER_CHOICES = click.Choice(["relevance", "newest", "oldest"])
 PROBE_TIMEOUT = 1.0  # /api/health answers at once, even while the worker is busy
@@ -48,7 +48,7 @@ TEAM_IDS_NEED_WORKER = "start the worker (`memcairn worker start`) and leave out
 @contextlib.contextmanager
 def _service() -> Iterator[SearchService]:
     """A SearchService over the store and, when it opens, the mirror (otherwise keyword + the reason)."""
-    from memcairn.runtime import open_runtime
+    from memcairn.mirror.runtime import open_runtime
     from memcairn.search import SearchService
 
     cfg = settings()
@@ -90,8 +90,8 @@ def _caller_tz() -> str:
 
 def running_worker(cfg: Settings) -> WorkerClient | None:
     """A client of this home's worker when it runs and is ready; None means: work in-process."""
-    from memcairn.client import WorkerClient
-    from memcairn.lifecycle import read_pid_file
+    from memcairn.wire.client import WorkerClient
+    from memcairn.wire.lifecycle import read_pid_file
 
     info = read_pid_file(cfg)
     if info is None:
@@ -277,7 +277,7 @@ class ShowId(click.ParamType):
 def show_via_worker(ids: tuple[int | str, ...], as_json: bool) -> None:
     """``memcairn show`` of ids that include a team server's (``team#12``): the worker reads them (the local
     ones from its store, the team's from the server) and they print as local records do."""
-    from memcairn.fence import clean_line
+    from memcairn.wire.fence import clean_line
 
     client = running_worker(settings())
     if client is None:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from memcairn.cli.common import emit_json
-from memcairn.config import memcairn_home
+from memcairn.wire.config import memcairn_home
 
 if TYPE_CHECKING:
     import psycopg
@@ -53,7 +53,7 @@ def server(ctx: click.Context, embedded: bool, database: str | None, host: str, 
         return
     if embedded == bool(database):
         raise click.UsageError("choose one: --embedded (bundled PostgreSQL) or --database postgresql://...")
-    from memcairn.errors import ConfigError
+    from memcairn.core.errors import ConfigError
     from memcairn.server.run import serve
     from memcairn.server.tls import uvicorn_ssl_options
 
@@ -87,7 +87,7 @@ def server_migrate(database: str | None, app_role: str | None, as_json: bool) ->
     """
     from psycopg.conninfo import make_conninfo
 
-    from memcairn.errors import MemcairnError
+    from memcairn.core.errors import MemcairnError
     from memcairn.pgstore import db
 
     if not database:
@@ -278,8 +278,8 @@ def queue_status(tenant: str | None, limit: int, as_json: bool, database: str | 
     \b
         memcairn server queue status --tenant acme
     """
-    from memcairn.fence import clean_line
     from memcairn.pgstore import ingest_admin
+    from memcairn.wire.fence import clean_line
 
     with _owner_connection(database) as conn:
         found = ingest_admin.status(conn, tenant, limit=limit)

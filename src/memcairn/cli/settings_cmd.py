@@ -12,9 +12,9 @@ from typing import Any
 import click
 
 from memcairn.cli.common import emit_json
-from memcairn.config import private_home
-from memcairn.errors import ConfigError
-from memcairn.settings_source import BY_NAME, SETTINGS, SETTINGS_FILE, coerce, memcairn_home, read_values
+from memcairn.core.errors import ConfigError
+from memcairn.wire.config import private_home
+from memcairn.wire.settings_source import BY_NAME, SETTINGS, SETTINGS_FILE, coerce, memcairn_home, read_values
 
 HOME_HELP = "Where the database, the semantic mirror, the logs and settings.json live (environment only)."
 REMOTE_HELP = ("The team server this worker forwards to and asks first (`memcairn connect`/`disconnect`): the key "
@@ -54,7 +54,7 @@ def settings_cmd(ctx: click.Context, as_json: bool) -> None:
     """
     if ctx.invoked_subcommand is not None:
         return
-    from memcairn.team_client import REMOTE_FILE, describe
+    from memcairn.wire.team_client import REMOTE_FILE, describe
 
     rows = settings_rows()
     remote = describe(Path(memcairn_home()))

@@ -6,8 +6,8 @@ import click
 
 from memcairn.cli.common import emit_json, open_store, settings
 from memcairn.cli.search_cmds import ShowId, show_via_worker
-from memcairn.errors import NotFoundError, ValidationError
-from memcairn.models import KINDS, NewItem
+from memcairn.core.errors import NotFoundError, ValidationError
+from memcairn.core.models import KINDS, NewItem
 
 
 class ItemId(click.ParamType):
@@ -84,7 +84,7 @@ def show(ids: tuple[int | str, ...], as_json: bool) -> None:
     else:
         # Stored text is printed as one printable line per field, as every rendering does: an ANSI or OSC
         # escape captured from a tool's output must not reach the terminal (``--json`` keeps text exact).
-        from memcairn.fence import clean_line
+        from memcairn.wire.fence import clean_line
 
         for item in items:
             click.echo(f"#{item.id} [{item.kind}/{clean_line(item.type)}] {clean_line(item.project)}: "
@@ -171,9 +171,9 @@ def doctor(ctx: click.Context, fix: bool, as_json: bool) -> None:
     \b
         memcairn doctor --fix
     """
-    from memcairn.doctor import run_checks
     from memcairn.install.core import registered_hooks
-    from memcairn.team_client import doctor_check
+    from memcairn.store.doctor import run_checks
+    from memcairn.wire.team_client import doctor_check
 
     cfg = settings()
     report = run_checks(cfg, fix=fix, registered=registered_hooks())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from memcairn.cli.common import emit_json, settings
-from memcairn.errors import MemcairnError, VectorIndexUnavailableError
+from memcairn.core.errors import MemcairnError, VectorIndexUnavailableError
 
 EXIT_INCOMPLETE = 1  # the run ended but the mirror still lacks something (a failed batch, an unreachable index)
 
@@ -29,7 +29,7 @@ def sync() -> None:
 
 
 def _open(rebuild: bool = False):  # noqa: ANN202
-    from memcairn.runtime import open_runtime
+    from memcairn.mirror.runtime import open_runtime
 
     cfg = settings()
     if cfg.vector_backend == "none":
@@ -62,7 +62,7 @@ def _replace_index(runtime) -> None:  # noqa: ANN001
     The model is loaded first: a model that cannot load (a setting naming one not installed) makes the
     mirror unavailable too, and must not cost the vectors already there when the rebuild cannot run anyway.
     """
-    from memcairn.runtime import open_embedder, open_mirror
+    from memcairn.mirror.runtime import open_embedder, open_mirror
     from memcairn.vectors.factory import destroy_index
 
     cfg = runtime.settings
@@ -81,8 +81,8 @@ def _replace_index(runtime) -> None:  # noqa: ANN001
 def _note_running_worker(cfg) -> None:  # noqa: ANN001
     """A running worker keeps an embedded Chroma it opened (a directory replaced here stays open there): say to
     restart it. A sqlite-vec index notices a replaced file by itself and reopens it."""
-    from memcairn.lifecycle import worker_lock_held
     from memcairn.vectors.factory import normalise_backend
+    from memcairn.wire.lifecycle import worker_lock_held
 
     if normalise_backend(cfg.vector_backend) != "sqlite-vec" and worker_lock_held(cfg):
         click.echo("note: the mirror was replaced while a worker runs for this home; it keeps the old one open "

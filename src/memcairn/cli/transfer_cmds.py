@@ -91,9 +91,9 @@ def import_transcripts_cmd(paths: tuple[Path, ...], offline: bool, project: str 
     \b
         memcairn import transcripts ~/.claude/projects/my-app --json
     """
-    from memcairn.capture.importer import import_transcripts
     from memcairn.capture.llm import make_compressor
-    from memcairn.capture.transcripts import default_transcript_paths, default_transcript_root
+    from memcairn.transfer.importer import import_transcripts
+    from memcairn.transfer.transcripts import default_transcript_paths, default_transcript_root
 
     files = _transcript_files(paths) if paths else default_transcript_paths()
     if not paths and not files:
@@ -140,7 +140,7 @@ def _file_lines(reports: list[dict[str, Any]]) -> list[str]:
 
 
 def _transcript_files(paths: tuple[Path, ...]) -> list[Path]:
-    from memcairn.capture.transcripts import transcripts_under
+    from memcairn.transfer.transcripts import transcripts_under
 
     files: list[Path] = []
     for path in paths:
@@ -202,7 +202,7 @@ def export(output: Path, force: bool, as_json: bool) -> None:
     \b
         memcairn export --output backup.jsonl
     """
-    from memcairn.errors import ValidationError
+    from memcairn.core.errors import ValidationError
     from memcairn.transfer.jsonl import export_to_file, export_to_stdout
 
     to_stdout = str(output) == "-"

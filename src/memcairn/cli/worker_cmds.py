@@ -57,7 +57,7 @@ def start_cmd(timeout: float, as_json: bool, keep_running: bool) -> None:
     \b
         memcairn worker start
     """
-    from memcairn.lifecycle import start
+    from memcairn.wire.lifecycle import start
 
     result = start(settings(), timeout=timeout, replace_other_port=not keep_running)
     if as_json:
@@ -80,7 +80,7 @@ def stop_cmd(timeout: float, as_json: bool) -> None:
     \b
         memcairn worker stop
     """
-    from memcairn.lifecycle import stop
+    from memcairn.wire.lifecycle import stop
 
     result = stop(settings(), timeout=timeout)
     if as_json:
@@ -103,7 +103,7 @@ def restart_cmd(timeout: float, as_json: bool) -> None:
     \b
         memcairn worker restart
     """
-    from memcairn.lifecycle import restart
+    from memcairn.wire.lifecycle import restart
 
     done = restart(settings(), timeout=timeout)
     result = done["started"]
@@ -123,7 +123,7 @@ def status_cmd(as_json: bool) -> int:
     \b
         memcairn worker status --json
     """
-    from memcairn.lifecycle import status
+    from memcairn.wire.lifecycle import status
 
     info = status(settings())
     if as_json:

@@ -39,12 +39,12 @@ from __future__ import annotations
 import os
 import time
 
-from memcairn.capture.bodyfit import fit_body
-from memcairn.fastjson import encode_json, loads
 from memcairn.hooks import state
 from memcairn.hooks.runner import warn
 from memcairn.hooks.transport import Call, Response, Unreachable, Worker
-from memcairn.protocol import (
+from memcairn.wire.bodyfit import fit_body
+from memcairn.wire.fastjson import encode_json, loads
+from memcairn.wire.protocol import (
     CONTEXT_HEADER,
     CONTEXT_PATH,
     DELIVERED_FIELD,
@@ -155,7 +155,7 @@ class Hook:
 
     def __init__(self, event: str, platform: str, payload: dict[str, Any]) -> None:
         self.started_at = int(time.time() * 1000)  # first: what orders this event among the session's hooks
-        from memcairn.settings_source import read_values
+        from memcairn.wire.settings_source import read_values
 
         self.event = event
         self.platform = platform
@@ -189,7 +189,7 @@ class Hook:
     @property
     def identity(self) -> Any:
         if self._identity is None:
-            from memcairn.project import project_from_cwd
+            from memcairn.core.project import project_from_cwd
 
             self._identity = project_from_cwd(self.cwd)
         return self._identity
@@ -270,7 +270,7 @@ class Hook:
     def keep_held(self) -> None:
         """The disk is full and the worker holds the event in memory only (``worker/held_events.py``): spooled
         too when the spool has room, it outlives a worker that dies before the disk takes it."""
-        from memcairn import spool
+        from memcairn.wire import spool
 
         if self.pending is None:
             return
@@ -287,7 +287,7 @@ class Hook:
         one (memory is off until a worker runs)."""
         if self.pending is None or self._spooling:
             return
-        from memcairn import spool
+        from memcairn.wire import spool
 
         self._spooling = True
         try:
@@ -340,7 +340,7 @@ def _without_secrets(pending: tuple[str, bytes]) -> tuple[str, bytes]:
     is cleaned by the worker. Kept as it is should cleaning fail: losing the event would be worse."""
     route, raw = pending
     try:
-        from memcairn.capture.privacy import scrub_event
+        from memcairn.wire.privacy import scrub_event
 
         return route, encode_json(scrub_event(loads(raw)))
     except Exception:  # noqa: BLE001 - the event matters more than this pass over it
@@ -414,8 +414,8 @@ def _context_output(hook: Hook, text: str) -> dict[str, Any]:
 def _autostart(hook: Hook) -> bool:
     """Spawn a worker (detached) and wait for it at most ``AUTOSTART_WAIT`` s; True if it is ready in time."""
     try:
-        from memcairn.config import settings_from_values
-        from memcairn.lifecycle import exit_reason_since, spawn, stderr_size
+        from memcairn.wire.config import settings_from_values
+        from memcairn.wire.lifecycle import exit_reason_since, spawn, stderr_size
 
         cfg = settings_from_values(hook.settings)
         offset = stderr_size(cfg)
@@ -560,7 +560,7 @@ def _index_rows(text: str) -> list[str]:
 
 def digest(heading: str, rows: list[str], max_tokens: int, max_rows: int) -> str:
     """A fenced block of ``heading`` and up to ``max_rows`` rows, dropping rows until it fits the budget."""
-    from memcairn.fence import clean_line, fence, fenced_size  # its patterns cost 0.6 ms to compile
+    from memcairn.wire.fence import clean_line, fence, fenced_size  # its patterns cost 0.6 ms to compile
 
     limit = max_tokens * 4
     kept = [clean_line(r, 300) for r in rows[:max_rows]]
@@ -575,7 +575,7 @@ def digest(heading: str, rows: list[str], max_tokens: int, max_rows: int) -> str
 def _excluded(hook: Hook) -> bool:
     """Whether the project chain is excluded (``exclude_projects``): such a project is neither captured (the
     worker refuses its events) nor given memories, so the digests are not even asked for."""
-    from memcairn.settings_source import project_excluded
+    from memcairn.wire.settings_source import project_excluded
 
     return project_excluded(hook.identity.chain, str(hook.settings.get("exclude_projects") or ""))
 
@@ -600,7 +600,7 @@ def user_prompt_submit(hook: Hook) -> dict[str, Any]:
         warn("the prompt is not text; nothing recorded")
         return {}
     if "hook_context" in prompt or TAG_TEXT in prompt:  # the context Gemini CLI put in front of the prompt
-        from memcairn.fence import strip_injected
+        from memcairn.wire.fence import strip_injected
 
         prompt = strip_injected(prompt)
     body = {**hook.base_body(USER_PROMPT), "prompt": prompt}
@@ -673,7 +673,7 @@ def pre_tool_use(hook: Hook) -> dict[str, Any]:
         "files": target, "format": "index", "limit": READ_DIGEST_ROWS, "project": list(hook.identity.chain)})
 
     def heading() -> str:
-        from memcairn.fence import clean_line
+        from memcairn.wire.fence import clean_line
 
         return f"Earlier sessions touched {clean_line(target, 200)} (newest first):"
 
@@ -687,7 +687,7 @@ def stop(hook: Hook) -> dict[str, Any]:
     message = hook.text("last_assistant_message") or hook.text("prompt_response")
     body = hook.base_body(STOP)
     if message is None and hook.text("transcript_path"):
-        from memcairn.capture.transcript_end import last_assistant_text
+        from memcairn.wire.transcript_end import last_assistant_text
 
         message = last_assistant_text(hook.payload["transcript_path"])
         if message is not None:

@@ -27,8 +27,8 @@ from __future__ import annotations
 import os
 import sys
 
-from memcairn.fastjson import dumps
-from memcairn.protocol import PLATFORM_ALIASES, PLATFORMS, platform_key
+from memcairn.wire.fastjson import dumps
+from memcairn.wire.protocol import PLATFORM_ALIASES, PLATFORMS, platform_key
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -102,7 +102,7 @@ def read_payload() -> tuple[dict[str, Any] | None, str | None]:
         return None, f"stdin holds more than {MAX_STDIN_BYTES} bytes; ignored"
     if not raw.strip():
         return None, "stdin is empty; expected the event's JSON object"
-    from memcairn.json_depth import loads_bounded
+    from memcairn.wire.json_depth import loads_bounded
 
     try:
         data = loads_bounded(raw)  # a part nested too deep for a walk is cut and named, not the event lost
@@ -149,7 +149,7 @@ def run_hook(args: list[str]) -> int:
         else:
             out = dispatch(event, platform, payload)
     except Exception as exc:  # fail open: the agent's session matters more than this event
-        from memcairn.errors import ConfigError, MemcairnError
+        from memcairn.core.errors import ConfigError, MemcairnError
 
         kind = "" if isinstance(exc, MemcairnError) else f"unexpected {type(exc).__name__}: "
         warn(f"{kind}{exc}; nothing recorded")

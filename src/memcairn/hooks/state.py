@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import time
 
-from memcairn.fastjson import dumps, loads
+from memcairn.wire.fastjson import dumps, loads
 
 STATE_FILE = "hook-state.json"
 NOTIFY_AFTER = 3

@@ -1,6 +1,6 @@
 """HTTP/1.1 to the worker over one loopback socket per request, standard library only.
 
-Why not ``memcairn.client``: it uses ``http.client``, which imports ``email`` and ``ssl`` (~10 ms of a hook's
+Why not ``memcairn.wire.client``: it uses ``http.client``, which imports ``email`` and ``ssl`` (~10 ms of a hook's
 budget, every agent event). Why ``_socket`` and not ``socket``: the module around it builds its enums at import
 (``enum``, ``selectors``: ~4 ms more of every hook); a plain connected socket is all a request needs.
 
@@ -16,8 +16,8 @@ from __future__ import annotations
 import _socket
 import time
 
-from memcairn.fastjson import encode_json, loads
-from memcairn.protocol import HOME_HEADER
+from memcairn.wire.fastjson import encode_json, loads
+from memcairn.wire.protocol import HOME_HEADER
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -180,7 +180,7 @@ def connect(host: bytes, port: int, timeout: float) -> _socket.socket:
 
 
 class Worker:
-    """Where the worker listens, and the token to present (see ``memcairn.settings_source``)."""
+    """Where the worker listens, and the token to present (see ``memcairn.wire.settings_source``)."""
 
     def __init__(self, host: str, port: int, token: str = "", home: str = "") -> None:
         self.host = "127.0.0.1" if host in ("", "0.0.0.0", "::", "[::]") else host

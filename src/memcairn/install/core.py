@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memcairn.errors import ConfigError
+from memcairn.core.errors import ConfigError
 from memcairn.install import jsonedit, jsontext, tomlblock
 from memcairn.install.files import (
     BACKUP_INFIX,
@@ -377,7 +377,7 @@ def _run(platform: str, action: str, executable: str, dry_run: bool,
 
 def registered_hooks() -> dict[str, str]:
     """The agents whose settings hold memcairn's hooks now: their platform name (as hooks send it) -> the file."""
-    from memcairn.protocol import PLATFORM_ALIASES, platform_key
+    from memcairn.wire.protocol import PLATFORM_ALIASES, platform_key
 
     found: dict[str, str] = {}
     for platform in PLATFORMS:

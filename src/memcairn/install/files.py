@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from memcairn.config import memcairn_home
-from memcairn.errors import ConfigError
+from memcairn.core.errors import ConfigError
+from memcairn.wire.config import memcairn_home
 
 STATE_FILE = "install-state.json"
 BACKUP_INFIX = ".memcairn-bak-"

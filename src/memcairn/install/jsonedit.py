@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from memcairn.errors import ConfigError
+from memcairn.core.errors import ConfigError
 from memcairn.install.specs import is_memcairn_command
 
 SERVER_KEY = "memcairn"

@@ -16,16 +16,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memcairn.errors import ConfigError
+from memcairn.core.errors import ConfigError
 
 COMMAND_NAME = "memcairn"
 # What a hook runs as ``<python> -I -c HOOK_CODE <verb>``: the console script's Python, without the script, which
 # imports ``re`` (~6 ms of every agent event), and isolated (``-I``: no user site, no PYTHON* variables).
 HOOK_CODE = "from memcairn.hooks.runner import main; main()"
 HOOK_FLAGS = ("-I", "-c")
-MCP_CODE = "from memcairn.entry import mcp; mcp()"  # the MCP server the same way: ``memcairn mcp`` without the script
+# the MCP server the same way: ``memcairn mcp`` without the script
+MCP_CODE = "from memcairn.cli.entry import mcp; mcp()"
 # What proves that a Python runs both by itself: the hook command's code, once the MCP server's entry is found.
-PROOF_CODE = f"import memcairn.entry; memcairn.entry.mcp; {HOOK_CODE}"
+PROOF_CODE = f"import memcairn.cli.entry; memcairn.cli.entry.mcp; {HOOK_CODE}"
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ def setting_variables() -> list[str]:
     their environment. Codex passes an MCP server only the variables its entry names (``env_vars``), and Gemini
     CLI in CI (``GITHUB_SHA`` set) removes unknown variables from hooks and servers unless its settings allow
     them: without these names a server would find no home or port and look for the worker elsewhere."""
-    from memcairn.settings_source import SETTINGS
+    from memcairn.wire.settings_source import SETTINGS
 
     return ["MEMCAIRN_HOME", *(f"MEMCAIRN_{s.name.upper()}" for s in SETTINGS)]
 
@@ -131,7 +132,7 @@ def hook_interpreter(executable: str) -> str | None:
         return None
     first, _, rest = head.partition(b"\n")
     interpreter = first[2:].strip().decode("utf-8", "replace") if first.startswith(b"#!") else ""
-    if not interpreter or not os.path.isabs(interpreter) or " " in interpreter or b"memcairn.entry" not in rest:
+    if not interpreter or not os.path.isabs(interpreter) or " " in interpreter or b"memcairn.cli.entry" not in rest:
         return None
     try:
         done = subprocess.run([interpreter, *HOOK_FLAGS, PROOF_CODE, "stop"], input=b"", capture_output=True,

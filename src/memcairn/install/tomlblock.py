@@ -20,7 +20,7 @@ import re
 import tomllib
 from typing import Any
 
-from memcairn.errors import ConfigError
+from memcairn.core.errors import ConfigError
 
 BEGIN = "# >>> memcairn: added by `memcairn install codex`; `memcairn uninstall codex` removes this block >>>"
 END = "# <<< memcairn <<<"

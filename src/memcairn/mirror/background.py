@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from memcairn.background import BackgroundLoop
+from memcairn.core.background import BackgroundLoop
 from memcairn.mirror.sync import MirrorSync
 
 log = logging.getLogger("memcairn.mirror")

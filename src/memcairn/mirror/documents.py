@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from memcairn.models import SUMMARY_SECTIONS, MemoryItem
+from memcairn.core.models import SUMMARY_SECTIONS, MemoryItem
 
 CHUNK_CHARS = 1000
 MAX_CHUNKS_PER_FIELD = 12

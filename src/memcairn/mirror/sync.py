@@ -25,9 +25,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from memcairn.errors import VectorIndexUnavailableError
+from memcairn.core.errors import VectorIndexUnavailableError
+from memcairn.core.models import KINDS
 from memcairn.mirror.documents import Document, documents_for, parse_doc_id
-from memcairn.models import KINDS
 from memcairn.store.protocols import MirrorStore
 from memcairn.vectors.base import Embedder, VectorIndex, VectorRecord
 

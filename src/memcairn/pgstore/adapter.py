@@ -39,8 +39,8 @@ from typing import Any
 
 import psycopg
 
-from memcairn.errors import ValidationError
-from memcairn.models import DEFAULT_TYPES, AddResult, ItemFilter, MemoryItem, NewItem
+from memcairn.core.errors import ValidationError
+from memcairn.core.models import DEFAULT_TYPES, AddResult, ItemFilter, MemoryItem, NewItem
 from memcairn.pgstore.audit import Actor
 from memcairn.pgstore.candidates import CandidateReads
 from memcairn.pgstore.db import tenant_transaction

@@ -34,7 +34,7 @@ from typing import TypeVar
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from memcairn.errors import ConfigError, SchemaTooNewError, WouldWait
+from memcairn.core.errors import ConfigError, SchemaTooNewError, WouldWait
 from memcairn.pgstore.migrations import LOCK_KEY, applied_versions, migrate
 from memcairn.pgstore.schema import APP_GRANTS, APP_ROLE, LATEST, for_role
 from memcairn.pgstore.waits import before_waiting, may_wait

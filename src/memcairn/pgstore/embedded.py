@@ -23,7 +23,7 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
-from memcairn.errors import ConfigError
+from memcairn.core.errors import ConfigError
 
 INSTANCE = "memcairn"
 SUPERUSER = "postgres"

@@ -26,7 +26,7 @@ from typing import Any
 
 import psycopg
 
-from memcairn.errors import NotFoundError, StoreError, ValidationError
+from memcairn.core.errors import NotFoundError, StoreError, ValidationError
 from memcairn.pgstore.audit import Actor, audit
 from memcairn.pgstore.db import act_as
 from memcairn.pgstore.keys import tenant_named

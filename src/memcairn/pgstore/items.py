@@ -5,7 +5,7 @@ explicit ``tenant_id`` filters agree on what is visible. A project pin (a key's 
 and writes further. An item commits with its backlog row; its vectors, one per chunk of its text, follow
 (``pgstore/backlog.py``).
 
-The two legs of a search are read here (a search itself is the search service's: ``pgstore/search.py`` runs
+The two legs of a search are read here (a search itself is the search service's: ``search/team.py`` runs
 ``SearchService`` over a ``TenantStore``, which fuses the legs, applies the relevance floor, orders and hydrates):
 
 - keyword (``pgstore/keyword.py``, ``TeamStore.keyword``): the local store's plan of the query's words as a tsquery
@@ -27,10 +27,9 @@ from typing import Any
 import numpy as np
 import psycopg
 
-from memcairn.capture.privacy import redact_secrets, strip_private
-from memcairn.errors import NotFoundError, ValidationError
-from memcairn.lru import Lru
-from memcairn.models import NewItem
+from memcairn.core.errors import NotFoundError, ValidationError
+from memcairn.core.lru import Lru
+from memcairn.core.models import NewItem
 from memcairn.pgstore.audit import Actor, audit, audit_actor
 from memcairn.pgstore.backlog import vector_literal
 from memcairn.pgstore.db import Pool, read_as, tenant_transaction
@@ -41,6 +40,7 @@ from memcairn.pgstore.waits import before_waiting
 from memcairn.store.items import content_hash
 from memcairn.store.validation import validate_item
 from memcairn.vectors.base import Embedder
+from memcairn.wire.privacy import redact_secrets, strip_private
 
 EXACT_BELOW = 2_000  # projects holding fewer vectors than this are scanned exactly (the reference: 11-27 ms at 1k)
 CHUNKS_PER_ITEM = 4  # chunks read from the HNSW graph per item wanted (as the local mirror asks its index)

@@ -23,7 +23,7 @@ from typing import Any
 
 import psycopg
 
-from memcairn.errors import MemcairnError, NotFoundError, ValidationError
+from memcairn.core.errors import MemcairnError, NotFoundError, ValidationError
 from memcairn.pgstore.audit import Actor, audit
 from memcairn.pgstore.db import LOOP_LOCK_TIMEOUT, Pool, act_as, tenant_transaction
 from memcairn.pgstore.waits import may_wait

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import psycopg
 
-from memcairn.errors import SchemaTooNewError
+from memcairn.core.errors import SchemaTooNewError
 from memcairn.pgstore.schema import APP_ROLE, LATEST, MIGRATIONS, for_role
 
 LOCK_KEY = "memcairn:migrations"

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import psycopg
 
-from memcairn.errors import WouldWait
+from memcairn.core.errors import WouldWait
 from memcairn.pgstore.waits import before_waiting, may_wait
 
 MAX_ROWS = 500_000

@@ -208,7 +208,7 @@ INSERT INTO embedding_backlog (item_id, tenant_id) SELECT id, tenant_id FROM ite
 GRANT SELECT, INSERT, DELETE ON embedding_backlog TO {APP_ROLE};
 """
 
-# The ingest queue (``pgstore/ingest.py``). ``POST /v1/events`` validates and scrubs a batch and commits it here
+# The ingest queue (``server/queue.py``). ``POST /v1/events`` validates and scrubs a batch and commits it here
 # in one short transaction, then answers 202; consumer tasks turn the rows into items later. The content lives
 # in ``ingest_queue`` under row-level security like every tenant table; ``ingest_jobs`` holds one row per queued
 # event with ids only (no content, so no row-level security: a consumer must find every tenant's work before it

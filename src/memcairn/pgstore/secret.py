@@ -10,7 +10,7 @@ import os
 import secrets
 from pathlib import Path
 
-from memcairn.errors import ConfigError
+from memcairn.core.errors import ConfigError
 
 SECRET_BYTES = 32
 

@@ -1,4 +1,4 @@
-"""What the SessionStart context (``memcairn.context``) reads of a tenant's projects besides items: their totals
+"""What the SessionStart context (``memcairn.context.build``) reads of a tenant's projects besides items: their totals
 (memories and stored characters) and where their newest window of memories starts.
 
 The totals are counted once per projects and process, then kept current by counting new ids only, as the local
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import psycopg
 
-from memcairn.lru import Lru
+from memcairn.core.lru import Lru
 
 KEEP = 10_000  # (tenant, projects) totals kept per process
 _CHARS = "coalesce(sum(length(title) + length(text)), 0)"

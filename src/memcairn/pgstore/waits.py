@@ -20,7 +20,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from memcairn.errors import WouldWait
+from memcairn.core.errors import WouldWait
 
 _local = threading.local()
 

@@ -9,7 +9,7 @@ listing lib/x.ex again costs tokens and tells nothing). ``format=raw`` over HTTP
 ``memcairn show --json``) keeps the whole stored row.
 
 ``record_tokens`` is the cost of one record inside a ``get_observations`` answer, so the ``~N tok`` printed
-beside an index row is what fetching that id will cost (``memcairn.tokens``).
+beside an index row is what fetching that id will cost (``memcairn.core.tokens``).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import json
 from datetime import datetime, tzinfo
 from typing import Any
 
-from memcairn.models import MemoryItem
-from memcairn.tokens import estimate_tokens
+from memcairn.core.models import MemoryItem
+from memcairn.core.tokens import estimate_tokens
 
 # Content fields in the order an agent reads them best: what it is, then what it says, then where.
 # Concepts are search facets (``concept=`` filters on them), not content: left out, like the session's uuid.
@@ -67,7 +67,7 @@ def record_tokens(item: MemoryItem, tz: tzinfo | None = None) -> int:
 
 def check_format(value: str | None) -> str:
     """``agent`` or ``raw`` (default raw: the HTTP API's records are whole unless an agent asks otherwise)."""
-    from memcairn.errors import ValidationError
+    from memcairn.core.errors import ValidationError
 
     chosen = (value or "raw").strip().lower()
     if chosen not in FORMATS:

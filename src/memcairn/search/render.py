@@ -21,12 +21,12 @@ import json
 from collections.abc import Sequence
 from datetime import datetime, tzinfo
 
-from memcairn.errors import ValidationError
-from memcairn.fence import clean_line
-from memcairn.models import KINDS, MemoryItem
+from memcairn.core.errors import ValidationError
+from memcairn.core.models import KINDS, MemoryItem
 from memcairn.search.records import record_tokens
 from memcairn.search.relevance import STRONG
 from memcairn.search.result import SearchHit, SearchResult, Timeline, display_title
+from memcairn.wire.fence import clean_line
 
 NO_FILE = "(no file)"
 _KIND_WORDS = {

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta, timezone, tzinfo
 from typing import Any
 
-from memcairn.errors import ValidationError
-from memcairn.models import KINDS
+from memcairn.core.errors import ValidationError
+from memcairn.core.models import KINDS
 
 MIN_LIMIT, MAX_LIMIT, DEFAULT_LIMIT = 1, 100, 20
 MAX_OFFSET = 1000

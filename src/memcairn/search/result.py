@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from memcairn.fence import clean_line
-from memcairn.models import KINDS, MemoryItem
+from memcairn.core.models import KINDS, MemoryItem
 from memcairn.search.evidence import EvidenceSnippet
+from memcairn.wire.fence import clean_line
 
 TITLE_CHARS = 90
 UNTITLED = "(untitled)"

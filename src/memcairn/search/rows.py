@@ -8,11 +8,11 @@ from __future__ import annotations
 from datetime import datetime, tzinfo
 from typing import Any
 
-from memcairn.fence import clean_line
-from memcairn.models import MemoryItem
+from memcairn.core.models import MemoryItem
 from memcairn.search.records import record_tokens
 from memcairn.search.relevance import STRONG
 from memcairn.search.result import SearchResult, display_title
+from memcairn.wire.fence import clean_line
 
 
 def index_row(item: MemoryItem, tz: tzinfo | None, *, ref: str | None = None, project: bool = False,

@@ -42,8 +42,8 @@ from dataclasses import replace
 from datetime import tzinfo
 from typing import Any
 
-from memcairn.errors import KeywordIndexDamagedError, ValidationError, WouldWait
-from memcairn.models import DEFAULT_TYPES, MAX_ITEM_ID, OBSERVATION_TYPES, ItemFilter
+from memcairn.core.errors import KeywordIndexDamagedError, ValidationError, WouldWait
+from memcairn.core.models import DEFAULT_TYPES, MAX_ITEM_ID, OBSERVATION_TYPES, ItemFilter
 from memcairn.search import evidence, fusion, relevance
 from memcairn.search.request import SearchRequest, now_ms
 from memcairn.search.result import LegRank, SearchHit, SearchResult, Timeline

@@ -15,7 +15,7 @@ from collections import Counter, deque
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from memcairn.bench.timing import percentile
+from memcairn.core.stats import percentile
 
 log = logging.getLogger("memcairn.telemetry")
 

@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from datetime import tzinfo
 from typing import TYPE_CHECKING
 
-from memcairn.errors import NotFoundError, ValidationError
-from memcairn.models import MAX_ITEM_ID, ItemFilter, MemoryItem
+from memcairn.core.errors import NotFoundError, ValidationError
+from memcairn.core.models import MAX_ITEM_ID, ItemFilter, MemoryItem
 from memcairn.search.request import SearchRequest, clamp, parse_time
 from memcairn.search.result import Timeline
 

@@ -28,23 +28,22 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from memcairn import tokens
 from memcairn.capture.single_event import HookEvent
-from memcairn.config import Settings
-from memcairn.context import Rendered, clock, gather, render_shown
-from memcairn.errors import ConfigError, NotFoundError, ValidationError
-from memcairn.lru import Lru
-from memcairn.models import MAX_ITEM_ID, MemoryItem, NewItem
-from memcairn.pgstore import audit, backlog, ingest, keys
+from memcairn.context.build import Rendered, clock, gather, render_shown
+from memcairn.core import tokens
+from memcairn.core.errors import ConfigError, NotFoundError, ValidationError
+from memcairn.core.lru import Lru
+from memcairn.core.models import MAX_ITEM_ID, MemoryItem, NewItem
+from memcairn.pgstore import audit, backlog, keys
 from memcairn.pgstore.adapter import TenantStore
 from memcairn.pgstore.db import tenant_transaction
-from memcairn.pgstore.ingest import IdempotencyConflict
 from memcairn.pgstore.items import MAX_LIMIT, Prepared, prepare
 from memcairn.pgstore.schema import LATEST
-from memcairn.pgstore.search import TenantSearch
 from memcairn.pgstore.waits import before_waiting
 from memcairn.search.request import SearchRequest
 from memcairn.search.service import MAX_SEMANTIC_QUERY_CHARS
+from memcairn.search.team import TenantSearch
+from memcairn.server import queue as ingest
 from memcairn.server.http import (
     AccessLog,
     ApiError,
@@ -60,7 +59,9 @@ from memcairn.server.http import (
     text_field,
 )
 from memcairn.server.openapi import openapi_document
+from memcairn.server.queue import IdempotencyConflict
 from memcairn.server.readiness import metrics_page, ready
+from memcairn.wire.config import Settings
 
 __all__ = ["ServerState", "make_app"]
 MAX_QUERY_CHARS = 2_000
@@ -434,7 +435,7 @@ def list_projects(request: Request, call: Call) -> Any:
 
 
 def context(request: Request, call: Call) -> Any:
-    """The projects' SessionStart context within ``max_tokens``: the local one (``memcairn.context``, its default
+    """The projects' SessionStart context within ``max_tokens``: the local one (``memcairn.context.build``, its default
     settings, times in UTC) over the tenant's memories; ``items`` is the memories it shows."""
     state: ServerState = request.app.state.server
     assert call.key is not None

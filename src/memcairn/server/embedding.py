@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator
 
 import psycopg
 
-from memcairn.errors import ConfigError
+from memcairn.core.errors import ConfigError
 from memcairn.pgstore import backlog, db
 from memcairn.pgstore.items import TeamStore
 from memcairn.vectors.base import Embedder

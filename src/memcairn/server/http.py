@@ -27,9 +27,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from memcairn.errors import ConfigError, MemcairnError, NotFoundError, ValidationError, WouldWait
-from memcairn.fastjson import NonFiniteNumber, loads
-from memcairn.models import MAX_ITEM_ID
+from memcairn.core.errors import ConfigError, MemcairnError, NotFoundError, ValidationError, WouldWait
+from memcairn.core.models import MAX_ITEM_ID
 from memcairn.pgstore import keys
 from memcairn.pgstore.audit import Actor
 from memcairn.pgstore.db import Pool
@@ -37,6 +36,7 @@ from memcairn.pgstore.items import TeamStore
 from memcairn.pgstore.waits import no_waiting
 from memcairn.search.telemetry import Telemetry
 from memcairn.server.metrics import Metrics
+from memcairn.wire.fastjson import NonFiniteNumber, loads
 
 log = logging.getLogger("memcairn.server")
 MAX_BODY_BYTES = 1 << 20

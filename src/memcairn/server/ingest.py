@@ -1,4 +1,4 @@
-"""The server's ingest consumers: threads that store the queued events (``pgstore/ingest.py``) as items.
+"""The server's ingest consumers: threads that store the queued events (``server/queue.py``) as items.
 
 Every server process runs ``threads`` of them (``--workers N`` processes: N times that); they share the queue
 through ``FOR UPDATE SKIP LOCKED``, so there is no leader and a process that dies leaves its claimed jobs to the
@@ -13,9 +13,9 @@ import threading
 
 import psycopg
 
-from memcairn.errors import ConfigError
-from memcairn.pgstore.ingest import CLAIM, consume
+from memcairn.core.errors import ConfigError
 from memcairn.pgstore.items import TeamStore
+from memcairn.server.queue import CLAIM, consume
 
 IDLE_SECONDS = 0.2
 RETRY_SECONDS = 1.0

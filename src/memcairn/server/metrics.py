@@ -27,7 +27,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from memcairn.errors import ConfigError
+from memcairn.core.errors import ConfigError
 
 log = logging.getLogger("memcairn.server")
 TOKEN_ENV = "MEMCAIRN_SERVER_METRICS_TOKEN"

@@ -9,7 +9,7 @@ import psycopg
 from starlette.requests import Request
 from starlette.responses import Response
 
-from memcairn.errors import ConfigError
+from memcairn.core.errors import ConfigError
 from memcairn.pgstore.migrations import applied_versions
 from memcairn.pgstore.schema import LATEST, MIGRATIONS
 from memcairn.server.http import ApiError, Call, ServerState

@@ -28,10 +28,10 @@ from typing import Any
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from memcairn.config import memcairn_home
 from memcairn.pgstore import db
 from memcairn.pgstore.embedded import EmbeddedPostgres
 from memcairn.pgstore.secret import load_or_create_password, load_or_create_secret, server_dir
+from memcairn.wire.config import memcairn_home
 
 DATABASE = "memcairn"
 log = logging.getLogger("memcairn.server")

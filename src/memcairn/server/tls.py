@@ -7,7 +7,7 @@ from __future__ import annotations
 import ssl
 from pathlib import Path
 
-from memcairn.errors import ConfigError
+from memcairn.core.errors import ConfigError
 
 
 def uvicorn_ssl_options(cert: str | None, key: str | None) -> dict[str, str]:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from memcairn.errors import DiskFullError, StoreError
+from memcairn.core.errors import DiskFullError, StoreError
 
 BUSY_TIMEOUT_MS = 30_000
 
@@ -113,7 +113,7 @@ def atomic(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     refuse = getattr(conn, "refuse_writes", None)
     reason = refuse() if refuse is not None else None
     if reason is not None:
-        from memcairn.errors import StoreDamagedError
+        from memcairn.core.errors import StoreDamagedError
 
         raise StoreDamagedError(reason)
     try:

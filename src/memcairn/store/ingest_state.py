@@ -13,12 +13,12 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from memcairn.errors import ValidationError
-from memcairn.fastjson import NonFiniteNumber, loads, nonfinite_path
-from memcairn.models import AddResult, NewItem
+from memcairn.core.errors import ValidationError
+from memcairn.core.models import AddResult, NewItem
 from memcairn.store.db import atomic
 from memcairn.store.records import IngestEvent, event_kind  # noqa: F401 - event_kind: re-exported
 from memcairn.store.validation import validate_item
+from memcairn.wire.fastjson import NonFiniteNumber, loads, nonfinite_path
 
 NOTICE_REPEAT_MS = 60_000
 PROMPT_DEDUPE_MS = 60_000  # the same prompt text again within a minute is a retried hook, not a new prompt

@@ -16,9 +16,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memcairn import serde
-from memcairn.errors import KeywordIndexDamagedError, NotFoundError, StoreError, ValidationError
-from memcairn.models import (
+from memcairn.core import serde
+from memcairn.core.errors import KeywordIndexDamagedError, NotFoundError, StoreError, ValidationError
+from memcairn.core.models import (
     ARRAY_FIELDS,
     CONTROL_CHARACTER,
     KINDS,

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from memcairn.models import ItemFilter
+from memcairn.core.models import ItemFilter
 from memcairn.store import bm25, fts
 from memcairn.store.schema import FTS_COLUMNS, SCOPE_PREFIX
 

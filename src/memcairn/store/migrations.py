@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from memcairn.errors import SchemaTooNewError, StoreError
+from memcairn.core.errors import SchemaTooNewError, StoreError
 from memcairn.store import schema
 from memcairn.store.db import atomic, run_script
 

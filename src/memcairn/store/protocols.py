@@ -28,7 +28,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
 
-from memcairn.models import AddResult, ItemFilter, MemoryItem, NewItem
+from memcairn.core.models import AddResult, ItemFilter, MemoryItem, NewItem
 from memcairn.store.records import EvidenceHit, IngestEvent, NewEvidence, OutboxEntry, ProjectInfo, QueryTerms
 
 if TYPE_CHECKING:
@@ -316,7 +316,7 @@ class SearchStore(ItemReader, TimeWindow, KeywordSearch, KeywordEvidence, Protoc
 
 
 class ContextStore(Protocol):
-    """The SessionStart context (``memcairn.context``)."""
+    """The SessionStart context (``memcairn.context.build``)."""
 
     def resolve_project_ids(self, names: Sequence[str]) -> list[int]: ...
 

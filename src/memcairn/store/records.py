@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memcairn.errors import NotFoundError
-from memcairn.models import MemoryItem
-from memcairn.protocol import ROUTE_KINDS
+from memcairn.core.errors import NotFoundError
+from memcairn.core.models import MemoryItem
+from memcairn.wire.protocol import ROUTE_KINDS
 
 MAX_FIELD_BYTES = 256 * 1024  # one stored text field at most (``validation.validate_item`` refuses more)
 # 9999-12-31 00:00 UTC: the last day ``datetime`` can render in every time zone (renderings print dates).

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memcairn.models import ARRAY_FIELDS, TEXT_FIELDS
+from memcairn.core.models import ARRAY_FIELDS, TEXT_FIELDS
 
 
 def _char_expression() -> str:

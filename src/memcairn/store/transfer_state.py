@@ -14,8 +14,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from memcairn.errors import ValidationError
-from memcairn.models import AddResult, NewItem
+from memcairn.core.errors import ValidationError
+from memcairn.core.models import AddResult, NewItem
 from memcairn.store.db import atomic
 
 # Columns an export never carries as such: surrogate keys, replaced by names.

@@ -7,9 +7,9 @@ import json
 import re
 from dataclasses import replace
 
-from memcairn.errors import ValidationError
-from memcairn.models import ARRAY_FIELDS, DEFAULT_TYPES, KINDS, LONE_SURROGATE, MAX_ITEM_ID, TEXT_FIELDS, NewItem
-from memcairn.project import MAX_PROJECT_CHARS
+from memcairn.core.errors import ValidationError
+from memcairn.core.models import ARRAY_FIELDS, DEFAULT_TYPES, KINDS, LONE_SURROGATE, MAX_ITEM_ID, TEXT_FIELDS, NewItem
+from memcairn.core.project import MAX_PROJECT_CHARS
 from memcairn.store.records import MAX_EPOCH_MS, MAX_FIELD_BYTES
 
 __all__ = ["MAX_EPOCH_MS", "MAX_FIELD_BYTES", "MAX_PROJECT_CHARS", "validate_item"]

@@ -50,15 +50,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memcairn.capture.admission import project_excluded, scrub_item
-from memcairn.errors import NotFoundError, ValidationError
-from memcairn.models import ARRAY_FIELDS, DEFAULT_TYPES, LONE_SURROGATE, TEXT_FIELDS, NewItem
-from memcairn.protocol import PLATFORM_ALIASES, platform_key
+from memcairn.core.errors import NotFoundError, ValidationError
+from memcairn.core.models import ARRAY_FIELDS, DEFAULT_TYPES, LONE_SURROGATE, TEXT_FIELDS, NewItem
 from memcairn.store.transfer_state import TransferSession
 from memcairn.store.validation import MAX_EPOCH_MS, validate_item
+from memcairn.wire.protocol import PLATFORM_ALIASES, platform_key
 
 if TYPE_CHECKING:
-    from memcairn.config import Settings
     from memcairn.store.protocols import ImportStore
+    from memcairn.wire.config import Settings
 
 DEFAULT_PATH = Path("~/.claude-mem/claude-mem.db")
 TABLES = ("sdk_sessions", "observations", "session_summaries", "user_prompts")

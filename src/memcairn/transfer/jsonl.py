@@ -40,9 +40,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from memcairn import serde
-from memcairn.errors import ValidationError
-from memcairn.models import ARRAY_FIELDS, KINDS, TEXT_FIELDS, NewItem
+from memcairn.core import serde
+from memcairn.core.errors import ValidationError
+from memcairn.core.models import ARRAY_FIELDS, KINDS, TEXT_FIELDS, NewItem
 from memcairn.store.transfer_state import (
     TransferForgotten,
     TransferItem,

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from memcairn.errors import VectorIndexUnavailableError
+from memcairn.core.errors import VectorIndexUnavailableError
 
 
 @dataclass(frozen=True)

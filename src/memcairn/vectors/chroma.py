@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from memcairn.errors import ConfigError, EmbeddingError, MemcairnError, VectorIndexUnavailableError
+from memcairn.core.errors import ConfigError, EmbeddingError, MemcairnError, VectorIndexUnavailableError
 from memcairn.vectors.base import VectorMatch, VectorRecord, model_mismatch
 from memcairn.vectors.memory import as_vector, check_dimension, check_record, last_wins, merge_matches
 

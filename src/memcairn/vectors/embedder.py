@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from memcairn.errors import ConfigError, EmbeddingError
+from memcairn.core.errors import ConfigError, EmbeddingError
 from memcairn.vectors.base import Embedder
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2-int8"
@@ -303,7 +303,7 @@ def load_embedder(name: str | None = None, *, threads: int | None = None, batch_
         EmbeddingError: a sentence-transformers model was named but cannot be loaded.
     """
     if name is None:
-        from memcairn.config import load_settings
+        from memcairn.wire.config import load_settings
 
         name = load_settings().embedding_model
     key = name.strip()

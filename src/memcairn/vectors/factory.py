@@ -8,7 +8,7 @@ import shutil
 import uuid
 from pathlib import Path
 
-from memcairn.errors import ConfigError
+from memcairn.core.errors import ConfigError
 from memcairn.vectors.base import VectorIndex
 
 BACKENDS = ("sqlite-vec", "chroma", "memory")

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from memcairn.errors import ValidationError
+from memcairn.core.errors import ValidationError
 from memcairn.vectors.base import VectorMatch, VectorRecord
 
 # ----------------------------------------------------------------------------- shared helpers

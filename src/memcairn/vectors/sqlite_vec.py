@@ -57,7 +57,7 @@ import apsw
 import numpy as np
 import sqlite_vec
 
-from memcairn.errors import VectorIndexUnavailableError
+from memcairn.core.errors import VectorIndexUnavailableError
 from memcairn.vectors.base import VectorMatch, VectorRecord, model_mismatch
 from memcairn.vectors.binary_scan import BinaryScan
 from memcairn.vectors.memory import as_vector, check_dimension, check_record, last_wins, merge_matches

@@ -2,5 +2,5 @@
 
 ``app.py`` puts the HTTP API together from ``routes/`` (the use cases: ``intake.py``, ``resume.py``; the shared
 state: ``state.py``), ``daemon.py`` runs it in the foreground. Starting, stopping and finding a worker from
-another process is ``memcairn.lifecycle``'s.
+another process is ``memcairn.wire.lifecycle``'s.
 """

@@ -31,9 +31,9 @@ from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from memcairn.config import Settings, check_bind, load_settings
-from memcairn.protocol import CONTEXT_PATH, INIT_PATH, MAX_BODY_BYTES, OBSERVATIONS_PATH, SUMMARIZE_PATH
-from memcairn.runtime import Runtime
+from memcairn.mirror.runtime import Runtime
+from memcairn.wire.config import Settings, check_bind, load_settings
+from memcairn.wire.protocol import CONTEXT_PATH, INIT_PATH, MAX_BODY_BYTES, OBSERVATIONS_PATH, SUMMARIZE_PATH
 from memcairn.worker.events import HEARTBEAT_SECONDS, Broadcaster
 from memcairn.worker.openapi import build_openapi
 from memcairn.worker.routes import context, health, ingest, items, reads, viewer

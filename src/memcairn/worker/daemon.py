@@ -1,7 +1,7 @@
 """The worker in the foreground: ``run_foreground`` serves until SIGTERM/SIGINT, then drains.
 
 It holds ``worker.lock`` for its whole life and writes ``worker.pid`` once the port is bound (the files and
-starting, stopping and finding a worker in the background are ``memcairn.lifecycle``'s); ``logs/worker.log``
+starting, stopping and finding a worker in the background are ``memcairn.wire.lifecycle``'s); ``logs/worker.log``
 is the rotating log (``logs.py``) and ``logs/worker-stderr.log`` is cut to its recent tail while the worker
 runs (``logs.watch_stderr_file``). This module imports the web stack only when it serves.
 """
@@ -18,8 +18,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from memcairn.config import Settings, check_bind, is_loopback_host, load_settings, private_home
-from memcairn.lifecycle import (
+from memcairn.wire.config import Settings, check_bind, is_loopback_host, load_settings, private_home
+from memcairn.wire.lifecycle import (
     POLL,
     STDERR_FILE,
     current_version,

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from memcairn.errors import ValidationError
-from memcairn.fastjson import NonFiniteNumber
-from memcairn.json_depth import loads_bounded
+from memcairn.core.errors import ValidationError
+from memcairn.wire.fastjson import NonFiniteNumber
+from memcairn.wire.json_depth import loads_bounded
 
 
 def parse_json(raw: bytes) -> dict[str, Any]:

@@ -38,10 +38,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from memcairn.background import BackgroundLoop
-from memcairn.errors import ConfigError
+from memcairn.core.background import BackgroundLoop
+from memcairn.core.errors import ConfigError
 from memcairn.store.protocols import RemoteState
-from memcairn.team_client import (
+from memcairn.wire.team_client import (
     RemoteConfig,
     TeamClient,
     TeamResponse,

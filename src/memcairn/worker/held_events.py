@@ -26,9 +26,9 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from memcairn import spool
-from memcairn.errors import DiskFullError
+from memcairn.core.errors import DiskFullError
 from memcairn.store.db import error_kind
+from memcairn.wire import spool
 
 log = logging.getLogger("memcairn.worker")
 

@@ -17,7 +17,7 @@ from typing import Any
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from memcairn.capture.transcript_access import CALLER
+from memcairn.transfer.transcript_access import CALLER
 from memcairn.worker.read_deadlines import ReadDeadlines, declared_length
 
 MAX_HEAD_BYTES = 64 * 1024  # a request line and headers, together; the hooks' longest is a few KB

@@ -12,11 +12,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from memcairn.capture.admission import admit, skipped_tool
-from memcairn.capture.transcript_tail import narration_before
-from memcairn.config import Settings
-from memcairn.errors import ValidationError
-from memcairn.models import CONTROL_CHARACTER
-from memcairn.protocol import (
+from memcairn.core.errors import ValidationError
+from memcairn.core.models import CONTROL_CHARACTER
+from memcairn.store.protocols import LocalStore
+from memcairn.transfer.transcript_tail import narration_before
+from memcairn.wire.config import Settings
+from memcairn.wire.protocol import (
     DELIVERED_FIELD,
     EVENT_KEY_FIELD,
     INIT_PATH,
@@ -24,7 +25,6 @@ from memcairn.protocol import (
     ROUTE_EVENT_TYPES,
     SUMMARIZE_PATH,
 )
-from memcairn.store.protocols import LocalStore
 from memcairn.worker.fields import field, parse_json, text_field
 
 log = logging.getLogger("memcairn.worker")

@@ -22,7 +22,7 @@ import time
 from logging.handlers import QueueHandler, QueueListener, RotatingFileHandler
 from pathlib import Path
 
-from memcairn.config import Settings
+from memcairn.wire.config import Settings
 
 LOG_FILE = "worker.log"
 FORMAT = "%(asctime)s %(levelname)s %(name)s [%(process)d] %(message)s"

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import memcairn
-from memcairn.config import Settings, is_loopback_host
-from memcairn.models import MAX_ITEM_ID
-from memcairn.protocol import CONTEXT_HEADER, CONTEXT_PATH
+from memcairn.core.models import MAX_ITEM_ID
+from memcairn.wire.config import Settings, is_loopback_host
+from memcairn.wire.protocol import CONTEXT_HEADER, CONTEXT_PATH
 from memcairn.worker.security import cookie_name
 
 MAX_BATCH_IDS = 500

@@ -18,14 +18,14 @@ from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 
-from memcairn.config import Settings
-from memcairn.errors import ConfigError, NotFoundError
-from memcairn.fence import clean_line
-from memcairn.models import MemoryItem
+from memcairn.core.errors import ConfigError, NotFoundError
+from memcairn.core.models import MemoryItem
 from memcairn.search.records import agent_record
 from memcairn.search.request import SearchRequest
 from memcairn.search.rows import index_row, row_text
-from memcairn.team_client import (
+from memcairn.wire.config import Settings
+from memcairn.wire.fence import clean_line
+from memcairn.wire.team_client import (
     RemoteConfig,
     TeamClient,
     TeamResponse,

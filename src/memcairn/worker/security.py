@@ -55,8 +55,8 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlencode
 
-from memcairn.config import Settings, is_loopback_host
-from memcairn.protocol import HOME_HEADER, MAX_BODY_BYTES, WRONG_HOME
+from memcairn.wire.config import Settings, is_loopback_host
+from memcairn.wire.protocol import HOME_HEADER, MAX_BODY_BYTES, WRONG_HOME
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

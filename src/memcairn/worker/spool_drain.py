@@ -1,4 +1,4 @@
-"""The worker's side of the spool (``memcairn.spool``): events hooks could not hand over, drained into the queue.
+"""The worker's side of the spool (``memcairn.wire.spool``): events hooks could not hand over, drained into the queue.
 
 One thread per worker passes over ``$MEMCAIRN_HOME/spool/`` once the store is open and then every
 ``interval`` seconds (listing an empty directory costs microseconds). Each file, oldest first, goes through
@@ -20,11 +20,11 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from memcairn import spool
-from memcairn.background import BackgroundLoop
-from memcairn.config import Settings
-from memcairn.errors import DiskFullError, ValidationError
+from memcairn.core.background import BackgroundLoop
+from memcairn.core.errors import DiskFullError, ValidationError
 from memcairn.store.protocols import LocalStore
+from memcairn.wire import spool
+from memcairn.wire.config import Settings
 from memcairn.worker.held_events import HeldEvents
 from memcairn.worker.intake import accept_spooled
 

@@ -24,12 +24,12 @@ from starlette.concurrency import run_in_threadpool
 from memcairn.capture.background import CaptureRunner
 from memcairn.capture.llm import make_compressor
 from memcairn.capture.pipeline import CapturePipeline, CaptureReport
-from memcairn.config import Settings
-from memcairn.context_memo import ContextMemo
-from memcairn.errors import MemcairnError
+from memcairn.context.memo import ContextMemo
+from memcairn.core.errors import MemcairnError
 from memcairn.mirror.background import MirrorRunner
-from memcairn.runtime import Runtime, open_runtime
+from memcairn.mirror.runtime import Runtime, open_runtime
 from memcairn.search import SearchService
+from memcairn.wire.config import Settings
 from memcairn.worker.events import Broadcaster, ExternalWriteTailer, StoreEventBridge
 from memcairn.worker.forwarder import Forwarder
 from memcairn.worker.spool_drain import DrainReport, SpoolDrainer, intake_accept

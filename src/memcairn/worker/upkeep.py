@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from memcairn.errors import MemcairnError
+from memcairn.core.errors import MemcairnError
 from memcairn.store.integrity import damaged_file_advice
 from memcairn.store.protocols import UpkeepStore
 

@@ -26,8 +26,8 @@ from email.utils import parsedate_to_datetime
 from typing import IO, Any, Protocol
 
 from memcairn.capture.records import CompressionFailed, Usage
-from memcairn.config import Settings
-from memcairn.errors import ConfigError
+from memcairn.core.errors import ConfigError
+from memcairn.wire.config import Settings
 
 ANTHROPIC_DEFAULT_MODEL = "claude-haiku-4-5"
 ANTHROPIC_DEFAULT_URL = "https://api.anthropic.com"

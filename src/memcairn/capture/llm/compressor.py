@@ -40,8 +40,8 @@ from memcairn.capture.records import (
     Usage,
     UsageLedger,
 )
-from memcairn.config import Settings
-from memcairn.errors import ConfigError
+from memcairn.core.errors import ConfigError
+from memcairn.wire.config import Settings
 
 OBSERVE_MAX_TOKENS = 4096
 SUMMARY_MAX_TOKENS = 2048

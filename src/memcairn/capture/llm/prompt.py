@@ -18,7 +18,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 from memcairn.capture.records import CONCEPTS, Observation, ToolCall, Turn
 from memcairn.capture.truncate import cut, render_bounded
-from memcairn.models import OBSERVATION_TYPES
+from memcairn.core.models import OBSERVATION_TYPES
 
 _TYPE_HELP = {
     "bugfix": "something broken was fixed",

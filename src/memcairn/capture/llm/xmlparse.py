@@ -15,7 +15,7 @@ import xml.etree.ElementTree as ET
 
 from memcairn.capture.records import CONCEPTS, CompressionFailed, Observation, Summary
 from memcairn.capture.truncate import cut
-from memcairn.models import OBSERVATION_TYPES, SUMMARY_SECTIONS
+from memcairn.core.models import OBSERVATION_TYPES, SUMMARY_SECTIONS
 
 _KNOWN_TAGS = (
     "observations", "observation", "type", "title", "subtitle", "facts", "fact", "narrative", "concepts", "concept",

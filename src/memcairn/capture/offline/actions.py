@@ -16,7 +16,7 @@ from memcairn.capture.offline.paths import _is_abs, _Paths, outermost
 from memcairn.capture.offline.shell import _check_key, _script_effects, _shell_command, _ShellEffects
 from memcairn.capture.offline.text import DESCRIPTION_MAX, LIST_MAX, _clip, _code, _lines, _listing, _unique
 from memcairn.capture.records import ToolCall, Turn
-from memcairn.protocol import own_tool
+from memcairn.wire.protocol import own_tool
 
 _READ_TOOLS = frozenset({"read", "notebookread", "read_file", "read_many_files"})
 _SEARCH_TOOLS = frozenset({

@@ -18,7 +18,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from memcairn.errors import (
+from memcairn.core.errors import (
     DiskFullError,
     MemcairnError,
     NotFoundError,

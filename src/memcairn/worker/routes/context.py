@@ -9,11 +9,11 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
 from memcairn.capture.admission import project_excluded
-from memcairn.config import Settings
-from memcairn.context_memo import Answer, ContextMemo
-from memcairn.errors import ValidationError
-from memcairn.protocol import CONTEXT_HEADER
+from memcairn.context.memo import Answer, ContextMemo
+from memcairn.core.errors import ValidationError
 from memcairn.search import parse_tz
+from memcairn.wire.config import Settings
+from memcairn.wire.protocol import CONTEXT_HEADER
 from memcairn.worker import remote_reads
 from memcairn.worker.resume import RESUMED, RESUMED_NOTE, unchanged_since_start
 from memcairn.worker.routes.answers import endpoint

@@ -7,9 +7,9 @@ import logging
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from memcairn.capture.privacy import scrub_event
-from memcairn.fastjson import encode_json, loads
-from memcairn.protocol import EVENT_KEY_FIELD, ROUTE_EVENT_TYPES
+from memcairn.wire.fastjson import encode_json, loads
+from memcairn.wire.privacy import scrub_event
+from memcairn.wire.protocol import EVENT_KEY_FIELD, ROUTE_EVENT_TYPES
 from memcairn.worker.state import WorkerState
 
 log = logging.getLogger("memcairn.worker")

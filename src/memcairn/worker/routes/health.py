@@ -12,9 +12,9 @@ from starlette.responses import Response
 
 import memcairn
 from memcairn.capture.llm.compressor import local_day_start_ms
-from memcairn.doctor import HOOKS_HEARD_MS
 from memcairn.mirror.background import MirrorRunner
-from memcairn.runtime import Runtime
+from memcairn.mirror.runtime import Runtime
+from memcairn.store.doctor import HOOKS_HEARD_MS
 from memcairn.worker.routes.answers import JSON, endpoint
 from memcairn.worker.routes.params import state_of
 from memcairn.worker.state import WorkerState

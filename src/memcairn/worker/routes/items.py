@@ -10,11 +10,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from memcairn.capture.admission import scrub_item
-from memcairn.errors import NotFoundError, ValidationError
-from memcairn.models import MAX_ITEM_ID, NewItem
+from memcairn.core.errors import NotFoundError, ValidationError
+from memcairn.core.models import MAX_ITEM_ID, NewItem
 from memcairn.search import parse_tz
 from memcairn.search.records import agent_record, check_format
-from memcairn.team_client import team_id, team_ref
+from memcairn.wire.team_client import team_id, team_ref
 from memcairn.worker import remote_reads
 from memcairn.worker.fields import text_field, text_list
 from memcairn.worker.openapi import MAX_BATCH_IDS

@@ -6,8 +6,8 @@ from typing import Any
 
 from starlette.requests import Request
 
-from memcairn.errors import NotFoundError, ValidationError
-from memcairn.models import MAX_ITEM_ID
+from memcairn.core.errors import NotFoundError, ValidationError
+from memcairn.core.models import MAX_ITEM_ID
 from memcairn.worker.fields import parse_json
 from memcairn.worker.state import WorkerState
 

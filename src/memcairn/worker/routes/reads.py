@@ -9,12 +9,12 @@ from datetime import tzinfo
 from starlette.requests import Request
 from starlette.responses import Response
 
-from memcairn.errors import ValidationError
+from memcairn.core.errors import ValidationError
 from memcairn.search import SearchRequest, parse_tz, render_index, render_timeline
 from memcairn.search.request import clamp
 from memcairn.search.rows import result_rows
 from memcairn.search.timeline import MAX_DEPTH
-from memcairn.team_client import team_id, team_ref
+from memcairn.wire.team_client import team_id, team_ref
 from memcairn.worker import remote_reads
 from memcairn.worker.routes.answers import JSON, endpoint, team_failed
 from memcairn.worker.routes.params import answer_format, param, params, project_names, state_of

@@ -1,0 +1,2 @@
+"""The SessionStart digest: built from the store's protocols (``build``), its lines (``lines``), kept rendered
+(``memo``)."""

@@ -1,0 +1,1 @@
+"""The MCP door: the stdio server (``server``) and its hand-written JSON-RPC wire (``protocol``)."""
