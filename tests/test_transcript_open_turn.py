@@ -20,7 +20,8 @@ from memcairn.capture.pipeline import REGROWN, CapturePipeline
 from memcairn.core.models import ItemFilter, MemoryItem
 from memcairn.store import Store
 from memcairn.transfer.importer import import_transcripts
-from memcairn.transfer.transcripts import TURN_OPEN, TURN_THROUGH, replay_transcript
+from memcairn.transfer.replay_events import TURN_OPEN, TURN_THROUGH
+from memcairn.transfer.transcript_files import replay_transcript
 from memcairn.wire.config import Settings
 
 PORT = FIXTURES / "claude-reliability__python-to-rust-port.jsonl"

@@ -16,7 +16,7 @@ from memcairn.capture.pipeline import CapturePipeline
 from memcairn.core.models import ItemFilter
 from memcairn.store import Store
 from memcairn.transfer.importer import import_transcripts
-from memcairn.transfer.transcripts import replay_transcript
+from memcairn.transfer.transcript_files import replay_transcript
 from memcairn.wire.config import Settings
 
 RESUMED_SESSION = "5e55a1b2-0000-4000-8000-00000000beef"

@@ -19,7 +19,7 @@ from memcairn.cli.app import run as cli
 from memcairn.core.models import ItemFilter
 from memcairn.store import Store
 from memcairn.transfer.importer import import_transcripts
-from memcairn.transfer.transcripts import transcripts_under
+from memcairn.transfer.transcript_files import transcripts_under
 from memcairn.wire.config import Settings
 
 SPOTTER = Path(__file__).parent / "fixtures" / "transcripts" / "spotter"

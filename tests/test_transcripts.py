@@ -10,7 +10,8 @@ from transcript_builder import CWD, SID, Transcript
 from transcript_builder import kinds as _kinds
 from transcript_builder import parse as _parse
 
-from memcairn.transfer.transcripts import default_transcript_paths, timestamp_ms
+from memcairn.transfer.replay_events import timestamp_ms
+from memcairn.transfer.transcript_files import default_transcript_paths
 from memcairn.wire.protocol import HOOK_BODY_BYTES as MAX_BODY_BYTES
 
 FIXTURES = Path(__file__).parent / "fixtures" / "transcripts"

@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from memcairn.transfer.transcripts import ParseStats, ReplayEvent, replay_transcript
+from memcairn.transfer.replay_events import ParseStats, ReplayEvent
+from memcairn.transfer.transcript_files import replay_transcript
 
 RECORDED = Path(__file__).parent / "fixtures" / "transcripts"
 HELLO = RECORDED / "claude-reliability__hello-world-script.jsonl"

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from memcairn.store.fts import build_match
-from memcairn.transfer.transcripts import transcript_shape
+from memcairn.transfer.transcript_files import transcript_shape
 
 RESULT_CHARS = 1500
 

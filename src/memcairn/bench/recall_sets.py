@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from memcairn.bench.recall_facts import Question, load_questions
-from memcairn.transfer.transcripts import UnsupportedTranscript, transcript_shape, transcripts_under
+from memcairn.transfer.transcript_files import UnsupportedTranscript, transcript_shape, transcripts_under
 
 SESSION_ID_LINES = 200  # lines of a JSON Lines transcript read for the session ids it records
 

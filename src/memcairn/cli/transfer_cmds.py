@@ -93,7 +93,7 @@ def import_transcripts_cmd(paths: tuple[Path, ...], offline: bool, project: str 
     """
     from memcairn.capture.llm import make_compressor
     from memcairn.transfer.importer import import_transcripts
-    from memcairn.transfer.transcripts import default_transcript_paths, default_transcript_root
+    from memcairn.transfer.transcript_files import default_transcript_paths, default_transcript_root
 
     files = _transcript_files(paths) if paths else default_transcript_paths()
     if not paths and not files:
@@ -140,7 +140,7 @@ def _file_lines(reports: list[dict[str, Any]]) -> list[str]:
 
 
 def _transcript_files(paths: tuple[Path, ...]) -> list[Path]:
-    from memcairn.transfer.transcripts import transcripts_under
+    from memcairn.transfer.transcript_files import transcripts_under
 
     files: list[Path] = []
     for path in paths:

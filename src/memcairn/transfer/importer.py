@@ -37,15 +37,8 @@ from memcairn.capture.admission import admit, skipped_tool
 from memcairn.capture.pipeline import REGROWN, CapturePipeline, CaptureReport
 from memcairn.capture.records import Compressor
 from memcairn.store.protocols import CaptureStore
-from memcairn.transfer.transcripts import (
-    NARRATION,
-    TURN_OPEN,
-    TURN_THROUGH,
-    ParseStats,
-    ReplayEvent,
-    UnsupportedTranscript,
-    replay_transcript,
-)
+from memcairn.transfer.replay_events import NARRATION, TURN_OPEN, TURN_THROUGH, ParseStats, ReplayEvent
+from memcairn.transfer.transcript_files import UnsupportedTranscript, replay_transcript
 from memcairn.wire.config import Settings
 
 

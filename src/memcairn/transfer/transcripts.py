@@ -62,12 +62,9 @@ the line with its result; for ``stop`` and ``session_end``: the last line of the
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -76,10 +73,20 @@ from memcairn.capture.noise import is_background_notice, request_text
 from memcairn.capture.truncate import cut
 from memcairn.core.models import LONE_SURROGATE
 from memcairn.core.project import ProjectIdentity, project_from_cwd
-from memcairn.store.records import MAX_EPOCH_MS
+from memcairn.transfer.replay_events import (
+    NARRATION,
+    NARRATION_MAX_CHARS,
+    TURN_OPEN,
+    TURN_THROUGH,
+    ParseStats,
+    ReplayEvent,
+    _PendingTool,
+    _Session,
+    timestamp_ms,
+)
 from memcairn.wire.bodyfit import fit_body
 from memcairn.wire.json_depth import loads_bounded
-from memcairn.wire.privacy import scrub
+from memcairn.wire.privacy.scrubbing import scrub
 from memcairn.wire.protocol import HOOK_BODY_BYTES, KIND_PATHS, ROUTE_EVENT_TYPES, own_tool
 
 PLATFORM = "claude-code"
@@ -95,7 +102,6 @@ WRAPPER_PREFIXES = ("<command-name>", "<command-message>", "<command-args>", "<l
 INTERRUPTED_PREFIX = "[Request interrupted by user"
 # Whole text blocks that are context attached to a prompt rather than typed by the person.
 CONTEXT_BLOCK_PREFIXES = ("<ide_opened_file>", "<ide_selection>", "<system-reminder>")
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # A JSON escape of a surrogate: how a lone one (half of a cut emoji) gets into a line; json.loads keeps it.
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
@@ -111,120 +117,8 @@ def _without_surrogates(value: Any) -> Any:
     return value
 
 
-@dataclass(frozen=True)
-class ReplayEvent:
-    event_type: str  # the worker's queue event type: session_init | observation | summarize
-    body: dict[str, Any]  # the body a hook would have sent; ``body["event"]`` names the hook event
-    source_key: str  # stable and unique: importing the same line again is a no-op
-    at_epoch: int  # milliseconds, the original time
-    legacy_key: str | None = None  # the key earlier releases gave this event, when it differs
-
-
 # A line without a uuid is named by its line number, which only means something within one session.
 _LINE_REF = re.compile(r"line\d+(\.\d+)?")
-# In a ``stop`` body: the last line of the turn that was read (its ref), and whether the file ended in the turn.
-TURN_THROUGH = "turn_through"
-TURN_OPEN = "turn_open"
-# In a ``tool_use`` body: the assistant's text since the previous tool use, at most this long.
-NARRATION = "narration"
-NARRATION_MAX_CHARS = 8_000
-
-
-@dataclass
-class ParseStats:
-    """Counts for one or more parses; complete once the iterator of :func:`replay_transcript` is exhausted."""
-
-    lines: int = 0  # non-blank lines read
-    events: int = 0
-    skipped_lines: int = 0
-    prompts: int = 0
-    tool_uses: int = 0
-    unanswered_tool_uses: int = 0  # emitted with tool_response None
-    compactions: int = 0  # compaction summaries emitted
-    sessions: set[str] = field(default_factory=set)
-    # lines read and left out, by why (malformed lines are also in ``skipped_lines``; lines that are no message
-    # of the conversation, such as hook progress or file snapshots, only here)
-    left_out: dict[str, int] = field(default_factory=dict)
-    shape: str = "claude-code"  # claude-code | claude-code subagent | claude-code compaction | codex | gemini-cli
-
-    def leave_out(self, reason: str, malformed: bool = False) -> None:
-        self.left_out[reason] = self.left_out.get(reason, 0) + 1
-        if malformed:
-            self.skipped_lines += 1
-
-
-@dataclass
-class _PendingTool:
-    tool_use_id: str | None
-    name: str
-    input: Any
-    key: tuple[str, str]  # (source key, legacy key) of the answered call
-    ref: str  # what names the call: its id, else its line and block
-    narration: str | None = None  # the assistant's text since the previous tool use
-
-
-@dataclass
-class _Session:
-    session_id: str
-    cwd: str
-    order: int = 0  # index of the last line seen, to end sessions in the order they went quiet
-    prompt_count: int = 0
-    turn_active: bool = False
-    turn_ref: str = ""  # the line that began the current turn (its prompt, else its first line)
-    texts: list[str] = field(default_factory=list)
-    text_message_id: Any = None
-    said: list[str] = field(default_factory=list)  # assistant text since the last tool use (the next call's)
-    last_ref: str = ""
-    last_at: int = 0
-    last_cwd: str = ""
-    pending: dict[str, _PendingTool] = field(default_factory=dict)
-
-
-def timestamp_ms(value: Any) -> int | None:
-    """Milliseconds since the epoch from an ISO 8601 timestamp (``Z`` or an offset; naive means UTC).
-
-    None for anything else, including numbers that are not finite and times the store cannot hold (before
-    1970 or past the year 9999): an event carrying one would have its items refused."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float):
-        if not math.isfinite(value):
-            return None
-        ms = int(value if value > 100_000_000_000 else value * 1000)
-    elif isinstance(value, str) and value.strip():
-        text = value.strip()
-        if text.endswith(("Z", "z")):
-            text = text[:-1] + "+00:00"
-        try:
-            moment = datetime.fromisoformat(text)
-        except ValueError:
-            return None
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=UTC)
-        ms = (moment - _EPOCH) // timedelta(milliseconds=1)
-    else:
-        return None
-    return ms if 0 <= ms <= MAX_EPOCH_MS else None
-
-
-def default_transcript_root(home: Path | None = None) -> Path:
-    """``<claude dir>/projects``, where Claude Code keeps its transcripts. The Claude directory is
-    ``home/.claude`` when ``home`` is given, else ``$CLAUDE_CONFIG_DIR`` or ``~/.claude``."""
-    if home is not None:
-        base = Path(home) / ".claude"
-    else:
-        configured = os.environ.get("CLAUDE_CONFIG_DIR")
-        base = Path(configured).expanduser() if configured else Path.home() / ".claude"
-    return base / "projects"
-
-
-def default_transcript_paths(home: Path | None = None) -> list[Path]:
-    """Every ``*.jsonl`` under ``default_transcript_root`` (recursively), sorted."""
-    root = default_transcript_root(home)
-    try:
-        return sorted(p for p in root.rglob("*.jsonl") if p.is_file())
-    except OSError:
-        return []
 
 
 def _text_blocks(content: Any) -> list[str]:
@@ -579,76 +473,3 @@ class _Replayer:
             narration = cut("\n\n".join(said), NARRATION_MAX_CHARS) if said else None
             session.pending[pending_key] = _PendingTool(tool_use_id, name, block.get("input"), key, tool_ref,
                                                         narration)
-
-
-def transcripts_under(directory: Path) -> list[Path]:
-    """The session files under ``directory``: JSON Lines (Claude Code, Codex) and Gemini CLI's chats (its
-    ``chats/session-*.json``, or any ``.json`` file that reads as one: a chat copied elsewhere keeps no name),
-    sorted by path text, so that a session's file comes before its ``<session>/subagents/`` files (``.`` sorts
-    before ``/``) and they find their session started."""
-    found = [p for p in directory.rglob("*.jsonl") if p.is_file()]
-    found += [p for p in directory.rglob("*.json") if p.is_file() and _gemini_chat(p)]
-    return sorted(found, key=str)
-
-
-def _gemini_chat(path: Path) -> bool:
-    if path.parent.name == "chats" and path.name.startswith("session-"):
-        return True
-    try:
-        return transcript_shape(path) == "gemini-cli"
-    except (OSError, UnsupportedTranscript):
-        return False
-
-
-class UnsupportedTranscript(ValueError):
-    """A file no agent's transcript format fits."""
-
-
-CODEX_LINE_TYPES = ("session_meta", "response_item", "turn_context", "event_msg", "compacted")
-
-
-def transcript_shape(path: Path) -> str:
-    """Which agent wrote ``path``: ``claude-code`` (JSON Lines of messages), ``codex`` (JSON Lines of
-    ``{timestamp, type, payload}``, ``~/.codex/sessions/**/rollout-*.jsonl``) or ``gemini-cli`` (one JSON object
-    with ``sessionId`` and ``messages``, ``~/.gemini/tmp/<project>/chats/session-*.json``).
-
-    Raises:
-        OSError: the file cannot be read.
-        UnsupportedTranscript: a ``.json`` file that is not a Gemini CLI session.
-    """
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        if path.suffix == ".json":
-            head = fh.read(65536)
-            if '"sessionId"' in head and '"messages"' in head:
-                return "gemini-cli"
-            raise UnsupportedTranscript(f"{path.name}: JSON, but not a Gemini CLI session (no sessionId and messages)")
-        line = next((raw for raw in fh if raw.strip()), "")
-    try:
-        first = loads_bounded(line) if line else None
-    except ValueError:
-        first = None
-    if isinstance(first, dict) and first.get("type") in CODEX_LINE_TYPES and "payload" in first:
-        return "codex"
-    return PLATFORM
-
-
-def replay_transcript(path: Path, stats: ParseStats | None = None) -> Iterator[ReplayEvent]:
-    """The events the hooks would have sent for the session(s) recorded in ``path``, in order.
-
-    ``stats``, when given, is updated as the iterator advances. A file that cannot be opened raises
-    ``OSError`` at the first ``next``; nothing in its content does."""
-    counts = stats if stats is not None else ParseStats()
-    shape = transcript_shape(Path(path))
-    if shape != PLATFORM:
-        from memcairn.transfer.transcripts_other import replay_codex, replay_gemini
-
-        yield from (replay_codex if shape == "codex" else replay_gemini)(Path(path), counts)
-        return
-    replayer = _Replayer(Path(path), counts)
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        for number, raw in enumerate(fh, start=1):
-            if not raw.strip():
-                continue
-            counts.lines += 1
-            yield from replayer.line(number, raw)
-    yield from replayer.finish()

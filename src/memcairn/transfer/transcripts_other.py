@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from memcairn.capture.noise import request_text
-from memcairn.transfer.transcripts import ParseStats, ReplayEvent, _PendingTool, _Replayer, _Session, timestamp_ms
+from memcairn.transfer.replay_events import ParseStats, ReplayEvent, _PendingTool, _Session, timestamp_ms
+from memcairn.transfer.transcripts import _Replayer
 from memcairn.wire.json_depth import loads_bounded
 from memcairn.wire.protocol import own_tool
 
