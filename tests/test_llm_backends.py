@@ -809,7 +809,7 @@ def test_retry_after_is_honoured_then_the_model_is_called_again(stub: Stub, tmp_
 
 
 def test_retry_after_header_forms() -> None:
-    from memcairn.capture.llm.clients import retry_after_seconds
+    from memcairn.capture.llm.http_errors import retry_after_seconds
 
     assert retry_after_seconds("30") == 30.0
     assert retry_after_seconds(None) is None and retry_after_seconds("soon") is None
@@ -964,9 +964,9 @@ def _script(tmp_path: Path, text: str) -> Path:
 
 
 def test_claude_cli_output_is_capped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from memcairn.capture.llm import clients
+    from memcairn.capture.llm import claude_cli
 
-    monkeypatch.setattr(clients, "MAX_BODY_BYTES", 200_000)
+    monkeypatch.setattr(claude_cli, "MAX_BODY_BYTES", 200_000)
     script = _script(tmp_path, _FLOOD_CLAUDE.format(python=sys.executable, stream="stdout"))
     started = time.monotonic()
     with pytest.raises(CompressionFailed) as info:
@@ -977,9 +977,9 @@ def test_claude_cli_output_is_capped(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 
 def test_claude_cli_stderr_flood_is_dropped_not_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from memcairn.capture.llm import clients
+    from memcairn.capture.llm import claude_cli
 
-    monkeypatch.setattr(clients, "MAX_BODY_BYTES", 100_000)
+    monkeypatch.setattr(claude_cli, "MAX_BODY_BYTES", 100_000)
     answer = json.dumps({"type": "result", "subtype": "success", "is_error": False, "result": GOOD})
     script = _script(tmp_path, f"#!{sys.executable}\nimport sys\nsys.stdin.read()\n"
                                "sys.stderr.write('warning ' * 100_000)\n"

@@ -14,7 +14,7 @@ import pytest
 from hook_helpers import Foreign
 
 from memcairn.capture.llm import AnthropicClient, OpenAIClient
-from memcairn.capture.llm.clients import is_loopback_url
+from memcairn.capture.llm.http_post import is_loopback_url
 from memcairn.capture.records import CompressionFailed
 from memcairn.hooks.transport import Worker
 from memcairn.wire.client import WorkerClient

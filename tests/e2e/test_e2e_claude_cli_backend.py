@@ -12,7 +12,7 @@ from e2e_clients import CLAUDE_NATIVE, CLAUDE_NPM, Cli, missing_message
 from e2e_harness import NODE_DIR
 from e2e_stubs import Anthropic, ModelStub, say
 
-from memcairn.capture.llm.clients import ClaudeCliClient
+from memcairn.capture.llm.claude_cli import ClaudeCliClient
 from memcairn.wire.config import Settings
 
 pytestmark = pytest.mark.slow

@@ -135,7 +135,8 @@ def _set_compression(backend: str, dry_run: bool) -> None:
     import os
     import shutil
 
-    from memcairn.capture.llm.clients import ANTHROPIC_DEFAULT_MODEL, CLAUDE_CLI_DEFAULT_MODEL, OPENAI_DEFAULT_MODEL
+    from memcairn.capture.llm.api_clients import ANTHROPIC_DEFAULT_MODEL, OPENAI_DEFAULT_MODEL
+    from memcairn.capture.llm.claude_cli import CLAUDE_CLI_DEFAULT_MODEL
     from memcairn.cli.settings_cmd import settings_file, write_settings_file
     from memcairn.wire.config import load_settings
 

@@ -18,16 +18,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
 
-from memcairn.capture.llm.clients import (
-    AnthropicClient,
-    ClaudeCliClient,
-    ClientUnavailable,
-    LlmClient,
-    OpenAIClient,
-    ReplyFailed,
-    ServerFailed,
-)
+from memcairn.capture.llm.api_clients import AnthropicClient, OpenAIClient
+from memcairn.capture.llm.claude_cli import ClaudeCliClient
 from memcairn.capture.llm.prompt import observe_messages, summary_messages
+from memcairn.capture.llm.transport import ClientUnavailable, LlmClient, ReplyFailed, ServerFailed
 from memcairn.capture.llm.xmlparse import parse_observations, parse_summary
 from memcairn.capture.records import (
     Compressed,
