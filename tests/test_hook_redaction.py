@@ -22,7 +22,7 @@ import pytest
 
 from memcairn.bench.hooks import hook_command
 from memcairn.wire import bodyfit
-from memcairn.wire.privacy import scrub
+from memcairn.wire.privacy.scrubbing import scrub
 from memcairn.wire.protocol import HOOK_BODY_BYTES
 
 CAP = bodyfit.STRING_CAPS[0]  # the first cut of an oversized body
@@ -174,7 +174,7 @@ def test_the_marker_is_never_read_as_a_secret_by_the_worker(dangling: str) -> No
 
 
 def test_a_failing_redaction_sends_the_marker_alone(monkeypatch: pytest.MonkeyPatch) -> None:
-    import memcairn.wire.privacy as privacy
+    import memcairn.wire.privacy.redaction as privacy
 
     def broken(text: str) -> str:
         raise RuntimeError("boom")

@@ -693,7 +693,7 @@ def test_the_running_memcairn_installs_hooks_that_skip_the_console_script(home: 
     loaded = {line.rsplit("|", 1)[1].strip() for line in done.stderr.decode().splitlines() if "|" in line}
     assert "memcairn.hooks.events" in loaded and "memcairn.cli.entry" not in loaded
     # nothing listens on port 9: the event goes to the spool, cleaned of secrets first (capture.privacy: re, enum)
-    assert "memcairn.wire.privacy" in loaded
+    assert "memcairn.wire.privacy.scrubbing" in loaded
     assert sorted(loaded & {"json", "socket", "selectors", "signal", "click"}) == []
     # the MCP server the same way; it answers initialize, having loaded neither re nor click
     server = json.loads((home / ".claude.json").read_text())["mcpServers"]["memcairn"]

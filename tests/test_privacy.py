@@ -10,15 +10,10 @@ from collections import namedtuple
 import pytest
 from secret_examples import AWS_SECRET, AZURE_KEY, EXAMPLES, JWT, mixed
 
-from memcairn.wire.privacy import (
-    PATTERN_NAMES,
-    is_entirely_private,
-    placeholder,
-    redact_secrets,
-    redact_with_counts,
-    scrub,
-    strip_private,
-)
+from memcairn.wire.privacy.private_tags import is_entirely_private, strip_private
+from memcairn.wire.privacy.redaction import redact_secrets, redact_with_counts
+from memcairn.wire.privacy.rules import PATTERN_NAMES, placeholder
+from memcairn.wire.privacy.scrubbing import scrub
 
 
 @pytest.mark.parametrize(("name", "text", "secret"), EXAMPLES, ids=[f"{n}-{i}" for i, (n, _, _) in enumerate(EXAMPLES)])

@@ -21,7 +21,9 @@ from memcairn.bench import secrets as bench_secrets
 from memcairn.capture.single_event import HookEvent, admitted, memories
 from memcairn.wire import spool
 from memcairn.wire.client import WorkerClient
-from memcairn.wire.privacy import PATTERN_NAMES, placeholder, redact_secrets, redact_with_counts, scrub
+from memcairn.wire.privacy.redaction import redact_secrets, redact_with_counts
+from memcairn.wire.privacy.rules import PATTERN_NAMES, placeholder
+from memcairn.wire.privacy.scrubbing import scrub
 
 
 def mixed(length: int, seed: str = "") -> str:

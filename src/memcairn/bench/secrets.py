@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from memcairn.wire.privacy import scrub
+from memcairn.wire.privacy.scrubbing import scrub
 
 _MIXED = "a1B2c3D4e5F6g7H8i9J0kLmN" * 20
 _HEX = "3f786850e387550fdab836ed7e6dc881" * 4

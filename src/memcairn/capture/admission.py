@@ -25,7 +25,8 @@ from memcairn.core.models import ARRAY_FIELDS, TEXT_FIELDS, NewItem
 from memcairn.store.records import event_kind
 from memcairn.wire.config import Settings
 from memcairn.wire.fence import strip_injected
-from memcairn.wire.privacy import is_entirely_private, scrub
+from memcairn.wire.privacy.private_tags import is_entirely_private
+from memcairn.wire.privacy.scrubbing import scrub
 from memcairn.wire.protocol import own_tool
 from memcairn.wire.settings_source import project_excluded as excluded_by
 

@@ -340,7 +340,7 @@ def _without_secrets(pending: tuple[str, bytes]) -> tuple[str, bytes]:
     is cleaned by the worker. Kept as it is should cleaning fail: losing the event would be worse."""
     route, raw = pending
     try:
-        from memcairn.wire.privacy import scrub_event
+        from memcairn.wire.privacy.scrubbing import scrub_event
 
         return route, encode_json(scrub_event(loads(raw)))
     except Exception:  # noqa: BLE001 - the event matters more than this pass over it

@@ -40,7 +40,8 @@ from memcairn.pgstore.waits import before_waiting
 from memcairn.store.items import content_hash
 from memcairn.store.validation import validate_item
 from memcairn.vectors.base import Embedder
-from memcairn.wire.privacy import redact_secrets, strip_private
+from memcairn.wire.privacy.private_tags import strip_private
+from memcairn.wire.privacy.redaction import redact_secrets
 
 EXACT_BELOW = 2_000  # projects holding fewer vectors than this are scanned exactly (the reference: 11-27 ms at 1k)
 CHUNKS_PER_ITEM = 4  # chunks read from the HNSW graph per item wanted (as the local mirror asks its index)

@@ -125,7 +125,7 @@ def cut_redacted(text: str, cap: int, budget: Budget) -> str:
     if not budget.take(cap - begin + end - begin):
         return CUT_MARKER.format(n=len(text))
     try:
-        from memcairn.wire.privacy import redact_secrets
+        from memcairn.wire.privacy.redaction import redact_secrets
 
         near = redact_secrets(text[begin:cap])
         window = redact_secrets(text[begin:end])

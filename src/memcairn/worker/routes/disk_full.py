@@ -8,7 +8,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from memcairn.wire.fastjson import encode_json, loads
-from memcairn.wire.privacy import scrub_event
+from memcairn.wire.privacy.scrubbing import scrub_event
 from memcairn.wire.protocol import EVENT_KEY_FIELD, ROUTE_EVENT_TYPES
 from memcairn.worker.state import WorkerState
 

@@ -12,7 +12,7 @@ from starlette.responses import Response
 
 from memcairn.wire import spool
 from memcairn.wire.fastjson import encode_json
-from memcairn.wire.privacy import scrub_event
+from memcairn.wire.privacy.scrubbing import scrub_event
 from memcairn.worker.intake import INGEST_ROUTES, accept_event, ingest_fields
 from memcairn.worker.routes.answers import JSON, Endpoint, endpoint
 from memcairn.worker.routes.params import read_json, state_of
