@@ -20,7 +20,9 @@ from memcairn.cli.app import cli, run
 from memcairn.core.errors import ValidationError
 from memcairn.core.models import ItemFilter, NewItem
 from memcairn.store import Store
-from memcairn.transfer.claude_mem import import_claude_mem, open_source, to_ms
+from memcairn.transfer.claude_mem import import_claude_mem
+from memcairn.transfer.claude_mem_rows import to_ms
+from memcairn.transfer.claude_mem_source import open_source
 from memcairn.transfer.jsonl import export_to_file, import_jsonl
 from memcairn.wire.config import load_settings
 

@@ -43,7 +43,9 @@ def import_claude_mem_cmd(db: Path | None, as_json: bool) -> None:
     \b
         memcairn import claude-mem ~/.claude-mem/claude-mem.db --json
     """
-    from memcairn.transfer.claude_mem import DEFAULT_PATH, ClaudeMemReport, import_claude_mem, open_source
+    from memcairn.transfer.claude_mem import import_claude_mem
+    from memcairn.transfer.claude_mem_rows import ClaudeMemReport
+    from memcairn.transfer.claude_mem_source import DEFAULT_PATH, open_source
 
     path = (db or DEFAULT_PATH).expanduser()
     if db is None and not path.exists():  # nothing to import is no failure: the README runs this as optional

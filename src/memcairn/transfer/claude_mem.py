@@ -36,153 +36,43 @@ the new items up through its watermark, since they get ids above it.
 
 from __future__ import annotations
 
-import hashlib
-import json
-import math
-import re
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from memcairn.capture.admission import project_excluded, scrub_item
 from memcairn.core.errors import NotFoundError, ValidationError
-from memcairn.core.models import ARRAY_FIELDS, DEFAULT_TYPES, LONE_SURROGATE, TEXT_FIELDS, NewItem
+from memcairn.core.models import ARRAY_FIELDS, TEXT_FIELDS, NewItem
 from memcairn.store.transfer_state import TransferSession
-from memcairn.store.validation import MAX_EPOCH_MS, validate_item
-from memcairn.wire.protocol import PLATFORM_ALIASES, platform_key
+from memcairn.store.validation import validate_item
+from memcairn.transfer.claude_mem_rows import (
+    _OBSERVATION_COLUMNS,
+    _PROMPT_COLUMNS,
+    _SUMMARY_COLUMNS,
+    DEFAULT_PLATFORM,
+    UNKNOWN_PROJECT,
+    ClaudeMemReport,
+    Excluded,
+    _Context,
+    _name,
+    _no_exclusions,
+    _observation,
+    _prompt,
+    _SessionRef,
+    _summary,
+    normalize_platform,
+    to_ms,
+)
+from memcairn.transfer.claude_mem_source import BATCH_SIZE, TABLES, _expr, _have, _reading, _select, database_key
 
 if TYPE_CHECKING:
     from memcairn.store.protocols import ImportStore
     from memcairn.wire.config import Settings
 
-DEFAULT_PATH = Path("~/.claude-mem/claude-mem.db")
-TABLES = ("sdk_sessions", "observations", "session_summaries", "user_prompts")
-SOURCE_TYPE = "claude-mem"
-DEFAULT_PLATFORM = "claude-code"
-UNKNOWN_PROJECT = "unknown"
-BATCH_SIZE = 500
 STATUSES = ("active", "completed", "failed")
-_SECONDS_BELOW = 100_000_000_000  # 1e11 ms is 1973; 1e11 s is the year 5138
-_MAX_INT = 2**63 - 1  # the largest integer SQLite stores
-_TYPE_JUNK = re.compile(r"[^a-z0-9_-]+")
-_MAX_REASONS = 5
-# Column names before claude-mem's migration 17 renamed them.
-_LEGACY_NAMES = {"content_session_id": "claude_session_id", "memory_session_id": "sdk_session_id"}
-
 _SESSION_COLUMNS = ("content_session_id", "memory_session_id", "project", "platform_source", "started_at_epoch",
                     "completed_at_epoch", "started_at", "completed_at", "status")
-_OBSERVATION_COLUMNS = ("memory_session_id", "project", "text", "type", "title", "subtitle", "facts", "narrative",
-                        "concepts", "files_read", "files_modified", "prompt_number", "merged_into_project",
-                        "created_at_epoch", "created_at")
-_SUMMARY_COLUMNS = ("memory_session_id", "project", "request", "investigated", "learned", "completed", "next_steps",
-                    "files_read", "files_edited", "notes", "prompt_number", "merged_into_project", "created_at_epoch",
-                    "created_at")
-_PROMPT_COLUMNS = ("content_session_id", "prompt_number", "prompt_text", "created_at_epoch", "created_at")
-# What identifies a database: the first of these rows it holds (its oldest), columns later writes do not change.
-_KEY_ROWS = (("sdk_sessions", ("content_session_id", "started_at_epoch", "started_at")),
-             ("observations", ("memory_session_id", "created_at_epoch", "created_at")),
-             ("session_summaries", ("memory_session_id", "created_at_epoch", "created_at")),
-             ("user_prompts", ("content_session_id", "created_at_epoch", "created_at")))
-
-
-@dataclass
-class ClaudeMemReport:
-    """Counts of one import: sessions and items created, ``existing`` rows already in the store (imported before,
-    or the same content as a stored memory), ``forgotten`` rows whose content the user deleted from this store
-    (they stay deleted), ``skipped`` rows that could not be imported, ``skipped_excluded``
-    rows of excluded projects left out on purpose, ``warnings`` values that were repaired, and ``notes`` for
-    the reader (missing tables, merges, why rows were skipped)."""
-
-    sessions: int = 0
-    observations: int = 0
-    summaries: int = 0
-    prompts: int = 0
-    skipped: int = 0
-    skipped_excluded: int = 0
-    warnings: int = 0
-    existing: int = 0
-    forgotten: int = 0
-    notes: list[str] = field(default_factory=list)
-    _reasons: int = field(default=0, repr=False)
-
-    def skip(self, table: str, row_id: Any, reason: str) -> None:
-        self.skipped += 1
-        if self._reasons < _MAX_REASONS:
-            self._reasons += 1
-            self.notes.append(f"skipped {table} #{row_id}: {reason}")
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data.pop("_reasons")
-        return data
-
-
-@dataclass(frozen=True)
-class _SessionRef:
-    agent_id: str
-    platform: str
-    project: str  # the project the session lives in, in the store
-    started: int
-
-
-Excluded = Callable[[Iterable[str | None]], bool]
-
-
-def _no_exclusions(_names: Iterable[str | None]) -> bool:
-    return False
-
-
-@dataclass
-class _Context:
-    store: ImportStore
-    report: ClaudeMemReport
-    by_memory: dict[str, _SessionRef]
-    by_content: dict[str, _SessionRef]
-    excluded: Excluded = _no_exclusions
-    excluded_memory: set[str] = field(default_factory=set)  # memory_session_ids of excluded sessions
-    excluded_content: set[str] = field(default_factory=set)  # content_session_ids of excluded sessions
-    merges: dict[str, str] = field(default_factory=dict)
-    now: int = field(default_factory=lambda: int(time.time() * 1000))
-    key: str = ""  # database_key of the source: the prefix of every provenance id
-
-    def source(self, table: str, row_id: Any) -> tuple[str, str, str]:
-        return SOURCE_TYPE, table, f"{self.key}:{row_id}"
-
-
-def open_source(path: Path | str | None = None) -> sqlite3.Connection:
-    """Open a claude-mem database read-only and check that it looks like one.
-
-    Raises:
-        ValidationError: the file is missing, is not a SQLite database, or has none of claude-mem's tables.
-    """
-    target = Path(path or DEFAULT_PATH).expanduser()
-    if not target.exists():
-        raise ValidationError(f"no claude-mem database at {target}; pass its path (default {DEFAULT_PATH})")
-    if not target.is_file():
-        raise ValidationError(f"{target} is not a file; pass the path of claude-mem.db")
-    conn: sqlite3.Connection | None = None
-    try:
-        conn = sqlite3.connect(f"{target.resolve().as_uri()}?mode=ro", uri=True)
-        conn.row_factory = sqlite3.Row
-        # text claude-mem wrote that is not valid UTF-8 (half of a cut emoji) is read with replacement characters
-        # rather than stopping the import at that row
-        conn.text_factory = _decode_text
-        conn.execute("PRAGMA query_only = ON")
-        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    except sqlite3.DatabaseError as exc:
-        if conn is not None:
-            conn.close()
-        raise ValidationError(f"{target} is not a readable SQLite database ({exc}); nothing was imported") from None
-    if not names & set(TABLES[1:]):
-        conn.close()
-        raise ValidationError(f"{target} does not look like a claude-mem database: it has none of the tables "
-                              f"{', '.join(TABLES[1:])}; nothing was imported")
-    return conn
 
 
 def import_claude_mem(store: ImportStore, source: sqlite3.Connection,
@@ -216,153 +106,6 @@ def _exclusion(settings: Settings | None) -> Excluded:
         return project_excluded([n for n in names if n], settings)
 
     return excluded
-
-
-# -- reading the source ---------------------------------------------------------------------------
-@contextmanager
-def _reading(table: str) -> Iterator[None]:
-    """An SQLite error while reading the source is about the claude-mem file, not the store: say so (the CLI
-    would otherwise describe it as a damaged memcairn.db)."""
-    try:
-        yield
-    except sqlite3.DatabaseError as exc:
-        raise ValidationError(
-            f"cannot read {table} of the claude-mem database ({exc}); the rows read before were imported and "
-            "the memcairn store is fine. Repair a copy of the claude-mem file (sqlite3's .recover) and import "
-            "that: rows already imported are not added twice"
-        ) from None
-
-
-def database_key(conn: sqlite3.Connection, tables: set[str] | None = None) -> str:
-    """12 hex digits naming this claude-mem database, from its oldest row (its first session's id and start), so
-    the same database gives the same key on every run while another one, reusing the same row ids, does not."""
-    if tables is None:
-        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    for table, columns in _KEY_ROWS:
-        if table not in tables:
-            continue
-        have = _have(conn, table)
-        exprs = ", ".join(_expr(have, c) for c in ("id", *columns))
-        with _reading(table):
-            row = conn.execute(f"SELECT {exprs} FROM {table} ORDER BY {_expr(have, 'id')} LIMIT 1").fetchone()
-        if row is not None:
-            return hashlib.sha256(json.dumps([table, *row], default=str).encode()).hexdigest()[:12]
-    return "empty"
-
-
-def _expr(have: set[str], name: str) -> str:
-    """SQL for a column: itself, its pre-rename name, or NULL when this claude-mem never had it."""
-    if name in have:
-        return name
-    if name == "id":
-        return "rowid"
-    legacy = _LEGACY_NAMES.get(name)
-    return legacy if legacy in have else "NULL"
-
-
-def _decode_text(raw: bytes) -> str:
-    return raw.decode("utf-8", errors="replace")
-
-
-def _have(conn: sqlite3.Connection, table: str) -> set[str]:
-    return {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
-
-
-def _select(conn: sqlite3.Connection, table: str, wanted: Sequence[str]) -> Iterator[sqlite3.Row]:
-    """Rows in id order with the wanted columns; a column an older claude-mem lacks reads as NULL."""
-    have = _have(conn, table)
-    cols = ", ".join(f"{_expr(have, c)} AS {c}" for c in ("id", *wanted))
-    with _reading(table):
-        cursor = conn.execute(f"SELECT {cols} FROM {table} ORDER BY id")
-        while rows := cursor.fetchmany(BATCH_SIZE):
-            yield from rows
-
-
-def to_ms(value: Any) -> int | None:
-    """Epoch milliseconds from a stored epoch; seconds (below 1e11) are converted, an ISO 8601 string is read
-    (UTC unless it names a zone), junk, NULL and times before 1970 or after 9999 give None."""
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError, OverflowError):
-        return _iso_ms(value)
-    if not math.isfinite(number) or number < 0:
-        return None
-    ms = round(number * 1000) if number < _SECONDS_BELOW else int(number)
-    return ms if ms <= MAX_EPOCH_MS else None  # the store's own bound: a later time would be refused there
-
-
-def _iso_ms(value: Any) -> int | None:
-    text = _text(value)
-    if not text or not text.strip():
-        return None
-    try:
-        moment = datetime.fromisoformat(text.strip())
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    ms = round(moment.timestamp() * 1000)
-    return ms if ms >= 0 else None
-
-
-def normalize_platform(value: Any) -> str:
-    text = _text(value)
-    if not text or not text.strip():
-        return DEFAULT_PLATFORM
-    text = text.strip().lower()
-    return PLATFORM_ALIASES.get(platform_key(text), text[:100])
-
-
-def _text(value: Any) -> str | None:
-    if value is None or isinstance(value, str):
-        return value
-    if isinstance(value, bytes):
-        return value.decode("utf-8", errors="replace")
-    return str(value)
-
-
-def _name(value: Any) -> str | None:
-    text = _text(value)
-    return text.strip() if text and text.strip() else None
-
-
-def _array(value: Any, report: ClaudeMemReport) -> list[str]:
-    """A JSON array column as strings. JavaScript writes half of a cut emoji as a ``\\ud83d`` escape, which parses
-    to a lone surrogate that cannot be stored: it becomes a replacement character, as in the text columns."""
-    text = _text(value)
-    if text is None or not text.strip():
-        return []
-    try:
-        parsed = json.loads(text)
-    except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
-        report.warnings += 1
-        return [text]
-    if parsed is None:
-        return []
-    if not isinstance(parsed, list):
-        parsed = [parsed]
-    values = [v if isinstance(v, str) else json.dumps(v, ensure_ascii=False) for v in parsed if v is not None]
-    return [LONE_SURROGATE.sub("\ufffd", v) for v in values]
-
-
-def _type(value: Any, kind: str, report: ClaudeMemReport) -> str:
-    text = _text(value)
-    if text is None or not text.strip():
-        return DEFAULT_TYPES[kind]
-    cleaned = _TYPE_JUNK.sub("-", text.strip().lower()).strip("-")[:40]
-    if cleaned != text:
-        report.warnings += 1
-    return cleaned if cleaned[:1].isalpha() else DEFAULT_TYPES[kind]
-
-
-def _prompt_number(value: Any) -> int | None:
-    try:
-        number = int(value)
-    except (TypeError, ValueError, OverflowError):
-        return None
-    return number if 0 <= number <= _MAX_INT else None
 
 
 # -- sessions -------------------------------------------------------------------------------------
@@ -436,87 +179,6 @@ def _import_sessions(ctx: _Context, source: sqlite3.Connection,
         if current is None or (current.platform != DEFAULT_PLATFORM and key[0] == DEFAULT_PLATFORM):
             by_content[key[1]] = ref
     return by_memory, by_content
-
-
-def _link(ref: _SessionRef | None, project: str) -> tuple[str | None, str | None, dict[str, Any]]:
-    """(session, platform_source, metadata) of an item in ``project`` that belongs to ``ref``."""
-    if ref is None:
-        return None, None, {}
-    if ref.project == project:
-        return ref.agent_id, ref.platform, {}
-    return None, ref.platform, {"claude_mem_session": ref.agent_id}
-
-
-# -- rows to items --------------------------------------------------------------------------------
-def _excluded_row(row: sqlite3.Row, ctx: _Context) -> bool:
-    """An observation or summary of an excluded project: by its own project (or the one it was merged into),
-    or, when it names none, by the excluded session it belongs to."""
-    own = _name(row["project"])
-    if own is None:
-        return (_name(row["memory_session_id"]) or "") in ctx.excluded_memory
-    return ctx.excluded([own, _name(row["merged_into_project"])])
-
-
-def _observation(row: sqlite3.Row, ctx: _Context) -> NewItem | None:
-    if _excluded_row(row, ctx):
-        return None
-    ref = ctx.by_memory.get(_name(row["memory_session_id"]) or "")
-    project = _name(row["project"]) or (ref.project if ref else UNKNOWN_PROJECT)
-    session, platform, metadata = _link(ref, project)
-    _note_merge(ctx, project, row["merged_into_project"])
-    return NewItem(
-        project=project, kind="observation", type=_type(row["type"], "observation", ctx.report),
-        title=_text(row["title"]), subtitle=_text(row["subtitle"]), text=_text(row["text"]),
-        narrative=_text(row["narrative"]), facts=_array(row["facts"], ctx.report),
-        concepts=_array(row["concepts"], ctx.report), files_read=_array(row["files_read"], ctx.report),
-        files_modified=_array(row["files_modified"], ctx.report), metadata=metadata,
-        prompt_number=_prompt_number(row["prompt_number"]), session=session, platform_source=platform,
-        created_at_epoch=_created(row, ref, ctx), source=ctx.source("observations", row["id"]),
-    )
-
-
-def _summary(row: sqlite3.Row, ctx: _Context) -> NewItem | None:
-    if _excluded_row(row, ctx):
-        return None
-    ref = ctx.by_memory.get(_name(row["memory_session_id"]) or "")
-    project = _name(row["project"]) or (ref.project if ref else UNKNOWN_PROJECT)
-    session, platform, metadata = _link(ref, project)
-    _note_merge(ctx, project, row["merged_into_project"])
-    return NewItem(
-        project=project, kind="summary", type="summary", request=_text(row["request"]),
-        investigated=_text(row["investigated"]), learned=_text(row["learned"]), completed=_text(row["completed"]),
-        next_steps=_text(row["next_steps"]), notes=_text(row["notes"]),
-        files_read=_array(row["files_read"], ctx.report), files_modified=_array(row["files_edited"], ctx.report),
-        metadata=metadata, prompt_number=_prompt_number(row["prompt_number"]), session=session,
-        platform_source=platform, created_at_epoch=_created(row, ref, ctx),
-        source=ctx.source("session_summaries", row["id"]),
-    )
-
-
-def _prompt(row: sqlite3.Row, ctx: _Context) -> NewItem | None:
-    agent = _name(row["content_session_id"])
-    ref = ctx.by_content.get(agent or "")
-    project = ref.project if ref else UNKNOWN_PROJECT
-    if (agent or "") in ctx.excluded_content or ctx.excluded([project]):
-        return None
-    session, platform, metadata = _link(ref, project)
-    if ref is None and agent is not None:
-        metadata = {"claude_mem_session": agent}
-    return NewItem(
-        project=project, kind="prompt", type="prompt", text=_text(row["prompt_text"]), metadata=metadata,
-        prompt_number=_prompt_number(row["prompt_number"]), session=session, platform_source=platform,
-        created_at_epoch=_created(row, ref, ctx), source=ctx.source("user_prompts", row["id"]),
-    )
-
-
-def _created(row: sqlite3.Row, ref: _SessionRef | None, ctx: _Context) -> int:
-    return to_ms(row["created_at_epoch"]) or to_ms(row["created_at"]) or (ref.started if ref else ctx.now)
-
-
-def _note_merge(ctx: _Context, project: str, into: Any) -> None:
-    target = _name(into)
-    if target and target != project:
-        ctx.merges.setdefault(project, target)
 
 
 def _has_content(item: NewItem) -> bool:
