@@ -89,7 +89,7 @@ def client(app: Any) -> Iterator[Any]:
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 16 MiB tmpfs mounted for this test (needs the right to mount, as root in a container; skipped elsewhere)."""
-    from memcairn.bench.faults import _small_disk
+    from memcairn.bench.faults_harness import _small_disk
 
     mount = tmp_path / "disk"
     with _small_disk(mount, "16m") as why:

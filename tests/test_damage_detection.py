@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from memcairn.bench.damage import corrupt_page, damage_keyword_index, drop_keyword_table
-from memcairn.bench.faults import Worker, _env, _request
+from memcairn.bench.faults_harness import Worker, _env, _request
 from memcairn.bench.hooks import free_port
 from memcairn.core.errors import KeywordIndexDamagedError, StoreDamagedError
 from memcairn.core.models import ItemFilter, NewItem
@@ -144,7 +144,7 @@ def test_after_an_unclean_shutdown_the_worker_checks_the_keyword_index_at_once(t
 
 # -- the keyword table dropped while the worker runs -----------------------------------------------------
 def test_a_save_and_a_hook_event_succeed_after_the_keyword_table_was_dropped(tmp_path: Path) -> None:
-    from memcairn.bench.faults import _event
+    from memcairn.bench.faults_harness import _event
 
     with _running(tmp_path) as worker:
         assert _request(worker.port, "POST", "/api/memory/save", {"project": "p", "text": "zebra one"})[0] == 200

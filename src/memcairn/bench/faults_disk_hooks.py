@@ -21,7 +21,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from memcairn.bench.faults import Log, Row, _small_disk, _worker
+from memcairn.bench.faults_harness import Log, Row, _small_disk, _worker
 from memcairn.bench.hooks import hook_command
 from memcairn.wire import spool
 

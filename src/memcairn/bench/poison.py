@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from memcairn.bench.faults import Log, Row, _request, _worker
+from memcairn.bench.faults_harness import Log, Row, _request, _worker
 
 CAPTURE_TIMEOUT = 60.0
 PROJECT = "poison-bench"
