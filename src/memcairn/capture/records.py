@@ -32,7 +32,7 @@ class ToolCall:
 @dataclass(frozen=True)
 class Turn:
     """One prompt of a session. ``tools`` holds the turn's earlier tool calls, oldest first (the latest
-    ``pipeline.TURN_CONTEXT_CALLS``); ``narration`` the agent's text before each call of the whole turn, in
+    ``turns.TURN_CONTEXT_CALLS``); ``narration`` the agent's text before each call of the whole turn, in
     order (bounded), so a summary reads the turn's reasoning even when ``tools`` holds only its tail."""
 
     session_id: str
