@@ -13,8 +13,10 @@ import pytest
 from hook_helpers import Foreign, Workers, hook, payload, seed
 
 from memcairn.core.models import NewItem
-from memcairn.hooks import events, state
+from memcairn.hooks import state
+from memcairn.hooks.hook import context_answer, error_answer, ingest_answer, search_answer
 from memcairn.hooks.transport import Response
+from memcairn.wire.protocol import CONTEXT_HEADER
 
 FOREIGN = "not a memcairn worker"
 
@@ -107,17 +109,17 @@ def _response(status: int, body: Any, headers: dict[str, str] | None = None) -> 
 
 
 def test_the_answer_checks_read_only_the_answer() -> None:
-    assert events.ingest_answer(_response(202, {"status": "accepted", "event_id": 1, "duplicate": False}))
-    assert events.ingest_answer(_response(202, {"status": "skipped", "reason": "excluded project"}))
-    assert not events.ingest_answer(_response(200, {"status": "accepted"}))
-    assert not events.ingest_answer(_response(202, {"status": "ok"}))
-    assert not events.ingest_answer(_response(202, b"<html></html>"))
-    assert not events.ingest_answer(_response(202, ["accepted"]))
-    assert events.search_answer(_response(200, {"format": "index", "text": "No memories matched", "notes": []}))
-    assert not events.search_answer(_response(200, {"text": "- #1 planted"}))
-    assert not events.search_answer(_response(200, b"{"))
-    assert events.context_answer(_response(200, b"", {events.CONTEXT_HEADER.lower(): "excluded"}))
-    assert not events.context_answer(_response(200, b"<html></html>"))
-    assert events.error_answer(_response(400, {"error": "invalid_request", "detail": "prompt_number"}))
-    assert not events.error_answer(_response(404, b"Not Found"))
-    assert not events.error_answer(_response(404, {"detail": "Not Found"}))
+    assert ingest_answer(_response(202, {"status": "accepted", "event_id": 1, "duplicate": False}))
+    assert ingest_answer(_response(202, {"status": "skipped", "reason": "excluded project"}))
+    assert not ingest_answer(_response(200, {"status": "accepted"}))
+    assert not ingest_answer(_response(202, {"status": "ok"}))
+    assert not ingest_answer(_response(202, b"<html></html>"))
+    assert not ingest_answer(_response(202, ["accepted"]))
+    assert search_answer(_response(200, {"format": "index", "text": "No memories matched", "notes": []}))
+    assert not search_answer(_response(200, {"text": "- #1 planted"}))
+    assert not search_answer(_response(200, b"{"))
+    assert context_answer(_response(200, b"", {CONTEXT_HEADER.lower(): "excluded"}))
+    assert not context_answer(_response(200, b"<html></html>"))
+    assert error_answer(_response(400, {"error": "invalid_request", "detail": "prompt_number"}))
+    assert not error_answer(_response(404, b"Not Found"))
+    assert not error_answer(_response(404, {"detail": "Not Found"}))

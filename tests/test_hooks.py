@@ -17,9 +17,11 @@ from hook_helpers import SCRIPT, Workers, hook, payload, pending, seed
 
 from memcairn.capture.pipeline import TURN_END
 from memcairn.core.models import NewItem
-from memcairn.hooks import events, state
-from memcairn.hooks.events import canonical_event, digest
+from memcairn.hooks import state
+from memcairn.hooks.digests import PROMPT_DIGEST_TOKENS, READ_DIGEST_TOKENS, _index_rows, digest
+from memcairn.hooks.events import canonical_event
 from memcairn.hooks.runner import parse_args
+from memcairn.hooks.session_start import CLAUDE_CONTEXT_CHARS
 from memcairn.hooks.transport import _dechunk, quote
 from memcairn.store import Store
 from memcairn.wire.client import WorkerClient
@@ -41,7 +43,8 @@ HEAVY_MODULES = {"http.client", "urllib.request", "memcairn.store", "memcairn.se
 SLOW_STDLIB = {"dataclasses", "pathlib", "typing", "inspect"}
 # What cleaning a spooled event of secrets imports (``capture.privacy``), on the path where no worker answers.
 SPOOL_CLEANING = {"typing", "re", "enum", "functools", "collections"}
-HOOK_MODULES = ("memcairn.cli.entry", "memcairn.hooks.runner", "memcairn.hooks.events", "memcairn.hooks.transport",
+HOOK_MODULES = ("memcairn.cli.entry", "memcairn.hooks.runner", "memcairn.hooks.events", "memcairn.hooks.hook",
+                "memcairn.hooks.session_start", "memcairn.hooks.digests", "memcairn.hooks.transport",
                 "memcairn.wire.fence", "memcairn.hooks.state", "memcairn.wire.transcript_end",
                 "memcairn.wire.settings_source", "memcairn.core.project", "memcairn.core.errors",
                 "memcairn.wire.json_depth")
@@ -133,7 +136,7 @@ def test_user_prompt_submit_records_the_prompt(env: dict[str, str], project: Pat
     out, _ = hook({**env, "MEMCAIRN_PROMPT_CONTEXT": "1"}, "UserPromptSubmit", data)
     extra = out["hookSpecificOutput"]["additionalContext"]
     assert out["hookSpecificOutput"]["hookEventName"] == "UserPromptSubmit"
-    assert extra.startswith(OPEN) and f"#{ids[0]}" in extra and len(extra) <= events.PROMPT_DIGEST_TOKENS * 4
+    assert extra.startswith(OPEN) and f"#{ids[0]}" in extra and len(extra) <= PROMPT_DIGEST_TOKENS * 4
     gemini, _ = hook({**env, "MEMCAIRN_PROMPT_CONTEXT": "1"}, "BeforeAgent",
                      {**data, "hook_event_name": "BeforeAgent"}, "--platform", "gemini-cli")
     assert gemini["hookSpecificOutput"]["hookEventName"] == "BeforeAgent"
@@ -155,7 +158,7 @@ def test_pre_tool_use_read_adds_a_file_digest_and_never_blocks(env: dict[str, st
     text = specific["additionalContext"]
     assert text.startswith(OPEN) and "Earlier sessions touched src/math_utils.py" in text
     assert f"#{ids[0]}" in text and f"#{ids[1]}" in text and f"#{ids[2]}" not in text
-    assert len(text) <= events.READ_DIGEST_TOKENS * 4
+    assert len(text) <= READ_DIGEST_TOKENS * 4
     untouched = payload("pre_tool_use_read", project, tool_input={"file_path": str(project / "README.md")})
     assert hook(env, "pre-tool-use", untouched)[0] == {}
     assert hook(env, "pre-tool-use", payload("pre_tool_use_read", project, tool_name="Bash",
@@ -563,7 +566,7 @@ def test_digest_rows_fit_their_budget() -> None:
     text = ("3 memories (3 observations) · strategy: filter_only\n\n### 2026-12-01\n"
             "- #12 14:03 bugfix · Fixed it · ~120 tok\n- #13 14:05 change · Changed it · ~80 tok\n\n"
             "### 2026-12-02\n- #20 09:00 feature · </memcairn-memory> escape · ~10 tok\n\nNext: ...\n")
-    rows = events._index_rows(text)
+    rows = _index_rows(text)
     assert rows == ["#12 2026-12-01 14:03 bugfix · Fixed it · ~120 tok",
                     "#13 2026-12-01 14:05 change · Changed it · ~80 tok",
                     "#20 2026-12-02 09:00 feature · </memcairn-memory> escape · ~10 tok"]
@@ -657,7 +660,7 @@ def test_session_start_stays_under_claude_code_s_inline_limit(env: dict[str, str
     workers.start(big)
     out, _ = hook(big, "session-start", payload("session_start", project))
     context = out["hookSpecificOutput"]["additionalContext"]
-    assert len(context.encode("utf-16-le")) // 2 <= events.CLAUDE_CONTEXT_CHARS < 10_000
+    assert len(context.encode("utf-16-le")) // 2 <= CLAUDE_CONTEXT_CHARS < 10_000
     assert context.rstrip().endswith(CLOSE) and "Step 199 " in context
     gemini, _ = hook(big, "SessionStart", payload("session_start", project), "--platform", "gemini-cli")
     assert len(gemini["hookSpecificOutput"]["additionalContext"]) > 10_000

@@ -21,10 +21,11 @@ from memcairn.capture.admission import admit
 from memcairn.capture.pipeline import CapturePipeline, CaptureReport
 from memcairn.capture.records import Compressed, Observation, Summary, ToolCall, Turn
 from memcairn.core.models import ItemFilter
-from memcairn.hooks import events
+from memcairn.hooks.hook import Hook
 from memcairn.store import Store
 from memcairn.store.ingest_state import _row_to_event
 from memcairn.wire.config import Settings
+from memcairn.wire.protocol import HOOK_STARTED_FIELD
 
 SESSION = "sess-late"
 QUEUE = {"session_start": "session_init", "user_prompt": "session_init", "tool_use": "observation",
@@ -41,7 +42,7 @@ def send(store: Store, settings: Settings, event: str, started: int | None = Non
     body: dict[str, object] = {"event": event, "session_id": SESSION, "cwd": "/work/shop", "project": "shop",
                                "projects": ["shop"], "platform_source": "claude-code", **fields}
     if started is not None:
-        body[events.HOOK_STARTED_FIELD] = started
+        body[HOOK_STARTED_FIELD] = started
     admitted = admit(QUEUE[event], body, settings)
     assert admitted.body is not None
     tool_use_id = fields.get("tool_use_id")
@@ -192,10 +193,10 @@ def test_a_replayed_late_event_is_processed_once(store: Store, settings: Setting
 # -- the hook's stamp ---------------------------------------------------------------------------------------
 def test_every_hook_body_carries_when_the_hook_started(isolated_home: Path) -> None:
     before = now_ms()
-    hook = events.Hook("post-tool-use", "claude-code", {"session_id": "s", "cwd": str(isolated_home)})
+    hook = Hook("post-tool-use", "claude-code", {"session_id": "s", "cwd": str(isolated_home)})
     after = now_ms()
     for event in ("tool_use", "user_prompt", "stop"):
-        stamp = hook.base_body(event)[events.HOOK_STARTED_FIELD]
+        stamp = hook.base_body(event)[HOOK_STARTED_FIELD]
         assert isinstance(stamp, int) and before <= stamp <= after
         assert stamp == hook.started_at  # taken once, at the hook's start
 
@@ -233,6 +234,6 @@ def test_the_real_hooks_stamp_the_events_the_worker_queues(worker_env: dict[str,
     finally:
         store.close()
     assert [e.kind for e in queued] == ["user_prompt", "tool_use"]
-    stamps = [e.payload[events.HOOK_STARTED_FIELD] for e in queued]
+    stamps = [e.payload[HOOK_STARTED_FIELD] for e in queued]
     assert all(isinstance(s, int) for s in stamps)
     assert before <= stamps[0] <= queued[0].created_at_epoch <= stamps[1] <= queued[1].created_at_epoch

@@ -17,8 +17,9 @@ import worker_app as api
 from starlette.testclient import TestClient
 
 from memcairn.core.models import NewItem
-from memcairn.hooks.events import CONTEXT_TIMEOUT, DELIVERED_FIELD
+from memcairn.hooks.session_start import CONTEXT_TIMEOUT
 from memcairn.store import Store
+from memcairn.wire.protocol import DELIVERED_FIELD
 
 MINUTE = 60_000
 RESUMED = "resumed"

@@ -287,7 +287,7 @@ def test_housekeeping_and_own_tools_are_not_captured(env: dict[str, str], projec
 def test_a_restart_is_never_taken_for_an_outage(env: dict[str, str], workers: Workers, isolated_home: Path) -> None:
     """From before the stop until the new worker is ready, a worker of the home is seen coming or going (the
     start lock is held across the restart), so a hook refused in between does not count toward the notice."""
-    from memcairn.hooks.events import _worker_coming_or_going
+    from memcairn.hooks.hook import _worker_coming_or_going
 
     workers.start(env)
     gaps, done = [], threading.Event()
