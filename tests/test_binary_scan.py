@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from memcairn.vectors import binary_scan as bs
-from memcairn.vectors import sqlite_vec as sv
+from memcairn.vectors import sqlite_vec_file as svf
+from memcairn.vectors import sqlite_vec_scan as svs
 from memcairn.vectors.base import VectorRecord
 from memcairn.vectors.binary_scan import BinaryScan
 from memcairn.vectors.sqlite_vec import SqliteVecIndex
@@ -185,7 +186,7 @@ def test_a_shortlist_per_owner_keeps_each_owners_best_document() -> None:
 @pytest.fixture
 def few_candidates(monkeypatch: pytest.MonkeyPatch) -> None:
     """Re-rank only max(4 k, 100) candidates so the approximation really approximates."""
-    monkeypatch.setattr(sv, "MIN_CANDIDATES", 100)
+    monkeypatch.setattr(svs, "MIN_CANDIDATES", 100)
 
 
 @pytest.fixture
@@ -504,7 +505,7 @@ def test_a_schema_one_file_moves_its_vectors_without_re_embedding(tmp_path: Path
     try:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         assert "mc_vectors" not in tables and "mc_embeddings" in tables
-        assert dict(conn.execute("SELECT key, value FROM mc_meta"))["schema"] == str(sv.SCHEMA_VERSION)
+        assert dict(conn.execute("SELECT key, value FROM mc_meta"))["schema"] == str(svf.SCHEMA_VERSION)
         stored = conn.execute("SELECT embedding FROM mc_embeddings WHERE rowid = 778").fetchone()[0]
         assert np.array_equal(np.frombuffer(stored, dtype="<f4"), x[777])  # the same bytes, not re-embedded
     finally:
@@ -520,7 +521,7 @@ def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "vectors.sqlite"
     SqliteVecIndex(path, DIM).close()
     conn = apsw.Connection(str(path))
-    conn.execute("UPDATE mc_meta SET value = ? WHERE key = 'schema'", (str(sv.SCHEMA_VERSION + 1),))
+    conn.execute("UPDATE mc_meta SET value = ? WHERE key = 'schema'", (str(svf.SCHEMA_VERSION + 1),))
     conn.close()
     with pytest.raises(VectorIndexUnavailableError, match="newer memcairn"):
         SqliteVecIndex(path, DIM)

@@ -81,7 +81,7 @@ def destroy_index(backend: str, *, home: Path, chroma_url: str | None = None) ->
     rebuild can start from nothing. Touches nothing but the mirror: the SQLite store stays."""
     name = normalise_backend(backend)
     if name == "sqlite-vec":
-        from memcairn.vectors.sqlite_vec import remove_files
+        from memcairn.vectors.sqlite_vec_file import remove_files
 
         remove_files(Path(home) / SQLITE_VEC_FILE)
     elif name == "chroma":
