@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from longmemeval_records import synthetic_records
 
-from memcairn.bench.longmemeval import TABLE_METRICS
+from memcairn.bench.longmemeval_scores import TABLE_METRICS
 from memcairn.cli.app import run as cli_run
 
 pytest.importorskip("pg0")

@@ -161,6 +161,7 @@ def bench_longmemeval(path: Path, method: str, all_methods: bool, pooled: bool, 
         memcairn bench longmemeval longmemeval_s_cleaned.json --all-methods --json out.json
     """
     from memcairn.bench import longmemeval as lme
+    from memcairn.bench import longmemeval_data as lme_data
     from memcairn.wire.config import load_settings
 
     if all_methods and click.get_current_context().get_parameter_source("method") is ParameterSource.COMMANDLINE:
@@ -173,7 +174,7 @@ def bench_longmemeval(path: Path, method: str, all_methods: bool, pooled: bool, 
         recency_boost_half_life_days=recency_half_life or None, index=index, model=model,
         cache_path=cache_path or cfg.home / "bench-cache" / "embeddings.sqlite", keyword_index=keyword_index,
     )
-    questions = lme.load_questions(path, limit_questions)
+    questions = lme_data.load_questions(path, limit_questions)
     result = lme.run(questions, opts, progress=None if quiet else lambda m: click.echo(m, err=True))
     click.echo(lme.render(result))
     if json_out:
@@ -199,6 +200,7 @@ def bench_longmemeval_server(path: Path, limit_questions: int | None, sqlite_jso
         memcairn bench longmemeval-server longmemeval_s_cleaned.json --sqlite-json sqlite.json
     """
     from memcairn.bench import longmemeval as lme
+    from memcairn.bench import longmemeval_data as lme_data
     from memcairn.bench import longmemeval_server as lme_pg
     from memcairn.wire.config import load_settings
 
@@ -209,7 +211,7 @@ def bench_longmemeval_server(path: Path, limit_questions: int | None, sqlite_jso
         if not isinstance(sqlite, dict) or not any(m in sqlite for m in lme.METHODS):
             raise click.BadParameter("holds no results of `memcairn bench longmemeval --json`",
                                      param_hint="'--sqlite-json'")
-    questions = lme.load_questions(path, limit_questions)
+    questions = lme_data.load_questions(path, limit_questions)
     result = lme_pg.run(questions, cache_path=cache_path or load_settings().home / "bench-cache" / "embeddings.sqlite",
                         methods=lme.METHODS if all_methods else ("hybrid",), log=lambda m: click.echo(m, err=True))
     click.echo(lme_pg.render(result, sqlite))

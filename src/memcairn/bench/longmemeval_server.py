@@ -20,15 +20,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from memcairn.bench.longmemeval import (
-    HITS_PER_QUERY,
-    TABLE_METRICS,
-    Question,
-    aggregate,
-    distinct_sessions,
-    score_ranking,
-    session_items,
-)
+from memcairn.bench.longmemeval import HITS_PER_QUERY
+from memcairn.bench.longmemeval_data import Question
+from memcairn.bench.longmemeval_items import session_items
+from memcairn.bench.longmemeval_scores import TABLE_METRICS, aggregate, distinct_sessions, score_ranking
 from memcairn.bench.timing import percentile, render_table
 from memcairn.pgstore import backlog, db
 from memcairn.pgstore.embedded import EmbeddedPostgres
