@@ -19,7 +19,7 @@ from memcairn.capture.admission import admit
 from memcairn.capture.pipeline import CapturePipeline
 from memcairn.capture.records import Compressed, CompressionFailed, Observation, ToolCall, Turn
 from memcairn.cli.app import cli
-from memcairn.context.build import NOTICE_PREFIX, render_context
+from memcairn.context.build import render_context
 from memcairn.core.models import ItemFilter
 from memcairn.mirror.sync import MirrorSync
 from memcairn.search import SearchRequest, SearchService
@@ -29,6 +29,7 @@ from memcairn.transfer.importer import import_transcripts
 from memcairn.vectors.fake import HashEmbedder
 from memcairn.vectors.memory import InMemoryIndex
 from memcairn.wire.config import Settings, load_settings
+from memcairn.wire.protocol import NOTICE_PREFIX
 
 FIXTURES = Path(__file__).parent / "fixtures" / "transcripts"
 TRANSCRIPTS = sorted(FIXTURES.glob("*.jsonl"))

@@ -14,13 +14,16 @@ import pytest
 
 from memcairn.bench.synthetic import synthetic_items
 from memcairn.context import build as context
+from memcairn.context import gather as context_gather
 from memcairn.context import lines as context_lines
 from memcairn.context.build import render_context
+from memcairn.context.gather import FULL_MAX_OBSERVATIONS
 from memcairn.context.lines import last_test_result, without_runs
 from memcairn.core.models import MemoryItem, NewItem
 from memcairn.store import Store
 from memcairn.wire.config import Settings
 from memcairn.wire.fence import CLOSE, OPEN, PREAMBLE
+from memcairn.wire.protocol import NOTICE_PREFIX
 
 GOLDEN = Path(__file__).parent / "golden"
 MINUTE = 60_000
@@ -163,7 +166,7 @@ def test_the_budget_is_never_exceeded_on_a_big_store(tmp_path: Path) -> None:
                             r"search\(query\) recalls them\.", minimal.splitlines()[2])
         assert sizes[2000] > sizes[500] > sizes[250]
         full = render(store, settings(tmp_path), projects=["project-00"], full=True)
-        assert len(full) > 8000 * 4 and full.count("\n#") >= context.FULL_MAX_OBSERVATIONS
+        assert len(full) > 8000 * 4 and full.count("\n#") >= FULL_MAX_OBSERVATIONS
     finally:
         store.close()
 
@@ -258,13 +261,13 @@ def test_piled_up_capture_notices_stay_within_the_budget(story: Store, tmp_path:
     assert len(text) <= 600 * 4
     head, _, body = text.partition(OPEN)
     lines = head.splitlines()
-    assert 1 < len(lines) < 40 and all(line.startswith(context.NOTICE_PREFIX) for line in lines)
+    assert 1 < len(lines) < 40 and all(line.startswith(NOTICE_PREFIX) for line in lines)
     assert lines[0].startswith("memcairn notice: capture model failed for session 0:")  # the oldest first
     assert lines[-1] == f"memcairn notice: {41 - len(lines)} more warnings not shown (notices take at most half of " \
                         "the context's token budget)."
     assert "## Recent sessions" in body and "rotate refresh tokens on use" in body  # memory still shown
-    assert render(story, cfg, notices=notices[:2]).count(context.NOTICE_PREFIX) == 2  # few notices: all of them
-    assert render(story, cfg, notices=notices, full=True).count(context.NOTICE_PREFIX) == 40
+    assert render(story, cfg, notices=notices[:2]).count(NOTICE_PREFIX) == 2  # few notices: all of them
+    assert render(story, cfg, notices=notices, full=True).count(NOTICE_PREFIX) == 40
 
 
 # -- the past-work count ----------------------------------------------------------------------------
@@ -323,7 +326,7 @@ def test_platform_source_narrows_the_context_to_one_agent(story: Store, tmp_path
     story.delete_items([added.id])
     assert "(3 memories)" in render(story, cfg, platform_source="codex")
     # the window of newest items is the agent's own: the codex summary is found behind a newer claude item
-    monkeypatch.setattr(context, "SCAN_WINDOW", 2)
+    monkeypatch.setattr(context_gather, "SCAN_WINDOW", 2)
     windowed = render(story, cfg, platform_source="codex")
     assert "## Recent sessions" in windowed and "CSV export" in windowed.split("## Recent sessions")[1]
     assert "Codex added a CSV export" not in windowed  # the third newest of the agent's items
@@ -331,7 +334,7 @@ def test_platform_source_narrows_the_context_to_one_agent(story: Store, tmp_path
 
 def test_recent_rows_are_looked_for_in_a_window_of_the_newest_items(story: Store, tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(context, "SCAN_WINDOW", 4)
+    monkeypatch.setattr(context_gather, "SCAN_WINDOW", 4)
     text = render(story, settings(tmp_path))
     assert "Remember-me login" in text and "Fixed early logouts" not in text  # older than the 4 newest items
     assert "(10 memories)" in text  # the past-work count still covers everything

@@ -196,7 +196,7 @@ def test_a_new_minute_is_served_restamped_byte_identical_to_a_render(filled: Sto
 
 
 def test_restamping_needs_the_clock_in_the_header() -> None:
-    from memcairn.context.build import restamp
+    from memcairn.context.clock import restamp
 
     text = "<memory>\n# memcairn memory · p · 2026-12-03 14:00 UTC\nrow 14:00 UTC\n</memory>\n"
     assert restamp(text, "2026-12-03 14:00 UTC", "2026-12-03 14:07 UTC") == text.replace(

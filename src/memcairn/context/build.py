@@ -66,19 +66,19 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, tzinfo
-from functools import cached_property
 from typing import Any
 
-from memcairn.context.lines import LISTED_MIN, last_test_result, not_done_since, unlisted, without_runs
-from memcairn.core.models import ItemFilter, MemoryItem
+from memcairn.context.clock import HEADER, clock_text, local_moment
+from memcairn.context.gather import ContextData, SessionDigest, by_usefulness, gather
+from memcairn.context.lines import LISTED_MIN, not_done_since, unlisted, without_runs
+from memcairn.context.notices import notice_lines
+from memcairn.core.models import MemoryItem
 from memcairn.core.tokens import tokens_for_chars
 from memcairn.search.render import display_title
 from memcairn.store.protocols import ContextStore
 from memcairn.wire.config import Settings
 from memcairn.wire.fence import clean_line, fence
-from memcairn.wire.protocol import NOTICE_PREFIX
 
-OBSERVATION_KINDS = ("observation", "manual")
 TITLE_CHARS = 90
 TYPE_CHARS = 16
 SCOPE_CHARS = 80
@@ -90,9 +90,6 @@ SECTION_CAPS = (1500, 600, 300, 150, 80, 0)
 # A session's lines, unfinished work and decisions first (see ``_session_lines``).
 SESSION_LINES = ("Next steps", "Decisions", "Tests", "Learned", "Done")
 KEPT_OBSERVATIONS = 10  # the most useful rows, kept until the sessions' lines are shorter and only one is left
-SUMMARIES_PER_SESSION = 8  # summaries read per session shown (a session has one per turn)
-# Which observations are most worth a row: decisions and fixes before features and changes, lookups last.
-USEFULNESS = {"decision": 0, "bugfix": 1, "feature": 2, "note": 2, "change": 3, "refactor": 3, "discovery": 5}
 # A title cut short loses what the row is for (the reason of a decision, the cause and the fix of a bug, what
 # changed in a file): the row shows up to HEADLINE_CHARS of the text the title was cut from (``_row_title``), and
 # the budget then keeps fewer, whole rows. Lookups keep their titles (the least useful rows).
@@ -100,9 +97,6 @@ HEADLINE_TYPES = ("decision", "bugfix", "feature", "change", "refactor")
 HEADLINE_CHARS = 220
 HEADLINE_STEM = 20  # characters a cut title must keep to be recognised as the start of its text
 COMPACTED = "Compacted: "  # the title prefix of a summary an agent wrote when compacting (capture.pipeline)
-FULL_MAX_OBSERVATIONS = 1000
-FULL_MAX_SUMMARIES = 100
-SCAN_WINDOW = 5000  # recent rows are looked for among the chain's newest items
 MIN_BUDGET_TOKENS = 1
 LEGEND = ("Legend: sessions newest first, unfinished work and decisions first; observation rows are #id HH:MM "
           "type title, by day, oldest first; types: bugfix, feature, refactor, change, discovery, decision, note "
@@ -115,9 +109,6 @@ MORE = ("More: search(query) lists matching ids (~20-30 tokens a hit) -> timelin
 FRAME_SHARE = 3
 COST_CHARS = 80  # about a cost line's length (fixed: whether it is shown must not depend on its own count)
 SHORT_MORE = "more: search(query) -> timeline(anchor=id) -> get_observations(ids)."
-NOTICE_CHARS = 300  # one notice at most
-MORE_NOTICES = "{count:,} more {noun} not shown (notices take at most half of the context's token budget)."
-HEADER = "# memcairn memory · "  # the first line of the text, which ends with the clock
 # Every setting the text depends on (``memcairn.context.memo`` keys memoized texts on them): add any new one.
 CONTEXT_SETTINGS = ("context_observations", "context_summaries", "context_token_budget", "context_types")
 EMPTY = "memcairn: no memories yet for {scope}; memory starts after the first session."
@@ -127,107 +118,6 @@ RESET = "\x1b[0m"
 BOLD, DIM, CYAN, YELLOW = "1", "2", "36", "33"
 TYPE_COLOURS = {"bugfix": "31", "feature": "32", "refactor": "35", "change": "33", "discovery": "34",
                 "decision": "36", "note": "37"}
-
-
-# -- data -------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class ChainTotals:
-    items: int
-    chars: int
-
-    @property
-    def tokens(self) -> int:
-        return tokens_for_chars(self.chars)
-
-
-@dataclass(frozen=True)
-class SessionDigest:
-    """One session's summaries (newest first) and the decisions recorded in it, shown as one block."""
-
-    summaries: tuple[MemoryItem, ...]
-    decisions: tuple[MemoryItem, ...] = ()
-    tests: str = ""  # the newest test result its observations report (``context_lines.last_test_result``)
-
-    @property
-    def latest(self) -> MemoryItem:
-        return self.summaries[0]
-
-
-def sessions_of(summaries: Sequence[MemoryItem], observations: Sequence[MemoryItem],
-                limit: int | None = None) -> tuple[SessionDigest, ...]:
-    """Summaries grouped by session, the session with the newest summary first; a summary without a session is
-    a session of its own. ``limit`` sessions at most."""
-    groups: dict[str, list[MemoryItem]] = {}
-    for item in summaries:  # newest first
-        groups.setdefault(item.session or f"#{item.id}", []).append(item)
-    out = []
-    for key, items in groups.items():
-        own = [o for o in observations if o.session and o.session == key]
-        out.append(SessionDigest(tuple(items), tuple(o for o in own if o.type == "decision"), last_test_result(own)))
-    return tuple(out[:limit] if limit is not None else out)
-
-
-def by_usefulness(observations: Sequence[MemoryItem]) -> tuple[MemoryItem, ...]:
-    """Newest-first ``observations`` reordered: the most useful types first, the newest first within a type."""
-    ranked = sorted(enumerate(observations), key=lambda pair: (USEFULNESS.get(pair[1].type, 4), pair[0]))
-    return tuple(item for _, item in ranked)
-
-
-@dataclass(frozen=True)
-class ContextData:
-    projects: tuple[str, ...] | None  # None = every project
-    observations: tuple[MemoryItem, ...]  # newest first
-    summaries: tuple[MemoryItem, ...]  # newest first
-    totals: ChainTotals
-    session_limit: int | None = None  # sessions shown at most (None: every one of ``summaries``)
-
-    @cached_property
-    def sessions(self) -> tuple[SessionDigest, ...]:
-        """Worked out once: fitting the budget renders the body several times."""
-        return sessions_of(self.summaries, self.observations, self.session_limit)
-
-
-def _window_start(store: ContextStore, project_ids: Sequence[int] | None, items: int,
-                  platform: str | None = None) -> int | None:
-    """Epoch at or after which the chain's newest ``SCAN_WINDOW`` items (of ``platform`` when given) lie (None:
-    the chain is smaller).
-
-    "Recent" rows are looked for there only, so a chain without summaries (or without the chosen types)
-    does not make every SessionStart walk all of its items.
-    """
-    if items <= SCAN_WINDOW:
-        return None
-    return store.window_start(project_ids, SCAN_WINDOW, platform)
-
-
-def _types(settings: Settings) -> list[str] | None:
-    chosen = [t.strip() for t in settings.context_types.split(",") if t.strip()]
-    return chosen or None
-
-
-def gather(store: ContextStore, settings: Settings, projects: Sequence[str] | None = None, *,
-           full: bool = False, platform_source: str | None = None) -> ContextData:
-    """What the context shows, read from the store (the only part of rendering that touches it).
-    ``platform_source`` keeps that agent's items and those of no agent (see the module docstring)."""
-    names = tuple(dict.fromkeys(projects)) if projects else None
-    platform = platform_source.strip() if platform_source and platform_source.strip() else None
-    n_obs = FULL_MAX_OBSERVATIONS if full else max(0, settings.context_observations)
-    n_sum = FULL_MAX_SUMMARIES if full else max(0, settings.context_summaries)
-    ids = store.resolve_project_ids(list(names)) if names is not None else None
-    totals = ChainTotals(*store.chain_totals(ids, platform))
-    observations: list[MemoryItem] = []
-    summaries: list[MemoryItem] = []
-    if totals.items:
-        since = None if full else _window_start(store, ids, totals.items, platform)
-        scope = ItemFilter(projects=names, date_start=since, platform_source=platform,
-                           platform_source_or_none=True)
-        if n_obs:
-            observations = store.list_items(replace(scope, kinds=list(OBSERVATION_KINDS), types=_types(settings)),
-                                            limit=n_obs)
-        if n_sum:
-            wanted = n_sum if full else n_sum * SUMMARIES_PER_SESSION
-            summaries = store.list_items(replace(scope, kinds=["summary"]), limit=wanted)
-    return ContextData(names, tuple(observations), tuple(summaries), totals, None if full else n_sum)
 
 
 # -- rendering --------------------------------------------------------------------------------------
@@ -283,11 +173,6 @@ def _fit(shape: _Shape, fits: Callable[[], bool]) -> bool:
             _most(shape, "observations", shape.observations, rows, fits)
             return True
     return False
-
-
-def _when(epoch_ms: int, tz: tzinfo | None) -> datetime:
-    moment = datetime.fromtimestamp(epoch_ms / 1000, tz)
-    return moment if tz is not None else moment.astimezone()
 
 
 def _scope(projects: tuple[str, ...] | None) -> str:
@@ -361,46 +246,12 @@ class _Rows:
     def when(self, epoch_ms: int) -> datetime:
         found = self._times.get(epoch_ms)
         if found is None:
-            found = self._times[epoch_ms] = _when(epoch_ms, self.tz)
+            found = self._times[epoch_ms] = local_moment(epoch_ms, self.tz)
         return found
 
 
 def _tokens(chars: int) -> int:
     return tokens_for_chars(chars)
-
-
-def _clock(now: datetime) -> str:
-    return f"{now:%Y-%m-%d %H:%M} {now.tzname() or ''}".rstrip()
-
-
-def clock(now_ms: int, tz: tzinfo | None = None) -> str:
-    """``now`` as the header shows it: the only use of the current time in the text (rows show the items'
-    own times), so two renders of the same data with the same clock are byte-identical."""
-    return _clock(_when(now_ms, tz))
-
-
-CLOCK_WIDTH = len("2026-12-03 17:07")  # the fixed-width part of a clock; the zone's name follows
-
-
-def restamp(text: str, old_clock: str, new_clock: str) -> str | None:
-    """``text``, rendered when the header's clock read ``old_clock``, as a render at ``new_clock`` would be;
-    None when that is not a matter of replacing the clock (clocks of different widths).
-
-    The clock is the only use of the current time in the text, and a clock's width is fixed for a zone name,
-    so the budget fitting (which counts characters) and the footer come out the same. A text without the
-    header (the empty-store line, the minimal line) does not show the time at all."""
-    if old_clock == new_clock:
-        return text
-    if len(old_clock) != len(new_clock):
-        return None
-    start = text.find(HEADER)
-    if start < 0:
-        return text
-    end = text.find("\n", start)
-    at = text.rfind(old_clock, start, len(text) if end < 0 else end)
-    if at < 0:
-        return None
-    return text[:at] + new_clock + text[at + len(old_clock):]
 
 
 def shaping_settings(settings: Settings) -> tuple[Any, ...]:
@@ -447,7 +298,7 @@ def _body(data: ContextData, shape: _Shape, style: _Style, now: datetime, rows: 
     cost = (f"Cost: ~{here_tokens:,} tokens here; ~{totals.tokens:,} tokens of past work behind them "
             f"({totals.items:,} {'memory' if totals.items == 1 else 'memories'}).")
     framed = carried >= FRAME_SHARE * (len(LEGEND) + COST_CHARS + len(MORE))
-    head = [p(f"{HEADER}{_scope(data.projects)} · {_clock(now)}", BOLD)]
+    head = [p(f"{HEADER}{_scope(data.projects)} · {clock_text(now)}", BOLD)]
     if shape.legend and framed:
         head.append(p(LEGEND, DIM))
     foot = ["", p(cost, DIM), p(MORE, DIM)] if framed else ["", p(f"{cost[:-1]}; {SHORT_MORE}", DIM)]
@@ -509,30 +360,6 @@ def _minimal(data: ContextData) -> str:
             "search(query) recalls them.")
 
 
-def notice_lines(notices: Sequence[str], limit: int | None = None) -> str:
-    """memcairn's own warnings (a failing model backend, a token cap): outside the fence, since they are not
-    recalled memory; the SessionStart hook also shows them to the person.
-
-    At most ``limit`` characters (None: all of them): the oldest notices that fit, then one line counting the
-    rest, so that warnings piled up between two sessions cannot push the text past its budget."""
-    lines = [f"{NOTICE_PREFIX}{clean_line(n, NOTICE_CHARS)}\n" for n in notices]
-
-    def more(count: int) -> str:
-        noun = "warning" if count == 1 else "warnings"
-        return f"{NOTICE_PREFIX}{MORE_NOTICES.format(count=count, noun=noun)}\n" if count else ""
-
-    if limit is None or sum(map(len, lines)) <= limit:
-        return "".join(lines)
-    kept: list[str] = []
-    size = 0
-    for line in lines:
-        if size + len(line) + len(more(len(lines) - len(kept) - 1)) > limit:
-            break
-        kept.append(line)
-        size += len(line)
-    return "".join(kept) + more(len(lines) - len(kept))
-
-
 @dataclass(frozen=True)
 class Rendered:
     """A context's text and the memories it shows: observation rows and session blocks (none in the line that
@@ -563,7 +390,7 @@ def render_shown(data: ContextData, settings: Settings, *, now_ms: int, tz: tzin
 
 def _render(data: ContextData, settings: Settings, *, now_ms: int, tz: tzinfo | None, colors: bool,
             full: bool) -> Rendered:
-    now = _when(now_ms, tz)
+    now = local_moment(now_ms, tz)
     limit = None if full else max(1, settings.context_token_budget) * 4
     if not data.totals.items:
         empty = EMPTY.format(scope=_scope(data.projects)) + "\n"

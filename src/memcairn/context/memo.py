@@ -15,7 +15,7 @@ on a 2-core machine. Yet the text is a pure function of (see ``memcairn.context.
   with the zone's name; rows show the items' own times and nothing is relative to ``now``).
 
 The key holds the zone's name, not the minute: a text kept from an earlier minute gets the current clock
-in its header (``context.restamp``; same width, so the budget fitting comes out the same), and a memoized
+in its header (``context.clock.restamp``; same width, so the budget fitting comes out the same), and a memoized
 answer is byte-identical to a fresh render. Otherwise every minute would re-render every project at once.
 
 **The store's change token** is ``PRAGMA data_version`` read on a dedicated read-only connection to the
@@ -49,7 +49,8 @@ from datetime import tzinfo
 from pathlib import Path
 from typing import Any
 
-from memcairn.context.build import CLOCK_WIDTH, clock, render_context, restamp, shaping_settings
+from memcairn.context.build import render_context, shaping_settings
+from memcairn.context.clock import CLOCK_WIDTH, clock, restamp
 from memcairn.store.protocols import MemoContextStore
 from memcairn.wire.config import Settings
 

@@ -29,7 +29,9 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from memcairn.capture.single_event import HookEvent
-from memcairn.context.build import Rendered, clock, gather, render_shown
+from memcairn.context.build import Rendered, render_shown
+from memcairn.context.clock import clock
+from memcairn.context.gather import gather
 from memcairn.core import tokens
 from memcairn.core.errors import ConfigError, NotFoundError, ValidationError
 from memcairn.core.lru import Lru
