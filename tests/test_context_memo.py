@@ -133,7 +133,7 @@ def test_a_write_from_another_connection_or_process_invalidates(filled: Store, m
 def test_a_merge_by_another_process_is_not_served_stale(filled: Store, memo: ContextMemo, tmp_path: Path) -> None:
     """A Store reads the projects table at most once a second, so a render just after another process merged
     a project still sees it unmerged; that text must not outlive the store's next read of the table."""
-    from memcairn.store.items import PROJECTS_TTL
+    from memcairn.store.projects import PROJECTS_TTL
 
     cfg = settings(tmp_path)
     assert "Invoices keep UTC timestamps" not in ask(memo, filled, cfg)[0]

@@ -278,7 +278,7 @@ def test_the_newest_summaries_of_a_project_without_any_are_a_seek(tmp_path: Path
     """Listing one kind of a project's newest rows uses the (project, kind, time) index, so a project of
     thousands of observations and no summary answers at once instead of walking every row; a database of
     version 6 gains the index on open."""
-    from memcairn.store.items import ItemFilter
+    from memcairn.core.models import ItemFilter
 
     path = tmp_path / "memcairn.db"
     conn = database_before(path, 7)

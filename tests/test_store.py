@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from memcairn.core.errors import NotFoundError, SchemaTooNewError, StoreError, ValidationError
 from memcairn.core.models import AddResult, ItemFilter, NewItem
 from memcairn.store import Store
-from memcairn.store.items import content_hash
+from memcairn.store.item_writes import content_hash
 from memcairn.store.validation import MAX_FIELD_BYTES, validate_item
 
 

@@ -37,7 +37,7 @@ from memcairn.pgstore.keyword import KeywordLeg, TtlCache
 from memcairn.pgstore.project_copies import ProjectCopies
 from memcairn.pgstore.totals import ChainTotals
 from memcairn.pgstore.waits import before_waiting
-from memcairn.store.items import content_hash
+from memcairn.store.item_writes import content_hash
 from memcairn.store.validation import validate_item
 from memcairn.vectors.base import Embedder
 from memcairn.wire.privacy.private_tags import strip_private
