@@ -88,7 +88,7 @@ SCOPE_NAMES = 4  # project names a header lists at most (then "and N more"): a c
 # agent's words: what it built, why, what broke) holds more of what a later session needs than more rows do.
 SECTION_CAPS = (1500, 600, 300, 150, 80, 0)
 # A session's lines, unfinished work and decisions first (see ``_session_lines``).
-SESSION_LINES = ("Next steps", "Decisions", "Tests", "Learned", "Done")
+SESSION_LINES = ("Next steps", "Decisions", "Tests", "Checks", "Learned", "Done")
 KEPT_OBSERVATIONS = 10  # the most useful rows, kept until the sessions' lines are shorter and only one is left
 # A title cut short loses what the row is for (the reason of a decision, the cause and the fix of a bug, what
 # changed in a file): the row shows up to HEADLINE_CHARS of the text the title was cut from (``_row_title``), and
@@ -351,7 +351,8 @@ def _session_lines(session: SessionDigest, listed: frozenset[str] = frozenset())
     decisions = _joined([display_title(d, limit=TITLE_CHARS * 2) for d in session.decisions])
     learned = _joined([unlisted(without_runs(s.learned), listed) for s in summaries])
     completed = _joined([unlisted(s.completed, listed) for s in summaries])
-    return list(zip(SESSION_LINES, (next_steps, decisions, session.tests, learned, completed), strict=True))
+    return list(zip(SESSION_LINES, (next_steps, decisions, session.tests, session.checks, learned, completed),
+                    strict=True))
 
 
 def _minimal(data: ContextData) -> str:

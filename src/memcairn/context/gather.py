@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 
-from memcairn.context.lines import last_test_result
+from memcairn.context.lines import how_to_check, last_test_result
 from memcairn.core.models import ItemFilter, MemoryItem
 from memcairn.core.tokens import tokens_for_chars
 from memcairn.store.protocols import ContextStore
@@ -39,6 +39,7 @@ class SessionDigest:
     summaries: tuple[MemoryItem, ...]
     decisions: tuple[MemoryItem, ...] = ()
     tests: str = ""  # the newest test result its observations report (``context_lines.last_test_result``)
+    checks: str = ""  # the commands that checked the work and passed (``context_lines.how_to_check``)
 
     @property
     def latest(self) -> MemoryItem:
@@ -55,7 +56,8 @@ def sessions_of(summaries: Sequence[MemoryItem], observations: Sequence[MemoryIt
     out = []
     for key, items in groups.items():
         own = [o for o in observations if o.session and o.session == key]
-        out.append(SessionDigest(tuple(items), tuple(o for o in own if o.type == "decision"), last_test_result(own)))
+        out.append(SessionDigest(tuple(items), tuple(o for o in own if o.type == "decision"), last_test_result(own),
+                                 how_to_check(own)))
     return tuple(out[:limit] if limit is not None else out)
 
 

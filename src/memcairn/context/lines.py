@@ -9,6 +9,8 @@
   when a narrative has several (the whole suite rather than one file's tests) (:func:`last_test_result`); the
   logs of runs in a summary's ``learned`` (``ran `…` → 79 passed``) are left out of the block
   (:func:`without_runs`).
+- **How to check**: the commands that tested, linted, type-checked or built the work and passed, each once with
+  how it ended (:func:`how_to_check`): how to run and verify the project is what a new session asks first.
 - **Done since**: a compaction's pending tasks are shown when turns came after it, less each task that starts
   with a name (a word holding a digit: ``spotter-gqc.6``, ``PROJ-142``, ``#31``) that a later turn's "done" names
   (:func:`not_done_since`): the digest led with "spotter-gqc.6 (in_progress) …" above a "Done" line saying
@@ -107,6 +109,39 @@ def last_test_result(observations: Sequence[MemoryItem]) -> str:
             best = max(found, key=lambda s: max(int(n.replace(",", "")) for n in _NUMBER.findall(s)))
             return f"{clean_line(best, OUTCOME_CHARS)} (#{item.id})"
     return ""
+
+
+# a run fact of the offline extractor (capture.offline.drafts, episodes): ``ran `cmd` → ok``, ``verified: `cmd` →
+# 12 passed``, ``ran `cmd` (3 runs) → failed → ok``; the command and how its last run ended
+_RUN_FACT = re.compile(r"^(?:ran|verified:) `([^`]+)`(?: \(\d+ runs\))? → (?:.* → )?"
+                       r"((?:[\w .-]+: )?\d[^:→]*|ok|no output|[^:→]+)")
+# what checks work, in any ecosystem's words: test runners, linters, type checkers, builds
+_CHECK_WORD = re.compile(r"\b(?:test|tests|lint|typecheck|type-check|check|build|vet|fmt|verify|clippy|mypy|ruff|"
+                         r"eslint|tsc|pytest|ci)\b", re.I)
+_PLUMBING = re.compile(r"\s*\d?>&\d|\s*\|\s*(?:tail|head|tee|less|cat|grep)\b.*$")
+CHECKS_SHOWN = 4
+_NOT_CHECKS = ("cd ", "git ", "test ", "[ ", "echo ", "printf ")  # moving around, the shell's own test, printing
+
+
+def how_to_check(observations: Sequence[MemoryItem]) -> str:
+    """The commands that checked the work and passed (test runs, linters, type checks, builds), newest first and
+    each once, with how they ended: how to run and verify the project a week later. From the offline extractor's
+    run facts, so the same for every agent and language; a command cut short (``…``) or part of a chain that only
+    moves around or prints (``cd``, ``git stash``, the shell's ``test``) is left out."""
+    shown: dict[str, str] = {}
+    for item in observations:  # newest first
+        for fact in item.facts:
+            found = _RUN_FACT.match(fact)
+            if found is None or "failed" in found.group(2) or "interrupted" in found.group(2):
+                continue
+            for part in re.split(r"&&|;", found.group(1)):
+                command = _PLUMBING.sub("", " ".join(part.split())).strip()
+                if (command and not command.endswith("…") and _CHECK_WORD.search(command)
+                        and not command.startswith(_NOT_CHECKS) and command not in shown):
+                    shown[command] = found.group(2).strip()
+            if len(shown) >= CHECKS_SHOWN:
+                return "; ".join(f"`{c}` {o}" for c, o in list(shown.items())[:CHECKS_SHOWN])
+    return "; ".join(f"`{c}` {o}" for c, o in shown.items())
 
 
 # a task named by an identifier (``spotter-gqc.6 (in_progress): …``, ``PROJ-142 …``, ``#31 …``): a word with a
