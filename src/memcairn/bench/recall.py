@@ -47,6 +47,7 @@ from memcairn.bench.recall_facts import Question, facts_held, normalise
 from memcairn.bench.recall_raw import RawIndex
 from memcairn.bench.recall_sets import DataSet, prepare, single
 from memcairn.bench.worker import running_worker, signals_unwind, wait_ready, worker_env
+from memcairn.core.fields import KEYWORD_FIELDS
 
 Log = Callable[[str], None]
 TOP_K = 5
@@ -54,8 +55,7 @@ BUDGET_CHUNKS = 20  # chunks of the raw ranking read, at most, for the budget-ma
 BUDGET_FACTORS = (1, 2)  # the raw ranking read as far as 1x and 2x what memcairn's top 5 cost
 CAPTURE_TIMEOUT = 600.0
 REQUEST_TIMEOUT = 120.0
-_ITEM_COLUMNS = ("title", "subtitle", "text", "narrative", "facts", "concepts", "files_read", "files_modified",
-                 "request", "investigated", "learned", "completed", "next_steps", "notes")
+_ITEM_COLUMNS = KEYWORD_FIELDS  # what the keyword index reads of an item
 
 
 def tokens(chars: int) -> int:

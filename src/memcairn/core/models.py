@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from memcairn.core import fields
+
 KINDS: tuple[str, ...] = ("observation", "summary", "prompt", "manual")
 MAX_ITEM_ID = 2**63 - 1  # the largest SQLite INTEGER
 # Half of a UTF-16 pair on its own (an emoji cut in two, a non-UTF-8 byte Python decoded): no UTF-8 text can hold
@@ -15,14 +17,16 @@ LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 # C0 and C1 control characters and DEL: no project name holds one on purpose (a newline breaks every listing,
 # a NUL ends C strings); project.py maps them to U+FFFD when naming a directory.
 CONTROL_CHARACTER = re.compile("[\x00-\x1f\x7f-\x9f]")
-ARRAY_FIELDS: tuple[str, ...] = ("facts", "concepts", "files_read", "files_modified")
+ARRAY_FIELDS: tuple[str, ...] = fields.names("list")
+OBJECT_FIELDS: tuple[str, ...] = fields.names("object")
 SUMMARY_SECTIONS: tuple[str, ...] = ("request", "investigated", "learned", "completed", "next_steps", "notes")
-TEXT_FIELDS: tuple[str, ...] = ("title", "subtitle", "text", "narrative", *SUMMARY_SECTIONS)
+TEXT_FIELDS: tuple[str, ...] = fields.names("text")
 DEFAULT_TYPES = {"observation": "discovery", "summary": "summary", "prompt": "prompt", "manual": "note"}
 # The observation types the compression prompt and the offline extractor produce.
 OBSERVATION_TYPES: tuple[str, ...] = ("bugfix", "feature", "refactor", "change", "discovery", "decision")
 
 
+# The dataclasses declare the fields of ``core/fields.py``'s table (tests/test_fields.py holds them together).
 @dataclass(frozen=True)
 class NewItem:
     """A memory to be stored. ``session`` is the agent's own session id (with ``platform_source``)."""
@@ -62,7 +66,9 @@ class AddResult:
     forgotten: bool = False
 
 
-@dataclass(frozen=True)
+# Keyword-only: a field added to the table gets a default here, and every place that builds an item with the
+# fields it knows (the team store's reads, a team server's record) reads it back empty.
+@dataclass(frozen=True, kw_only=True)
 class MemoryItem:
     id: int
     uuid: str

@@ -18,15 +18,14 @@ import json
 from datetime import datetime, tzinfo
 from typing import Any
 
+from memcairn.core import fields
 from memcairn.core.models import MemoryItem
 from memcairn.core.tokens import estimate_tokens
 
-# Content fields in the order an agent reads them best: what it is, then what it says, then where.
-# Concepts are search facets (``concept=`` filters on them), not content: left out, like the session's uuid.
-AGENT_FIELDS: tuple[str, ...] = (
-    "title", "subtitle", "narrative", "text", "facts", "request", "investigated", "learned", "completed",
-    "next_steps", "notes", "files_read", "files_modified",
-)
+# Content fields in the order an agent reads them best (``core/fields.py``'s ``agent_order``): what it is, then
+# what it says, then where. Concepts are search facets (``concept=`` filters on them), not content: left out, like
+# the session's uuid.
+AGENT_FIELDS: tuple[str, ...] = fields.AGENT_FIELDS
 FORMATS = ("agent", "raw")
 _FILE_FIELDS = ("files_read", "files_modified")
 

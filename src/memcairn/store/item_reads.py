@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from memcairn.core import serde
+from memcairn.core.fields import FIELDS
 from memcairn.core.models import ItemFilter, MemoryItem
 from memcairn.store.records import only_item
 
@@ -33,13 +34,7 @@ class ItemReadsMixin:
         return MemoryItem(
             id=row["id"], uuid=row["uuid"], project=row["project"],
             merged_into_project=row["merged_into_project"], session=row["session"], kind=row["kind"],
-            type=row["type"], title=row["title"], subtitle=row["subtitle"], text=row["text"],
-            narrative=row["narrative"], facts=serde.load_array(row["facts"]),
-            concepts=serde.load_array(row["concepts"]), files_read=serde.load_array(row["files_read"]),
-            files_modified=serde.load_array(row["files_modified"]), metadata=serde.load_object(row["metadata"]),
-            request=row["request"], investigated=row["investigated"], learned=row["learned"],
-            completed=row["completed"], next_steps=row["next_steps"], notes=row["notes"],
-            prompt_number=row["prompt_number"], platform_source=row["platform_source"],
+            type=row["type"], **{f.name: f.from_column(row[f.name]) for f in FIELDS},
             content_hash=row["content_hash"], created_at_epoch=row["created_at_epoch"],
             updated_at_epoch=row["updated_at_epoch"],
         )

@@ -9,18 +9,17 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from memcairn.core import serde
 from memcairn.core.errors import ValidationError
-from memcairn.core.models import ARRAY_FIELDS, SUMMARY_SECTIONS, AddResult, MemoryItem, NewItem
+from memcairn.core.fields import EDITABLE_FIELDS, FIELD, FIELDS, NAMES
+from memcairn.core.models import SUMMARY_SECTIONS, AddResult, MemoryItem, NewItem
 from memcairn.store.db import atomic
 from memcairn.store.integrity import restores_keyword_table
 from memcairn.store.projects import now_ms
 from memcairn.store.validation import validate_item
 
 _INSERT_COLUMNS = (
-    "uuid", "project_id", "session_id", "kind", "type", "title", "subtitle", "text", "narrative",
-    *ARRAY_FIELDS, "metadata", *SUMMARY_SECTIONS, "prompt_number", "platform_source", "content_hash",
-    "created_at_epoch", "updated_at_epoch",
+    "uuid", "project_id", "session_id", "kind", "type", *NAMES, "content_hash", "created_at_epoch",
+    "updated_at_epoch",
 )
 _INSERT_SQL = (
     f"INSERT INTO memory_items ({', '.join(_INSERT_COLUMNS)}) "
@@ -119,10 +118,8 @@ class ItemWritesMixin:
             session_id = self._session_id(conn, project_id, item.session, item.platform_source or "unknown",
                                           created)
         values = (
-            item_uuid or str(uuid.uuid4()), project_id, session_id, item.kind, item.type, item.title, item.subtitle,
-            item.text, item.narrative, *(serde.dump_array(getattr(item, f)) for f in ARRAY_FIELDS),
-            serde.dump_object(item.metadata), *(getattr(item, s) for s in SUMMARY_SECTIONS),
-            item.prompt_number, item.platform_source, digest, created,
+            item_uuid or str(uuid.uuid4()), project_id, session_id, item.kind, item.type,
+            *(f.to_column(getattr(item, f.name)) for f in FIELDS), digest, created,
             updated_at_epoch if updated_at_epoch is not None else now_ms(),
         )
         row = conn.execute(_INSERT_SQL, values).fetchone()
@@ -177,8 +174,7 @@ class ItemWritesMixin:
             ValidationError: a field is malformed, or the edit makes it identical to another item.
         """
         current = self.get_item(item_id)
-        allowed = {"type", "title", "subtitle", "text", "narrative", *ARRAY_FIELDS, "metadata",
-                   *SUMMARY_SECTIONS, "prompt_number"}
+        allowed = {"type", *EDITABLE_FIELDS}
         unknown = set(changes) - allowed
         if unknown:
             raise ValidationError(f"cannot edit {', '.join(sorted(unknown))}; editable: {', '.join(sorted(allowed))}")
@@ -188,10 +184,7 @@ class ItemWritesMixin:
             **{k: changes.get(k, getattr(current, k)) for k in allowed},
         )
         item = validate_item(merged)
-        sets = {k: getattr(item, k) for k in allowed}
-        for f in ARRAY_FIELDS:
-            sets[f] = serde.dump_array(sets[f])
-        sets["metadata"] = serde.dump_object(sets["metadata"])
+        sets = {k: FIELD[k].to_column(getattr(item, k)) if k in FIELD else getattr(item, k) for k in allowed}
         sets["content_hash"] = content_hash(item)
         sets["updated_at_epoch"] = now_ms()
         try:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memcairn.core.errors import ValidationError
+from memcairn.core.fields import NAMES
 from memcairn.core.models import AddResult, NewItem
 from memcairn.store.db import atomic
 
@@ -22,11 +23,7 @@ from memcairn.store.db import atomic
 _SESSION_KEYS = ("id", "project_id")
 _ITEM_KEYS = ("id", "project_id", "session_id")
 # Item columns that ``Store._insert`` writes; any other column of memory_items is copied after the insert.
-_ITEM_INSERTED = (
-    "uuid", "kind", "type", "title", "subtitle", "text", "narrative", "facts", "concepts", "files_read",
-    "files_modified", "metadata", "request", "investigated", "learned", "completed", "next_steps", "notes",
-    "prompt_number", "platform_source", "content_hash", "created_at_epoch", "updated_at_epoch",
-)
+_ITEM_INSERTED = ("uuid", "kind", "type", *NAMES, "content_hash", "created_at_epoch", "updated_at_epoch")
 _SESSION_REQUIRED = ("agent_session_id", "platform_source", "started_at_epoch")
 
 

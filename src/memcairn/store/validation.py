@@ -8,7 +8,17 @@ import re
 from dataclasses import replace
 
 from memcairn.core.errors import ValidationError
-from memcairn.core.models import ARRAY_FIELDS, DEFAULT_TYPES, KINDS, LONE_SURROGATE, MAX_ITEM_ID, TEXT_FIELDS, NewItem
+from memcairn.core.fields import FIELDS
+from memcairn.core.models import (
+    ARRAY_FIELDS,
+    DEFAULT_TYPES,
+    KINDS,
+    LONE_SURROGATE,
+    MAX_ITEM_ID,
+    OBJECT_FIELDS,
+    TEXT_FIELDS,
+    NewItem,
+)
 from memcairn.core.project import MAX_PROJECT_CHARS
 from memcairn.store.records import MAX_EPOCH_MS, MAX_FIELD_BYTES
 
@@ -45,6 +55,22 @@ def _check_size(name: str, value: str) -> None:
             f"{name} is {size:,} bytes; the limit is {MAX_FIELD_BYTES:,} bytes (256 KiB) per field. "
             "Split it into several memories or shorten it"
         )
+
+
+def _check_object(name: str, value: object) -> None:
+    if not isinstance(value, dict):
+        raise ValidationError(f"{name} must be a JSON object")
+    try:
+        encoded = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(f"{name} must be JSON-serialisable: {exc}") from None
+    _check_unicode(name, encoded)
+    _check_size(name, encoded)
+
+
+def _check_count(name: str, value: object) -> None:
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_ITEM_ID):
+        raise ValidationError(f"{name} must be a whole number >= 0")
 
 
 def validate_item(item: NewItem) -> NewItem:
@@ -88,18 +114,10 @@ def validate_item(item: NewItem) -> NewItem:
             _check_unicode(name, value)
         _check_size(name, json.dumps(values, ensure_ascii=False))
         arrays[name] = tuple(values)
-    if not isinstance(item.metadata, dict):
-        raise ValidationError("metadata must be a JSON object")
-    try:
-        encoded = json.dumps(item.metadata, ensure_ascii=False)
-    except (TypeError, ValueError) as exc:
-        raise ValidationError(f"metadata must be JSON-serialisable: {exc}") from None
-    _check_unicode("metadata", encoded)
-    _check_size("metadata", encoded)
-    if item.prompt_number is not None and (
-        not _whole_number(item.prompt_number) or not 0 <= item.prompt_number <= MAX_ITEM_ID
-    ):
-        raise ValidationError("prompt_number must be a whole number >= 0")
+    for name in OBJECT_FIELDS:
+        _check_object(name, getattr(item, name))
+    for name in (f.name for f in FIELDS if f.shape == "count"):
+        _check_count(name, getattr(item, name))
     if item.created_at_epoch is not None and (
         not _whole_number(item.created_at_epoch) or not 0 <= item.created_at_epoch <= MAX_EPOCH_MS
     ):

@@ -40,9 +40,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from memcairn.core import serde
 from memcairn.core.errors import ValidationError
-from memcairn.core.models import ARRAY_FIELDS, KINDS, TEXT_FIELDS, NewItem
+from memcairn.core.fields import FIELD, FIELDS, NAMES, Field
+from memcairn.core.models import KINDS, NewItem
 from memcairn.store.transfer_state import (
     TransferForgotten,
     TransferItem,
@@ -61,9 +61,8 @@ BATCH_SIZE = 500
 REPORTED_LINES = 10
 
 _ITEM_FIELDS = (
-    "uuid", "project", "session", "kind", "type", "title", "subtitle", "text", "narrative", *ARRAY_FIELDS,
-    "metadata", "request", "investigated", "learned", "completed", "next_steps", "notes", "prompt_number",
-    "platform_source", "content_hash", "created_at_epoch", "updated_at_epoch", "sources",
+    "uuid", "project", "session", "kind", "type", *NAMES, "content_hash", "created_at_epoch", "updated_at_epoch",
+    "sources",
 )
 _END = object()
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -196,10 +195,8 @@ def _item_record(row: dict[str, Any]) -> dict[str, Any]:
     record: dict[str, Any] = {"record": "item"}
     for name in _ITEM_FIELDS:
         value = row.get(name)
-        if name in ARRAY_FIELDS:
-            value = serde.load_array(value)
-        elif name == "metadata":
-            value = serde.load_object(value)
+        if name in FIELD:
+            value = FIELD[name].from_column(value)
         elif name == "session" and value is not None:
             value = list(value)
         record[name] = value
@@ -404,29 +401,36 @@ def _parse_item(obj: dict[str, Any]) -> TransferItem:
         if session[0] != (platform or "unknown"):
             raise ValidationError(f"session platform {session[0]!r} differs from the item's {platform!r}")
         agent = session[1]
-    arrays = {}
-    for name in ARRAY_FIELDS:
-        value = obj.get(name, [])
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise ValidationError(f"{name} must be a list of strings")
-        arrays[name] = tuple(value)
-    metadata = obj.get("metadata", {})
-    if not isinstance(metadata, dict):
-        raise ValidationError("metadata must be an object")
-    prompt_number = obj.get("prompt_number")
-    if prompt_number is not None and not _is_int(prompt_number):
-        raise ValidationError("prompt_number must be a whole number or null")
+    values = {f.name: _field_value(obj, f) for f in FIELDS if f.name != "platform_source"}
     item = validate_item(NewItem(
-        project=_text(obj, "project"), kind=_text(obj, "kind"), type=_text(obj, "type"),
-        **{name: _opt_text(obj, name) for name in TEXT_FIELDS}, **arrays, metadata=metadata,
-        prompt_number=prompt_number, session=agent, platform_source=platform,
-        created_at_epoch=_epoch(obj, "created_at_epoch"),
+        project=_text(obj, "project"), kind=_text(obj, "kind"), type=_text(obj, "type"), **values,
+        session=agent, platform_source=platform, created_at_epoch=_epoch(obj, "created_at_epoch"),
     ))
     return TransferItem(
         item=item, uuid=uuid, content_hash=_text(obj, "content_hash"), updated_at_epoch=_epoch(obj, "updated_at_epoch"),
         sources=_sources(obj.get("sources", [])),
         extra={k: v for k, v in obj.items() if k not in _ITEM_FIELDS and k != "record" and _scalar(v)},
     )
+
+
+def _field_value(obj: dict[str, Any], f: Field) -> Any:
+    """A record field of an item line; a field a file of an earlier release does not hold reads as empty."""
+    if f.shape == "list":
+        value = obj.get(f.name, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ValidationError(f"{f.name} must be a list of strings")
+        return tuple(value)
+    if f.shape == "object":
+        value = obj.get(f.name, {})
+        if not isinstance(value, dict):
+            raise ValidationError(f"{f.name} must be an object")
+        return value
+    if f.shape == "count":
+        value = obj.get(f.name)
+        if value is not None and not _is_int(value):
+            raise ValidationError(f"{f.name} must be a whole number or null")
+        return value
+    return _opt_text(obj, f.name)
 
 
 def _sources(value: Any) -> tuple[tuple[str, str, str, int], ...]:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import memcairn
+from memcairn.core.fields import FIELD, FIELDS, SAVED_FIELDS
 from memcairn.core.models import MAX_ITEM_ID
 from memcairn.wire.config import Settings, is_loopback_host
 from memcairn.wire.protocol import CONTEXT_HEADER, CONTEXT_PATH
@@ -74,6 +75,12 @@ def _json(schema: dict[str, Any], status: int = 200, description: str = "OK") ->
 
 def _text(media: str = "text/plain", description: str = "OK") -> dict[str, Any]:
     return {"status": 200, "media": media, "schema": _STR, "description": description}
+
+
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` also allowing null (a field left out)."""
+    kinds = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+    return {**schema, "type": [*dict.fromkeys([*kinds, "null"])]}
 
 
 def _obj(required: tuple[str, ...] = (), **properties: Any) -> dict[str, Any]:
@@ -235,13 +242,10 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("post", "/api/memory/save", "Save a manual memory", _json(_obj(
         ("id", "created"), id={"type": "integer"}, created={"type": "boolean"})),
         body={"type": "object", "required": ["text"], "properties": {
+            **{name: _nullable(FIELD[name].json_schema()) for name in SAVED_FIELDS},
             "text": {"type": "string", "minLength": 1, "pattern": r"\S"},
-            "title": _NULLABLE_STR,
             "project": {"type": ["string", "null"], "minLength": 1, "maxLength": 200, "pattern": r"\S"},
-            "type": {"type": ["string", "null"], "pattern": "^[a-z][a-z0-9_-]{0,39}$"},
-            "facts": {"type": ["array", "null"], "items": _STR},
-            "concepts": {"type": ["array", "null"], "items": _STR},
-            "metadata": {"type": ["object", "null"]}}},
+            "type": {"type": ["string", "null"], "pattern": "^[a-z][a-z0-9_-]{0,39}$"}}},
         errors=(400, 413, 500, 503, 507)),
     *(
         Operation("delete", f"/api/{kind}/{{id}}", f"Delete one {kind} from the store and the mirror",
@@ -312,8 +316,7 @@ def build_openapi(settings: Settings, operations: tuple[Operation, ...] = OPERAT
             "Error": _obj(("error", "detail"), error=_STR, detail=_STR),
             "MemoryItem": {"type": "object", "required": ["id", "kind", "type", "project", "created_at_epoch"],
                            "properties": {"id": {"type": "integer"}, "kind": _STR, "type": _STR, "project": _STR,
-                                          "title": _NULLABLE_STR, "text": _NULLABLE_STR, "facts": _STR_LIST,
-                                          "concepts": _STR_LIST, "metadata": _OBJ,
+                                          **{f.name: f.json_schema() for f in FIELDS},
                                           "created_at_epoch": {"type": "integer"}}},
         }},
     }

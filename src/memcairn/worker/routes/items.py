@@ -4,6 +4,7 @@ explicit save."""
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any
 
 from starlette.requests import Request
@@ -11,9 +12,11 @@ from starlette.responses import Response
 
 from memcairn.capture.admission import scrub_item
 from memcairn.core.errors import NotFoundError, ValidationError
-from memcairn.core.models import MAX_ITEM_ID, NewItem
+from memcairn.core.fields import FIELD, SAVED_FIELDS, Field
+from memcairn.core.models import MAX_ITEM_ID, OBJECT_FIELDS, NewItem
 from memcairn.search import parse_tz
 from memcairn.search.records import agent_record, check_format
+from memcairn.wire.privacy.scrubbing import scrub
 from memcairn.wire.team_client import team_id, team_ref
 from memcairn.worker import remote_reads
 from memcairn.worker.fields import text_field, text_list
@@ -137,26 +140,40 @@ async def team_item(request: Request) -> Response:
     return JSON(remote_reads.team_record(held[item_id], "raw", None))
 
 
+def _saved_value(data: dict[str, Any], f: Field) -> Any:
+    """A field of a save's body (``core/fields.py``'s ``saved``), empty when left out."""
+    if f.shape == "list":
+        return text_list(data, f.name)
+    if f.shape == "object":
+        value = data.get(f.name)
+        if value is not None and not isinstance(value, dict):
+            raise ValidationError(f"{f.name} must be a JSON object")
+        return value or {}
+    return text_field(data, f.name, blank_ok=True)
+
+
+def _scrubbed(item: NewItem) -> NewItem:
+    """The privacy rules of captured events: <private> parts out, secrets redacted, in every field (the objects
+    ``scrub_item`` does not name too)."""
+    clean = scrub_item(item)
+    others = {name: scrub(value) for name in OBJECT_FIELDS if name != "metadata" and (value := getattr(clean, name))}
+    return replace(clean, **others) if others else clean
+
+
 @endpoint
 async def save_memory(request: Request) -> Response:
     state = state_of(request)
     runtime = state.require()
     data = await read_json(request)
-    metadata = data.get("metadata")
-    if metadata is not None and not isinstance(metadata, dict):
-        raise ValidationError("metadata must be a JSON object")
     item = NewItem(
         project=text_field(data, "project", max_chars=200) or "default",
         kind="manual",
         type=text_field(data, "type", max_chars=40),
-        title=text_field(data, "title", blank_ok=True),
+        **{name: _saved_value(data, FIELD[name]) for name in SAVED_FIELDS if name != "text"},
         text=text_field(data, "text", required=True, hint=": the memory to save, as text"),
-        facts=text_list(data, "facts"),
-        concepts=text_list(data, "concepts"),
-        metadata=metadata or {},
         platform_source=text_field(data, "platform_source", "platformSource", max_chars=100, blank_ok=True),
     )
-    item = scrub_item(item)  # the privacy rules of captured events: <private> parts out, secrets redacted
+    item = _scrubbed(item)
     if item.text is None:
         raise ValidationError("text holds nothing but <private> parts; nothing was saved")
     # An explicit save: content the user deleted before is stored again.
