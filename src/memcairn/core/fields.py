@@ -81,6 +81,8 @@ FIELDS: tuple[Field, ...] = (
     Field("files_read", "list", "Paths the work read", keyword=True, agent_order=12),
     Field("files_modified", "list", "Paths the work changed", keyword=True, agent_order=13),
     Field("metadata", "object", "Provenance and other data of the writer", saved=True),
+    Field("anchors", "object", "What the memory rests on: files with their content hashes, identifiers it names, "
+          "the commit and branch", saved=True),
     Field("request", "text", _SECTION + "what was asked", keyword=True, mirrored=True, agent_order=6),
     Field("investigated", "text", _SECTION + "what was looked into", keyword=True, mirrored=True, agent_order=7),
     Field("learned", "text", _SECTION + "what was learned", keyword=True, mirrored=True, agent_order=8),

@@ -43,6 +43,7 @@ class NewItem:
     files_read: Sequence[str] = ()
     files_modified: Sequence[str] = ()
     metadata: dict[str, Any] = field(default_factory=dict)
+    anchors: dict[str, Any] = field(default_factory=dict)
     request: str | None = None
     investigated: str | None = None
     learned: str | None = None
@@ -86,6 +87,7 @@ class MemoryItem:
     files_read: list[str]
     files_modified: list[str]
     metadata: dict[str, Any]
+    anchors: dict[str, Any] = field(default_factory=dict)
     request: str | None
     investigated: str | None
     learned: str | None

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memcairn.core.errors import SchemaTooNewError, StoreError
+from memcairn.core.fields import FIELD
 from memcairn.store import schema
 from memcairn.store.db import atomic, run_script
 
@@ -248,3 +249,9 @@ def migrate(conn: sqlite3.Connection, db_path: Path | None, migrations: list[Mig
 def m016_evidence(conn: sqlite3.Connection) -> None:
     """The evidence behind the memories (``schema.EVIDENCE_TABLES``): a new table; no existing row changes."""
     run_script(conn, schema.EVIDENCE_TABLES)
+
+
+@migration(17)
+def m017_anchors(conn: sqlite3.Connection) -> None:
+    """What a memory rests on (``core/fields.py``'s ``anchors``): a column whose default fills existing rows."""
+    conn.execute(f"ALTER TABLE memory_items ADD COLUMN {FIELD['anchors'].column_ddl()}")
