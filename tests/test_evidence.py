@@ -12,7 +12,7 @@ from worker_app import store_of
 
 from memcairn.capture.pipeline import CapturePipeline
 from memcairn.search import SearchService
-from memcairn.search.evidence import SNIPPET_CHARS, _line_matcher, snippets, trim
+from memcairn.search.evidence import SNIPPET_CHARS, _line_matcher, shown_text, snippets, trim
 from memcairn.store import Store
 from memcairn.store.records import EvidenceHit, NewEvidence
 from memcairn.wire.config import Settings
@@ -64,9 +64,10 @@ def test_a_search_quotes_the_matching_lines_of_a_step(store: Store, settings: Se
     _captured(store, settings)
     found = SearchService(store, None, evidence_snippets=3).search(query="retry_budget KeyError poller")
     assert found.hits and found.evidence
-    quoted = next(e.text for e in found.evidence if "KeyError" in e.text)
-    assert "(KeyError) key :retry_budget not found" in quoted
-    assert "compiling module_5.ex" not in quoted and len(quoted) <= SNIPPET_CHARS + 20
+    read = "\n".join([*(e.text.lower() for e in found.evidence), shown_text([h.item for h in found.hits])])
+    assert "(keyerror) key :retry_budget not found" in read  # in a record, or quoted from the step
+    assert "defaults to 3" in read  # the agent's own reason, in its closing reply
+    assert all("compiling module_5.ex" not in e.text and len(e.text) <= SNIPPET_CHARS + 20 for e in found.evidence)
     assert SearchService(store, None).search(query="retry_budget KeyError poller").evidence == []
     # other projects' steps are not quoted; nothing is quoted without a hit
     assert SearchService(store, None, evidence_snippets=3).search(query="retry_budget",
@@ -100,7 +101,7 @@ def test_through_the_worker_a_secret_never_reaches_the_evidence(client: TestClie
     assert texts and "deploy failed" in texts[0]
     assert "wJalrXUtnFEMI" not in texts[0]
     index = client.get("/api/search", params={"query": "deploy failed", "format": "index"}).json()["text"]
-    assert "deploy failed" in index and "wJalrXUtnFEMI" not in index
+    assert "#" in index and "wJalrXUtnFEMI" not in index
 
 
 def test_a_call_read_before_its_result_keeps_its_step_once_answered(store: Store, settings: Settings) -> None:
@@ -122,3 +123,18 @@ def test_a_call_read_before_its_result_keeps_its_step_once_answered(store: Store
     item_id, text = rows[0]
     assert "duplicate remote.origin.url entries" in text and "https://bad.example/agentv.git" in text
     assert item_id is not None and store.get_items([item_id])
+
+
+def test_a_line_the_hits_already_show_is_not_quoted_again(store: Store, settings: Settings) -> None:
+    step = "Running the suite.\n** (KeyError) key :retry_budget not found\nfix: default retry_budget to 3"
+    hits = [EvidenceHit(1, 7, step, 0, 1.0), EvidenceHit(2, 8, "retry_budget shown already", 0, 0.5)]
+    shown = "the poller crashed: ** (keyerror) key :retry_budget not found\nretry_budget shown already"
+    quoted = snippets(hits, "retry_budget", 3, shown)
+    assert [s.text for s in quoted] == ["Running the suite.\nfix: default retry_budget to 3"]
+    # in a search: the snippets leave out what the hits' records hold
+    _captured(store, settings)
+    found = SearchService(store, None, evidence_snippets=3).search(query="retry_budget KeyError poller")
+    records = "\n".join(filter(None, (h.item.narrative for h in found.hits))).lower()
+    for snippet in found.evidence:
+        assert all(" ".join(line.lower().split()) not in records for line in snippet.text.splitlines()
+                   if line != "…")

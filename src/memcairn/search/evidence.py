@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from memcairn.core.models import MemoryItem
 from memcairn.store.records import STOPWORDS, EvidenceHit
 
 CONTEXT_LINES = 2  # lines kept before and after a matching line
@@ -79,15 +80,32 @@ def trim(text: str, matcher: re.Pattern[str]) -> str:
     return "\n".join(out)
 
 
-def snippets(hits: Sequence[EvidenceHit], query: str, limit: int) -> list[EvidenceSnippet]:
-    """The best ``limit`` hits as snippets, each distinct, none empty."""
+def _plain(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def shown_text(items: Sequence[MemoryItem]) -> str:
+    """What the agent reads of these memories' full records, lower-cased with whitespace made single: a
+    snippet's line already in it adds nothing."""
+    parts: list[str] = []
+    for item in items:
+        parts += [item.title or "", item.subtitle or "", item.text or "", item.narrative or "", *item.facts,
+                  item.request or "", item.investigated or "", item.learned or "", item.completed or "",
+                  item.next_steps or "", item.notes or ""]
+    return _plain("\n".join(p for p in parts if p))
+
+
+def snippets(hits: Sequence[EvidenceHit], query: str, limit: int, shown: str = "") -> list[EvidenceSnippet]:
+    """The best ``limit`` hits as snippets, each distinct, none empty; a line already in ``shown`` (the hits'
+    records, ``shown_text``) is left out of a step before it is trimmed."""
     matcher = _line_matcher(query)
     if matcher is None:
         return []
     out: list[EvidenceSnippet] = []
     seen: set[str] = set()
     for hit in hits:
-        text = trim(hit.text, matcher)
+        lines = [line for line in hit.text.splitlines() if not (shown and _plain(line) and _plain(line) in shown)]
+        text = trim("\n".join(lines), matcher)
         if text and text not in seen:
             seen.add(text)
             out.append(EvidenceSnippet(hit.item_id, hit.created_at_epoch, text))

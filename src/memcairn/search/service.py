@@ -122,7 +122,7 @@ class SearchService:
         if req.types and not run.hits:
             _note_unknown_types(req.types, run.notes)
         if run.hits and req.query and req.offset == 0:
-            run.evidence = self._evidence(req)
+            run.evidence = self._evidence(req, evidence.shown_text([h.item for h in run.hits]))
         return self._finish(run, started)
 
     def timeline(self, anchor: int | str | None = None, query: str | None = None, depth_before: int = 10,
@@ -314,17 +314,17 @@ class SearchService:
         run.created.update(allowed)
         return [(h.item_id, 1.0 - float(h.distance)) for h in hits if h.item_id in allowed][:pool]
 
-    def _evidence(self, req: SearchRequest) -> list[evidence.EvidenceSnippet]:
+    def _evidence(self, req: SearchRequest, shown: str) -> list[evidence.EvidenceSnippet]:
         """Lines of stored steps that match the query (``search.evidence``): on the first page of a search that
         found memories, of a store that keeps steps; a failure costs the snippets, never the search."""
         if self.evidence_snippets <= 0 or not isinstance(self.store, StepEvidence):
             return []
         try:
-            hits = self.store.evidence_search(req.query, req.projects, self.evidence_snippets * 2)
+            hits = self.store.evidence_search(req.query, req.projects, self.evidence_snippets * 4)
         except Exception:
             log.warning("evidence search failed; hits without snippets", exc_info=True)
             return []
-        return evidence.snippets(hits, req.query, self.evidence_snippets)
+        return evidence.snippets(hits, req.query, self.evidence_snippets, shown)
 
     @staticmethod
     def _note_long_query(query: str, notes: list[str]) -> None:
