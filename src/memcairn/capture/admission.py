@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from memcairn.core.models import ARRAY_FIELDS, TEXT_FIELDS, NewItem
+from memcairn.core.models import ARRAY_FIELDS, OBJECT_FIELDS, TEXT_FIELDS, NewItem
 from memcairn.store.records import event_kind
 from memcairn.wire.config import Settings
 from memcairn.wire.fence import strip_injected
@@ -88,9 +88,10 @@ def admit(event_type: str, body: dict[str, Any], settings: Settings) -> Admissio
 
 def scrub_item(item: NewItem) -> NewItem:
     """``item`` with private parts removed and secrets redacted in every stored text: the text fields (title,
-    subtitle, text, narrative, the summary sections), the list fields (facts, concepts, files) and the
-    metadata's strings. A text left blank once its private parts are gone becomes None and a blank list
-    element is dropped, so an entirely private memory ends up with no content (validation then refuses it)."""
+    subtitle, text, narrative, the summary sections), the list fields (facts, concepts, files) and the strings of
+    the object fields (metadata, anchors). A text left blank once its private parts are gone becomes None and a
+    blank list element is dropped, so an entirely private memory ends up with no content (validation then refuses
+    it)."""
     changes: dict[str, Any] = {}
     for name in TEXT_FIELDS:
         value = getattr(item, name)
@@ -102,6 +103,8 @@ def scrub_item(item: NewItem) -> NewItem:
         if values and not isinstance(values, str | bytes):
             changes[name] = [c for c in (scrub(v) if isinstance(v, str) else v for v in values)
                              if not isinstance(c, str) or c.strip()]
-    if isinstance(item.metadata, dict) and item.metadata:
-        changes["metadata"] = scrub(item.metadata)
+    for name in OBJECT_FIELDS:
+        value = getattr(item, name)
+        if isinstance(value, dict) and value:
+            changes[name] = scrub(value)
     return replace(item, **changes)

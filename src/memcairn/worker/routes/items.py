@@ -4,7 +4,6 @@ explicit save."""
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 from typing import Any
 
 from starlette.requests import Request
@@ -13,10 +12,9 @@ from starlette.responses import Response
 from memcairn.capture.admission import scrub_item
 from memcairn.core.errors import NotFoundError, ValidationError
 from memcairn.core.fields import FIELD, SAVED_FIELDS, Field
-from memcairn.core.models import MAX_ITEM_ID, OBJECT_FIELDS, NewItem
+from memcairn.core.models import MAX_ITEM_ID, NewItem
 from memcairn.search import parse_tz
 from memcairn.search.records import agent_record, check_format
-from memcairn.wire.privacy.scrubbing import scrub
 from memcairn.wire.team_client import team_id, team_ref
 from memcairn.worker import remote_reads
 from memcairn.worker.fields import text_field, text_list
@@ -152,14 +150,6 @@ def _saved_value(data: dict[str, Any], f: Field) -> Any:
     return text_field(data, f.name, blank_ok=True)
 
 
-def _scrubbed(item: NewItem) -> NewItem:
-    """The privacy rules of captured events: <private> parts out, secrets redacted, in every field (the objects
-    ``scrub_item`` does not name too)."""
-    clean = scrub_item(item)
-    others = {name: scrub(value) for name in OBJECT_FIELDS if name != "metadata" and (value := getattr(clean, name))}
-    return replace(clean, **others) if others else clean
-
-
 @endpoint
 async def save_memory(request: Request) -> Response:
     state = state_of(request)
@@ -173,7 +163,7 @@ async def save_memory(request: Request) -> Response:
         text=text_field(data, "text", required=True, hint=": the memory to save, as text"),
         platform_source=text_field(data, "platform_source", "platformSource", max_chars=100, blank_ok=True),
     )
-    item = _scrubbed(item)
+    item = scrub_item(item)  # the privacy rules of captured events: <private> parts out, secrets redacted
     if item.text is None:
         raise ValidationError("text holds nothing but <private> parts; nothing was saved")
     # An explicit save: content the user deleted before is stored again.
