@@ -8,8 +8,6 @@ import ast
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
-# Written by hand elsewhere at the time this check came in; it still imports test_pgstore's ``tenant``.
-KNOWN = {"test_pgstore_fair_embedding.py"}
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -24,7 +22,7 @@ def imported_modules(path: Path) -> set[str]:
 
 
 def suite_files(root: Path) -> list[Path]:
-    return sorted(p for p in root.rglob("*.py") if p.name not in KNOWN)
+    return sorted(root.rglob("*.py"))
 
 
 def test_no_module_of_the_suite_imports_a_test_module() -> None:
