@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from memcairn.bench.faults_harness import Log, Row, _request, _worker
+from memcairn.core.clock import now_ms
 
 CAPTURE_TIMEOUT = 60.0
 PROJECT = "poison-bench"
@@ -38,7 +39,7 @@ def _prompt(session: str) -> dict[str, Any]:
 def _plant(db: Path) -> dict[str, int]:
     """Rows as an earlier release wrote them: a done prompt holding Infinity with its session's tool events
     pending after it, and a pending prompt holding NaN. Their ids by name."""
-    now = int(time.time() * 1000)
+    now = now_ms()
     conn = sqlite3.connect(db)
     try:
         with conn:

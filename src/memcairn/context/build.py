@@ -62,7 +62,6 @@ are noticed at the next recount.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, tzinfo
@@ -72,6 +71,7 @@ from memcairn.context.clock import HEADER, clock_text, local_moment
 from memcairn.context.gather import ContextData, SessionDigest, by_usefulness, gather
 from memcairn.context.lines import LISTED_MIN, not_done_since, unlisted, without_runs
 from memcairn.context.notices import notice_lines
+from memcairn.core.clock import now_ms as current_ms
 from memcairn.core.models import MemoryItem
 from memcairn.core.tokens import tokens_for_chars
 from memcairn.search.render import display_title
@@ -429,5 +429,5 @@ def render_context(store: ContextStore, settings: Settings, *, projects: Sequenc
     memories of every agent. ``now_ms`` defaults to the current time and ``tz`` to local time.
     """
     data = gather(store, settings, projects, full=full, platform_source=platform_source)
-    return render(data, settings, now_ms=int(time.time() * 1000) if now_ms is None else now_ms, tz=tz,
+    return render(data, settings, now_ms=current_ms() if now_ms is None else now_ms, tz=tz,
                   colors=colors, full=full, notices=notices)

@@ -41,7 +41,6 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
@@ -51,6 +50,7 @@ from typing import Any
 
 from memcairn.context.build import render_context, shaping_settings
 from memcairn.context.clock import CLOCK_WIDTH, clock, restamp
+from memcairn.core.clock import now_ms as current_ms
 from memcairn.store.protocols import MemoContextStore
 from memcairn.wire.config import Settings
 
@@ -165,7 +165,7 @@ class ContextMemo:
                fresh: bool = False) -> Answer:
         """``render_context`` with the same arguments, from the memo when it holds the text (``fresh``: render
         anyway, and keep the new text)."""
-        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        now_ms = current_ms() if now_ms is None else now_ms
 
         def build() -> str:
             return render_context(store, settings, projects=projects, platform_source=platform_source,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 
+from memcairn.core.clock import now_ms
 from memcairn.hooks.runner import warn
 from memcairn.hooks.transport import Call, Response, Unreachable, Worker
 from memcairn.wire.fastjson import encode_json, loads
@@ -73,7 +74,7 @@ class Hook:
     """One event: the payload, the settings, the worker, and whether the worker answered."""
 
     def __init__(self, event: str, platform: str, payload: dict[str, Any]) -> None:
-        self.started_at = int(time.time() * 1000)  # first: what orders this event among the session's hooks
+        self.started_at = now_ms()  # first: what orders this event among the session's hooks
         from memcairn.wire.settings_source import read_values
 
         self.event = event

@@ -19,7 +19,6 @@ The two legs of a search are read here (a search itself is the search service's:
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -27,6 +26,7 @@ from typing import Any
 import numpy as np
 import psycopg
 
+from memcairn.core.clock import now_ms
 from memcairn.core.errors import NotFoundError, ValidationError
 from memcairn.core.lru import Lru
 from memcairn.core.models import NewItem
@@ -64,7 +64,7 @@ class Prepared:
 def prepare(item: NewItem) -> Prepared:
     item = validate_item(item)
     item = replace(item, title=_clean(item.title), text=_clean(item.text))
-    return Prepared(item, content_hash(item), item.created_at_epoch or int(time.time() * 1000))
+    return Prepared(item, content_hash(item), item.created_at_epoch or now_ms())
 
 
 @dataclass(frozen=True)

@@ -17,12 +17,12 @@ Everything else a request carries is plain data: the search service decides what
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta, timezone, tzinfo
 from typing import Any
 
+from memcairn.core.clock import now_ms
 from memcairn.core.errors import ValidationError
 from memcairn.core.models import KINDS
 
@@ -50,10 +50,6 @@ DATE_FORMATS = (
 _MS_THRESHOLD = 100_000_000_000
 _RELATIVE = re.compile(r"^(\d+)\s*(m|min|h|d|w)$", re.IGNORECASE)
 _RELATIVE_MS = {"m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 7 * 86_400_000}
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 _MAX_EPOCH_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: SQLite integers and datetime both hold it

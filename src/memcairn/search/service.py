@@ -42,10 +42,11 @@ from dataclasses import replace
 from datetime import tzinfo
 from typing import Any
 
+from memcairn.core.clock import now_ms
 from memcairn.core.errors import KeywordIndexDamagedError, ValidationError, WouldWait
 from memcairn.core.models import DEFAULT_TYPES, MAX_ITEM_ID, OBSERVATION_TYPES, ItemFilter
 from memcairn.search import evidence, fusion, relevance
-from memcairn.search.request import SearchRequest, now_ms
+from memcairn.search.request import SearchRequest
 from memcairn.search.result import LegRank, SearchHit, SearchResult, Timeline
 from memcairn.search.telemetry import SearchEnvelope, Telemetry
 from memcairn.store.protocols import SearchStore, StepEvidence

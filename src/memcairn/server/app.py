@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -33,6 +32,7 @@ from memcairn.context.build import Rendered, render_shown
 from memcairn.context.clock import clock
 from memcairn.context.gather import gather
 from memcairn.core import tokens
+from memcairn.core.clock import now_ms as current_ms
 from memcairn.core.errors import ConfigError, NotFoundError, ValidationError
 from memcairn.core.lru import Lru
 from memcairn.core.models import MAX_ITEM_ID, MemoryItem, NewItem
@@ -448,7 +448,7 @@ def context(request: Request, call: Call) -> Any:
     budget = int_param(request, "max_tokens", DEFAULT_CONTEXT_TOKENS, 100, 20_000)
     settings = replace(CONTEXT_SETTINGS, context_token_budget=budget)
     data = gather(_tenant_store(state, call), settings, names)
-    now_ms = int(time.time() * 1000)
+    now_ms = current_ms()
     # the text is a function of the memories read (a stored memory never changes: an edit stores another), the
     # totals, the budget and the clock: rendering, the costliest step, is done once for them
     key = (tuple(names), budget, clock(now_ms, UTC), data.totals,

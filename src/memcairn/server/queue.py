@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from memcairn.capture.single_event import HookEvent, admitted, memories
+from memcairn.core.clock import now_ms
 from memcairn.core.errors import MemcairnError, NotFoundError, ValidationError
 from memcairn.core.models import NewItem
 from memcairn.pgstore.audit import Actor
@@ -90,7 +90,7 @@ def payload(event: Event) -> dict[str, Any] | None:
         hook = {"event": kept.kind, "project": kept.project, "session": kept.session, "platform": kept.platform,
                 "body": kept.body}
         digest = hashlib.sha256(json.dumps(hook, sort_keys=True, default=str).encode()).hexdigest()
-        return {"hook": hook, "hash": digest, "epoch": kept.at_epoch or int(time.time() * 1000)}
+        return {"hook": hook, "hash": digest, "epoch": kept.at_epoch or now_ms()}
     ready = prepare(event)
     item = ready.item
     return {"memory": {"project": item.project, "kind": item.kind, "type": item.type, "title": item.title,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from memcairn.core.clock import now_ms
 from memcairn.wire.config import Settings
 
 if TYPE_CHECKING:  # opened lazily (the doctor's start-up stays light)
@@ -35,11 +36,9 @@ def _unreadable_check(store: Store, fix: bool) -> list[dict[str, str]]:
 
 def _queue_check(store: Store, cfg: Settings) -> dict[str, str]:
     """The queue's depth; stuck when its oldest pending event waits longer than any pass takes."""
-    import time
-
     queue = store.ingest_queue()
     oldest = queue["oldest_pending_epoch"]
-    age_ms = int(time.time() * 1000) - oldest if oldest else 0
+    age_ms = now_ms() - oldest if oldest else 0
     detail = f"{queue['pending']} pending, {queue['done']} processed, {queue['failed']} failed"
     if age_ms <= STALE_QUEUE_MS:
         return _check("capture queue", "ok", detail)
@@ -92,9 +91,7 @@ _WHY_SILENT = {
 def hooks_checks(store: Store, registered: dict[str, str]) -> list[dict[str, str]]:
     """Agents whose hooks memcairn registered (platform -> the file holding them) but from whose hooks no event
     reached this store in the last week: hooks that never fire lose every session without a word."""
-    import time
-
-    heard = set(store.live_hook_platforms(int(time.time() * 1000) - HOOKS_HEARD_MS))
+    heard = set(store.live_hook_platforms(now_ms() - HOOKS_HEARD_MS))
     checks = []
     for platform, where in sorted(registered.items()):
         if platform in heard:

@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
-import time
 from collections.abc import Sequence
 from typing import Any
 
+from memcairn.core.clock import now_ms
 from memcairn.core.errors import ValidationError
 from memcairn.core.models import AddResult, NewItem
 from memcairn.store.db import atomic
@@ -94,7 +94,7 @@ class IngestStateMixin:
         recorded first with ``created`` False: the same tool call (session, event type, ``tool_use_id``), the
         same replayed line (``source_key``), the same hook event (``event_key``: sent, answered too late, and
         spooled), or the same prompt text of a session within a minute."""
-        now = int(time.time() * 1000)
+        now = now_ms()
         try:
             body = json.dumps(payload, ensure_ascii=False, sort_keys=True, default=str, allow_nan=False)
         except ValueError:  # NaN or an infinity: json would write Infinity, which no JSON reader takes back
@@ -159,7 +159,7 @@ class IngestStateMixin:
                 conn.execute(
                     "UPDATE ingest_events SET payload = ?, status = CASE WHEN status = 'pending' THEN 'failed' "
                     "ELSE status END, error = ?, updated_at_epoch = ? WHERE id = ?",
-                    (body, reason, int(time.time() * 1000), event_id))
+                    (body, reason, now_ms(), event_id))
                 done.append(f"event {event_id} ({status}): {why}")
         for line in done:
             log.warning("hook event set aside: %s", line)
@@ -201,7 +201,7 @@ class IngestStateMixin:
             conn.execute(
                 "UPDATE ingest_events SET status = ?, attempts = attempts + 1, updated_at_epoch = ?, error = ? "
                 "WHERE id = ?",
-                (status, int(time.time() * 1000), error, int(event_id)),
+                (status, now_ms(), error, int(event_id)),
             )
 
     def complete_ingest(self, event_ids: Sequence[int], items: Sequence[NewItem], *,
@@ -220,7 +220,7 @@ class IngestStateMixin:
         """
         checked = [validate_item(item) for item in items]
         ids = [int(i) for i in event_ids]
-        now = int(time.time() * 1000)
+        now = now_ms()
         results: list[AddResult] = []
         deleted: list[int] = []
         try:
@@ -370,7 +370,7 @@ class IngestStateMixin:
         with atomic(self._conn) as conn:
             return conn.execute(
                 f"UPDATE ingest_events SET status = 'pending', attempts = 0, updated_at_epoch = ? WHERE {where}",
-                (int(time.time() * 1000), *args)).rowcount
+                (now_ms(), *args)).rowcount
 
     def failed_ingest_count(self, matching: str | None = None) -> int:
         """Failed events, or those whose error holds ``matching``."""
@@ -395,7 +395,7 @@ class IngestStateMixin:
                 "INSERT INTO llm_usage(session_id, backend, model, input_tokens, output_tokens, created_at_epoch) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
                 (session_id, usage.backend, usage.model, int(usage.input_tokens), int(usage.output_tokens),
-                 int(time.time() * 1000)),
+                 now_ms()),
             )
 
     def tokens_spent(self, *, session_id: str | None = None, since_epoch: int | None = None) -> int:
@@ -419,13 +419,13 @@ class IngestStateMixin:
             if seen is None:
                 conn.execute(
                     "INSERT INTO capture_notices(kind, message, project, created_at_epoch) VALUES (?, ?, ?, ?)",
-                    (kind, message, project, int(time.time() * 1000)))
+                    (kind, message, project, now_ms()))
 
     def take_capture_notices(self, projects: Sequence[str] | None = None, *, mark: bool = True) -> list[str]:
         """Warnings for these projects (and those of no project) not shown yet, oldest first, marked shown
         (unless ``mark`` is false: a read-only look). Ones shown in the last minute come back too: a
         SessionStart asks twice (for the model and, in colour, for the person) and both should carry them."""
-        now = int(time.time() * 1000)
+        now = now_ms()
         sql = "SELECT id, message, shown_at_epoch FROM capture_notices WHERE (shown_at_epoch IS NULL " \
               "OR shown_at_epoch >= ?)"
         params: list[Any] = [now - NOTICE_REPEAT_MS]

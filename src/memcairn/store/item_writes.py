@@ -9,12 +9,12 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from memcairn.core.clock import now_ms
 from memcairn.core.errors import ValidationError
 from memcairn.core.fields import EDITABLE_FIELDS, FIELD, FIELDS, NAMES
 from memcairn.core.models import SUMMARY_SECTIONS, AddResult, MemoryItem, NewItem
 from memcairn.store.db import atomic
 from memcairn.store.integrity import restores_keyword_table
-from memcairn.store.projects import now_ms
 from memcairn.store.validation import validate_item
 
 _INSERT_COLUMNS = (

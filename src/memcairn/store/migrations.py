@@ -10,11 +10,11 @@ to migrate) and never replaces an existing file (an older copy gets ``.bak-<vers
 from __future__ import annotations
 
 import sqlite3
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from memcairn.core.clock import now_ms
 from memcairn.core.errors import SchemaTooNewError, StoreError
 from memcairn.core.fields import FIELD
 from memcairn.store import schema
@@ -237,7 +237,7 @@ def migrate(conn: sqlite3.Connection, db_path: Path | None, migrations: list[Mig
                 m.apply(conn)
                 conn.execute(
                     f"INSERT INTO {MIGRATIONS_TABLE}(version, name, applied_at_epoch) VALUES (?, ?, ?)",
-                    (m.version, m.name, int(time.time() * 1000)),
+                    (m.version, m.name, now_ms()),
                 )
         except sqlite3.Error as exc:
             raise StoreError(f"migration {m.version} ({m.name}) failed and was rolled back: {exc}") from None

@@ -6,8 +6,8 @@ Mixed into ``Store`` so the store stays the only owner of connections and SQL.
 from __future__ import annotations
 
 import sqlite3
-import time
 
+from memcairn.core.clock import now_ms
 from memcairn.store.db import atomic
 from memcairn.store.records import OutboxEntry
 
@@ -29,7 +29,7 @@ class MirrorStateMixin:
                 "VALUES (?, ?, ?, ?, ?) ON CONFLICT(index_key, project, kind) DO UPDATE SET "
                 "watermark = max(watermark, excluded.watermark), updated_at_epoch = excluded.updated_at_epoch "
                 "RETURNING watermark",
-                (index_key, project, kind, int(value), int(time.time() * 1000)),
+                (index_key, project, kind, int(value), now_ms()),
             ).fetchone()
         return row[0]
 
@@ -40,7 +40,7 @@ class MirrorStateMixin:
                 "INSERT INTO vector_sync_state(index_key, project, kind, watermark, updated_at_epoch) "
                 "VALUES (?, ?, ?, ?, ?) ON CONFLICT(index_key, project, kind) DO UPDATE SET "
                 "watermark = excluded.watermark, updated_at_epoch = excluded.updated_at_epoch",
-                (index_key, project, kind, int(value), int(time.time() * 1000)),
+                (index_key, project, kind, int(value), now_ms()),
             )
 
     def clear_watermarks(self, index_key: str | None = None) -> None:

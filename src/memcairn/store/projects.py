@@ -7,16 +7,13 @@ import sqlite3
 import time
 from collections.abc import Sequence
 
+from memcairn.core.clock import now_ms
 from memcairn.core.errors import NotFoundError, ValidationError
 from memcairn.core.models import CONTROL_CHARACTER
 from memcairn.store.db import atomic
 from memcairn.store.records import ProjectInfo
 
 PROJECTS_TTL = 1.0  # seconds a read of the projects table serves (see Store.project_rows)
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class ProjectsMixin:

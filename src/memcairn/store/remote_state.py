@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import time
 from typing import Any
 
+from memcairn.core.clock import now_ms
 from memcairn.store.db import atomic
 
 
@@ -26,7 +26,7 @@ class RemoteStateMixin:
         ``sent`` (``{item id: event}``), marked to be compared once with the item as it is now (an edit while
         the batch was on its way); for an item deleted meanwhile, queue its deletion at once. Returns the
         watermark."""
-        now = int(time.time() * 1000)
+        now = now_ms()
         with atomic(self._conn) as conn:
             row = conn.execute(
                 "INSERT INTO remote_sync_state(server, watermark, updated_at_epoch) VALUES (?, ?, ?) "

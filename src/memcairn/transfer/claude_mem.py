@@ -37,11 +37,11 @@ the new items up through its watermark, since they get ids above it.
 from __future__ import annotations
 
 import sqlite3
-import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from memcairn.capture.admission import project_excluded, scrub_item
+from memcairn.core.clock import now_ms
 from memcairn.core.errors import NotFoundError, ValidationError
 from memcairn.core.models import ARRAY_FIELDS, TEXT_FIELDS, NewItem
 from memcairn.store.transfer_state import TransferSession
@@ -114,7 +114,7 @@ def _import_sessions(ctx: _Context, source: sqlite3.Connection,
     """Create the sessions; return them by memory_session_id and by content_session_id, as stored. Sessions of
     excluded projects are not created; their ids are kept in the context so that their rows are left out too."""
     store, report = ctx.store, ctx.report
-    now = int(time.time() * 1000)
+    now = now_ms()
     records: list[TransferSession] = []
     links: list[tuple[str | None, tuple[str, str], int]] = []
     if "sdk_sessions" in tables:

@@ -6,12 +6,12 @@ import json
 import math
 import re
 import sqlite3
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from memcairn.core.clock import now_ms
 from memcairn.core.models import DEFAULT_TYPES, LONE_SURROGATE, NewItem
 from memcairn.store.validation import MAX_EPOCH_MS
 from memcairn.wire.protocol import PLATFORM_ALIASES, platform_key
@@ -93,7 +93,7 @@ class _Context:
     excluded_memory: set[str] = field(default_factory=set)  # memory_session_ids of excluded sessions
     excluded_content: set[str] = field(default_factory=set)  # content_session_ids of excluded sessions
     merges: dict[str, str] = field(default_factory=dict)
-    now: int = field(default_factory=lambda: int(time.time() * 1000))
+    now: int = field(default_factory=now_ms)
     key: str = ""  # database_key of the source: the prefix of every provenance id
 
     def source(self, table: str, row_id: Any) -> tuple[str, str, str]:

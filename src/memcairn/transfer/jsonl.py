@@ -34,12 +34,12 @@ import os
 import re
 import secrets
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from memcairn.core.clock import now_ms
 from memcairn.core.errors import ValidationError
 from memcairn.core.fields import FIELD, FIELDS, NAMES, Field
 from memcairn.core.models import KINDS, NewItem
@@ -112,7 +112,7 @@ def export_jsonl(store: Transfer, out: IO[str]) -> dict[str, int]:
     the end record's) name ``forgotten`` only when there are marks, as a file of an earlier release has none."""
     counts = {"projects": 0, "sessions": 0, "items": 0}
     marks = 0
-    _write(out, {"record": "header", "format": FORMAT, "version": VERSION, "exported_at": int(time.time() * 1000)})
+    _write(out, {"record": "header", "format": FORMAT, "version": VERSION, "exported_at": now_ms()})
     with store.export_snapshot():
         for row in store.export_projects():
             _write(out, {"record": "project", **row})

@@ -34,11 +34,11 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import time
 from pathlib import Path
 from typing import Any
 
 from memcairn.core.background import BackgroundLoop
+from memcairn.core.clock import now_ms
 from memcairn.core.errors import ConfigError
 from memcairn.store.protocols import RemoteState
 from memcairn.wire.team_client import (
@@ -126,7 +126,7 @@ class Forwarder(BackgroundLoop):
             if not items:
                 self.failures = 0
                 self._set({"mode": "remote", "url": cfg.url, "state": "synced", "pending": 0,
-                           "last_sync_epoch": int(time.time() * 1000), "last_error": None})
+                           "last_sync_epoch": now_ms(), "last_error": None})
                 return IDLE_SECONDS
             try:
                 resp = self._post(client, cfg, items)
@@ -261,7 +261,7 @@ class Forwarder(BackgroundLoop):
     def _set(self, status: dict[str, Any]) -> None:
         status = {**status, "forwarded": self._forwarded, "refused": self._refused, "deleted": self._deleted,
                   "edited": self._edited,
-                  "updated_epoch": int(time.time() * 1000)}
+                  "updated_epoch": now_ms()}
         if status.get("state") == "synced" and self.status.get("state") == "synced" \
                 and self.status.get("forwarded") == status["forwarded"] \
                 and self.status.get("deleted") == status["deleted"] \

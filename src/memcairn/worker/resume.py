@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import time
-
+from memcairn.core.clock import now_ms
 from memcairn.store.protocols import LocalStore
 
 RESUMED = "resumed"  # the CONTEXT_HEADER value of RESUMED_NOTE
@@ -25,7 +24,7 @@ def unchanged_since_start(store: LocalStore, projects: list[str] | None, agent: 
     SessionStart event is sent after this request by hooks that say when they started (``hook_started``): only
     events from before that count, so a resume right after the start is told too. An older hook may send its
     event beside this request: without ``hook_started``, events of the last ``RESUME_GRACE_MS`` do not count."""
-    now = int(time.time() * 1000)
+    now = now_ms()
     before = min(hook_started, now) if hook_started is not None else now - RESUME_GRACE_MS
     started = store.earlier_session_start(agent, session, before_epoch=before)
     return started is not None and not store.stored_since(projects, started - RESUME_SLACK_MS,

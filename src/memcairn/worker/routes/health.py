@@ -12,6 +12,7 @@ from starlette.responses import Response
 
 import memcairn
 from memcairn.capture.llm.compressor import local_day_start_ms
+from memcairn.core.clock import now_ms
 from memcairn.mirror.background import MirrorRunner
 from memcairn.mirror.runtime import Runtime
 from memcairn.store.doctor import HOOKS_HEARD_MS
@@ -84,7 +85,7 @@ async def stats(request: Request) -> Response:
         out = runtime.store.stats()
         out["mirror"] = _mirror_summary(runtime, state.runner)
         out["ingest"] = runtime.store.ingest_queue()
-        out["hooks_heard"] = runtime.store.live_hook_platforms(int(time.time() * 1000) - HOOKS_HEARD_MS)
+        out["hooks_heard"] = runtime.store.live_hook_platforms(now_ms() - HOOKS_HEARD_MS)
         out["llm_tokens_today"] = runtime.store.tokens_spent(since_epoch=local_day_start_ms())
         out["search"] = state.search.telemetry_snapshot() if state.search is not None else None
         out["keyword_index"] = runtime.store.keyword_index_stats()
