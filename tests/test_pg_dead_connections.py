@@ -37,7 +37,7 @@ def _terminate(owner_dsn: str, count: int, *, pooled_only: bool = False) -> int:
 
 
 def test_the_pool_lends_no_connection_postgresql_ended(pg_database: str) -> None:
-    pool = db.Pool(db.app_conninfo(pg_database, TEST_SECRET), size=3)
+    pool = db.Pool(db.app_conninfo(pg_database, TEST_SECRET), size=2)  # the two ended below
     try:
         with pool.connection() as first, pool.connection() as second:
             before = {first.info.backend_pid, second.info.backend_pid}
@@ -131,3 +131,81 @@ def test_no_request_fails_when_backends_are_terminated(tmp_path: Path, pg_databa
             thread.join()
         assert sum(killed) == 7, killed
         assert results == Counter({200: 120}), failures
+
+
+# a request's backend in the middle of its transaction (the key checked, the read going on), not the ingest
+# consumer's or the embedding task's
+IN_A_READ = (APP_BACKENDS + POOLED + " AND state IN ('active', 'idle in transaction')"
+             " AND query NOT ILIKE '%ingest_jobs%' AND query NOT ILIKE '%embedding_backlog%'")
+
+
+def test_no_read_fails_when_backends_are_killed_in_the_middle_of_reads(tmp_path: Path, pg_database: str) -> None:
+    """10 clients send 120 reads (semantic searches of new queries, which run on a request thread, and keyword
+    searches, timelines and contexts, which run on the event loop) while 7 of the server's backends are ended,
+    each one caught in the middle of a read's transaction when one is there to catch (else an idle pooled one):
+    a read whose connection died is run once more on another, and every answer is a 200."""
+    with running_server(tmp_path, pg_database, "--workers", "1") as server:
+        headers = {"Authorization": f"Bearer {server.make_key()}"}
+        ids = []
+        for n in range(12):
+            saved = httpx.post(f"{server.url}/v1/memories", headers=headers,
+                               json={"project": "api", "title": f"Decision {n} about retries",
+                                     "text": f"retry budget number {n}: back off and give up after {n} tries"})
+            assert saved.status_code == 201
+            ids.append(saved.json()["id"])
+        with db.connect(pg_database) as owner:  # the embedding task done: its transactions are not requests
+            while owner.execute("SELECT count(*) FROM embedding_backlog").fetchone() != (0,):
+                time.sleep(0.05)
+        plan = [("/v1/search", lambda n: {"query": f"how many tries before giving up, case {n}", "project": "api"}),
+                ("/v1/search", lambda n: {"query": "retry budget", "project": "api", "mode": "keyword"}),
+                ("/v1/search", lambda n: {"query": f"backing off after failure {n}", "project": "api"}),
+                ("/v1/timeline", lambda n: {"anchor": str(ids[n % len(ids)]), "project": "api"}),
+                ("/v1/context", lambda n: {"project": "api"})]
+        total, kills = 120, 7
+        results: Counter[int] = Counter()
+        failures: list[str] = []
+        lock = threading.Lock()
+        answered = threading.Semaphore(0)  # one release per answer: the killer paces itself by them
+        killed: list[str] = []  # the state each ended backend was in
+        numbers = iter(range(total))
+
+        def kill_one(owner: object) -> None:
+            deadline = time.monotonic() + 2
+            while time.monotonic() < deadline:  # a backend in the middle of a read, when one is there to catch
+                row = owner.execute(f"SELECT pid, state FROM ({IN_A_READ} LIMIT 1) AS b "  # type: ignore[attr-defined]
+                                    "JOIN pg_stat_activity USING (pid)").fetchone()
+                if row and owner.execute("SELECT pg_terminate_backend(%s)",  # type: ignore[attr-defined]
+                                         (row[0],)).fetchone() == (True,):
+                    killed.append(str(row[1]))
+                    return
+                time.sleep(0.001)
+            if _terminate(pg_database, 1, pooled_only=True):
+                killed.append("idle")
+
+        def killer() -> None:
+            with db.connect(pg_database) as owner:
+                owner.execute("SET application_name = 'killer'")
+                for _ in range(kills):
+                    for _ in range(total // (kills + 2)):  # a kill every 13 answers, the first after 13
+                        answered.acquire()
+                    kill_one(owner)
+
+        def client() -> None:
+            with httpx.Client(headers=headers, timeout=60) as http:
+                for n in numbers:  # shared: 120 requests in all
+                    path, params = plan[n % len(plan)]
+                    answer = http.get(f"{server.url}{path}", params=params(n))
+                    with lock:
+                        results[answer.status_code] += 1
+                        if answer.status_code != 200:
+                            failures.append(f"{path} {answer.status_code} {answer.text[:200]}")
+                    answered.release()
+
+        threads = [threading.Thread(target=killer)] + [threading.Thread(target=client) for _ in range(10)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert len(killed) == kills, killed
+        assert sum(state != "idle" for state in killed) >= 3, killed  # most in the middle of a read
+        assert results == Counter({200: total}), (failures, killed)

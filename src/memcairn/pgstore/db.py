@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
-import queue
 import re
 import secrets
 import select
@@ -33,15 +32,19 @@ from typing import TypeVar
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from memcairn.core.errors import ConfigError, SchemaTooNewError, WouldWait
 from memcairn.pgstore.migrations import LOCK_KEY, applied_versions, migrate
 from memcairn.pgstore.schema import APP_GRANTS, APP_ROLE, LATEST, for_role
-from memcairn.pgstore.waits import before_waiting, may_wait
+from memcairn.pgstore.waits import may_wait
 
 T = TypeVar("T")
 ROLE_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 LOOP_LOCK_TIMEOUT = "50ms"  # a read's lock wait on the event loop before it goes to a thread (see above)
+CONNECT_SECONDS = 10  # libpq's connect_timeout, for every connection
+WAIT_SECONDS = 30.0  # the longest a request on a thread waits for a pooled connection (then 503)
+LOOP_GETCONN_SECONDS = 0.001  # on the event loop: an idle connection another thread took just before (then a thread)
 
 
 @dataclass(frozen=True)
@@ -108,7 +111,7 @@ def database_name(dsn: str) -> str:
 
 def connect(dsn: str, *, autocommit: bool = True) -> psycopg.Connection:
     try:
-        return psycopg.connect(dsn, autocommit=autocommit, connect_timeout=10)
+        return psycopg.connect(dsn, autocommit=autocommit, connect_timeout=CONNECT_SECONDS)
     except psycopg.OperationalError as exc:
         where = conninfo_to_dict(dsn)
         raise ConfigError(f"cannot connect to PostgreSQL at {where.get('host', 'localhost')}:{where.get('port', 5432)}"
@@ -238,91 +241,117 @@ def check_current(app_dsn: str) -> None:
 
 
 class Pool:
-    """At most ``size`` connections of one DSN, handed out one per caller; a broken one is replaced.
+    """``size`` connections of one DSN (psycopg_pool's ``ConnectionPool``, opened now and kept open), handed out
+    one per caller; a broken one is replaced in the background (psycopg_pool's reconnect, with back-off while
+    PostgreSQL cannot be reached). A caller on a thread waits at most ``timeout`` seconds for one (then
+    ``PoolTimeout``, an ``OperationalError``: the request is answered 503).
 
-    PostgreSQL ends connections under us (``pg_terminate_backend``, a restart or failover, an idle timeout): an
-    idle connection it ended is not lent (``_ended``; on a thread also ``_answers``), and a read on the event loop
-    whose connection died under it raises ``WouldWait``, so it is run again, once, on a thread with another
-    connection (it wrote nothing). ``read_as`` runs a read on a thread once more the same way."""
+    PostgreSQL ends connections under us (``pg_terminate_backend``, a restart or failover, an idle timeout): a
+    connection is checked before it is lent (``_usable``: no goodbye waiting to be read, and on a thread an empty
+    query answered, ``ConnectionPool.check_connection``) and a dead one is closed and replaced. The check is ours
+    rather than the pool's ``check=`` callback, which sleeps a second or more after each failed check: on the event
+    loop that would stall every request of the process. A read on the event loop whose connection died under it
+    raises ``WouldWait``, so it is run again, once, on a thread with another connection (it wrote nothing);
+    ``reading`` runs a read on a thread once more the same way."""
 
-    def __init__(self, dsn: str, size: int = 8) -> None:
+    def __init__(self, dsn: str, size: int = 8, *, timeout: float = WAIT_SECONDS) -> None:
         self.dsn = dsn
-        self._idle: queue.LifoQueue[psycopg.Connection] = queue.LifoQueue()
-        self._slots = threading.BoundedSemaphore(size)
-        self._closed = False
+        self.size = size
+        self._pool: ConnectionPool[psycopg.Connection] = ConnectionPool(
+            dsn, min_size=size, max_size=size, timeout=timeout, open=True, name="memcairn",
+            kwargs={"autocommit": True, "connect_timeout": CONNECT_SECONDS})
+        self._lent = 0
+        self._counting = threading.Lock()
 
     @contextmanager
     def connection(self) -> Iterator[psycopg.Connection]:
         """A connection for the block; where waiting is not allowed (``waits.no_waiting``), only one that is
         open and idle now (else ``WouldWait``)."""
-        if not self._slots.acquire(blocking=may_wait()):
-            raise WouldWait("every connection of the pool is in use")
-        conn: psycopg.Connection | None = None
+        conn = self._lend()
         try:
-            conn = self._idle_connection()
-            if conn is None:
-                before_waiting("opening a connection")
-                conn = connect(self.dsn)
             yield conn
         except psycopg.errors.LockNotAvailable as exc:
-            self._rollback(conn)
+            _rollback(conn)
             if not may_wait():  # ``LOOP_LOCK_TIMEOUT`` ran out: run the read again where it may wait
                 raise WouldWait("a table is locked") from exc
             raise
         except psycopg.OperationalError as exc:
-            if conn is None or not connection_lost(exc, conn):
-                self._rollback(conn)
+            if not connection_lost(exc, conn):
+                _rollback(conn)
                 raise
             conn.close()  # never lent again (its pipeline may be half-read, though libpq has not noticed)
             if not may_wait():
                 raise WouldWait("the connection to PostgreSQL was lost") from exc
             raise
         except BaseException:
-            self._rollback(conn)
+            _rollback(conn)
             raise
         finally:
-            if conn is not None:
-                if conn.broken or conn.closed or self._closed:
-                    conn.close()
-                elif conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE or self._rollback(conn):
-                    self._idle.put(conn)
-            self._slots.release()
+            if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                _rollback(conn)  # what the block left open (psycopg_pool would too, with a warning)
+            self._give_back(conn)
 
-    def _idle_connection(self) -> psycopg.Connection | None:
-        """The most recently returned idle connection PostgreSQL has not ended, or None; ended ones are closed."""
+    def _lend(self) -> psycopg.Connection:
+        """A pooled connection that passed ``_usable``; dead ones are closed and given back (the pool replaces
+        them). Where waiting is not allowed, ``WouldWait`` unless one is idle now."""
+        waits = may_wait()
         while True:
+            if not waits and not self._pool.get_stats().get("pool_available"):
+                raise WouldWait("every connection of the pool is in use")
             try:
-                conn = self._idle.get_nowait()
-            except queue.Empty:
-                return None
-            if not _ended(conn) and (not may_wait() or _answers(conn)):
+                conn = self._pool.getconn(None if waits else LOOP_GETCONN_SECONDS)
+            except PoolTimeout:
+                if waits:
+                    raise
+                raise WouldWait("every connection of the pool is in use") from None
+            with self._counting:
+                self._lent += 1
+            if _usable(conn, round_trip=waits):
                 return conn
             conn.close()
+            self._give_back(conn)
 
-    @staticmethod
-    def _rollback(conn: psycopg.Connection | None) -> bool:
-        """Roll back what the block left open; False (and the connection closed) when that fails."""
-        if conn is None or conn.closed or conn.broken:
-            return False
-        try:
-            conn.rollback()
-        except psycopg.Error:
-            conn.close()
-            return False
-        return True
+    def _give_back(self, conn: psycopg.Connection) -> None:
+        with self._counting:
+            self._lent -= 1
+        self._pool.putconn(conn)  # a closed or broken one is replaced; after ``close`` it is closed
 
     def stats(self) -> dict[str, int]:
-        """The most connections the pool lends, those lent now and those idle (the server's metrics)."""
-        size = self._slots._initial_value  # type: ignore[attr-defined]
-        return {"size": size, "in_use": size - self._slots._value, "idle": self._idle.qsize()}  # type: ignore
+        """The most connections the pool lends, those lent now, those idle, and the callers waiting for one (the
+        server's metrics)."""
+        stats = self._pool.get_stats()
+        return {"size": self.size, "in_use": self._lent, "idle": stats.get("pool_available", 0),
+                "waiting": stats.get("requests_waiting", 0)}
 
     def close(self) -> None:
-        self._closed = True
-        while True:
-            try:
-                self._idle.get_nowait().close()
-            except queue.Empty:
-                return
+        self._pool.close()
+
+
+def _rollback(conn: psycopg.Connection) -> bool:
+    """Roll back what the block left open; False (and the connection closed) when that fails."""
+    if conn.closed or conn.broken:
+        return False
+    try:
+        conn.rollback()
+    except psycopg.Error:
+        conn.close()
+        return False
+    return True
+
+
+def _usable(conn: psycopg.Connection, *, round_trip: bool) -> bool:
+    """Whether a connection about to be lent still works: PostgreSQL has not said goodbye on it (``_ended``) and,
+    with ``round_trip`` (where a request may wait), it answers an empty query, since a backend
+    ``pg_terminate_backend`` has just signalled may not have written its goodbye yet."""
+    if _ended(conn):
+        return False
+    if not round_trip:
+        return True
+    try:
+        ConnectionPool.check_connection(conn)
+    except psycopg.Error:
+        return False
+    return True
 
 
 def _ended(conn: psycopg.Connection) -> bool:
@@ -345,14 +374,20 @@ def connection_lost(exc: psycopg.OperationalError, conn: psycopg.Connection) -> 
     return conn.broken or conn.closed or exc.sqlstate is None or exc.sqlstate.startswith(("08", "57P"))
 
 
-def _answers(conn: psycopg.Connection) -> bool:
-    """One round trip (an empty query), where a request may wait: a backend ``pg_terminate_backend`` has just
-    signalled may not have written its goodbye yet (``_ended`` sees nothing), but it answers no query."""
-    try:
-        conn.execute("")
-    except psycopg.Error:
-        return False
-    return True
+def reading(pool: Pool, read: Callable[[psycopg.Connection], T]) -> T:
+    """``read`` on a pooled connection, run once more on another when PostgreSQL ended the first under it. Only
+    for work that writes nothing: a write whose connection died may have committed. Where waiting is not allowed
+    the pool raises ``WouldWait`` instead, and the caller runs it again on a thread."""
+    for again in (False, True):
+        lent: psycopg.Connection | None = None
+        try:
+            with pool.connection() as conn:
+                lent = conn
+                return read(conn)
+        except psycopg.OperationalError as exc:
+            if again or lent is None or not connection_lost(exc, lent):
+                raise
+    raise AssertionError("unreachable")
 
 
 @contextmanager
@@ -367,18 +402,13 @@ def tenant_transaction(conn: psycopg.Connection, tenant_id: int) -> Iterator[psy
 
 def read_as(pool: Pool, tenant_id: int, read: Callable[[psycopg.Cursor], T]) -> T:
     """``read`` in a ``tenant_transaction`` of a pooled connection, run once more on another connection when
-    PostgreSQL ended the first under it (a read: it may run twice). Where waiting is not allowed the pool raises
-    ``WouldWait`` instead, and the caller runs it again on a thread."""
-    for again in (False, True):
-        lent: psycopg.Connection | None = None
-        try:
-            with pool.connection() as conn, tenant_transaction(conn, tenant_id) as cur:
-                lent = conn
-                return read(cur)
-        except psycopg.OperationalError as exc:
-            if again or lent is None or not connection_lost(exc, lent):
-                raise
-    raise AssertionError("unreachable")
+    PostgreSQL ended the first under it (``reading``: a read may run twice)."""
+
+    def in_tenant(conn: psycopg.Connection) -> T:
+        with tenant_transaction(conn, tenant_id) as cur:
+            return read(cur)
+
+    return reading(pool, in_tenant)
 
 
 def act_as(cur: psycopg.Cursor, tenant_id: int) -> None:

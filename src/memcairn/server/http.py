@@ -31,7 +31,7 @@ from memcairn.core.errors import ConfigError, MemcairnError, NotFoundError, Vali
 from memcairn.core.models import MAX_ITEM_ID
 from memcairn.pgstore import keys
 from memcairn.pgstore.audit import Actor
-from memcairn.pgstore.db import Pool
+from memcairn.pgstore.db import Pool, reading
 from memcairn.pgstore.items import TeamStore
 from memcairn.pgstore.waits import no_waiting
 from memcairn.search.telemetry import Telemetry
@@ -97,7 +97,9 @@ def route(scope: str | None, handler: Handler, *, reads: bool = False) -> Callab
     goes on with (``call.cur``, acting for the key's tenant): a read costs one connection and one snapshot, and
     a handler routed so must read through ``call.cur`` alone (a second connection from the pool could wait on
     the one it holds). A read runs first on the event loop itself, where none of its steps may wait
-    (``pgstore/waits.py``); one that would wait is run again, from the start, on a thread."""
+    (``pgstore/waits.py``); one that would wait is run again, from the start, on a thread. A read whose
+    connection PostgreSQL ended under it runs once more on another (``db.reading``): on the loop that is the run
+    on a thread, on a thread a second run there. Other routes are never run again (a write may have committed)."""
 
     async def endpoint(request: Request) -> Response:
         request_id = request_id_of(request.headers.get("x-request-id", ""))
@@ -111,7 +113,10 @@ def route(scope: str | None, handler: Handler, *, reads: bool = False) -> Callab
                     return handler(request, Call(None, request_id))
                 if not reads:
                     return handler(request, Call(_known(request, _authorize(state, request, scope)), request_id))
-                with state.pool.connection() as conn, conn.pipeline(), conn.transaction(), conn.cursor() as cur:
+                return reading(state.pool, in_transaction)
+
+            def in_transaction(conn: psycopg.Connection) -> Any:
+                with conn.pipeline(), conn.transaction(), conn.cursor() as cur:
                     key = _known(request, _authorize_in(cur, state, request, scope))
                     return handler(request, Call(key, request_id, cur))
 

@@ -37,11 +37,8 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.25, 0.5, 1.0, 2.5, 5.0, 15.0)
 
 # per tenant: waiting events and the oldest one's age, failed events; items waiting for their vector
-_QUEUE = ("SELECT tenant_id, count(*) FILTER (WHERE failed_at IS NULL),"
-          " coalesce(extract(epoch FROM now() - min(queued_at) FILTER (WHERE failed_at IS NULL)), 0),"
-          " count(*) FILTER (WHERE failed_at IS NOT NULL) FROM ingest_jobs GROUP BY tenant_id ORDER BY tenant_id")
-_BACKLOG = ("SELECT tenant_id, count(*), coalesce(extract(epoch FROM now() - min(queued_at)), 0)"
-            " FROM embedding_backlog GROUP BY tenant_id ORDER BY tenant_id")
+_QUEUE = "SELECT tenant_id, pending, oldest_seconds, failed FROM memcairn_ingest_lag()"  # owner's functions:
+_BACKLOG = "SELECT tenant_id, pending, oldest_seconds FROM memcairn_backlog_lag()"  # the queues are under RLS
 
 
 MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -57,14 +54,9 @@ def share_across_processes() -> str:
 
 
 def pool_state(pool: Any) -> dict[str, int]:
-    """``size``, ``in_use`` and ``idle`` connections of the server's pool (``pgstore.db.Pool.stats``, or
-    psycopg_pool's ``get_stats``)."""
-    if hasattr(pool, "stats"):
-        return dict(pool.stats())
-    stats = pool.get_stats()
-    size = int(stats.get("pool_size", 0))
-    idle = int(stats.get("pool_available", 0))
-    return {"size": size, "in_use": size - idle, "idle": idle}
+    """``size``, ``in_use``, ``idle`` and ``waiting`` (callers waiting for a connection) of the server's pool
+    (``pgstore.db.Pool.stats``)."""
+    return {state: int(count) for state, count in pool.stats().items()}
 
 
 class _DatabaseCollector(Collector):
