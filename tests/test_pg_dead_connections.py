@@ -1,6 +1,6 @@
 """Connections PostgreSQL ended (``pg_terminate_backend``, a restart, an idle timeout) are not handed to a request:
-the pool checks a connection before it lends it, and a read on the event loop whose connection died under it is
-run again on a thread with a new one."""
+the pool checks a connection before it lends it, and a read whose connection died under it is run once more with a
+new one (on the event loop: on a thread; on a thread: there again)."""
 
 from __future__ import annotations
 
@@ -85,9 +85,8 @@ def test_a_read_whose_connection_dies_under_it_runs_again(pg_database: str) -> N
 
 def test_no_request_fails_when_backends_are_terminated(tmp_path: Path, pg_database: str) -> None:
     """A stream of 120 reads (search, timeline, context) from 5 clients in 8 rounds; after each of the first 7
-    rounds one of the server's pooled backends is ended while it waits for the next request. (A backend ended in
-    the middle of a read on the event loop: ``test_a_read_whose_connection_dies_under_it_runs_again``; one ended
-    in the middle of a request on a thread still fails that request, 503: running it again is the route's.)"""
+    rounds one of the server's pooled backends is ended while it waits for the next request. (Backends ended in
+    the middle of a read: ``test_no_read_fails_when_backends_are_killed_in_the_middle_of_reads``.)"""
     with running_server(tmp_path, pg_database, "--workers", "1") as server:
         headers = {"Authorization": f"Bearer {server.make_key()}"}
         ids = []
