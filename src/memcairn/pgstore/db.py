@@ -297,19 +297,24 @@ class Pool:
         waits = may_wait()
         while True:
             if not waits and not self._pool.get_stats().get("pool_available"):
-                raise WouldWait("every connection of the pool is in use")
+                raise self._would_wait()
             try:
                 conn = self._pool.getconn(None if waits else LOOP_GETCONN_SECONDS)
             except PoolTimeout:
                 if waits:
                     raise
-                raise WouldWait("every connection of the pool is in use") from None
+                raise self._would_wait() from None
             with self._counting:
                 self._lent += 1
             if _usable(conn, round_trip=waits):
                 return conn
             conn.close()
             self._give_back(conn)
+
+    def _would_wait(self) -> WouldWait:
+        if self._lent < self.size:  # a connection is being opened (at the start, or replacing a dead one)
+            return WouldWait("opening a connection")
+        return WouldWait("every connection of the pool is in use")
 
     def _give_back(self, conn: psycopg.Connection) -> None:
         with self._counting:
