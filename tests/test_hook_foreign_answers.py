@@ -15,8 +15,8 @@ from hook_helpers import Foreign, Workers, hook, payload, seed
 from memcairn.core.models import NewItem
 from memcairn.hooks import state
 from memcairn.hooks.hook import context_answer, error_answer, ingest_answer, search_answer
-from memcairn.hooks.transport import Response
 from memcairn.wire.protocol import CONTEXT_HEADER
+from memcairn.wire.transport import Response
 
 FOREIGN = "not a memcairn worker"
 

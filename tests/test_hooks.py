@@ -22,11 +22,11 @@ from memcairn.hooks.digests import PROMPT_DIGEST_TOKENS, READ_DIGEST_TOKENS, _in
 from memcairn.hooks.events import canonical_event
 from memcairn.hooks.runner import parse_args
 from memcairn.hooks.session_start import CLAUDE_CONTEXT_CHARS
-from memcairn.hooks.transport import _dechunk, quote
 from memcairn.store import Store
 from memcairn.wire.client import WorkerClient
 from memcairn.wire.fence import CLOSE, OPEN
 from memcairn.wire.transcript_end import last_assistant_text
+from memcairn.wire.transport import _dechunk, quote
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self").exists(), reason="process checks read /proc")
 
@@ -44,7 +44,7 @@ SLOW_STDLIB = {"dataclasses", "pathlib", "typing", "inspect"}
 # What cleaning a spooled event of secrets imports (``capture.privacy``), on the path where no worker answers.
 SPOOL_CLEANING = {"typing", "re", "enum", "functools", "collections"}
 HOOK_MODULES = ("memcairn.cli.entry", "memcairn.hooks.runner", "memcairn.hooks.events", "memcairn.hooks.hook",
-                "memcairn.hooks.session_start", "memcairn.hooks.digests", "memcairn.hooks.transport",
+                "memcairn.hooks.session_start", "memcairn.hooks.digests", "memcairn.wire.transport",
                 "memcairn.wire.fence", "memcairn.hooks.state", "memcairn.wire.transcript_end",
                 "memcairn.wire.settings_source", "memcairn.core.project", "memcairn.core.errors",
                 "memcairn.wire.json_depth")

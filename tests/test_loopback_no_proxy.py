@@ -16,9 +16,9 @@ from hook_helpers import Foreign
 from memcairn.capture.llm import AnthropicClient, OpenAIClient
 from memcairn.capture.llm.http_post import is_loopback_url
 from memcairn.capture.records import CompressionFailed
-from memcairn.hooks.transport import Worker
 from memcairn.wire.client import WorkerClient
 from memcairn.wire.config import Settings
+from memcairn.wire.transport import Worker
 
 PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "no_proxy",
               "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY")

@@ -6,9 +6,9 @@ import os
 
 from memcairn.hooks.hook import INGEST_TIMEOUT, Hook, _context_output, search_answer
 from memcairn.hooks.runner import warn
-from memcairn.hooks.transport import Call
 from memcairn.wire.bodyfit import fit_body
 from memcairn.wire.protocol import INIT_PATH, SEARCH_PATH, USER_PROMPT
+from memcairn.wire.transport import Call
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

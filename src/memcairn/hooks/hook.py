@@ -7,7 +7,6 @@ import time
 
 from memcairn.core.clock import now_ms
 from memcairn.hooks.runner import warn
-from memcairn.hooks.transport import Call, Response, Unreachable, Worker
 from memcairn.wire.fastjson import encode_json, loads
 from memcairn.wire.protocol import (
     CONTEXT_HEADER,
@@ -20,6 +19,7 @@ from memcairn.wire.protocol import (
     START_LOCK_FILE,
     WRONG_HOME,
 )
+from memcairn.wire.transport import Call, Response, Unreachable, Worker
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

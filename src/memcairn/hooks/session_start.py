@@ -7,7 +7,6 @@ import time
 
 from memcairn.hooks.hook import INGEST_TIMEOUT, Hook, _context_output, context_answer
 from memcairn.hooks.runner import warn
-from memcairn.hooks.transport import Unreachable
 from memcairn.wire.bodyfit import fit_body
 from memcairn.wire.protocol import (
     CONTEXT_PATH,
@@ -17,6 +16,7 @@ from memcairn.wire.protocol import (
     READINESS_PATH,
     SESSION_START,
 )
+from memcairn.wire.transport import Unreachable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

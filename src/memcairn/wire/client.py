@@ -1,6 +1,7 @@
-"""A thin client of the worker, using only the standard library: hooks import it on every agent event.
+"""A thin client of the worker for the doors (CLI, MCP server), using only the standard library.
 
-``WorkerClient`` speaks JSON over loopback HTTP and turns error answers back into memcairn's exceptions
+``WorkerClient`` speaks JSON over loopback HTTP, sent through ``memcairn.wire.transport`` as a hook's requests are,
+and turns error answers back into memcairn's exceptions
 (400 -> ``ValidationError``, 404 -> ``NotFoundError``, 401/403 -> ``ConfigError``, no answer or 503 ->
 ``WorkerUnavailableError``, another error -> ``WorkerError``). ``ensure_worker`` starts a worker when none
 answers (the same code path as ``memcairn worker start``) and waits, bounded, until it is ready.
@@ -11,13 +12,13 @@ Port and token come from the arguments, else the settings (``MEMCAIRN_PORT`` / `
 
 from __future__ import annotations
 
-import http.client
 import json
 from typing import Any
 from urllib.parse import quote, urlencode
 
 from memcairn.core.errors import ConfigError, NotFoundError, ValidationError, WorkerError, WorkerUnavailableError
 from memcairn.wire.config import Settings, load_settings
+from memcairn.wire.transport import Unreachable, Worker
 
 DEFAULT_TIMEOUT = 10.0
 START_TIMEOUT = 30.0
@@ -62,26 +63,19 @@ class WorkerClient:
         if params:
             pairs = [(k, v) for k, v in params.items() if v is not None]
             url += "?" + urlencode(pairs, doseq=True)
-        headers = {"Accept": "application/json"}
-        data = None
-        if body is not None:
-            data = json.dumps(body, ensure_ascii=False).encode("utf-8")
-            headers["Content-Type"] = "application/json"
-        if self.token:
-            headers["Authorization"] = f"Bearer {self.token}"
-        conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout or self.timeout)
+        data = None if body is None else json.dumps(body, ensure_ascii=False).encode("utf-8")
+        wait = timeout or self.timeout
         try:
-            conn.request(method, url, body=data, headers=headers)
-            response = conn.getresponse()
-            return response.status, response.getheader("Content-Type") or "", response.read()
-        except ConnectionRefusedError:
-            raise self._unavailable("connection refused") from None
-        except TimeoutError:
-            raise self._unavailable(f"no answer within {timeout or self.timeout:g} s") from None
-        except (OSError, http.client.HTTPException) as exc:
-            raise self._unavailable(f"{type(exc).__name__}: {exc}") from None
-        finally:
-            conn.close()
+            # no size limit: an export or a long context is read whole, unlike a hook's answer
+            answer = Worker(self.host, self.port, self.token or "").request(method, url, raw=data, timeout=wait,
+                                                                           limit=None)
+        except Unreachable as exc:
+            if exc.refused:
+                raise self._unavailable("connection refused") from None
+            if exc.timed_out:
+                raise self._unavailable(f"no answer within {wait:g} s") from None
+            raise self._unavailable(str(exc)) from None
+        return answer.status, answer.headers.get("content-type", ""), answer.body
 
     def _decode(self, status: int, content_type: str, raw: bytes) -> Any:
         parsed: Any = None

@@ -1,8 +1,9 @@
-"""HTTP/1.1 to the worker over one loopback socket per request, standard library only.
+"""HTTP/1.1 to the worker over one loopback socket per request, standard library only: the one way a request
+reaches the worker (the hooks send through it, and so does ``memcairn.wire.client``).
 
-Why not ``memcairn.wire.client``: it uses ``http.client``, which imports ``email`` and ``ssl`` (~10 ms of a hook's
-budget, every agent event). Why ``_socket`` and not ``socket``: the module around it builds its enums at import
-(``enum``, ``selectors``: ~4 ms more of every hook); a plain connected socket is all a request needs.
+Why not ``http.client``: it imports ``email`` and ``ssl`` (~10 ms of a hook's budget, every agent event). Why
+``_socket`` and not ``socket``: the module around it builds its enums at import (``enum``, ``selectors``: ~4 ms
+more of every hook); a plain connected socket is all a request needs.
 
 The worker answers every request with ``Content-Length`` (or chunked), and hooks send ``Connection: close``,
 so a request is: connect, send, read to the end, parse one status line.
@@ -28,11 +29,13 @@ _SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01234567
 
 
 class Unreachable(Exception):
-    """Nothing answered: refused, timed out, reset, or not HTTP. ``refused`` is True for a closed port."""
+    """Nothing answered: refused, timed out, reset, or not HTTP. ``refused`` is True for a closed port,
+    ``timed_out`` when the time given ran out."""
 
-    def __init__(self, detail: str, refused: bool = False) -> None:
+    def __init__(self, detail: str, refused: bool = False, timed_out: bool = False) -> None:
         super().__init__(detail)
         self.refused = refused
+        self.timed_out = timed_out
 
 
 class Response:
@@ -101,15 +104,17 @@ def _dechunk(data: bytes) -> bytes:
 class Call:
     """One request in flight (already sent); ``result`` reads and parses the answer."""
 
-    def __init__(self, sock: _socket.socket, deadline: float, what: str) -> None:
+    def __init__(self, sock: _socket.socket, deadline: float, what: str,
+                 limit: int | None = MAX_RESPONSE_BYTES) -> None:
         self._sock = sock
         self._deadline = deadline
         self._what = what
+        self._limit = limit  # the largest answer taken, None for any
 
     def _remaining(self) -> float:
         left = self._deadline - time.monotonic()
         if left <= 0:
-            raise Unreachable(f"no answer to {self._what} in time")
+            raise Unreachable(f"no answer to {self._what} in time", timed_out=True)
         return left
 
     def result(self) -> Response:
@@ -121,7 +126,7 @@ class Call:
                 chunk = sock.recv(65536)
                 if chunk:
                     buf += chunk
-                    if len(buf) > MAX_RESPONSE_BYTES:
+                    if self._limit is not None and len(buf) > self._limit:
                         raise Unreachable(f"the answer to {self._what} is too large")
                 if head_end < 0:
                     head_end = buf.find(b"\r\n\r\n")
@@ -141,7 +146,7 @@ class Call:
                         raise Unreachable(f"the answer to {self._what} was cut short")
                     return Response(status, headers, _dechunk(body) if chunked else body)
         except TimeoutError:
-            raise Unreachable(f"no answer to {self._what} in time") from None
+            raise Unreachable(f"no answer to {self._what} in time", timed_out=True) from None
         except (OSError, ValueError) as exc:
             raise Unreachable(f"{self._what} failed: {exc}") from None
         finally:
@@ -194,8 +199,9 @@ class Worker:
         return f"http://{host}:{self.port}"
 
     def send(self, method: str, path: str, *, params: dict[str, Any] | None = None, body: Any = None,
-             timeout: float = 2.0, raw: bytes | None = None) -> Call:
-        """Connect and send; raise ``Unreachable`` when nothing listens. ``raw`` is an encoded JSON body."""
+             timeout: float = 2.0, raw: bytes | None = None, limit: int | None = MAX_RESPONSE_BYTES) -> Call:
+        """Connect and send; raise ``Unreachable`` when nothing listens. ``raw`` is an encoded JSON body; ``timeout``
+        bounds the whole request, the answer included; ``limit`` is the largest answer taken (None: any)."""
         deadline = time.monotonic() + timeout
         target = path + (query(params) if params else "")
         data = raw if raw is not None else (None if body is None else encode_json(body))
@@ -215,17 +221,17 @@ class Worker:
         except ConnectionRefusedError:
             raise Unreachable(f"nothing listens on {self.base_url}", refused=True) from None
         except TimeoutError:
-            raise Unreachable(f"connecting to {self.base_url} timed out") from None
+            raise Unreachable(f"connecting to {self.base_url} timed out", timed_out=True) from None
         except OSError as exc:
             raise Unreachable(f"cannot connect to {self.base_url}: {exc}") from None
         try:
             sock.setsockopt(_socket.IPPROTO_TCP, _socket.TCP_NODELAY, 1)
             sock.settimeout(max(0.001, deadline - time.monotonic()))
             sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + (data or b""))
-        except (OSError, TimeoutError) as exc:
+        except OSError as exc:
             sock.close()
-            raise Unreachable(f"sending {what} failed: {exc}") from None
-        return Call(sock, deadline, what)
+            raise Unreachable(f"sending {what} failed: {exc}", timed_out=isinstance(exc, TimeoutError)) from None
+        return Call(sock, deadline, what, limit)
 
     def request(self, method: str, path: str, **kwargs: Any) -> Response:
         return self.send(method, path, **kwargs).result()
