@@ -193,10 +193,11 @@ def test_the_app_role_url_refuses_a_schema_behind_and_names_migrate(tmp_path: Pa
     try:
         db.prepare(pg_cluster.owner_dsn(name), TEST_SECRET)
         with db.connect(pg_cluster.owner_dsn(name)) as conn:  # as if this memcairn were newer than the schema
-            conn.execute("DELETE FROM schema_migrations WHERE version = 9")
+            conn.execute("DELETE FROM schema_migrations WHERE version = %s", (schema.LATEST,))
         role = f"memcairn_app_{name}"
         app = make_conninfo(pg_cluster.owner_dsn(name), user=role, password=db.app_password(TEST_SECRET))
-        with pytest.raises(ConfigError, match=r"version 8 and this memcairn needs 9: run memcairn server migrate"):
+        behind = rf"version {schema.LATEST - 1} and this memcairn needs {schema.LATEST}: run memcairn server migrate"
+        with pytest.raises(ConfigError, match=behind):
             db.check_current(app)
         home = home_with_test_secret(tmp_path / "admin")
         started = _memcairn(home, "server", "--database", app, "--port", "1")
@@ -219,7 +220,7 @@ def test_migration_9_keeps_every_row_of_a_version_8_database(pg_cluster, monkeyp
                 conn.execute("INSERT INTO items (tenant_id, project_id, title, text, content_hash, created_at_epoch)"
                              " VALUES (%s, %s, %s, 'body', %s, 1)", (tenant, project, f"note {n}", f"h{n}"))
             before = conn.execute("SELECT id, title FROM items ORDER BY id").fetchall()
-        assert db.prepare(owner, TEST_SECRET) == [9]
+        assert db.prepare(owner, TEST_SECRET) == list(range(9, schema.LATEST + 1))
         with db.connect(db.app_conninfo(owner, TEST_SECRET)) as conn, db.tenant_transaction(conn, tenant) as cur:
             assert cur.execute("SELECT id, title FROM items ORDER BY id").fetchall() == before
         with db.connect(owner) as conn:

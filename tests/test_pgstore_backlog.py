@@ -91,9 +91,11 @@ def test_the_task_acts_for_the_tenant_its_backlog_row_names_and_nothing_else(pg_
     mine = TeamStore(pool, None).add(acme, NewItem(project="api", kind="manual", title="acme's plan")).id
     with db.connect(db.app_conninfo(pg_database, TEST_SECRET), autocommit=True) as conn:
         # a backlog row naming the wrong tenant: refused since migration 8 (its foreign key includes the tenant)
-        conn.execute("DELETE FROM embedding_backlog")
-        with pytest.raises(Exception, match="violates foreign key constraint"):
-            conn.execute("INSERT INTO embedding_backlog (item_id, tenant_id) VALUES (%s, %s)", (mine, other))
+        with db.tenant_transaction(conn, acme) as cur:
+            cur.execute("DELETE FROM embedding_backlog")
+        with pytest.raises(Exception, match="violates foreign key constraint"), \
+                db.tenant_transaction(conn, other) as cur:
+            cur.execute("INSERT INTO embedding_backlog (item_id, tenant_id) VALUES (%s, %s)", (mine, other))
     recording = Recording(embedder)
     assert backlog.drain(pool, recording) == 0
     assert recording.documents == [] and vectors(pg_database) == {mine: False}

@@ -107,8 +107,7 @@ def test_consumers_skip_each_others_claims_and_a_dead_consumers_batch_is_stored_
     # a consumer in the middle of its batch (in another process, say) holds its claim on the oldest 15 jobs
     held = db.connect(db.app_conninfo(pg_database, TEST_SECRET))
     held.autocommit = False
-    claimed = [r[0] for r in held.execute("SELECT queue_id FROM ingest_jobs ORDER BY queue_id LIMIT 15"
-                                          " FOR UPDATE SKIP LOCKED").fetchall()]
+    claimed = [r[0] for r in held.execute("SELECT queue_id FROM memcairn_claim_ingest_jobs(15)").fetchall()]
     assert len(claimed) == 15
     assert ingest.drain(team, limit=4) == 25  # the others, never the claimed ones
     assert count(pg_database, "SELECT count(*) FROM items") == 25

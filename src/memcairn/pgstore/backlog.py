@@ -12,13 +12,15 @@ stored twice or embedded twice to effect); a crash after it has nothing left to 
 chunk of its text (``item_vectors``), are written whole, replacing any it had, and a forgotten item takes its
 backlog row and its vectors with it (``ON DELETE CASCADE``).
 
-Tenancy: the backlog rows hold item and tenant ids, never content, and have no row-level security, because the
-task must see every tenant's backlog before it knows whom it acts for. Everything that touches an item — reading
-its title and text, writing its vector — runs in ``tenant_transaction`` for the tenant the backlog row names,
-with the ``memcairn_app`` role the requests use, so row-level security binds the task exactly as it binds a
-request: a backlog row naming the wrong tenant finds no item and writes nothing (its row is dropped as stale).
-No role with ``BYPASSRLS`` and no ``SECURITY DEFINER`` function is needed, which also keeps this working when
-the database's owner is an ordinary role, for which ``FORCE ROW LEVEL SECURITY`` holds as well.
+Tenancy: the backlog rows hold item and tenant ids, never content, under row-level security like every tenant
+table (migration 10). The task must see every tenant's backlog before it knows whom it acts for, so the pick and
+the lag are two functions of the owner (``memcairn_backlog_pick``, ``memcairn_backlog_lag``, ``SECURITY DEFINER``)
+that return ids, counts and ages only. Everything that touches an item — reading its title and text, writing its
+vector, settling its backlog row — runs in ``tenant_transaction`` for the tenant the backlog row names, with the
+application role the requests use, so row-level security binds the task exactly as it binds a request: a backlog
+row naming the wrong tenant finds no item and writes nothing (its row is dropped as stale). No role with
+``BYPASSRLS`` is needed, which also keeps this working when the database's owner is an ordinary role, for which
+``FORCE ROW LEVEL SECURITY`` holds as well.
 """
 
 from __future__ import annotations
@@ -79,8 +81,7 @@ def lag_by_tenant(conn: psycopg.Connection) -> dict[int, Lag]:
     """The backlog of each tenant that has one, by tenant id. Ids only, and ``/v1/health`` (read without a key)
     shows only their summary; an exporter of per-tenant gauges reads this (or ``lag(conn).tenants``)."""
     return {int(t): Lag(int(n), float(age)) for t, n, age in conn.execute(
-        "SELECT tenant_id, count(*), extract(epoch FROM now() - min(queued_at)) FROM embedding_backlog"
-        " GROUP BY tenant_id ORDER BY tenant_id")}
+        "SELECT tenant_id, pending, oldest_seconds FROM memcairn_backlog_lag()")}
 
 
 def tenant_lag_summary(lags: dict[int, Lag]) -> dict[str, float | int]:
@@ -93,20 +94,9 @@ def tenant_lag_summary(lags: dict[int, Lag]) -> dict[str, float | int]:
 # Round robin over the tenants with waiting items, oldest first within each: every tenant's first waiting item,
 # then every tenant's second, and so on, up to the batch (each tenant's rows are read from the primary key
 # (tenant_id, item_id), a skip scan over the tenants). So a tenant uploading thousands of memories takes most of
-# a batch but never keeps another tenant's new memory out of the next one.
-_FAIR_PICK = """
-WITH RECURSIVE waiting(tenant_id) AS (
-  (SELECT tenant_id FROM embedding_backlog ORDER BY tenant_id LIMIT 1)
-  UNION ALL
-  SELECT (SELECT b.tenant_id FROM embedding_backlog b WHERE b.tenant_id > w.tenant_id ORDER BY b.tenant_id LIMIT 1)
-  FROM waiting w WHERE w.tenant_id IS NOT NULL
-)
-SELECT o.item_id, o.tenant_id FROM waiting w, LATERAL (
-  SELECT b.item_id, b.tenant_id, row_number() OVER (ORDER BY b.item_id) AS turn FROM embedding_backlog b
-  WHERE b.tenant_id = w.tenant_id AND b.item_id <> ALL(%(busy)s::bigint[]) ORDER BY b.item_id LIMIT %(limit)s) o
-WHERE w.tenant_id IS NOT NULL
-ORDER BY o.turn, o.item_id LIMIT %(limit)s
-"""
+# a batch but never keeps another tenant's new memory out of the next one. The query is the owner's function
+# ``memcairn_backlog_pick`` (migration 10): the backlog is under row-level security.
+_FAIR_PICK = "SELECT item_id, tenant_id FROM memcairn_backlog_pick(%(limit)s, %(busy)s::bigint[])"
 
 
 def pick(conn: psycopg.Connection, limit: int = BATCH, busy: Collection[int] = ()) -> list[tuple[int, int]]:

@@ -365,6 +365,84 @@ CREATE TABLE app_role (
 );
 """
 
+# Row-level security on the queues too (``ingest_jobs``, ``embedding_backlog``): a request or a tenant's task sees
+# and writes only its tenant's rows, so the application role can no longer read which tenants are waiting, queue an
+# event or a vector for another tenant, or drop another tenant's work. What needs every tenant's rows gets it
+# through one narrow function each, run as the owner (``SECURITY DEFINER``) and returning ids, counts and ages only,
+# never content: claiming the oldest jobs (``FOR UPDATE SKIP LOCKED``: the locks are the caller's transaction's),
+# claiming one job, marking a job failed, the fair pick of the backlog, the lag of each. The owner reaches every
+# queue row through a policy of its own (those functions, and the queue commands run with the owner's URL, which
+# ``FORCE ROW LEVEL SECURITY`` binds as well: whoever owns the table then); the application role is no member of
+# the owner.
+
+
+def _owner_rows(table: str) -> str:
+    """A policy that lets the table's owner (and its members) reach every row: one uncorrelated subquery,
+    evaluated once per statement."""
+    owns = (f"(SELECT pg_has_role(current_user, c.relowner, 'USAGE') FROM pg_catalog.pg_class c"
+            f" WHERE c.oid = 'public.{table}'::regclass)")
+    return f"CREATE POLICY owner_rows ON {table} USING ({owns}) WITH CHECK ({owns});"
+
+
+_QUEUE_SCAN = "LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp"
+_QUEUE_WRITE = "LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp"
+_M010 = f"""
+ALTER TABLE ingest_jobs ENABLE ROW LEVEL SECURITY;
+ALTER TABLE ingest_jobs FORCE ROW LEVEL SECURITY;
+CREATE POLICY tenant_rows ON ingest_jobs USING (tenant_id = memcairn_tenant())
+  WITH CHECK (tenant_id = memcairn_tenant());
+{_owner_rows('ingest_jobs')}
+ALTER TABLE embedding_backlog ENABLE ROW LEVEL SECURITY;
+ALTER TABLE embedding_backlog FORCE ROW LEVEL SECURITY;
+CREATE POLICY tenant_rows ON embedding_backlog USING (tenant_id = memcairn_tenant())
+  WITH CHECK (tenant_id = memcairn_tenant());
+{_owner_rows('embedding_backlog')}
+
+CREATE FUNCTION memcairn_claim_ingest_jobs(max_jobs integer) RETURNS TABLE (queue_id bigint, tenant_id bigint)
+  {_QUEUE_WRITE} AS $$
+  SELECT j.queue_id, j.tenant_id FROM public.ingest_jobs j WHERE j.failed_at IS NULL
+  ORDER BY j.queue_id LIMIT max_jobs FOR UPDATE SKIP LOCKED $$;
+CREATE FUNCTION memcairn_claim_ingest_job(job bigint) RETURNS TABLE (queue_id bigint, tenant_id bigint)
+  {_QUEUE_WRITE} AS $$
+  SELECT j.queue_id, j.tenant_id FROM public.ingest_jobs j WHERE j.queue_id = job AND j.failed_at IS NULL
+  FOR UPDATE SKIP LOCKED $$;
+CREATE FUNCTION memcairn_fail_ingest_job(job bigint, reason text) RETURNS void {_QUEUE_WRITE} AS $$
+  UPDATE public.ingest_jobs SET failed_at = now(), error = reason
+  WHERE queue_id = job AND failed_at IS NULL $$;
+CREATE FUNCTION memcairn_ingest_lag()
+  RETURNS TABLE (tenant_id bigint, pending bigint, oldest_seconds numeric, failed bigint) {_QUEUE_SCAN} AS $$
+  SELECT j.tenant_id, count(*) FILTER (WHERE j.failed_at IS NULL),
+    coalesce(extract(epoch FROM now() - min(j.queued_at) FILTER (WHERE j.failed_at IS NULL)), 0),
+    count(*) FILTER (WHERE j.failed_at IS NOT NULL)
+  FROM public.ingest_jobs j GROUP BY j.tenant_id ORDER BY j.tenant_id $$;
+
+CREATE FUNCTION memcairn_backlog_pick(max_items integer, busy bigint[])
+  RETURNS TABLE (item_id bigint, tenant_id bigint) {_QUEUE_SCAN} AS $$
+  WITH RECURSIVE waiting(tenant_id) AS (
+    (SELECT b.tenant_id FROM public.embedding_backlog b ORDER BY b.tenant_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT b.tenant_id FROM public.embedding_backlog b WHERE b.tenant_id > w.tenant_id
+            ORDER BY b.tenant_id LIMIT 1)
+    FROM waiting w WHERE w.tenant_id IS NOT NULL
+  )
+  SELECT o.item_id, o.tenant_id FROM waiting w, LATERAL (
+    SELECT b.item_id, b.tenant_id, row_number() OVER (ORDER BY b.item_id) AS turn FROM public.embedding_backlog b
+    WHERE b.tenant_id = w.tenant_id AND b.item_id <> ALL(busy) ORDER BY b.item_id LIMIT max_items) o
+  WHERE w.tenant_id IS NOT NULL
+  ORDER BY o.turn, o.item_id LIMIT max_items $$;
+CREATE FUNCTION memcairn_backlog_lag() RETURNS TABLE (tenant_id bigint, pending bigint, oldest_seconds numeric)
+  {_QUEUE_SCAN} AS $$
+  SELECT b.tenant_id, count(*), coalesce(extract(epoch FROM now() - min(b.queued_at)), 0)
+  FROM public.embedding_backlog b GROUP BY b.tenant_id ORDER BY b.tenant_id $$;
+
+REVOKE EXECUTE ON FUNCTION memcairn_claim_ingest_jobs(integer), memcairn_claim_ingest_job(bigint),
+  memcairn_fail_ingest_job(bigint, text), memcairn_ingest_lag(), memcairn_backlog_pick(integer, bigint[]),
+  memcairn_backlog_lag() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION memcairn_claim_ingest_jobs(integer), memcairn_claim_ingest_job(bigint),
+  memcairn_fail_ingest_job(bigint, text), memcairn_ingest_lag(), memcairn_backlog_pick(integer, bigint[]),
+  memcairn_backlog_lag() TO {APP_ROLE};
+"""
+
 # What the application role may do, as the migrations grant it: given again to the database's role by every
 # ``migrate`` (a role named later, or a database made from another as its template).
 APP_GRANTS = f"""
@@ -375,7 +453,9 @@ GRANT SELECT, INSERT, DELETE ON embedding_backlog, ingest_queue TO {APP_ROLE};
 GRANT SELECT, INSERT, UPDATE, DELETE ON ingest_jobs TO {APP_ROLE};
 GRANT SELECT ON schema_migrations TO {APP_ROLE};
 GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {APP_ROLE};
-GRANT EXECUTE ON FUNCTION memcairn_tenant() TO {APP_ROLE};
+GRANT EXECUTE ON FUNCTION memcairn_tenant(), memcairn_claim_ingest_jobs(integer),
+  memcairn_claim_ingest_job(bigint), memcairn_fail_ingest_job(bigint, text), memcairn_ingest_lag(),
+  memcairn_backlog_pick(integer, bigint[]), memcairn_backlog_lag() TO {APP_ROLE};
 """
 _ROLE_WORD = re.compile(rf"\b{APP_ROLE}\b")
 
@@ -396,5 +476,7 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (7, "the transaction of each change (a reader misses none committed out of order); vectors written", _M007),
     (8, "every primary key, unique constraint and foreign key leads with tenant_id (Citus-ready)", _M008),
     (9, "the application role of this database, by name", _M009),
+    (10, "row-level security on the ingest jobs and the embedding backlog; narrow owner's functions for the"
+         " work across tenants (ids and counts only)", _M010),
 )
 LATEST = MIGRATIONS[-1][0]

@@ -9,14 +9,15 @@ claim row makes it wait), and the key with another batch is refused.
 
 ``consume`` is one consumer step: in one transaction it claims the oldest waiting jobs with ``SELECT ... FOR
 UPDATE SKIP LOCKED`` (so any number of consumers, in any number of server processes, share the queue and
-never take the same job), reads their events tenant by tenant (``db.act_as``: row-level security binds the
-consumer as it binds a request), stores them through ``TeamStore.insert_many`` (the dedupe by project and
-content hash, forgotten content refused as a capture is, the audit row under the key and request that sent it,
-a fixed handful of statements per tenant whatever the batch's size) and deletes the queue rows, their jobs with
-them. A crash before the commit leaves every claimed job waiting and
-its items unstored; after it, nothing is left to do: no acknowledged event is lost and none is stored twice.
-A batch that fails for a reason other than the connection is retried job by job; a job that fails on its own
-is kept with ``failed_at`` and its error (``lag`` counts them) instead of being retried for ever.
+never take the same job; the jobs are under row-level security, so the claim, the failure mark and the lag are
+the owner's functions of migration 10, which return ids and counts only), reads their events tenant by tenant
+(``db.act_as``: row-level security binds the consumer as it binds a request), stores them through
+``TeamStore.insert_many`` (the dedupe by project and content hash, forgotten content refused as a capture is,
+the audit row under the key and request that sent it, a fixed handful of statements per tenant whatever the
+batch's size) and deletes the queue rows, their jobs with them. A crash before the commit leaves every claimed
+job waiting and its items unstored; after it, nothing is left to do: no acknowledged event is lost and none is
+stored twice. A batch that fails for a reason other than the connection is retried job by job; a job that fails
+on its own is kept with ``failed_at`` and its error (``lag`` counts them) instead of being retried for ever.
 """
 
 from __future__ import annotations
@@ -187,8 +188,8 @@ def consume(team: TeamStore, limit: int = CLAIM) -> Consumed:
     with team.pool.connection() as conn:
         try:
             with conn.transaction(), conn.cursor() as cur:
-                jobs = cur.execute("SELECT queue_id, tenant_id FROM ingest_jobs WHERE failed_at IS NULL"
-                                   " ORDER BY queue_id LIMIT %s FOR UPDATE SKIP LOCKED", (limit,)).fetchall()
+                jobs = cur.execute("SELECT queue_id, tenant_id FROM memcairn_claim_ingest_jobs(%s)",
+                                   (limit,)).fetchall()
                 done = _store(team, cur, jobs)
         except psycopg.OperationalError:
             raise
@@ -221,15 +222,15 @@ def _one_by_one(team: TeamStore, conn: psycopg.Connection, ids: Sequence[int]) -
     for queue_id in ids:
         try:
             with conn.transaction(), conn.cursor() as cur:
-                job = cur.execute("SELECT queue_id, tenant_id FROM ingest_jobs WHERE queue_id = %s"
-                                  " AND failed_at IS NULL FOR UPDATE SKIP LOCKED", (queue_id,)).fetchall()
+                job = cur.execute("SELECT queue_id, tenant_id FROM memcairn_claim_ingest_job(%s)",
+                                  (queue_id,)).fetchall()
                 one = _store(team, cur, job)
         except psycopg.OperationalError:
             raise
         except Exception as exc:  # noqa: BLE001 - whatever this job's failure, it fails alone, set aside
             with conn.transaction():
-                conn.execute("UPDATE ingest_jobs SET failed_at = now(), error = %s WHERE queue_id = %s",
-                             (f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS], queue_id))
+                conn.execute("SELECT memcairn_fail_ingest_job(%s, %s)",
+                             (queue_id, f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]))
             done.jobs += 1
             done.failed += 1
             continue
@@ -248,8 +249,7 @@ def drain(team: TeamStore, limit: int = CLAIM) -> int:
 
 def lag(conn: psycopg.Connection) -> Lag:
     """Jobs waiting and the age of the oldest, and jobs failed, over all tenants (counts only, no content)."""
-    row = conn.execute("SELECT count(*) FILTER (WHERE failed_at IS NULL),"
-                       " coalesce(extract(epoch FROM now() - min(queued_at) FILTER (WHERE failed_at IS NULL)), 0),"
-                       " count(*) FILTER (WHERE failed_at IS NOT NULL) FROM ingest_jobs").fetchone()
+    row = conn.execute("SELECT coalesce(sum(pending), 0), coalesce(max(oldest_seconds), 0), coalesce(sum(failed), 0)"
+                       " FROM memcairn_ingest_lag()").fetchone()
     assert row is not None
     return Lag(int(row[0]), float(row[1]), int(row[2]))
