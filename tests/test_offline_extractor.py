@@ -917,6 +917,23 @@ def test_paths_stay_relative_to_the_project_when_the_turn_ends_in_a_subdirectory
     assert CWD not in obs.title
 
 
+def test_files_of_a_worktree_the_agent_works_in_are_relative_to_it() -> None:
+    """The session's checkout is CWD, but the agent works in a git worktree beside it (Codex: `exec_command` with a
+    `workdir`, then an absolute `apply_patch`): its files are written relative to that worktree, not absolute."""
+    tree = f"{CWD}__worktrees/fix-merge-signal"
+    run = ToolCall(name="exec_command", input={"cmd": "git status --short", "workdir": tree}, tool_use_id="x1",
+                   response={"output": " M packages/core/src/sync.ts\n", "exit_code": 0})
+    patch = ToolCall(name="apply_patch", tool_use_id="p1", response={"output": "Success."},
+                     input=(f"*** Begin Patch\n*** Update File: {tree}/packages/core/src/sync.ts\n@@\n-a\n+b\n"
+                            "*** End Patch"))
+    observed = observe([run, patch])
+    assert any(o.files_modified == ("packages/core/src/sync.ts",) for o in observed), observed
+    assert not any(tree in (o.title or "") for o in observed)
+    # a path in no directory the turn names stays absolute
+    (lone,) = observe([replace(patch, input=patch.input.replace(tree, "/elsewhere"))])
+    assert lone.files_modified == ("/elsewhere/packages/core/src/sync.ts",)
+
+
 def test_a_skill_and_a_background_tasks_output_leave_no_memory_however_they_ended() -> None:
     skill = ToolCall(name="Skill", input={"skill": "team:commit"}, tool_use_id="s1",
                      response='Error: Bash command failed for pattern "!`git log main..HEAD`": [stderr] fatal')

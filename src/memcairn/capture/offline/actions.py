@@ -12,7 +12,7 @@ from typing import Any
 from memcairn.capture.offline.edits import EditChange, change
 from memcairn.capture.offline.outcomes import _Outcome, _outcome, _response_text
 from memcairn.capture.offline.patches import _parse_patch, _patch_text, _PatchFile
-from memcairn.capture.offline.paths import _is_abs, _Paths, outermost
+from memcairn.capture.offline.paths import _is_abs, _Paths, outermost, workdirs
 from memcairn.capture.offline.shell import _check_key, _script_effects, _shell_command, _ShellEffects
 from memcairn.capture.offline.text import DESCRIPTION_MAX, LIST_MAX, _clip, _code, _lines, _listing, _unique
 from memcairn.capture.records import ToolCall, Turn
@@ -117,7 +117,9 @@ def _digest(index: int, call: ToolCall, turn: Turn, earlier: Sequence[_Action], 
     command_like = family in ("shell", "other")
     outcome = _outcome(call.response, command_like) if full or family == "shell" else _Outcome()
     action = _Action(index=index, call=call, family=family, outcome=outcome, label=name or "tool", detailed=full)
-    paths = _Paths(base=outermost(turn.cwd, call.cwd), anchor=call.cwd or turn.cwd)
+    base = outermost(turn.cwd, call.cwd)
+    named = [_input_dict(c.input) for c in (*turn.tools, *(a.call for a in earlier), call)]
+    paths = _Paths(base=base, anchor=call.cwd or turn.cwd, roots=workdirs(named, base))
     digest = {
         "read": _digest_read, "search": _digest_search, "edit": _digest_edit, "write": _digest_write,
         "patch": _digest_patch, "shell": _digest_shell,
@@ -267,7 +269,7 @@ def _digest_shell(action: _Action, data: dict[str, Any], paths: _Paths, earlier:
     action.description = _shell_description(data)
     workdir = data.get("workdir") or data.get("directory") or data.get("cwd")
     if isinstance(workdir, str) and workdir:
-        paths = _Paths(base=paths.base, anchor=_join(paths, workdir))
+        paths = _Paths(base=paths.base, anchor=_join(paths, workdir), roots=paths.roots)
     if "*** Begin Patch" in command or re.search(r"^\*\*\* (?:Add|Update|Delete) File:", command, re.MULTILINE):
         action.family = "patch"
         _apply_patch_files(action, _parse_patch(command), paths)

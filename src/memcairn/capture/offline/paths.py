@@ -43,11 +43,13 @@ def outermost(*dirs: str | None) -> str | None:
 @dataclass(frozen=True)
 class _Paths:
     """Resolves paths: relative ones against ``anchor`` (where the call ran), then relative to ``base`` (the
-    project directory: the outermost of the turn's and the call's cwd, ``outermost``) when under it; others stay
-    absolute."""
+    project directory: the outermost of the turn's and the call's cwd, ``outermost``) when under it, else to the
+    first of ``roots`` they lie under (a worktree the agent runs its commands in beside the session's checkout:
+    ``/p__worktrees/fix-1/src/a.ts`` is ``src/a.ts``); others stay absolute."""
 
     base: str | None
     anchor: str | None
+    roots: tuple[str, ...] = ()  # other checkouts the session works in (``workdirs``)
 
     def resolve(self, raw: Any) -> str | None:
         if not isinstance(raw, str):
@@ -61,14 +63,36 @@ class _Paths:
         if not _is_abs(path) and anchor:
             path = posixpath.join(anchor, path) if "\\" not in anchor else f"{anchor}\\{path}"
         path = _norm(path)
-        if self.base and _is_abs(path):
-            base = _norm(self.base)
-            for sep in ("/", "\\"):
-                if path == base:
-                    return None
-                if path.startswith(base.rstrip(sep) + sep):
-                    return path[len(base.rstrip(sep)) + 1 :] or None
+        if _is_abs(path):
+            for root in (self.base, *self.roots):
+                if not root:
+                    continue
+                base = _norm(root)
+                for sep in ("/", "\\"):
+                    if path == base:
+                        return None
+                    if path.startswith(base.rstrip(sep) + sep):
+                        return path[len(base.rstrip(sep)) + 1 :] or None
         return None if path in (".", "") else path
 
     def resolve_all(self, raws: Iterable[Any]) -> list[str]:
         return _unique(filter(None, (self.resolve(raw) for raw in raws)))
+
+
+WORKDIR_KEYS = ("workdir", "directory", "cwd")  # where a shell call says it runs (Codex, Gemini CLI, others)
+
+
+def workdirs(inputs: Iterable[Any], base: str | None) -> tuple[str, ...]:
+    """The absolute working directories shell calls name (``WORKDIR_KEYS``) that lie outside ``base``, outermost
+    first: other checkouts of the project (git worktrees) the agent works in."""
+    found: list[str] = []
+    for data in inputs:
+        if not isinstance(data, dict):
+            continue
+        for key in WORKDIR_KEYS:
+            value = data.get(key)
+            if isinstance(value, str) and _is_abs(value.strip()):
+                found.append(_norm(value.strip()))
+    outside = [d for d in _unique(found) if not base or not (d == _norm(base)
+                                                              or d.startswith(_norm(base).rstrip("/") + "/"))]
+    return tuple(sorted(outside, key=len))
