@@ -35,10 +35,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from memcairn.capture.anchors import ANCHOR_ROOT, AnchorReader, safe_anchors
 from memcairn.capture.compaction import compaction_sections
 from memcairn.capture.evidence import call_evidence, reply_evidence
 from memcairn.capture.noise import is_background_notice, request_text, without_filler
 from memcairn.capture.offline import OfflineExtractor
+from memcairn.capture.offline.paths import outermost
 from memcairn.capture.recap import lean_fields, recap_observations
 from memcairn.capture.records import Compressed, CompressionFailed, Compressor, Observation, Summary, Turn
 from memcairn.capture.truncate import cut_bytes
@@ -224,8 +226,9 @@ class CapturePipeline(TurnReader):
         calls = [self._call(e) for e in events]
         compressed = self._compress("observe", turn, calls, report, turn.project)
         awaiting = call_id(first) if len(events) == 1 and pending_result(first) else None
-        items = [self._observation_item(o, turn, events[-1], i, compressed, awaiting)
-                 for i, o in enumerate(compressed.observations)]
+        items = _anchored([self._observation_item(o, turn, events[-1], i, compressed, awaiting)
+                           for i, o in enumerate(compressed.observations)],
+                          _root(first, turn.cwd, *(c.cwd for c in calls)))
         answered = {call_id(e) for e in earlier if pending_result(e)} & answering
         replaced = self._awaiting_items(turn, answered) if answered else []
         reopened = {step for o in compressed.observations for step in o.steps} - {call_id(e) for e in events}
@@ -257,7 +260,8 @@ class CapturePipeline(TurnReader):
         try:
             self.store.update_item(item_id, type=made.type, subtitle=made.subtitle, facts=made.facts,
                                    concepts=made.concepts, files_read=made.files_read,
-                                   files_modified=made.files_modified, metadata=made.metadata)
+                                   files_modified=made.files_modified, metadata=made.metadata,
+                                   anchors=made.anchors)
         except Exception:
             log.warning("could not bring #%s up to date with its later observation", item_id, exc_info=True)
 
@@ -305,6 +309,7 @@ class CapturePipeline(TurnReader):
         small = [NewItem(kind="observation", type=o.type, title=o.title, narrative=o.narrative, facts=o.facts,
                          concepts=o.concepts, files_modified=o.files_modified, source=_source(event, f"#{i}"),
                          **common) for i, o in enumerate(observations)]
+        small = _anchored(small, _root(event, event.payload.get("cwd")))
         self._commit(events, [item, *small], report)
 
     def _session_end(self, events: list[IngestEvent], report: CaptureReport) -> None:
@@ -396,7 +401,7 @@ class CapturePipeline(TurnReader):
             made = self._observation_item(obs, turn, event, index, compressed)
             items.append(replace(made, metadata={**made.metadata, TURN_END: True},
                                  source=_source(event, f"#end{index}")))
-        return items
+        return _anchored(items, _root(event, turn.cwd, *(c.cwd for c in turn.tools)))
 
     def _turn_summaries(self, turn: Turn, event: IngestEvent, prompt_event: IngestEvent | None) -> list[int]:
         """Ids of the summaries made by the earlier Stops of the turn ``event`` continues.
@@ -432,6 +437,28 @@ class CapturePipeline(TurnReader):
                         files_modified=tuple(i.files_modified))
             for i in items if i.prompt_number == turn.prompt_number and i.metadata.get(TURN_END) is not True
         ]
+
+
+def _root(event: IngestEvent, *cwds: Any) -> str | None:
+    """The directory a memory's files are read from: the one an import was given (``--root``), else the
+    outermost of the directories the turn and its calls ran in (the one the offline extractor makes paths
+    relative to)."""
+    given = event.payload.get(ANCHOR_ROOT)
+    if isinstance(given, str) and given:
+        return given
+    return outermost(*(c for c in cwds if isinstance(c, str)))
+
+
+_ANCHOR_TEXTS = ("title", "subtitle", "narrative", "text", "request", "investigated", "learned", "completed",
+                 "next_steps", "notes")
+
+
+def _anchored(items: list[NewItem], root: str | None) -> list[NewItem]:
+    """``items`` with their anchors (``capture.anchors``), each file read once for all of them."""
+    reader = AnchorReader()
+    return [replace(item, anchors=safe_anchors(reader, root, (*item.files_read, *item.files_modified),
+                                               [*(getattr(item, f) for f in _ANCHOR_TEXTS), *item.facts]))
+            for item in items]
 
 
 def _continued(event: IngestEvent) -> bool:

@@ -77,8 +77,12 @@ def import_claude_mem_cmd(db: Path | None, as_json: bool) -> None:
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--offline", is_flag=True, help="Use the offline extractor even when a model backend is configured.")
 @click.option("--project", help="File every session under this project (default: from each session's directory).")
+@click.option("--root", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="Where the sessions' working directory is on this machine: the files their memories rest on "
+                   "are read there (default: each session's recorded directory).")
 @click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
-def import_transcripts_cmd(paths: tuple[Path, ...], offline: bool, project: str | None, as_json: bool) -> None:
+def import_transcripts_cmd(paths: tuple[Path, ...], offline: bool, project: str | None, root: Path | None,
+                           as_json: bool) -> None:
     """Replay recorded sessions of Claude Code, Codex and Gemini CLI through the capture pipeline.
 
     PATHS are transcript files or directories: Claude Code's *.jsonl (with a session's subagents/ files and its
@@ -86,12 +90,15 @@ def import_transcripts_cmd(paths: tuple[Path, ...], offline: bool, project: str 
     (~/.gemini/tmp/*/chats/session-*.json); each file's shape is recognised by its content. Without PATHS:
     every Claude Code transcript under ~/.claude/projects/. Each line passes the same rules as live capture
     (exclusions, <private>, secret redaction); lines are remembered by their id, so importing again adds
-    nothing. Malformed lines are counted and skipped.
+    nothing. Malformed lines are counted and skipped. Each memory records the files it rests on with their
+    content ids, read under the session's recorded directory, or under --root DIR when the project's working
+    directory is elsewhere on this machine.
 
     Example:
 
     \b
         memcairn import transcripts ~/.claude/projects/my-app --json
+        memcairn import transcripts ./sessions --root ~/src/my-app
     """
     from memcairn.capture.llm import make_compressor
     from memcairn.transfer.importer import import_transcripts
@@ -107,10 +114,10 @@ def import_transcripts_cmd(paths: tuple[Path, ...], offline: bool, project: str 
     with open_store(cfg) as store:
         compressor = None if offline else make_compressor(cfg, store)
         if as_json or not files:
-            report = import_transcripts(store, cfg, files, compressor=compressor, project=project)
+            report = import_transcripts(store, cfg, files, compressor=compressor, project=project, root=root)
         else:
             with click.progressbar(length=len(files), label="importing transcripts", file=sys.stderr) as bar:
-                report = import_transcripts(store, cfg, files, compressor=compressor, project=project,
+                report = import_transcripts(store, cfg, files, compressor=compressor, project=project, root=root,
                                             on_file=lambda _path, _total: bar.update(1))
     if as_json:
         emit_json(report.as_dict())

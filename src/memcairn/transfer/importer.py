@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from memcairn.capture.admission import admit, skipped_tool
+from memcairn.capture.anchors import ANCHOR_ROOT
 from memcairn.capture.pipeline import REGROWN, CapturePipeline, CaptureReport
 from memcairn.capture.records import Compressor
 from memcairn.store.protocols import CaptureStore
@@ -168,9 +169,13 @@ def _went_on(stop: dict[str, Any], body: dict[str, Any]) -> bool:
 
 def import_transcripts(store: CaptureStore, settings: Settings, paths: Sequence[Path], *,
                        compressor: Compressor | None = None, project: str | None = None,
+                       root: Path | None = None,
                        on_file: Callable[[Path, TranscriptImport], None] | None = None) -> TranscriptImport:
     """Queue and process every event of ``paths``; ``on_file`` hears after each file (progress).
-    ``project`` files every session under that project instead of the one its recorded directory names."""
+    ``project`` files every session under that project instead of the one its recorded directory names.
+    ``root`` is where the sessions' working directory is on this machine: their memories' anchors
+    (``capture.anchors``) read the files there instead of under the recorded ``cwd``."""
+    given = {ANCHOR_ROOT: str(root.expanduser().resolve())} if root is not None else {}
     pipeline = CapturePipeline(store, settings, compressor=compressor)
     known = _Known(store)
     total = TranscriptImport()
@@ -181,6 +186,7 @@ def import_transcripts(store: CaptureStore, settings: Settings, paths: Sequence[
         try:
             for event in replay_transcript(path, stats):
                 body = event.body if project is None else {**event.body, "project": project, "projects": [project]}
+                body = {**body, **given}
                 admitted = admit(event.event_type, carried.through(body, settings), settings)
                 if admitted.body is None:
                     stats.leave_out(f"events not admitted ({admitted.reason})")
