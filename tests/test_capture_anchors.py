@@ -182,3 +182,13 @@ def test_a_failure_to_read_anchors_leaves_them_empty_and_is_logged_once(
     items = capture(store, settings, repo, edit("e1", str(repo / "cart.py")), bash("c1", "cat old.py", "x"))
     assert len(items) >= 2 and all(i.anchors == {} for i in items)
     assert len([r for r in caplog.records if "anchors" in r.getMessage()]) == 1
+
+
+def test_patterns_are_left_out_and_a_file_outside_the_root_is_absent_only_where_its_directory_is(
+        tmp_path: Path) -> None:
+    root = tmp_path / "app"
+    root.mkdir()
+    found = anchors.AnchorReader().anchors(str(root), ["test/**/*_test.exs", str(tmp_path / "plans" / "a.md"),
+                                                       str(tmp_path / "b.md")], [])
+    assert found["files"] == [{"path": str(tmp_path / "plans" / "a.md"), "id": None},
+                              {"path": str(tmp_path / "b.md"), "id": None, "absent": True}]

@@ -10,8 +10,9 @@
 A file's ``id`` is the sha1 of ``b"blob <size>\\0" + content``: git's blob id (``git hash-object`` without
 filters) inside a git checkout (``by: git-blob``), the same content hash elsewhere (``by: sha1-blob``), or
 ``"<size>:<mtime_ns>"`` for a file over ``MAX_HASH_BYTES`` (``by: size-mtime``: not read). It is null when the
-file does not exist (``absent``: deleted, or moved away) or cannot be read (the root is gone: a transcript
-imported on another machine without ``--root``). ``commit`` and ``branch`` are read from ``.git`` directly and
+file does not exist in a directory that does (``absent``: deleted, or moved away) or cannot be read (a
+directory, or the root is gone: a transcript imported on another machine without ``--root``); glob patterns the
+memory names are left out. ``commit`` and ``branch`` are read from ``.git`` directly and
 are absent outside a checkout (``branch`` also on a detached HEAD). ``identifiers`` are the code-like tokens of
 the memory's text (backticked, snake_case, camelCase, dotted, ``--flags``) that one of its files held then.
 
@@ -38,6 +39,7 @@ MAX_HASH_BYTES = 1 << 20  # larger files are identified by size and mtime instea
 MAX_CANDIDATES = 40  # code-like tokens of a memory's text looked for in its files
 MAX_IDENTIFIERS = 20
 
+_GLOB = re.compile(r"[*?\[]")  # a pattern the memory names (``test/**/*_test.exs``) is no file to anchor
 _BACKTICKED = re.compile(r"`([^`\n]{3,80})`")
 _TOKEN = re.compile(r"--?[A-Za-z][\w-]*|[A-Za-z_][\w]*(?:(?:\.|::)[A-Za-z_]\w*)*")
 _IDENTIFIER = re.compile(r"(?:--?[A-Za-z][\w-]+|[A-Za-z_]\w*(?:(?:\.|::)[A-Za-z_]\w*)*)(?:\(\))?")
@@ -66,7 +68,8 @@ class AnchorReader:
 
     def anchors(self, root: str | None, files: Iterable[str], texts: Iterable[str | None]) -> dict[str, Any]:
         """The anchors of a memory naming ``files`` (relative to ``root``, or absolute) and saying ``texts``."""
-        paths = list(dict.fromkeys(p for p in files if isinstance(p, str) and p.strip()))[:MAX_FILES]
+        paths = list(dict.fromkeys(p for p in files if isinstance(p, str) and p.strip() and not _GLOB.search(p)))
+        paths = paths[:MAX_FILES]
         if root is None and not paths:
             return {}
         out: dict[str, Any] = {}
@@ -114,8 +117,10 @@ def _read_id(full: str, root: str | None, in_git: bool) -> _FileId:
     try:
         stat = os.stat(full)
     except FileNotFoundError:
-        # absent only when the directory it is named from is there: otherwise nothing is known of it
-        return _FileId(None, None, None, absent=root is not None and os.path.isdir(root))
+        # absent only when the directory it is named from is there (the root; for an absolute path outside it, its
+        # own directory): otherwise nothing is known of it
+        under = root if root is not None and _under(full, root) else os.path.dirname(full)
+        return _FileId(None, None, None, absent=os.path.isdir(under))
     except OSError:
         return _FileId(None, None, None)
     if not os.path.isfile(full):
@@ -128,6 +133,10 @@ def _read_id(full: str, root: str | None, in_git: bool) -> _FileId:
     except OSError:
         return _FileId(None, None, None)
     return _FileId(blob_id(content), "git-blob" if in_git else "sha1-blob", content)
+
+
+def _under(path: str, root: str) -> bool:
+    return path.startswith(os.path.normpath(root).rstrip(os.sep) + os.sep)
 
 
 def blob_id(content: bytes) -> str:

@@ -309,8 +309,7 @@ class CapturePipeline(TurnReader):
         small = [NewItem(kind="observation", type=o.type, title=o.title, narrative=o.narrative, facts=o.facts,
                          concepts=o.concepts, files_modified=o.files_modified, source=_source(event, f"#{i}"),
                          **common) for i, o in enumerate(observations)]
-        small = _anchored(small, _root(event, event.payload.get("cwd")))
-        self._commit(events, [item, *small], report)
+        self._commit(events, _anchored([item, *small], _root(event, event.payload.get("cwd"))), report)
 
     def _session_end(self, events: list[IngestEvent], report: CaptureReport) -> None:
         event = events[0]
