@@ -189,6 +189,7 @@ def test_patterns_are_left_out_and_a_file_outside_the_root_is_absent_only_where_
     root = tmp_path / "app"
     root.mkdir()
     found = anchors.AnchorReader().anchors(str(root), ["test/**/*_test.exs", str(tmp_path / "plans" / "a.md"),
-                                                       str(tmp_path / "b.md")], [])
+                                                       "~/.claude/plans/c.md", str(tmp_path / "b.md")], [])
     assert found["files"] == [{"path": str(tmp_path / "plans" / "a.md"), "id": None},
+                              {"path": "~/.claude/plans/c.md", "id": None},
                               {"path": str(tmp_path / "b.md"), "id": None, "absent": True}]

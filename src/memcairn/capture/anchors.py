@@ -98,6 +98,8 @@ class AnchorReader:
         return out
 
     def _file(self, root: str | None, path: str, in_git: bool) -> _FileId:
+        if path.startswith("~"):  # the recording machine's home: not this one's to read
+            return _FileId(None, None, None)
         full = os.path.join(root, path) if root is not None and not os.path.isabs(path) else path
         if not os.path.isabs(full):
             return _FileId(None, None, None)
