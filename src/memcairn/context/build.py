@@ -25,6 +25,11 @@ the settings, ``now`` and ``tz``, so the whole text is golden-tested. Plain text
   session, the session with the newest first; a block is titled by the session's first request and says what
   is unfinished (the newest next steps), the decisions recorded in it, its last test result, what it learned and
   what it did, without repeating the titles of the rows shown below it (``memcairn.context.lines``).
+- **Freshness** (``search.freshness``, checked against the files now by ``context.freshness_check``): a row whose
+  files changed since has ``[changed since]`` after its title; a stale one leaves the rows (and the session
+  blocks' decisions), and up to ``NO_LONGER_TRUE`` of them are named under a "No longer true" heading. The
+  text then depends on those files too (the memo keys on ``FreshnessChecker.token``); memories without anchors
+  are shown as before.
 - **Rows**: a row (not a lookup's) whose title was cut short shows up to ``HEADLINE_CHARS`` of the text it was
   cut from (the reason of a decision; the cause and the fix; what changed in a file).
 - **Limits**: ``context_summaries`` sessions (up to ``SUMMARIES_PER_SESSION`` summaries read for each) and
@@ -68,12 +73,14 @@ from datetime import datetime, tzinfo
 from typing import Any
 
 from memcairn.context.clock import HEADER, clock_text, local_moment
+from memcairn.context.freshness_check import shared_checker
 from memcairn.context.gather import ContextData, SessionDigest, by_usefulness, gather
 from memcairn.context.lines import LISTED_MIN, not_done_since, unlisted, without_runs
 from memcairn.context.notices import notice_lines
 from memcairn.core.clock import now_ms as current_ms
 from memcairn.core.models import MemoryItem
 from memcairn.core.tokens import tokens_for_chars
+from memcairn.search.freshness import FreshnessCheck, mark, with_mark
 from memcairn.search.render import display_title
 from memcairn.store.protocols import ContextStore
 from memcairn.wire.config import Settings
@@ -89,6 +96,7 @@ SCOPE_NAMES = 4  # project names a header lists at most (then "and N more"): a c
 SECTION_CAPS = (1500, 600, 300, 150, 80, 0)
 # A session's lines, unfinished work and decisions first (see ``_session_lines``).
 SESSION_LINES = ("Next steps", "Decisions", "Tests", "Checks", "Learned", "Done")
+NO_LONGER_TRUE = 3  # stale observations named under the rows at most (they leave the rows themselves)
 KEPT_OBSERVATIONS = 10  # the most useful rows, kept until the sessions' lines are shorter and only one is left
 # A title cut short loses what the row is for (the reason of a decision, the cause and the fix of a bug, what
 # changed in a file): the row shows up to HEADLINE_CHARS of the text the title was cut from (``_row_title``), and
@@ -265,7 +273,7 @@ def _body(data: ContextData, shape: _Shape, style: _Style, now: datetime, rows: 
     lines: list[str] = []
     carried = 0  # characters of memory shown (sessions' titles and lines, rows), uncoloured
     sessions = data.sessions[:shape.sessions]
-    useful = by_usefulness(data.observations)[:shape.observations]
+    useful = by_usefulness(data.live)[:shape.observations]
     shown = sorted(useful, key=lambda item: (item.created_at_epoch, item.id))
     listed = frozenset(t for t in (rows.stored_title(item) for item in shown) if len(t) >= LISTED_MIN)
     if sessions:
@@ -291,9 +299,17 @@ def _body(data: ContextData, shape: _Shape, style: _Style, now: datetime, rows: 
                 day = f"{at:%Y-%m-%d}"
                 lines.append(p(f"### {day}", BOLD, CYAN))
             kind = rows.kind(item)
-            row = f"{at:%H:%M} {kind} {rows.title(item)}"
-            lines.append(f"{p(f'#{item.id}', DIM)} {at:%H:%M} {p(kind, TYPE_COLOURS.get(kind, ''))} {rows.title(item)}")
+            title = with_mark(rows.title(item), data.freshness.get(item.id))
+            row = f"{at:%H:%M} {kind} {title}"
+            lines.append(f"{p(f'#{item.id}', DIM)} {at:%H:%M} {p(kind, TYPE_COLOURS.get(kind, ''))} {title}")
             carried += len(f"#{item.id} ") + len(row) + 1
+    if data.stale and (shape.observations or not data.live):
+        gone = data.stale[:NO_LONGER_TRUE]
+        lines += ["", p(f"## No longer true ({len(gone)}, the code moved on)", BOLD)]
+        for item in gone:
+            row = f"#{item.id} {rows.title(item)} {mark(data.freshness.get(item.id))}"
+            lines.append(p(row, DIM))
+            carried += len(row) + 1
     totals = data.totals
     cost = (f"Cost: ~{here_tokens:,} tokens here; ~{totals.tokens:,} tokens of past work behind them "
             f"({totals.items:,} {'memory' if totals.items == 1 else 'memories'}).")
@@ -396,7 +412,7 @@ def _render(data: ContextData, settings: Settings, *, now_ms: int, tz: tzinfo | 
     if not data.totals.items:
         empty = EMPTY.format(scope=_scope(data.projects)) + "\n"
         return Rendered("" if limit is not None and len(empty) > limit and not colors else empty, 0)
-    shape = _Shape(len(data.observations), len(data.sessions))
+    shape = _Shape(len(data.live), len(data.sessions))
     plain = _Style(False)
     rows = _Rows(tz)
 
@@ -414,7 +430,7 @@ def _render(data: ContextData, settings: Settings, *, now_ms: int, tz: tzinfo | 
         if settled == here:
             break
         here = settled
-    shown = min(shape.observations, len(data.observations)) + min(shape.sessions, len(data.sessions))
+    shown = min(shape.observations, len(data.live)) + min(shape.sessions, len(data.sessions))
     if colors:
         return Rendered("\n".join(_body(data, shape, _Style(True), now, rows, here)) + "\n", shown)
     return Rendered(plain_text(here), shown)
@@ -422,12 +438,15 @@ def _render(data: ContextData, settings: Settings, *, now_ms: int, tz: tzinfo | 
 
 def render_context(store: ContextStore, settings: Settings, *, projects: Sequence[str] | None = None,
                    platform_source: str | None = None, colors: bool = False, full: bool = False,
-                   now_ms: int | None = None, tz: tzinfo | None = None, notices: Sequence[str] = ()) -> str:
+                   now_ms: int | None = None, tz: tzinfo | None = None, notices: Sequence[str] = (),
+                   freshness: FreshnessCheck | None = None) -> str:
     """The SessionStart context of the project chain ``projects`` (every project when None).
 
     ``platform_source`` narrows it to that agent's memories (and those recorded by no agent); None shows the
-    memories of every agent. ``now_ms`` defaults to the current time and ``tz`` to local time.
+    memories of every agent. ``now_ms`` defaults to the current time and ``tz`` to local time. ``freshness``
+    (the process's checker by default) checks the observations against their files now.
     """
-    data = gather(store, settings, projects, full=full, platform_source=platform_source)
+    data = gather(store, settings, projects, full=full, platform_source=platform_source,
+                  freshness=freshness or shared_checker())
     return render(data, settings, now_ms=current_ms() if now_ms is None else now_ms, tz=tz,
                   colors=colors, full=full, notices=notices)

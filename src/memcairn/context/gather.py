@@ -1,17 +1,22 @@
 """What the SessionStart digest shows, read from the store: the chain's totals, its recent observations
-and its sessions' summaries."""
+and its sessions' summaries, and how true the observations still are when a checker is given (a stale one
+leaves the rows: ``ContextData.live``)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from memcairn.context.lines import how_to_check, last_test_result
 from memcairn.core.models import ItemFilter, MemoryItem
 from memcairn.core.tokens import tokens_for_chars
+from memcairn.search.freshness import STALE, Freshness, FreshnessCheck
 from memcairn.store.protocols import ContextStore
 from memcairn.wire.config import Settings
+
+log = logging.getLogger("memcairn.context")
 
 OBSERVATION_KINDS = ("observation", "manual")
 SUMMARIES_PER_SESSION = 8  # summaries read per session shown (a session has one per turn)
@@ -74,11 +79,25 @@ class ContextData:
     summaries: tuple[MemoryItem, ...]  # newest first
     totals: ChainTotals
     session_limit: int | None = None  # sessions shown at most (None: every one of ``summaries``)
+    freshness: Mapping[int, Freshness] = field(default_factory=dict)  # by id; empty when not checked
 
     @cached_property
     def sessions(self) -> tuple[SessionDigest, ...]:
         """Worked out once: fitting the budget renders the body several times."""
-        return sessions_of(self.summaries, self.observations, self.session_limit)
+        return sessions_of(self.summaries, self.live, self.session_limit)
+
+    @cached_property
+    def live(self) -> tuple[MemoryItem, ...]:
+        """The observations the code has not left behind (all of them unless some are stale)."""
+        return tuple(o for o in self.observations if not self._stale(o))
+
+    @cached_property
+    def stale(self) -> tuple[MemoryItem, ...]:
+        return tuple(o for o in self.observations if self._stale(o))
+
+    def _stale(self, item: MemoryItem) -> bool:
+        found = self.freshness.get(item.id)
+        return found is not None and found.state == STALE
 
 
 def _window_start(store: ContextStore, project_ids: Sequence[int] | None, items: int,
@@ -100,9 +119,11 @@ def _types(settings: Settings) -> list[str] | None:
 
 
 def gather(store: ContextStore, settings: Settings, projects: Sequence[str] | None = None, *,
-           full: bool = False, platform_source: str | None = None) -> ContextData:
+           full: bool = False, platform_source: str | None = None,
+           freshness: FreshnessCheck | None = None) -> ContextData:
     """What the context shows, read from the store (the only part of rendering that touches it).
-    ``platform_source`` keeps that agent's items and those of no agent (see the module docstring)."""
+    ``platform_source`` keeps that agent's items and those of no agent (see the module docstring); ``freshness``
+    checks the observations' files (the team server has none of them: it passes none)."""
     names = tuple(dict.fromkeys(projects)) if projects else None
     platform = platform_source.strip() if platform_source and platform_source.strip() else None
     n_obs = FULL_MAX_OBSERVATIONS if full else max(0, settings.context_observations)
@@ -121,4 +142,14 @@ def gather(store: ContextStore, settings: Settings, projects: Sequence[str] | No
         if n_sum:
             wanted = n_sum if full else n_sum * SUMMARIES_PER_SESSION
             summaries = store.list_items(replace(scope, kinds=["summary"]), limit=wanted)
-    return ContextData(names, tuple(observations), tuple(summaries), totals, None if full else n_sum)
+    states = _states(freshness, observations) if freshness is not None and observations else {}
+    return ContextData(names, tuple(observations), tuple(summaries), totals, None if full else n_sum, states)
+
+
+def _states(freshness: FreshnessCheck, observations: Sequence[MemoryItem]) -> dict[int, Freshness]:
+    """The observations' freshness; none when the check fails (the digest never does for it)."""
+    try:
+        return freshness.check(observations)
+    except Exception:
+        log.warning("freshness check failed; the digest shows every observation", exc_info=True)
+        return {}

@@ -9,6 +9,7 @@ on a 2-core machine. Yet the text is a pure function of (see ``memcairn.context.
   table for up to ``PROJECTS_TTL`` seconds (``Store.project_rows``), so a merge committed by another process
   reaches its renders a little after the change token moved; with the table in the key, a text rendered from
   the older read is not served once the store reads the newer one,
+- the files the rows' freshness was read from (``context.freshness_check``: its ``token`` moves when one does),
 - the request: projects, ``platform_source``, ``colors``, ``full``,
 - the settings that shape it (``context.CONTEXT_SETTINGS``) and ``tz``,
 - the current time, but only as the header's clock shows it (``context.clock``: minute precision in ``tz``,
@@ -50,6 +51,7 @@ from typing import Any
 
 from memcairn.context.build import render_context, shaping_settings
 from memcairn.context.clock import CLOCK_WIDTH, clock, restamp
+from memcairn.context.freshness_check import shared_checker
 from memcairn.core.clock import now_ms as current_ms
 from memcairn.store.protocols import MemoContextStore
 from memcairn.wire.config import Settings
@@ -179,7 +181,8 @@ class ContextMemo:
         platform = platform_source.strip() if platform_source and platform_source.strip() else None
         stamp = clock(now_ms, tz)
         key = (token, tuple(projects) if projects else None, platform, bool(colors), bool(full),
-               stamp[CLOCK_WIDTH:], tz, shaping_settings(settings), store.project_rows(tuple(projects or ())))
+               stamp[CLOCK_WIDTH:], tz, shaping_settings(settings), store.project_rows(tuple(projects or ())),
+               shared_checker().token())  # the files the rows' freshness was read from
         if not fresh:
             text = self._get(key, stamp)
             if text is not None:

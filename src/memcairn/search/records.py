@@ -21,6 +21,7 @@ from typing import Any
 from memcairn.core import fields
 from memcairn.core.models import MemoryItem
 from memcairn.core.tokens import estimate_tokens
+from memcairn.search.freshness import UNKNOWN, Freshness
 
 # Content fields in the order an agent reads them best (``core/fields.py``'s ``agent_order``): what it is, then
 # what it says, then where. Concepts are search facets (``concept=`` filters on them), not content: left out, like
@@ -35,8 +36,9 @@ def iso_time(epoch_ms: int, tz: tzinfo | None = None) -> str:
     return datetime.fromtimestamp(epoch_ms / 1000, tz).astimezone(tz).isoformat(timespec="seconds")
 
 
-def agent_record(item: MemoryItem, tz: tzinfo | None = None) -> dict[str, Any]:
-    """The record an agent is given (module doc): no uuid, hash or epochs, no empty fields."""
+def agent_record(item: MemoryItem, tz: tzinfo | None = None, freshness: Freshness | None = None) -> dict[str, Any]:
+    """The record an agent is given (module doc): no uuid, hash or epochs, no empty fields; ``freshness`` when
+    it was checked and says something (``search.freshness``: not ``unknown``)."""
     record: dict[str, Any] = {"id": item.id, "time": iso_time(item.created_at_epoch, tz), "project": item.project,
                               "kind": item.kind, "type": item.type}
     for name in AGENT_FIELDS:
@@ -51,7 +53,23 @@ def agent_record(item: MemoryItem, tz: tzinfo | None = None) -> dict[str, Any]:
                 record[name] = unsaid
             else:
                 del record[name]
+    if freshness is not None and freshness.state != UNKNOWN:  # unknown: nothing to act on, like an empty field
+        record["freshness"] = freshness_json(freshness, tz)
     return record
+
+
+def raw_record(item: MemoryItem, freshness: Freshness | None = None) -> dict[str, Any]:
+    """The whole stored row, and its ``freshness`` when it was checked."""
+    record = item.to_dict()
+    if freshness is not None:
+        record["freshness"] = freshness_json(freshness)
+    return record
+
+
+def freshness_json(freshness: Freshness, tz: tzinfo | None = None) -> dict[str, Any]:
+    """``{"state", "reasons", "checked_at"}`` as a record carries it (the check's time in ``tz``)."""
+    return {"state": freshness.state, "reasons": list(freshness.reasons),
+            "checked_at": iso_time(freshness.checked_at, tz) if freshness.checked_at else None}
 
 
 def record_json(record: dict[str, Any]) -> str:

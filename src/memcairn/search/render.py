@@ -4,7 +4,8 @@
   grouped by day (``### 2026-12-01``), days in the order their first hit appears (so relevance order
   survives), one compact row per hit: ``- #12 14:03 bugfix · Title · ~120 tok``. ``~N tok`` is what the
   full record costs to read through ``get_observations`` (``search.records.record_tokens``). A row costs
-  ~20-40 tokens, never more than ~100.
+  ~20-40 tokens, never more than ~100. A hit whose files moved on since has a mark after its title
+  (``[changed since]``, ``[stale: lib/x.ex deleted]``; ``search.freshness``).
 - ``render_timeline``: grouped by day, then by file (first modified file, else first file read, else
   ``(no file)``) in runs, so summaries and prompts stay interleaved in time order; the anchor row ends
   with ``<- ANCHOR``.
@@ -23,6 +24,7 @@ from datetime import datetime, tzinfo
 
 from memcairn.core.errors import ValidationError
 from memcairn.core.models import KINDS, MemoryItem
+from memcairn.search.freshness import Freshness, with_mark
 from memcairn.search.records import record_tokens
 from memcairn.search.relevance import STRONG
 from memcairn.search.result import SearchHit, SearchResult, Timeline, display_title
@@ -45,8 +47,9 @@ def _dt(epoch_ms: int, tz: tzinfo | None) -> datetime:
 
 
 def _row(item: MemoryItem, tz: tzinfo | None, *, project: bool = False, anchor: bool = False,
-         weak: bool = False) -> str:
-    parts = [f"- #{item.id} {_dt(item.created_at_epoch, tz):%H:%M} {clean_line(item.type)}", display_title(item)]
+         weak: bool = False, freshness: Freshness | None = None) -> str:
+    parts = [f"- #{item.id} {_dt(item.created_at_epoch, tz):%H:%M} {clean_line(item.type)}",
+             with_mark(display_title(item), freshness)]
     if project:
         parts.append(clean_line(item.project))
     parts.append(f"~{record_tokens(item, tz)} tok")
@@ -98,7 +101,8 @@ def render_index(result: SearchResult, *, tz: tzinfo | None = None) -> str:
     days: dict[str, list[str]] = {}
     for hit in result.hits:
         day = f"{_dt(hit.item.created_at_epoch, tz):%Y-%m-%d}"
-        days.setdefault(day, []).append(_row(hit.item, tz, project=show_project, weak=_weak(hit)))
+        days.setdefault(day, []).append(_row(hit.item, tz, project=show_project, weak=_weak(hit),
+                                             freshness=hit.freshness))
     for day, rows in days.items():
         lines += ["", f"### {day}", *rows]
     if result.evidence:

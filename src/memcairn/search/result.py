@@ -7,6 +7,8 @@ from typing import Any, NamedTuple
 
 from memcairn.core.models import KINDS, MemoryItem
 from memcairn.search.evidence import EvidenceSnippet
+from memcairn.search.freshness import Freshness
+from memcairn.search.records import freshness_json
 from memcairn.wire.fence import clean_line
 
 TITLE_CHARS = 90
@@ -42,6 +44,7 @@ class SearchHit:
     score: float  # the fused score (after any recency boost); 0.0 for filter_only
     legs: dict[str, LegRank] = field(default_factory=dict)  # "keyword" / "semantic"
     relevance: float | None = None  # 1.0 = at the relevance floor (search.relevance); None: no floor applied
+    freshness: Freshness | None = None  # how true it still is (search.freshness); None: not checked
 
     def to_dict(self) -> dict[str, Any]:
         i = self.item
@@ -49,6 +52,7 @@ class SearchHit:
             **item_row(i), "score": round(self.score, 6),
             "legs": {name: {"rank": leg.rank, "score": round(leg.score, 6)} for name, leg in self.legs.items()},
             "relevance": self.relevance,
+            **({"freshness": freshness_json(self.freshness)} if self.freshness is not None else {}),
         }
 
 

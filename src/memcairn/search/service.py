@@ -37,15 +37,16 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from datetime import tzinfo
 from typing import Any
 
 from memcairn.core.clock import now_ms
 from memcairn.core.errors import KeywordIndexDamagedError, ValidationError, WouldWait
-from memcairn.core.models import DEFAULT_TYPES, MAX_ITEM_ID, OBSERVATION_TYPES, ItemFilter
+from memcairn.core.models import DEFAULT_TYPES, MAX_ITEM_ID, OBSERVATION_TYPES, ItemFilter, MemoryItem
 from memcairn.search import evidence, fusion, relevance
+from memcairn.search.freshness import Freshness, FreshnessCheck, stale_last
 from memcairn.search.request import SearchRequest
 from memcairn.search.result import LegRank, SearchHit, SearchResult, Timeline
 from memcairn.search.telemetry import SearchEnvelope, Telemetry
@@ -70,7 +71,9 @@ class SearchService:
     """Search, timeline and full records over a store and an optional vector mirror.
 
     ``fusion`` and ``recency_boost_half_life_days`` are defaults a request may override;
-    ``mirror_error`` (why the mirror could not be opened) is repeated in the notes of keyword fallbacks.
+    ``mirror_error`` (why the mirror could not be opened) is repeated in the notes of keyword fallbacks;
+    ``freshness`` checks how true the hits still are (``search.freshness``): each hit carries its state, and a
+    query ordered by relevance ranks the stale ones below the others (after the floor: demoted, not removed).
     """
 
     mirror_overfetch = 2  # the semantic leg asks the mirror for this many times its pool (see ``_semantic_leg``)
@@ -78,7 +81,8 @@ class SearchService:
     def __init__(self, store: SearchStore, mirror: Any = None, *, recency_window_days: float = 0,
                  fusion: str = "minmax", recency_boost_half_life_days: float | None = None,
                  weights: dict[str, float] | None = None, mirror_error: str | None = None,
-                 telemetry: Telemetry | None = None, legs: Sequence[str] = LEGS, evidence_snippets: int = 0) -> None:
+                 telemetry: Telemetry | None = None, legs: Sequence[str] = LEGS, evidence_snippets: int = 0,
+                 freshness: FreshnessCheck | None = None) -> None:
         if fusion not in ("rrf", "minmax"):
             raise ValidationError(f"unknown fusion {fusion!r}; use rrf or minmax")
         legs = tuple(dict.fromkeys(legs))
@@ -96,6 +100,7 @@ class SearchService:
         self.telemetry = telemetry or Telemetry()
         self.legs = legs
         self.evidence_snippets = evidence_snippets  # matching steps quoted beside the hits (search.evidence)
+        self.freshness = freshness
 
     # -- public API -------------------------------------------------------------------------------
     @property
@@ -187,7 +192,8 @@ class SearchService:
             run.notes.append(f"no query text: filters only (mode {req.mode} needs a query)")
         items = self.store.list_items(self._filter(req), order=req.resolved_order, limit=req.limit,
                                       offset=req.offset)
-        run.hits = [SearchHit(item, 0.0, {}) for item in items]
+        states = self._fresh(items)
+        run.hits = [SearchHit(item, 0.0, {}, freshness=states.get(item.id)) for item in items]
 
     def _query(self, run: _Run) -> None:
         req = run.req
@@ -252,14 +258,34 @@ class SearchService:
             kept = [i for i in ordered if weight[i] >= floor] if best >= run.min_score else []
             run.hidden = len(ordered) - len(kept)
             ordered = kept
+        states: dict[int, Freshness] = {}
+        read: dict[int, MemoryItem] = {}
+        if self.freshness is not None and order == "relevance" and ordered:
+            # every candidate's state, so a stale one on this page gives its place to a current one after it
+            read = {item.id: item for item in self.store.get_items(ordered)}
+            states = self._fresh(list(read.values()))
+            ordered = stale_last(ordered, states)
         ordered = ordered[req.offset:req.offset + req.limit]
-        items = {item.id: item for item in self.store.get_items(ordered)}
+        items = {i: read[i] for i in ordered if i in read} if read else {
+            item.id: item for item in self.store.get_items(ordered)}
+        if self.freshness is not None and not read:
+            states = self._fresh(items.values())
         run.fusion = method
         run.hits = [
             SearchHit(items[i], scores[i], {name: r[i] for name, r in ranks.items() if i in r},
-                      None if weight is None else round(weight[i], 4))
+                      None if weight is None else round(weight[i], 4), states.get(i))
             for i in ordered if i in items
         ]
+
+    def _fresh(self, items: Iterable[MemoryItem]) -> dict[int, Freshness]:
+        """The items' freshness by id; nothing without a checker or when checking fails (never fails a search)."""
+        if self.freshness is None:
+            return {}
+        try:
+            return self.freshness.check(items)
+        except Exception:
+            log.warning("freshness check failed; hits without it", exc_info=True)
+            return {}
 
     def _relevance(self, run: _Run, ordered: list[int], semantic: dict[int, LegRank]) -> dict[int, float] | None:
         """Each candidate's relevance (``search.relevance``); None when the request turned the floor off."""

@@ -10,11 +10,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from memcairn.capture.admission import scrub_item
+from memcairn.context.freshness_check import shared_checker
 from memcairn.core.errors import NotFoundError, ValidationError
 from memcairn.core.fields import FIELD, SAVED_FIELDS, Field
 from memcairn.core.models import MAX_ITEM_ID, NewItem
 from memcairn.search import parse_tz
-from memcairn.search.records import agent_record, check_format
+from memcairn.search.records import agent_record, check_format, raw_record
 from memcairn.wire.team_client import team_id, team_ref
 from memcairn.worker import remote_reads
 from memcairn.worker.fields import text_field, text_list
@@ -63,7 +64,9 @@ async def observations_batch(request: Request) -> Response:
     fmt, tz = check_format(data.get("format")), parse_tz(data.get("tz"))
     items = await state.call(runtime.store.get_items, local) if local else []
     found = {i.id for i in items}
-    records = [agent_record(i, tz) if fmt == "agent" else i.to_dict() for i in items]
+    fresh = await state.call(shared_checker().check, items) if items else {}
+    records = [agent_record(i, tz, fresh.get(i.id)) if fmt == "agent" else raw_record(i, fresh.get(i.id))
+               for i in items]
     if not team:
         return JSON({"items": records, "missing": [i for i in dict.fromkeys(ids) if i not in found]})
     try:
@@ -88,7 +91,8 @@ async def get_item(request: Request) -> Response:
     item = await state.call(runtime.store.get_item, item_id)
     if kind is not None and item.kind != kind:
         raise NotFoundError(f"#{item_id} is a {item.kind}, not a {kind}; read it at /api/memory/{item_id}")
-    return JSON(item.to_dict())
+    fresh = await state.call(shared_checker().check, [item])
+    return JSON(raw_record(item, fresh.get(item.id)))
 
 
 @endpoint
