@@ -172,3 +172,20 @@ def test_the_memoized_digest_follows_a_file_deleted_without_any_write(client: Te
     (repo / "cart.py").unlink()
     again = client.get("/api/context/inject", params={"projects": "shop"}).text
     assert "## No longer true (1, the code moved on)" in again
+
+
+def test_the_command_line_search_says_a_memory_is_stale(repo: Path, isolated_home: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """`memcairn search` without a worker reads the store itself and says the same as the worker would."""
+    import json
+
+    from memcairn.cli.app import run
+    from memcairn.wire.config import load_settings
+
+    with Store(load_settings().db_path) as home_store:
+        gone = anchored(home_store, repo, "tax.py", "Tax rate is read from tax.py", "`tax_rate` comes from tax.py")
+    (repo / "tax.py").unlink()
+    assert run(["search", "tax rate", "--project", "shop", "--json"]) == 0
+    results = json.loads(capsys.readouterr().out)["results"]
+    found = next(r for r in results if r["id"] == gone)
+    assert found["freshness"]["state"] == STALE and "tax.py deleted since" in found["freshness"]["reasons"]

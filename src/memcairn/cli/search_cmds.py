@@ -48,6 +48,7 @@ TEAM_IDS_NEED_WORKER = "start the worker (`memcairn worker start`) and leave out
 @contextlib.contextmanager
 def _service() -> Iterator[SearchService]:
     """A SearchService over the store and, when it opens, the mirror (otherwise keyword + the reason)."""
+    from memcairn.context.freshness_check import shared_checker
     from memcairn.mirror.runtime import open_runtime
     from memcairn.search import SearchService
 
@@ -62,7 +63,8 @@ def _service() -> Iterator[SearchService]:
     _ready_as_the_worker(runtime.mirror)
     try:
         yield SearchService(runtime.store, runtime.mirror, recency_window_days=cfg.recency_window_days,
-                            mirror_error=runtime.mirror_error, evidence_snippets=cfg.search_evidence_snippets)
+                            mirror_error=runtime.mirror_error, evidence_snippets=cfg.search_evidence_snippets,
+                            freshness=shared_checker())
     finally:
         runtime.close()
 
@@ -157,7 +159,8 @@ def search_json(data: dict[str, Any]) -> dict[str, Any]:
         "fallback_reason": data["fallback_reason"],
         "notes": data["notes"],
         "hidden": data.get("hidden", 0),
-        "results": [{key: hit.get(key) for key in SEARCH_RESULT_KEYS} for hit in data["results"]],
+        "results": [{**{key: hit.get(key) for key in SEARCH_RESULT_KEYS},
+                     **({"freshness": hit["freshness"]} if hit.get("freshness") else {})} for hit in data["results"]],
     }
 
 
