@@ -23,6 +23,14 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
+@pytest.fixture(autouse=True)
+def no_tenant_keys() -> None:
+    """No API key an earlier test's tenants held (``postgres_server.tenant``) is held in this one."""
+    from memcairn.pgstore.db import forget_keys
+
+    forget_keys()
+
+
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
     """Settings of a home in ``tmp_path`` read from no environment, capture not waiting to batch (a module may

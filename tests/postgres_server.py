@@ -8,6 +8,7 @@ database holds the migrated schema; each test gets ``CREATE DATABASE ... TEMPLAT
 from __future__ import annotations
 
 import itertools
+import secrets
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psycopg
 from psycopg.conninfo import make_conninfo
 
 from memcairn.core.models import NewItem
@@ -79,11 +81,32 @@ def search(team: Any, tenant_id: int, query: str, projects: list[str] | None = N
 
 
 def tenant(owner_dsn: str, name: str = "acme") -> int:
-    """A new tenant, made as the owner (the application role cannot)."""
+    """A new tenant, made as the owner (the application role cannot), with a key of its own that this test's
+    context holds (``hold_new_key``)."""
     with db.connect(owner_dsn, autocommit=True) as conn:
         row = conn.execute("INSERT INTO tenants (name) VALUES (%s) RETURNING id", (name,)).fetchone()
-    assert row is not None
+        assert row is not None
+        hold_new_key(conn, int(row[0]))
     return int(row[0])
+
+
+def hold_new_key(owner: psycopg.Connection, tenant_id: int) -> None:
+    """Give the tenant a key of its own (on the owner's connection ``owner``) that this test's context holds from
+    now on (``hold``)."""
+    from memcairn.pgstore import keys
+
+    key = f"mck_{secrets.token_hex(6)}_{secrets.token_urlsafe(32)}"  # no audit row: tests count those
+    owner.execute("INSERT INTO api_keys (id, tenant_id, digest, scopes, label) VALUES (%s, %s, %s, %s, 'tests')",
+                  (key[4:16], tenant_id, keys.digest(TEST_SECRET, key), list(keys.SCOPES)))
+    hold(tenant_id, key)
+
+
+def hold(tenant_id: int, key: str) -> None:
+    """Act for the tenant with ``key`` in this test's context from now on, beside the keys it held, as a request
+    holds its key (``db.hold_key``): the application role enters a tenant only with one."""
+    from memcairn.pgstore import keys
+
+    db.hold_key(tenant_id, keys.digest(TEST_SECRET, key), alone=False)
 
 
 def event(project: str, title: str, text: str = "body", session: str | None = None) -> NewItem:

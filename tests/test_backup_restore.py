@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from postgres_server import TEST_SECRET
+from postgres_server import TEST_SECRET, hold
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
@@ -63,9 +63,11 @@ def seeded(pg_cluster, pg_database: str):
     pool = db.Pool(db.app_conninfo(pg_database, TEST_SECRET), size=2)
     team = TeamStore(pool, None)
     with db.connect(pg_database) as conn:
-        for tenant in ("acme", "other"):
-            keys.create_key(conn, TEST_SECRET, tenant, scopes=["memories:read", "memories:write"])
+        made = {tenant: keys.create_key(conn, TEST_SECRET, tenant, scopes=["memories:read", "memories:write"])
+                for tenant in ("acme", "other")}
         tenants = dict(conn.execute("SELECT name, id FROM tenants").fetchall())
+    for tenant, tenant_id in tenants.items():
+        hold(tenant_id, made[tenant]["key"])
     for tenant, tenant_id in tenants.items():
         for n in range(5):
             team.add(tenant_id, NewItem(project=f"{tenant}-api", kind="manual", title=f"{tenant} note {n}",

@@ -19,6 +19,7 @@ NOT_BY_TENANT = {
     "tenants": "the tenants themselves: small, a reference table; its id is the tenant id the others lead with",
     "schema_migrations": "the schema's version: the coordinator's own bookkeeping",
     "app_role": "the name of the database's application role (one row): the coordinator's own bookkeeping",
+    "tenant_entries": "the tenant each backend's open transaction entered (unlogged): each node's own bookkeeping",
 }
 # Ids handed out by one sequence for all tenants, and why that is no leak between tenants nor a problem for
 # Citus: bigint identity columns, which Citus hands out from a range per node; each is read only within its

@@ -17,6 +17,7 @@ pytest.importorskip("psycopg")
 
 from pg_server_process import running_server  # noqa: E402
 from postgres_server import TEST_SECRET  # noqa: E402
+from postgres_server import tenant as new_tenant  # noqa: E402
 
 from memcairn.core.errors import WouldWait  # noqa: E402
 from memcairn.pgstore import db  # noqa: E402
@@ -63,7 +64,7 @@ def _end_own_backend(pg_database: str, conn: object) -> None:
 
 def test_a_read_whose_connection_dies_under_it_runs_again(pg_database: str) -> None:
     pool = db.Pool(db.app_conninfo(pg_database, TEST_SECRET), size=2)
-    tenant = 1
+    tenant = new_tenant(pg_database)
     attempts: list[int] = []
 
     def read(cur: object) -> int:

@@ -23,7 +23,7 @@ from postgres_server import TEST_SECRET  # noqa: E402
 from psycopg.conninfo import conninfo_to_dict, make_conninfo  # noqa: E402
 
 from memcairn.core.errors import ConfigError  # noqa: E402
-from memcairn.pgstore import db, migrations, schema  # noqa: E402
+from memcairn.pgstore import db, keys, migrations, schema  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -221,6 +221,9 @@ def test_migration_9_keeps_every_row_of_a_version_8_database(pg_cluster, monkeyp
                              " VALUES (%s, %s, %s, 'body', %s, 1)", (tenant, project, f"note {n}", f"h{n}"))
             before = conn.execute("SELECT id, title FROM items ORDER BY id").fetchall()
         assert db.prepare(owner, TEST_SECRET) == list(range(9, schema.LATEST + 1))
+        with db.connect(owner) as conn:  # the application role enters a tenant with one of its keys
+            made = keys.create_tenant_key(conn, TEST_SECRET, tenant)
+        db.hold_key(tenant, keys.digest(TEST_SECRET, made["key"]))
         with db.connect(db.app_conninfo(owner, TEST_SECRET)) as conn, db.tenant_transaction(conn, tenant) as cur:
             assert cur.execute("SELECT id, title FROM items ORDER BY id").fetchall() == before
         with db.connect(owner) as conn:

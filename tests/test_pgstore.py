@@ -228,6 +228,7 @@ def test_keys_lifecycle(pg_database: str, pool: db.Pool) -> None:
                 keys.authenticate(conn, TEST_SECRET, bad)
         with pytest.raises(keys.Unauthorized):  # the right key under another server's secret
             keys.authenticate(conn, bytes(32), made["key"])
+    db.forget_keys()  # the owner acts for the tenant without a key (the command line)
     with db.connect(pg_database) as conn:
         rotated = keys.rotate_key(conn, TEST_SECRET, made["id"])
         listed = {k["id"]: k for k in keys.list_keys(conn, "acme")}
@@ -239,6 +240,7 @@ def test_keys_lifecycle(pg_database: str, pool: db.Pool) -> None:
         with pytest.raises(keys.Unauthorized, match="revoked"):
             keys.authenticate(conn, TEST_SECRET, made["key"])
         assert keys.authenticate(conn, TEST_SECRET, rotated["key"]).id == rotated["id"]
+    db.forget_keys()
     with db.connect(pg_database) as conn:
         keys.revoke_key(conn, rotated["id"])
         later = keys.create_key(conn, TEST_SECRET, "acme", expires_at=keys.parse_expiry("1h"))
@@ -311,27 +313,22 @@ def test_the_vector_plan_scans_small_projects_and_walks_the_index_for_large_ones
 
 def test_a_request_checks_its_key_and_reads_as_its_tenant_in_one_transaction(pg_database: str, pool: db.Pool,
                                                                           team: TeamStore) -> None:
-    """``authenticate_in`` leaves the transaction acting for the key's tenant, also when the tenant it remembers
-    for that key id is wrong (a hint, checked against the key's row), and a bad key sees nothing."""
+    """``authenticate_in`` leaves the transaction acting for the key's tenant, whatever tenant the transaction
+    named in ``app.tenant_id`` before, and a bad key sees nothing."""
     with db.connect(pg_database) as conn:
         acme_key = keys.create_key(conn, TEST_SECRET, "acme")
-        keys.create_key(conn, TEST_SECRET, "other")
+        other_key = keys.create_key(conn, TEST_SECRET, "other")
     with pool.connection() as conn:
+        other = keys.authenticate(conn, TEST_SECRET, other_key["key"]).tenant_id
+        team.add(other, note("api", "other's memory"))
         acme = keys.authenticate(conn, TEST_SECRET, acme_key["key"]).tenant_id
-    with db.connect(pg_database) as conn:
-        other = conn.execute("SELECT id FROM tenants WHERE name = 'other'").fetchone()[0]
     team.add(acme, note("api", "acme's memory"))
-    team.add(other, note("api", "other's memory"))
-    for hint in (None, other):  # none remembered; the other tenant remembered for this key id
-        if hint is None:
-            keys._TENANT_OF.pop(acme_key["id"], None)
-        else:
-            keys._TENANT_OF[acme_key["id"]] = hint
+    for setting in ("", str(other)):
         with pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            cur.execute("SELECT set_config('app.tenant_id', %s, true)", (setting,))
             info = keys.authenticate_in(cur, TEST_SECRET, acme_key["key"])
             titles = [r[0] for r in cur.execute("SELECT title FROM items")]
         assert info.tenant_id == acme and titles == ["acme's memory"]
-    keys._TENANT_OF[acme_key["id"]] = acme
     with pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
         with pytest.raises(keys.Unauthorized):
             keys.authenticate_in(cur, TEST_SECRET, acme_key["key"][:-1] + ("A" if acme_key["key"][-1] != "A" else "B"))

@@ -3,6 +3,7 @@ jobs with FOR UPDATE SKIP LOCKED, also racing, also after a consumer died mid-ba
 
 from __future__ import annotations
 
+import contextvars
 import threading
 import time
 
@@ -84,7 +85,7 @@ def test_concurrent_retries_of_one_idempotency_key_queue_the_batch_once(pg_datab
     def send() -> None:
         answers.append(ingest.enqueue(team.pool, acme, batch, idempotency_key="k-1"))
 
-    threads = [threading.Thread(target=send) for _ in range(3)]
+    threads = [threading.Thread(target=contextvars.copy_context().run, args=(send,)) for _ in range(3)]
     for t in threads:
         t.start()
     for t in threads:

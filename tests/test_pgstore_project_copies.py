@@ -5,6 +5,7 @@ after a later one (sequence numbers are not handed out in commit order)."""
 
 from __future__ import annotations
 
+import contextvars
 import threading
 
 import pytest
@@ -188,7 +189,7 @@ def test_concurrent_searches_and_writes_leave_the_copies_as_the_database(pg_data
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
-    threads = [threading.Thread(target=search, args=(n,)) for n in range(4)]
+    threads = [threading.Thread(target=contextvars.copy_context().run, args=(search, n)) for n in range(4)]
     for thread in threads:
         thread.start()
     for n in range(12):

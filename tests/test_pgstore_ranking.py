@@ -94,7 +94,7 @@ def test_a_long_memory_is_embedded_in_chunks_and_found_by_a_later_passage(pg_dat
 
 
 def test_migration_6_keeps_the_vectors_and_queues_long_items_for_their_other_chunks(pg_cluster, embedder) -> None:
-    from postgres_server import TEST_SECRET
+    from postgres_server import TEST_SECRET, hold_new_key
     from psycopg.conninfo import make_conninfo
 
     from memcairn.pgstore.migrations import migrate
@@ -126,6 +126,8 @@ def test_migration_6_keeps_the_vectors_and_queues_long_items_for_their_other_chu
             words = conn.execute("SELECT doc_tokens FROM items WHERE id = %s", (ids[0],)).fetchone()[0]
             assert words == 1 + 6  # the title's and the text's (the identifier counts 3)
         db.prepare(dsn, TEST_SECRET)
+        with db.connect(dsn, autocommit=True) as conn:  # the application role enters a tenant with one of its keys
+            hold_new_key(conn, acme)
         pool = db.Pool(db.app_conninfo(dsn, TEST_SECRET), size=2)
         try:
             team = TeamStore(pool, embedder)

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-from postgres_server import TEST_SECRET
+from postgres_server import TEST_SECRET, hold
 from starlette.testclient import TestClient
 
 from memcairn.core.errors import WouldWait
@@ -56,6 +56,7 @@ def server(pg_database: str, embedder: object) -> Iterator[Server]:
     with db.connect(pg_database) as conn:
         made = keys.create_key(conn, TEST_SECRET, "acme", scopes=["memories:read", "memories:write"])
         tenant_id = conn.execute("SELECT id FROM tenants WHERE name = 'acme'").fetchone()[0]  # type: ignore[index]
+    hold(tenant_id, made["key"])
     for n, (title, text) in enumerate([("cache eviction", "the LRU cache evicts the oldest entry"),
                                        ("deploy", "the deploy runs after the tests pass"),
                                        ("retry queue", "the queue retries a job three times on timeout")]):

@@ -51,12 +51,9 @@ def team_database(pg_cluster: Any) -> Iterator[Any]:
 
 
 def new_tenant(owner_dsn: str) -> int:
-    from memcairn.pgstore import db
+    from postgres_server import tenant
 
-    with db.connect(owner_dsn, autocommit=True) as conn:
-        row = conn.execute("INSERT INTO tenants (name) VALUES (%s) RETURNING id", (f"t{next(_tenants)}",)).fetchone()
-    assert row is not None
-    return int(row[0])
+    return tenant(owner_dsn, f"t{next(_tenants)}")
 
 
 @pytest.fixture(params=BACKENDS)

@@ -12,7 +12,7 @@ from datetime import UTC
 from pathlib import Path
 
 import pytest
-from postgres_server import TEST_SECRET
+from postgres_server import TEST_SECRET, hold
 from starlette.testclient import TestClient
 
 from memcairn.context.build import render_context, render_shown
@@ -62,6 +62,7 @@ def server(pg_database: str) -> Iterator[tuple[TestClient, TenantStore, str]]:
     with db.connect(pg_database) as conn:
         made = keys.create_key(conn, TEST_SECRET, "acme", scopes=["memories:read", "memories:write"])
         tenant_id = conn.execute("SELECT id FROM tenants WHERE name = 'acme'").fetchone()[0]  # type: ignore[index]
+    hold(tenant_id, made["key"])
     with TestClient(make_app(ServerState(pool=pool, team=team, secret=TEST_SECRET))) as client:
         yield client, TenantStore(team, tenant_id), made["key"]
     pool.close()

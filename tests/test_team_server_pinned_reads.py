@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from postgres_server import TEST_SECRET
+from postgres_server import TEST_SECRET, hold
 from starlette.testclient import TestClient
 
 from memcairn.core.models import NewItem
@@ -27,6 +27,7 @@ def client_and_keys(pg_database: str) -> Iterator[tuple[TestClient, dict[str, st
                                  project="api")
         free = keys.create_key(conn, TEST_SECRET, "acme", scopes=["memories:read"])
         tenant_id = conn.execute("SELECT id FROM tenants WHERE name = 'acme'").fetchone()[0]
+    hold(tenant_id, free["key"])
     for project in ("api", "web"):
         team.add(tenant_id, NewItem(project=project, kind="manual", title=f"zebra {project} deployment notes",
                                     text=f"how {project} is deployed"))

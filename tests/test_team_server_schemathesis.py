@@ -14,7 +14,7 @@ pytest.importorskip("psycopg")
 
 import schemathesis  # noqa: E402
 from hypothesis import HealthCheck, Phase, settings  # noqa: E402
-from postgres_server import TEST_SECRET  # noqa: E402
+from postgres_server import TEST_SECRET, hold  # noqa: E402
 from schemathesis.python import asgi  # noqa: E402
 from schemathesis.specs.openapi.checks import ignored_auth, positive_data_acceptance  # noqa: E402
 
@@ -39,6 +39,7 @@ def server_app(pg_database: str) -> Iterator[tuple[Any, str]]:
     with db.connect(pg_database) as conn:
         made = keys.create_key(conn, TEST_SECRET, "acme", scopes=["memories:read", "memories:write", "admin"])
         tenant = conn.execute("SELECT id FROM tenants WHERE name = 'acme'").fetchone()[0]
+    hold(tenant, made["key"])
     for n in range(1, 4):  # something for the id routes to find
         team.add(tenant, NewItem(project="demo", kind="manual", title=f"memory {n}", text="body"))
     app = make_app(ServerState(pool=pool, team=team, secret=TEST_SECRET))

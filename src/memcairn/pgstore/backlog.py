@@ -16,23 +16,25 @@ Tenancy: the backlog rows hold item and tenant ids, never content, under row-lev
 table (migration 10). The task must see every tenant's backlog before it knows whom it acts for, so the pick and
 the lag are two functions of the owner (``memcairn_backlog_pick``, ``memcairn_backlog_lag``, ``SECURITY DEFINER``)
 that return ids, counts and ages only. Everything that touches an item — reading its title and text, writing its
-vector, settling its backlog row — runs in ``tenant_transaction`` for the tenant the backlog row names, with the
-application role the requests use, so row-level security binds the task exactly as it binds a request: a backlog
-row naming the wrong tenant finds no item and writes nothing (its row is dropped as stale). No role with
-``BYPASSRLS`` is needed, which also keeps this working when the database's owner is an ordinary role, for which
-``FORCE ROW LEVEL SECURITY`` holds as well.
+vector, settling its backlog row — runs in a transaction of the tenant the backlog row names, entered through that
+row (``memcairn_enter_backlog_tenant``, migration 11: no key is at hand), with the application role the requests
+use, so row-level security binds the task exactly as it binds a request: a backlog row naming the wrong tenant
+finds no item and writes nothing (its row is dropped as stale). No role with ``BYPASSRLS`` is needed, which also
+keeps this working when the database's owner is an ordinary role, for which ``FORCE ROW LEVEL SECURITY`` holds as
+well.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import psycopg
 
 from memcairn.mirror.documents import chunk_text
-from memcairn.pgstore.db import Pool, tenant_transaction
+from memcairn.pgstore.db import Pool, enter_by
 from memcairn.pgstore.schema import EMBEDDING_DIM
 from memcairn.vectors.base import Embedder
 
@@ -125,7 +127,7 @@ def embed_rows(pool: Pool, embedder: Embedder, rows: Sequence[tuple[int, int]]) 
     with pool.connection() as conn:
         found: list[tuple[int, int, int, str]] = []  # tenant, item, chunk, document
         for tenant_id, ids in by_tenant.items():
-            with tenant_transaction(conn, tenant_id) as cur:
+            with _backlog_transaction(conn, tenant_id, ids) as cur:
                 for item_id, title, text in cur.execute(
                         "SELECT id, title, text FROM items WHERE tenant_id = %s AND id = ANY(%s) ORDER BY id",
                         (tenant_id, ids)):
@@ -137,7 +139,7 @@ def embed_rows(pool: Pool, embedder: Embedder, rows: Sequence[tuple[int, int]]) 
         chunks[item_id].append((n, vector_literal(vector)))
     with pool.connection() as conn:
         for tenant_id, ids in by_tenant.items():
-            with tenant_transaction(conn, tenant_id) as cur:
+            with _backlog_transaction(conn, tenant_id, ids) as cur:
                 mine = [i for i in ids if i in chunks]
                 if mine:  # an item's vectors are replaced whole (a re-queued item may have fewer chunks now)
                     cur.execute("DELETE FROM item_vectors WHERE tenant_id = %s AND item_id = ANY(%s)",
@@ -156,6 +158,15 @@ def embed_rows(pool: Pool, embedder: Embedder, rows: Sequence[tuple[int, int]]) 
                 cur.execute("DELETE FROM embedding_backlog WHERE tenant_id = %s AND item_id = ANY(%s)",
                             (tenant_id, ids))
     return len(rows)
+
+
+@contextmanager
+def _backlog_transaction(conn: psycopg.Connection, tenant_id: int, items: Sequence[int]) -> Iterator[psycopg.Cursor]:
+    """A transaction acting for the tenant while one of these backlog rows of it waits (the owner's
+    ``memcairn_enter_backlog_tenant``); when none does, it acts for no tenant, so it reads and writes nothing."""
+    with conn.transaction(), conn.cursor() as cur:
+        enter_by(cur, tenant_id, "SELECT memcairn_enter_backlog_tenant(%s, %s::bigint[])", (tenant_id, list(items)))
+        yield cur
 
 
 def drain(pool: Pool, embedder: Embedder, limit: int = BATCH) -> int:

@@ -2,11 +2,11 @@
 (the database's own role, ``memcairn_app_<database>`` unless named, bound by row-level security), a small pool
 of the latter, and tenant transactions.
 
-Every tenant-scoped piece of work runs in ``tenant_transaction``: it sets ``app.tenant_id`` with
-``set_config(..., true)``, which lasts only for the transaction, so a pooled connection never carries one
-request's tenant into the next. Connections are in autocommit mode, so each ``transaction()`` block is a real
-transaction (never a savepoint inside one that an earlier statement opened implicitly, which would keep the
-setting alive after the block).
+Every tenant-scoped piece of work runs in ``tenant_transaction``: it enters the tenant through the owner's
+functions (``act_as``, migration 11), which record it for that transaction alone, so a pooled connection never
+carries one request's tenant into the next. Connections are in autocommit mode, so each ``transaction()`` block is
+a real transaction (never a savepoint inside one that an earlier statement opened implicitly, which would keep the
+entry alive after the block).
 
 The application role's sessions carry time limits (``Timeouts``, set per role in the server's database at every
 ``prepare``): a statement, a wait for a lock and a transaction left idle each end with an error instead of
@@ -24,17 +24,19 @@ import re
 import secrets
 import select
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, fields
 from dataclasses import field as dc_field
+from types import MappingProxyType
 from typing import TypeVar
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from memcairn.core.errors import ConfigError, SchemaTooNewError, WouldWait
+from memcairn.core.errors import ConfigError, MemcairnError, SchemaTooNewError, WouldWait
 from memcairn.pgstore.migrations import LOCK_KEY, applied_versions, migrate
 from memcairn.pgstore.schema import APP_GRANTS, APP_ROLE, LATEST, for_role
 from memcairn.pgstore.waits import may_wait
@@ -157,6 +159,7 @@ def setup(owner_dsn: str, *, app_role: str | None = None, password: str | None =
             conn.execute("INSERT INTO app_role (name) VALUES (%s) ON CONFLICT (only_row) DO UPDATE SET name = "
                          "EXCLUDED.name", (role,))
             conn.execute(for_role(APP_GRANTS, role))  # type: ignore[arg-type] - our own constant
+            forget_dead_entries(conn)
         except psycopg.errors.InsufficientPrivilege as exc:
             if "extension" in str(exc):  # pgvector is no trusted extension: a superuser (or the console) adds it
                 raise ConfigError(f"{user!r} may not add the extensions memcairn needs ({_first_line(exc)}): have "
@@ -184,6 +187,14 @@ def setup(owner_dsn: str, *, app_role: str | None = None, password: str | None =
             except psycopg.errors.InsufficientPrivilege:
                 notes.append(statement.as_string(conn) + ";")
     return Prepared(applied, role, made, notes)
+
+
+def forget_dead_entries(conn: psycopg.Connection) -> int:
+    """Delete the tenant entries (migration 11) of backends that are gone, as the owner; how many went. Such a row
+    grants nothing (no transaction has its backend and id again), and a backend's next entry replaces its own, so
+    this only keeps the table as small as the backends alive: every ``setup`` (each server start) runs it."""
+    return conn.execute("DELETE FROM tenant_entries WHERE pid NOT IN (SELECT pid FROM pg_catalog.pg_stat_activity"
+                        " WHERE pid IS NOT NULL)").rowcount
 
 
 def _ensure_role(conn: psycopg.Connection, role: str, password: str | None, user: str) -> str | None:
@@ -395,9 +406,39 @@ def reading(pool: Pool, read: Callable[[psycopg.Connection], T]) -> T:
     raise AssertionError("unreachable")
 
 
+class Unauthorized(MemcairnError):
+    """No key, an unknown, revoked or expired key (HTTP 401)."""
+
+
+# The keys this context was sent, as tenant id -> the key's HMAC digest: set when a request's key is checked
+# (``keys.authenticate_in``), so every tenant transaction of the request enters its tenant with that key.
+_KEYS: ContextVar[Mapping[int, str]] = ContextVar("memcairn_tenant_keys", default=MappingProxyType({}))
+
+
+def hold_key(tenant_id: int, key_digest: str, *, alone: bool = True) -> None:
+    """Act for ``tenant_id`` with the key of ``key_digest`` in this context from now on; ``alone``: forget the
+    keys it held before (a request holds one)."""
+    held = {} if alone else dict(_KEYS.get())
+    _KEYS.set({**held, int(tenant_id): key_digest})
+
+
+@contextmanager
+def holding_key(tenant_id: int, key_digest: str) -> Iterator[None]:
+    """``hold_key`` for the block alone (work of a request that runs outside its context: a stream's polls)."""
+    token = _KEYS.set({int(tenant_id): key_digest})
+    try:
+        yield
+    finally:
+        _KEYS.reset(token)
+
+
+def forget_keys() -> None:
+    _KEYS.set({})
+
+
 @contextmanager
 def tenant_transaction(conn: psycopg.Connection, tenant_id: int) -> Iterator[psycopg.Cursor]:
-    """One transaction in which ``app.tenant_id`` is ``tenant_id`` (and nothing else is visible)."""
+    """One transaction that acts for ``tenant_id`` (``act_as``; nothing else is visible)."""
     if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
         raise RuntimeError("tenant_transaction must start a transaction of its own, not run inside another")
     with conn.transaction(), conn.cursor() as cur:
@@ -417,6 +458,24 @@ def read_as(pool: Pool, tenant_id: int, read: Callable[[psycopg.Cursor], T]) -> 
 
 
 def act_as(cur: psycopg.Cursor, tenant_id: int) -> None:
-    """Make ``tenant_id`` the tenant of the open transaction (until it ends or the next call): the ingest
-    consumer acts for several tenants in one transaction, holding its claim on their jobs throughout."""
-    cur.execute("SELECT set_config('app.tenant_id', %s, true)", (str(int(tenant_id)),))
+    """Make ``tenant_id`` the tenant of the open transaction (until it ends or the next call). With a key of that
+    tenant held in this context (``hold_key``) the owner's ``memcairn_enter_tenant`` enters it (Unauthorized when
+    the key is no longer valid); without one only the owner may (the command line): the application role is
+    refused. The ingest consumer and the embedding task enter through what they hold instead (``enter_by``)."""
+    key_digest = _KEYS.get().get(int(tenant_id))
+    if key_digest is not None:
+        row = cur.execute("SELECT tenant_id, entered FROM memcairn_enter_tenant(%s)", (key_digest,)).fetchone()
+        if row is None or not row[1] or row[0] != tenant_id:
+            raise Unauthorized("the API key is no longer valid")
+        return
+    cur.execute("SELECT memcairn_record_entry(%s, NULL, NULL)", (int(tenant_id),))
+
+
+def enter_by(cur: psycopg.Cursor, tenant_id: int, query: str, params: Sequence[object]) -> bool:
+    """Enter ``tenant_id`` through one of the owner's functions for the work across tenants (``query`` selects the
+    tenant it entered, NULL for none); whether it did. Refuses a function that entered another tenant."""
+    row = cur.execute(query, params).fetchone()  # type: ignore[arg-type] - the callers' constants
+    entered = None if row is None or row[0] is None else int(row[0])
+    if entered is not None and entered != tenant_id:
+        raise RuntimeError(f"entered tenant {entered} where {tenant_id} was meant")
+    return entered is not None

@@ -17,15 +17,15 @@ import secrets
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
 
-from memcairn.core.errors import MemcairnError, NotFoundError, ValidationError
+from memcairn.core.errors import NotFoundError, ValidationError
 from memcairn.pgstore.audit import Actor, audit
-from memcairn.pgstore.db import LOOP_LOCK_TIMEOUT, Pool, act_as, tenant_transaction
+from memcairn.pgstore.db import LOOP_LOCK_TIMEOUT, Pool, Unauthorized, forget_keys, hold_key, tenant_transaction
 from memcairn.pgstore.waits import may_wait
 
 SCOPES = ("memories:read", "memories:write", "admin")
@@ -36,8 +36,7 @@ _KEY_ID = re.compile(r"[0-9a-f]{12}")
 _RELATIVE = re.compile(r"^(\d{1,6})([mhd])$")
 
 
-class Unauthorized(MemcairnError):
-    """No key, an unknown, revoked or expired key (HTTP 401)."""
+__all__ = ["Unauthorized"]  # defined in ``db`` (a tenant transaction refuses a key revoked meanwhile)
 
 
 @dataclass(frozen=True)
@@ -46,6 +45,7 @@ class KeyInfo:
     tenant_id: int
     scopes: tuple[str, ...]
     project_id: int | None
+    digest: str = field(default="", repr=False, compare=False)  # what enters the tenant (``db.act_as``)
 
     def allows(self, scope: str) -> bool:
         return scope in self.scopes or "admin" in self.scopes
@@ -148,16 +148,20 @@ def create_tenant_key(conn: psycopg.Connection, secret: bytes, tenant_id: int, *
             "expires_at": expires_at.isoformat() if expires_at else None}
 
 
-def _key_row(conn: psycopg.Connection, key_id: str) -> tuple[Any, ...] | None:
-    """A key's row found by its id alone (``app.key_id`` opens that one row to the policy)."""
+def _key_row(conn: psycopg.Connection, key_id: str, tenant_id: int | None) -> tuple[Any, ...] | None:
+    """A key's row found by its id: within ``tenant_id`` (an admin key), else as the owner (the command line,
+    whose policy reaches every key)."""
     if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
         raise RuntimeError("a key is looked up in a transaction of its own")
     if not _KEY_ID.fullmatch(key_id):
         return None
-    with conn.transaction():
-        conn.execute("SELECT set_config('app.key_id', %s, true)", (key_id,))
-        return conn.execute("SELECT id, tenant_id, project_id, digest, scopes, expires_at, revoked_at, last_used_at"
-                            " FROM api_keys WHERE id = %s", (key_id,)).fetchone()
+    query = ("SELECT id, tenant_id, project_id, scopes, expires_at, revoked_at, last_used_at FROM api_keys"
+             " WHERE id = %s")
+    if tenant_id is None:
+        with conn.transaction():
+            return conn.execute(query, (key_id,)).fetchone()
+    with tenant_transaction(conn, tenant_id) as cur:
+        return cur.execute(query + " AND tenant_id = %s", (key_id, tenant_id)).fetchone()
 
 
 _LIST = ("SELECT k.id, k.scopes, p.name, k.label, k.created_at, k.expires_at, k.revoked_at, k.last_used_at,"
@@ -195,8 +199,8 @@ def _iso(value: datetime | None) -> str | None:
 def revoke_key(conn: psycopg.Connection, key_id: str, *, tenant_id: int | None = None,
                actor: Actor | None = None) -> None:
     """Revoke ``key_id``; with ``tenant_id`` (an admin key) only a key of that tenant."""
-    row = _key_row(conn, key_id)
-    if row is None or (tenant_id is not None and row[1] != tenant_id):
+    row = _key_row(conn, key_id, tenant_id)
+    if row is None:
         raise NotFoundError(f"no key {key_id!r}")
     with tenant_transaction(conn, row[1]) as cur:
         cur.execute("UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE tenant_id = %s AND id = %s",
@@ -226,10 +230,10 @@ def rotate_key(conn: psycopg.Connection, secret: bytes, key_id: str, *, tenant_i
     """A new key with the same tenant, scopes, pin and expiry. Without ``grace`` the old one is revoked in the
     same transaction; with it the old one keeps working until then (its expiry, never later than it was), so
     clients can be moved over without an outage."""
-    row = _key_row(conn, key_id)
-    if row is None or (tenant_id is not None and row[1] != tenant_id):
+    row = _key_row(conn, key_id, tenant_id)
+    if row is None:
         raise NotFoundError(f"no key {key_id!r}")
-    _, tid, project_id, _, scopes, expires_at, revoked_at, _ = row
+    _, tid, project_id, scopes, expires_at, revoked_at, _ = row
     if revoked_at is not None:
         raise ValidationError(f"key {key_id!r} is revoked; create a new one instead")
     if expires_at is not None and expires_at <= datetime.now(UTC):
@@ -249,19 +253,19 @@ def rotate_key(conn: psycopg.Connection, secret: bytes, key_id: str, *, tenant_i
             "expires_at": _iso(expires_at), "replaced_works_until": _iso(old_until[0]) if old_until else None}
 
 
-def key_refusal(conn: psycopg.Connection, tenant_id: int, key_id: str) -> str | None:
+def key_refusal(conn: psycopg.Connection, key: KeyInfo) -> str | None:
     """Why the key may no longer be used (revoked, expired or gone), or None while it may: what an open stream
-    checks before it delivers."""
-    with tenant_transaction(conn, tenant_id) as cur:
-        row = cur.execute("SELECT revoked_at, expires_at, now() FROM api_keys WHERE tenant_id = %s AND id = %s",
-                          (tenant_id, key_id)).fetchone()
+    checks before it delivers (the owner's function finds the key by its digest)."""
+    with conn.transaction():
+        row = conn.execute("SELECT revoked_at, expires_at, now() FROM memcairn_enter_tenant(%s)",
+                           (key.digest,)).fetchone()
     if row is None:
-        return f"the API key {key_id} no longer exists"
+        return f"the API key {key.id} no longer exists"
     revoked_at, expires_at, now = row
     if revoked_at is not None:
-        return f"the API key {key_id} was revoked"
+        return f"the API key {key.id} was revoked"
     if expires_at is not None and expires_at <= now:
-        return f"the API key {key_id} expired at {expires_at.isoformat()}"
+        return f"the API key {key.id} expired at {expires_at.isoformat()}"
     return None
 
 
@@ -273,17 +277,18 @@ class KeyStates:
         self._lock = threading.Lock()
         self._read: dict[str, tuple[float, str | None]] = {}
 
-    def refusal(self, pool: Pool, tenant_id: int, key_id: str, *, max_age: float) -> str | None:
+    def refusal(self, pool: Pool, key: KeyInfo, *, max_age: float) -> str | None:
         """``key_refusal``, read again unless a reading younger than ``max_age`` seconds is at hand."""
+        key_id = key.id
         with self._lock:
             seen = self._read.get(key_id)
         if seen is not None and time.monotonic() - seen[0] < max_age:
             return seen[1]
         started = time.monotonic()
         with pool.connection() as conn:
-            found = key_refusal(conn, tenant_id, key_id)
+            found = key_refusal(conn, key)
         with self._lock:
-            if len(self._read) >= _TENANT_OF_KEEP:
+            if len(self._read) >= _STATES_KEEP:
                 self._read.clear()
             self._read[key_id] = (started, found)
         return found
@@ -298,43 +303,35 @@ def authenticate(conn: psycopg.Connection, secret: bytes, presented: str | None)
         return authenticate_in(cur, secret, presented)
 
 
-_TENANT_OF: dict[str, int] = {}  # key id -> its tenant, as last read (a hint: always checked against the row)
-_TENANT_OF_KEEP = 10_000
+_STATES_KEEP = 10_000
 
 
 def authenticate_in(cur: psycopg.Cursor, secret: bytes, presented: str | None) -> KeyInfo:
     """``authenticate`` in the open transaction, which then acts for the key's tenant: a request's reads follow
-    its key check on the same connection, in one snapshot.
-
-    The tenant a key id belonged to last time is set with the key id in one statement (``app.key_id`` opens that
-    key's row; ``app.tenant_id`` the tenant's rows, none of which is read before the key is checked); when the
-    row says otherwise the transaction is switched to the row's tenant."""
+    its key check on the same connection, in one snapshot. The key is found by its digest and its tenant entered
+    in one call of the owner's ``memcairn_enter_tenant``; this context holds the digest from then on
+    (``db.hold_key``), so the request's other transactions enter the same tenant the same way."""
+    forget_keys()  # whatever this context held before, it holds no key unless this one is valid
     if not presented:
         raise Unauthorized("an API key is required: send Authorization: Bearer <key> "
                            "(create one with `memcairn server keys create --tenant NAME`)")
     match = _KEY.match(presented.strip())
     if not match:
         raise Unauthorized("the API key is malformed: it looks like mck_<id>_<secret>")
-    hint = _TENANT_OF.get(match.group(1))
-    # on the event loop a lock is waited for only briefly (``db.LOOP_LOCK_TIMEOUT``), in the same statement
-    cur.execute("SELECT set_config('app.key_id', %s, true), set_config('app.tenant_id', %s, true)"
-                + ("" if may_wait() else ", set_config('lock_timeout', %s, true)"),
-                (match.group(1), "" if hint is None else str(hint), *(() if may_wait() else (LOOP_LOCK_TIMEOUT,))))
-    row = cur.execute("SELECT id, tenant_id, project_id, digest, scopes, expires_at, revoked_at, last_used_at"
-                      " FROM api_keys WHERE id = %s", (match.group(1),)).fetchone()
-    if row is None or not hmac.compare_digest(row[3], digest(secret, presented.strip())):
+    if not may_wait():  # on the event loop a lock is waited for only briefly (``db.LOOP_LOCK_TIMEOUT``)
+        cur.execute("SELECT set_config('lock_timeout', %s, true)", (LOOP_LOCK_TIMEOUT,))
+    key_digest = digest(secret, presented.strip())
+    row = cur.execute("SELECT key_id, tenant_id, project_id, scopes, expires_at, revoked_at, last_used_at, entered"
+                      " FROM memcairn_enter_tenant(%s)", (key_digest,)).fetchone()
+    if row is None or row[0] != match.group(1):
         raise Unauthorized("the API key is not valid")
-    key_id, tenant_id, project_id, _, scopes, expires_at, revoked_at, last_used = row
+    key_id, tenant_id, project_id, scopes, expires_at, revoked_at, last_used, entered = row
     if revoked_at is not None:
         raise Unauthorized(f"the API key {key_id} was revoked")
+    if not entered:
+        raise Unauthorized(f"the API key {key_id} expired at {expires_at.isoformat() if expires_at else '?'}")
     now = datetime.now(UTC)
-    if expires_at is not None and expires_at <= now:
-        raise Unauthorized(f"the API key {key_id} expired at {expires_at.isoformat()}")
-    if hint != tenant_id:
-        act_as(cur, tenant_id)
-        if len(_TENANT_OF) >= _TENANT_OF_KEEP:
-            _TENANT_OF.clear()
-        _TENANT_OF[key_id] = int(tenant_id)
+    hold_key(tenant_id, key_digest)
     if last_used is None or now - last_used > timedelta(minutes=1):
         # never waits for another request recording the same key's use (its row lock lasts until that request's
         # reads commit): in a pipeline the wait would come at a later statement's fetch, perhaps under a lock of
@@ -342,4 +339,4 @@ def authenticate_in(cur: psycopg.Cursor, secret: bytes, presented: str | None) -
         cur.execute("UPDATE api_keys SET last_used_at = now() WHERE tenant_id = %s AND id = (SELECT id FROM"
                     " api_keys WHERE tenant_id = %s AND id = %s FOR UPDATE SKIP LOCKED)",
                     (tenant_id, tenant_id, key_id))
-    return KeyInfo(key_id, int(tenant_id), tuple(scopes), project_id)
+    return KeyInfo(key_id, int(tenant_id), tuple(scopes), project_id, key_digest)

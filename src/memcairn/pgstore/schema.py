@@ -2,12 +2,11 @@
 
 tenant -> project -> session -> item, with ``tenant_id`` on every row and composite foreign keys, so an item
 cannot name a session of another project or tenant, nor a project of another tenant. Every tenant table has
-``FORCE ROW LEVEL SECURITY`` with one policy: a row is visible and writable only while the transaction's
-``app.tenant_id`` names its tenant (``memcairn_tenant()``). The server connects as the database's application role
+``FORCE ROW LEVEL SECURITY`` with one policy: a row is visible and writable only in a transaction that entered
+its tenant (``memcairn_tenant()``; migration 11 says how). The server connects as the database's application role
 (``memcairn_app_<database>`` unless named; the migrations say ``memcairn_app`` and ``for_role`` names it), a role that
 owns nothing, so the policies hold for it; the queries add explicit tenant filters too (the planner needs them
-for the indexes). ``api_keys`` is also readable by the key id the transaction set in ``app.key_id``: a request
-is authenticated before its tenant is known.
+for the indexes).
 
 A migration is never edited once released: a change is a new entry at the end.
 """
@@ -443,11 +442,110 @@ GRANT EXECUTE ON FUNCTION memcairn_claim_ingest_jobs(integer), memcairn_claim_in
   memcairn_backlog_lag() TO {APP_ROLE};
 """
 
+# The tenant of a transaction is no longer a setting any role may choose (``app.tenant_id``): it is the row of
+# ``tenant_entries`` keyed by the backend and the transaction (a 64-bit id, never reused, so a row left by an
+# earlier transaction grants nothing), which only the owner writes. The application role enters a tenant through
+# an owner's function given the HMAC digest of a key it was sent (``memcairn_enter_tenant``: the key's row, not
+# revoked, not expired), or, for the work across tenants, given a job its transaction claims
+# (``memcairn_enter_job_tenant``) or a backlog row (``memcairn_enter_backlog_tenant``); the owner (the command
+# line) writes its row itself. The table is unlogged (a crash empties it, and no transaction survives one) and
+# the application role reads its own backend's rows only. ``api_keys`` loses ``app.key_id`` (the key is found by
+# its digest inside the function) and the application role may no longer read the digests.
+_ENTER = "SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp"
+_KEY_COLUMNS = "id, tenant_id, project_id, scopes, label, created_at, expires_at, revoked_at, last_used_at, replaced_by"
+_M011 = f"""
+CREATE UNLOGGED TABLE tenant_entries (
+  pid integer NOT NULL,
+  xid xid8 NOT NULL,
+  tenant bigint NOT NULL,
+  pin bigint,
+  key_id text,
+  PRIMARY KEY (pid, xid)
+);
+ALTER TABLE tenant_entries ENABLE ROW LEVEL SECURITY;
+CREATE POLICY own_backend ON tenant_entries FOR SELECT USING (pid = pg_catalog.pg_backend_pid());
+GRANT SELECT ON tenant_entries TO {APP_ROLE};
+
+-- parsed now (a body, not a string) and inlined into each policy as one subquery per statement
+CREATE OR REPLACE FUNCTION memcairn_tenant() RETURNS bigint LANGUAGE sql STABLE
+  RETURN (SELECT e.tenant FROM public.tenant_entries e
+          WHERE e.pid = pg_catalog.pg_backend_pid() AND e.xid = pg_catalog.pg_current_xact_id_if_assigned());
+
+-- records (or replaces) the transaction's tenant; the backend's rows of earlier transactions go
+CREATE FUNCTION memcairn_record_entry(entered bigint, entered_pin bigint, entered_key text) RETURNS void
+  LANGUAGE sql {_ENTER} AS $$
+  DELETE FROM public.tenant_entries WHERE pid = pg_backend_pid() AND xid <> pg_current_xact_id();
+  INSERT INTO public.tenant_entries (pid, xid, tenant, pin, key_id)
+  VALUES (pg_backend_pid(), pg_current_xact_id(), entered, entered_pin, entered_key)
+  ON CONFLICT (pid, xid) DO UPDATE SET tenant = EXCLUDED.tenant, pin = EXCLUDED.pin, key_id = EXCLUDED.key_id $$;
+REVOKE EXECUTE ON FUNCTION memcairn_record_entry(bigint, bigint, text) FROM PUBLIC;
+
+{_owner_rows('api_keys')}
+DROP POLICY tenant_rows ON api_keys;
+CREATE POLICY tenant_rows ON api_keys USING (tenant_id = memcairn_tenant()) WITH CHECK (tenant_id = memcairn_tenant());
+CREATE INDEX api_keys_digest ON api_keys (digest);
+REVOKE SELECT ON api_keys FROM {APP_ROLE};
+GRANT SELECT ({_KEY_COLUMNS}) ON api_keys TO {APP_ROLE};
+
+-- the key of this digest, whatever its state (the caller says why it refuses one); its tenant is entered only
+-- when it is neither revoked nor expired
+CREATE FUNCTION memcairn_enter_tenant(key_digest text) RETURNS TABLE (key_id text, tenant_id bigint,
+  project_id bigint, scopes text[], expires_at timestamptz, revoked_at timestamptz, last_used_at timestamptz,
+  entered boolean) LANGUAGE plpgsql {_ENTER} AS $$
+DECLARE k record;
+BEGIN
+  SELECT a.id, a.tenant_id, a.project_id, a.scopes, a.expires_at, a.revoked_at, a.last_used_at INTO k
+  FROM public.api_keys a WHERE a.digest = key_digest AND key_digest IS NOT NULL LIMIT 1;
+  IF NOT FOUND THEN
+    RETURN;
+  END IF;
+  entered := k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > now());
+  IF entered THEN
+    PERFORM public.memcairn_record_entry(k.tenant_id, k.project_id, k.id);
+  END IF;
+  key_id := k.id; tenant_id := k.tenant_id; project_id := k.project_id; scopes := k.scopes;
+  expires_at := k.expires_at; revoked_at := k.revoked_at; last_used_at := k.last_used_at;
+  RETURN NEXT;
+END $$;
+
+-- the ingest consumer: the tenant of a waiting job, which the caller's transaction then holds locked
+CREATE FUNCTION memcairn_enter_job_tenant(job bigint) RETURNS bigint LANGUAGE plpgsql {_ENTER} AS $$
+DECLARE t bigint;
+BEGIN
+  SELECT j.tenant_id INTO t FROM public.ingest_jobs j WHERE j.queue_id = job AND j.failed_at IS NULL
+  FOR UPDATE SKIP LOCKED;
+  IF t IS NOT NULL THEN
+    PERFORM public.memcairn_record_entry(t, NULL, NULL);
+  END IF;
+  RETURN t;
+END $$;
+
+-- the embedding task: the tenant of a backlog row still waiting
+CREATE FUNCTION memcairn_enter_backlog_tenant(backlog_tenant bigint, backlog_items bigint[]) RETURNS bigint
+  LANGUAGE plpgsql {_ENTER} AS $$
+BEGIN
+  IF EXISTS (SELECT 1 FROM public.embedding_backlog b
+             WHERE b.tenant_id = backlog_tenant AND b.item_id = ANY(backlog_items)) THEN
+    PERFORM public.memcairn_record_entry(backlog_tenant, NULL, NULL);
+    RETURN backlog_tenant;
+  END IF;
+  RETURN NULL;
+END $$;
+
+REVOKE EXECUTE ON FUNCTION memcairn_enter_tenant(text), memcairn_enter_job_tenant(bigint),
+  memcairn_enter_backlog_tenant(bigint, bigint[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION memcairn_enter_tenant(text), memcairn_enter_job_tenant(bigint),
+  memcairn_enter_backlog_tenant(bigint, bigint[]) TO {APP_ROLE};
+"""
+
 # What the application role may do, as the migrations grant it: given again to the database's role by every
 # ``migrate`` (a role named later, or a database made from another as its template).
 APP_GRANTS = f"""
 GRANT SELECT, INSERT, UPDATE, DELETE ON projects, sessions, items, forgotten, item_vectors TO {APP_ROLE};
-GRANT SELECT, INSERT, UPDATE ON api_keys, idempotency TO {APP_ROLE};
+GRANT SELECT, INSERT, UPDATE ON idempotency TO {APP_ROLE};
+GRANT INSERT, UPDATE ON api_keys TO {APP_ROLE};
+GRANT SELECT ({_KEY_COLUMNS}) ON api_keys TO {APP_ROLE};
+GRANT SELECT ON tenant_entries TO {APP_ROLE};
 GRANT SELECT, INSERT ON audit_log, changes TO {APP_ROLE};
 GRANT SELECT, INSERT, DELETE ON embedding_backlog, ingest_queue TO {APP_ROLE};
 GRANT SELECT, INSERT, UPDATE, DELETE ON ingest_jobs TO {APP_ROLE};
@@ -455,7 +553,8 @@ GRANT SELECT ON schema_migrations TO {APP_ROLE};
 GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {APP_ROLE};
 GRANT EXECUTE ON FUNCTION memcairn_tenant(), memcairn_claim_ingest_jobs(integer),
   memcairn_claim_ingest_job(bigint), memcairn_fail_ingest_job(bigint, text), memcairn_ingest_lag(),
-  memcairn_backlog_pick(integer, bigint[]), memcairn_backlog_lag() TO {APP_ROLE};
+  memcairn_backlog_pick(integer, bigint[]), memcairn_backlog_lag(), memcairn_enter_tenant(text),
+  memcairn_enter_job_tenant(bigint), memcairn_enter_backlog_tenant(bigint, bigint[]) TO {APP_ROLE};
 """
 _ROLE_WORD = re.compile(rf"\b{APP_ROLE}\b")
 
@@ -478,5 +577,8 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (9, "the application role of this database, by name", _M009),
     (10, "row-level security on the ingest jobs and the embedding backlog; narrow owner's functions for the"
          " work across tenants (ids and counts only)", _M010),
+    (11, "the tenant of a transaction is entered through the owner's functions (a key's digest, a claimed job, a"
+         " backlog row), no longer a setting any role may choose; key digests hidden from the application role",
+     _M011),
 )
 LATEST = MIGRATIONS[-1][0]

@@ -38,7 +38,7 @@ from memcairn.core.lru import Lru
 from memcairn.core.models import MAX_ITEM_ID, MemoryItem, NewItem
 from memcairn.pgstore import audit, backlog, keys
 from memcairn.pgstore.adapter import TenantStore
-from memcairn.pgstore.db import tenant_transaction
+from memcairn.pgstore.db import holding_key, tenant_transaction
 from memcairn.pgstore.items import MAX_LIMIT, Prepared, prepare
 from memcairn.pgstore.schema import LATEST
 from memcairn.pgstore.waits import before_waiting
@@ -400,9 +400,12 @@ def stream(request: Request, call: Call) -> Any:
         """The changes after ``last`` and, read after them, whether the key may still have them: a batch is
         delivered only when the key was valid after it was read (so nothing committed after a revocation goes
         out); an idle poll uses the key's state as read within ``KEY_CHECK_SECONDS``."""
-        batch = state.team.changes(key.tenant_id, last, project_ids)
-        return batch, keys.KEY_STATES.refusal(state.pool, key.tenant_id, key.id,
-                                               max_age=0.0 if batch else KEY_CHECK_SECONDS)
+        try:
+            with holding_key(key.tenant_id, key.digest):  # a poll runs outside the request's context
+                batch = state.team.changes(key.tenant_id, last, project_ids)
+        except keys.Unauthorized:  # the key no longer enters its tenant: why, as read now
+            return [], keys.KEY_STATES.refusal(state.pool, key, max_age=0.0) or "the API key is no longer valid"
+        return batch, keys.KEY_STATES.refusal(state.pool, key, max_age=0.0 if batch else KEY_CHECK_SECONDS)
 
     async def events() -> AsyncIterator[str]:
         last, idle = after, 0.0

@@ -11,7 +11,8 @@ claim row makes it wait), and the key with another batch is refused.
 UPDATE SKIP LOCKED`` (so any number of consumers, in any number of server processes, share the queue and
 never take the same job; the jobs are under row-level security, so the claim, the failure mark and the lag are
 the owner's functions of migration 10, which return ids and counts only), reads their events tenant by tenant
-(``db.act_as``: row-level security binds the consumer as it binds a request), stores them through
+(entering each tenant through a job it claimed, ``memcairn_enter_job_tenant`` of migration 11: row-level security
+binds the consumer as it binds a request), stores them through
 ``TeamStore.insert_many`` (the dedupe by project and content hash, forgotten content refused as a capture is,
 the audit row under the key and request that sent it, a fixed handful of statements per tenant whatever the
 batch's size) and deletes the queue rows, their jobs with them. A crash before the commit leaves every claimed
@@ -37,7 +38,7 @@ from memcairn.core.clock import now_ms
 from memcairn.core.errors import MemcairnError, NotFoundError, ValidationError
 from memcairn.core.models import NewItem
 from memcairn.pgstore.audit import Actor
-from memcairn.pgstore.db import Pool, act_as, tenant_transaction
+from memcairn.pgstore.db import Pool, enter_by, tenant_transaction
 from memcairn.pgstore.items import Prepared, Saved, TeamStore, prepare
 from memcairn.wire.fastjson import nonfinite_path
 
@@ -206,7 +207,9 @@ def _store(team: TeamStore, cur: psycopg.Cursor, jobs: Sequence[tuple[int, int]]
         by_tenant[int(tenant_id)].append(int(queue_id))
     done = Consumed(jobs=len(jobs))
     for tenant_id, ids in by_tenant.items():
-        act_as(cur, tenant_id)
+        # entered through a job this transaction claimed (the owner's function; no key is at hand)
+        if not enter_by(cur, tenant_id, "SELECT memcairn_enter_job_tenant(%s)", (ids[0],)):
+            raise RuntimeError(f"job {ids[0]} is no longer this consumer's")
         rows = cur.execute("SELECT id, pin, key_id, request_id, payload FROM ingest_queue WHERE tenant_id = %s"
                            " AND id = ANY(%s) ORDER BY id", (tenant_id, ids)).fetchall()
         done.stored += team.insert_many(cur, tenant_id, [(ready, pin, Actor(key_id, request_id))
