@@ -455,6 +455,44 @@ def bench_recall(qa: Path | None, transcripts: tuple[Path, ...], more_qa: tuple[
         _write_json(json_out, result)
 
 
+@bench.command("freshness")
+@click.option("--sessions", "sessions", multiple=True, required=True, type=click.Path(exists=True, path_type=Path),
+              help="Session transcripts: files or folders (repeatable).")
+@click.option("--repo", required=True, help="The project's git repository or bundle (cloned into a temp dir).")
+@click.option("--at", "at", help="ISO time the sessions were imported at [default: their newest timestamp].")
+@click.option("--steps", default="1d,1w,HEAD", show_default=True,
+              help="Later checkouts: hours, days or weeks after the base commit (12h, 1d, 2w), or HEAD.")
+@click.option("--runs", default=5, show_default=True, type=click.IntRange(min=1), help="Timed runs (median).")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), help="Also write results here.")
+def bench_freshness(sessions: tuple[Path, ...], repo: str, at: str | None, steps: str, runs: int,
+                    json_out: Path | None) -> None:
+    """Import the sessions with the project checked out at the last commit before --at, move the checkout to
+    each step, and score the freshness memcairn shows against labels from git alone (a file deleted or an
+    identifier lost: stale; every file's blob the same: current; else changed), with its cost to SessionStart
+    and to a search.
+
+    Example:
+
+    \b
+        memcairn bench freshness --sessions ../shared/fixtures/spotter --repo spotter-history.bundle
+    """
+    from datetime import datetime
+
+    from memcairn.bench import freshness
+
+    _check_output(json_out)
+    try:
+        when = datetime.fromisoformat(at.replace("Z", "+00:00")) if at else None
+        if when is not None and when.tzinfo is None:
+            raise ValueError("--at needs a time zone (e.g. 2026-01-23T18:00:00Z)")
+        result = freshness.run(list(sessions), repo, at=when, steps=freshness.parse_steps(steps), runs=runs)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(freshness.render(result))
+    if json_out:
+        _write_json(json_out, result)
+
+
 @bench.command("faults")
 @click.option("--kills", default=30, show_default=True, type=click.IntRange(min=1),
               help="SIGKILLs of the worker while a client posts hook events.")
