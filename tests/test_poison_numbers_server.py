@@ -8,7 +8,7 @@ import json
 from collections.abc import Iterator
 
 import pytest
-from postgres_server import TEST_SECRET
+from postgres_server import TEST_SECRET, hold
 from starlette.testclient import TestClient
 
 from memcairn.core.models import NewItem
@@ -25,6 +25,7 @@ def server(pg_database: str, team: TeamStore) -> Iterator[tuple[TestClient, dict
     with db.connect(pg_database) as conn:
         made = keys.create_key(conn, TEST_SECRET, "acme", scopes=["memories:read", "memories:write"])
         tenant_id = conn.execute("SELECT id FROM tenants WHERE name = 'acme'").fetchone()[0]
+    hold(tenant_id, made["key"])  # the test enqueues for the tenant as a request holding its key would
     with TestClient(make_app(ServerState(pool=team.pool, team=team, secret=TEST_SECRET))) as client:
         yield client, {"Authorization": f"Bearer {made['key']}", "Content-Type": "application/json"}, tenant_id
 

@@ -25,7 +25,7 @@ from memcairn.bench.longmemeval_data import Question
 from memcairn.bench.longmemeval_items import session_items
 from memcairn.bench.longmemeval_scores import TABLE_METRICS, aggregate, distinct_sessions, score_ranking
 from memcairn.bench.timing import percentile, render_table
-from memcairn.pgstore import backlog, db
+from memcairn.pgstore import backlog, db, keys
 from memcairn.pgstore.embedded import EmbeddedPostgres
 from memcairn.pgstore.items import MAX_LIMIT, TeamStore
 from memcairn.search.request import SearchRequest
@@ -56,7 +56,9 @@ def run(questions: Sequence[Question], *, cache_path: Path | None, methods: Sequ
         owner = cluster.start()
         db.prepare(owner, SECRET)
         with db.connect(owner) as conn:
-            tenant = conn.execute("INSERT INTO tenants (name) VALUES ('lme') RETURNING id").fetchone()[0]
+            made = keys.create_key(conn, SECRET, "lme", scopes=["memories:read", "memories:write"])
+            tenant = conn.execute("SELECT id FROM tenants WHERE name = 'lme'").fetchone()[0]
+        db.hold_key(tenant, keys.digest(SECRET, made["key"]))  # the app role enters a tenant through a key only
         pool = db.Pool(db.app_conninfo(owner, SECRET), size=2)
         team = TeamStore(pool, cache or embedder)
         for n, question in enumerate(questions, 1):

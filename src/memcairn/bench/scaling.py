@@ -29,7 +29,7 @@ from psycopg.conninfo import make_conninfo
 from memcairn.bench.synthetic import synthetic_items, synthetic_queries
 from memcairn.bench.timing import percentile, render_table
 from memcairn.core.models import NewItem
-from memcairn.pgstore import db
+from memcairn.pgstore import db, keys
 from memcairn.pgstore.embedded import EmbeddedPostgres
 from memcairn.pgstore.items import TeamStore
 from memcairn.search.request import SearchRequest
@@ -59,6 +59,7 @@ class Tenant:
     projects: int
     items: Iterator[NewItem]
     project_ids: list[int] = field(default_factory=list)
+    key_digest: str = ""  # the digest of its key: the application role enters a tenant through a key only
 
 
 @dataclass
@@ -98,6 +99,7 @@ class Load:
         return saved.id
 
     def _client(self, index: int) -> None:
+        _hold_keys(self.tenants)
         rng = random.Random(self.seed * 1000 + index)
         weights = [t.size for t in self.tenants]
         while not self._stop.is_set():
@@ -127,17 +129,25 @@ class Load:
             thread.join(60)
 
 
-def _make_tenants(owner_dsn: str, sizes: list[int]) -> list[Tenant]:
+def _make_tenants(owner_dsn: str, sizes: list[int], secret: bytes) -> list[Tenant]:
     tenants = []
     with db.connect(owner_dsn) as conn:
         for ordinal, size in enumerate(sizes):
-            row = conn.execute("INSERT INTO tenants (name) VALUES (%s) RETURNING id", (f"tenant-{ordinal:02d}",)
-                               ).fetchone()
+            name = f"tenant-{ordinal:02d}"
+            made = keys.create_key(conn, secret, name, scopes=["memories:read", "memories:write"])
+            row = conn.execute("SELECT id FROM tenants WHERE name = %s", (name,)).fetchone()
             assert row is not None
             projects = min(5, 1 + size // 500)
             tenants.append(Tenant(int(row[0]), ordinal, size, projects,
-                                  iter(synthetic_items(10 ** 9, seed=100 + ordinal, projects=projects))))
+                                  iter(synthetic_items(10 ** 9, seed=100 + ordinal, projects=projects)),
+                                  key_digest=keys.digest(secret, made["key"])))
     return tenants
+
+
+def _hold_keys(tenants: list[Tenant]) -> None:
+    """Hold every tenant's key in this thread's context (a thread starts with none), as requests would."""
+    for tenant in tenants:
+        db.hold_key(tenant.id, tenant.key_digest, alone=False)
 
 
 def _preload(load: Load, tenants: list[Tenant], clients: int) -> tuple[float, float]:
@@ -148,6 +158,7 @@ def _preload(load: Load, tenants: list[Tenant], clients: int) -> tuple[float, fl
     lock = threading.Lock()
 
     def worker() -> None:
+        _hold_keys(tenants)
         while True:
             with lock:
                 tenant = next(todo, None)
@@ -209,7 +220,7 @@ def run(*, tenants: int = 50, zipf_s: float = 1.1, items: int = 20_000, clients:
         pool = db.Pool(db.app_conninfo(owner, secret), size=clients + 4)
         store = TeamStore(pool)
         sizes = zipf_sizes(tenants, zipf_s, items)
-        people = _make_tenants(owner, sizes)
+        people = _make_tenants(owner, sizes, secret)
         load = Load(store, people, clients, write_share)
         log(f"preloading {sum(sizes)} memories over {tenants} tenants (largest {sizes[0]}, smallest {sizes[-1]})")
         preload_s, preload_rate = _preload(load, people, clients)

@@ -160,7 +160,8 @@ def search_json(data: dict[str, Any]) -> dict[str, Any]:
         "notes": data["notes"],
         "hidden": data.get("hidden", 0),
         "results": [{**{key: hit.get(key) for key in SEARCH_RESULT_KEYS},
-                     **({"freshness": hit["freshness"]} if hit.get("freshness") else {})} for hit in data["results"]],
+                     **({"freshness": hit["freshness"]} if _said(hit.get("freshness")) else {})}
+                    for hit in data["results"]],
     }
 
 
@@ -305,3 +306,9 @@ def show_via_worker(ids: tuple[int | str, ...], as_json: bool) -> None:
     missing = answer.get("missing") or []
     if missing:
         raise NotFoundError("not found: " + ", ".join(m if isinstance(m, str) else f"#{m}" for m in missing))
+
+
+def _said(freshness: Any) -> bool:
+    """Whether a hit's freshness says anything: ``unknown`` (no anchors, or the code not on this machine) is left
+    out, as the agent's records leave it out."""
+    return isinstance(freshness, dict) and freshness.get("state") not in (None, "unknown")
