@@ -139,13 +139,14 @@ def test_no_request_crosses_a_tenant_or_a_project_pin(world: World) -> None:
             assert c.get("/v1/projects", headers=auth).status_code == 200  # still valid
         else:
             before = world.item_count()
-            r = c.post("/v1/memories", json={"project": project, "title": f"new {key.name}"}, headers=headers)
+            title = f"new {key.name} in {project} #{len(world.items)}"  # unique: a title is how the digest is read
+            r = c.post("/v1/memories", json={"project": project, "title": title}, headers=headers)
             allowed = key.writes and key.pin in (None, project)
             assert r.status_code in ((200, 201) if allowed else (403,)), r.text
             if not allowed:
                 assert world.item_count() == before
             else:
-                world.items[r.json()["id"]] = (key.tenant, project, f"new {key.name}")
+                world.items[r.json()["id"]] = (key.tenant, project, title)
 
     check()
 
