@@ -5,13 +5,13 @@ repository; an import reads them under ``--root``; a directory that is gone neve
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 from capture_queue import edit, send
 from click.testing import CliRunner
+from git_repo import committed_repo, git
 from transcript_builder import CWD, Transcript
 
 from memcairn.capture import anchors
@@ -28,22 +28,9 @@ CART = "def cart_total(items):\n    total = Decimal(0)\n    return total\n"
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
 
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
-
-
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    path = tmp_path / "shop"
-    path.mkdir()
-    git(path, "init", "-q", "-b", "trunk")
-    git(path, "config", "user.email", "t@example.com")
-    git(path, "config", "user.name", "T")
-    (path / "cart.py").write_text(CART)
-    (path / "old.py").write_text("LEGACY = 1\n")
-    git(path, "add", ".")
-    git(path, "commit", "-q", "-m", "start")
-    return path
+    return committed_repo(tmp_path / "shop", {"cart.py": CART, "old.py": "LEGACY = 1\n"})
 
 
 def bash(tool_use_id: str, command: str, output: str = "") -> dict[str, object]:

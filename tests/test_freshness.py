@@ -6,12 +6,12 @@ leaves stale rows out and a search ranks them below current ones."""
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 from capture_queue import edit, send
+from git_repo import committed_repo
 from starlette.testclient import TestClient
 from worker_app import store_of
 
@@ -29,22 +29,9 @@ TAX = "def tax_rate(region):\n    return 0.2\n"
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
 
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
-
-
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    path = tmp_path / "shop"
-    path.mkdir()
-    git(path, "init", "-q", "-b", "trunk")
-    git(path, "config", "user.email", "t@example.com")
-    git(path, "config", "user.name", "T")
-    (path / "cart.py").write_text(CART)
-    (path / "tax.py").write_text(TAX)
-    git(path, "add", ".")
-    git(path, "commit", "-q", "-m", "start")
-    return path
+    return committed_repo(tmp_path / "shop", {"cart.py": CART, "tax.py": TAX})
 
 
 def captured(store: Store, settings: Settings, repo: Path) -> MemoryItem:
