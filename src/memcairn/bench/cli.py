@@ -147,13 +147,15 @@ def bench_search(sizes: str, queries: int) -> None:
 @click.option("--keyword-index/--no-keyword-index", default=False, show_default=True,
               help="Rank keyword hits from the in-memory copy of the index, as the worker does (the same results; "
                    "compare the query times).")
+@click.option("--anchor/--no-anchor", default=True, show_default=True,
+              help="Also rank with plain BM25 over turns (bm25-turns), independent of memcairn's search.")
 @click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
 def bench_longmemeval(path: Path, method: str, all_methods: bool, pooled: bool, limit_questions: int | None,
                       json_out: Path | None, cache_path: Path | None, granularity: str, fusion: str | None,
                       recency_window_days: float | None, recency_half_life: float | None, index: str,
-                      model: str | None, keyword_index: bool, quiet: bool) -> None:
-    """Session retrieval on a LongMemEval-format file (recall_any/all@k, ndcg_any@k per question type),
-    through the real store, mirror and search service; per-question stores unless --pooled.
+                      model: str | None, keyword_index: bool, anchor: bool, quiet: bool) -> None:
+    """Session retrieval on a LongMemEval-format file or a LoCoMo file (recall_any/all@k, ndcg_any@k per question
+    type), through the real store, mirror and search service; per-question stores unless --pooled.
 
     Example:
 
@@ -173,6 +175,7 @@ def bench_longmemeval(path: Path, method: str, all_methods: bool, pooled: bool, 
         recency_window_days=cfg.recency_window_days if recency_window_days is None else recency_window_days,
         recency_boost_half_life_days=recency_half_life or None, index=index, model=model,
         cache_path=cache_path or cfg.home / "bench-cache" / "embeddings.sqlite", keyword_index=keyword_index,
+        anchor=anchor,
     )
     questions = lme_data.load_questions(path, limit_questions)
     result = lme.run(questions, opts, progress=None if quiet else lambda m: click.echo(m, err=True))

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memcairn.bench import longmemeval_bm25 as bm25
 from memcairn.bench.longmemeval_data import Question, Session
 from memcairn.bench.longmemeval_items import DEFAULT_GRANULARITY, PROJECT, check_granularity, session_items
 from memcairn.bench.longmemeval_scores import TABLE_METRICS, aggregate, distinct_sessions, score_ranking
@@ -83,12 +84,13 @@ class Options:
     pooled: bool = False
     granularity: str = DEFAULT_GRANULARITY
     fusion: str | None = None  # None: the service's default
-    recency_window_days: float = 90
+    recency_window_days: float = 0  # as the CLI's default (the recency_window_days setting): off
     recency_boost_half_life_days: float | None = None
     index: str = "sqlite-vec"
     model: str | None = None  # None: the embedding_model setting
     cache_path: Path | None = None  # None: no cache (tests)
     keyword_index: bool = False  # rank keyword hits from the in-memory copy, as the worker does
+    anchor: bool = True  # also rank with plain BM25 over turns (``bench.longmemeval_bm25``), in the same run
 
     @property
     def needs_vectors(self) -> bool:
@@ -185,12 +187,30 @@ class _Bench:
         return {m: make[m]() for m in o.methods}
 
     def ask(self, services: dict[str, SearchService], n: int, question: Question,
-            ranked: dict[str, dict[int, list[str]]]) -> None:
+            ranked: dict[str, dict[int, list[str]]], anchor: bm25.TurnIndex | None = None) -> None:
         """Rankings are kept by the question's index: ids may repeat in a file."""
         for method, service in services.items():
             sessions, ms = _search(service, question, self.opts)
             ranked[method][n] = sessions
             self.clock.query_ms.setdefault(method, []).append(ms)
+        if anchor is not None:
+            started = time.perf_counter()
+            ranked[bm25.METHOD][n] = anchor.rank(question.text)
+            self.clock.query_ms.setdefault(bm25.METHOD, []).append((time.perf_counter() - started) * 1000)
+
+    def ask_all(self, sessions: Sequence[Session], numbered: Sequence[tuple[int, Question]], workdir: Path,
+                ranked: dict[str, dict[int, list[str]]]) -> None:
+        """One store of ``sessions`` asked each of the ``numbered`` questions (and the anchor over the same)."""
+        store, mirror = self.build(sessions, workdir)
+        anchor = bm25.TurnIndex(sessions) if self.opts.anchor else None
+        try:
+            services = self.services(store, mirror)
+            for n, q in numbered:
+                self.ask(services, n, q, ranked, anchor)
+        finally:
+            if anchor is not None:
+                anchor.close()
+            _close(store, mirror)
 
 
 def run(questions: Sequence[Question], opts: Options, progress: Progress | None = None) -> dict[str, Any]:
@@ -201,7 +221,8 @@ def run(questions: Sequence[Question], opts: Options, progress: Progress | None 
     if opts.index not in INDEXES:
         raise ValidationError(f"unknown index {opts.index!r}; use {', '.join(INDEXES)}")
     opts.granularity = check_granularity(opts.granularity)
-    ranked: dict[str, dict[int, list[str]]] = {m: {} for m in opts.methods}
+    methods = (*opts.methods, bm25.METHOD) if opts.anchor else tuple(opts.methods)
+    ranked: dict[str, dict[int, list[str]]] = {m: {} for m in methods}
     unreachable = [f"{q.id} ({', '.join(missing)})" for q in questions if q.scored
                    and (missing := _missing_gold(q, questions if opts.pooled else (q,)))]
     if unreachable and progress is not None:
@@ -218,37 +239,35 @@ def run(questions: Sequence[Question], opts: Options, progress: Progress | None 
                 f" ({variants} more version(s) of a session id whose contents differ between questions)"
                 if variants else ""))
             try:
-                store, mirror = bench.build(pool, Path(tmp))
+                bench.ask_all(pool, list(enumerate(questions)), Path(tmp), ranked)
             except ValidationError as exc:
                 raise ValidationError(f"pooled store: {exc}") from None
-            try:
-                services = bench.services(store, mirror)
-                for n, q in enumerate(questions):
-                    bench.ask(services, n, q, ranked)
-            finally:
-                _close(store, mirror)
         else:
-            for n, q in enumerate(questions, 1):
-                workdir = Path(tmp) / f"q{n}"
+            # Questions over the very same haystack (LoCoMo's, of one conversation) share its store: searching
+            # changes nothing in it, so each is ranked as in a store of its own.
+            groups: dict[tuple[Session, ...], list[tuple[int, Question]]] = {}
+            for n, q in enumerate(questions):
+                groups.setdefault(q.sessions, []).append((n, q))
+            for g, numbered in enumerate(groups.values(), 1):
+                n, q = numbered[0]
+                workdir = Path(tmp) / f"q{n + 1}"
                 t0 = time.perf_counter()
                 try:
-                    store, mirror = bench.build(q.sessions, workdir)
+                    bench.ask_all(q.sessions, numbered, workdir, ranked)
                 except ValidationError as exc:
-                    raise ValidationError(f"record {n - 1}, question {q.id}: {exc}") from None
-                try:
-                    bench.ask(bench.services(store, mirror), n - 1, q, ranked)
+                    raise ValidationError(f"record {n}, question {q.id}: {exc}") from None
                 finally:
-                    _close(store, mirror)
                     shutil.rmtree(workdir, ignore_errors=True)
                 embedded = bench.timed.texts if bench.timed else 0
-                bench.progress(f"[{n}/{len(questions)}] {q.id} ({len(q.sessions)} sessions) "
+                asked = f"{q.id}" if len(numbered) == 1 else f"{q.id} and {len(numbered) - 1} more on its haystack"
+                bench.progress(f"[{g}/{len(groups)}] {asked} ({len(q.sessions)} sessions) "
                                f"{time.perf_counter() - t0:.1f}s, texts embedded so far: {embedded}")
         total_s = time.perf_counter() - started
         cache = bench.embedder if opts.cache_path is not None and bench.embedder is not None else None
         timing = _timing(bench, total_s, cache)
     settings = _settings(opts, questions)
     out: dict[str, Any] = {}
-    for method in opts.methods:
+    for method in methods:
         pairs = [(q.type, score_ranking(ranked[method][n], q.answer_ids))
                  for n, q in enumerate(questions) if q.scored]
         result = aggregate(pairs)
@@ -311,6 +330,7 @@ def _settings(opts: Options, questions: Sequence[Question]) -> dict[str, Any]:
         "index": opts.index if opts.needs_vectors else None,
         "model": opts.model,
         "keyword_ranking": "in-memory copy" if opts.keyword_index else "sqlite",
+        "anchor": bm25.METHOD if opts.anchor else None,
         "questions": len(questions),
         "scored": sum(q.scored for q in questions),
     }
@@ -347,7 +367,8 @@ def render(result: dict[str, Any]) -> str:
         f"LongMemEval session retrieval: {s['mode']} stores, granularity {s['granularity']}, fusion {s['fusion']}, "
         f"recency window {s['recency_window_days']:g} d, recency boost half-life "
         f"{s['recency_boost_half_life_days'] or 'off'}, index {s['index'] or '-'}, keyword ranking "
-        f"{s.get('keyword_ranking', 'sqlite')}; {s['scored']} of {s['questions']} questions scored",
+        f"{s.get('keyword_ranking', 'sqlite')}; {s['scored']} of {s['questions']} questions scored"
+        + (f"; {s['anchor']}: plain BM25 over turns, a session scored by its best turn" if s.get("anchor") else ""),
         "",
         "Overall:",
         "",

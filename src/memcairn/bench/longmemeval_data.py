@@ -164,12 +164,18 @@ def read_records(path: str | Path) -> Any:
 
 
 def load_questions(path: str | Path, limit: int | None = None) -> list[Question]:
-    """The first ``limit`` questions (all when None) of a LongMemEval JSON or JSONL file.
+    """The first ``limit`` questions (all when None) of a LongMemEval JSON or JSONL file, or of a LoCoMo file
+    (``bench.longmemeval_locomo``), told apart by their records.
 
     Raises:
         ValidationError: the file cannot be read or is not in the LongMemEval format.
     """
+    from memcairn.bench.longmemeval_locomo import is_locomo, parse_locomo
+
     data = read_records(path)
+    questions = parse_locomo(data) if is_locomo(data) else None
+    if questions is not None:
+        return questions if limit is None else questions[:max(limit, 0)]
     if isinstance(data, list) and limit is not None:
         data = data[:max(limit, 0)]
     return parse_questions(data)
