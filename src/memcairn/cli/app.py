@@ -9,6 +9,7 @@ import click
 
 from memcairn import __version__
 from memcairn.cli.common import run_guarded
+from memcairn.cli.correct_cmd import correct
 from memcairn.cli.demo_cmd import demo
 from memcairn.cli.hook_cmd import hook
 from memcairn.cli.integration_cmds import install, mcp, uninstall
@@ -37,7 +38,7 @@ def cli() -> None:
     """
 
 
-for command in (add, search, timeline, show, forget, stats, doctor, db, demo, sync, worker, mcp, install,
+for command in (add, search, timeline, show, forget, correct, stats, doctor, db, demo, sync, worker, mcp, install,
                 uninstall, import_group, export, settings_cmd, hook, server, connect, disconnect):
     cli.add_command(command)
 for point in entry_points(group="memcairn.commands"):  # `memcairn bench`: nothing imports bench/

@@ -84,6 +84,7 @@ def show(ids: tuple[int | str, ...], as_json: bool) -> None:
     else:
         # Stored text is printed as one printable line per field, as every rendering does: an ANSI or OSC
         # escape captured from a tool's output must not reach the terminal (``--json`` keeps text exact).
+        from memcairn.search.freshness import corrected
         from memcairn.wire.fence import clean_line
 
         for item in items:
@@ -97,6 +98,9 @@ def show(ids: tuple[int | str, ...], as_json: bool) -> None:
             for name in ("facts", "concepts", "files_read", "files_modified"):
                 if getattr(item, name):
                     click.echo(f"  {name}: {', '.join(clean_line(v) for v in getattr(item, name))}")
+            said = corrected(item, 0)
+            if said is not None:
+                click.echo(f"  correction: {clean_line(said.reasons[0])}")
     if missing:
         raise NotFoundError(f"not found: {', '.join(f'#{i}' for i in missing)}")
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from memcairn.context.lines import how_to_check, last_test_result
+from memcairn.core.corrections import state_of
 from memcairn.core.models import ItemFilter, MemoryItem
 from memcairn.core.tokens import tokens_for_chars
 from memcairn.search.freshness import STALE, Freshness, FreshnessCheck
@@ -142,6 +143,9 @@ def gather(store: ContextStore, settings: Settings, projects: Sequence[str] | No
         if n_sum:
             wanted = n_sum if full else n_sum * SUMMARIES_PER_SESSION
             summaries = store.list_items(replace(scope, kinds=["summary"]), limit=wanted)
+    # a memory said not to hold (superseded, wrong, a reverted fix: core/corrections.py) is no part of the digest
+    observations = [o for o in observations if state_of(o) is None]
+    summaries = [s for s in summaries if state_of(s) is None]
     states = _states(freshness, observations) if freshness is not None and observations else {}
     return ContextData(names, tuple(observations), tuple(summaries), totals, None if full else n_sum, states)
 

@@ -83,6 +83,8 @@ FIELDS: tuple[Field, ...] = (
     Field("metadata", "object", "Provenance and other data of the writer", saved=True),
     Field("anchors", "object", "What the memory rests on: files with their content hashes, identifiers it names, "
           "the commit and branch", saved=True),
+    Field("correction", "object", "Whether the memory still holds: superseded by another, wrong (and why) or a "
+          "reverted fix, who said so and when, with the corrections undone before (``store/supersede.py``)"),
     Field("request", "text", _SECTION + "what was asked", keyword=True, mirrored=True, agent_order=6),
     Field("investigated", "text", _SECTION + "what was looked into", keyword=True, mirrored=True, agent_order=7),
     Field("learned", "text", _SECTION + "what was learned", keyword=True, mirrored=True, agent_order=8),

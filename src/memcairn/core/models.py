@@ -44,6 +44,7 @@ class NewItem:
     files_modified: Sequence[str] = ()
     metadata: dict[str, Any] = field(default_factory=dict)
     anchors: dict[str, Any] = field(default_factory=dict)
+    correction: dict[str, Any] = field(default_factory=dict)
     request: str | None = None
     investigated: str | None = None
     learned: str | None = None
@@ -88,6 +89,7 @@ class MemoryItem:
     files_modified: list[str]
     metadata: dict[str, Any]
     anchors: dict[str, Any] = field(default_factory=dict)
+    correction: dict[str, Any] = field(default_factory=dict)
     request: str | None
     investigated: str | None
     learned: str | None

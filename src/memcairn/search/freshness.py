@@ -8,6 +8,9 @@ service is handed a ``FreshnessCheck`` rather than reading files itself.
 - ``changed``: a file changed, the identifiers the memory names are still in its files;
 - ``stale``: a file is gone from a root that is still there, or an identifier it names is in none of its files;
 - ``unknown``: no anchors, no file ids, or the root is not on this machine: shown without a mark.
+
+A memory said not to hold (``core/corrections.py``: ``superseded``, ``wrong``, ``reverted``) has that state
+whatever its files say (``corrected``), and ranks with the stale ones.
 """
 
 from __future__ import annotations
@@ -16,11 +19,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from memcairn.core.clock import now_ms
+from memcairn.core.corrections import REVERTED, SUPERSEDED, WRONG, reason
 from memcairn.core.models import MemoryItem
 from memcairn.wire.fence import clean_line
 
 CURRENT, CHANGED, STALE, UNKNOWN = "current", "changed", "stale", "unknown"
-STATES = (CURRENT, CHANGED, STALE, UNKNOWN)
+STATES = (CURRENT, CHANGED, STALE, UNKNOWN, SUPERSEDED, WRONG, REVERTED)
+BELOW = frozenset((STALE, SUPERSEDED, WRONG, REVERTED))  # ranked after the others
 MARK_CHARS = 80  # a stale mark's reason at most
 
 
@@ -37,10 +43,31 @@ class FreshnessCheck(Protocol):
         ...
 
 
+def corrected(item: MemoryItem, now: int) -> Freshness | None:
+    """The freshness of a memory said not to hold (``superseded by #12``, ``wrong: …``), else None."""
+    said = reason(item)
+    return None if said is None else Freshness(item.correction["state"], (said,), now)
+
+
+def with_corrections(items: Iterable[MemoryItem], states: Mapping[int, Freshness]) -> dict[int, Freshness]:
+    """``states`` with each corrected item's state in place of what its files say."""
+    out = dict(states)
+    now = now_ms()
+    for item in items:
+        found = corrected(item, now)
+        if found is not None:
+            out[item.id] = found
+    return out
+
+
 def mark(freshness: Freshness | None) -> str:
-    """``[stale: lib/x.ex deleted]``, ``[changed since]``, or nothing (current and unknown)."""
+    """``[stale: lib/x.ex deleted]``, ``[changed since]``, ``[superseded by #12]``, ``[wrong: …]``, or nothing
+    (current and unknown)."""
     if freshness is None:
         return ""
+    if freshness.state in (SUPERSEDED, WRONG, REVERTED):
+        reason = freshness.reasons[0] if freshness.reasons else freshness.state
+        return f"[{clean_line(reason, MARK_CHARS)}]"
     if freshness.state == STALE:
         reason = freshness.reasons[0] if freshness.reasons else "no longer true"
         return f"[stale: {clean_line(reason.removesuffix(' since'), MARK_CHARS)}]"
@@ -55,8 +82,8 @@ def with_mark(title: str, freshness: Freshness | None) -> str:
 
 
 def stale_last(ids: Sequence[int], states: Mapping[int, Freshness]) -> list[int]:
-    """``ids`` in their order, the stale ones moved after the others (kept in their own order)."""
-    stale = [i for i in ids if (f := states.get(i)) is not None and f.state == STALE]
+    """``ids`` in their order, the stale and corrected ones moved after the others (kept in their own order)."""
+    stale = [i for i in ids if (f := states.get(i)) is not None and f.state in BELOW]
     if not stale:
         return list(ids)
     moved = set(stale)

@@ -46,7 +46,7 @@ from memcairn.core.clock import now_ms
 from memcairn.core.errors import KeywordIndexDamagedError, ValidationError, WouldWait
 from memcairn.core.models import DEFAULT_TYPES, MAX_ITEM_ID, OBSERVATION_TYPES, ItemFilter, MemoryItem
 from memcairn.search import evidence, fusion, relevance
-from memcairn.search.freshness import Freshness, FreshnessCheck, stale_last
+from memcairn.search.freshness import Freshness, FreshnessCheck, stale_last, with_corrections
 from memcairn.search.request import SearchRequest
 from memcairn.search.result import LegRank, SearchHit, SearchResult, Timeline
 from memcairn.search.telemetry import SearchEnvelope, Telemetry
@@ -278,14 +278,17 @@ class SearchService:
         ]
 
     def _fresh(self, items: Iterable[MemoryItem]) -> dict[int, Freshness]:
-        """The items' freshness by id; nothing without a checker or when checking fails (never fails a search)."""
+        """The items' freshness by id, a corrected item's its correction (``store/supersede.py``); nothing
+        without a checker, the corrections alone when checking fails (never fails a search)."""
         if self.freshness is None:
             return {}
+        items = list(items)
         try:
-            return self.freshness.check(items)
+            states = self.freshness.check(items)
         except Exception:
             log.warning("freshness check failed; hits without it", exc_info=True)
-            return {}
+            states = {}
+        return with_corrections(items, states)
 
     def _relevance(self, run: _Run, ordered: list[int], semantic: dict[int, LegRank]) -> dict[int, float] | None:
         """Each candidate's relevance (``search.relevance``); None when the request turned the floor off."""

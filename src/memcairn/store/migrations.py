@@ -255,3 +255,10 @@ def m016_evidence(conn: sqlite3.Connection) -> None:
 def m017_anchors(conn: sqlite3.Connection) -> None:
     """What a memory rests on (``core/fields.py``'s ``anchors``): a column whose default fills existing rows."""
     conn.execute(f"ALTER TABLE memory_items ADD COLUMN {FIELD['anchors'].column_ddl()}")
+
+
+@migration(18)
+def m018_correction(conn: sqlite3.Connection) -> None:
+    """Whether a memory still holds (``core/fields.py``'s ``correction``): a column whose default fills existing
+    rows."""
+    conn.execute(f"ALTER TABLE memory_items ADD COLUMN {FIELD['correction'].column_ddl()}")

@@ -36,7 +36,7 @@ from memcairn.wire.config import Settings, check_bind, load_settings
 from memcairn.wire.protocol import CONTEXT_PATH, INIT_PATH, MAX_BODY_BYTES, OBSERVATIONS_PATH, SUMMARIZE_PATH
 from memcairn.worker.events import HEARTBEAT_SECONDS, Broadcaster
 from memcairn.worker.openapi import build_openapi
-from memcairn.worker.routes import context, health, ingest, items, reads, viewer
+from memcairn.worker.routes import context, corrections, health, ingest, items, reads, viewer
 from memcairn.worker.routes.answers import error
 from memcairn.worker.security import BodyLimitMiddleware, GuardMiddleware
 from memcairn.worker.state import RuntimeSource, WorkerState
@@ -60,6 +60,7 @@ def _routes(static: Path) -> list[Route | Mount]:
         Route(SUMMARIZE_PATH, ingest.ingest_route(SUMMARIZE_PATH), methods=["POST"]),
         *(Route(f"/api/{kind}/{{id:int}}", items.item_route, methods=["GET", "DELETE"]) for kind in items.KIND_ROUTES),
         Route("/api/memory/team/{id:int}", items.team_item, methods=["GET"]),
+        Route(corrections.PATH, corrections.correct_item, methods=["POST"]),
         Route("/stream", viewer.stream),
         Route("/openapi.json", viewer.openapi),
         Route("/", viewer.index),

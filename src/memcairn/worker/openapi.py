@@ -247,6 +247,13 @@ OPERATIONS: tuple[Operation, ...] = (
             "project": {"type": ["string", "null"], "minLength": 1, "maxLength": 200, "pattern": r"\S"},
             "type": {"type": ["string", "null"], "pattern": "^[a-z][a-z0-9_-]{0,39}$"}}},
         errors=(400, 413, 500, 503, 507)),
+    Operation("post", "/api/memory/{id}/correct", "Say a memory no longer holds: superseded by another (by) or "
+              "wrong (why); undo takes that back. The memory stays, marked", _json(ITEM), params=(ID_PARAM,),
+              body={"type": "object", "properties": {
+                  "why": {"type": ["string", "null"], "maxLength": 1000},
+                  "by": {"type": ["integer", "null"], "minimum": 1, "maximum": MAX_ITEM_ID},
+                  "undo": {"type": "boolean"}}},
+              errors=(400, 404, 413, 500, 503, 507)),
     *(
         Operation("delete", f"/api/{kind}/{{id}}", f"Delete one {kind} from the store and the mirror",
                   _json(_DELETED), params=(ID_PARAM,), errors=(404, 500, 503, 507))

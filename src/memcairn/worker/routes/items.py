@@ -15,6 +15,7 @@ from memcairn.core.errors import NotFoundError, ValidationError
 from memcairn.core.fields import FIELD, SAVED_FIELDS, Field
 from memcairn.core.models import MAX_ITEM_ID, NewItem
 from memcairn.search import parse_tz
+from memcairn.search.freshness import with_corrections
 from memcairn.search.records import agent_record, check_format, raw_record
 from memcairn.wire.team_client import team_id, team_ref
 from memcairn.worker import remote_reads
@@ -64,7 +65,7 @@ async def observations_batch(request: Request) -> Response:
     fmt, tz = check_format(data.get("format")), parse_tz(data.get("tz"))
     items = await state.call(runtime.store.get_items, local) if local else []
     found = {i.id for i in items}
-    fresh = await state.call(shared_checker().check, items) if items else {}
+    fresh = with_corrections(items, await state.call(shared_checker().check, items) if items else {})
     records = [agent_record(i, tz, fresh.get(i.id)) if fmt == "agent" else raw_record(i, fresh.get(i.id))
                for i in items]
     if not team:
@@ -91,7 +92,7 @@ async def get_item(request: Request) -> Response:
     item = await state.call(runtime.store.get_item, item_id)
     if kind is not None and item.kind != kind:
         raise NotFoundError(f"#{item_id} is a {item.kind}, not a {kind}; read it at /api/memory/{item_id}")
-    fresh = await state.call(shared_checker().check, [item])
+    fresh = with_corrections([item], await state.call(shared_checker().check, [item]))
     return JSON(raw_record(item, fresh.get(item.id)))
 
 
