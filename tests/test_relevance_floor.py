@@ -166,9 +166,12 @@ def test_the_cli_passes_min_score_and_reports_what_it_hid(tmp_path: Path) -> Non
                               capture_output=True, text=True, timeout=60, check=True)
         return json.loads(done.stdout)
 
-    # one word of three in common, weighed alike in a handful of notes: below the floor
-    assert search("hamster parrot cat")["results"] == [] and search("hamster parrot cat")["hidden"] > 0
-    assert search("hamster parrot cat", "--min-score", "0")["results"]
+    # keyword evidence alone (no mirror): a note holding an informative word of the query is shown, marked weak
+    # when it holds too few of them; one sharing only how the question is asked ("many") is hidden
+    weak = search("hamster parrot cat")["results"]
+    assert [r["title"] for r in weak] == ["My cat Luna"] and weak[0]["weak"] is True
+    assert search("how many hamsters")["results"] == [] and search("how many hamsters")["hidden"] > 0
+    assert search("how many hamsters", "--min-score", "0")["results"]
 
 
 def test_how_a_question_is_asked_is_no_evidence(mem_store: Store) -> None:
@@ -177,3 +180,20 @@ def test_how_a_question_is_asked_is_no_evidence(mem_store: Store) -> None:
         "I bought a Fender guitar", "I sold my Gibson guitars", "Dinner with Ana", "The car needs new tyres")])
     hits = SearchService(mem_store, None).search(query="How many guitars do I own?").hits
     assert {h.item.text for h in hits} == {"I bought a Fender guitar", "I sold my Gibson guitars"}
+
+
+def test_a_keyword_only_answer_holding_an_informative_word_is_shown_weak(store: Store, bundled) -> None:
+    """Keyword evidence alone cannot tell a paraphrase from a question memory does not answer: a hit holding a
+    rare word of the query is shown, marked weak, rather than emptying the answer (mirror off or mode=keyword)."""
+    store.add_items([NewItem(project="app", kind="manual", title=f"note {n}", text=f"name of thing {n}")
+                     for n in range(30)])
+    fill(store)
+    query = "which balcony plants did the tabby chew in spring"  # of five words only "balcony" is held, once
+    without_mirror = SearchService(store, None).search(query=query, projects=["app"])
+    assert [h.item.title for h in without_mirror.hits] == ["My cat Luna"] and without_mirror.hits[0].weak
+    assert without_mirror.strategy == "keyword" and without_mirror.fallback_reason == "vector_unavailable"
+    service, ids = bundled
+    asked = service.search(query=query, projects=["app"], mode="keyword")
+    assert [h.item.id for h in asked.hits] == [ids["My cat Luna"]] and asked.hits[0].weak
+    # a hit sharing only an ubiquitous word is no answer: "name" is in most rows, "hamster" in none
+    assert SearchService(store, None).search(query="name of my hamster", projects=["app"]).hits == []

@@ -547,7 +547,7 @@ def test_cli_search_without_a_mirror_reports_the_fallback(capsys: pytest.Capture
     assert data["strategy"] == "keyword" and data["fallback_reason"] == "vector_unavailable"
     assert "limit 500 clamped to 100" in data["notes"]
     assert set(data["results"][0]) == {"id", "kind", "type", "title", "project", "created_at_epoch", "score",
-                                       "relevance"}
+                                       "relevance", "weak"}
     code, out, _ = _cli(capsys, "search", "zebra")
     assert code == 0 and "strategy: keyword (fallback: vector_unavailable)" in out and "Zebra crossing" in out
     code, out, _ = _cli(capsys, "search", "--order", "oldest", "--json")

@@ -40,7 +40,7 @@ ORDER_CHOICES = click.Choice(["relevance", "newest", "oldest"])
 PROBE_TIMEOUT = 1.0  # /api/health answers at once, even while the worker is busy
 REQUEST_TIMEOUT = 30.0
 SCAN_WAIT_SECONDS = 60.0  # reading the scan of a million documents from a warm page cache takes seconds
-SEARCH_RESULT_KEYS = ("id", "kind", "type", "title", "project", "created_at_epoch", "score", "relevance")
+SEARCH_RESULT_KEYS = ("id", "kind", "type", "title", "project", "created_at_epoch", "score", "relevance", "weak")
 LOCAL_HELP = "Search in this process even when a worker is running."
 TEAM_IDS_NEED_WORKER = "start the worker (`memcairn worker start`) and leave out --local"
 

@@ -26,7 +26,6 @@ from memcairn.core.errors import ValidationError
 from memcairn.core.models import KINDS, MemoryItem
 from memcairn.search.freshness import Freshness, with_mark
 from memcairn.search.records import record_tokens
-from memcairn.search.relevance import STRONG
 from memcairn.search.result import SearchHit, SearchResult, Timeline, display_title
 from memcairn.wire.fence import clean_line
 
@@ -60,7 +59,7 @@ def _row(item: MemoryItem, tz: tzinfo | None, *, project: bool = False, anchor: 
 
 def _weak(hit: SearchHit) -> bool:
     """Shown above the floor but short of a match (``search.relevance``)."""
-    return hit.relevance is not None and hit.relevance < STRONG
+    return hit.weak
 
 
 def describe_counts(counts: dict[str, int]) -> str:

@@ -9,6 +9,7 @@ from memcairn.core.models import KINDS, MemoryItem
 from memcairn.search.evidence import EvidenceSnippet
 from memcairn.search.freshness import Freshness
 from memcairn.search.records import freshness_json
+from memcairn.search.relevance import STRONG
 from memcairn.wire.fence import clean_line
 
 TITLE_CHARS = 90
@@ -46,12 +47,17 @@ class SearchHit:
     relevance: float | None = None  # 1.0 = at the relevance floor (search.relevance); None: no floor applied
     freshness: Freshness | None = None  # how true it still is (search.freshness); None: not checked
 
+    @property
+    def weak(self) -> bool:
+        """Shown above the floor but short of a match (``search.relevance``): every door marks it so."""
+        return self.relevance is not None and self.relevance < STRONG
+
     def to_dict(self) -> dict[str, Any]:
         i = self.item
         return {
             **item_row(i), "score": round(self.score, 6),
             "legs": {name: {"rank": leg.rank, "score": round(leg.score, 6)} for name, leg in self.legs.items()},
-            "relevance": self.relevance,
+            "relevance": self.relevance, "weak": self.weak,
             **({"freshness": freshness_json(self.freshness)} if self.freshness is not None else {}),
         }
 

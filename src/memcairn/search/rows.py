@@ -10,7 +10,6 @@ from typing import Any
 
 from memcairn.core.models import MemoryItem
 from memcairn.search.records import record_tokens
-from memcairn.search.relevance import STRONG
 from memcairn.search.result import SearchResult, display_title
 from memcairn.wire.fence import clean_line
 
@@ -27,8 +26,7 @@ def index_row(item: MemoryItem, tz: tzinfo | None, *, ref: str | None = None, pr
 def result_rows(result: SearchResult, tz: tzinfo | None) -> list[dict[str, Any]]:
     """The rows of a local search result, in its order."""
     several = len({h.item.project for h in result.hits}) > 1
-    return [index_row(h.item, tz, project=several, weak=h.relevance is not None and h.relevance < STRONG)
-            for h in result.hits]
+    return [index_row(h.item, tz, project=several, weak=h.weak) for h in result.hits]
 
 
 def row_text(row: dict[str, Any], *, with_day: bool = True) -> str:

@@ -255,7 +255,12 @@ class SearchService:
             # (weak hits marked as such; search.relevance)
             best = max(weight.values(), default=0.0)
             floor = relevance.unrelated_floor(run.min_score)
-            kept = [i for i in ordered if weight[i] >= floor] if best >= run.min_score else []
+            if "semantic" not in legs and run.min_score <= relevance.DEFAULT_MIN_SCORE:
+                # keyword evidence alone: every hit holding an informative word of the query is shown (weak
+                # when short of a match), the others are not (relevance module doc, "Keyword-only answers")
+                kept = [i for i in ordered if i in run.keyword_matched]
+            else:
+                kept = [i for i in ordered if weight[i] >= floor] if best >= run.min_score else []
             run.hidden = len(ordered) - len(kept)
             ordered = kept
         states: dict[int, Freshness] = {}
@@ -300,6 +305,8 @@ class SearchService:
         out = {}
         for item_id in ordered:
             coverage = relevance.keyword_coverage(terms, weights, item_id) if terms is not None else 0.0
+            if coverage > 0:
+                run.keyword_matched.add(item_id)
             leg = semantic.get(item_id)
             out[item_id] = relevance.relevance(leg.score if leg else None, coverage, model)
         return out
@@ -404,6 +411,7 @@ class _Run:
         self.created: dict[int, int] = {}  # created_at_epoch of items already read, by id
         self.min_score = relevance.DEFAULT_MIN_SCORE if req.min_score is None else req.min_score
         self.hidden = 0  # candidates below the relevance floor
+        self.keyword_matched: set[int] = set()  # candidates holding an informative word of the query
         self.evidence: list[evidence.EvidenceSnippet] = []
 
 

@@ -14,7 +14,7 @@
   const ROW_TITLE_CHARS = 240; // a title may be 256 KiB; rows and the heading show the start of it
   const HEADING_CHARS = 400;
   // A hit's relevance is on the scale of the CLI's --min-score: 1.0 and over is a match, under it a weak match
-  // (search.relevance.STRONG), marked "weak" as `memcairn search` marks it.
+  // (search.relevance.STRONG), marked "weak" as `memcairn search` marks it: the hit's own `weak` when it has one.
   const STRONG = 1.0;
   const WEAK_ONLY = 'No strong match: these only resemble the query (weak); memory may not hold the answer.';
   const KNOWN_TYPES = ['discovery', 'bugfix', 'feature', 'refactor', 'change', 'decision', 'summary', 'prompt', 'note'];
@@ -195,6 +195,8 @@
       created: epochMs(source.created_at_epoch),
       score: typeof source.score === 'number' ? source.score : null,
       relevance: typeof source.relevance === 'number' ? source.relevance : null,
+      weak: typeof source.weak === 'boolean' ? source.weak
+        : typeof source.relevance === 'number' && source.relevance < STRONG,
     };
   }
 
@@ -319,7 +321,7 @@
       item.type && item.type !== item.kind ? el('span', { className: 'row-type', text: item.type }) : null,
       item.project ? el('span', { className: 'row-project', text: item.project }) : null,
       showScore && item.relevance !== null ? el('span', { className: 'row-score', text: `relevance ${item.relevance.toFixed(2)}` }) : null,
-      showScore && item.relevance !== null && item.relevance < STRONG ? el('span', { className: 'row-weak', text: 'weak' }) : null,
+      showScore && item.weak ? el('span', { className: 'row-weak', text: 'weak' }) : null,
       timeElement(item.created),
     ]);
     const title = withCode(el('span', { className: 'row-title', attrs: { dir: 'auto' } }), cut(titleOf(item), ROW_TITLE_CHARS));
@@ -657,7 +659,7 @@
 
     const notes = data && Array.isArray(data.notes) ? data.notes.map(str).filter(Boolean) : [];
     // as `memcairn search` says it: every hit weak, or weaker candidates hidden under the relevance floor
-    if (count > 0 && state.results.every((item) => item.relevance !== null && item.relevance < STRONG)) notes.unshift(WEAK_ONLY);
+    if (count > 0 && state.results.every((item) => item.weak)) notes.unshift(WEAK_ONLY);
     ui.searchNotes.textContent = notes.join(' ');
     ui.searchNotes.hidden = notes.length === 0;
 
