@@ -12,16 +12,20 @@ built from the states.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import threading
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
 
 from memcairn.capture.anchors import MAX_HASH_BYTES, blob_id, held_identifiers
+from memcairn.context.git_renames import GitRenames
 from memcairn.core.clock import now_ms
 from memcairn.core.models import MemoryItem
 from memcairn.search.freshness import CHANGED, CURRENT, STALE, UNKNOWN, Freshness
+
+log = logging.getLogger("memcairn.context")
 
 MAX_FILES_KEPT = 50_000  # ids kept at most; past it the cache starts over
 MAX_HELD_KEPT = 50_000
@@ -46,12 +50,21 @@ class FreshnessChecker:
         self._ids: dict[str, tuple[int, int, str, str]] = {}  # full path -> (size, mtime_ns, id, by)
         self._held: dict[tuple[str, tuple[str, ...]], frozenset[str]] = {}  # (file id, names) -> names held
         self._generation = 0  # how many times a file's kept id was replaced (or all were dropped)
+        self._homes: dict[tuple[str, str], bool] = {}  # (file id, qualifier) -> whether the file declares it
+        self._renames = GitRenames()
 
     # -- public ------------------------------------------------------------------------------------
-    def check(self, items: Iterable[MemoryItem]) -> dict[int, Freshness]:
+    def check(self, items: Iterable[MemoryItem], roots: Mapping[str, str] | None = None) -> dict[int, Freshness]:
+        """Each item's freshness; ``roots`` (project name -> directory) says where a project's working directory
+        is on this machine, read instead of the one its memories were captured in (``memcairn projects root``)."""
         now = now_ms()
-        roots: dict[str, bool] = {}
-        return {item.id: self._one(item.anchors or {}, now, roots) for item in items}
+        seen = _Seen()
+        out = {}
+        for item in items:
+            anchors = item.anchors or {}
+            moved_root = (roots or {}).get(item.project)
+            out[item.id] = self._one(_rooted(anchors, moved_root) if moved_root else anchors, now, seen)
+        return out
 
     def token(self) -> tuple[int, int]:
         """(ids replaced so far, files whose size or mtime moved since they were read): a value no earlier
@@ -71,20 +84,21 @@ class FreshnessChecker:
         return generation, moved
 
     # -- one memory --------------------------------------------------------------------------------
-    def _one(self, anchors: dict[str, Any], now: int, roots: dict[str, bool]) -> Freshness:
+    def _one(self, anchors: dict[str, Any], now: int, seen: _Seen) -> Freshness:
         files = [f for f in anchors.get("files") or () if isinstance(f, dict) and isinstance(f.get("path"), str)]
         root = anchors.get("root") if isinstance(anchors.get("root"), str) else None
         if not files or not any(f.get("id") for f in files):
             return Freshness(UNKNOWN, ("no file ids",) if files else ("no anchors",), now)
         if root is not None:
-            if root not in roots:
-                roots[root] = os.path.isdir(root)
-            if not roots[root]:
+            if root not in seen.roots:
+                seen.roots[root] = os.path.isdir(root)
+            if not seen.roots[root]:
                 return Freshness(UNKNOWN, (f"{root} is not on this machine",), now)
         stale: list[str] = []
         changed: list[str] = []
         changed_paths: list[str] = []
-        contents: list[tuple[str, str]] = []  # (path, file id) of files there now, for the identifiers
+        moves: list[str] = []  # said with the stale reasons too: where the file went
+        contents: list[tuple[str, str, str]] = []  # (full path, file id, path shown) of files there now
         checked = 0
         for entry in files:
             path, then = entry["path"], entry.get("id")
@@ -96,12 +110,19 @@ class FreshnessChecker:
                 continue
             if now_id is GONE:
                 if then:
-                    stale.append(f"{path} deleted since")
+                    moved = self._moved(root, anchors.get("commit"), full, seen)
+                    if moved is None:
+                        stale.append(f"{path} deleted since")
+                    else:
+                        moves.append(f"{path} moved to {moved[0]}")
+                        changed.append(moves[-1])
+                        changed_paths.append(moved[0])
+                        contents.append((moved[1], moved[2], moved[0]))
                 continue
             assert isinstance(now_id, tuple)
             file_id, readable = now_id
             if readable:
-                contents.append((full, file_id))
+                contents.append((full, file_id, path))
             if not then:
                 if entry.get("absent"):
                     changed.append(f"{path} is back since")
@@ -113,15 +134,64 @@ class FreshnessChecker:
         names = tuple(n for n in anchors.get("identifiers") or () if isinstance(n, str))
         if changed and names and contents:
             held: set[str] = set()
-            for full, file_id in contents:
-                held |= self._held_in(full, file_id, names)
+            for full, file_id, shown in contents:
+                found = self._held_in(full, file_id, names)
+                held |= {n for n in names if n in found
+                         or (_last(n) in found and self._is_home(full, file_id, shown, n))}
             where = changed_paths[0] if len(changed_paths) == 1 else "its files"
-            stale += [f"`{n}` no longer in {where}" for n in names if n not in held and _last(n) not in held]
+            stale += [f"`{n}` no longer in {where}" for n in names if n not in held]
         if stale:
-            return Freshness(STALE, tuple(stale), now)
+            return Freshness(STALE, tuple(stale + moves), now)
         if changed:
             return Freshness(CHANGED, tuple(changed), now)
         return Freshness(CURRENT if checked else UNKNOWN, (), now)
+
+    def _moved(self, root: str | None, since: Any, full: str, seen: _Seen) -> tuple[str, str, str] | None:
+        """(new path relative to the root, its full path, its id) when git knows the file was renamed since the
+        memory's commit and the new file is there; None otherwise."""
+        if root is None or not isinstance(since, str) or not full.startswith(os.path.join(root, "")):
+            return None
+        if root not in seen.heads:
+            seen.heads[root] = self._renames.head(root)
+        head = seen.heads[root]
+        if head is None:
+            return None
+        new = self._renames.moved_to(root, since, head, os.path.relpath(full, root))
+        if new is None:
+            return None
+        new_full = os.path.join(root, new)
+        found = self._file_id(new_full, root, None)
+        if not isinstance(found, tuple) or not found[1]:
+            return None
+        return new, new_full, found[0]
+
+    def _is_home(self, full: str, file_id: str, shown: str, name: str) -> bool:
+        """Whether the file is where a qualified ``name``'s qualifier says its last part lives: ``paths`` of
+        ``paths.ValidateSessionID`` is a directory or file of its path (``cli/paths/paths.go``) or something it
+        declares (``package paths``, ``class Paths``, ``defmodule App.Paths``). An unqualified name (or one
+        qualified by ``self``) is at home anywhere."""
+        qualifier = _qualifier(name)
+        if qualifier is None:
+            return True
+        wanted = _folded(qualifier)
+        if any(_folded(part.split(".")[0]) == wanted for part in re.split(r"[/\\]", shown) if part):
+            return True
+        key = (file_id, qualifier)
+        with self._lock:
+            known = self._homes.get(key)
+        if known is not None:
+            return known
+        try:
+            with open(full, "rb") as fh:
+                content = fh.read(MAX_HASH_BYTES + 1)
+        except OSError:
+            return True  # unreadable now: nothing is said to be gone
+        found = bool(re.search(_DECLARES % re.escape(qualifier).encode(), content))
+        with self._lock:
+            if len(self._homes) >= MAX_HELD_KEPT:
+                self._homes.clear()
+            self._homes[key] = found
+        return found
 
     # -- files -------------------------------------------------------------------------------------
     def _file_id(self, full: str, root: str | None, by: str | None) -> tuple[str, bool] | _Gone | _Unreadable:
@@ -186,8 +256,81 @@ def _full(root: str | None, path: str) -> str | None:
 
 
 def _last(name: str) -> str:
-    """``add_item`` of ``Store.add_item``: a file holding the member still holds what the memory named."""
+    """``add_item`` of ``Store.add_item``: the member a qualified name names."""
     return re.split(r"\.|::", name.lstrip("-"))[-1]
+
+
+def _qualifier(name: str) -> str | None:
+    """``Store`` of ``app.Store.add_item``; None for a name without one, or qualified by the object at hand."""
+    parts = re.split(r"\.|::", name.lstrip("-"))
+    if len(parts) < 2 or parts[-2] in _SELF:
+        return None
+    return parts[-2]
+
+
+def _folded(word: str) -> str:
+    return word.lower().replace("_", "").replace("-", "")
+
+
+def _rooted(anchors: dict[str, Any], root: str) -> dict[str, Any]:
+    """The anchors as if captured in ``root``: files named relative to the recorded directory, or absolute
+    under it, are read under ``root``."""
+    recorded = anchors.get("root")
+    files = []
+    for entry in anchors.get("files") or ():
+        path = entry.get("path") if isinstance(entry, dict) else None
+        if isinstance(path, str) and isinstance(recorded, str) and os.path.isabs(path):
+            inside = os.path.relpath(os.path.normpath(path), os.path.normpath(recorded))
+            if not inside.startswith(".."):
+                entry = {**entry, "path": inside}
+        files.append(entry)
+    return {**anchors, "root": os.path.normpath(root), "files": files}
+
+
+class _Seen:
+    """What one ``check`` call read once for all its memories: whether each root is there, and its HEAD."""
+
+    def __init__(self) -> None:
+        self.roots: dict[str, bool] = {}
+        self.heads: dict[str, str | None] = {}
+
+
+_SELF = frozenset({"self", "this", "cls", "super", "Self"})
+# a file declaring the qualifier: package paths, class Paths, defmodule App.Paths, mod paths, namespace App\Paths...
+_DECLARES = (rb"(?:^|[\s;{])(?:package|class|module|defmodule|struct|interface|type|object|namespace|mod|trait|"
+             rb"enum|impl|record|protocol|extension)\s+(?:[\w.:\\]+[.:\\])?%s(?![\w])")
+
+
+class ProjectRoots(Protocol):
+    def project_roots(self) -> Mapping[str, str]:
+        """Project name -> the directory ``memcairn projects root`` recorded for it (or for the project it was
+        merged into)."""
+        ...
+
+
+class RootedCheck:
+    """The process's checker, reading each project's files where the store says its working directory is now
+    (one small query a check; a store without roots, the team store's, reads where the memories were made)."""
+
+    def __init__(self, store: object, checker: FreshnessChecker | None = None) -> None:
+        self._store = store
+        self._checker = checker or shared_checker()
+
+    def check(self, items: Iterable[MemoryItem]) -> dict[int, Freshness]:
+        return self._checker.check(items, self.roots())
+
+    def roots(self) -> Mapping[str, str]:
+        read = getattr(self._store, "project_roots", None)
+        if read is None:
+            return {}
+        try:
+            return read()
+        except Exception:  # noqa: BLE001 - never fails a read: the recorded directories are read instead
+            log.warning("could not read the projects' roots; checking where the memories were made", exc_info=True)
+            return {}
+
+    def token(self) -> tuple[int, int]:
+        return self._checker.token()
 
 
 _shared: FreshnessChecker | None = None
@@ -195,9 +338,14 @@ _shared_lock = threading.Lock()
 
 
 def shared_checker() -> FreshnessChecker:
-    """The process's checker: every reader of one worker shares its cache."""
+    """The process's checker: every reader of one worker shares its cache (``checker_for`` adds the roots)."""
     global _shared
     with _shared_lock:
         if _shared is None:
             _shared = FreshnessChecker()
         return _shared
+
+
+def checker_for(store: object) -> RootedCheck:
+    """The process's checker with ``store``'s project roots."""
+    return RootedCheck(store)
