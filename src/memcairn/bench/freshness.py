@@ -36,6 +36,7 @@ MAX_ITEMS = 100_000
 _STEP = re.compile(r"^(\d+)([hdw])$")
 _UNITS = {"h": timedelta(hours=1), "d": timedelta(days=1), "w": timedelta(weeks=1)}
 _DIGEST_ROW = re.compile(r"^#(\d+) ")
+_SESSION_HEADING = re.compile(r"^### .*\(#(\d+)\)(?: \[[^\]]*\])?$")  # a session block, by its newest summary
 
 
 class _NoCheck:
@@ -148,11 +149,12 @@ def _share(part: Sequence[int], whole: Sequence[int]) -> float | None:
 
 
 def digest(store: Store, settings: Any, labels: dict[int, Label]) -> dict[str, int]:
-    """Labelled-stale memories in the SessionStart digest: shown without a mark (as current), and in all."""
+    """Labelled-stale memories in the SessionStart digest (observation rows and session blocks, whose heading
+    names the newest summary): shown without a mark (as current), and in all."""
     text = render_context(store, settings, freshness=FreshnessChecker())
     rows = {}
     for line in text.splitlines():
-        found = _DIGEST_ROW.match(line)
+        found = _DIGEST_ROW.match(line) or _SESSION_HEADING.match(line)
         if found:
             rows.setdefault(int(found.group(1)), line)
     stale = [i for i, lab in labels.items() if lab.state == STALE and i in rows]

@@ -27,7 +27,9 @@ the settings, ``now`` and ``tz``, so the whole text is golden-tested. Plain text
   what it did, without repeating the titles of the rows shown below it (``memcairn.context.lines``).
 - **Freshness** (``search.freshness``, checked against the files now by ``context.freshness_check``): a row whose
   files changed since has ``[changed since]`` after its title; a stale one leaves the rows (and the session
-  blocks' decisions), and up to ``NO_LONGER_TRUE`` of them are named under a "No longer true" heading. The
+  blocks' decisions), a session block's newest summary changed since marks its heading and a stale summary
+  leaves its block (a session with none left leaves the digest), and up to ``NO_LONGER_TRUE`` of the stale
+  observations and summaries are named under a "No longer true" heading. The
   text then depends on those files too (the memo keys on ``FreshnessChecker.token``); memories without anchors
   are shown as before.
 - **Rows**: a row (not a lookup's) whose title was cut short shows up to ``HEADLINE_CHARS`` of the text it was
@@ -73,7 +75,7 @@ from datetime import datetime, tzinfo
 from typing import Any
 
 from memcairn.context.clock import HEADER, clock_text, local_moment
-from memcairn.context.freshness_check import shared_checker
+from memcairn.context.freshness_check import checker_for
 from memcairn.context.gather import ContextData, SessionDigest, by_usefulness, gather
 from memcairn.context.lines import LISTED_MIN, not_done_since, unlisted, without_runs
 from memcairn.context.notices import notice_lines
@@ -281,7 +283,8 @@ def _body(data: ContextData, shape: _Shape, style: _Style, now: datetime, rows: 
         for session in sessions:
             latest = session.latest
             when = rows.when(latest.created_at_epoch)
-            title = f"### {when:%Y-%m-%d %H:%M} · {_session_title(session)} (#{latest.id})"
+            title = with_mark(f"### {when:%Y-%m-%d %H:%M} · {_session_title(session)} (#{latest.id})",
+                              data.freshness.get(latest.id))
             lines.append(p(title, BOLD, CYAN))
             carried += len(title) + 1
             cap = SECTION_CAPS[shape.cap]
@@ -447,6 +450,6 @@ def render_context(store: ContextStore, settings: Settings, *, projects: Sequenc
     (the process's checker by default) checks the observations against their files now.
     """
     data = gather(store, settings, projects, full=full, platform_source=platform_source,
-                  freshness=freshness or shared_checker())
+                  freshness=freshness or checker_for(store))
     return render(data, settings, now_ms=current_ms() if now_ms is None else now_ms, tz=tz,
                   colors=colors, full=full, notices=notices)

@@ -84,8 +84,9 @@ class ContextData:
 
     @cached_property
     def sessions(self) -> tuple[SessionDigest, ...]:
-        """Worked out once: fitting the budget renders the body several times."""
-        return sessions_of(self.summaries, self.live, self.session_limit)
+        """Worked out once: fitting the budget renders the body several times. A stale summary leaves its
+        session's block as a stale observation leaves the rows (a session left with none leaves the digest)."""
+        return sessions_of(tuple(s for s in self.summaries if not self._stale(s)), self.live, self.session_limit)
 
     @cached_property
     def live(self) -> tuple[MemoryItem, ...]:
@@ -94,7 +95,9 @@ class ContextData:
 
     @cached_property
     def stale(self) -> tuple[MemoryItem, ...]:
-        return tuple(o for o in self.observations if self._stale(o))
+        """Stale observations and summaries, newest first."""
+        found = [i for i in (*self.observations, *self.summaries) if self._stale(i)]
+        return tuple(sorted(found, key=lambda i: (i.created_at_epoch, i.id), reverse=True))
 
     def _stale(self, item: MemoryItem) -> bool:
         found = self.freshness.get(item.id)
@@ -146,14 +149,15 @@ def gather(store: ContextStore, settings: Settings, projects: Sequence[str] | No
     # a memory said not to hold (superseded, wrong, a reverted fix: core/corrections.py) is no part of the digest
     observations = [o for o in observations if state_of(o) is None]
     summaries = [s for s in summaries if state_of(s) is None]
-    states = _states(freshness, observations) if freshness is not None and observations else {}
+    shown = [*observations, *summaries]
+    states = _states(freshness, shown) if freshness is not None and shown else {}
     return ContextData(names, tuple(observations), tuple(summaries), totals, None if full else n_sum, states)
 
 
-def _states(freshness: FreshnessCheck, observations: Sequence[MemoryItem]) -> dict[int, Freshness]:
-    """The observations' freshness; none when the check fails (the digest never does for it)."""
+def _states(freshness: FreshnessCheck, items: Sequence[MemoryItem]) -> dict[int, Freshness]:
+    """The observations' and summaries' freshness; none when the check fails (the digest never does for it)."""
     try:
-        return freshness.check(observations)
+        return freshness.check(items)
     except Exception:
         log.warning("freshness check failed; the digest shows every observation", exc_info=True)
         return {}
