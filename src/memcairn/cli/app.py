@@ -11,6 +11,7 @@ from memcairn import __version__
 from memcairn.cli.common import run_guarded
 from memcairn.cli.correct_cmd import correct
 from memcairn.cli.demo_cmd import demo
+from memcairn.cli.freshness_cmds import projects, stale
 from memcairn.cli.hook_cmd import hook
 from memcairn.cli.integration_cmds import install, mcp, uninstall
 from memcairn.cli.remote_cmds import connect, disconnect
@@ -39,7 +40,7 @@ def cli() -> None:
 
 
 for command in (add, search, timeline, show, forget, correct, stats, doctor, db, demo, sync, worker, mcp, install,
-                uninstall, import_group, export, settings_cmd, hook, server, connect, disconnect):
+                uninstall, import_group, export, settings_cmd, hook, server, connect, disconnect, stale, projects):
     cli.add_command(command)
 for point in entry_points(group="memcairn.commands"):  # `memcairn bench`: nothing imports bench/
     point.load()(cli)

@@ -48,7 +48,7 @@ TEAM_IDS_NEED_WORKER = "start the worker (`memcairn worker start`) and leave out
 @contextlib.contextmanager
 def _service() -> Iterator[SearchService]:
     """A SearchService over the store and, when it opens, the mirror (otherwise keyword + the reason)."""
-    from memcairn.context.freshness_check import shared_checker
+    from memcairn.context.freshness_check import checker_for
     from memcairn.mirror.runtime import open_runtime
     from memcairn.search import SearchService
 
@@ -64,7 +64,7 @@ def _service() -> Iterator[SearchService]:
     try:
         yield SearchService(runtime.store, runtime.mirror, recency_window_days=cfg.recency_window_days,
                             mirror_error=runtime.mirror_error, evidence_snippets=cfg.search_evidence_snippets,
-                            freshness=shared_checker())
+                            freshness=checker_for(runtime.store))
     finally:
         runtime.close()
 

@@ -81,6 +81,15 @@ def with_mark(title: str, freshness: Freshness | None) -> str:
     return f"{title} {shown}" if shown else title
 
 
+def age(then_ms: int, now_ms: int) -> str:
+    """How long ago, shortly: ``just now``, ``12 min ago``, ``5 h ago``, ``3 d ago``, ``6 w ago``, ``2 y ago``."""
+    seconds = max(0, now_ms - then_ms) // 1000
+    for unit, size in (("y", 365 * 86400), ("w", 7 * 86400), ("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size * (2 if unit in ("y", "w") else 1):
+            return f"{seconds // size} {unit} ago"
+    return "just now"
+
+
 def stale_last(ids: Sequence[int], states: Mapping[int, Freshness]) -> list[int]:
     """``ids`` in their order, the stale and corrected ones moved after the others (kept in their own order)."""
     stale = [i for i in ids if (f := states.get(i)) is not None and f.state in BELOW]

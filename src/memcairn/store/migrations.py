@@ -262,3 +262,10 @@ def m018_correction(conn: sqlite3.Connection) -> None:
     """Whether a memory still holds (``core/fields.py``'s ``correction``): a column whose default fills existing
     rows."""
     conn.execute(f"ALTER TABLE memory_items ADD COLUMN {FIELD['correction'].column_ddl()}")
+
+
+@migration(19)
+def m019_project_root(conn: sqlite3.Connection) -> None:
+    """Where a project's working directory is on this machine (``memcairn projects root``): a nullable column; no
+    existing row changes."""
+    conn.execute("ALTER TABLE projects ADD COLUMN root TEXT")

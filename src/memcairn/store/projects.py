@@ -96,6 +96,30 @@ class ProjectsMixin:
         ).fetchall()
         return [ProjectInfo(r[0], r[1], r[2], r[3]) for r in rows]
 
+    def set_project_root(self, name: str, root: str | None) -> None:
+        """Record where the project ``name``'s working directory is on this machine (None: where each memory was
+        captured, the default); the freshness check reads its files there."""
+        with atomic(self._conn) as conn:
+            if not conn.execute("SELECT 1 FROM projects WHERE name = ?", (name,)).fetchone():
+                raise NotFoundError(f"no project named {name!r}; see `memcairn stats` for the list")
+            conn.execute("UPDATE projects SET root = ? WHERE name = ?", (root, name))
+
+    def project_roots(self) -> dict[str, str]:
+        """Project name -> its recorded root: its own, else that of the project it was merged into."""
+        rows = self._conn.execute("SELECT name, merged_into_project, root FROM projects").fetchall()
+        into = {name: merged for name, merged, _ in rows}
+        own = {name: root for name, _, root in rows if root}
+        if not own:
+            return {}
+        out = {}
+        for name in into:
+            at, hops = name, 0
+            while at is not None and at not in own and hops < 32:
+                at, hops = into.get(at), hops + 1
+            if at is not None and at in own:
+                out[name] = own[at]
+        return out
+
     def project_names(self) -> list[str]:
         """Every project's name, sorted (cheap: no counting, unlike ``projects``)."""
         return sorted(name for _, name, _ in self.project_rows())

@@ -36,7 +36,7 @@ from memcairn.wire.config import Settings, check_bind, load_settings
 from memcairn.wire.protocol import CONTEXT_PATH, INIT_PATH, MAX_BODY_BYTES, OBSERVATIONS_PATH, SUMMARIZE_PATH
 from memcairn.worker.events import HEARTBEAT_SECONDS, Broadcaster
 from memcairn.worker.openapi import build_openapi
-from memcairn.worker.routes import context, corrections, health, ingest, items, reads, viewer
+from memcairn.worker.routes import context, corrections, health, ingest, items, reads, stale, viewer
 from memcairn.worker.routes.answers import error
 from memcairn.worker.security import BodyLimitMiddleware, GuardMiddleware
 from memcairn.worker.state import RuntimeSource, WorkerState
@@ -52,6 +52,7 @@ def _routes(static: Path) -> list[Route | Mount]:
         Route("/api/projects", reads.projects),
         Route("/api/search", reads.search),
         Route("/api/timeline", reads.timeline),
+        Route(stale.PATH, stale.stale),
         Route("/api/observations/batch", items.observations_batch, methods=["POST"]),
         Route(CONTEXT_PATH, context.context_inject, methods=["GET", "POST"]),
         Route("/api/memory/save", items.save_memory, methods=["POST"]),

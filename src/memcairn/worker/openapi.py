@@ -212,6 +212,13 @@ OPERATIONS: tuple[Operation, ...] = (
                         "read the same)"),
                   *PROJECT_PARAMS, FORMAT, TZ),
               errors=(400, 404, 500, 503)),
+    Operation("get", "/api/stale", "Memories the code no longer supports (a file they rest on deleted or moved, a "
+              "name they state gone from it), newest first, with the command that forgets them",
+              _json(_obj(("memories", "count", "forget"), memories={"type": "array", "items": {"type": "object"}},
+                         count={"type": "integer"}, forget=_NULLABLE_STR)),
+              params=(*PROJECT_PARAMS, Param("state", {"type": "array", "items": {
+                  "type": "string", "enum": ["stale", "changed"]}}, "stale (default) or changed; repeat for both")),
+              errors=(400, 500, 503)),
     Operation("post", "/api/observations/batch", "Full records for ids, in the order asked, plus the missing ids; "
               "format agent drops what an agent cannot use (uuid, hash, epochs, empty fields) and adds an ISO time",
               _json(_obj(("items", "missing"), items={"type": "array", "items": {"type": "object"}},

@@ -24,7 +24,7 @@ from starlette.concurrency import run_in_threadpool
 from memcairn.capture.background import CaptureRunner
 from memcairn.capture.llm import make_compressor
 from memcairn.capture.pipeline import CapturePipeline, CaptureReport
-from memcairn.context.freshness_check import shared_checker
+from memcairn.context.freshness_check import checker_for
 from memcairn.context.memo import ContextMemo
 from memcairn.core.errors import MemcairnError
 from memcairn.mirror.background import MirrorRunner
@@ -110,7 +110,7 @@ class WorkerState:
                                    recency_window_days=self.settings.recency_window_days,
                                    mirror_error=runtime.mirror_error,
                                    evidence_snippets=self.settings.search_evidence_snippets,
-                                   freshness=shared_checker())
+                                   freshness=checker_for(runtime.store))
             bridge = StoreEventBridge(runtime.store, self.broadcaster)
             runtime.store.add_listener(bridge)
             tailer = ExternalWriteTailer(bridge)  # other processes' writes, from the store's change log
