@@ -62,3 +62,36 @@ def test_a_deleted_files_memory_is_labelled_and_shown_stale(tmp_path: Path, repo
         assert step["stale_shown_stale"] == 1.0 and step["stale_with_reason"] == 1.0
         assert step["current_flagged"] == 0.0
         assert step["session_start_ms"] > 0
+
+
+def test_a_renamed_file_whose_names_hold_is_labelled_changed_and_shown_moved(tmp_path: Path) -> None:
+    path = tmp_path / "shop"
+    path.mkdir()
+    for args in (["init", "-q", "-b", "trunk"], ["config", "user.email", "t@example.com"],
+                 ["config", "user.name", "T"]):
+        subprocess.run(["git", "-C", str(path), *args], check=True, capture_output=True)
+    (path / "tax.py").write_text("def tax_rate(region):\n    return 0.2\n")
+    (path / "cart.py").write_text("def cart_total(items):\n    return sum(items)\n")
+    commit(path, "start", "2026-03-01T09:00:00Z")
+    (path / "rates").mkdir()
+    subprocess.run(["git", "-C", str(path), "mv", "tax.py", "rates/tax.py"], check=True, capture_output=True)
+    subprocess.run(["git", "-C", str(path), "mv", "cart.py", "basket.py"], check=True, capture_output=True)
+    (path / "basket.py").write_text("def basket_total(items):\n    return sum(items)\n")
+    commit(path, "move the rates, rename the cart", "2026-03-01T12:00:00Z")
+    session = (Transcript()
+               .prompt("What does tax_rate return?")
+               .tool("t1", "Read", {"file_path": f"{CWD}/tax.py"})
+               .result("t1", "def tax_rate(region):\n    return 0.2\n")
+               .text("`tax_rate` in tax.py returns 0.2 for every region.")
+               .prompt("Why is cart_total off by one?")
+               .tool("t2", "Read", {"file_path": f"{CWD}/cart.py"})
+               .result("t2", "def cart_total(items):\n    return sum(items)\n")
+               .text("`cart_total` in cart.py sums the items; it is not off by one.")
+               .write(tmp_path / "session.jsonl"))
+    out = tmp_path / "result.json"
+    run = CliRunner().invoke(cli, ["bench", "freshness", "--sessions", str(session), "--repo", str(path),
+                                   "--steps", "HEAD", "--runs", "1", "--json", str(out)])
+    assert run.exit_code == 0, run.output
+    step = json.loads(out.read_text())["steps"][0]
+    assert step["label_moved"] >= 1 and step["moved_said"] == 1.0
+    assert step["label_stale"] >= 1 and step["stale_shown_stale"] == 1.0

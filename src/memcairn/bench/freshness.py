@@ -19,7 +19,17 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from memcairn.bench.freshness_git import Label, Tree, checkout, clone, commit_at, commit_time, deleted_since, label
+from memcairn.bench.freshness_git import (
+    Label,
+    Tree,
+    checkout,
+    clone,
+    commit_at,
+    commit_time,
+    deleted_since,
+    label,
+    renamed_since,
+)
 from memcairn.context.build import render_context
 from memcairn.context.freshness_check import FreshnessChecker
 from memcairn.core.models import ItemFilter, MemoryItem
@@ -109,8 +119,9 @@ def run(sessions: Sequence[Path], repo: str, *, at: datetime | None = None, step
                 checkout(work, commit)
                 step_tree = Tree.of(work, commit)
                 gone = deleted_since(work, base, commit)
+                renamed = renamed_since(work, base, commit)
                 labels = {i.id: lab for i in items
-                          if (lab := label(i.anchors, work, base_tree, step_tree, gone)) is not None}
+                          if (lab := label(i.anchors, work, base_tree, step_tree, gone, renamed)) is not None}
                 states = FreshnessChecker().check(items)
                 row = {"step": step, "commit": commit[:12], "commit_time": commit_time(work, commit).isoformat(),
                        **score(labels, states)}
@@ -132,10 +143,13 @@ def score(labels: dict[int, Label], states: dict[int, Freshness]) -> dict[str, A
     as_stale = [i for i in stale if shown(i) == STALE]
     named = [i for i in as_stale if _names_why(labels[i], states[i].reasons)]
     false = [i for i in current if shown(i) in (CHANGED, STALE)]
+    moved = [i for i, lab in labels.items() if lab.state == CHANGED and lab.moved]
+    said_moved = [i for i in moved if shown(i) == CHANGED and any(" moved to " in r for r in states[i].reasons)]
     counts = {s: sum(1 for lab in labels.values() if lab.state == s) for s in (STALE, CHANGED, CURRENT)}
     return {"labelled": len(labels), **{f"label_{s}": n for s, n in counts.items()},
             "stale_not_current": _share(flagged, stale), "stale_shown_stale": _share(as_stale, stale),
             "stale_with_reason": _share(named, stale), "current_flagged": _share(false, current),
+            "label_moved": len(moved), "moved_said": _share(said_moved, moved),
             "shown": {s: sum(1 for i in labels if shown(i) == s) for s in (CURRENT, CHANGED, STALE, "unknown")}}
 
 
@@ -200,13 +214,14 @@ def _query(items: Sequence[MemoryItem]) -> str:
 COLUMNS = (("step", "step"), ("commit", "commit"), ("labelled", "labelled"), ("label_stale", "stale"),
            ("label_changed", "changed"), ("label_current", "current"), ("stale_not_current", "stale not current"),
            ("stale_shown_stale", "stale shown stale"), ("stale_with_reason", "stale w/ reason"),
-           ("current_flagged", "current flagged"), ("digest_stale_rows", "stale in digest"),
+           ("current_flagged", "current flagged"), ("label_moved", "renamed, names kept"),
+           ("moved_said", "… shown moved"), ("digest_stale_rows", "stale in digest"),
            ("digest_stale_as_current", "… as current"),
            ("session_start_ms", "SessionStart ms"), ("session_start_added_ms", "+freshness ms"),
            ("search_added_ms", "search +ms"), ("first_check_ms", "first check ms"))
 
 
-SHARES = frozenset({"stale_not_current", "stale_shown_stale", "stale_with_reason", "current_flagged"})
+SHARES = frozenset({"stale_not_current", "stale_shown_stale", "stale_with_reason", "current_flagged", "moved_said"})
 
 
 def _cell(key: str, value: Any) -> str:

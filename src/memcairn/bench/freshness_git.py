@@ -1,9 +1,11 @@
 """Git alone, for ``bench freshness``: a clone, the commit at a time, the files' blob ids, and the labels.
 
 A memory with anchored files is labelled between a base commit (where it was captured) and a later one:
-``stale`` when a file it anchors was deleted or renamed away (``git diff --name-status``: D or R), or an
-identifier it names was in one of its files at base and is in none of them later; ``current`` when every file
-has the same blob id; ``changed`` otherwise. Files that are not tracked at base say nothing.
+``stale`` when a file it anchors was deleted (``git diff -M --name-status``: D, or gone from the tree and not
+renamed), or an identifier it names was in one of its files at base and is in none of them later (a renamed
+file read at its new path); ``current`` when every file has the same blob id; ``changed`` otherwise, a file
+renamed with the names it held still there included (``Label.moved``). Files that are not tracked at base say
+nothing.
 """
 
 from __future__ import annotations
@@ -55,8 +57,9 @@ def checkout(repo: Path, commit: str) -> None:
 @dataclass(frozen=True)
 class Label:
     state: str
-    deleted: tuple[str, ...] = ()  # anchored files deleted or renamed away
+    deleted: tuple[str, ...] = ()  # anchored files deleted
     lost: tuple[str, ...] = ()  # identifiers held at base and by none of its files later
+    moved: tuple[str, ...] = ()  # anchored files renamed (their identifiers read at the new path)
 
 
 @dataclass
@@ -97,6 +100,16 @@ def deleted_since(repo: Path, base: str, step: str) -> set[str]:
     return gone
 
 
+def renamed_since(repo: Path, base: str, step: str) -> dict[str, str]:
+    """Paths of ``base`` git sees renamed by ``step``: old -> new."""
+    out = {}
+    for line in git(repo, "diff", "--name-status", "-M", base, step).splitlines():
+        parts = line.split("\t")
+        if parts[0][:1] == "R" and len(parts) > 2:
+            out[parts[1]] = parts[2]
+    return out
+
+
 def tracked_paths(anchors: dict[str, Any], checkout_dir: Path, base: Tree) -> list[str]:
     """The memory's anchored files (with an id at capture) that ``base`` tracks, relative to the checkout."""
     root = anchors.get("root") or str(checkout_dir)
@@ -111,20 +124,25 @@ def tracked_paths(anchors: dict[str, Any], checkout_dir: Path, base: Tree) -> li
     return list(dict.fromkeys(out))
 
 
-def label(anchors: dict[str, Any], checkout_dir: Path, base: Tree, step: Tree, deleted: set[str]) -> Label | None:
+def label(anchors: dict[str, Any], checkout_dir: Path, base: Tree, step: Tree, deleted: set[str],
+          renamed: dict[str, str] | None = None) -> Label | None:
     """The memory's label between ``base`` and ``step``; None when none of its files is tracked at base."""
     paths = tracked_paths(anchors, checkout_dir, base)
     if not paths:
         return None
-    gone = tuple(p for p in paths if p in deleted or p not in step.blobs)
+    moved = {p: new for p in paths if (new := (renamed or {}).get(p)) is not None and new in step.blobs}
+    gone = tuple(p for p in paths if (p in deleted or p not in step.blobs) and p not in moved)
+    later_paths = [moved.get(p, p) for p in paths if moved.get(p, p) in step.blobs]
     names = [n for n in anchors.get("identifiers") or () if isinstance(n, str)]
     lost: tuple[str, ...] = ()
     if names:
         then = held_identifiers(names, [base.content(p) for p in paths])
-        later = set(held_identifiers(then, [step.content(p) for p in paths if p in step.blobs]))
+        later = set(held_identifiers(then, [step.content(p) for p in later_paths]))
         lost = tuple(n for n in then if n not in later)
     if gone or lost:
-        return Label(STALE, gone, lost)
+        return Label(STALE, gone, lost, tuple(moved))
+    if moved:
+        return Label(CHANGED, moved=tuple(moved))
     if all(base.blobs[p] == step.blobs.get(p) for p in paths):
         return Label(CURRENT)
     return Label(CHANGED)
