@@ -11,13 +11,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from anchored_notes import FILES, anchored
 from git_repo import committed_repo
 from mcp_helpers import start_worker, worker_env
 
-from memcairn.capture.anchors import AnchorReader
 from memcairn.cli.app import run
 from memcairn.core.errors import ValidationError
-from memcairn.core.models import NewItem
 from memcairn.store import Store
 from memcairn.store.db import connect
 from memcairn.store.migrations import MIGRATIONS, migrate
@@ -25,16 +24,6 @@ from memcairn.wire.client import WorkerClient
 from memcairn.wire.config import load_settings
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
-
-FILES = {"cart.py": "def cart_total(items):\n    return sum(items)\n",
-         "tax.py": "def tax_rate(region):\n    return 0.2\n",
-         "ship.py": "def ship_cost(weight):\n    return 5\n"}
-
-
-def anchored(store: Store, repo: Path, path: str, text: str, project: str = "shop") -> int:
-    anchors = AnchorReader().anchors(str(repo), [path], [text])
-    return store.add_item(NewItem(project=project, kind="manual", title=text, text=text, anchors=anchors)).id
-
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
