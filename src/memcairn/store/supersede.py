@@ -18,15 +18,23 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from memcairn.core.clock import now_ms
-from memcairn.core.corrections import REVERTED, STATES, SUPERSEDED, WRONG, state_of
+from memcairn.core.corrections import (
+    PERSON,
+    REVERTED,
+    SOURCES,
+    STATES,
+    SUPERSEDED,
+    WRONG,
+    marked,
+    state_of,
+    unmarked,
+)
 from memcairn.core.errors import NotFoundError, ValidationError
 from memcairn.core.models import MemoryItem
 from memcairn.wire.privacy.scrubbing import scrub
 
 __all__ = ["REVERTED", "STATES", "SUPERSEDED", "WRONG", "correct", "state_of", "undo"]
-SOURCES = ("person", "capture")
 MAX_WHY_CHARS = 1000
-MAX_UNDONE = 20  # earlier corrections kept at most (the newest)
 
 
 class CorrectionStore(Protocol):
@@ -36,7 +44,7 @@ class CorrectionStore(Protocol):
 
 
 def correct(store: CorrectionStore, item_id: int, *, why: str | None = None, by: int | None = None,
-            state: str | None = None, source: str = "person") -> MemoryItem:
+            state: str | None = None, source: str = PERSON) -> MemoryItem:
     """Mark ``item_id`` superseded by ``by``, or wrong (or ``reverted``) because of ``why``; return it.
 
     Raises:
@@ -58,12 +66,7 @@ def correct(store: CorrectionStore, item_id: int, *, why: str | None = None, by:
     item = store.get_item(item_id)
     if by is not None:
         _check_successor(store, item, by)
-    correction: dict[str, Any] = {"state": state, "source": source, "at": now_ms()}
-    if by is not None:
-        correction["by"] = by
-    if why:
-        correction["why"] = why
-    return store.update_item(item_id, correction=_with_history(item, correction))
+    return store.update_item(item_id, correction=marked(item, state, now_ms(), by=by, why=why, source=source))
 
 
 def undo(store: CorrectionStore, item_id: int) -> MemoryItem:
@@ -76,7 +79,7 @@ def undo(store: CorrectionStore, item_id: int) -> MemoryItem:
     item = store.get_item(item_id)
     if state_of(item) is None:
         raise ValidationError(f"#{item_id} is not marked superseded, wrong or reverted: nothing to undo")
-    return store.update_item(item_id, correction=_with_history(item, {"undone_at": now_ms()}))
+    return store.update_item(item_id, correction=unmarked(item, now_ms()))
 
 
 def _check_successor(store: CorrectionStore, item: MemoryItem, by: int) -> None:
@@ -91,13 +94,3 @@ def _check_successor(store: CorrectionStore, item: MemoryItem, by: int) -> None:
                               "supersedes one of its own project")
     if state_of(successor) == SUPERSEDED and (successor.correction or {}).get("by") == item.id:
         raise ValidationError(f"#{by} is superseded by #{item.id}: undo that first")
-
-
-def _with_history(item: MemoryItem, new: dict[str, Any]) -> dict[str, Any]:
-    """``new`` with the correction it replaces appended to the earlier ones (``undone``)."""
-    old = dict(item.correction or {})
-    undone = list(old.pop("undone", None) or [])
-    old.pop("undone_at", None)
-    if old.get("state") in STATES:
-        undone.append(old)
-    return {**new, "undone": undone[-MAX_UNDONE:]} if undone else new

@@ -45,6 +45,8 @@ _MESSAGE = re.compile(r"[\"'`][^\"'`\n]*[A-Za-z]+ [A-Za-z]+[^\"'`\n]*[\"'`]")
 _COMMENT_TEXT = re.compile(r"^\s*(?:#!.*|#+|//+|--|/\*\*?|\*/?|<!--)\s?")
 _HEREDOC = ('"""', "'''")
 # a test declared by its name (ExUnit/RSpec ``test "…" do``, Jest/Vitest/Mocha ``it("…", …)``): the behaviour it pins
+# how a whole-file card's narrative names its file (``_card``'s lead): what a later card of the same file supersedes
+WHOLE_WRITE = re.compile(r"\b(?:Created|Rewrote) (?P<path>\S+) \(\d+ lines\)")
 _TEST = re.compile(r"""^\s*(?P<kind>test|it|describe|context|property|scenario)\s*\(?\s*(?P<q>["'])"""
                    r"""(?P<name>[^"'\n]{3,120})(?P=q)""")
 
