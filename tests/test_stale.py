@@ -20,6 +20,7 @@ from memcairn.core.errors import ValidationError
 from memcairn.store import Store
 from memcairn.store.db import connect
 from memcairn.store.migrations import MIGRATIONS, migrate
+from memcairn.store.supersede import correct
 from memcairn.wire.client import WorkerClient
 from memcairn.wire.config import load_settings
 
@@ -62,6 +63,11 @@ def test_stale_lists_what_the_code_contradicts_with_its_reasons_and_age(
     both = cli_json(capsys, "stale", "--json", "--state", "both", "--project", "shop")
     assert {m["id"] for m in both["memories"]} == {seeded["gone"], seeded["changed"]}
     assert cli_json(capsys, "stale", "--json", "--project", "elsewhere")["memories"] == []
+
+    with Store(load_settings().db_path) as store:
+        correct(store, seeded["changed"], why="shipping is priced by zone now")
+    after = cli_json(capsys, "stale", "--json", "--state", "both")
+    assert [m["id"] for m in after["memories"]] == [seeded["gone"]]  # a corrected memory is not listed again
 
     assert run(["stale"]) == 0
     text = capsys.readouterr().out

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memcairn.core.clock import now_ms
+from memcairn.core.corrections import state_of
 from memcairn.core.models import ItemFilter, MemoryItem
 from memcairn.search.freshness import CHANGED, STALE, Freshness, FreshnessCheck, age
 from memcairn.search.result import display_title
@@ -41,12 +42,12 @@ class Unsupported:
 def unsupported(store: ItemReader, check: FreshnessCheck, projects: Sequence[str] | None = None,
                 states: Sequence[str] = (STALE,)) -> list[Unsupported]:
     """The memories of ``projects`` (every project when None) whose freshness is one of ``states``, newest
-    first."""
+    first; a memory already said not to hold (``memcairn correct``) is not listed again."""
     wanted = set(states)
     if not wanted <= set(LISTED_STATES):
         raise ValueError(f"states are {' and '.join(LISTED_STATES)}, not {', '.join(sorted(wanted))}")
     items = [i for i in store.list_items(ItemFilter(projects=list(projects) if projects else None),
-                                         limit=MAX_CHECKED) if i.anchors]
+                                         limit=MAX_CHECKED) if i.anchors and state_of(i) is None]
     states_of = check.check(items) if items else {}
     return [Unsupported(i, f) for i in items if (f := states_of.get(i.id)) is not None and f.state in wanted]
 
@@ -78,7 +79,8 @@ def render_text(answer_: dict[str, Any], *, forget_hint: str | None = None) -> s
         if len(row["reasons"]) > MAX_REASONS:
             lines.append(f"    … and {len(row['reasons']) - MAX_REASONS} more")
     ids = " ".join(str(row["id"]) for row in rows)
-    hint = ("Forget them all: memcairn stale --forget (or: memcairn forget {ids})" if forget_hint is None
+    hint = ("Forget them all: memcairn stale --forget (or: memcairn forget {ids}); or say what replaced one: "
+            "memcairn correct ID --why ... [--by NEWER_ID]" if forget_hint is None
             else forget_hint).format(ids=ids, ids_json="[" + ", ".join(str(row["id"]) for row in rows) + "]")
     if hint:
         lines.append(hint)
