@@ -120,12 +120,14 @@ def test_a_qualified_name_whose_member_stays_in_its_qualifiers_module_still_hold
     (repo / "store").mkdir()
     (repo / "store" / "writes.py").write_text("class Writes:\n    def add_item(self):\n        pass\n")
     (repo / "lib.ex").write_text("defmodule App.Sync do\n  def sync_all, do: :ok\nend\n# App.Sync.sync_all\n")
+    (repo / "app.js").write_text("const Hooks = {}\nHooks.TextSelection = { mounted() {} }\n")
     commit(repo, "start")
-    item = memory(store, repo, ["notes.md", "store/writes.py", "lib.ex"],
-                  "Save through `Store.add_item`; `App.Sync.sync_all` syncs")
-    assert {"Store.add_item", "App.Sync.sync_all"} <= set(item.anchors["identifiers"])
+    item = memory(store, repo, ["notes.md", "store/writes.py", "lib.ex", "app.js"],
+                  "Save through `Store.add_item`; `App.Sync.sync_all` syncs; `Hooks.TextSelection` reads it")
+    assert {"Store.add_item", "App.Sync.sync_all", "Hooks.TextSelection"} <= set(item.anchors["identifiers"])
 
     (repo / "notes.md").write_text("Saving is documented elsewhere.\n")
     (repo / "lib.ex").write_text("defmodule App.Sync do\n  def sync_all, do: :ok\nend\n")
+    (repo / "app.js").write_text("const Hooks = {\n  TextSelection: { mounted() {} },\n}\n")
     found = FreshnessChecker().check([item])[item.id]
     assert found.state == CHANGED, found.reasons

@@ -298,7 +298,7 @@ class _Seen:
 _SELF = frozenset({"self", "this", "cls", "super", "Self"})
 # a file declaring the qualifier: package paths, class Paths, defmodule App.Paths, mod paths, namespace App\Paths...
 _DECLARES = (rb"(?:^|[\s;{])(?:package|class|module|defmodule|struct|interface|type|object|namespace|mod|trait|"
-             rb"enum|impl|record|protocol|extension)\s+(?:[\w.:\\]+[.:\\])?%s(?![\w])")
+             rb"enum|impl|record|protocol|extension|const|let|var|val)\s+(?:[\w.:\\]+[.:\\])?%s(?![\w])")
 
 
 class ProjectRoots(Protocol):

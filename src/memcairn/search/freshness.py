@@ -82,10 +82,12 @@ def with_mark(title: str, freshness: Freshness | None) -> str:
 
 
 def age(then_ms: int, now_ms: int) -> str:
-    """How long ago, shortly: ``just now``, ``12 min ago``, ``5 h ago``, ``3 d ago``, ``6 w ago``, ``2 y ago``."""
+    """How long ago, shortly: ``just now``, ``12 min ago``, ``5 h ago``, ``3 d ago``, ``6 w ago``, ``10 mo ago``,
+    ``2 y ago``."""
     seconds = max(0, now_ms - then_ms) // 1000
-    for unit, size in (("y", 365 * 86400), ("w", 7 * 86400), ("d", 86400), ("h", 3600), ("min", 60)):
-        if seconds >= size * (2 if unit in ("y", "w") else 1):
+    for unit, size, least in (("y", 365 * 86400, 2), ("mo", 30 * 86400, 3), ("w", 7 * 86400, 2), ("d", 86400, 1),
+                              ("h", 3600, 1), ("min", 60, 1)):
+        if seconds >= size * least:
             return f"{seconds // size} {unit} ago"
     return "just now"
 
