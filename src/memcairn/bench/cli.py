@@ -337,8 +337,13 @@ def bench_worker(items: int, clients: int, requests: int, projects: int, home: P
               help="Concurrent clients of the search and context scenarios.")
 @click.option("--requests", default=400, show_default=True, type=click.IntRange(min=1),
               help="Requests per read scenario, shared by the clients.")
-@click.option("--crash-events", default=3_000, show_default=True, type=click.IntRange(min=30),
-              help="Events of the kill -9 scenario (the server is killed once a third are acknowledged).")
+@click.option("--crash-events", default=3_000, show_default=True, type=click.IntRange(min=0),
+              help="Events of the kill -9 scenario (the server is killed once a third are acknowledged); 0 skips it.")
+@click.option("--quiet-uploads", default=10_000, show_default=True, type=click.IntRange(min=0),
+              help="Events another tenant uploads while a quiet tenant's memory is timed until searchable; 0 skips.")
+@click.option("--preload", default=0, show_default=True, type=click.IntRange(min=0),
+              help="Memories written straight into the embedded PostgreSQL (with vectors) before the server starts, "
+                   "e.g. 100000: the reads then run at that size without waiting for the model to embed them.")
 @click.option("--embed-timeout", default=3_600.0, show_default=True, type=click.FloatRange(min=0),
               help="Seconds to wait for the embedding backlog before the reads (what is left is reported).")
 @click.option("--database", metavar="URL", help="An existing PostgreSQL [default: the embedded one, in a temp dir].")
@@ -346,8 +351,8 @@ def bench_worker(items: int, clients: int, requests: int, projects: int, home: P
               help="The server's processes [default: the server's, one per core, at most 4].")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), help="Also write results here.")
 def bench_server(items: int, projects: int, clients: int, batch: int, rate: float | None, read_clients: int,
-                 requests: int, crash_events: int, embed_timeout: float, database: str | None,
-                 workers: int | None, json_out: Path | None) -> None:
+                 requests: int, crash_events: int, quiet_uploads: int, preload: int, embed_timeout: float,
+                 database: str | None, workers: int | None, json_out: Path | None) -> None:
     """A real `memcairn server` process under concurrent clients: ingest through the queue, its drain, search
     (keyword, fused with and without the query's embedding), context, and a kill -9 under ingest.
 
@@ -361,8 +366,8 @@ def bench_server(items: int, projects: int, clients: int, batch: int, rate: floa
     _check_output(json_out)
     result = server.run(items=items, clients=clients, read_clients=read_clients, requests=requests,
                         projects=projects, database_url=database, workers=workers, rate=rate, batch=batch,
-                        crash_events=crash_events, embed_timeout=embed_timeout,
-                        log=lambda m: click.echo(m, err=True))
+                        crash_events=crash_events, quiet_uploads=quiet_uploads, preload=preload,
+                        embed_timeout=embed_timeout, log=lambda m: click.echo(m, err=True))
     click.echo(server.render(result))
     if json_out:
         _write_json(json_out, result)

@@ -22,6 +22,10 @@ Scenarios, in order:
   finds it, with the busy tenant's backlog at that moment (the embedding task takes its batches round robin over
   the tenants: ``pgstore/backlog.py``).
 
+With ``preload`` (``--preload 100000``) that many memories, with vectors, are written straight into PostgreSQL
+before the server starts (``bench/server_preload.py``), so the reads run at that size without waiting for the
+model to embed them; every request measured still goes through the HTTP API.
+
 Rows give throughput, median, p95 and max, and the 1-minute load average when the scenario ended (the machine
 is shared: the clients run on the same cores as the server). Nothing here is asserted in tests.
 """
@@ -128,7 +132,7 @@ def _wait_ready(proc: subprocess.Popen[bytes], port: int, log_path: Path, timeou
 
 def run(*, items: int = 2_000, clients: int = 200, read_clients: int = 50, requests: int = 400, projects: int = 10,
         database_url: str | None = None, workers: int | None = None, rate: float | None = None, batch: int = 1,
-        crash_events: int = 3_000, embed_timeout: float = 3_600.0, quiet_uploads: int = 10_000,
+        crash_events: int = 3_000, embed_timeout: float = 3_600.0, quiet_uploads: int = 10_000, preload: int = 0,
         log: Log = lambda _m: None) -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix="memcairn-bench-server-"))
     root.chmod(0o755)  # the embedded PostgreSQL's user must reach its folder under it
@@ -136,6 +140,15 @@ def run(*, items: int = 2_000, clients: int = 200, read_clients: int = 50, reque
     env = {**os.environ, "MEMCAIRN_HOME": str(home)}
     database = ["--database", database_url] if database_url else []
     key, busy, quiet = (_make_key(f"{name}-{os.getpid()}", database, env) for name in ("bench", "busy", "quiet"))
+    preloaded: dict[str, Any] = {}
+    if preload:
+        if database_url:
+            raise ValueError("--preload writes into the embedded cluster; it cannot be given with --database")
+        from memcairn.bench.server_preload import preload as preload_rows
+
+        log(f"preloading {preload:,} memories over {projects} projects straight into PostgreSQL")
+        preloaded = preload_rows(home, f"bench-{os.getpid()}", preload, projects, log=log)
+        log(f"preloaded: {preloaded}")
     port = free_port()
     from memcairn.server.run import default_workers
 
@@ -161,13 +174,15 @@ def run(*, items: int = 2_000, clients: int = 200, read_clients: int = 50, reque
         names = [f"project-{i % projects:02d}" for i in range(requests)]
         rows += _reads(port, key, names, requests, read_clients, log, workers)
         errors = ingest.sample_errors
-        log("kill -9 under ingest, then a restart")
-        try:
-            proc, crash = _crash_and_restart(proc, port, key, clients, crash_events, projects, argv, env, log_path,
-                                             rate)
-        except (RuntimeError, OSError, http.client.HTTPException) as exc:  # the rows above still count
-            crash = {"error": str(exc)[-1500:]}
-            log(f"the kill -9 scenario failed: {exc}")
+        crash: dict[str, Any] = {}
+        if crash_events:
+            log("kill -9 under ingest, then a restart")
+            try:
+                proc, crash = _crash_and_restart(proc, port, key, clients, crash_events, projects, argv, env,
+                                                 log_path, rate)
+            except (RuntimeError, OSError, http.client.HTTPException) as exc:  # the rows above still count
+                crash = {"error": str(exc)[-1500:]}
+                log(f"the kill -9 scenario failed: {exc}")
         fairness: dict[str, Any] = {}
         if quiet_uploads:
             log(f"a quiet tenant's memories while another tenant uploads {quiet_uploads:,} events")
@@ -185,7 +200,8 @@ def run(*, items: int = 2_000, clients: int = 200, read_clients: int = 50, reque
         shutil.rmtree(root, ignore_errors=True)
     return {"items": items, "projects": projects, "clients": clients, "read_clients": read_clients,
             "workers": workers, "rate": rate, "batch": batch,
-            "database": "given" if database_url else "embedded", "rows": rows, "queue": queue, "backlog": backlog,
+            "database": "given" if database_url else "embedded", "preloaded": preloaded, "rows": rows,
+            "queue": queue, "backlog": backlog,
             "crash": crash, "fairness": fairness, "sample_errors": errors}
 
 
@@ -277,8 +293,10 @@ def event_posts(items: Iterable[NewItem], batch: int, prefix: str) -> list[Reque
 
 def _reads(port: int, key: str, names: list[str], requests: int, clients: int, log: Log,
            workers: int = 1) -> list[dict[str, Any]]:
-    """Keyword search; fused search with the query's embedding (queries never asked before); fused search with
-    the query vector cached (the same queries asked before, unmeasured: each server process keeps the vectors of
+    """Keyword search; then, once the warm-up below has read every project's vectors into the server's copies
+    (so the first row with the model does not also pay for reading them), fused search with the query's embedding
+    (queries never asked before) and fused search with the query vector cached (the same queries asked before,
+    unmeasured: each server process keeps the vectors of
     the queries it answered, and a client's connection stays with one process, so the queries are asked four times
     per process, leaving about one in 2^(4 * workers) to a process that has not seen it: 1 in 256 with two
     processes, where twice per process left 1 in 16, enough to be the p95 of a row that says it excludes the
@@ -292,21 +310,22 @@ def _reads(port: int, key: str, names: list[str], requests: int, clients: int, l
     fresh = [f"{q} {n}" for n, q in enumerate(synthetic_queries(requests, seed=23))]
     repeated = synthetic_queries(requests)
     rows = []
-    for label, paths in (("search keyword", searches(repeated, "keyword")),
-                         ("search fused (query embedding included)", searches(fresh, "auto"))):
-        log(f"{label}: {len(paths)} requests, {clients} clients")
-        rows.append(_row(label, clients, drive(port, key, paths, clients)))
-        log(f"{rows[-1]}")
+    log(f"search keyword: {requests} requests, {clients} clients")
+    rows.append(_row("search keyword", clients, drive(port, key, searches(repeated, "keyword"), clients)))
+    log(f"{rows[-1]}")
     warmed = 0
     for _ in range(4 * workers):  # computes and keeps each query's vector in the process that answers it
         warmed += len(drive(port, key, searches(repeated, "semantic"), clients).latencies_ms)
-    log(f"query vectors cached ({warmed} warm-up searches); fused search again")
+    log(f"query vectors and the projects' vectors in memory ({warmed} warm-up searches); fused search")
+    rows.append(_row("search fused (query embedding included)", clients,
+                     drive(port, key, searches(fresh, "auto"), clients)))
     rows.append(_row("search fused (query vector cached: embedding excluded)", clients,
                      drive(port, key, searches(repeated, "auto"), clients)))
+    log(f"{rows[-2]}\n{rows[-1]}")
     context: list[Request] = [("GET", "/v1/context?" + urllib.parse.urlencode({"project": p}), None, {})
                               for p in names]
     rows.append(_row("context", clients, drive(port, key, context, clients)))
-    log(f"{rows[-2]}\n{rows[-1]}")
+    log(f"{rows[-1]}")
     return rows
 
 
@@ -420,6 +439,9 @@ def render(result: dict[str, Any]) -> str:
             f"{result['projects']} projects from {result['clients']} simulated agents ({result['batch']} event(s) a "
             f"request), reads from {result['read_clients']} clients, {result.get('workers', 1)} server worker "
             f"process(es); load1: the 1-minute load average when the row ended")
+    if result.get("preloaded"):
+        head += (f"; {result['preloaded']['memories']:,} memories written straight into PostgreSQL before the server "
+                 f"started (bench/server_preload.py)")
     parts = [head, render_table(result["rows"])]
     fairness = result.get("fairness") or {}
     for title, name in (("ingest queue after the last event was acknowledged", "queue"),
