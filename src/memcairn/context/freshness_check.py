@@ -40,6 +40,7 @@ class _Unreadable:
 
 
 GONE, UNREADABLE = _Gone(), _Unreadable()
+_UNSET: Any = object()
 
 
 class FreshnessChecker:
@@ -50,6 +51,7 @@ class FreshnessChecker:
         self._ids: dict[str, tuple[int, int, str, str]] = {}  # full path -> (size, mtime_ns, id, by)
         self._held: dict[tuple[str, tuple[str, ...]], frozenset[str]] = {}  # (file id, names) -> names held
         self._generation = 0  # how many times a file's kept id was replaced (or all were dropped)
+        self._fulls: dict[tuple[str | None, str], str | None] = {}  # (root, anchored path) -> full path
         self._homes: dict[tuple[str, str], bool] = {}  # (file id, qualifier) -> whether the file declares it
         self._renames = GitRenames()
 
@@ -102,7 +104,12 @@ class FreshnessChecker:
         checked = 0
         for entry in files:
             path, then = entry["path"], entry.get("id")
-            full = _full(root, path)
+            key = (root, path)
+            full = self._fulls.get(key, _UNSET)
+            if full is _UNSET:
+                if len(self._fulls) >= MAX_FILES_KEPT:
+                    self._fulls.clear()
+                full = self._fulls[key] = _full(root, path)
             if full is None:
                 continue
             now_id = self._file_id(full, root, entry.get("by"))
