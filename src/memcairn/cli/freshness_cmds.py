@@ -59,10 +59,10 @@ def _forget(ids: list[int]) -> list[int]:
 @click.option("--json", "as_json", is_flag=True, help="Print {memories: [{id, title, age, state, reasons...}], "
               "count, forget}.")
 def stale(projects: tuple[str, ...], state: str, forget: bool, yes: bool, local: bool, as_json: bool) -> None:
-    """List the memories the code no longer supports: a file they rest on deleted or moved, or a name they
-    state no longer in its files (`memcairn projects root` says where a project's files are when the
-    sessions were recorded elsewhere). Each with its id, age, state and reasons; forget them with --forget, or
-    correct one by saving what holds now.
+    """List the memories the code no longer supports: a file they rest on deleted, or a name they state no
+    longer in its files (a file git saw renamed is read at its new path). `memcairn projects root` says where a
+    project's files are when its sessions were recorded elsewhere. Each with its id, age, state and reasons;
+    forget them with --forget, or mark one wrong or superseded with `memcairn correct`.
 
     Example:
 
