@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 
 from memcairn.capture.offline import narration
 from memcairn.capture.offline.actions import _PURPOSE
+from memcairn.capture.offline.dead_ends import DeadEnd, dead_ends
 from memcairn.capture.offline.text import (
     _SENTENCE_END,
     SUBTITLE_MAX,
@@ -31,6 +32,7 @@ from memcairn.capture.records import Observation, Summary, Turn
 
 REQUEST_MAX = 200
 INVESTIGATED_MAX = 150
+DEAD_ENDS_MAX = 300  # characters more for the hypotheses ruled out (``capture.offline.dead_ends``), when there are any
 LEARNED_MAX = 400
 COMPLETED_MAX = 500
 REPORT_MAX = 400  # of ``completed``, what the closing report may take (all of it is an observation of its own)
@@ -136,7 +138,10 @@ def _summary(turn: Turn, observations: Sequence[Observation]) -> Summary | None:
     # lookups of the project's files (not only a background task's output file or a glob)
     looked = [o for o in observations if o.type == "discovery" and any(map(in_project, o.files_read))]
     done = [o for o in observations if o.type in ("bugfix", "feature", "change", "refactor")]
-    causes = _causes(said, LEARNED_MAX // 2)
+    # a hypothesis the turn later said did not hold is what was tried, not what was learned (capture.offline.dead_ends)
+    ends = dead_ends(said)
+    tried = {end.hypothesis for end in ends}
+    causes = [c for c in _causes(said, LEARNED_MAX // 2) if c not in tried]
     learned = [o.title for o in observations if o.type in ("bugfix", "decision")]
     learned += [fact for o in observations for fact in o.facts if _is_lesson(fact)][:6]
     # what was done: the closing message, then the reports the agent wrote between calls, newest first
@@ -161,7 +166,7 @@ def _summary(turn: Turn, observations: Sequence[Observation]) -> Summary | None:
     rest = _joined((o.title for o in done), COMPLETED_MAX - len(completed or "") - 2) if done else None
     return Summary(
         request=_clip(prompt, REQUEST_MAX) or None,
-        investigated=_joined((o.title for o in looked), INVESTIGATED_MAX) or _looked_at(observations),
+        investigated=_tried(ends, _joined((o.title for o in looked), INVESTIGATED_MAX) or _looked_at(observations)),
         learned=_joined([narration.joined(causes)] + learned, LEARNED_MAX),
         completed=" ".join(p for p in (completed, rest) if p) or None,
         next_steps=_clip(join_list(p for p in (*filed, _prose(todo, NEXT_MAX) or _next_steps(message)) if p),
@@ -171,6 +176,13 @@ def _summary(turn: Turn, observations: Sequence[Observation]) -> Summary | None:
                           if in_project(path)][:READ_MAX]),
         files_modified=tuple(modified),
     )
+
+
+def _tried(ends: Sequence[DeadEnd], investigated: str | None) -> str | None:
+    """What was looked into, after the hypotheses ruled out (each with why it did not hold)."""
+    if not ends:
+        return investigated
+    return _joined([*(end.said for end in ends), investigated or ""], DEAD_ENDS_MAX + INVESTIGATED_MAX)
 
 
 def _is_lesson(fact: str) -> bool:
