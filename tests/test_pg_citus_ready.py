@@ -21,10 +21,10 @@ NOT_BY_TENANT = {
     "app_role": "the name of the database's application role (one row): the coordinator's own bookkeeping",
     "tenant_entries": "the tenant each backend's open transaction entered (unlogged): each node's own bookkeeping",
 }
-# Ids handed out by one sequence for all tenants, and why that is no leak between tenants nor a problem for
-# Citus: bigint identity columns, which Citus hands out from a range per node; each is read only within its
-# tenant (a memory id, a change sequence number, a queued event's id, an audit row). What one reveals is how
-# many ids were taken in between, by anyone.
+# Row ids handed out by one sequence for all tenants: bigint identity columns, which Citus hands out from a range
+# per node. The API shows none of those that count a tenant's work (memories and changes go by their number within
+# the tenant, migration 12, from sequences of the schema ``memcairn_numbers``; a queued event by its place in its
+# batch): two of them would tell how many rows other tenants wrote in between. Audit entries keep theirs (admins).
 SHARED_SEQUENCES = {("items", "id"), ("projects", "id"), ("sessions", "id"), ("audit_log", "id"),
                     ("changes", "seq"), ("ingest_queue", "id"), ("tenants", "id")}
 

@@ -41,11 +41,12 @@ class World:
     owner: str
     team: TeamStore
     keys: list[Key]
-    items: dict[int, tuple[str, str, str]]  # id -> (tenant, project, title)
+    # (tenant, id: the memory's number within its tenant) -> (tenant, project, title)
+    items: dict[tuple[str, int], tuple[str, str, str]]
 
     def visible(self, key: Key, item_id: int) -> bool:
-        tenant, project, _ = self.items[item_id]
-        return tenant == key.tenant and key.pin in (None, project)
+        found = self.items.get((key.tenant, item_id))
+        return found is not None and key.pin in (None, found[1])
 
     def item_count(self) -> int:
         with db.connect(self.owner) as conn:
@@ -76,14 +77,14 @@ def world(pg_database: str) -> Iterator[World]:
             title = f"zebra{tenant}{project} deployment notes"
             saved = team.add(tenant_ids[tenant], NewItem(project=project, kind="manual", title=title,
                                                          text=f"how {project} of {tenant} is deployed"))
-            items[saved.id] = (tenant, project, title)
+            items[(tenant, saved.number)] = (tenant, project, title)
     with TestClient(make_app(ServerState(pool=pool, team=team, secret=TEST_SECRET))) as client:
         yield World(client, pg_database, team, made, items)
     pool.close()
 
 
 def test_no_request_crosses_a_tenant_or_a_project_pin(world: World) -> None:
-    ids = sorted(world.items)
+    ids = sorted({number for _, number in world.items})
     routes = ("get", "delete", "search", "search_all", "projects", "context", "post", "keys", "revoke",
               "timeline")
 
@@ -94,12 +95,12 @@ def test_no_request_crosses_a_tenant_or_a_project_pin(world: World) -> None:
     def check(key: Key, route: str, item_id: int, project: str) -> None:
         headers = {"Authorization": f"Bearer {key.secret}"}
         c = world.client
-        visible = {i for i in world.items if world.visible(key, i)}  # the posts below add to world.items
+        visible = {n for _, n in world.items if world.visible(key, n)}  # the posts below add to world.items
         if route == "get":
             r = c.get(f"/v1/memories/{item_id}", headers=headers)
             assert r.status_code == (200 if item_id in visible else 404), r.text
             if r.status_code == 200:
-                assert r.json()["title"] == world.items[item_id][2]
+                assert r.json()["title"] == world.items[(key.tenant, item_id)][2]
         elif route == "delete":
             if item_id in visible:
                 return  # deleting what the key may delete is no crossing; the world stays as it is
@@ -114,13 +115,13 @@ def test_no_request_crosses_a_tenant_or_a_project_pin(world: World) -> None:
             assert off_pin or {hit["id"] for hit in r.json()["results"]} <= visible
         elif route == "projects":
             names = {p["name"] for p in c.get("/v1/projects", headers=headers).json()["projects"]}
-            assert names <= {world.items[i][1] for i in visible}
+            assert names <= {world.items[(key.tenant, i)][1] for i in visible}
         elif route == "context":
             r = c.get("/v1/context", params={"project": project}, headers=headers)
             assert r.status_code == (200 if key.pin in (None, project) else 403), r.text
             text = r.json().get("context", "")
-            for i, (_, _, title) in world.items.items():
-                assert (title in text) <= (i in visible)
+            for (tenant, i), (_, _, title) in world.items.items():
+                assert (title in text) <= (tenant == key.tenant and i in visible)
         elif route == "timeline":
             r = c.get("/v1/timeline", params={"anchor": item_id, "before": 5, "after": 5}, headers=headers)
             if item_id in visible:
@@ -146,7 +147,7 @@ def test_no_request_crosses_a_tenant_or_a_project_pin(world: World) -> None:
             if not allowed:
                 assert world.item_count() == before
             else:
-                world.items[r.json()["id"]] = (key.tenant, project, title)
+                world.items[(key.tenant, r.json()["id"])] = (key.tenant, project, title)
 
     check()
 

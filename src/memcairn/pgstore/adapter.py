@@ -49,16 +49,17 @@ from memcairn.pgstore.keyword import in_projects
 from memcairn.pgstore.totals import window_start
 from memcairn.store.records import ProjectInfo, QueryTerms, only_item
 
-# the API's columns of a memory and its session's platform, looked up by primary key
+# the API's columns of a memory and its session's platform, looked up by primary key; last, its number in the
+# tenant (the API's id: ``pgstore/item_numbers.py``), kept by the store rather than in the record
 _SELECT = (f"SELECT {RECORD_COLUMNS},"
-           " (SELECT s.platform FROM sessions s WHERE s.id = i.session_id AND s.tenant_id = i.tenant_id)"
+           " (SELECT s.platform FROM sessions s WHERE s.id = i.session_id AND s.tenant_id = i.tenant_id), i.number"
            " FROM items i")
 _UNSUPPORTED = ("concepts", "files", "platform_source")
 _BEYOND_PROJECTS = ("kinds", "types", "concepts", "files", "date_start", "date_end", "platform_source", "session")
 
 
 def _item(row: Sequence[Any]) -> MemoryItem:
-    item_id, project, kind, kind_type, title, text, epoch, digest, session, platform = row
+    item_id, project, kind, kind_type, title, text, epoch, digest, session, platform = row[:10]
     return MemoryItem(
         id=int(item_id), uuid="", project=project, merged_into_project=None, session=session, kind=kind,
         type=kind_type or DEFAULT_TYPES[kind], title=title or None, subtitle=None, text=text or None,
@@ -85,6 +86,7 @@ class TenantStore:
         self.cur = cur
         self._reads = CandidateReads() if cur is not None else None
         self._resolved: dict[tuple[str, ...] | None, list[int]] = {}  # project names -> ids, kept while bound
+        self.numbers: dict[int, int] = {}  # row id -> number in the tenant of every memory this store read
 
     @contextmanager
     def _cursor(self) -> Iterator[psycopg.Cursor]:
@@ -137,8 +139,13 @@ class TenantStore:
             return []
         rows = self._rows(f"{_SELECT} WHERE i.tenant_id = %s AND (%s::bigint IS NULL OR i.project_id = %s)"
                           " AND i.id = ANY(%s)", (self.tenant_id, self.pin, self.pin, wanted))
-        by_id = {item.id: item for item in map(_item, rows)}
+        by_id = {item.id: item for item in self._items(rows)}
         return [by_id[i] for i in wanted if i in by_id]
+
+    def _items(self, rows: Sequence[Sequence[Any]]) -> list[MemoryItem]:
+        """The records of ``_SELECT``'s rows; their numbers kept in ``numbers``."""
+        self.numbers.update((int(row[0]), int(row[10])) for row in rows)
+        return [_item(row) for row in rows]
 
     def list_items(self, flt: ItemFilter | None = None, *, order: str = "newest", limit: int = 50,
                    offset: int = 0) -> list[MemoryItem]:
@@ -148,7 +155,7 @@ class TenantStore:
         direction = "ASC" if order == "oldest" else "DESC"
         sql = (f"{_SELECT} WHERE {' AND '.join(clauses)}"
                f" ORDER BY i.created_at_epoch {direction}, i.id {direction} LIMIT %s OFFSET %s")
-        return [_item(row) for row in self._rows(sql, (*params, int(limit), int(offset)))]
+        return self._items(self._rows(sql, (*params, int(limit), int(offset))))
 
     # -- time window --------------------------------------------------------------------------------------
     def filter_ids(self, ids: Sequence[int], flt: ItemFilter | None) -> set[int]:
@@ -204,7 +211,7 @@ class TenantStore:
         later = self._rows(f"{_SELECT} WHERE {where} AND (i.created_at_epoch, i.id) >= (%s, %s)"
                            " ORDER BY i.created_at_epoch, i.id LIMIT %s",
                            (*params, int(epoch), key, int(after))) if after > 0 else []
-        return [_item(r) for r in reversed(earlier)], [_item(r) for r in later]
+        return self._items(list(reversed(earlier))), self._items(later)
 
     # -- keyword leg and evidence -------------------------------------------------------------------------
     def keyword_ids(self, query: str, flt: ItemFilter | None = None, *, limit: int = 20, offset: int = 0,

@@ -72,6 +72,7 @@ class Saved:
     id: int
     created: bool
     forgotten: bool = False
+    number: int = 0  # the memory's number within its tenant: its id in the API
 
 
 def nearest_sql(*, exact: bool) -> str:
@@ -198,22 +199,22 @@ class TeamStore:
             "WITH new AS (INSERT INTO items (tenant_id, project_id, session_id, kind, type, title, text,"
             "  content_hash, created_by, created_at_epoch) VALUES (%(t)s, %(p)s, %(s)s, %(kind)s, %(type)s,"
             "  %(title)s, %(text)s, %(hash)s, %(key)s, %(epoch)s)"
-            "  ON CONFLICT (tenant_id, project_id, content_hash) DO NOTHING RETURNING id),"
+            "  ON CONFLICT (tenant_id, project_id, content_hash) DO NOTHING RETURNING id, number),"
             " queued AS (INSERT INTO embedding_backlog (item_id, tenant_id) SELECT id, %(t)s FROM new),"
             " audited AS (INSERT INTO audit_log (tenant_id, key_id, actor, action, target, request_id)"
-            "  SELECT %(t)s, %(key)s, %(actor)s, 'memories.create', id::text, %(request)s FROM new),"
-            " changed AS (INSERT INTO changes (tenant_id, project_id, item_id, op) SELECT %(t)s, %(p)s, id, 'stored'"
-            "  FROM new)"
-            " SELECT id FROM new",
+            "  SELECT %(t)s, %(key)s, %(actor)s, 'memories.create', number::text, %(request)s FROM new),"
+            " changed AS (INSERT INTO changes (tenant_id, project_id, item_id, item_number, op)"
+            "  SELECT %(t)s, %(p)s, id, number, 'stored' FROM new)"
+            " SELECT id, number FROM new",
             {"t": tenant_id, "p": project_id, "s": session_id, "kind": item.kind, "type": item.type,
              "title": item.title or "", "text": item.text or "", "hash": digest, "key": who.key_id,
              "epoch": ready.epoch, "actor": audit_actor(who), "request": who.request_id}).fetchone()
         if row:
-            return Saved(int(row[0]), True)
-        found = cur.execute("SELECT id FROM items WHERE tenant_id = %s AND project_id = %s AND content_hash = %s",
-                            (tenant_id, project_id, digest)).fetchone()
+            return Saved(int(row[0]), True, number=int(row[1]))
+        found = cur.execute("SELECT id, number FROM items WHERE tenant_id = %s AND project_id = %s"
+                            " AND content_hash = %s", (tenant_id, project_id, digest)).fetchone()
         assert found is not None
-        return Saved(int(found[0]), False)
+        return Saved(int(found[0]), False, number=int(found[1]))
 
     def insert_many(self, cur: psycopg.Cursor, tenant_id: int,
                     batch: Sequence[tuple[Prepared, int | None, Actor]]) -> list[Saved]:
@@ -331,14 +332,14 @@ class TeamStore:
                   actor: Actor | None = None) -> bool:
         """``forget`` in the caller's open transaction for ``tenant_id``."""
         row = cur.execute("DELETE FROM items WHERE tenant_id = %s AND id = %s AND (%s::bigint IS NULL OR"
-                          " project_id = %s) RETURNING project_id, content_hash",
+                          " project_id = %s) RETURNING project_id, content_hash, number",
                           (tenant_id, item_id, pin, pin)).fetchone()
         if not row:
             return False
         cur.execute("INSERT INTO forgotten (tenant_id, project_id, content_hash) VALUES (%s, %s, %s)"
                     " ON CONFLICT DO NOTHING", (tenant_id, row[0], row[1]))
-        audit(cur, tenant_id, "memories.forget", actor, str(item_id))
-        _changed(cur, tenant_id, row[0], item_id, "forgotten")
+        audit(cur, tenant_id, "memories.forget", actor, str(row[2]))
+        _changed(cur, tenant_id, row[0], item_id, "forgotten", row[2])
         return True
 
     def forget_content(self, tenant_id: int, ready: Prepared, *, pin: int | None = None, actor: Actor | None = None,
@@ -347,7 +348,7 @@ class TeamStore:
         its project (so a copy still waiting in the ingest queue is refused when it is stored) and the item
         holding it, if stored, is deleted. With ``replacement`` (a memory edited where it was captured), that
         version is stored in the same transaction, even when its content was forgotten (as an explicit save).
-        Returns (the deleted item's id or None, the replacement's id or None).
+        Returns (the deleted item's number or None, the replacement's number or None): the API's ids.
 
         Raises:
             NotFoundError: a pinned key names another project."""
@@ -368,33 +369,34 @@ class TeamStore:
             if queued:
                 cur.execute("DELETE FROM ingest_queue WHERE tenant_id = %s AND id = ANY(%s)", (tenant_id, queued))
             row = cur.execute("DELETE FROM items WHERE tenant_id = %s AND project_id = %s AND content_hash = %s"
-                              " RETURNING id", (tenant_id, project_id, ready.digest)).fetchone()
-            item_id = int(row[0]) if row else None
-            audit(cur, tenant_id, "memories.forget", actor, str(item_id) if item_id else f"content {ready.digest}")
-            if item_id is not None:
-                _changed(cur, tenant_id, project_id, item_id, "forgotten")
+                              " RETURNING id, number", (tenant_id, project_id, ready.digest)).fetchone()
+            number = int(row[1]) if row else None
+            audit(cur, tenant_id, "memories.forget", actor, str(number) if row else f"content {ready.digest}")
+            if row is not None:
+                _changed(cur, tenant_id, project_id, int(row[0]), "forgotten", number)
             saved = None if replacement is None else self.insert(cur, tenant_id, replacement, pin=pin, revive=True,
                                                                   actor=actor)
         if saved is not None and saved.created:
             self.written.set()
-        return item_id, None if saved is None else saved.id
+        return number, None if saved is None else saved.number
 
     def latest_change(self, tenant_id: int) -> int:
         with self.pool.connection() as conn, tenant_transaction(conn, tenant_id) as cur:
-            row = cur.execute("SELECT coalesce(max(seq), 0) FROM changes WHERE tenant_id = %s", (tenant_id,)).fetchone()
+            row = cur.execute("SELECT coalesce(max(number), 0) FROM changes WHERE tenant_id = %s",
+                              (tenant_id,)).fetchone()
         return int(row[0]) if row else 0
 
     def changes(self, tenant_id: int, after: int, project_ids: Sequence[int] | None, limit: int = 100
                 ) -> list[dict[str, Any]]:
-        """Memories stored and forgotten after sequence number ``after``, oldest first, in the projects (all when
-        None)."""
+        """Memories stored and forgotten after change ``after`` (the tenant's own numbering, migration 12), oldest
+        first, in the projects (all when None)."""
         with self.pool.connection() as conn, tenant_transaction(conn, tenant_id) as cur:
             rows = cur.execute(
-                "SELECT c.seq, c.op, c.item_id, p.name, (extract(epoch FROM c.at) * 1000)::bigint FROM changes c"
+                "SELECT c.number, c.op, c.item_number, p.name, (extract(epoch FROM c.at) * 1000)::bigint FROM changes c"
                 " JOIN projects p ON p.id = c.project_id AND p.tenant_id = c.tenant_id"
-                " WHERE c.tenant_id = %s AND c.seq > %s AND c.op <> 'embedded'"
+                " WHERE c.tenant_id = %s AND c.number > %s AND c.op <> 'embedded'"
                 " AND (%s::bigint[] IS NULL OR c.project_id = ANY(%s))"
-                " ORDER BY c.seq LIMIT %s",
+                " ORDER BY c.number LIMIT %s",
                 (tenant_id, after, None if project_ids is None else list(project_ids),
                  None if project_ids is None else list(project_ids), limit)).fetchall()
         return [{"seq": seq, "op": op, "id": item_id, "project": project, "at_epoch": at}
@@ -506,21 +508,22 @@ new AS (
   WHERE NOT EXISTS (SELECT 1 FROM forgotten f WHERE f.tenant_id = t.id AND f.project_id = v.p
                     AND f.content_hash = v.hash)
   ORDER BY v.n
-  ON CONFLICT (tenant_id, project_id, content_hash) DO NOTHING RETURNING id, project_id, content_hash),
+  ON CONFLICT (tenant_id, project_id, content_hash) DO NOTHING RETURNING id, project_id, content_hash, number),
 first AS (SELECT DISTINCT ON (p, hash) * FROM v ORDER BY p, hash, n),
 queued AS (INSERT INTO embedding_backlog (item_id, tenant_id) SELECT new.id, t.id FROM new, t),
 audited AS (INSERT INTO audit_log (tenant_id, key_id, actor, action, target, request_id)
-  SELECT t.id, first.key, first.actor, 'memories.create', new.id::text, first.request
+  SELECT t.id, first.key, first.actor, 'memories.create', new.number::text, first.request
   FROM new JOIN first ON first.p = new.project_id AND first.hash = new.content_hash, t),
-changed AS (INSERT INTO changes (tenant_id, project_id, item_id, op)
-  SELECT t.id, new.project_id, new.id, 'stored' FROM new, t ORDER BY new.id)
+changed AS (INSERT INTO changes (tenant_id, project_id, item_id, item_number, op)
+  SELECT t.id, new.project_id, new.id, new.number, 'stored' FROM new, t ORDER BY new.id)
 SELECT id, project_id, content_hash FROM new
 """
 
 
-def _changed(cur: psycopg.Cursor, tenant_id: int, project_id: int, item_id: int, op: str) -> None:
-    cur.execute("INSERT INTO changes (tenant_id, project_id, item_id, op) VALUES (%s, %s, %s, %s)",
-                (tenant_id, project_id, item_id, op))
+def _changed(cur: psycopg.Cursor, tenant_id: int, project_id: int, item_id: int, op: str,
+             number: int | None = None) -> None:
+    cur.execute("INSERT INTO changes (tenant_id, project_id, item_id, item_number, op) VALUES (%s, %s, %s, %s, %s)",
+                (tenant_id, project_id, item_id, number, op))
 
 
 def _clean(value: str | None) -> str | None:

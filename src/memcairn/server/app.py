@@ -30,13 +30,13 @@ from starlette.routing import Route
 from memcairn.capture.single_event import HookEvent
 from memcairn.context.build import Rendered, render_shown
 from memcairn.context.clock import clock
-from memcairn.context.gather import gather
+from memcairn.context.gather import ContextData, gather
 from memcairn.core import tokens
 from memcairn.core.clock import now_ms as current_ms
 from memcairn.core.errors import ConfigError, NotFoundError, ValidationError
 from memcairn.core.lru import Lru
 from memcairn.core.models import MAX_ITEM_ID, MemoryItem, NewItem
-from memcairn.pgstore import audit, backlog, keys
+from memcairn.pgstore import audit, backlog, item_numbers, keys
 from memcairn.pgstore.adapter import TenantStore
 from memcairn.pgstore.db import holding_key, tenant_transaction
 from memcairn.pgstore.items import MAX_LIMIT, Prepared, prepare
@@ -131,7 +131,7 @@ def save_memory(request: Request, call: Call) -> Any:
     except NotFoundError:
         raise ApiError(403, "forbidden", f"this key is pinned to one project; it may not write to {project!r}")\
             from None
-    return (201 if saved.created else 200), {"id": saved.id, "created": saved.created}
+    return (201 if saved.created else 200), {"id": saved.number, "created": saved.created}
 
 
 MAX_EVENTS = 100
@@ -142,8 +142,8 @@ def post_events(request: Request, call: Call) -> Any:
     """A batch of captured memories (``{"events": [{project, session, platform, kind, type, title, text,
     created_at_epoch}, ...]}``) or raw hook events (``{project, session, platform, event: "tool_use",
     tool_name, tool_input, tool_response, ...}``, ``event: "user_prompt"`` with ``prompt``), validated, scrubbed
-    and queued in one transaction (all or none): 202 with the queue rows' ids (null for a tool call that is
-    never observed); the server's consumers store them, compressing hook events with the offline extractor
+    and queued in one transaction (all or none): 202 with each event's place in the batch (null for a tool call
+    that is never observed); the server's consumers store them, compressing hook events with the offline extractor
     (forgotten content is refused there, as a capture is).
     With an ``Idempotency-Key`` header a retry gets the first answer back (``Idempotent-Replayed: true``)."""
     state: ServerState = request.app.state.server
@@ -178,7 +178,10 @@ def post_events(request: Request, call: Call) -> Any:
         raise ApiError(400, "invalid", "an event is nested too deeply; flatten its tool input or output") from None
     if not queued.replayed:
         state.queued.set()
-    return JSONResponse({"queued": queued.ids, "replayed": queued.replayed}, status_code=202,
+    # each event's place in the batch (1, 2, ...), null for a tool call never observed: the queue rows' ids come
+    # from one sequence over every tenant, so they are not shown
+    places = [None if queue_id is None else n + 1 for n, queue_id in enumerate(queued.ids)]
+    return JSONResponse({"queued": places, "replayed": queued.replayed}, status_code=202,
                         headers={"Idempotent-Replayed": "true"} if queued.replayed else {})
 
 
@@ -265,7 +268,7 @@ def _pinned_name(state: ServerState, call: Call) -> str:
 def get_memory(request: Request, call: Call) -> Any:
     state: ServerState = request.app.state.server
     assert call.key is not None
-    found = state.team.get(call.key.tenant_id, item_id_param(request), pin=call.key.project_id)
+    found = item_numbers.get(state.team, call.key.tenant_id, item_id_param(request), pin=call.key.project_id)
     _audit_read(state, call, "memory", "/v1/memories/{item_id}", [found["project"]], 1, str(found["id"]))
     return found
 
@@ -285,7 +288,7 @@ def forget_memory(request: Request, call: Call) -> Any:
     state: ServerState = request.app.state.server
     assert call.key is not None
     item_id = item_id_param(request)
-    if not state.team.forget(call.key.tenant_id, item_id, pin=call.key.project_id, actor=call.actor):
+    if not item_numbers.forget(state.team, call.key.tenant_id, item_id, pin=call.key.project_id, actor=call.actor):
         raise ApiError(404, "not_found", f"no memory #{item_id}")
     return {"id": item_id, "forgotten": True}
 
@@ -309,11 +312,20 @@ def search(request: Request, call: Call) -> Any:
     store = _tenant_store(state, call)
     found = TenantSearch(store, telemetry=state.telemetry).search(
         SearchRequest(query=query, projects=tuple(names) or None, limit=limit, mode=mode))
-    _audit_read(state, call, "search", "/v1/search", names or [hit.item.project for hit in found.hits],
-                len(found.hits))
+    numbers = _numbers(call, store, [hit.item for hit in found.hits])
+    hits = [hit for hit in found.hits if hit.item.id in numbers]  # one forgotten since it was read is left out
+    _audit_read(state, call, "search", "/v1/search", names or [hit.item.project for hit in hits], len(hits))
     return {"query": query, "mode": mode, "strategy": found.strategy,
-            "results": [{**_record(hit.item), "score": round(hit.score, 6), "legs": sorted(hit.legs)}
-                        for hit in found.hits]}
+            "results": [{**_record(hit.item, numbers), "score": round(hit.score, 6), "legs": sorted(hit.legs)}
+                        for hit in hits]}
+
+
+def _numbers(call: Call, store: TenantStore, items: list[MemoryItem]) -> dict[int, int]:
+    """The API's ids (``pgstore/item_numbers.py``) of the memories a read route shows: read with their rows, else
+    in its transaction."""
+    assert call.key is not None and call.cur is not None
+    missing = [item.id for item in items if item.id not in store.numbers]
+    return {**store.numbers, **item_numbers.numbers_of(call.cur, call.key.tenant_id, missing)}
 
 
 def _tenant_store(state: ServerState, call: Call) -> TenantStore:
@@ -322,11 +334,11 @@ def _tenant_store(state: ServerState, call: Call) -> TenantStore:
     return TenantStore(state.team, call.key.tenant_id, pin=call.key.project_id, cur=call.cur)
 
 
-def _record(item: MemoryItem) -> dict[str, Any]:
-    """A memory as the API answers it."""
-    return {"id": item.id, "project": item.project, "kind": item.kind, "type": item.type, "title": item.title or "",
-            "text": item.text or "", "created_at_epoch": item.created_at_epoch, "content_hash": item.content_hash,
-            "session": item.session}
+def _record(item: MemoryItem, numbers: dict[int, int]) -> dict[str, Any]:
+    """A memory as the API answers it: its id is its number within the tenant (``numbers``: row id -> number)."""
+    return {"id": numbers[item.id], "project": item.project, "kind": item.kind, "type": item.type,
+            "title": item.title or "", "text": item.text or "", "created_at_epoch": item.created_at_epoch,
+            "content_hash": item.content_hash, "session": item.session}
 
 
 def start_session(request: Request, call: Call) -> Any:
@@ -339,13 +351,13 @@ def start_session(request: Request, call: Call) -> Any:
         raise ApiError(400, "invalid", "project is required")
     assert session is not None
     try:
-        session_id = state.team.start_session(call.key.tenant_id, project, session,
-                                              text_field(body, "platform") or "unknown", pin=call.key.project_id,
-                                              actor=call.actor)
+        state.team.start_session(call.key.tenant_id, project, session, text_field(body, "platform") or "unknown",
+                                 pin=call.key.project_id, actor=call.actor)
     except NotFoundError:
         raise ApiError(403, "forbidden", f"this key is pinned to one project; it may not write to {project!r}")\
             from None
-    return 201, {"id": session_id, "session": session, "project": project}
+    # no row id (one sequence over every tenant): the session is named by the agent's own id
+    return 201, {"session": session, "project": project}
 
 
 def end_session(request: Request, call: Call) -> Any:
@@ -373,11 +385,17 @@ def timeline(request: Request, call: Call) -> Any:
     before = int_param(request, "before", 3, 0, 50)
     after = int_param(request, "after", 3, 0, 50)
     store = _tenant_store(state, call)
-    anchor = store.get_item(int(raw))
+    assert call.key is not None and call.cur is not None
+    anchor_id = item_numbers.id_of(call.cur, call.key.tenant_id, int(raw), call.key.project_id)
+    if anchor_id is None:
+        raise ApiError(404, "not_found", f"no memory #{raw}")
+    anchor = store.get_item(anchor_id)
     around = TenantSearch(store, telemetry=state.telemetry).timeline(anchor.id, depth_before=before,
                                                                      depth_after=after, projects=[anchor.project])
-    _audit_read(state, call, "timeline", "/v1/timeline", [anchor.project], len(around.items), str(anchor.id))
-    return {"anchor": anchor.id, "items": [{**_record(i), "anchor": i.id == anchor.id} for i in around.items]}
+    numbers = _numbers(call, store, [*around.items, anchor])
+    _audit_read(state, call, "timeline", "/v1/timeline", [anchor.project], len(around.items), str(int(raw)))
+    return {"anchor": int(raw), "items": [{**_record(i, numbers), "anchor": i.id == anchor.id}
+                                          for i in around.items if i.id in numbers]}
 
 
 def stream(request: Request, call: Call) -> Any:
@@ -450,7 +468,8 @@ def context(request: Request, call: Call) -> Any:
     _check_pin(state, call, names)
     budget = int_param(request, "max_tokens", DEFAULT_CONTEXT_TOKENS, 100, 20_000)
     settings = replace(CONTEXT_SETTINGS, context_token_budget=budget)
-    data = gather(_tenant_store(state, call), settings, names)
+    store = _tenant_store(state, call)
+    data = _numbered(call, store, gather(store, settings, names))
     now_ms = current_ms()
     # the text is a function of the memories read (a stored memory never changes: an edit stores another), the
     # totals, the budget and the clock: rendering, the costliest step, is done once for them
@@ -460,6 +479,17 @@ def context(request: Request, call: Call) -> Any:
     _audit_read(state, call, "context", "/v1/context", names, made.shown)
     return {"projects": names, "items": made.shown, "tokens": tokens.estimate_tokens(made.text),
             "context": made.text}
+
+
+def _numbered(call: Call, store: TenantStore, data: ContextData) -> ContextData:
+    """The context's memories under their API ids (the digest shows them: ``#12``); their order is the same."""
+    numbers = _numbers(call, store, [*data.observations, *data.summaries])
+
+    def renumbered(items: tuple[MemoryItem, ...]) -> tuple[MemoryItem, ...]:
+        return tuple(replace(i, id=numbers[i.id]) for i in items if i.id in numbers)
+
+    return replace(data, observations=renumbered(data.observations), summaries=renumbered(data.summaries),
+                   freshness={numbers[k]: v for k, v in data.freshness.items() if k in numbers})
 
 
 def audit_log(request: Request, call: Call) -> Any:

@@ -51,7 +51,9 @@ def openapi_document() -> dict[str, Any]:
                                             "type": optional, "session": optional, "platform": optional},
            "example": {"project": "api", "title": "Use WAL", "text": "SQLite runs in WAL mode"}}
     queued = {"type": "object", "required": ["queued", "replayed"],
-              "properties": {"queued": {"type": "array", "items": {"type": ["integer", "null"]}},
+              "properties": {"queued": {"type": "array", "items": {"type": ["integer", "null"]},
+                                        "description": "each event's place in the batch (null: a tool call never "
+                                                       "observed)"},
                              "replayed": {"type": "boolean"}}}
     event = {"type": "object", "properties": {**new["properties"], "created_at_epoch": {"type": ["integer", "null"]}}}
     paths: dict[str, Any] = {
@@ -157,7 +159,8 @@ def openapi_document() -> dict[str, Any]:
         "/v1/stream": {"get": {
             "operationId": "stream", "summary": "Server-sent events of stored and forgotten memories",
             "parameters": [_PROJECT, _q("after", {"type": "integer", "minimum": 0},
-                                        "replay changes after this sequence number (else from now)")],
+                                        "replay changes after this one (the tenant's change number, an event's "
+                                        "id; else from now)")],
             "responses": {"200": {"description": "An endless text/event-stream",
                                   "content": {"text/event-stream": {"schema": _STR}}},
                           **_errors(400, 401, 403, 503)}}},
