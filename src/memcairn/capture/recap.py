@@ -22,6 +22,9 @@ _SECTION = re.compile(r"^\s*(?:#+\s*(?:\d+[.)]\s+)?|\d+[.)]\s+)\**([A-Z][A-Za-z 
 _FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)
 _BULLET = re.compile(r"^(\s*)(?:[-*+•]|\d+[.)])\s+(.*)$")
 _PATH = re.compile(r"`([^`\s]+)`|\*\*([^*\s]+)\*\*|^([\w./-]+\.\w+)\b")
+_HEADING_LINE = re.compile(r"^\s*#{1,6}\s+(.*\S)\s*$")
+_NUMBERED = re.compile(r"^(?:error|issue|problem|bug|fix)\s*#?\d+\s*[:.)-]\s*(?=\S)", re.I)  # "Error 2: ..."
+_LABEL_ONLY = re.compile(r"^[\w ()/&'-]{1,40}:$")
 _LEAD = re.compile(r"^[\s*`]*(?:[—–:-]+\s*)?")
 _ROLES = (
     ("pending", re.compile(r"pending|remaining|todo|unfinished|open", re.I)),
@@ -82,19 +85,28 @@ def _sections(text: str) -> dict[str, list[str]]:
 
 
 def _items(lines: list[str]) -> list[_Item]:
-    """Top-level bullets with their nested bullets and continuation lines."""
+    """Top-level bullets with their nested bullets and continuation lines; where the section is cut by headings
+    (``### Error 2: Double fallback`` then ``- **Fix**: …`` bullets), each heading with the bullets under it."""
     items: list[_Item] = []
     top: int | None = None
+    headed = False
     for line in lines:
         if not line.strip():
             continue
+        heading = _HEADING_LINE.match(line)
+        if heading:
+            items.append(_Item(_NUMBERED.sub("", _plain(heading.group(1)))))
+            headed, top = True, None
+            continue
         bullet = _BULLET.match(line)
         indent = len(line) - len(line.lstrip())
-        if bullet and (top is None or indent <= top):
+        if bullet and not headed and (top is None or indent <= top):
             top = indent
             items.append(_Item(_plain(bullet.group(2))))
         elif items:
-            items[-1].details.append(_plain(bullet.group(2) if bullet else line))
+            detail = _plain(bullet.group(2) if bullet else line)
+            if not _LABEL_ONLY.match(detail):  # "Key Code:" over a code block (left out): says nothing
+                items[-1].details.append(detail)
         else:
             items.append(_Item(_plain(line)))
     return items
