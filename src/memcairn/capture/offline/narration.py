@@ -19,6 +19,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from memcairn.capture.offline.text import without_emphasis
+
 CAUSE, DECISION, RESULT, DONE, TODO = "cause", "decision", "result", "done", "todo"
 KINDS = (CAUSE, DECISION, RESULT, DONE, TODO)
 SENTENCE_MAX = 300  # a longer sentence is clipped (a list item of a report, a run-on)
@@ -167,7 +169,7 @@ def _units(text: str) -> Iterable[str]:
 
 
 def _clean(unit: str) -> str:
-    text = unit.replace("**", "").replace("__", "")
+    text = without_emphasis(unit)
     text = " ".join(text.split()).strip(" -—:")
     opened = _OPENER.match(text)
     if opened and len(text) > opened.end():

@@ -18,6 +18,10 @@ LIST_MAX = 4
 
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+# Markdown emphasis: ``**bold**`` anywhere; ``__bold words__`` only around words with a space between them and
+# not inside a word, so ``agentv__worktrees``, ``__init__`` and ``**kwargs`` keep their underscores and stars.
+_STARS = re.compile(r"(?<![\w*])\*\*(?=[^\s*])(.+?)(?<=[^\s*])\*\*(?![\w*])")
+_UNDERSCORES = re.compile(r"(?<!\w)__(?=[^\W_])((?:(?!__).)*?\s(?:(?!__).)*?)(?<=[^\W_])__(?!\w)")
 
 
 def _clip(text: str | None, limit: int) -> str:
@@ -55,12 +59,17 @@ def _first_sentence(text: str | None, limit: int) -> str:
     return ""
 
 
+def without_emphasis(text: str) -> str:
+    """``text`` without Markdown bold/underline markers; identifiers holding ``__`` or ``**`` stay whole."""
+    return _UNDERSCORES.sub(r"\1", _STARS.sub(r"\1", text))
+
+
 def _plain(text: str | None) -> str:
     """Markdown emphasis and heading markers dropped, whitespace collapsed."""
     lines = []
     for line in str(text or "")[: TEXT_MAX * 8].splitlines():
         line = re.sub(r"^\s*(?:#+|[-*+]|\d+\.)\s+", "", line)
-        lines.append(line.replace("**", "").replace("__", ""))
+        lines.append(without_emphasis(line))
     return " ".join(" ".join(lines).split())
 
 
