@@ -941,3 +941,16 @@ def test_the_viewers_own_origin_is_allowed_on_any_loopback_address(cfg: Settings
         assert own.status_code == 200 and own.json()["created"] is True, own.text
         assert_error(c.post("/api/memory/save", json={"text": "x"}, headers={"Origin": "http://evil.example"}),
                      403, "forbidden_origin")
+
+
+def test_agent_batch_says_a_sentence_once(client: TestClient, app: Any) -> None:
+    """A turn's summary retells its observation: the agent reads the retold sentence once, in the first record
+    asked for; a raw batch keeps every row whole."""
+    told = "The fetch failed because the origin URL resolves to a malformed host."
+    obs = add(app, kind="observation", title="Fetch failed", narrative=f"{told} Fixed the remote.")
+    summ = add(app, kind="summary", request="fix the fetch", learned=told, completed="Fixed the remote and pushed.")
+    agent = client.post("/api/observations/batch", json={"ids": [obs, summ], "format": "agent"}).json()["items"]
+    assert agent[0]["narrative"] == f"{told} Fixed the remote."
+    assert "learned" not in agent[1] and agent[1]["completed"] == "Fixed the remote and pushed."
+    raw = client.post("/api/observations/batch", json={"ids": [obs, summ]}).json()["items"]
+    assert raw[1]["learned"] == told

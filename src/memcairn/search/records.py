@@ -15,6 +15,7 @@ beside an index row is what fetching that id will cost (``memcairn.core.tokens``
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime, tzinfo
 from typing import Any
 
@@ -90,3 +91,55 @@ def check_format(value: str | None) -> str:
     if chosen not in FORMATS:
         raise ValidationError(f"format must be {' or '.join(FORMATS)}, got {value!r}")
     return chosen
+
+
+# -- one answer of several records --------------------------------------------------------------------------
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
+_SPACES = re.compile(r"\s+")
+REPEAT_MIN_CHARS = 24  # shorter sentences ("Done.", a file name) may repeat: dropping them saves little
+_DEDUPED_FIELDS = tuple(name for name in AGENT_FIELDS if name not in ("title", *_FILE_FIELDS))
+
+
+def _key(sentence: str) -> str:
+    return _SPACES.sub(" ", sentence).strip().rstrip("…").strip().casefold()
+
+
+def _unsaid_text(text: str, seen: set[str]) -> str:
+    """``text`` without the sentences ``seen`` holds (long ones only), line structure kept; adds the rest."""
+    kept_lines = []
+    for line in text.splitlines():
+        kept = []
+        for sentence in _SENTENCE_END.split(line):
+            key = _key(sentence)
+            if len(key) >= REPEAT_MIN_CHARS and key in seen:
+                continue
+            if len(key) >= REPEAT_MIN_CHARS:
+                seen.add(key)
+            kept.append(sentence)
+        if kept or not line.strip():
+            kept_lines.append(" ".join(kept))
+    return "\n".join(kept_lines).strip()
+
+
+def said_once(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records of one answer with every long sentence said once: a turn's summary retells its observations
+    (and a record's completed and next steps often repeat each other), so the second telling is left out of the
+    later field, in the order the records were asked for. Titles stay (they name the record); a field left
+    empty goes."""
+    seen: set[str] = set()
+    for record in records:
+        if isinstance(record.get("title"), str):
+            seen.add(_key(record["title"]))
+        for name in _DEDUPED_FIELDS:
+            value = record.get(name)
+            if isinstance(value, str):
+                value = _unsaid_text(value, seen)
+            elif isinstance(value, list):
+                value = [v for v in (_unsaid_text(v, seen) if isinstance(v, str) else v for v in value) if v]
+            else:
+                continue
+            if value:
+                record[name] = value
+            else:
+                del record[name]
+    return records

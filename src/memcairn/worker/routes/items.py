@@ -16,7 +16,7 @@ from memcairn.core.fields import FIELD, SAVED_FIELDS, Field
 from memcairn.core.models import MAX_ITEM_ID, NewItem
 from memcairn.search import parse_tz
 from memcairn.search.freshness import with_corrections
-from memcairn.search.records import agent_record, check_format, raw_record
+from memcairn.search.records import agent_record, check_format, raw_record, said_once
 from memcairn.wire.team_client import team_id, team_ref
 from memcairn.worker import remote_reads
 from memcairn.worker.fields import text_field, text_list
@@ -68,6 +68,8 @@ async def observations_batch(request: Request) -> Response:
     fresh = with_corrections(items, await state.call(shared_checker().check, items) if items else {})
     records = [agent_record(i, tz, fresh.get(i.id)) if fmt == "agent" else raw_record(i, fresh.get(i.id))
                for i in items]
+    if fmt == "agent":
+        records = said_once(records)
     if not team:
         return JSON({"items": records, "missing": [i for i in dict.fromkeys(ids) if i not in found]})
     try:
