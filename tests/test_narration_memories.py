@@ -300,3 +300,10 @@ def test_a_summary_says_how_the_tests_were_left_in_the_agents_words() -> None:
     told = OfflineExtractor().summarize(_turn(narration=work, last_assistant_message="Pushed. 87 tests + 14 "
                                               "doctests, 0 failures."), []).summary
     assert told is not None and told.completed == "Pushed. 87 tests + 14 doctests, 0 failures."
+
+
+def test_markdown_emphasis_goes_but_names_holding_underscores_and_stars_stay() -> None:
+    said = [s.text for s in read("**Fixed** the worktree at `/home/me/agentv__worktrees/av-5` and __init__.py. "
+                                 "Pass **kwargs through; 2**10 is __the limit we chose__.")]
+    assert said == ["Fixed the worktree at `/home/me/agentv__worktrees/av-5` and __init__.py.",
+                    "Pass **kwargs through; 2**10 is the limit we chose."]
