@@ -181,5 +181,8 @@ def test_a_root_recorded_while_the_worker_runs_is_read_at_its_next_check(
     assert worker.get_json("/api/stale", {"project": ["shop"]})["memories"] == []
     assert run(["projects", "root", "shop", str(here)]) == 0
     assert [m["id"] for m in worker.get_json("/api/stale", {"project": ["shop"]})["memories"]] == [gone]
+    assert worker.get_json(f"/api/memory/{gone}")["freshness"]["reasons"] == ["cart.py deleted since"]
+    batch = worker.post_json("/api/observations/batch", {"ids": [gone], "format": "agent"})
+    assert batch["items"][0]["freshness"]["state"] == "stale"
     digest = worker.get_text("/api/context/inject", {"projects": "shop"})
     assert f"#{gone} Totals come from `cart_total` [stale: cart.py deleted]" in digest

@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from memcairn.capture.admission import scrub_item
-from memcairn.context.freshness_check import shared_checker
+from memcairn.context.freshness_check import checker_for
 from memcairn.core.errors import NotFoundError, ValidationError
 from memcairn.core.fields import FIELD, SAVED_FIELDS, Field
 from memcairn.core.models import MAX_ITEM_ID, NewItem
@@ -65,7 +65,7 @@ async def observations_batch(request: Request) -> Response:
     fmt, tz = check_format(data.get("format")), parse_tz(data.get("tz"))
     items = await state.call(runtime.store.get_items, local) if local else []
     found = {i.id for i in items}
-    fresh = with_corrections(items, await state.call(shared_checker().check, items) if items else {})
+    fresh = with_corrections(items, await state.call(checker_for(runtime.store).check, items) if items else {})
     records = [agent_record(i, tz, fresh.get(i.id)) if fmt == "agent" else raw_record(i, fresh.get(i.id))
                for i in items]
     if fmt == "agent":
@@ -94,7 +94,7 @@ async def get_item(request: Request) -> Response:
     item = await state.call(runtime.store.get_item, item_id)
     if kind is not None and item.kind != kind:
         raise NotFoundError(f"#{item_id} is a {item.kind}, not a {kind}; read it at /api/memory/{item_id}")
-    fresh = with_corrections([item], await state.call(shared_checker().check, [item]))
+    fresh = with_corrections([item], await state.call(checker_for(runtime.store).check, [item]))
     return JSON(raw_record(item, fresh.get(item.id)))
 
 
