@@ -58,10 +58,12 @@ _UNSUPPORTED = ("concepts", "files", "platform_source")
 _BEYOND_PROJECTS = ("kinds", "types", "concepts", "files", "date_start", "date_end", "platform_source", "session")
 
 
-def _item(row: Sequence[Any]) -> MemoryItem:
-    item_id, project, kind, kind_type, title, text, epoch, digest, session, platform = row[:10]
+def _item(row: Sequence[Any], *, numbered: bool = False) -> MemoryItem:
+    """A row of ``_SELECT`` as a record; ``numbered``: its id is its number in the tenant (the API's)."""
+    item_id, project, kind, kind_type, title, text, epoch, digest, session, platform, number = row
     return MemoryItem(
-        id=int(item_id), uuid="", project=project, merged_into_project=None, session=session, kind=kind,
+        id=int(number if numbered else item_id), uuid="", project=project, merged_into_project=None, session=session,
+        kind=kind,
         type=kind_type or DEFAULT_TYPES[kind], title=title or None, subtitle=None, text=text or None,
         narrative=None, facts=[], concepts=[], files_read=[], files_modified=[], metadata={}, request=None,
         investigated=None, learned=None, completed=None, next_steps=None, notes=None, prompt_number=None,
@@ -75,10 +77,11 @@ def _projects_only(flt: ItemFilter | None) -> bool:
 
 class TenantStore:
     """``team``'s memories of ``tenant_id`` (within project ``pin`` when given), through the storage protocols;
-    in the open transaction ``cur`` (acting for ``tenant_id``) when given."""
+    in the open transaction ``cur`` (acting for ``tenant_id``) when given. ``numbered``: the records it reads carry
+    their number in the tenant as their id (the API's ids: a reader that only shows them, as the context does)."""
 
     def __init__(self, team: TeamStore, tenant_id: int, *, pin: int | None = None, actor: Actor | None = None,
-                 cur: psycopg.Cursor | None = None) -> None:
+                 cur: psycopg.Cursor | None = None, numbered: bool = False) -> None:
         self.team = team
         self.tenant_id = tenant_id
         self.pin = pin
@@ -87,6 +90,7 @@ class TenantStore:
         self._reads = CandidateReads() if cur is not None else None
         self._resolved: dict[tuple[str, ...] | None, list[int]] = {}  # project names -> ids, kept while bound
         self.numbers: dict[int, int] = {}  # row id -> number in the tenant of every memory this store read
+        self.numbered = numbered
 
     @contextmanager
     def _cursor(self) -> Iterator[psycopg.Cursor]:
@@ -145,7 +149,7 @@ class TenantStore:
     def _items(self, rows: Sequence[Sequence[Any]]) -> list[MemoryItem]:
         """The records of ``_SELECT``'s rows; their numbers kept in ``numbers``."""
         self.numbers.update((int(row[0]), int(row[10])) for row in rows)
-        return [_item(row) for row in rows]
+        return [_item(row, numbered=self.numbered) for row in rows]
 
     def list_items(self, flt: ItemFilter | None = None, *, order: str = "newest", limit: int = 50,
                    offset: int = 0) -> list[MemoryItem]:
@@ -295,7 +299,8 @@ class TenantStore:
         return [(int(pid), name) for pid, name in rows]
 
     def resolve_project_ids(self, names: Sequence[str]) -> list[int]:
-        return [pid for pid, _ in self.resolve_projects(names)]
+        """The named projects' ids in id order, through the team store's cache of names (``project_ids``)."""
+        return sorted(self.project_ids(list(names))) if names else []
 
     def ensure_session(self, agent_session_id: str, project: str, platform_source: str = "unknown",
                        started_at_epoch: int | None = None) -> int:

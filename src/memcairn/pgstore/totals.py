@@ -41,14 +41,13 @@ class ChainTotals:
         scope = "tenant_id = %s AND project_id = ANY(%s)"
         params = (tenant_id, list(key[1]))
         known = self._counts.get(key)
-        if known is not None:
-            counted = cur.execute(f"SELECT count(*) FROM items WHERE {scope} AND id <= %s",
-                                  (*params, known.max_id)).fetchone()
-            if counted is not None and int(counted[0]) == known.items:
-                row = cur.execute(f"SELECT count(*), {_CHARS}, coalesce(max(id), 0) FROM items WHERE {scope}"
-                                  " AND id > %s", (*params, known.max_id)).fetchone()
-                assert row is not None
-                fresh = _Count(max(known.max_id, int(row[2])), known.items + int(row[0]), known.chars + int(row[1]))
+        if known is not None:  # both counts in one statement: one round trip (each keeps its own plan)
+            row = cur.execute(f"SELECT (SELECT count(*) FROM items WHERE {scope} AND id <= %s), count(*), {_CHARS},"
+                              f" coalesce(max(id), 0) FROM items WHERE {scope} AND id > %s",
+                              (*params, known.max_id, *params, known.max_id)).fetchone()
+            assert row is not None
+            if int(row[0]) == known.items:
+                fresh = _Count(max(known.max_id, int(row[3])), known.items + int(row[1]), known.chars + int(row[2]))
                 self._counts.put(key, fresh)
                 return fresh.items, fresh.chars
         row = cur.execute(f"SELECT count(*), {_CHARS}, coalesce(max(id), 0) FROM items WHERE {scope}",

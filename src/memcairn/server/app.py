@@ -30,7 +30,7 @@ from starlette.routing import Route
 from memcairn.capture.single_event import HookEvent
 from memcairn.context.build import Rendered, render_shown
 from memcairn.context.clock import clock
-from memcairn.context.gather import ContextData, gather
+from memcairn.context.gather import gather
 from memcairn.core import tokens
 from memcairn.core.clock import now_ms as current_ms
 from memcairn.core.errors import ConfigError, NotFoundError, ValidationError
@@ -468,8 +468,10 @@ def context(request: Request, call: Call) -> Any:
     _check_pin(state, call, names)
     budget = int_param(request, "max_tokens", DEFAULT_CONTEXT_TOKENS, 100, 20_000)
     settings = replace(CONTEXT_SETTINGS, context_token_budget=budget)
-    store = _tenant_store(state, call)
-    data = _numbered(call, store, gather(store, settings, names))
+    assert call.key is not None and call.cur is not None
+    # the memories read carry their API ids (the digest shows them: ``#12``)
+    store = TenantStore(state.team, call.key.tenant_id, pin=call.key.project_id, cur=call.cur, numbered=True)
+    data = gather(store, settings, names)
     now_ms = current_ms()
     # the text is a function of the memories read (a stored memory never changes: an edit stores another), the
     # totals, the budget and the clock: rendering, the costliest step, is done once for them
@@ -479,17 +481,6 @@ def context(request: Request, call: Call) -> Any:
     _audit_read(state, call, "context", "/v1/context", names, made.shown)
     return {"projects": names, "items": made.shown, "tokens": tokens.estimate_tokens(made.text),
             "context": made.text}
-
-
-def _numbered(call: Call, store: TenantStore, data: ContextData) -> ContextData:
-    """The context's memories under their API ids (the digest shows them: ``#12``); their order is the same."""
-    numbers = _numbers(call, store, [*data.observations, *data.summaries])
-
-    def renumbered(items: tuple[MemoryItem, ...]) -> tuple[MemoryItem, ...]:
-        return tuple(replace(i, id=numbers[i.id]) for i in items if i.id in numbers)
-
-    return replace(data, observations=renumbered(data.observations), summaries=renumbered(data.summaries),
-                   freshness={numbers[k]: v for k, v in data.freshness.items() if k in numbers})
 
 
 def audit_log(request: Request, call: Call) -> Any:
