@@ -108,32 +108,41 @@ def settings_in(item: MemoryItem) -> dict[str, str]:
 def supersede_older(store: CaptureStore, new: Sequence[MemoryItem]) -> list[Superseded]:
     """Mark what ``new`` (just committed, oldest first) supersedes; take back a command's supersession when it
     fails again. Returns the supersessions made."""
-    made: list[Superseded] = []
+    made: list[Superseded] = _by_runs(store, new) if new else []
     for item in new:
-        made += _by_runs(store, item)
         made += _by_card(store, item)
         made += _by_setting(store, item)
     return made
 
 
-def _by_runs(store: CaptureStore, item: MemoryItem) -> list[Superseded]:
-    ran = dict(runs(item))
-    if not any(ended is not None for ended in ran.values()):
+def _by_runs(store: CaptureStore, new: Sequence[MemoryItem]) -> list[Superseded]:
+    """Each failure of a command ``new`` ran is superseded by the latest run of that command when it ended well
+    after it, and holds when the latest ended badly: worked out from every run the project's newest
+    observations hold, so the order batches are observed in (an episode observed again, a call answered late)
+    does not change it."""
+    commands = {command for item in new for command, ended in runs(item) if ended is not None}
+    if not commands:
         return []
-    older = store.list_items(ItemFilter(projects=[item.project], kinds=["observation"], types=["discovery"]),
-                             limit=SCAN)
+    recent = store.list_items(ItemFilter(projects=[new[0].project], kinds=["observation"]), limit=SCAN)
+    latest: dict[str, tuple[tuple[int, int], MemoryItem, bool]] = {}  # command -> (when, item, ended well)
+    for item in recent:
+        for command, ended in runs(item):
+            when = (item.created_at_epoch, item.id)
+            if command in commands and ended is not None and (command not in latest or when > latest[command][0]):
+                latest[command] = (when, item, ended)
     made = []
-    for old in older:
+    for old in recent:
         command = failure_of(old)
-        if old.id >= item.id or command is None or command not in ran:
+        if command is None or command not in latest:
             continue
+        when, last, ended = latest[command]
         state = state_of(old)
-        if ran[command] is True and state is None:
+        if ended and last.id != old.id and when > (old.created_at_epoch, old.id) and state is None:
             why = f"{command} ran well later"
-            store.update_item(old.id, correction=marked(old, SUPERSEDED, now_ms(), by=item.id, why=why,
+            store.update_item(old.id, correction=marked(old, SUPERSEDED, now_ms(), by=last.id, why=why,
                                                          source=CAPTURE))
-            made.append(Superseded(old.id, item.id, why))
-        elif ran[command] is False and state == SUPERSEDED and old.correction.get("source") == CAPTURE:
+            made.append(Superseded(old.id, last.id, why))
+        elif not ended and state == SUPERSEDED and old.correction.get("source") == CAPTURE:
             store.update_item(old.id, correction=unmarked(old, now_ms()))  # it fails again: the failure holds
     return made
 
