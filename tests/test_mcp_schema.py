@@ -31,10 +31,11 @@ def test_calls_are_checked_by_the_model_the_sdk_makes_of_the_same_signature(name
     assert arguments_model(name).model_json_schema() == sdk.model_json_schema(by_alias=True)
 
 
-def test_the_tool_definitions_cost_under_1000_tokens() -> None:
-    """Every session that loads the server pays for them, as sent on the wire."""
+def test_the_tool_definitions_cost_under_1150_tokens() -> None:
+    """Every session that loads the server pays for them, as sent on the wire (the seven tools before ``correct``
+    cost 998; it costs ~100)."""
     wire = json.dumps(TOOL_ENTRIES, separators=(",", ":"), ensure_ascii=False)
-    assert estimate_tokens(wire) < 1000
+    assert estimate_tokens(wire) < 1150
 
 
 def _search_params(arguments: dict[str, Any]) -> dict[str, Any]:

@@ -124,7 +124,7 @@ def test_a_full_session_over_stdio_against_a_real_worker(env: dict[str, str], wo
     tools = {t.name: t for t in seen["tools"]}
     assert list(tools) == [t["name"] for t in TOOL_ENTRIES] == [
         "important_workflow", "search", "timeline", "get_observations", "session_start_context", "save_memory",
-        "forget"]
+        "forget", "correct"]
     ids_schema = tools["get_observations"].input_schema
     assert ids_schema["required"] == ["ids"]
     assert ids_schema["properties"]["ids"]["type"] == "array" and ids_schema["properties"]["ids"]["minItems"] == 1

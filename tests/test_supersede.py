@@ -1,15 +1,19 @@
 """Saying a memory no longer holds (``store/supersede.py``): superseded by another or wrong, kept as an audit
 trail, out of the SessionStart digest, ranked below the others, and taken back; through the store, the worker's
-HTTP route and the command line."""
+HTTP route, the command line and the MCP SDK's own client against a real worker."""
 
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp_helpers import MEMCAIRN, start_worker, text_of, worker_env
 from starlette.testclient import TestClient
 from worker_app import store_of
 
@@ -129,3 +133,41 @@ def test_the_command_line_corrects_shows_and_undoes(isolated_home: Path,
     assert json.loads(capsys.readouterr().out)["correction"]["undone"][0]["by"] == new
     assert run(["correct", str(old)]) == 2
     assert "--why" in capsys.readouterr().err
+
+
+@pytest.fixture
+def env(isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    yield from worker_env(isolated_home, monkeypatch)
+
+
+def test_an_agent_corrects_a_memory_over_mcp(env: dict[str, str], tmp_path: Path) -> None:
+    worker = start_worker(env)
+
+    async def flow() -> dict[str, Any]:
+        seen: dict[str, Any] = {}
+        params = StdioServerParameters(command=MEMCAIRN, args=["mcp"], env=env, cwd=str(tmp_path))
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+
+            async def call(name: str, arguments: dict[str, Any]) -> tuple[bool, str]:
+                result = await session.call_tool(name, arguments)
+                return result.is_error, text_of(result)
+
+            saved = await call("save_memory", {"text": "Wombat jobs retry three times", "type": "decision"})
+            seen["id"] = int(re.search(r"#(\d+)", saved[1]).group(1))
+            seen["correct"] = await call("correct", {"id": f"#{seen['id']}", "why": "they retry five times"})
+            seen["context"] = await call("session_start_context", {})
+            seen["full"] = await call("get_observations", {"ids": [seen["id"]]})
+            seen["undo"] = await call("correct", {"id": seen["id"], "undo": True})
+            seen["neither"] = await call("correct", {"id": seen["id"]})
+        return seen
+
+    seen = anyio.run(flow)
+    item_id = seen["id"]
+    assert seen["correct"] == (False, f"#{item_id} wrong: they retry five times: it stays readable by id, leaves "
+                                      "the session context and ranks below others.")
+    assert "Wombat" not in seen["context"][1]
+    assert "wrong: they retry five times" in seen["full"][1]
+    assert seen["undo"] == (False, f"#{item_id} holds again.")
+    assert seen["neither"][0] and "say why" in seen["neither"][1]
+    assert worker.get_json(f"/api/memory/{item_id}")["correction"]["undone"][0]["state"] == "wrong"

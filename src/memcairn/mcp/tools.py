@@ -125,6 +125,13 @@ def _ids(value: Any, *, team: bool = False) -> list[int | str]:
     return list(dict.fromkeys(out))
 
 
+def _one_id(value: Any) -> int:
+    found = _ids(value)
+    if len(found) != 1:
+        raise ToolError(f"one memory id is asked for here (such as 12), got {shown(value)}")
+    return int(found[0])
+
+
 # The readers below raise ``ToolError``, which pydantic lets through unwrapped: its text is the agent's answer.
 def _as_text(value: Any, info: ValidationInfo) -> str:
     if isinstance(value, int | float) and not isinstance(value, bool):
@@ -165,6 +172,7 @@ def _as_flag(value: Any, info: ValidationInfo) -> bool:
 TEXT = BeforeValidator(_as_text)
 WHOLE = BeforeValidator(_as_whole)
 LOCAL_IDS = BeforeValidator(lambda value: _ids(value))
+LOCAL_ID = BeforeValidator(lambda value: value if value is None else _one_id(value))
 READ_IDS = BeforeValidator(lambda value: _ids(value, team=True))
 
 Project = Annotated[str | None, TEXT,
@@ -415,6 +423,25 @@ class MemoryTools:
         if missing:
             parts.append("No memory with id " + ", ".join(f"#{i}" for i in missing) + " (nothing to delete).")
         return " ".join(parts)
+
+    @tool("Mark a memory wrong or superseded by a newer one; it is kept, out of the context.", read_only=False)
+    def correct(
+        self,
+        id: Annotated[int, LOCAL_ID, Field(description="Its id, e.g. 12.")],
+        why: Annotated[str | None, TEXT, Field(description="Why it is wrong.")] = None,
+        by: Annotated[int | None, LOCAL_ID, Field(description="The newer memory's id.")] = None,
+        undo: Annotated[bool, BeforeValidator(_as_flag), Field(description="Take it back.")] = False,
+    ) -> str:
+        if undo and (why or by is not None):
+            raise ToolError("undo takes back the correction in effect: give it alone, without why or by")
+        if not undo and not (why or "").strip() and by is None:
+            raise ToolError("say why the memory is wrong (why), or which memory supersedes it (by)")
+        body: dict[str, Any] = {"undo": True} if undo else {"why": why, "by": by}
+        record = self.gateway.call(lambda c: c.post_json(f"/api/memory/{id}/correct", body))
+        if undo:
+            return f"#{id} holds again."
+        said = (record.get("freshness") or {}).get("reasons") or [f"marked {record.get('correction', {}).get('state')}"]
+        return f"#{id} {said[0]}: it stays readable by id, leaves the session context and ranks below others."
 
     def run(self, name: str, arguments: Mapping[str, Any] | None) -> str:
         """Check the arguments and run one tool (blocking). Raises ``ToolError`` or a ``MemcairnError``."""
