@@ -137,7 +137,7 @@ def test_a_full_session_over_stdio_against_a_real_worker(env: dict[str, str], wo
         "text"]
     assert set(tools["search"].input_schema["properties"]) == {
         "query", "limit", "offset", "project", "kind", "type", "concepts", "files", "date_start", "date_end",
-        "order_by", "platform_source", "min_score"}
+        "order_by", "platform_source", "min_score", "stale"}
     assert tools["search"].input_schema["properties"]["kind"]["enum"] == ["observations", "summaries", "prompts", "all"]
     assert set(tools["timeline"].input_schema["properties"]) == {"anchor", "query", "before", "after", "project"}
     for name, tool in tools.items():

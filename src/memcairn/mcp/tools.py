@@ -264,7 +264,11 @@ class MemoryTools:
         platform_source: PlatformSource = None,
         min_score: Annotated[float | None, BeforeValidator(_as_score),
                              Field(description="Relevance floor: 0.75 default, 0 shows all.")] = None,
+        stale: Annotated[bool | None, BeforeValidator(_as_flag),
+                         Field(description="Instead: memories the code contradicts now.")] = None,
     ) -> str:
+        if stale:
+            return self._stale(project)
         params = {
             "format": "index", "query": query, "limit": limit, "offset": offset, "project": self._projects(project),
             "kind": KINDS[kind or "all"], "type": type, "concepts": concepts, "files": files,
@@ -281,6 +285,15 @@ class MemoryTools:
             text += (f"(searched project {', '.join(self.identity.chain)}, the current one; "
                      'pass project "*" to search every project)\n')
         return text
+
+    def _stale(self, project: str | None) -> str:
+        """The memories the code no longer supports (``GET /api/stale``), with the call that forgets them: a
+        search flag rather than a tool of its own, since every session pays for each tool's definition."""
+        from memcairn.context.stale import render_text
+
+        answer = self.gateway.call(lambda c: c.get_json("/api/stale", {"project": self._projects(project)}))
+        return render_text(answer, forget_hint='Forget them: forget {{"ids": {ids_json}}}; or correct one: '
+                                               '{{"id": N, "why": "...", "by": NEWER_ID}}.')
 
     @tool("Step 2. Memories just before and after an anchor.", read_only=True)
     def timeline(
