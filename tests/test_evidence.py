@@ -138,3 +138,18 @@ def test_a_line_the_hits_already_show_is_not_quoted_again(store: Store, settings
     for snippet in found.evidence:
         assert all(" ".join(line.lower().split()) not in records for line in snippet.text.splitlines()
                    if line != "…")
+
+
+def test_a_steps_input_keeps_what_it_did_not_its_knobs() -> None:
+    """Codex's exec_command carries an output cap and a wait, Claude Code's Bash a timeout and a background flag:
+    the step keeps the command and where it ran, not those numbers and flags."""
+    from memcairn.capture.evidence import call_text
+    from memcairn.capture.records import ToolCall
+
+    call = ToolCall(name="exec_command", input={"cmd": "git fetch origin", "workdir": "/src/app",
+                                                "max_output_tokens": 12000, "yield_time_ms": 30000,
+                                                "run_in_background": False},
+                    response={"output": "fatal: repository not found", "exit_code": 128})
+    text = call_text(call)
+    assert "cmd: git fetch origin" in text and "workdir: /src/app" in text and "repository not found" in text
+    assert "12000" not in text and "30000" not in text and "run_in_background" not in text

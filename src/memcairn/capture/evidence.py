@@ -27,12 +27,16 @@ def _clip(text: str, limit: int) -> str:
 
 
 def _input_text(value: Any) -> str:
-    """A call's input as lines of ``key: value`` (strings as they are, anything else as compact JSON)."""
+    """A call's input as lines of ``key: value`` (strings as they are, anything else as compact JSON). Numbers and
+    flags are the call's knobs (a timeout, an output cap, a line offset, run in background), not what it did: left
+    out, so a snippet quoting the step spends its lines on the command and its output."""
     if isinstance(value, str):
         return value
     if isinstance(value, dict):
         lines = []
         for key, field in value.items():
+            if isinstance(field, bool | int | float):
+                continue
             shown = field if isinstance(field, str) else json.dumps(field, ensure_ascii=False, default=str)
             lines.append(f"{key}: {shown}")
         return "\n".join(lines)
