@@ -57,12 +57,13 @@ def edit(cid: str, old: str, new: str, path: str = "/work/shop/totals.py", narra
                 tool_response={"filePath": path, "oldString": old, "newString": new})
 
 
-def turn(store: Store, settings: Settings, prompt: str, *calls: dict[str, Any], reply: str = "Done.") -> None:
+def turn(store: Store, settings: Settings, prompt: str, *calls: dict[str, Any], reply: str = "Done.",
+         pipeline: CapturePipeline | None = None) -> None:
     send(store, settings, "user_prompt", prompt=prompt)
     for one in calls:
         send(store, settings, "tool_use", **one)
     send(store, settings, "stop", last_assistant_message=reply)
-    assert CapturePipeline(store, settings).drain().failed == 0
+    assert (pipeline or CapturePipeline(store, settings)).drain().failed == 0
 
 
 def test_a_turn_summary_keeps_a_refuted_hypothesis_out_of_what_was_learned(store: Store,
@@ -85,25 +86,27 @@ def observations(store: Store) -> list[MemoryItem]:
     return sorted(store.list_items(ItemFilter(kinds=["observation"]), limit=100), key=lambda i: i.id)
 
 
-def test_a_change_a_later_edit_undid_is_marked_reverted_until_it_is_made_again(store: Store,
-                                                                             settings: Settings) -> None:
+@pytest.mark.parametrize("one_pipeline", [True, False], ids=["edits-read-once", "session-read-whole"])
+def test_a_change_a_later_edit_undid_is_marked_reverted_until_it_is_made_again(store: Store, settings: Settings,
+                                                                             one_pipeline: bool) -> None:
+    kept = CapturePipeline(store, settings) if one_pipeline else None
     send(store, settings, "session_start")
-    turn(store, settings, "Round the totals", edit("e1", "return total", "return round(total, 2)"))
+    turn(store, settings, "Round the totals", edit("e1", "return total", "return round(total, 2)"), pipeline=kept)
     first = observations(store)[0]
     turn(store, settings, "Keep both", edit("e2", "LIMIT = 5", "LIMIT = 9", path="/work/shop/limits.py"),
-         edit("e3", "def cap(x):", "def cap(x: int):", path="/work/shop/limits.py"))
+         edit("e3", "def cap(x):", "def cap(x: int):", path="/work/shop/limits.py"), pipeline=kept)
     both = observations(store)[-1]
     assert "round(total, 2)" in " ".join(first.facts) and state_of(first) is None
     assert f"#{first.id} " in render_context(store, settings, projects=["shop"])
 
     turn(store, settings, "Undo the rounding", edit("e4", "return round(total, 2)", "return total"),
-         edit("e5", "LIMIT = 9", "LIMIT = 5", path="/work/shop/limits.py"))
+         edit("e5", "LIMIT = 9", "LIMIT = 5", path="/work/shop/limits.py"), pipeline=kept)
     undone = store.get_item(first.id)
     assert state_of(undone) == "reverted" and undone.correction["source"] == "capture"
     assert undone.correction["why"] == "its change to totals.py was undone by a later edit"
     assert state_of(store.get_item(both.id)) is None  # one of its two changes still stands
     assert f"#{first.id} " not in render_context(store, settings, projects=["shop"])
 
-    turn(store, settings, "Round after all", edit("e6", "return total", "return round(total, 2)"))
+    turn(store, settings, "Round after all", edit("e6", "return total", "return round(total, 2)"), pipeline=kept)
     again = store.get_item(first.id)
     assert state_of(again) is None and again.correction["undone"][0]["state"] == "reverted"

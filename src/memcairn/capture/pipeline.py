@@ -43,7 +43,7 @@ from memcairn.capture.offline import OfflineExtractor
 from memcairn.capture.offline.paths import outermost
 from memcairn.capture.recap import lean_fields, recap_observations
 from memcairn.capture.records import Compressed, CompressionFailed, Compressor, Observation, Summary, Turn
-from memcairn.capture.reverts import mark_reverts_safely
+from memcairn.capture.reverts import RevertWatch
 from memcairn.capture.supersession import supersede_safely
 from memcairn.capture.truncate import cut_bytes
 from memcairn.capture.turns import TurnReader, call_id, given_number, pending_result
@@ -93,6 +93,7 @@ class CapturePipeline(TurnReader):
         self.offline = OfflineExtractor(reopen=compressor is None)
         self.batch_max = batch_max
         self.clock = clock
+        self.reverts = RevertWatch()  # the session's edits, read once each (capture.reverts)
 
     # -- the pass -----------------------------------------------------------------------------------
     def process_pending(self, *, limit: int = 500, flush: bool = False) -> CaptureReport:
@@ -241,7 +242,7 @@ class CapturePipeline(TurnReader):
                 self._refresh(result.id, item)
         if results is not None:
             supersede_safely(self.store, [r.id for r in results if r.id])  # after the commit, on its own
-            mark_reverts_safely(self.store, events)
+            self.reverts.mark(self.store, events)
             # a call read before its result is keyed by its call id too, so its answer later takes its place
             keyed = [replace(c, tool_use_id=call_id(e)) for c, e in zip(calls, events, strict=True)]
             self._keep_evidence(call_evidence(turn, keyed, [r.id for r in results]))

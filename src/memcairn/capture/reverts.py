@@ -11,8 +11,10 @@ After the memories are committed and on its own, like ``capture.supersession``: 
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -26,15 +28,22 @@ from memcairn.store.records import IngestEvent
 log = logging.getLogger("memcairn.capture")
 
 SCAN = 500  # observations of the session looked at, newest first
+SESSIONS_KEPT = 64  # sessions whose edits are kept between batches
 _FAILED = re.compile(r"\s*(?:<tool_use_error>|Error\b|Failed\b)", re.IGNORECASE)  # a call's answer when it failed
 
 
 @dataclass(frozen=True)
 class Edit:
+    """One replacement, its texts kept as digests (a session's edits are held between batches)."""
+
     call: str
     path: str
     old: str
     new: str
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def edits_of(event: IngestEvent) -> list[Edit]:
@@ -53,38 +62,38 @@ def edits_of(event: IngestEvent) -> list[Edit]:
         return []
     pairs = [(e.get("old_string"), e.get("new_string")) for e in data.get("edits") or () if isinstance(e, dict)]
     pairs = pairs or [(data.get("old_string"), data.get("new_string"))]
-    return [Edit(cid, path, old, new) for old, new in pairs
+    return [Edit(cid, path, _digest(old), _digest(new)) for old, new in pairs
             if isinstance(old, str) and isinstance(new, str) and old.strip() and new.strip() and old != new]
 
 
-def undone_calls(events: Iterable[IngestEvent]) -> tuple[set[str], set[str]]:
-    """(calls whose every edit a later edit undid and none redid, calls that made at least one edit), over
-    ``events`` in order."""
+def undone_calls(edits: Iterable[Sequence[Edit]]) -> tuple[set[str], set[str]]:
+    """(calls whose every edit a later edit undid and none redid, calls that made at least one edit), over the
+    edits of a session's calls in order."""
     standing: dict[tuple[str, str, str], list[Edit]] = {}  # (path, old, new) -> edits of it standing
     made: dict[str, list[Edit]] = {}
     undone: set[tuple[str, int]] = set()  # (call, index of its edit)
-    for event in events:
-        for edit in edits_of(event):
+    for call_edits in edits:
+        for edit in call_edits:
             made.setdefault(edit.call, []).append(edit)
             back = standing.get((edit.path, edit.new, edit.old))
             if back:
                 first = back.pop()
                 undone.add((first.call, made[first.call].index(first)))
                 continue  # the undoing edit restores what was: nothing of its own stands
-            for earlier_call, edits in made.items():  # the change made again: a revert of it no longer holds
-                for i, earlier in enumerate(edits):
+            for earlier_call, earlier_edits in made.items():  # the change made again: its revert no longer holds
+                for i, earlier in enumerate(earlier_edits):
                     if (earlier.path, earlier.old, earlier.new) == (edit.path, edit.old, edit.new):
                         undone.discard((earlier_call, i))
             standing.setdefault((edit.path, edit.old, edit.new), []).append(edit)
-    whole = {call for call, edits in made.items() if all((call, i) in undone for i in range(len(edits)))}
+    whole = {call for call, call_edits in made.items() if all((call, i) in undone for i in range(len(call_edits)))}
     return whole, set(made)
 
 
-def mark_reverts(store: CaptureStore, session_events: Sequence[IngestEvent], observations: Sequence[MemoryItem]
+def mark_reverts(store: CaptureStore, edits: Sequence[Sequence[Edit]], observations: Sequence[MemoryItem]
                  ) -> list[int]:
-    """Mark ``reverted`` the observations whose every edit ``session_events`` show undone; take the mark back
-    from those with one standing again. Returns the ids marked now."""
-    undone, edited = undone_calls(session_events)
+    """Mark ``reverted`` the observations whose every edit the session's ``edits`` (per call, in order) show
+    undone; take the mark back from those with one standing again. Returns the ids marked now."""
+    undone, edited = undone_calls(edits)
     marked_now = []
     for item in observations:
         steps = [s for s in (item.metadata or {}).get("steps") or () if s in edited]
@@ -93,7 +102,7 @@ def mark_reverts(store: CaptureStore, session_events: Sequence[IngestEvent], obs
         state = state_of(item)
         gone = all(s in undone for s in steps)
         if gone and state is None:
-            paths = sorted({e.path.rsplit("/", 1)[-1] for e in session_edits(session_events, steps)})
+            paths = sorted({e.path.rsplit("/", 1)[-1] for call in edits for e in call if e.call in steps})
             why = f"its change to {', '.join(paths)} was undone by a later edit"
             store.update_item(item.id, correction=marked(item, REVERTED, now_ms(), why=why, source=CAPTURE))
             marked_now.append(item.id)
@@ -102,21 +111,34 @@ def mark_reverts(store: CaptureStore, session_events: Sequence[IngestEvent], obs
     return marked_now
 
 
-def session_edits(events: Iterable[IngestEvent], calls: Iterable[str]) -> list[Edit]:
-    wanted = set(calls)
-    return [e for event in events for e in edits_of(event) if e.call in wanted]
+class RevertWatch:
+    """The edits of the sessions capture saw lately, read once each (a session's new events only, after the last
+    one read), so a batch costs its own events rather than its whole session's."""
 
+    def __init__(self, sessions: int = SESSIONS_KEPT) -> None:
+        self._kept: OrderedDict[tuple[str, str], tuple[int, list[list[Edit]], frozenset[str]]] = OrderedDict()
+        self._sessions = sessions
 
-def mark_reverts_safely(store: CaptureStore, batch: Sequence[IngestEvent]) -> list[int]:
-    """``mark_reverts`` for a session after a batch of its tool events committed, when the batch edits anything;
-    never raises."""
-    if not any(edits_of(e) for e in batch):
-        return []
-    first = batch[0]
-    try:
-        events = store.session_events(first.platform_source, first.session_id, event_type=first.event_type)
-        observations = store.list_items(ItemFilter(session=first.session_id, kinds=["observation"]), limit=SCAN)
-        return mark_reverts(store, events, observations)
-    except Exception:
-        log.warning("could not mark the reverted changes of session %s", first.session_id, exc_info=True)
-        return []
+    def mark(self, store: CaptureStore, batch: Sequence[IngestEvent]) -> list[int]:
+        """``mark_reverts`` for a session after a batch of its tool events committed, when the batch edits
+        anything and what is undone changed; never raises."""
+        if not any(edits_of(e) for e in batch):
+            return []
+        first = batch[0]
+        key = (first.platform_source, first.session_id)
+        try:
+            last, edits, was = self._kept.pop(key, (0, [], frozenset()))
+            events = store.session_events(*key, after_id=last, event_type=first.event_type)
+            edits += [made for made in map(edits_of, events) if made]
+            last = events[-1].id if events else last
+            undone = frozenset(undone_calls(edits)[0])
+            self._kept[key] = (last, edits, undone)
+            while len(self._kept) > self._sessions:
+                self._kept.popitem(last=False)
+            if not undone and not was:  # nothing undone, now or before: no mark to set or take back
+                return []
+            observations = store.list_items(ItemFilter(session=first.session_id, kinds=["observation"]), limit=SCAN)
+            return mark_reverts(store, edits, observations)
+        except Exception:
+            log.warning("could not mark the reverted changes of session %s", first.session_id, exc_info=True)
+            return []
