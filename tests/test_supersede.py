@@ -5,8 +5,10 @@ HTTP route, the command line and the MCP SDK's own client against a real worker.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sqlite3
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -171,3 +173,9 @@ def test_an_agent_corrects_a_memory_over_mcp(env: dict[str, str], tmp_path: Path
     assert seen["undo"] == (False, f"#{item_id} holds again.")
     assert seen["neither"][0] and "say why" in seen["neither"][1]
     assert worker.get_json(f"/api/memory/{item_id}")["correction"]["undone"][0]["state"] == "wrong"
+
+    # the command line goes through the running worker too (its answer carries the freshness the worker read)
+    said = subprocess.run([MEMCAIRN, "correct", str(item_id), "--why", "five, not three", "--json"],
+                          env={**os.environ, **env}, capture_output=True, text=True, timeout=60)
+    assert said.returncode == 0, said.stderr
+    assert json.loads(said.stdout)["freshness"]["reasons"] == ["wrong: five, not three"]
