@@ -22,9 +22,9 @@ NOT_BY_TENANT = {
     "tenant_entries": "the tenant each backend's open transaction entered (unlogged): each node's own bookkeeping",
 }
 # Row ids handed out by one sequence for all tenants: bigint identity columns, which Citus hands out from a range
-# per node. The API shows none of those that count a tenant's work (memories and changes go by their number within
-# the tenant, migration 12, from sequences of the schema ``memcairn_numbers``; a queued event by its place in its
-# batch): two of them would tell how many rows other tenants wrote in between. Audit entries keep theirs (admins).
+# per node. The API shows none of them (memories, changes and audit entries go by their number within the tenant,
+# migrations 12 and 13, from sequences of the schema ``memcairn_numbers``; a queued event by its place in its
+# batch): two of them would tell how many rows other tenants wrote in between.
 SHARED_SEQUENCES = {("items", "id"), ("projects", "id"), ("sessions", "id"), ("audit_log", "id"),
                     ("changes", "seq"), ("ingest_queue", "id"), ("tenants", "id")}
 

@@ -1,6 +1,7 @@
-"""Per-tenant ids in the team server's API (migration 12): a memory's id is its number within its tenant, so two
-of a tenant's ids no longer tell it how many memories other tenants stored between them. Every route that shows or
-takes a memory's id uses the number; the migration numbers the memories already stored, keeping every row.
+"""Per-tenant ids in the team server's API (migrations 12 and 13): a memory's id is its number within its tenant,
+so two of a tenant's ids no longer tell it how many memories other tenants stored between them; the change feed
+and the audit log number their entries the same way. Every route that shows or takes an id uses the number; the
+migrations number the rows already stored, keeping every row.
 In process on a real PostgreSQL, as the other /v1 tests."""
 
 from __future__ import annotations
@@ -72,6 +73,12 @@ def test_each_tenant_numbers_its_memories_and_every_route_speaks_in_those_number
     targets = [e["target"] for e in client.get("/v1/audit", params={"action": "memories.forget"},
                                                headers=acme).json()["entries"]]
     assert sorted(targets) == ["1", "3"]
+    pages = {}
+    for name in ("acme", "globex"):  # each tenant's audit entries are numbered from 1, newest first
+        first = client.get("/v1/audit", params={"limit": 3}, headers=headers[name]).json()
+        rest = client.get("/v1/audit", params={"before": first["next_before"]}, headers=headers[name]).json()
+        pages[name] = [e["id"] for e in first["entries"] + rest["entries"]]
+        assert pages[name] == sorted(pages[name], reverse=True) and pages[name][-1] == 1
 
 
 def test_the_change_feed_numbers_each_tenants_changes_and_names_memories_by_their_number(pg_database: str,
@@ -94,8 +101,8 @@ def _ids(owner: str, tenant_id: int) -> list[tuple[int]]:
         return conn.execute("SELECT id FROM items WHERE tenant_id = %s ORDER BY id", (tenant_id,)).fetchall()
 
 
-def test_the_migration_numbers_every_stored_memory_in_id_order_per_tenant(pg_cluster: Any,
-                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_migrations_number_every_stored_memory_change_and_audit_entry_per_tenant(
+        pg_cluster: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     name = pg_cluster.create_database(template=None)
     owner = pg_cluster.owner_dsn(name)
     before = tuple(m for m in schema.MIGRATIONS if m[0] < 12)
@@ -108,6 +115,8 @@ def test_the_migration_numbers_every_stored_memory_in_id_order_per_tenant(pg_clu
         projects = [conn.execute("INSERT INTO projects (tenant_id, name) VALUES (%s, 'api') RETURNING id",
                                  (t,)).fetchone()[0] for t in tenants]
         for n in range(7):  # acme, globex, acme, ... as one sequence handed them out
+            conn.execute("INSERT INTO audit_log (tenant_id, actor, action, target) VALUES (%s, 'cli', 'test', %s)",
+                         (tenants[n % 2], f"entry {n}"))
             t = n % 2
             conn.execute("INSERT INTO items (tenant_id, project_id, title, content_hash, created_at_epoch)"
                          " VALUES (%s, %s, %s, %s, %s)", (tenants[t], projects[t], f"memory {n}", f"h{n}", n))
@@ -115,13 +124,22 @@ def test_the_migration_numbers_every_stored_memory_in_id_order_per_tenant(pg_clu
                          " unnest(ARRAY['stored', 'embedded']) FROM items WHERE title = %s", (f"memory {n}",))
     monkeypatch.undo()
     with db.connect(owner) as conn:
-        assert migrations.migrate(conn) == [12]
+        assert migrations.migrate(conn) == [12, 13]
         rows = conn.execute("SELECT tenant_id, title, number FROM items ORDER BY id").fetchall()
         assert rows == [(tenants[n % 2], f"memory {n}", n // 2 + 1) for n in range(7)]  # every row kept
+        entries = conn.execute("SELECT tenant_id, target, number FROM audit_log ORDER BY id").fetchall()
+        assert entries == [(tenants[n % 2], f"entry {n}", n // 2 + 1) for n in range(7)]
         changes = conn.execute("SELECT tenant_id, op, number, item_number FROM changes ORDER BY seq").fetchall()
         assert changes == [row for n in range(7) for row in ((tenants[n % 2], "stored", n // 2 + 1, n // 2 + 1),
                                                               (tenants[n % 2], "embedded", None, n // 2 + 1))]
         conn.execute("INSERT INTO items (tenant_id, project_id, title, content_hash, created_at_epoch)"
                      " VALUES (%s, %s, 'memory 7', 'h7', 7)", (tenants[1], projects[1]))
         assert conn.execute("SELECT number FROM items WHERE title = 'memory 7'").fetchone() == (4,)
+        # a row put back from a dump keeps its number, and the tenant's next one comes after it
+        conn.execute("INSERT INTO items (tenant_id, project_id, title, content_hash, created_at_epoch, number)"
+                     " VALUES (%s, %s, 'restored', 'h8', 8, 10)", (tenants[1], projects[1]))
+        conn.execute("INSERT INTO items (tenant_id, project_id, title, content_hash, created_at_epoch)"
+                     " VALUES (%s, %s, 'after it', 'h9', 9)", (tenants[1], projects[1]))
+        assert conn.execute("SELECT title, number FROM items WHERE number >= 10 ORDER BY number").fetchall() == [
+            ("restored", 10), ("after it", 11)]
     pg_cluster.drop_database(name)

@@ -19,8 +19,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 DEFINER_FUNCTIONS = {"memcairn_claim_ingest_jobs", "memcairn_claim_ingest_job", "memcairn_fail_ingest_job",
                      "memcairn_ingest_lag", "memcairn_backlog_pick", "memcairn_backlog_lag", "memcairn_enter_tenant",
                      "memcairn_enter_job_tenant", "memcairn_enter_backlog_tenant"}
-# writes the tenant of a transaction (the enter functions call it); numbers a tenant's memories and changes (triggers)
+# writes the tenant of a transaction (the enter functions call it); number a tenant's rows (triggers call them)
 OWNER_ONLY = {"memcairn_record_entry", "memcairn_number_item", "memcairn_number_change", "memcairn_new_tenant",
+              "memcairn_take_number", "memcairn_number_audit",
               "memcairn_tenant_sequences"}
 
 

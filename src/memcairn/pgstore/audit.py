@@ -58,7 +58,8 @@ def audit_read(cur: psycopg.Cursor, tenant_id: int, actor: Actor, action: str, r
 @dataclass(frozen=True)
 class AuditQuery:
     """A page of the audit log, newest first: only this key, this project's reads, this action (``read`` for all
-    reads, ``keys.rotate`` ...), from ``since`` to ``until``, ids below ``before``."""
+    reads, ``keys.rotate`` ...), from ``since`` to ``until``, ids below ``before`` (an entry's id is its number
+    in the tenant, migration 13)."""
 
     key_id: str | None = None
     project: str | None = None
@@ -73,7 +74,7 @@ def audit_page(cur: psycopg.Cursor, tenant_id: int, query: AuditQuery) -> list[d
     """The tenant's audit rows matching ``query``, newest first (a tenant transaction's cursor)."""
     action_exact = None if query.action in (None, "read") else query.action
     rows = cur.execute(
-        "SELECT id, at, key_id, actor, action, target, request_id FROM audit_log WHERE tenant_id = %(t)s"
+        "SELECT number, at, key_id, actor, action, target, request_id FROM audit_log WHERE tenant_id = %(t)s"
         " AND (%(key)s::text IS NULL OR key_id = %(key)s)"
         " AND (%(exact)s::text IS NULL OR action = %(exact)s)"
         " AND (NOT %(reads)s OR action LIKE 'read.%%')"
@@ -81,8 +82,8 @@ def audit_page(cur: psycopg.Cursor, tenant_id: int, query: AuditQuery) -> list[d
         "      THEN (target::jsonb -> 'projects') ? %(project)s ELSE false END)"
         " AND (%(since)s::timestamptz IS NULL OR at >= %(since)s)"
         " AND (%(until)s::timestamptz IS NULL OR at < %(until)s)"
-        " AND (%(before)s::bigint IS NULL OR id < %(before)s)"
-        " ORDER BY id DESC LIMIT %(limit)s",
+        " AND (%(before)s::bigint IS NULL OR number < %(before)s)"
+        " ORDER BY number DESC LIMIT %(limit)s",
         {"t": tenant_id, "key": query.key_id, "exact": action_exact, "reads": query.action == "read",
          "project": query.project, "since": query.since, "until": query.until, "before": query.before,
          "limit": min(max(1, query.limit), MAX_PAGE)}).fetchall()

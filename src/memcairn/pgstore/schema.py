@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import re
 
+from memcairn.pgstore.schema_numbers import M012, M013
+
 APP_ROLE = "memcairn_app"
 EMBEDDING_DIM = 384  # the bundled all-MiniLM-L6-v2
 
@@ -538,73 +540,6 @@ GRANT EXECUTE ON FUNCTION memcairn_enter_tenant(text), memcairn_enter_job_tenant
   memcairn_enter_backlog_tenant(bigint, bigint[]) TO {APP_ROLE};
 """
 
-# Per-tenant numbers (the API's ids): ids from one sequence over every tenant told a tenant how much the others
-# stored between two of its own. ``items.number`` counts a tenant's memories (1, 2, 3 ...) and ``changes.number`` its
-# stored and forgotten changes (the SSE feed's event ids; the vectors' changes take none), each from a sequence of
-# the tenant's own in the schema ``memcairn_numbers``, which only the owner may use (the application role cannot
-# read another tenant's count from it). Sequences, not a counter row: taking a number locks nothing, so one
-# tenant's writes never wait for each other (a counter row stays locked until its transaction ends), and, as
-# with any sequence, a number taken by a write that stored nothing (a duplicate, a rollback) is skipped. The
-# owner's trigger functions take them; a new tenant gets its sequences when its row is inserted. Existing rows are
-# numbered in id (sequence) order and every row is kept.
-_M012 = f"""
-CREATE SCHEMA memcairn_numbers;
-REVOKE ALL ON SCHEMA memcairn_numbers FROM PUBLIC;
-
-CREATE FUNCTION memcairn_tenant_sequences(tenant bigint, items bigint, changes bigint) RETURNS void
-  LANGUAGE plpgsql {_ENTER} AS $$
-BEGIN
-  EXECUTE format('CREATE SEQUENCE memcairn_numbers.items_%s AS bigint', tenant);
-  EXECUTE format('CREATE SEQUENCE memcairn_numbers.changes_%s AS bigint', tenant);
-  IF items > 0 THEN
-    PERFORM setval(format('memcairn_numbers.items_%s', tenant)::regclass, items);
-  END IF;
-  IF changes > 0 THEN
-    PERFORM setval(format('memcairn_numbers.changes_%s', tenant)::regclass, changes);
-  END IF;
-END $$;
-CREATE FUNCTION memcairn_new_tenant() RETURNS trigger LANGUAGE plpgsql {_ENTER} AS $$
-BEGIN
-  PERFORM public.memcairn_tenant_sequences(NEW.id, 0, 0);
-  RETURN NEW;
-END $$;
-CREATE FUNCTION memcairn_number_item() RETURNS trigger LANGUAGE plpgsql {_ENTER} AS $$
-BEGIN
-  NEW.number := nextval(format('memcairn_numbers.items_%s', NEW.tenant_id)::regclass);
-  RETURN NEW;
-END $$;
-CREATE FUNCTION memcairn_number_change() RETURNS trigger LANGUAGE plpgsql {_ENTER} AS $$
-BEGIN
-  NEW.number := nextval(format('memcairn_numbers.changes_%s', NEW.tenant_id)::regclass);
-  RETURN NEW;
-END $$;
-REVOKE EXECUTE ON FUNCTION memcairn_tenant_sequences(bigint, bigint, bigint), memcairn_new_tenant(),
-  memcairn_number_item(), memcairn_number_change() FROM PUBLIC;
-
-ALTER TABLE items NO FORCE ROW LEVEL SECURITY;
-ALTER TABLE changes NO FORCE ROW LEVEL SECURITY;
-ALTER TABLE items ADD COLUMN number bigint;
-UPDATE items i SET number = r.n
-  FROM (SELECT id, row_number() OVER (PARTITION BY tenant_id ORDER BY id) AS n FROM items) r WHERE r.id = i.id;
-ALTER TABLE items ALTER COLUMN number SET NOT NULL;
-ALTER TABLE items ADD CONSTRAINT items_tenant_number UNIQUE (tenant_id, number);
-ALTER TABLE changes ADD COLUMN number bigint, ADD COLUMN item_number bigint;
-UPDATE changes c SET number = r.n
-  FROM (SELECT seq, row_number() OVER (PARTITION BY tenant_id ORDER BY seq) AS n FROM changes
-        WHERE op <> 'embedded') r WHERE r.seq = c.seq;
-UPDATE changes c SET item_number = i.number FROM items i WHERE i.id = c.item_id AND i.tenant_id = c.tenant_id;
-CREATE UNIQUE INDEX changes_tenant_number ON changes (tenant_id, number);
-SELECT memcairn_tenant_sequences(t.id, coalesce((SELECT max(i.number) FROM items i WHERE i.tenant_id = t.id), 0),
-  coalesce((SELECT max(c.number) FROM changes c WHERE c.tenant_id = t.id), 0)) FROM tenants t;
-ALTER TABLE items FORCE ROW LEVEL SECURITY;
-ALTER TABLE changes FORCE ROW LEVEL SECURITY;
-
-CREATE TRIGGER tenants_sequences AFTER INSERT ON tenants FOR EACH ROW EXECUTE FUNCTION memcairn_new_tenant();
-CREATE TRIGGER items_number BEFORE INSERT ON items FOR EACH ROW EXECUTE FUNCTION memcairn_number_item();
-CREATE TRIGGER changes_number BEFORE INSERT ON changes FOR EACH ROW WHEN (NEW.op <> 'embedded')
-  EXECUTE FUNCTION memcairn_number_change();
-"""
-
 # What the application role may do, as the migrations grant it: given again to the database's role by every
 # ``migrate`` (a role named later, or a database made from another as its template).
 APP_GRANTS = f"""
@@ -648,6 +583,7 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
          " backlog row), no longer a setting any role may choose; key digests hidden from the application role",
      _M011),
     (12, "per-tenant numbers of memories and changes, the API's ids (one sequence told a tenant the others' volume)",
-     _M012),
+     M012),
+    (13, "per-tenant numbers of audit entries, the ids of GET /v1/audit (every read writes one)", M013),
 )
 LATEST = MIGRATIONS[-1][0]
