@@ -124,7 +124,7 @@ def test_the_migrations_number_every_stored_memory_change_and_audit_entry_per_te
                          " unnest(ARRAY['stored', 'embedded']) FROM items WHERE title = %s", (f"memory {n}",))
     monkeypatch.undo()
     with db.connect(owner) as conn:
-        assert migrations.migrate(conn) == [12, 13]
+        assert migrations.migrate(conn)[:2] == [12, 13]  # and the later ones
         rows = conn.execute("SELECT tenant_id, title, number FROM items ORDER BY id").fetchall()
         assert rows == [(tenants[n % 2], f"memory {n}", n // 2 + 1) for n in range(7)]  # every row kept
         entries = conn.execute("SELECT tenant_id, target, number FROM audit_log ORDER BY id").fetchall()

@@ -16,8 +16,9 @@ Rows are hydrated with the project's name and the session looked up per row by p
 Where the two stores differ, the difference is kept and stated rather than papered over:
 
 - the team store keeps a memory's title and text (secrets and ``<private>`` parts removed before they are hashed
-  and stored), its kind, type, project, session and time; the other fields of ``MemoryItem`` read back empty, its
-  ``uuid`` is empty and ``updated_at_epoch`` is its creation time; its ``platform_source`` is its session's;
+  and stored), its anchors (``pgstore/item_fields.py``), its kind, type, project, session and time; the other
+  fields of ``MemoryItem`` read back empty, its ``uuid`` is empty and ``updated_at_epoch`` is its creation time;
+  its ``platform_source`` is its session's;
 - a filter may name projects, kinds, types, a time range and a session; concepts, files and platform filters are
   refused (``ValidationError``), and the keyword leg takes projects only, ranked by relevance; so are the
   context's totals and window of one platform;
@@ -41,6 +42,7 @@ import psycopg
 
 from memcairn.core.errors import ValidationError
 from memcairn.core.models import DEFAULT_TYPES, AddResult, ItemFilter, MemoryItem, NewItem
+from memcairn.pgstore import item_fields
 from memcairn.pgstore.audit import Actor
 from memcairn.pgstore.candidates import CandidateReads
 from memcairn.pgstore.db import tenant_transaction
@@ -60,7 +62,8 @@ _BEYOND_PROJECTS = ("kinds", "types", "concepts", "files", "date_start", "date_e
 
 def _item(row: Sequence[Any], *, numbered: bool = False) -> MemoryItem:
     """A row of ``_SELECT`` as a record; ``numbered``: its id is its number in the tenant (the API's)."""
-    item_id, project, kind, kind_type, title, text, epoch, digest, session, platform, number = row
+    item_id, project, kind, kind_type, title, text, epoch, digest, session = row[:9]
+    kept, (platform, number) = item_fields.read(row[9:-2]), row[-2:]
     return MemoryItem(
         id=int(number if numbered else item_id), uuid="", project=project, merged_into_project=None, session=session,
         kind=kind,
@@ -68,6 +71,7 @@ def _item(row: Sequence[Any], *, numbered: bool = False) -> MemoryItem:
         narrative=None, facts=[], concepts=[], files_read=[], files_modified=[], metadata={}, request=None,
         investigated=None, learned=None, completed=None, next_steps=None, notes=None, prompt_number=None,
         platform_source=platform, content_hash=digest, created_at_epoch=int(epoch), updated_at_epoch=int(epoch),
+        **kept,
     )
 
 
@@ -148,7 +152,7 @@ class TenantStore:
 
     def _items(self, rows: Sequence[Sequence[Any]]) -> list[MemoryItem]:
         """The records of ``_SELECT``'s rows; their numbers kept in ``numbers``."""
-        self.numbers.update((int(row[0]), int(row[10])) for row in rows)
+        self.numbers.update((int(row[0]), int(row[-1])) for row in rows)
         return [_item(row, numbered=self.numbered) for row in rows]
 
     def list_items(self, flt: ItemFilter | None = None, *, order: str = "newest", limit: int = 50,

@@ -30,6 +30,7 @@ from memcairn.core.clock import now_ms
 from memcairn.core.errors import NotFoundError, ValidationError
 from memcairn.core.lru import Lru
 from memcairn.core.models import NewItem
+from memcairn.pgstore import item_fields
 from memcairn.pgstore.audit import Actor, audit, audit_actor
 from memcairn.pgstore.backlog import vector_literal
 from memcairn.pgstore.db import Pool, read_as, tenant_transaction
@@ -42,6 +43,7 @@ from memcairn.store.validation import validate_item
 from memcairn.vectors.base import Embedder
 from memcairn.wire.privacy.private_tags import strip_private
 from memcairn.wire.privacy.redaction import redact_secrets
+from memcairn.wire.privacy.scrubbing import scrub
 
 EXACT_BELOW = 2_000  # projects holding fewer vectors than this are scanned exactly (the reference: 11-27 ms at 1k)
 CHUNKS_PER_ITEM = 4  # chunks read from the HNSW graph per item wanted (as the local mirror asks its index)
@@ -63,7 +65,8 @@ class Prepared:
 
 def prepare(item: NewItem) -> Prepared:
     item = validate_item(item)
-    item = replace(item, title=_clean(item.title), text=_clean(item.text))
+    item = replace(item, title=_clean(item.title), text=_clean(item.text),
+                   **{name: scrub(getattr(item, name)) for name in item_fields.NAMES})
     return Prepared(item, content_hash(item), item.created_at_epoch or now_ms())
 
 
@@ -95,7 +98,7 @@ def nearest_sql(*, exact: bool) -> str:
 RECORD_COLUMNS = ("i.id, (SELECT p.name FROM projects p WHERE p.id = i.project_id AND p.tenant_id = i.tenant_id),"
                   " i.kind, i.type, i.title, i.text, i.created_at_epoch, i.content_hash,"
                   " (SELECT s.agent_session_id FROM sessions s"
-                  " WHERE s.id = i.session_id AND s.tenant_id = i.tenant_id)")
+                  " WHERE s.id = i.session_id AND s.tenant_id = i.tenant_id), " + item_fields.SELECTED)
 
 
 class TeamStore:
@@ -197,8 +200,9 @@ class TeamStore:
         # the item, its backlog row, its audit row and its change in one statement (one round trip, not four)
         row = cur.execute(
             "WITH new AS (INSERT INTO items (tenant_id, project_id, session_id, kind, type, title, text,"
-            "  content_hash, created_by, created_at_epoch) VALUES (%(t)s, %(p)s, %(s)s, %(kind)s, %(type)s,"
-            "  %(title)s, %(text)s, %(hash)s, %(key)s, %(epoch)s)"
+            f"  content_hash, created_by, created_at_epoch, {item_fields.COLUMNS}) VALUES (%(t)s, %(p)s, %(s)s,"
+            "  %(kind)s, %(type)s, %(title)s, %(text)s, %(hash)s, %(key)s, %(epoch)s, "
+            + ", ".join(f"%({n})s" for n in item_fields.NAMES) + ")"
             "  ON CONFLICT (tenant_id, project_id, content_hash) DO NOTHING RETURNING id, number),"
             " queued AS (INSERT INTO embedding_backlog (item_id, tenant_id) SELECT id, %(t)s FROM new),"
             " audited AS (INSERT INTO audit_log (tenant_id, key_id, actor, action, target, request_id)"
@@ -208,7 +212,8 @@ class TeamStore:
             " SELECT id, number FROM new",
             {"t": tenant_id, "p": project_id, "s": session_id, "kind": item.kind, "type": item.type,
              "title": item.title or "", "text": item.text or "", "hash": digest, "key": who.key_id,
-             "epoch": ready.epoch, "actor": audit_actor(who), "request": who.request_id}).fetchone()
+             "epoch": ready.epoch, "actor": audit_actor(who), "request": who.request_id,
+             **item_fields.values(item)}).fetchone()
         if row:
             return Saved(int(row[0]), True, number=int(row[1]))
         found = cur.execute("SELECT id, number FROM items WHERE tenant_id = %s AND project_id = %s"
@@ -253,7 +258,7 @@ class TeamStore:
             item, p = ready.item, project[ready.item.project]
             s = session[(p, item.platform_source or "unknown", item.session)] if item.session else None
             rows.append((p, s, item.kind, item.type, item.title or "", item.text or "", ready.digest, actor.key_id,
-                         ready.epoch, audit_actor(actor), actor.request_id))
+                         ready.epoch, audit_actor(actor), actor.request_id, *item_fields.values(item).values()))
         columns = [list(c) for c in zip(*rows, strict=True)]
         made = {(p, h): int(i) for i, p, h in cur.execute(_INSERT_MANY, (*columns, tenant_id)).fetchall()}
         keys = [(r[0], r[6]) for r in rows]
@@ -406,7 +411,7 @@ class TeamStore:
     @staticmethod
     def _record(row: Sequence[Any]) -> dict[str, Any]:
         keys = ("id", "project", "kind", "type", "title", "text", "created_at_epoch", "content_hash", "session")
-        return dict(zip(keys, row, strict=True))
+        return {**dict(zip(keys, row[:len(keys)], strict=True)), **item_fields.read(row[len(keys):])}
 
     def get(self, tenant_id: int, item_id: int, *, pin: int | None = None) -> dict[str, Any]:
         found = self.get_many(tenant_id, [item_id], pin=pin)
@@ -495,16 +500,17 @@ class TeamStore:
 
 # A batch's items with their backlog, audit and change rows in one statement (``insert_many``): forgotten
 # content is passed over; the audit row names the first entry of each content (its key and request).
-_INSERT_MANY = """
+_INSERT_MANY = f"""
 WITH v AS (
   SELECT * FROM unnest(%s::bigint[], %s::bigint[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[],
-                       %s::text[], %s::bigint[], %s::text[], %s::text[]) WITH ORDINALITY
-    AS v(p, s, kind, type, title, text, hash, key, epoch, actor, request, n)),
+                       %s::text[], %s::bigint[], %s::text[], %s::text[]{", %s::jsonb[]" * len(item_fields.NAMES)})
+    WITH ORDINALITY AS v(p, s, kind, type, title, text, hash, key, epoch, actor, request, {item_fields.COLUMNS}, n)),
 t AS (SELECT %s::bigint AS id),
 new AS (
   INSERT INTO items (tenant_id, project_id, session_id, kind, type, title, text, content_hash, created_by,
-                     created_at_epoch)
-  SELECT t.id, v.p, v.s, v.kind, v.type, v.title, v.text, v.hash, v.key, v.epoch FROM v, t
+                     created_at_epoch, {item_fields.COLUMNS})
+  SELECT t.id, v.p, v.s, v.kind, v.type, v.title, v.text, v.hash, v.key, v.epoch,
+         {", ".join(f"v.{n}" for n in item_fields.NAMES)} FROM v, t
   WHERE NOT EXISTS (SELECT 1 FROM forgotten f WHERE f.tenant_id = t.id AND f.project_id = v.p
                     AND f.content_hash = v.hash)
   ORDER BY v.n

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 
+from memcairn.pgstore.schema_anchors import M014
 from memcairn.pgstore.schema_numbers import M012, M013
 
 APP_ROLE = "memcairn_app"
@@ -585,5 +586,6 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (12, "per-tenant numbers of memories and changes, the API's ids (one sequence told a tenant the others' volume)",
      M012),
     (13, "per-tenant numbers of audit entries, the ids of GET /v1/audit (every read writes one)", M013),
+    (14, "a memory's anchors kept with its row (files, identifiers, commit), for freshness where the code is", M014),
 )
 LATEST = MIGRATIONS[-1][0]

@@ -36,7 +36,7 @@ from memcairn.core.clock import now_ms as current_ms
 from memcairn.core.errors import ConfigError, NotFoundError, ValidationError
 from memcairn.core.lru import Lru
 from memcairn.core.models import MAX_ITEM_ID, MemoryItem, NewItem
-from memcairn.pgstore import audit, backlog, item_numbers, keys
+from memcairn.pgstore import audit, backlog, item_fields, item_numbers, keys
 from memcairn.pgstore.adapter import TenantStore
 from memcairn.pgstore.db import holding_key, tenant_transaction
 from memcairn.pgstore.items import MAX_LIMIT, Prepared, prepare
@@ -63,6 +63,7 @@ from memcairn.server.http import (
 from memcairn.server.openapi import openapi_document
 from memcairn.server.queue import IdempotencyConflict
 from memcairn.server.readiness import metrics_page, ready
+from memcairn.server.told_freshness import ToldFreshness, parse_states
 from memcairn.wire.config import Settings
 
 __all__ = ["ServerState", "make_app"]
@@ -125,7 +126,7 @@ def save_memory(request: Request, call: Call) -> Any:
     kind = text_field(body, "kind") or "manual"
     item = NewItem(project=project, kind=kind, type=text_field(body, "type"), title=text_field(body, "title"),
                    text=text_field(body, "text"), session=text_field(body, "session"),
-                   platform_source=text_field(body, "platform"))
+                   platform_source=text_field(body, "platform"), **_kept_fields(body))
     try:
         saved = state.team.add(call.key.tenant_id, item, pin=call.key.project_id, actor=call.actor)
     except NotFoundError:
@@ -254,7 +255,22 @@ def _event_item(state: ServerState, call: Call, event: dict[str, Any]) -> NewIte
     return NewItem(project=project, kind=text_field(event, "kind") or "observation", type=text_field(event, "type"),
                    title=text_field(event, "title"), text=text_field(event, "text"),
                    session=text_field(event, "session"), platform_source=text_field(event, "platform"),
-                   created_at_epoch=event.get("created_at_epoch"))
+                   created_at_epoch=event.get("created_at_epoch"), **_kept_fields(event))
+
+
+def _kept_fields(body: dict[str, Any]) -> dict[str, Any]:
+    """The memory's objects the server keeps with it (``pgstore/item_fields.py``: its anchors), as given."""
+    out = {}
+    for name in item_fields.NAMES:
+        value = body.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            raise ApiError(400, "invalid", f"{name} must be an object")
+        if holds_nul(value):
+            raise ApiError(400, "invalid", f"{name} contains a NUL character; remove it")
+        out[name] = value
+    return out
 
 
 def _pinned_name(state: ServerState, call: Call) -> str:
@@ -338,7 +354,8 @@ def _record(item: MemoryItem, numbers: dict[int, int]) -> dict[str, Any]:
     """A memory as the API answers it: its id is its number within the tenant (``numbers``: row id -> number)."""
     return {"id": numbers[item.id], "project": item.project, "kind": item.kind, "type": item.type,
             "title": item.title or "", "text": item.text or "", "created_at_epoch": item.created_at_epoch,
-            "content_hash": item.content_hash, "session": item.session}
+            "content_hash": item.content_hash, "session": item.session,
+            **{name: getattr(item, name) for name in item_fields.NAMES}}
 
 
 def start_session(request: Request, call: Call) -> Any:
@@ -459,7 +476,9 @@ def list_projects(request: Request, call: Call) -> Any:
 
 def context(request: Request, call: Call) -> Any:
     """The projects' SessionStart context within ``max_tokens``: the local one (``memcairn.context.build``, its default
-    settings, times in UTC) over the tenant's memories; ``items`` is the memories it shows."""
+    settings, times in UTC) over the tenant's memories; ``items`` is the memories it shows. ``anchors=true`` adds
+    the anchors of the memories it was built from (``anchored``) and ``states`` renders it with the freshness a
+    caller found for them (``server/told_freshness.py``): the server itself never says."""
     state: ServerState = request.app.state.server
     assert call.key is not None
     names = projects_param(request)
@@ -471,16 +490,19 @@ def context(request: Request, call: Call) -> Any:
     assert call.key is not None and call.cur is not None
     # the memories read carry their API ids (the digest shows them: ``#12``)
     store = TenantStore(state.team, call.key.tenant_id, pin=call.key.project_id, cur=call.cur, numbered=True)
-    data = gather(store, settings, names)
+    told = ToldFreshness(parse_states(request.query_params.get("states")))
+    data = gather(store, settings, names, freshness=told)
     now_ms = current_ms()
     # the text is a function of the memories read (a stored memory never changes: an edit stores another), the
     # totals, the budget and the clock: rendering, the costliest step, is done once for them
     key = (tuple(names), budget, clock(now_ms, UTC), data.totals,
-           tuple((i.id, i.content_hash) for i in (*data.observations, *data.summaries)))
+           tuple((i.id, i.content_hash) for i in (*data.observations, *data.summaries)),
+           tuple(sorted(data.freshness.items())))
     made = _RENDERED.get(key) or _RENDERED.put(key, render_shown(data, settings, now_ms=now_ms, tz=UTC))
     _audit_read(state, call, "context", "/v1/context", names, made.shown)
+    anchored = {"anchored": told.anchored()} if request.query_params.get("anchors") in ("1", "true") else {}
     return {"projects": names, "items": made.shown, "tokens": tokens.estimate_tokens(made.text),
-            "context": made.text}
+            "context": made.text, **anchored}
 
 
 def audit_log(request: Request, call: Call) -> Any:

@@ -38,17 +38,23 @@ _HEALTHY = ("Ready; embedding: the items of all tenants still waiting for their 
             "and those that could not be stored (failed)")
 
 
+_ANCHORS = {"type": "object", "description": "What the memory rests on as captured (files with their content ids, "
+            "identifiers, commit, branch); kept as given: the server has no working directory and says nothing of "
+            "how true a memory still is (a connected worker checks it against the files on its machine)"}
+
+
 def openapi_document() -> dict[str, Any]:
     item = {"type": "object", "required": ["id", "project", "title", "text"],
             "properties": {"id": _INT, "project": _STR, "kind": _STR, "type": {"type": ["string", "null"]},
                            "title": _STR, "text": _STR, "created_at_epoch": _INT,
-                           "session": {"type": ["string", "null"]}}}
+                           "session": {"type": ["string", "null"]}, "anchors": _ANCHORS}}
     hit = {"allOf": [item, {"type": "object", "properties": {"score": {"type": "number"},
                                                              "legs": {"type": "array", "items": _STR}}}]}
     optional = {"type": ["string", "null"]}
     new = {"type": "object", "properties": {"project": _STR, "title": optional, "text": optional,
                                             "kind": {"enum": ["manual", "observation", "summary", "prompt", None]},
-                                            "type": optional, "session": optional, "platform": optional},
+                                            "type": optional, "session": optional, "platform": optional,
+                                            "anchors": {**_ANCHORS, "type": ["object", "null"]}},
            "example": {"project": "api", "title": "Use WAL", "text": "SQLite runs in WAL mode"}}
     queued = {"type": "object", "required": ["queued", "replayed"],
               "properties": {"queued": {"type": "array", "items": {"type": ["integer", "null"]},
@@ -169,7 +175,13 @@ def openapi_document() -> dict[str, Any]:
         "/v1/context": {"get": {
             "operationId": "context", "parameters": [{**_PROJECT, "required": True},
                                                      _q("max_tokens", {"type": "integer", "minimum": 100,
-                                                                       "maximum": 20000}, "token budget")],
+                                                                       "maximum": 20000}, "token budget"),
+                                                     _q("anchors", {"enum": ["true", "false"]},
+                                                        "true: anchored lists the anchors of the memories the "
+                                                        "context was built from, for a caller to check"),
+                                                     _q("states", _STR, "JSON: API id -> {state: changed or "
+                                                        "stale, reasons}, the freshness the caller found; the "
+                                                        "context is rendered with it")],
             "responses": {"200": _json({"type": "object"}, "The projects' SessionStart context, fenced"),
                           **_errors(400, 401, 403, 503)}}},
         "/v1/keys": {

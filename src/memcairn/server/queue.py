@@ -37,6 +37,7 @@ from memcairn.capture.single_event import HookEvent, admitted, memories
 from memcairn.core.clock import now_ms
 from memcairn.core.errors import MemcairnError, NotFoundError, ValidationError
 from memcairn.core.models import NewItem
+from memcairn.pgstore import item_fields
 from memcairn.pgstore.audit import Actor
 from memcairn.pgstore.db import Pool, enter_by, tenant_transaction
 from memcairn.pgstore.items import Prepared, Saved, TeamStore, prepare
@@ -96,7 +97,8 @@ def payload(event: Event) -> dict[str, Any] | None:
     ready = prepare(event)
     item = ready.item
     return {"memory": {"project": item.project, "kind": item.kind, "type": item.type, "title": item.title,
-                       "text": item.text, "session": item.session, "platform": item.platform_source},
+                       "text": item.text, "session": item.session, "platform": item.platform_source,
+                       **item_fields.event_fields(item)},
             "hash": ready.digest, "epoch": ready.epoch}
 
 
@@ -110,7 +112,8 @@ def from_payload(row: dict[str, Any]) -> list[Prepared]:
         return [prepare(item) for item in memories(event, epoch)]
     m = row["memory"]
     item = NewItem(project=m["project"], kind=m["kind"], type=m["type"], title=m["title"], text=m["text"],
-                   session=m["session"], platform_source=m["platform"], created_at_epoch=epoch)
+                   session=m["session"], platform_source=m["platform"], created_at_epoch=epoch,
+                   **{name: m[name] for name in item_fields.NAMES if isinstance(m.get(name), dict)})
     return [Prepared(item, str(row["hash"]), epoch)]
 
 

@@ -11,6 +11,7 @@ import sqlite3
 from typing import Any
 
 from memcairn.core.clock import now_ms
+from memcairn.core.fields import FIELD
 from memcairn.store.db import atomic
 
 
@@ -89,11 +90,12 @@ class RemoteStateMixin:
             return []
         rows = self._conn.execute(
             "SELECT m.id, m.uuid, p.name, s.agent_session_id, m.kind, m.type, m.title, m.text, m.narrative, "
-            "m.facts, m.learned, m.completed, m.next_steps, m.platform_source, m.content_hash, m.created_at_epoch "
+            "m.facts, m.learned, m.completed, m.next_steps, m.platform_source, m.content_hash, m.created_at_epoch, "
+            "m.anchors "
             "FROM memory_items m JOIN projects p ON p.id = m.project_id "
             f"LEFT JOIN sessions s ON s.id = m.session_id WHERE {where[0]}", where[1])
         keys = ("id", "uuid", "project", "session", "kind", "type", "title", "text", "narrative", "facts", "learned",
-                "completed", "next_steps", "platform_source", "content_hash", "created_at_epoch")
+                "completed", "next_steps", "platform_source", "content_hash", "created_at_epoch", "anchors")
         return [forward_record(dict(zip(keys, r, strict=True))) for r in rows]
 
     def count_to_forward(self, after_id: int) -> int:
@@ -110,7 +112,8 @@ def forward_record(row: dict[str, Any]) -> dict[str, Any]:
     return {"id": row["id"], "uuid": row["uuid"], "project": row["project"], "session": row["session"],
             "kind": row["kind"], "type": row["type"], "title": row["title"],
             "text": "\n".join(parts) or row["title"] or "", "platform": row["platform_source"],
-            "content_hash": row["content_hash"], "created_at_epoch": row["created_at_epoch"]}
+            "content_hash": row["content_hash"], "created_at_epoch": row["created_at_epoch"],
+            "anchors": FIELD["anchors"].from_column(row["anchors"])}
 
 
 def _facts(raw: str | None) -> list[str]:

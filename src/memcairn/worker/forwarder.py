@@ -68,7 +68,8 @@ def batch_key(items: list[dict[str, Any]]) -> str:
 def as_event(item: dict[str, Any], cfg: RemoteConfig) -> dict[str, Any]:
     event = {"project": cfg.server_project(item["project"]), "kind": item["kind"], "type": item["type"],
              "title": item["title"], "text": item["text"], "session": item["session"],
-             "platform": item["platform"], "created_at_epoch": item["created_at_epoch"]}
+             "platform": item["platform"], "created_at_epoch": item["created_at_epoch"],
+             "anchors": item.get("anchors") or None}  # what it rests on, checked where the code is
     return {k: v for k, v in event.items() if v is not None}
 
 

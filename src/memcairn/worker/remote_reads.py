@@ -6,21 +6,30 @@ On a timeout, no answer or an error the worker answers from its local copy and s
 filters the team API does not take (kinds, types, concepts, files, dates, platform, offset, order) is answered
 locally. Team results carry the server's ids as ``team#N`` (``source: "team"``), not local ones; the doors that take ids
 back (full records, one record, a timeline) ask the server for them (below).
+
+How true a team memory still is, is said here, not by the server (it has no working directory): its anchors come
+with its row and are checked against the project's files on this machine (``team_states``: where ``memcairn
+projects root`` says the project is, else where it was captured), so a team hit carries the same ``freshness``,
+mark and place after the current ones as a local one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import tzinfo
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 
+from memcairn.context.freshness_check import checker_for
 from memcairn.core.errors import ConfigError, NotFoundError
 from memcairn.core.models import MemoryItem
-from memcairn.search.records import agent_record
+from memcairn.search.freshness import BELOW, CHANGED, STALE, Freshness, with_mark
+from memcairn.search.records import agent_record, freshness_json, raw_record
 from memcairn.search.request import SearchRequest
 from memcairn.search.rows import index_row, row_text
 from memcairn.wire.config import Settings
@@ -76,20 +85,64 @@ async def ask(settings: Settings, cfg: RemoteConfig, path: str, params: dict[str
     return resp.body, None
 
 
-def team_search_result(body: dict[str, Any], cfg: RemoteConfig, latency_ms: float) -> dict[str, Any]:
-    """The server's hits in the shape of a local search result (``SearchResult.to_dict``)."""
+# What checks team memories against the files here: ``WorkerState.call`` (the read pool) and the local store,
+# whose project roots say where each project's working directory is on this machine.
+Call = Callable[..., Awaitable[Any]]
+
+
+async def team_states(call: Call, store: object, items: Iterable[MemoryItem]) -> dict[int, Freshness]:
+    """The team memories' freshness by id, as the files on this machine are now."""
+    items = list(items)
+    return await call(checker_for(store).check, items) if items else {}
+
+
+def _state_of(hit: dict[str, Any], states: Mapping[int, Freshness]) -> str | None:
+    found = states.get(hit["id"]) if isinstance(hit.get("id"), int) else None
+    return found.state if found is not None else None
+
+
+async def team_context(settings: Settings, cfg: RemoteConfig, call: Call, store: object, names: list[str],
+                       budget: int) -> tuple[Any, str | None]:
+    """The team's SessionStart digest (the server's JSON answer, or None and why), its memories checked against
+    the files here: when any of them changed or went stale, the digest is asked for again with what was found
+    (``server/told_freshness.py``), so it marks and drops them as a local digest does."""
+    params: dict[str, Any] = {"project": [cfg.server_project(n) for n in names], "max_tokens": budget,
+                              "anchors": "true"}
+    body, why = await ask(settings, cfg, "/v1/context", params)
+    anchored = body.get("anchored") if isinstance(body, dict) else None
+    if not isinstance(anchored, list) or not anchored:
+        return body, why
+    items = [team_item({"id": a["id"], "anchors": a.get("anchors")}, cfg.local_project(str(a.get("project") or "")))
+             for a in anchored if isinstance(a, dict) and isinstance(a.get("id"), int)]
+    told = {str(n): {"state": f.state, "reasons": list(f.reasons)}
+            for n, f in (await team_states(call, store, items)).items() if f.state in (CHANGED, STALE)}
+    if not told:
+        return body, why
+    again, _ = await ask(settings, cfg, "/v1/context", {**params, "anchors": "false",
+                                                         "states": json.dumps(told, separators=(",", ":"))})
+    return (again, None) if isinstance(again, dict) and isinstance(again.get("context"), str) else (body, why)
+
+
+def team_search_result(body: dict[str, Any], cfg: RemoteConfig, latency_ms: float,
+                       states: Mapping[int, Freshness] | None = None) -> dict[str, Any]:
+    """The server's hits in the shape of a local search result (``SearchResult.to_dict``); with ``states`` (by
+    the server's id) each carries its freshness, and the stale ones follow the others, as a local search ranks
+    them."""
     rows = []
     counts: dict[str, int] = {}
-    for hit in body.get("results") or []:
+    states = states or {}
+    hits = body.get("results") or []
+    for hit in sorted(hits, key=lambda h: _state_of(h, states) in BELOW):  # stable: the server's order otherwise
         kind = hit.get("kind") or "observation"
         counts[kind] = counts.get(kind, 0) + 1
         ref = team_ref(hit["id"]) if isinstance(hit.get("id"), int) else hit.get("id")
+        fresh = states.get(hit["id"]) if isinstance(hit.get("id"), int) else None
         rows.append({"id": ref, "source": "team", "kind": kind, "type": hit.get("type"),
                      "title": hit.get("title"), "display_title": hit.get("title") or "",
                      "project": cfg.local_project(str(hit.get("project") or "")),
                      "created_at_epoch": hit.get("created_at_epoch"), "text": hit.get("text"),
                      "score": hit.get("score"), "legs": {name: {} for name in hit.get("legs") or []},
-                     "relevance": None})
+                     "relevance": None, **({"freshness": freshness_json(fresh)} if fresh is not None else {})})
     return {"strategy": "team", "fallback_reason": None,
             "notes": [f"answered by the team server {cfg.url}; ids are the server's (team#N): get_observations, "
                       "timeline and show take them"],
@@ -104,8 +157,10 @@ def team_answerable(req: SearchRequest) -> bool:
         and not int(req.offset or 0) and req.min_score is None
 
 
-async def team_search(settings: Settings, req: SearchRequest) -> dict[str, Any] | str | None:
-    """Remote mode: the team server's result, or why it gave none (a string); None in local mode."""
+async def team_search(settings: Settings, req: SearchRequest, call: Call | None = None,
+                      store: object = None) -> dict[str, Any] | str | None:
+    """Remote mode: the team server's result, or why it gave none (a string); None in local mode. With ``call``
+    and ``store`` its hits are checked against the files here (``team_states``)."""
     cfg = remote_config(settings)
     if cfg is None:
         return None
@@ -119,7 +174,12 @@ async def team_search(settings: Settings, req: SearchRequest) -> dict[str, Any] 
     if body is None:
         assert why is not None
         return why
-    return team_search_result(body, cfg, (time.perf_counter() - started) * 1000)
+    states: dict[int, Freshness] = {}
+    if call is not None:
+        hits = [h for h in body.get("results") or [] if isinstance(h, dict) and isinstance(h.get("id"), int)]
+        states = await team_states(call, store, [team_item(h, cfg.local_project(str(h.get("project") or "")))
+                                                 for h in hits])
+    return team_search_result(body, cfg, (time.perf_counter() - started) * 1000, states)
 
 
 def team_index_rows(result: dict[str, Any], tz: tzinfo | None) -> list[dict[str, Any]]:
@@ -129,11 +189,16 @@ def team_index_rows(result: dict[str, Any], tz: tzinfo | None) -> list[dict[str,
                       project=several) for row in result["results"] if team_id(row.get("id")) is not None]
 
 
+def _row_freshness(row: dict[str, Any]) -> Freshness | None:
+    said = row.get("freshness")
+    return Freshness(str(said["state"]), tuple(said.get("reasons") or ())) if isinstance(said, dict) else None
+
+
 def team_index_text(result: dict[str, Any]) -> str:
     lines = [f"{len(result['results'])} result(s) from the team server"]
     for row in result["results"]:  # any team member's stored text: one printable line each, markers defused
         kind, type_, title, project = (clean_line(str(row[f])) for f in ("kind", "type", "display_title", "project"))
-        lines.append(f"{row['id']}  {kind}/{type_}  {title}  ({project})")
+        lines.append(f"{row['id']}  {kind}/{type_}  {with_mark(title, _row_freshness(row))}  ({project})")
     return "\n".join(lines)
 
 
@@ -164,13 +229,22 @@ def team_item(record: dict[str, Any], project: str) -> MemoryItem:
         text=record.get("text") or None, narrative=None, facts=[], concepts=[], files_read=[], files_modified=[],
         metadata={}, request=None, investigated=None, learned=None, completed=None, next_steps=None, notes=None,
         prompt_number=None, platform_source=None, content_hash=str(record.get("content_hash") or ""),
-        created_at_epoch=epoch, updated_at_epoch=epoch)
+        created_at_epoch=epoch, updated_at_epoch=epoch,
+        anchors=record["anchors"] if isinstance(record.get("anchors"), dict) else {})
 
 
-def team_record(item: MemoryItem, fmt: str, tz: tzinfo | None) -> dict[str, Any]:
-    """A team memory in the shape ``/api/observations/batch`` gives a local one, its id as ``team#N``."""
-    record = agent_record(item, tz) if fmt == "agent" else item.to_dict()
+def team_record(item: MemoryItem, fmt: str, tz: tzinfo | None, freshness: Freshness | None = None) -> dict[str, Any]:
+    """A team memory in the shape ``/api/observations/batch`` gives a local one, its id as ``team#N``, with its
+    freshness as the files here say (``team_states``)."""
+    record = agent_record(item, tz, freshness) if fmt == "agent" else raw_record(item, freshness)
     return {**record, "id": team_ref(item.id), "source": "team"}
+
+
+async def team_records(call: Call, store: object, items: Mapping[int, MemoryItem], fmt: str,
+                       tz: tzinfo | None) -> dict[int, dict[str, Any]]:
+    """``team_record`` of each item (by the server's id), checked against the files here."""
+    states = await team_states(call, store, items.values())
+    return {n: team_record(item, fmt, tz, states.get(item.id)) for n, item in items.items()}
 
 
 async def team_items(settings: Settings, ids: list[int]) -> tuple[dict[int, MemoryItem], list[int]]:

@@ -87,8 +87,8 @@ async def context_inject(request: Request) -> Response:
 
     cfg = remote_reads.remote_config(state.settings) if names else None
     if cfg is not None and resumed is None:  # remote mode: the team's digest first
-        body, why = await remote_reads.ask(state.settings, cfg, "/v1/context", {
-            "project": [cfg.server_project(n) for n in names or ()], "max_tokens": settings.context_token_budget})
+        body, why = await remote_reads.team_context(state.settings, cfg, state.call, runtime.store, list(names or ()),
+                                                    settings.context_token_budget)
         if body is not None and isinstance(body.get("context"), str):
             return PlainTextResponse(body["context"], headers={CONTEXT_HEADER: "team",
                                                                remote_reads.REMOTE_HEADER: "team"})

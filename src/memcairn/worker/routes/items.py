@@ -77,7 +77,8 @@ async def observations_batch(request: Request) -> Response:
     except remote_reads.TeamReadFailed as exc:
         return team_failed(exc)
     by_ref: dict[Any, dict[str, Any]] = {r["id"]: r for r in records}
-    by_ref.update({team_ref(n): remote_reads.team_record(item, fmt, tz) for n, item in held.items()})
+    made = await remote_reads.team_records(state.call, runtime.store, held, fmt, tz)
+    by_ref.update({team_ref(n): record for n, record in made.items()})
     asked = list(dict.fromkeys(team_ref(n) if (n := team_id(i)) is not None else i for i in ids))
     return JSON({"items": [by_ref[i] for i in asked if i in by_ref], "missing": [i for i in asked if i not in by_ref]})
 
@@ -142,7 +143,8 @@ async def team_item(request: Request) -> Response:
         return team_failed(exc)
     if item_id not in held:
         raise NotFoundError(f"the team server holds no memory {ref}")
-    return JSON(remote_reads.team_record(held[item_id], "raw", None))
+    made = await remote_reads.team_records(state.call, state.require().store, held, "raw", None)
+    return JSON(made[item_id])
 
 
 def _saved_value(data: dict[str, Any], f: Field) -> Any:

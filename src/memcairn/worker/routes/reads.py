@@ -53,7 +53,8 @@ async def search(request: Request) -> Response:
         min_score=param(request, "min_score", "minScore"),
         tz=tz,
     )
-    team = await remote_reads.team_search(state.settings, req) if remote_reads.team_answerable(req) else None
+    team = await remote_reads.team_search(state.settings, req, state.call, state.require().store) \
+        if remote_reads.team_answerable(req) else None
     if team is not None and not isinstance(team, str):
         if fmt == "index":
             return JSON({"format": "index", "text": remote_reads.team_index_text(team), "strategy": "team",
@@ -113,4 +114,6 @@ async def _team_timeline(request: Request, state: WorkerState, anchor: int, fmt:
         return JSON({"format": "index", "text": remote_reads.team_timeline_text(anchor, rows, tz, notes),
                      "anchor_id": ref, "notes": notes, "strategy": "team", "source": "team"})
     return JSON({"format": "json", "anchor_id": ref, "strategy": "team", "source": "team", "notes": notes,
-                 "items": [remote_reads.team_record(item, "raw", tz) for item, _ in rows]})
+                 "items": list((await remote_reads.team_records(state.call, state.require().store,
+                                                                dict(enumerate(item for item, _ in rows)), "raw",
+                                                                tz)).values())})
