@@ -628,7 +628,10 @@ def test_the_semantic_leg_asks_twice_its_pool_and_twice_again_when_filters_may_d
     service.search(query="queue", projects=["p"], limit=80)
     service.search(query="queue", projects=["p"], types=["bugfix"], limit=20)
     SearchService(mem_store, mirror, recency_window_days=30).search(query="queue", limit=20, now=NOW)
-    assert mirror.limits == [100, 160, 200, 200]
+    # a hybrid search ordered by relevance ranks windows of 200 candidates a leg (search.windows)
+    assert mirror.limits == [400, 400, 800, 800]
+    SearchService(mem_store, mirror, windows=False).search(query="queue", projects=["p"], limit=80)
+    assert mirror.limits[-1] == 160
 
 
 def test_the_file_filter_matches_paths_with_backslashes_and_quotes(mem_store: Store) -> None:

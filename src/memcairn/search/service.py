@@ -45,13 +45,13 @@ from typing import Any
 from memcairn.core.clock import now_ms
 from memcairn.core.errors import KeywordIndexDamagedError, ValidationError, WouldWait
 from memcairn.core.models import DEFAULT_TYPES, MAX_ITEM_ID, OBSERVATION_TYPES, ItemFilter, MemoryItem
-from memcairn.search import evidence, fusion, relevance
+from memcairn.search import evidence, fusion, relevance, windows
 from memcairn.search.freshness import Freshness, FreshnessCheck, stale_last, with_corrections
 from memcairn.search.request import SearchRequest
 from memcairn.search.result import LegRank, SearchHit, SearchResult, Timeline
 from memcairn.search.telemetry import SearchEnvelope, Telemetry
-from memcairn.store.protocols import SearchStore, StepEvidence
-from memcairn.store.records import MAX_QUERY_TOKENS, STOPWORDS
+from memcairn.store.protocols import SearchStore, SessionWindows, StepEvidence
+from memcairn.store.records import MAX_QUERY_TOKENS, STOPWORDS, QueryTerms
 
 log = logging.getLogger("memcairn.search")
 
@@ -60,6 +60,7 @@ log = logging.getLogger("memcairn.search")
 MAX_SEMANTIC_QUERY_CHARS = 2000
 POOL_MIN = 50  # candidates each leg contributes to a relevance-ordered fusion, at least
 TIME_ORDER_POOL = 200  # ... and to a newest/oldest one
+WINDOW_POOL = 200  # ... and to a windowed one (search.windows: neighbours' similarities, a stable min-max)
 MAX_VECTOR_CANDIDATES = 1000
 DAY_MS = 86_400_000
 LEGS = ("keyword", "semantic")
@@ -82,7 +83,7 @@ class SearchService:
                  fusion: str = "minmax", recency_boost_half_life_days: float | None = None,
                  weights: dict[str, float] | None = None, mirror_error: str | None = None,
                  telemetry: Telemetry | None = None, legs: Sequence[str] = LEGS, evidence_snippets: int = 0,
-                 freshness: FreshnessCheck | None = None) -> None:
+                 freshness: FreshnessCheck | None = None, windows: bool = True) -> None:
         if fusion not in ("rrf", "minmax"):
             raise ValidationError(f"unknown fusion {fusion!r}; use rrf or minmax")
         legs = tuple(dict.fromkeys(legs))
@@ -101,6 +102,7 @@ class SearchService:
         self.legs = legs
         self.evidence_snippets = evidence_snippets  # matching steps quoted beside the hits (search.evidence)
         self.freshness = freshness
+        self.windows = windows and isinstance(store, SessionWindows)  # search.windows, for hybrid relevance order
 
     # -- public API -------------------------------------------------------------------------------
     @property
@@ -198,7 +200,10 @@ class SearchService:
     def _query(self, run: _Run) -> None:
         req = run.req
         order = req.resolved_order
-        pool = max(req.offset + req.limit, POOL_MIN if order == "relevance" else TIME_ORDER_POOL)
+        windowed = (self.windows and order == "relevance" and (req.fusion or self.fusion) == "minmax"
+                    and "keyword" in run.legs and "semantic" in run.legs)
+        item_pool = max(req.offset + req.limit, POOL_MIN if order == "relevance" else TIME_ORDER_POOL)
+        pool = max(item_pool, WINDOW_POOL) if windowed else item_pool
         flt = self._filter(req)
         legs: dict[str, list[tuple[int, float]]] = {}
 
@@ -236,7 +241,12 @@ class SearchService:
             run.notes.append(f"{req.mode} only, as asked")
 
         method = req.fusion or self.fusion
-        scores = fusion.fuse(method, legs, weights=self.weights)
+        scores = self._windowed(run, legs) if windowed and "keyword" in legs and "semantic" in legs else None
+        if scores is None:
+            legs = {name: leg[:item_pool] for name, leg in legs.items()}  # the items' pool, as without windows
+            scores = fusion.fuse(method, legs, weights=self.weights)
+        else:
+            method = "windows"
         # Candidates are fused and ordered by id, score and time; only the page's rows are read whole. The
         # semantic leg read the times of its hits already; the keyword leg's others are read here.
         created = {i: run.created[i] for i in scores if i in run.created}
@@ -282,6 +292,18 @@ class SearchService:
             for i in ordered if i in items
         ]
 
+    def _windowed(self, run: _Run, legs: dict[str, list[tuple[int, float]]]) -> dict[int, float] | None:
+        """The candidates of both legs ranked with their session neighbours (``search.windows``); None when no
+        candidate has one or the memories are long (the item fusion then ranks them)."""
+        candidates = list(dict.fromkeys(i for leg in legs.values() for i, _ in leg))
+        assert isinstance(self.store, SessionWindows)
+        around = self.store.session_windows(candidates)
+        if all(len(w.ids) == 1 for w in around.values()) or not windows.short(candidates, around):
+            return None
+        held = list(dict.fromkeys(j for i in candidates for j in (around[i].ids if i in around else (i,))))
+        run.terms = self.store.query_terms(run.req.query, held)
+        return windows.fuse(candidates, around, run.terms, dict(legs["semantic"]))
+
     def _fresh(self, items: Iterable[MemoryItem]) -> dict[int, Freshness]:
         """The items' freshness by id, a corrected item's its correction (``store/supersede.py``); nothing
         without a checker, the corrections alone when checking fails (never fails a search)."""
@@ -299,7 +321,7 @@ class SearchService:
         """Each candidate's relevance (``search.relevance``); None when the request turned the floor off."""
         if run.min_score <= 0 or not ordered:
             return None
-        terms = self.store.query_terms(run.req.query, ordered)
+        terms = run.terms if run.terms is not None else self.store.query_terms(run.req.query, ordered)
         model = getattr(getattr(self.mirror, "embedder", None), "model_id", None)
         weights = relevance.informative_weights(terms) if terms is not None else {}
         out = {}
@@ -412,6 +434,7 @@ class _Run:
         self.min_score = relevance.DEFAULT_MIN_SCORE if req.min_score is None else req.min_score
         self.hidden = 0  # candidates below the relevance floor
         self.keyword_matched: set[int] = set()  # candidates holding an informative word of the query
+        self.terms: QueryTerms | None = None  # the query's words and which candidates hold them, once read
         self.evidence: list[evidence.EvidenceSnippet] = []
 
 

@@ -13,11 +13,16 @@ from memcairn.core.errors import KeywordIndexDamagedError, StoreError
 from memcairn.core.models import ItemFilter, MemoryItem
 from memcairn.store import fts
 from memcairn.store.db import connect
+from memcairn.store.records import SessionWindow
 
 if TYPE_CHECKING:  # numpy is imported only by a process that keeps the copy (the worker)
     from memcairn.store.keyword_index import KeywordIndex
 
 ORDERS = ("relevance", "newest", "oldest")
+# The characters of a row's searchable text, as session_windows reports them.
+_TEXT_CHARS = ("length(coalesce(title, '')) + length(coalesce(text, '')) + length(coalesce(narrative, '')) + "
+               "length(facts) + length(coalesce(request, '')) + length(coalesce(learned, '')) + "
+               "length(coalesce(completed, '')) + length(coalesce(next_steps, ''))")
 
 
 class KeywordSearchMixin:
@@ -81,6 +86,42 @@ class KeywordSearchMixin:
             self.note_error(exc)
             return None
         return fts.QueryTerms(tuple(tokens), tuple(frequencies), total, holding)
+
+    def session_windows(self, ids: Sequence[int], radius: int = 1) -> dict[int, SessionWindow]:
+        """For each of ``ids`` that exists: its session's row id (None without one), its window (the ids of
+        itself and of up to ``radius`` items either side of it in the same session and project, in time order)
+        and the characters of its text. A search ranks such windows as documents (``search.windows``); they are
+        read from the rows, never stored."""
+        if not ids:
+            return {}
+        wanted = [int(i) for i in dict.fromkeys(ids)]
+        own: dict[int, tuple[int, int | None]] = {}
+        chars: dict[int, int] = {}
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start:start + 500]
+            for i, p, s, n in self._conn.execute(
+                    f"SELECT id, project_id, session_id, {_TEXT_CHARS} FROM memory_items NOT INDEXED WHERE id IN "
+                    f"({', '.join('?' for _ in chunk)})", chunk):
+                own[i] = (p, s)
+                chars[i] = n
+        sessions = sorted({s for _, s in own.values() if s is not None})
+        members: dict[tuple[int, int], list[int]] = {}
+        for start in range(0, len(sessions), 500):
+            chunk = sessions[start:start + 500]
+            for i, p, s in self._conn.execute(
+                    f"SELECT id, project_id, session_id FROM memory_items WHERE session_id IN "
+                    f"({', '.join('?' for _ in chunk)}) ORDER BY session_id, created_at_epoch, id", chunk):
+                members.setdefault((p, s), []).append(i)
+        out: dict[int, SessionWindow] = {}
+        for key, order in members.items():
+            at = {i: n for n, i in enumerate(order)}
+            for i in order:
+                if i in own:
+                    n = at[i]
+                    out[i] = SessionWindow(key[1], tuple(order[max(0, n - radius):n + radius + 1]), chars[i])
+        for i, (_, session) in own.items():
+            out.setdefault(i, SessionWindow(session, (i,), chars[i]))
+        return out
 
     def _keyword_ids(self, query: str, flt: ItemFilter | None, *, limit: int, offset: int,
                      order: str) -> tuple[list[tuple[int, float]], Any]:

@@ -29,7 +29,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
 
 from memcairn.core.models import AddResult, ItemFilter, MemoryItem, NewItem
-from memcairn.store.records import EvidenceHit, IngestEvent, NewEvidence, OutboxEntry, ProjectInfo, QueryTerms
+from memcairn.store.records import (
+    EvidenceHit,
+    IngestEvent,
+    NewEvidence,
+    OutboxEntry,
+    ProjectInfo,
+    QueryTerms,
+    SessionWindow,
+)
 
 if TYPE_CHECKING:
     from memcairn.store.transfer_state import Outcome, TransferRecord
@@ -92,6 +100,14 @@ class KeywordSearch(Protocol):
                     order: str = "relevance") -> list[tuple[int, float]]:
         """(item id, score) best first; a higher score is a better match. Never raises on the query's text."""
         ...
+
+
+@runtime_checkable
+class SessionWindows(Protocol):
+    """Each item's neighbours in its session, which a search ranks with it (a store without them ranks items
+    alone)."""
+
+    def session_windows(self, ids: Sequence[int], radius: int = 1) -> dict[int, SessionWindow]: ...
 
 
 class KeywordEvidence(Protocol):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from memcairn.core.errors import NotFoundError
 from memcairn.core.models import MemoryItem
@@ -50,6 +50,15 @@ class QueryTerms:
     frequencies: tuple[int, ...]
     total: int
     holding: dict[str, set[int]]
+
+
+class SessionWindow(NamedTuple):
+    """An item with its neighbours in its session (``Store.session_windows``): the session's row id (None for an
+    item without one), the window's item ids in time order (the item among them) and the item's characters."""
+
+    session: int | None
+    ids: tuple[int, ...]
+    chars: int
 
 
 @dataclass(frozen=True)
