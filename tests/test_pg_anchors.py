@@ -37,3 +37,36 @@ def test_a_saved_and_a_queued_memory_keep_their_anchors(pg_database: str, team: 
     assert records["a note resting on nothing"]["anchors"] == {}
     items = {i.title: i for i in TenantStore(team, acme).get_items([saved.id, queued[0].id])}
     assert items["billing batches settle nightly"].anchors == ANCHORS
+
+
+def test_a_correction_is_kept_with_the_row_and_the_memory_leaves_the_digest(pg_database: str,
+                                                                            team: TeamStore) -> None:
+    from memcairn.context.gather import gather
+    from memcairn.core.errors import NotFoundError, ValidationError
+    from memcairn.pgstore import corrections
+    from memcairn.pgstore.db import read_as
+    from memcairn.pgstore.item_numbers import numbers_of
+    from memcairn.wire.config import load_settings
+
+    acme, other = tenant(pg_database, "acme"), tenant(pg_database, "other")
+    old = team.add(acme, event("api", "the port is 8000"))
+    new = team.add(acme, event("api", "the port is 8080"))
+    elsewhere = team.add(other, event("api", "their note"))
+    number = read_as(team.pool, acme, lambda cur: numbers_of(cur, acme, [old.id, new.id]))
+    said = corrections.correct(team, acme, number[old.id], by=number[new.id], why="moved in the last release")
+    assert said.id == number[old.id] and said.correction["state"] == "superseded"
+    assert said.correction["by"] == number[new.id]
+    shown = gather(TenantStore(team, acme, numbered=True), load_settings(), ["api"])
+    assert [i.title for i in shown.observations] == ["the port is 8080"]  # the corrected one left the digest
+    undone = corrections.correct(team, acme, number[old.id], undo=True)
+    assert "state" not in undone.correction and undone.correction["undone"][0]["state"] == "superseded"
+    wrong = corrections.correct(team, acme, number[old.id], why="never true")
+    assert wrong.correction["state"] == "wrong" and len(wrong.correction["undone"]) == 1
+    assert team.get_many(acme, [old.id])[0]["correction"]["why"] == "never true"  # kept, readable by id
+    theirs = read_as(team.pool, other, lambda cur: numbers_of(cur, other, [elsewhere.id]))[elsewhere.id]
+    corrections.correct(team, other, theirs, why="their own call")
+    assert team.get_many(acme, [old.id])[0]["correction"]["why"] == "never true"  # untouched by another tenant's
+    with pytest.raises(NotFoundError):
+        corrections.correct(team, acme, 999, why="no such memory")
+    with pytest.raises(ValidationError):
+        corrections.correct(team, acme, number[new.id])  # neither why nor by

@@ -136,3 +136,37 @@ def test_a_team_memory_keeps_its_anchors_and_is_checked_where_the_code_is(
     assert status == 200 and "No longer true" not in plain["context"] and "anchored" not in plain
     status, _, again = request(server.port, "GET", f"/v1/memories/{hit['id']}", headers=auth)
     assert status == 200 and "freshness" not in again and again["anchors"] == hit["anchors"]
+
+
+def test_a_team_memory_corrected_in_remote_mode_is_marked_on_the_server_and_kept(
+        team: tuple[TeamServer, str, str], cfg: Settings, tmp_path: Path) -> None:
+    server, key, superuser_dsn = team
+    repo = committed_repo(tmp_path / PROJECT, {"billing.py": SOURCE})
+    assert cli(cfg.home, "connect", server.url, "--key", key).returncode == 0
+    lifecycle.start(cfg)
+    capture_edit(cfg.port, repo, "billing.py")
+    wait_for(lambda: last_item(cfg) > 0 and in_sync(cfg, server.url, superuser_dsn), "the memory on the server")
+    auth = {"Authorization": f"Bearer {key}"}
+    found = request(server.port, "GET", "/v1/search?query=settle_invoice_batch&mode=keyword", headers=auth)[2]
+    number = found["results"][0]["id"]
+    in_digest = request(server.port, "GET", f"/v1/context?project={PROJECT}", headers=auth)[2]["context"]
+    assert f"#{number}" in in_digest
+
+    said = cli(cfg.home, "correct", f"team#{number}", "--why", "invoices settle one at a time now")
+    assert said.returncode == 0, said.stderr
+    assert f"team#{number} marked wrong: invoices settle one at a time now" in said.stdout
+    status, _, record = request(server.port, "GET", f"/v1/memories/{number}", headers=auth)
+    assert status == 200 and record["correction"]["state"] == "wrong"  # kept, marked on the server
+    digest = request(server.port, "GET", f"/v1/context?project={PROJECT}", headers=auth)[2]["context"]
+    assert f"#{number}" not in digest  # it left the team's digest
+    query = urllib.parse.urlencode({"query": "settle_invoice_batch", "project": PROJECT, "mode": "keyword",
+                                    "format": "json"})
+    row = next(r for r in request(cfg.port, "GET", f"/api/search?{query}")[2]["results"]
+               if r["id"] == f"team#{number}")
+    assert row["freshness"]["state"] == "wrong" and "invoices settle" in row["freshness"]["reasons"][0]
+
+    back = cli(cfg.home, "correct", f"team#{number}", "--undo")
+    assert back.returncode == 0 and f"team#{number} holds again" in back.stdout, back.stderr
+    record = request(server.port, "GET", f"/v1/memories/{number}", headers=auth)[2]
+    assert "state" not in record["correction"] and record["correction"]["undone"][0]["state"] == "wrong"
+    assert cli(cfg.home, "correct", f"team#{number}", "--by", "12").returncode != 0  # by a team id, not a local

@@ -66,7 +66,7 @@ class Prepared:
 def prepare(item: NewItem) -> Prepared:
     item = validate_item(item)
     item = replace(item, title=_clean(item.title), text=_clean(item.text),
-                   **{name: scrub(getattr(item, name)) for name in item_fields.NAMES})
+                   **{name: scrub(getattr(item, name)) for name in item_fields.WRITTEN_NAMES})
     return Prepared(item, content_hash(item), item.created_at_epoch or now_ms())
 
 
@@ -202,7 +202,7 @@ class TeamStore:
             "WITH new AS (INSERT INTO items (tenant_id, project_id, session_id, kind, type, title, text,"
             f"  content_hash, created_by, created_at_epoch, {item_fields.COLUMNS}) VALUES (%(t)s, %(p)s, %(s)s,"
             "  %(kind)s, %(type)s, %(title)s, %(text)s, %(hash)s, %(key)s, %(epoch)s, "
-            + ", ".join(f"%({n})s" for n in item_fields.NAMES) + ")"
+            + ", ".join(f"%({n})s" for n in item_fields.WRITTEN_NAMES) + ")"
             "  ON CONFLICT (tenant_id, project_id, content_hash) DO NOTHING RETURNING id, number),"
             " queued AS (INSERT INTO embedding_backlog (item_id, tenant_id) SELECT id, %(t)s FROM new),"
             " audited AS (INSERT INTO audit_log (tenant_id, key_id, actor, action, target, request_id)"
@@ -503,14 +503,14 @@ class TeamStore:
 _INSERT_MANY = f"""
 WITH v AS (
   SELECT * FROM unnest(%s::bigint[], %s::bigint[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[],
-                       %s::text[], %s::bigint[], %s::text[], %s::text[]{", %s::jsonb[]" * len(item_fields.NAMES)})
+                       %s::text[], %s::bigint[], %s::text[], %s::text[]{", %s::jsonb[]" * len(item_fields.WRITTEN)})
     WITH ORDINALITY AS v(p, s, kind, type, title, text, hash, key, epoch, actor, request, {item_fields.COLUMNS}, n)),
 t AS (SELECT %s::bigint AS id),
 new AS (
   INSERT INTO items (tenant_id, project_id, session_id, kind, type, title, text, content_hash, created_by,
                      created_at_epoch, {item_fields.COLUMNS})
   SELECT t.id, v.p, v.s, v.kind, v.type, v.title, v.text, v.hash, v.key, v.epoch,
-         {", ".join(f"v.{n}" for n in item_fields.NAMES)} FROM v, t
+         {", ".join(f"v.{n}" for n in item_fields.WRITTEN_NAMES)} FROM v, t
   WHERE NOT EXISTS (SELECT 1 FROM forgotten f WHERE f.tenant_id = t.id AND f.project_id = v.p
                     AND f.content_hash = v.hash)
   ORDER BY v.n

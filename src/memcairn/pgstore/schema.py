@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 
 from memcairn.pgstore.schema_anchors import M014
+from memcairn.pgstore.schema_corrections import M015
 from memcairn.pgstore.schema_numbers import M012, M013
 
 APP_ROLE = "memcairn_app"
@@ -587,5 +588,6 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
      M012),
     (13, "per-tenant numbers of audit entries, the ids of GET /v1/audit (every read writes one)", M013),
     (14, "a memory's anchors kept with its row (files, identifiers, commit), for freshness where the code is", M014),
+    (15, "whether a memory still holds: superseded, wrong or reverted, kept with its row as an audit trail", M015),
 )
 LATEST = MIGRATIONS[-1][0]

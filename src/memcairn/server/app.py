@@ -36,7 +36,7 @@ from memcairn.core.clock import now_ms as current_ms
 from memcairn.core.errors import ConfigError, NotFoundError, ValidationError
 from memcairn.core.lru import Lru
 from memcairn.core.models import MAX_ITEM_ID, MemoryItem, NewItem
-from memcairn.pgstore import audit, backlog, item_fields, item_numbers, keys
+from memcairn.pgstore import audit, backlog, corrections, item_fields, item_numbers, keys
 from memcairn.pgstore.adapter import TenantStore
 from memcairn.pgstore.db import holding_key, tenant_transaction
 from memcairn.pgstore.items import MAX_LIMIT, Prepared, prepare
@@ -261,7 +261,7 @@ def _event_item(state: ServerState, call: Call, event: dict[str, Any]) -> NewIte
 def _kept_fields(body: dict[str, Any]) -> dict[str, Any]:
     """The memory's objects the server keeps with it (``pgstore/item_fields.py``: its anchors), as given."""
     out = {}
-    for name in item_fields.NAMES:
+    for name in item_fields.WRITTEN_NAMES:
         value = body.get(name)
         if value is None:
             continue
@@ -298,6 +298,25 @@ def _audit_read(state: ServerState, call: Call, action: str, route_path: str, pr
         return
     with state.pool.connection() as conn, tenant_transaction(conn, call.key.tenant_id) as cur:
         audit.audit_read(cur, call.key.tenant_id, call.actor, action, route_path, projects, results, target)
+
+
+def correct_memory(request: Request, call: Call) -> Any:
+    """Say a memory no longer holds (``{"why": ...}`` wrong, ``{"by": 12}`` superseded by #12, or both) or take
+    that back (``{"undo": true}``): it is kept, marked, and leaves the digest (``pgstore/corrections.py``)."""
+    state: ServerState = request.app.state.server
+    assert call.key is not None
+    body = request.state.body
+    undo, by = body.get("undo", False), body.get("by")
+    if not isinstance(undo, bool):
+        raise ApiError(400, "invalid", "undo must be true or false")
+    if by is not None and (not isinstance(by, int) or isinstance(by, bool) or not 0 < by <= MAX_ITEM_ID):
+        raise ApiError(400, "invalid", "by must be the id of the memory that supersedes this one, e.g. {\"by\": 15}")
+    why = text_field(body, "why")
+    if undo and (why or by is not None):
+        raise ApiError(400, "invalid", "undo takes back the correction in effect: give it alone, without why or by")
+    item = corrections.correct(state.team, call.key.tenant_id, item_id_param(request), why=why, by=by, undo=undo,
+                               pin=call.key.project_id, actor=call.actor)
+    return _record(item, {item.id: item.id})
 
 
 def forget_memory(request: Request, call: Call) -> Any:
@@ -600,6 +619,7 @@ def make_app(state: ServerState, *, lifespan: Any = None) -> Starlette:
         Route("/v1/memories/{item_id}", by_method({"GET": route("memories:read", get_memory),
                                                    "DELETE": route("memories:write", forget_memory)}),
               methods=["GET", "DELETE"]),
+        Route("/v1/memories/{item_id}/correction", route("memories:write", correct_memory), methods=["POST"]),
         Route("/v1/search", route("memories:read", search, reads=True), methods=["GET"]),
         Route("/v1/timeline", route("memories:read", timeline, reads=True), methods=["GET"]),
         Route("/v1/stream", route("memories:read", stream), methods=["GET"]),

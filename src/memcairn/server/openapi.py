@@ -47,7 +47,10 @@ def openapi_document() -> dict[str, Any]:
     item = {"type": "object", "required": ["id", "project", "title", "text"],
             "properties": {"id": _INT, "project": _STR, "kind": _STR, "type": {"type": ["string", "null"]},
                            "title": _STR, "text": _STR, "created_at_epoch": _INT,
-                           "session": {"type": ["string", "null"]}, "anchors": _ANCHORS}}
+                           "session": {"type": ["string", "null"]}, "anchors": _ANCHORS,
+                           "correction": {"type": "object", "description": "Whether it still holds: state "
+                                          "superseded (by), wrong or reverted (why), who and when; undone: the "
+                                          "corrections taken back"}}}
     hit = {"allOf": [item, {"type": "object", "properties": {"score": {"type": "number"},
                                                              "legs": {"type": "array", "items": _STR}}}]}
     optional = {"type": ["string", "null"]}
@@ -132,6 +135,18 @@ def openapi_document() -> dict[str, Any]:
             "delete": {"operationId": "forgetMemory", "summary": "Delete and mark forgotten (memories:write)",
                        "parameters": [_ID],
                        "responses": {"200": _json({"type": "object"}, "Forgotten"), **_errors(401, 403, 404, 503)}}},
+        "/v1/memories/{item_id}/correction": {"post": {
+            "operationId": "correctMemory", "summary": "Say a memory no longer holds, or take that back "
+            "(memories:write): kept and marked (superseded by another of its project, or wrong and why), it leaves "
+            "the context; its correction, with those taken back before, is its audit trail",
+            "parameters": [_ID],
+            "requestBody": {"required": True, "content": {"application/json": {"schema": {
+                "type": "object", "properties": {
+                    "why": {"type": ["string", "null"], "maxLength": 1000}, "undo": {"type": "boolean"},
+                    "by": {"type": ["integer", "null"], "minimum": 1, "description": "the memory superseding it"}},
+                "example": {"why": "the port moved to 8080"}}}}},
+            "responses": {"200": _json(item, "The memory as it is now (correction: what holds)"),
+                          **_errors(400, 401, 403, 404, 413, 503)}}},
         "/v1/search": {"get": {
             "operationId": "search", "summary": "Hybrid search (keyword + semantic, fused)",
             "parameters": [_q("query", _STR, "what to look for", True), _PROJECT,

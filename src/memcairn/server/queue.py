@@ -113,7 +113,7 @@ def from_payload(row: dict[str, Any]) -> list[Prepared]:
     m = row["memory"]
     item = NewItem(project=m["project"], kind=m["kind"], type=m["type"], title=m["title"], text=m["text"],
                    session=m["session"], platform_source=m["platform"], created_at_epoch=epoch,
-                   **{name: m[name] for name in item_fields.NAMES if isinstance(m.get(name), dict)})
+                   **{name: m[name] for name in item_fields.WRITTEN_NAMES if isinstance(m.get(name), dict)})
     return [Prepared(item, str(row["hash"]), epoch)]
 
 

@@ -62,6 +62,7 @@ def _routes(static: Path) -> list[Route | Mount]:
         *(Route(f"/api/{kind}/{{id:int}}", items.item_route, methods=["GET", "DELETE"]) for kind in items.KIND_ROUTES),
         Route("/api/memory/team/{id:int}", items.team_item, methods=["GET"]),
         Route(corrections.PATH, corrections.correct_item, methods=["POST"]),
+        Route(corrections.TEAM_PATH, corrections.correct_team_item, methods=["POST"]),
         Route("/stream", viewer.stream),
         Route("/openapi.json", viewer.openapi),
         Route("/", viewer.index),

@@ -261,6 +261,14 @@ OPERATIONS: tuple[Operation, ...] = (
                   "by": {"type": ["integer", "null"], "minimum": 1, "maximum": MAX_ITEM_ID},
                   "undo": {"type": "boolean"}}},
               errors=(400, 404, 413, 500, 503, 507)),
+    Operation("post", "/api/memory/team/{id}/correct", "Remote mode: say a team server's memory (team#N) no "
+              "longer holds, or take that back; the server marks and keeps it (by: the team id superseding it)",
+              _json({"type": "object"}), params=(ID_PARAM,),
+              body={"type": "object", "properties": {
+                  "why": {"type": ["string", "null"], "maxLength": 1000},
+                  "by": {"type": ["integer", "string", "null"]},
+                  "undo": {"type": "boolean"}}},
+              errors=(400, 404, 413, 500, 503)),
     *(
         Operation("delete", f"/api/{kind}/{{id}}", f"Delete one {kind} from the store and the mirror",
                   _json(_DELETED), params=(ID_PARAM,), errors=(404, 500, 503, 507))

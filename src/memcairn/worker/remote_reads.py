@@ -26,9 +26,9 @@ from typing import Any
 from starlette.concurrency import run_in_threadpool
 
 from memcairn.context.freshness_check import checker_for
-from memcairn.core.errors import ConfigError, NotFoundError
+from memcairn.core.errors import ConfigError, NotFoundError, ValidationError
 from memcairn.core.models import MemoryItem
-from memcairn.search.freshness import BELOW, CHANGED, STALE, Freshness, with_mark
+from memcairn.search.freshness import BELOW, CHANGED, STALE, Freshness, with_corrections, with_mark
 from memcairn.search.records import agent_record, freshness_json, raw_record
 from memcairn.search.request import SearchRequest
 from memcairn.search.rows import index_row, row_text
@@ -91,9 +91,10 @@ Call = Callable[..., Awaitable[Any]]
 
 
 async def team_states(call: Call, store: object, items: Iterable[MemoryItem]) -> dict[int, Freshness]:
-    """The team memories' freshness by id, as the files on this machine are now."""
+    """The team memories' freshness by id, as the files on this machine are now; a corrected one's its
+    correction (``superseded by #12``, ``wrong: …``), as the server keeps it."""
     items = list(items)
-    return await call(checker_for(store).check, items) if items else {}
+    return with_corrections(items, await call(checker_for(store).check, items)) if items else {}
 
 
 def _state_of(hit: dict[str, Any], states: Mapping[int, Freshness]) -> str | None:
@@ -230,7 +231,8 @@ def team_item(record: dict[str, Any], project: str) -> MemoryItem:
         metadata={}, request=None, investigated=None, learned=None, completed=None, next_steps=None, notes=None,
         prompt_number=None, platform_source=None, content_hash=str(record.get("content_hash") or ""),
         created_at_epoch=epoch, updated_at_epoch=epoch,
-        anchors=record["anchors"] if isinstance(record.get("anchors"), dict) else {})
+        anchors=record["anchors"] if isinstance(record.get("anchors"), dict) else {},
+        correction=record["correction"] if isinstance(record.get("correction"), dict) else {})
 
 
 def team_record(item: MemoryItem, fmt: str, tz: tzinfo | None, freshness: Freshness | None = None) -> dict[str, Any]:
@@ -267,6 +269,31 @@ async def team_items(settings: Settings, ids: list[int]) -> tuple[dict[int, Memo
         else:
             found[item_id] = team_item(resp.body, cfg.local_project(str(resp.body.get("project") or "")))
     return found, missing
+
+
+async def team_correct(settings: Settings, item_id: int, body: dict[str, Any]) -> MemoryItem:
+    """``memcairn correct team#N``: the server marks its memory (``POST /v1/memories/{id}/correction``: ``why``,
+    ``by``, or ``undo``) and keeps it; the memory as it is then.
+
+    Raises:
+        TeamReadFailed: not connected, or the server did not answer.
+        NotFoundError: the server holds no such memory (or no ``by``).
+        ValidationError: the server refused the correction (its reason)."""
+    ref = team_ref(item_id)
+    cfg = _connected(settings, ref)
+    client = TeamClient(cfg.url, cfg.key, timeout=max(1.0, settings.remote_timeout_ms / 1000))
+    try:
+        resp = await run_in_threadpool(client.request, "POST", f"/v1/memories/{item_id}/correction", body=body)
+    except TeamUnavailable as exc:
+        raise TeamReadFailed(f"the team server does not answer ({exc}); {ref} is corrected there only, try again "
+                             "later") from None
+    if resp.status == 404:
+        raise NotFoundError(f"the team server: {error_detail(resp)}")
+    if resp.status == 400:
+        raise ValidationError(f"the team server refused it: {error_detail(resp)}")
+    if resp.status != 200 or not isinstance(resp.body, dict):
+        raise TeamReadFailed(f"the team server answered {resp.status} for {ref}: {error_detail(resp)}")
+    return team_item(resp.body, cfg.local_project(str(resp.body.get("project") or "")))
 
 
 async def team_timeline(settings: Settings, anchor: int, before: int, after: int) -> list[tuple[MemoryItem, bool]]:
