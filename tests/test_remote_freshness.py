@@ -31,6 +31,7 @@ from remote_team import (  # noqa: E402
     worker_settings,
 )
 
+from memcairn.capture.anchors import AnchorReader  # noqa: E402
 from memcairn.wire import lifecycle  # noqa: E402
 from memcairn.wire.config import Settings  # noqa: E402
 
@@ -96,13 +97,21 @@ def test_a_team_memory_keeps_its_anchors_and_is_checked_where_the_code_is(
     status, _, record = request(server.port, "GET", f"/v1/memories/{hit['id']}", headers=auth)
     assert status == 200 and record["anchors"] == hit["anchors"] and "freshness" not in record
     ref = f"team#{hit['id']}"
+    # a teammate's memory of the same project, made in their checkout: read where this machine keeps the project
+    theirs = AnchorReader().anchors(str(repo), ["billing.py"], ["settle_invoice_batch"])
+    status, _, posted = request(server.port, "POST", "/v1/memories", {
+        "project": PROJECT, "kind": "observation", "type": "decision", "title": "Invoices settle nightly",
+        "text": "The nightly job calls settle_invoice_batch.", "anchors": {**theirs, "root": "/home/ana/ledger"}},
+        headers=auth)
+    assert status == 201, posted
+    teammate = f"team#{posted['id']}"
 
-    def worker_search() -> dict[str, Any]:
+    def worker_search(wanted: str = ref) -> dict[str, Any]:
         query = urllib.parse.urlencode({"query": "settle_invoice_batch", "project": PROJECT, "mode": "keyword",
                                         "format": "json"})
         status, _, body = request(cfg.port, "GET", f"/api/search?{query}")
         assert status == 200 and body["source"] == "team", body
-        return next(r for r in body["results"] if r["id"] == ref)
+        return next(r for r in body["results"] if r["id"] == wanted)
 
     def batch(fmt: str) -> dict[str, Any]:
         status, _, body = request(cfg.port, "POST", "/api/observations/batch", {"ids": [ref], "format": fmt})
@@ -115,6 +124,7 @@ def test_a_team_memory_keeps_its_anchors_and_is_checked_where_the_code_is(
         return str(text)
 
     assert worker_search()["freshness"]["state"] == "current"
+    assert worker_search(teammate)["freshness"]["state"] == "current"
     assert batch("raw")["freshness"]["state"] == "current"
     assert "No longer true" not in digest()
 
@@ -123,6 +133,7 @@ def test_a_team_memory_keeps_its_anchors_and_is_checked_where_the_code_is(
     row = worker_search()
     assert row["freshness"]["state"] == "stale", row
     assert any("billing.py" in r and "deleted" in r for r in row["freshness"]["reasons"]), row
+    assert worker_search(teammate)["freshness"]["state"] == "stale"
     agent = batch("agent")  # what MCP get_observations hands an agent
     assert agent["freshness"]["state"] == "stale" and "billing.py" in json.dumps(agent["freshness"]["reasons"])
     status, _, index = request(cfg.port, "GET", "/api/search?" + urllib.parse.urlencode(

@@ -8,9 +8,9 @@ locally. Team results carry the server's ids as ``team#N`` (``source: "team"``),
 back (full records, one record, a timeline) ask the server for them (below).
 
 How true a team memory still is, is said here, not by the server (it has no working directory): its anchors come
-with its row and are checked against the project's files on this machine (``team_states``: where ``memcairn
-projects root`` says the project is, else where it was captured), so a team hit carries the same ``freshness``,
-mark and place after the current ones as a local one.
+with its row and are checked against the project's files on this machine (``team_states``,
+``worker/team_freshness.py``), so a team hit carries the same ``freshness``, mark and place after the current ones
+as a local one.
 """
 
 from __future__ import annotations
@@ -25,10 +25,9 @@ from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 
-from memcairn.context.freshness_check import checker_for
 from memcairn.core.errors import ConfigError, NotFoundError, ValidationError
 from memcairn.core.models import MemoryItem
-from memcairn.search.freshness import BELOW, CHANGED, STALE, Freshness, with_corrections, with_mark
+from memcairn.search.freshness import BELOW, CHANGED, STALE, Freshness, with_mark
 from memcairn.search.records import agent_record, freshness_json, raw_record
 from memcairn.search.request import SearchRequest
 from memcairn.search.rows import index_row, row_text
@@ -44,6 +43,7 @@ from memcairn.wire.team_client import (
     team_id,
     team_ref,
 )
+from memcairn.worker.team_freshness import check_here
 
 log = logging.getLogger("memcairn.remote")
 FALLBACK_REASON = "team_server_unavailable"
@@ -91,10 +91,10 @@ Call = Callable[..., Awaitable[Any]]
 
 
 async def team_states(call: Call, store: object, items: Iterable[MemoryItem]) -> dict[int, Freshness]:
-    """The team memories' freshness by id, as the files on this machine are now; a corrected one's its
-    correction (``superseded by #12``, ``wrong: …``), as the server keeps it."""
+    """The team memories' freshness by id, as the files on this machine are now (``worker/team_freshness.py``);
+    a corrected one's its correction (``superseded by #12``, ``wrong: …``), as the server keeps it."""
     items = list(items)
-    return with_corrections(items, await call(checker_for(store).check, items)) if items else {}
+    return dict(await call(check_here, store, items)) if items else {}
 
 
 def _state_of(hit: dict[str, Any], states: Mapping[int, Freshness]) -> str | None:
