@@ -169,6 +169,8 @@ def test_the_worker_lists_them_as_the_command_line_does(
     assert cli_json(capsys, "stale", "--json") == cli_json(capsys, "stale", "--json", "--local")
     with pytest.raises(ValidationError, match="state is stale or changed"):
         worker.get_json("/api/stale", {"state": "current"})
+    with pytest.raises(ValidationError, match="state is stale or changed"):
+        worker.get_json("/api/stale", {"state": ""})  # an empty state is no state: refused, as its schema says
 
 
 def test_a_root_recorded_while_the_worker_runs_is_read_at_its_next_check(

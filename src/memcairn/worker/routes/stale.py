@@ -20,8 +20,9 @@ async def stale(request: Request) -> Response:
     both; default ``stale``)."""
     state = state_of(request)
     runtime = state.require()
+    given = request.query_params.getlist("state")
     states = params(request, "state") or ["stale"]
-    if not set(states) <= set(LISTED_STATES):
-        raise ValidationError(f"state is {' or '.join(LISTED_STATES)}, not {', '.join(states)}")
+    if not set(states) <= set(LISTED_STATES) or any(not value.strip() for value in given):
+        raise ValidationError(f"state is {' or '.join(LISTED_STATES)}, not {', '.join(given) or 'empty'!r}")
     found = await state.call(unsupported, runtime.store, checker_for(runtime.store), project_names(request), states)
     return JSON(answer(found))
