@@ -110,3 +110,22 @@ def test_a_change_a_later_edit_undid_is_marked_reverted_until_it_is_made_again(s
     turn(store, settings, "Round after all", edit("e6", "return total", "return round(total, 2)"), pipeline=kept)
     again = store.get_item(first.id)
     assert state_of(again) is None and again.correction["undone"][0]["state"] == "reverted"
+
+
+def patch(cid: str, old: str, new: str, path: str = "src/totals.ts") -> dict[str, Any]:
+    """Codex's apply_patch as its rollouts carry it: the envelope as the call's whole input."""
+    envelope = (f"*** Begin Patch\n*** Update File: {path}\n@@ export function total(items) {{\n"
+                f"   const sum = items.reduce(add, 0);\n-{old}\n+{new}\n }}\n*** End Patch\n")
+    return call(cid, "", tool_name="apply_patch", tool_input=envelope,
+                tool_response=f"Success. Updated the following files:\nM {path}\n")
+
+
+def test_a_codex_patch_a_later_patch_undid_is_marked_reverted(store: Store, settings: Settings) -> None:
+    send(store, settings, "session_start")
+    turn(store, settings, "Round the totals", patch("p1", "  return sum;", "  return Math.round(sum * 100) / 100;"))
+    first = observations(store)[0]
+    assert state_of(first) is None
+    turn(store, settings, "Leave the totals unrounded",
+         patch("p2", "  return Math.round(sum * 100) / 100;", "  return sum;"))
+    undone = store.get_item(first.id)
+    assert state_of(undone) == "reverted" and "totals.ts" in undone.correction["why"]

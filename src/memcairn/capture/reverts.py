@@ -18,6 +18,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from memcairn.capture.offline.patches import patch_text
 from memcairn.capture.turns import call_id
 from memcairn.core.clock import now_ms
 from memcairn.core.corrections import CAPTURE, REVERTED, marked, state_of, unmarked
@@ -29,6 +30,7 @@ log = logging.getLogger("memcairn.capture")
 
 SCAN = 500  # observations of the session looked at, newest first
 SESSIONS_KEPT = 64  # sessions whose edits are kept between batches
+_PATCH_FILE = re.compile(r"\*\*\* (Add|Update|Delete) File:\s*(.+?)\s*$")
 _FAILED = re.compile(r"\s*(?:<tool_use_error>|Error\b|Failed\b)", re.IGNORECASE)  # a call's answer when it failed
 
 
@@ -46,16 +48,53 @@ def _digest(text: str) -> str:
     return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def _patch_edits(cid: str, text: str) -> list[Edit]:
+    """The replacements of an ``apply_patch`` envelope (Codex): each run of removed lines followed by added
+    lines in a file it updates, context left out (a patch undoing another rarely quotes the same context)."""
+    out: list[Edit] = []
+    path: str | None = None
+    old: list[str] = []
+    new: list[str] = []
+
+    def close() -> None:
+        if path and "\n".join(old).strip() and "\n".join(new).strip() and old != new:
+            out.append(Edit(cid, path, _digest("\n".join(old)), _digest("\n".join(new))))
+        old.clear()
+        new.clear()
+
+    for line in text[:200_000].splitlines():
+        header = _PATCH_FILE.match(line)
+        if header or line.startswith("*** "):
+            close()
+            path = header.group(2) if header and header.group(1) == "Update" else None
+        elif line.startswith("-") and not new:
+            old.append(line[1:])
+        elif line.startswith("+"):
+            new.append(line[1:])
+        else:  # context, a hunk header, or removed lines after added ones: a run ends
+            close()
+            if line.startswith("-"):
+                old.append(line[1:])
+    close()
+    return out
+
+
 def edits_of(event: IngestEvent) -> list[Edit]:
-    """The text replacements a tool call made (Claude Code's Edit and MultiEdit, Gemini CLI's replace): ``old``
-    and ``new`` both non-blank and different; an empty list for anything else or a call that failed."""
+    """The text replacements a tool call made (Claude Code's Edit and MultiEdit, Gemini CLI's replace, Codex's
+    ``apply_patch``): ``old`` and ``new`` both non-blank and different; an empty list for anything else or a call
+    that failed."""
     payload = event.payload
     data = payload.get("tool_input")
     cid = call_id(event)
     response = payload.get("tool_response")
     failed = (isinstance(response, dict) and (response.get("is_error") is True or response.get("success") is False)
               or isinstance(response, str) and _FAILED.match(response) is not None)
-    if not isinstance(data, dict) or cid is None or failed:
+    if cid is None or failed:
+        return []
+    patch = patch_text(data)
+    if "*** Begin Patch" in patch or re.search(r"^\*\*\* Update File:", patch, re.MULTILINE):
+        return _patch_edits(cid, patch)
+    if not isinstance(data, dict):
         return []
     path = data.get("file_path") or data.get("path")
     if not isinstance(path, str) or not path:

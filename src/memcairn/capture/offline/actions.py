@@ -11,7 +11,7 @@ from typing import Any
 
 from memcairn.capture.offline.edits import EditChange, change
 from memcairn.capture.offline.outcomes import _Outcome, _outcome, _response_text
-from memcairn.capture.offline.patches import _parse_patch, _patch_text, _PatchFile
+from memcairn.capture.offline.patches import _parse_patch, _PatchFile, patch_text
 from memcairn.capture.offline.paths import _is_abs, _Paths, outermost, workdirs
 from memcairn.capture.offline.shell import _check_key, _script_effects, _shell_command, _ShellEffects
 from memcairn.capture.offline.text import DESCRIPTION_MAX, LIST_MAX, _clip, _code, _lines, _listing, _unique
@@ -228,7 +228,7 @@ def _is_new_file(response: Any, target: str | None, earlier: Sequence[_Action]) 
 
 def _digest_patch(action: _Action, data: dict[str, Any], paths: _Paths, earlier: Sequence[_Action]) -> None:
     raw = action.call.input
-    files = _parse_patch(_patch_text(raw if not data else data))
+    files = _parse_patch(patch_text(raw if not data else data))
     _apply_patch_files(action, files, paths)
 
 

@@ -20,14 +20,15 @@ class _PatchFile:
     gist: list[str] = field(default_factory=list)
 
 
-def _patch_text(value: Any) -> str:
+def patch_text(value: Any) -> str:
+    """The envelope a call's input carries (a string, lines, or under a usual key), else an empty string."""
     if isinstance(value, str):
         return value
     if isinstance(value, list | tuple):
         return "\n".join(part for part in value if isinstance(part, str))
     if isinstance(value, dict):
         for key in ("input", "patch", "command", "cmd", "content", "diff"):
-            text = _patch_text(value.get(key))
+            text = patch_text(value.get(key))
             if "*** " in text:
                 return text
     return ""
