@@ -129,3 +129,19 @@ def test_a_codex_patch_a_later_patch_undid_is_marked_reverted(store: Store, sett
          patch("p2", "  return Math.round(sum * 100) / 100;", "  return sum;"))
     undone = store.get_item(first.id)
     assert state_of(undone) == "reverted" and "totals.ts" in undone.correction["why"]
+
+
+def test_a_commit_git_revert_undid_is_marked_reverted(store: Store, settings: Settings) -> None:
+    send(store, settings, "session_start")
+    turn(store, settings, "Round the totals and commit",
+         edit("e1", "return total", "return round(total, 2)"),
+         call("c1", "", tool_name="Bash", tool_input={"command": "git commit -am 'Round the totals'"},
+              tool_response={"stdout": "[main 3bb8701] Round the totals\n 1 file changed, 1 insertion(+)",
+                             "stderr": "", "exit_code": 0}))
+    made = [o for o in observations(store) if any("(3bb8701)" in f for f in o.facts)]
+    assert made and state_of(made[0]) is None
+    turn(store, settings, "That broke the invoices, take it back",
+         call("r1", "", tool_name="Bash", tool_input={"command": "git revert --no-edit 3bb8701"},
+              tool_response={"stdout": "[main 9f1c2aa] Revert \"Round the totals\"", "stderr": "", "exit_code": 0}))
+    undone = store.get_item(made[0].id)
+    assert state_of(undone) == "reverted" and undone.correction["why"] == "its commit 3bb8701 was undone by git revert"

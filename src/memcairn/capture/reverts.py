@@ -31,6 +31,10 @@ log = logging.getLogger("memcairn.capture")
 SCAN = 500  # observations of the session looked at, newest first
 SESSIONS_KEPT = 64  # sessions whose edits are kept between batches
 _PATCH_FILE = re.compile(r"\*\*\* (Add|Update|Delete) File:\s*(.+?)\s*$")
+# `git revert [options] <sha>...`: the commits a successful run undid (a sha, not HEAD~n: that moves with time)
+_GIT_REVERT = re.compile(r"\bgit\s+revert\b([^;&|\n]*)")
+_SHA = re.compile(r"(?<![\w-])([0-9a-f]{7,40})(?![\w-])")
+_COMMITTED_SHA = re.compile(r"\(([0-9a-f]{7,40})\)\s*$")  # the extractor's "committed: <subject> (<sha>)" fact
 _FAILED = re.compile(r"\s*(?:<tool_use_error>|Error\b|Failed\b)", re.IGNORECASE)  # a call's answer when it failed
 
 
@@ -79,6 +83,40 @@ def _patch_edits(cid: str, text: str) -> list[Edit]:
     return out
 
 
+def _failed(response: object) -> bool:
+    if isinstance(response, dict):
+        code = response.get("exit_code", response.get("exitCode"))
+        return (response.get("is_error") is True or response.get("success") is False
+                or isinstance(code, int) and not isinstance(code, bool) and code != 0)
+    return isinstance(response, str) and _FAILED.match(response) is not None
+
+
+def reverted_commits(event: IngestEvent) -> list[str]:
+    """The commits (sha prefixes, lower case) a shell call's successful ``git revert`` undid."""
+    data = event.payload.get("tool_input")
+    command = (data.get("command") or data.get("cmd")) if isinstance(data, dict) else None
+    if isinstance(command, list):
+        command = " ".join(part for part in command if isinstance(part, str))
+    if not isinstance(command, str) or "revert" not in command or _failed(event.payload.get("tool_response")):
+        return []
+    return [sha for found in _GIT_REVERT.finditer(command) for sha in _SHA.findall(found.group(1).lower())]
+
+
+def mark_reverted_commits(store: CaptureStore, shas: Sequence[str], observations: Sequence[MemoryItem]
+                          ) -> list[int]:
+    """Mark ``reverted`` the observations that made one of these commits (their ``committed: … (sha)`` fact)."""
+    marked_now = []
+    for item in observations:
+        made = {m.group(1) for fact in item.facts if fact.startswith("committed: ")
+                and (m := _COMMITTED_SHA.search(fact))}
+        gone = sorted({sha for sha in shas for own in made if own.startswith(sha) or sha.startswith(own)})
+        if gone and state_of(item) is None:
+            why = f"its commit {gone[0][:12]} was undone by git revert"
+            store.update_item(item.id, correction=marked(item, REVERTED, now_ms(), why=why, source=CAPTURE))
+            marked_now.append(item.id)
+    return marked_now
+
+
 def edits_of(event: IngestEvent) -> list[Edit]:
     """The text replacements a tool call made (Claude Code's Edit and MultiEdit, Gemini CLI's replace, Codex's
     ``apply_patch``): ``old`` and ``new`` both non-blank and different; an empty list for anything else or a call
@@ -87,9 +125,7 @@ def edits_of(event: IngestEvent) -> list[Edit]:
     data = payload.get("tool_input")
     cid = call_id(event)
     response = payload.get("tool_response")
-    failed = (isinstance(response, dict) and (response.get("is_error") is True or response.get("success") is False)
-              or isinstance(response, str) and _FAILED.match(response) is not None)
-    if cid is None or failed:
+    if cid is None or _failed(response):
         return []
     patch = patch_text(data)
     if "*** Begin Patch" in patch or re.search(r"^\*\*\* Update File:", patch, re.MULTILINE):
@@ -160,10 +196,12 @@ class RevertWatch:
 
     def mark(self, store: CaptureStore, batch: Sequence[IngestEvent]) -> list[int]:
         """``mark_reverts`` for a session after a batch of its tool events committed, when the batch edits
-        anything and what is undone changed; never raises."""
-        if not any(edits_of(e) for e in batch):
-            return []
+        anything and what is undone changed, and ``mark_reverted_commits`` when it ran ``git revert``; never
+        raises."""
         first = batch[0]
+        commits = self._mark_commits(store, batch)
+        if not any(edits_of(e) for e in batch):
+            return commits
         key = (first.platform_source, first.session_id)
         try:
             last, edits, was = self._kept.pop(key, (0, [], frozenset()))
@@ -175,9 +213,23 @@ class RevertWatch:
             while len(self._kept) > self._sessions:
                 self._kept.popitem(last=False)
             if not undone and not was:  # nothing undone, now or before: no mark to set or take back
-                return []
+                return commits
             observations = store.list_items(ItemFilter(session=first.session_id, kinds=["observation"]), limit=SCAN)
-            return mark_reverts(store, edits, observations)
+            return commits + mark_reverts(store, edits, observations)
         except Exception:
             log.warning("could not mark the reverted changes of session %s", first.session_id, exc_info=True)
+            return commits
+
+    @staticmethod
+    def _mark_commits(store: CaptureStore, batch: Sequence[IngestEvent]) -> list[int]:
+        """``mark_reverted_commits`` for the commits the batch's ``git revert`` runs undid; never raises."""
+        shas = [sha for e in batch for sha in reverted_commits(e)]
+        if not shas:
+            return []
+        session = batch[0].session_id
+        try:
+            return mark_reverted_commits(store, shas, store.list_items(
+                ItemFilter(session=session, kinds=["observation"]), limit=SCAN))
+        except Exception:
+            log.warning("could not mark the commits reverted in session %s", session, exc_info=True)
             return []
