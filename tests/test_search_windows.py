@@ -113,3 +113,20 @@ def test_long_memories_are_ranked_as_items(mem_store: Store) -> None:
     on = SearchService(mem_store, mirror).search(query=query, min_score=0)
     off = SearchService(mem_store, mirror, windows=False).search(query=query, min_score=0)
     assert [(h.item.id, h.score) for h in on.hits] == [(h.item.id, h.score) for h in off.hits]
+
+
+def test_which_rows_hold_a_word_reads_the_same_for_few_ids_and_many(mem_store: Store,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Windows ask which of hundreds of rows hold each query word: past HOLDING_IN_LIST ids the word's doclist is
+    read whole instead of FTS5 matching once per listed id; the answer is the same."""
+    from memcairn.store import fts
+
+    ids = [r.id for r in mem_store.add_items([
+        NewItem(project="p", kind="manual", text=f"note {n} " + ("pottery bowls" if n % 3 else "running shoes"))
+        for n in range(3 * fts.HOLDING_IN_LIST)])]
+    asked = ids[::2]
+    many = mem_store.query_terms("pottery bowl shoes", asked)
+    monkeypatch.setattr(fts, "HOLDING_IN_LIST", len(ids) + 1)
+    few = mem_store.query_terms("pottery bowl shoes", asked)
+    assert many == few and many is not None
+    assert many.holding["bowl"] == {i for n, i in enumerate(ids) if n % 2 == 0 and n % 3}

@@ -32,7 +32,7 @@ fusion (``fusion.minmax`` of the two legs) as before. Measured with the bundled 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from memcairn.search.fusion import min_max
 from memcairn.store.records import QueryTerms, SessionWindow
@@ -49,14 +49,12 @@ def idf(terms: QueryTerms) -> dict[str, float]:
             for t, df in zip(terms.tokens, terms.frequencies, strict=True) if df > 0}
 
 
-def _bm25(ids: Sequence[int], weights: Mapping[str, float], holding: Mapping[str, set[int]]) -> float:
-    score = 0.0
-    for token, w in weights.items():
-        held = holding.get(token, ())
-        tf = sum(1 for i in ids if i in held)
-        if tf:
-            score += w * tf * (K1 + 1) / (tf + K1)
-    return score
+def _bm25(ids: Iterable[int], weights: Mapping[str, float], held_by: Mapping[int, Sequence[str]]) -> float:
+    tf: dict[str, int] = {}
+    for i in ids:
+        for token in held_by.get(i, ()):
+            tf[token] = tf.get(token, 0) + 1
+    return sum(weights[t] * n * (K1 + 1) / (n + K1) for t, n in tf.items())
 
 
 def _normalised(values: Mapping[object, float]) -> dict[object, float]:
@@ -78,17 +76,20 @@ def fuse(candidates: Sequence[int], windows: Mapping[int, SessionWindow], terms:
     if not candidates:
         return {}
     word_weights = idf(terms) if terms is not None else {}
-    holding = terms.holding if terms is not None else {}
+    held_by: dict[int, list[str]] = {}  # each id's query words, for windows' term frequencies
+    for token in word_weights:
+        for i in (terms.holding.get(token, ()) if terms is not None else ()):
+            held_by.setdefault(i, []).append(token)
     floor = min(similarity.values(), default=0.0)
     keyword: dict[object, float] = {}
     semantic: dict[object, float] = {}
     members: dict[object, set[int]] = {}
     for i in candidates:
         session, ids, _ = windows.get(i, SessionWindow(None, (i,), 0))
-        keyword[i] = _bm25(ids, word_weights, holding)
+        keyword[i] = _bm25(ids, word_weights, held_by)
         semantic[i] = sum(similarity.get(j, floor) for j in ids) / len(ids)
         members.setdefault(("s", session) if session is not None else ("i", i), set()).update(ids)
-    session_score = {key: _bm25(list(ids), word_weights, holding) for key, ids in members.items()}
+    session_score = {key: _bm25(ids, word_weights, held_by) for key, ids in members.items()}
     k, s, g = _normalised(keyword), _normalised(semantic), _normalised(session_score)
     wk, ws, wg = (weights.get(name, 0.0) for name in ("keyword", "semantic", "session"))
     out = {}

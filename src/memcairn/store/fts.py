@@ -208,12 +208,24 @@ def plan_terms(text: str, total_docs: int, frequencies: Callable[[list[str]], li
     return MatchPlan(tuple(core), tuple(rest) if len(rest) >= 2 else ())
 
 
+HOLDING_IN_LIST = 16  # ids rows_holding asks FTS5 about by rowid; over it, it reads each word's doclist
+
+
 def rows_holding(conn: sqlite3.Connection, tokens: Sequence[str], ids: Sequence[int]) -> dict[str, set[int]]:
     """For each token, which of ``ids`` hold it as FTS5 matches it (its porter stem, in any indexed column)."""
     if not ids:
         return {t: set() for t in tokens}
-    wanted = ",".join(str(int(i)) for i in dict.fromkeys(ids))
+    unique = list(dict.fromkeys(int(i) for i in ids))
     found: dict[str, set[int]] = {}
+    if len(unique) > HOLDING_IN_LIST:
+        # FTS5 answers `rowid IN (...)` by evaluating the MATCH once per listed id: for many ids, reading the
+        # word's whole doclist and keeping the asked ids costs a fraction of that
+        asked = set(unique)
+        for token in tokens:
+            rows = conn.execute("SELECT rowid FROM memory_items_fts WHERE memory_items_fts MATCH ?", (_quote(token),))
+            found[token] = {r for (r,) in rows if r in asked}
+        return found
+    wanted = ",".join(str(i) for i in unique)
     for token in tokens:
         rows = conn.execute(f"SELECT rowid FROM memory_items_fts WHERE memory_items_fts MATCH ? "
                             f"AND rowid IN ({wanted})", (_quote(token),)).fetchall()
