@@ -136,7 +136,8 @@ RUN_ANYWAY = ("memcairn bench recall",)  # its example asks about the sample ses
 # Examples whose exit 2 is the right answer here: they name the reader's own data, which a new home lacks.
 READER_S_OWN = ("memcairn timeline --anchor 42", "memcairn show 12", "memcairn forget 12",
                 "memcairn import claude-mem ~/", "memcairn import jsonl backup.jsonl",
-                "memcairn import transcripts ./sessions --root")
+                "memcairn import transcripts ./sessions --root", "memcairn correct ",
+                "memcairn projects root ")
 REPOSITORY = Path(__file__).resolve().parent.parent
 
 

@@ -29,7 +29,7 @@ def correct(item_id: int | str, why: str | None, by: int | str | None, undo: boo
         memcairn correct 12 --why "the timeout is read from config.toml, not the environment"
         memcairn correct 12 --by 15 --why "the port moved to 8080"
         memcairn correct 12 --undo
-        memcairn correct team#12 --by team#15   # remote mode: the team server marks its memory
+        memcairn correct team#12 --by team#15
     """
     if undo and (why or by is not None):
         raise ValidationError("--undo takes back the correction in effect: give it without --why or --by")

@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from memcairn.cli.common import emit_json, open_store, settings
+from memcairn.cli.store_cmds import forget_ids
 from memcairn.core.errors import NotFoundError, ValidationError
 
 
@@ -29,24 +30,6 @@ def _stale_answer(projects: list[str] | None, states: list[str], local: bool) ->
 
     with open_store() as store:
         return stale_answer(unsupported(store, checker_for(store), projects, states))
-
-
-def _forget(ids: list[int]) -> list[int]:
-    """Delete the memories as ``memcairn forget`` does (through the worker when it runs); the ids deleted."""
-    from memcairn.cli.search_cmds import running_worker
-
-    client = running_worker(settings())
-    if client is None:
-        with open_store() as store:
-            return store.delete_items(ids)
-    deleted = []
-    for item_id in ids:
-        try:
-            client.delete(f"/api/memory/{item_id}")
-            deleted.append(item_id)
-        except NotFoundError:
-            pass
-    return deleted
 
 
 @click.command()
@@ -89,7 +72,7 @@ def stale(projects: tuple[str, ...], state: str, forget: bool, yes: bool, local:
         return
     if not yes and not click.confirm(f"Forget these {len(ids)} memories?", default=False, err=True):
         raise click.Abort()
-    deleted = _forget(ids)
+    deleted = forget_ids(ids)
     if as_json:
         emit_json({**answer, "deleted": deleted})
     else:

@@ -105,6 +105,25 @@ def show(ids: tuple[int | str, ...], as_json: bool) -> None:
         raise NotFoundError(f"not found: {', '.join(f'#{i}' for i in missing)}")
 
 
+def forget_ids(ids: list[int]) -> list[int]:
+    """Delete the memories through the running worker (its mirror drops them at once), else in this process;
+    the ids deleted."""
+    from memcairn.cli.search_cmds import running_worker
+
+    client = running_worker(settings())
+    if client is None:
+        with open_store() as store:
+            return store.delete_items(ids)
+    deleted = []
+    for item_id in ids:
+        try:
+            client.delete(f"/api/memory/{item_id}")
+            deleted.append(item_id)
+        except NotFoundError:
+            pass
+    return deleted
+
+
 @click.command()
 @click.argument("ids", nargs=-1, required=True, type=ItemId())
 @click.option("--json", "as_json", is_flag=True, help='Print {"deleted": [...], "missing": [...]}.')
@@ -118,21 +137,8 @@ def forget(ids: tuple[int, ...], as_json: bool) -> None:
     \b
         memcairn forget 12 '#15'
     """
-    from memcairn.cli.search_cmds import running_worker
-
     wanted = list(dict.fromkeys(ids))
-    client = running_worker(settings())
-    if client is not None:
-        deleted = []
-        for item_id in wanted:
-            try:
-                client.delete(f"/api/memory/{item_id}")
-                deleted.append(item_id)
-            except NotFoundError:
-                pass
-    else:
-        with open_store() as store:
-            deleted = store.delete_items(wanted)
+    deleted = forget_ids(wanted)
     missing = [i for i in wanted if i not in deleted]
     if as_json:
         emit_json({"deleted": deleted, "missing": missing})
