@@ -7,8 +7,7 @@ TOOL_ENTRIES = [{'name': 'important_workflow',
   'annotations': {'readOnlyHint': True}},
  {'name': 'search',
   'description': 'Step 1. Search past work: one row per memory (#id, time, type, title, ~tokens to read it). Weak '
-                 'matches are hidden. No query: newest first. Deprecated: obs_type (now type), type: a kind (now '
-                 'kind).',
+                 'matches are hidden. No query: newest first.',
   'inputSchema': {'properties': {'query': {'type': 'string', 'description': 'Keywords or a question.'},
                                  'limit': {'type': 'integer', 'description': 'Rows, 1-100 (default 20).'},
                                  'offset': {'type': 'integer', 'description': 'Rows to skip.'},

@@ -243,8 +243,7 @@ class MemoryTools:
         return WORKFLOW
 
     @tool("Step 1. Search past work: one row per memory (#id, time, type, title, ~tokens to read it). Weak matches "
-          "are hidden. No query: newest first. Deprecated: obs_type (now type), type: a kind (now kind).",
-          read_only=True)
+          "are hidden. No query: newest first.", read_only=True)
     def search(
         self,
         query: Annotated[str | None, TEXT, Field(description="Keywords or a question.")] = None,
