@@ -188,10 +188,8 @@ class FreshnessChecker:
             known = self._homes.get(key)
         if known is not None:
             return known
-        try:
-            with open(full, "rb") as fh:
-                content = fh.read(MAX_HASH_BYTES + 1)
-        except OSError:
+        content = _head(full)
+        if content is None:
             return True  # unreadable now: nothing is said to be gone
         found = bool(re.search(_DECLARES % re.escape(qualifier).encode(), content))
         with self._lock:
@@ -240,10 +238,8 @@ class FreshnessChecker:
             found = self._held.get(key)
         if found is not None:
             return found
-        try:
-            with open(full, "rb") as fh:
-                content = fh.read(MAX_HASH_BYTES + 1)
-        except OSError:
+        content = _head(full)
+        if content is None:
             return frozenset(names)  # unreadable now: nothing is said to be gone
         if blob_id(content) != file_id:  # written again since it was hashed: judged at the next check
             return frozenset(names)
@@ -253,6 +249,15 @@ class FreshnessChecker:
                 self._held.clear()
             self._held[key] = found
         return found
+
+
+def _head(full: str) -> bytes | None:
+    """The part of a file its id is computed over (None when it cannot be read now)."""
+    try:
+        with open(full, "rb") as fh:
+            return fh.read(MAX_HASH_BYTES + 1)
+    except OSError:
+        return None
 
 
 def _full(root: str | None, path: str) -> str | None:
